@@ -1,0 +1,35 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   - install servecap (base) and print the built-in capacity plan
+#   make test   - install the dev dependencies and run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test check bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.base-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@ $(VENV)/.base-installed
+
+demo: $(VENV)/.base-installed
+	$(BIN)/servecap plan
+
+test: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest
+
+check: $(VENV)/.dev-installed
+	PATH="$(abspath $(BIN)):$$PATH" scripts/check
+
+bench: $(VENV)/.dev-installed
+	$(BIN)/python benchmarks/plan_sweep.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from servecap.cli.main import run
+
+run()

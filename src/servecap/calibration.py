@@ -1,0 +1,90 @@
+"""The calibration file: step-time coefficients fitted to a real server (data, not imports).
+
+``servecap calibrate`` writes it from stored bench runs; ``plan``, ``simulate`` and ``emulate``
+read it with ``--calibration FILE`` and use its coefficients in place of the default
+:class:`~servecap.specs.perf.Efficiency`. JSON, one object::
+
+    {"schema": "servecap.calibration/1", "model": "...", "gpu": "...", "tp": 1, "pp": 1,
+     "weights_dtype": "bf16", "kv_cache_dtype": "bf16",
+     "coefficients": {"bandwidth_efficiency": 0.82, "compute_efficiency": 0.55,
+                      "step_overhead_s": 0.0031, "prefill_s_per_token": 0.0,
+                      "allreduce_latency_s": 1e-05},
+     "fit": {"runs": ["..."], "num_samples": 1234, "rmse_s": 0.0004, "r2": 0.99},
+     "created_at": "2026-11-21T12:00:00Z"}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from servecap.errors import ServecapError
+from servecap.specs.perf import Efficiency
+
+SCHEMA = "servecap.calibration/1"
+
+
+class Coefficients(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bandwidth_efficiency: float = Field(gt=0, le=1.5)
+    compute_efficiency: float = Field(gt=0, le=1.5)
+    step_overhead_s: float = Field(ge=0, le=10)
+    prefill_s_per_token: float = Field(default=0.0, ge=0, le=1)
+    allreduce_latency_s: float = Field(default=10e-6, ge=0, le=1)
+
+
+class FitSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    runs: list[str] = []
+    num_samples: int = Field(default=0, ge=0)
+    rmse_s: float | None = None
+    r2: float | None = None
+
+
+class CalibrationFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_: Literal["servecap.calibration/1"] = Field(default=SCHEMA, alias="schema")
+    model: str
+    gpu: str
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    weights_dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    coefficients: Coefficients
+    fit: FitSummary = FitSummary()
+    created_at: str = ""
+
+    def efficiency(self) -> Efficiency:
+        c = self.coefficients
+        return Efficiency(
+            bandwidth_efficiency=c.bandwidth_efficiency,
+            compute_efficiency=c.compute_efficiency,
+            step_overhead_s=c.step_overhead_s,
+            allreduce_latency_s=c.allreduce_latency_s,
+            prefill_s_per_token=c.prefill_s_per_token,
+        )
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2)
+
+
+def load_calibration(path: Path) -> CalibrationFile:
+    """Read a calibration file; one-line errors name the field and value."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ServecapError("calibration", str(path), "no such file") from None
+    except json.JSONDecodeError as err:
+        raise ServecapError("calibration", str(path), f"malformed JSON: {err.msg} at line {err.lineno}") from None
+    try:
+        return CalibrationFile.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ServecapError(f"calibration.{loc}", first.get("input"), first["msg"]) from None

@@ -1,0 +1,82 @@
+"""`servecap gpus` and `servecap models`: the catalogs, with their key figures."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from servecap.cli import options as o
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gpus")(gpus_command)
+    app.command("models")(models_command)
+
+
+def gpus_command(gpu_file: o.GpuFileOpt = None, as_json: o.JsonOpt = False) -> None:
+    """List the GPU catalog (and a --gpu-file's rows)."""
+    from dataclasses import asdict
+
+    from servecap.catalog import gpu_catalog, load_gpu_file
+
+    gpus = list(gpu_catalog()) + (load_gpu_file(gpu_file) if gpu_file else [])
+    if as_json:
+        typer.echo(json.dumps([asdict(g) for g in gpus], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{len(gpus)} GPUs (dense tensor TFLOPS; bandwidth in TB/s; link GB/s one way)")
+    for col in ("id", "memory", "HBM TB/s", "BF16", "FP8", "FP4", "link GB/s", "$/h", "buy $"):
+        t.add_column(col, justify="left" if col == "id" else "right")
+
+    def f(v: float | None, fmt: str = "{:,.0f}") -> str:
+        return fmt.format(v) if v is not None else "-"
+
+    for g in gpus:
+        t.add_row(g.id, f"{g.memory_gb:g} GB", f(g.hbm_bandwidth_tb_s, "{:.2f}"), f(g.bf16_dense_tflops),
+                  f(g.fp8_dense_tflops), f(g.fp4_dense_tflops), f(g.interconnect_gb_s),
+                  f(g.rent_usd_per_hour, "{:.2f}"), f(g.purchase_usd))
+    Console().print(t)
+
+
+def models_command(as_json: o.JsonOpt = False) -> None:
+    """List the model catalog with parameters and KV bytes per token."""
+    from servecap.catalog.models import load_catalog_model, model_catalog
+    from servecap.core.kv import kv_bytes_per_token, resolve_kv_dtype, sliding_bytes_per_token, state_bytes_per_request
+    from servecap.core.params import param_counts
+
+    rows = []
+    for row in model_catalog():
+        m = load_catalog_model(row.id)
+        p = param_counts(m)
+        kv = resolve_kv_dtype("auto", m)
+        kinds = sorted({layer.mixer.value for layer in m.layers})
+        rows.append({
+            "id": row.id,
+            "model_type": m.model_type,
+            "layers": m.num_layers,
+            "layer_kinds": kinds,
+            "params_total": p.total,
+            "params_active": p.active,
+            "kv_bytes_per_token": kv_bytes_per_token(m, 1, kv),
+            "sliding_kv_bytes_per_token": sliding_bytes_per_token(m, 1, kv),
+            "state_bytes_per_request": state_bytes_per_request(m, 1),
+            "max_position_embeddings": m.max_position_embeddings,
+        })
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{len(rows)} models (KV at the model dtype, TP 1)")
+    for col in ("id", "layers", "kinds", "total", "active", "KV B/token", "sliding B/token", "state B/req", "context"):
+        t.add_column(col, justify="left" if col in ("id", "kinds") else "right")
+    for r in rows:
+        t.add_row(str(r["id"]), str(r["layers"]), ",".join(r["layer_kinds"]),  # type: ignore[arg-type]
+                  f"{r['params_total'] / 1e9:.2f}B", f"{r['params_active'] / 1e9:.2f}B",  # type: ignore[operator]
+                  f"{r['kv_bytes_per_token']:,}", f"{r['sliding_kv_bytes_per_token']:,}",
+                  f"{r['state_bytes_per_request']:,}", f"{r['max_position_embeddings']:,}")
+    Console().print(t)

@@ -1,0 +1,123 @@
+"""Options shared by every command that takes a deployment (plan, simulate, emulate, ...).
+
+Declare them in a command's signature with these ``Annotated`` aliases and pass the values to
+:func:`deployment_from_options`; one place turns names into specs and resolves vLLM's defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from servecap.specs.deployment import Deployment
+from servecap.specs.perf import Efficiency
+
+DEFAULT_MODEL = "meta-llama/Llama-3.1-70B"
+DEFAULT_GPU = "H200"
+# The worked example (DESIGN.md): Llama-3.1-70B, FP8 weights, one H200, 8K-token requests.
+DEFAULT_EXAMPLE = {"weights_dtype": "fp8", "max_model_len": 8192}
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="Catalog id (e.g. meta-llama/Llama-3.1-8B) or path to a config.json."),
+]
+GpuOpt = Annotated[str | None, typer.Option("--gpu", "-g", help="GPU name, e.g. H100, h200, A100-40GB, MI300X.")]
+GpuFileOpt = Annotated[Path | None, typer.Option("--gpu-file", help="TOML file adding [[gpu]] rows.")]
+NumGpusOpt = Annotated[int | None, typer.Option("--num-gpus", "-n", help="GPUs per replica (= tp x pp; sets tp when tp is not given).")]
+TpOpt = Annotated[int | None, typer.Option("--tp", help="Tensor-parallel size.")]
+PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline-parallel size.")]
+WeightsDtypeOpt = Annotated[str | None, typer.Option("--weights-dtype", "-w", help="auto|bf16|fp16|fp8|int8|int4|nvfp4|mxfp4.")]
+KvDtypeOpt = Annotated[str, typer.Option("--kv-cache-dtype", "-k", help="auto|bf16|fp16|fp8.")]
+MaxModelLenOpt = Annotated[int | None, typer.Option("--max-model-len", "-l", help="Context length (default: the model's).")]
+GpuUtilOpt = Annotated[float | None, typer.Option("--gpu-memory-utilization", help="vLLM's share of GPU memory (default 0.9).")]
+KvBytesOpt = Annotated[int | None, typer.Option("--kv-cache-memory-bytes", help="KV budget per GPU in bytes, as vLLM's option (skips the estimate).")]
+BlockSizeOpt = Annotated[int | None, typer.Option("--block-size", help="Tokens per KV block (default 16; 64 for MLA).")]
+MaxSeqsOpt = Annotated[int | None, typer.Option("--max-num-seqs", help="Max running requests (vLLM default by GPU).")]
+MaxBatchedOpt = Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Token budget per step (vLLM default by GPU).")]
+CalibrationOpt = Annotated[Path | None, typer.Option("--calibration", help="Calibration file from `servecap calibrate`.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (SI units) instead of tables.")]
+
+
+def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> tuple[int, int]:
+    from servecap.errors import ServecapError
+
+    if tp is None:
+        if num_gpus is None:
+            return 1, pp
+        if num_gpus % pp:
+            raise ServecapError("num_gpus", num_gpus, f"must be a multiple of pp={pp}")
+        return num_gpus // pp, pp
+    if num_gpus is not None and num_gpus != tp * pp:
+        raise ServecapError("num_gpus", num_gpus, f"must equal tp x pp = {tp * pp}")
+    return tp, pp
+
+
+def deployment_from_options(
+    *,
+    model: str | None,
+    gpu: str | None,
+    gpu_file: Path | None = None,
+    num_gpus: int | None = None,
+    tp: int | None = None,
+    pp: int = 1,
+    weights_dtype: str | None = None,
+    kv_cache_dtype: str = "auto",
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    kv_cache_memory_bytes: int | None = None,
+    block_size: int | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+) -> tuple[Deployment, list[str]]:
+    """Specs from names, vLLM's defaults resolved; also returns notes on the defaults used."""
+    from servecap.catalog import load_gpu_file, lookup_gpu, resolve_model
+    from servecap.core.defaults import build_deployment
+
+    notes: list[str] = []
+    if model is None and gpu is None:
+        model, gpu = DEFAULT_MODEL, DEFAULT_GPU
+        if weights_dtype is None:
+            weights_dtype = str(DEFAULT_EXAMPLE["weights_dtype"])
+        if max_model_len is None:
+            max_model_len = int(DEFAULT_EXAMPLE["max_model_len"])
+        notes.append(
+            "no --model/--gpu given: the built-in example (Llama-3.1-70B, FP8 weights, one H200, "
+            "8,192-token context)"
+        )
+    elif model is None:
+        model = DEFAULT_MODEL
+        notes.append(f"no --model given: {DEFAULT_MODEL}")
+    elif gpu is None:
+        gpu = DEFAULT_GPU
+        notes.append(f"no --gpu given: {DEFAULT_GPU}")
+    extra = load_gpu_file(gpu_file) if gpu_file is not None else None
+    spec_gpu = lookup_gpu(gpu, extra)
+    spec_model = resolve_model(model)
+    tp_, pp_ = resolve_parallelism(num_gpus, tp, pp)
+    dep = build_deployment(
+        spec_model, spec_gpu, tp=tp_, pp=pp_, weights_dtype=weights_dtype or "auto",
+        kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+    )
+    if max_model_len is None:
+        notes.append(f"max_model_len {dep.engine.max_model_len} (the model's max_position_embeddings)")
+    if max_num_seqs is None or max_num_batched_tokens is None:
+        notes.append(
+            f"vLLM API-server defaults for {spec_gpu.id}: max_num_seqs {dep.engine.max_num_seqs}, "
+            f"max_num_batched_tokens {dep.engine.max_num_batched_tokens}"
+        )
+    return dep, notes
+
+
+def efficiency_from_options(calibration: Path | None) -> tuple[Efficiency, str | None]:
+    """Default efficiency factors, or a calibration file's fitted coefficients."""
+    if calibration is None:
+        return Efficiency(), None
+    from servecap.calibration import load_calibration
+
+    cal = load_calibration(calibration)
+    return cal.efficiency(), f"step-time coefficients from {calibration}"

@@ -1,0 +1,117 @@
+"""Human report of a plan: rich tables for memory, KV cache, speed, users, cost and levers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from servecap.core.levers import Lever
+from servecap.core.plan import Plan
+from servecap.units import gib, human_bytes, human_seconds
+
+
+def _money(value: float | None, fmt: str = "${:,.2f}") -> str:
+    return fmt.format(value) if value is not None else "n/a"
+
+
+def render_plan(
+    p: Plan,
+    lever_rows: Sequence[Lever],
+    notes: Sequence[str],
+    *,
+    peak_users: int | None = None,
+    replicas: int | None = None,
+    console: Console | None = None,
+) -> None:
+    c = console or Console()
+    dep, eng, st = p.deployment, p.deployment.engine, p.stage
+    c.print(
+        f"[bold]{dep.model.id}[/] on [bold]{dep.num_gpus}x {dep.gpu.name}[/] "
+        f"(tp {dep.parallelism.tp}, pp {dep.parallelism.pp}) · weights {dep.weights_dtype.name} · "
+        f"KV {dep.kv_dtype.name} · max_model_len {eng.max_model_len:,}"
+    )
+    c.print(
+        f"params {p.params.total / 1e9:.2f}B total, {p.params.active / 1e9:.2f}B active · "
+        f"request {p.request.prompt_tokens:,} in / {p.request.output_tokens:,} out · "
+        f"duty cycle {p.costs_in.duty_cycle:.0%}"
+    )
+
+    mem = Table(title="Memory per GPU", show_header=True)
+    mem.add_column("item")
+    mem.add_column("bytes", justify="right")
+    mem.add_column("GiB", justify="right")
+    b = st.budget
+    rows = [
+        ("total (as vLLM sees it)", b.total_gpu_memory_bytes),
+        (f"x gpu_memory_utilization {b.gpu_memory_utilization:g}", b.requested_bytes),
+        ("- weights", b.weights_bytes),
+        ("- peak activation (estimate)", b.activation_bytes),
+        ("- CUDA context / NCCL (estimate)", b.non_torch_bytes),
+        ("= KV cache budget" + (" (--kv-cache-memory-bytes)" if b.kv_budget_overridden else ""), b.kv_budget_bytes),
+    ]
+    for name, value in rows:
+        mem.add_row(name, human_bytes(value), f"{gib(value):.2f}")
+    c.print(mem)
+
+    kv = Table(title="KV cache (vLLM block arithmetic)")
+    kv.add_column("quantity")
+    kv.add_column("value", justify="right")
+    kv.add_row("KV bytes per token per GPU", f"{p.kv_bytes_per_token_per_gpu:,}")
+    kv.add_row(f"KV per {eng.max_model_len:,}-token request per GPU", human_bytes(p.kv_bytes_per_request))
+    kv.add_row("block size (tokens) · groups", f"{p.layout.block_size} · {len(p.layout.groups)}")
+    kv.add_row("GPU blocks", f"{st.kv.num_blocks:,}")
+    kv.add_row("GPU KV cache size (tokens)", f"{st.kv.kv_cache_tokens:,}")
+    kv.add_row(f"maximum concurrency for {eng.max_model_len:,} tokens", f"{st.kv.max_concurrency:.2f}x")
+    kv.add_row(f"requests of {p.request.total_tokens:,} tokens held at once", f"{p.kv_batch_limit:,}")
+    c.print(kv)
+
+    speed = Table(title="Speed (roofline, no queueing)")
+    speed.add_column("quantity")
+    speed.add_column("value", justify="right")
+    speed.add_row("concurrent requests (batch)", f"{p.batch:,}  (limited by {p.batch_limited_by})")
+    speed.add_row("decode step at that batch", human_seconds(p.decode_step_time_s))
+    speed.add_row("TPOT with chunked prefill", human_seconds(p.tpot_s))
+    speed.add_row("TTFT beside that batch", human_seconds(p.ttft_s))
+    speed.add_row("single request TTFT / TPOT",
+                  f"{human_seconds(p.single_request_ttft_s)} / {human_seconds(p.single_request_tpot_s)}")
+    speed.add_row("output tokens/s per user", f"{p.output_tokens_per_s_per_user:,.1f}")
+    speed.add_row("output tokens/s total", f"{p.output_tokens_per_s_total:,.0f}")
+    speed.add_row("bottleneck", p.bottleneck)
+    cb = p.compute_bound_batch
+    speed.add_row("decode turns compute-bound at batch", f"{cb:,}" if cb else "never (memory-bound)")
+    c.print(speed)
+
+    users = Table(title="Users and cost")
+    users.add_column("quantity")
+    users.add_column("value", justify="right")
+    users.add_row("users served (batch / duty cycle)", f"{p.users_served:,}")
+    users.add_row("$ per hour (rent)", _money(p.cost.usd_per_hour))
+    users.add_row("$ per user per month (rent)", _money(p.cost.usd_per_user_month))
+    users.add_row("$ per million output tokens", _money(p.cost.usd_per_million_tokens))
+    users.add_row("$ per user over the hardware's life (own)", _money(p.cost.usd_per_user_lifetime))
+    if peak_users is not None:
+        users.add_row(f"replicas for {peak_users:,} users", str(replicas) if replicas is not None else "n/a")
+    c.print(users)
+
+    lv = Table(title="Levers (each re-planned)")
+    for col in ("lever", "flag", "max conc.", "users", "TPOT", "TTFT", "$/user/mo"):
+        lv.add_column(col, no_wrap=col == "flag")
+    for r in lever_rows:
+        lv.add_row(
+            r.name, r.change,
+            f"{r.max_concurrency:.2f}x" if r.max_concurrency is not None else "-",
+            f"{r.users_served:,}" if r.users_served is not None else "-",
+            human_seconds(r.tpot_s) if r.tpot_s is not None else "-",
+            human_seconds(r.ttft_s) if r.ttft_s is not None else "-",
+            _money(r.usd_per_user_month),
+        )
+    c.print(lv)
+    for r in lever_rows:
+        if r.note:
+            c.print(f"[dim]{r.name}: {r.note}[/]")
+    for note in notes:
+        c.print(f"[dim]note: {note}[/]")
+    for warning in p.warnings:
+        c.print(f"[yellow]warning: {warning}[/]")

@@ -1,0 +1,154 @@
+"""Users a deployment serves: batch limits, steady-state speeds with chunked prefill, SLO batch.
+
+Steady state of a batch of ``B`` requests of ``P`` prompt and ``O`` output tokens under
+continuous batching with chunked prefill (vLLM V1): every step decodes one token for each of
+the ``B`` running requests, and since each request needs ``P`` prefill tokens per ``O`` decode
+steps, a step also carries ``B x P / O`` prompt tokens on average. So::
+
+    tpot_s(B)   = step_time(B decodes at mean context P + O/2, + B x P / O prefill tokens)
+    ttft_s(B)   = Σ over the prompt's chunks of step_time(chunk + B decodes)
+                  chunk = max_num_batched_tokens - B (the token budget left after decodes)
+    tok/s total = B / tpot_s(B);  tok/s per user = 1 / tpot_s(B)
+
+Queueing delay is not included (that is the simulator's job); M/M/1's mean wait of
+``rho / (1 - rho)`` service times is reported as a reminder of where it takes over.
+
+Concurrency limits (the smallest wins): the KV pool (blocks a request holds at its full length
+``P + O``, paged), ``max_num_seqs``, the TPOT SLO and the TTFT SLO. Users served at a duty cycle
+``d`` (share of a session spent generating): ``floor(B / d)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servecap.core.blocks import KvLayout
+from servecap.core.roofline import BatchShape, StepCost, StepTime, decode_batch, prefill_batch
+from servecap.specs.perf import Efficiency, RequestShape, Slo
+
+
+def steady_batch(cost: StepCost, batch: int, request: RequestShape) -> BatchShape:
+    """The average step of ``batch`` requests in steady state (decodes + their prefill share)."""
+    decodes = decode_batch(batch, request.mean_held_tokens, cost.window_tokens)
+    prefill_tokens = batch * request.prompt_tokens / max(1, request.output_tokens)
+    chunk = prefill_batch(request.prompt_tokens, cost.window_tokens)
+    share = prefill_tokens / max(1, request.prompt_tokens)  # prompts' worth of prefill per step
+    return BatchShape(
+        num_tokens=batch + int(round(prefill_tokens)),
+        num_seqs=batch,
+        kv_tokens=decodes.kv_tokens + share * chunk.kv_tokens,
+        window_kv_tokens=decodes.window_kv_tokens + share * chunk.window_kv_tokens,
+        attn_pairs=decodes.attn_pairs + share * chunk.attn_pairs,
+        window_attn_pairs=decodes.window_attn_pairs + share * chunk.window_attn_pairs,
+        prompt_tokens=int(round(prefill_tokens)),
+    )
+
+
+def tpot_step(cost: StepCost, batch: int, request: RequestShape, eff: Efficiency) -> StepTime:
+    return cost.step_time(steady_batch(cost, batch, request), eff)
+
+
+def decode_step(cost: StepCost, batch: int, context_tokens: float, eff: Efficiency) -> StepTime:
+    return cost.step_time(decode_batch(batch, context_tokens, cost.window_tokens), eff)
+
+
+def ttft_s(
+    cost: StepCost, batch: int, request: RequestShape, eff: Efficiency, max_num_batched_tokens: int
+) -> float:
+    """Time to first token for a prompt scheduled beside ``batch`` running decodes."""
+    budget = max(1, max_num_batched_tokens - batch)
+    done = 0
+    total = 0.0
+    others = decode_batch(batch, request.mean_held_tokens, cost.window_tokens)
+    while done < request.prompt_tokens:
+        n = min(budget, request.prompt_tokens - done)
+        chunk = prefill_batch(n, cost.window_tokens, start_tokens=done)
+        step = BatchShape(
+            num_tokens=chunk.num_tokens + others.num_tokens,
+            num_seqs=1 + others.num_seqs,
+            kv_tokens=chunk.kv_tokens + others.kv_tokens,
+            window_kv_tokens=chunk.window_kv_tokens + others.window_kv_tokens,
+            attn_pairs=chunk.attn_pairs + others.attn_pairs,
+            window_attn_pairs=chunk.window_attn_pairs + others.window_attn_pairs,
+            prompt_tokens=n,
+        )
+        total += cost.step_time(step, eff).total_s
+        done += n
+    return total
+
+
+def kv_batch_limit(layout: KvLayout, num_blocks: int, request: RequestShape) -> int:
+    """Requests of the typical shape the pool holds at once (each at its full P + O length)."""
+    return num_blocks // max(1, layout.blocks_held(request.total_tokens))
+
+
+@dataclass(frozen=True, slots=True)
+class SloBatch:
+    batch: int
+    limited_by: str  # "kv_cache" | "max_num_seqs" | "tpot_slo" | "ttft_slo"
+
+
+def slo_batch(
+    cost: StepCost,
+    request: RequestShape,
+    eff: Efficiency,
+    slo: Slo,
+    *,
+    kv_limit: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+) -> SloBatch:
+    """The largest batch every limit allows (binary search: step time grows with the batch)."""
+    upper = min(kv_limit, max_num_seqs)
+    limited_by = "kv_cache" if kv_limit <= max_num_seqs else "max_num_seqs"
+
+    def ok(b: int) -> str | None:
+        if slo.tpot_s is not None and tpot_step(cost, b, request, eff).total_s > slo.tpot_s:
+            return "tpot_slo"
+        if slo.ttft_s is not None and ttft_s(cost, b, request, eff, max_num_batched_tokens) > slo.ttft_s:
+            return "ttft_slo"
+        return None
+
+    if upper <= 0:
+        return SloBatch(0, limited_by)
+    failed = ok(upper)
+    if failed is None:
+        return SloBatch(upper, limited_by)
+    lo, hi = 0, upper  # ok(lo) holds (or lo == 0), ok(hi) fails
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid) is None:
+            lo = mid
+        else:
+            hi = mid
+    return SloBatch(lo, failed)
+
+
+def compute_bound_batch(cost: StepCost, context_tokens: float, eff: Efficiency, limit: int = 1 << 16) -> int | None:
+    """Smallest decode batch at which compute time reaches memory time (None: never below limit)."""
+    lo, hi = 1, limit
+    if decode_step(cost, hi, context_tokens, eff).compute_s < decode_step(cost, hi, context_tokens, eff).memory_s:
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        step = decode_step(cost, mid, context_tokens, eff)
+        if step.compute_s >= step.memory_s:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def ridge_batch(peak_flops: float, bandwidth_bytes_s: float, bytes_per_param: float) -> float:
+    """Batch where decode turns compute-bound, weights only: ``2 B / bytes_per_param`` FLOPs per
+    byte read equals the machine balance ``peak / bandwidth``. B200 (4,500 TFLOP/s FP8,
+    8 TB/s): 562.5 FLOP/byte -> B = 281 at one byte per parameter."""
+    return peak_flops / bandwidth_bytes_s * bytes_per_param / 2.0
+
+
+def mm1_wait_factor(utilization: float) -> float:
+    """M/M/1 mean queueing delay in service times: rho / (1 - rho) (Kleinrock, Queueing Systems
+    vol. 1, 1975): 50% -> 1x, 80% -> 4x, 95% -> 19x, 99% -> 99x."""
+    if not 0.0 <= utilization < 1.0:
+        raise ValueError("utilization must be in [0, 1)")
+    return utilization / (1.0 - utilization)

@@ -1,0 +1,87 @@
+"""vLLM's defaults, resolved for a model and GPU, and the one place a Deployment is assembled.
+
+- ``gpu_memory_utilization`` 0.9 (vLLM v0.11 ``CacheConfig``; v0.33 raised it to 0.92 — pass
+  ``--gpu-memory-utilization 0.92`` to match a recent release);
+- ``max_model_len``: the model's ``max_position_embeddings``;
+- ``max_num_batched_tokens`` / ``max_num_seqs`` for the OpenAI API server
+  (``EngineArgs.get_batch_defaults``): 8192 / 1024 on GPUs with at least 70 GiB that are not
+  A100s, else 2048 / 256;
+- block size: 16, 64 for MLA models (FlashMLA), raised for hybrid state models (see blocks.py).
+"""
+
+from __future__ import annotations
+
+from servecap.core.kv import resolve_kv_dtype
+from servecap.core.memory import resolve_weight_dtype
+from servecap.errors import ServecapError
+from servecap.specs.deployment import Deployment, EngineConfig, Parallelism
+from servecap.specs.gpu import GpuSpec
+from servecap.specs.model import ModelSpec
+from servecap.units import GIB_BYTES
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+LARGE_GPU_BYTES = 70 * GIB_BYTES
+
+
+def default_batch_limits(gpu: GpuSpec) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM's API server picks for this GPU."""
+    large = gpu.total_memory_bytes >= LARGE_GPU_BYTES and "a100" not in gpu.id.lower()
+    return (8192, 1024) if large else (2048, 256)
+
+
+def _positive(field: str, value: int | float | None, *, upper: float | None = None) -> None:
+    if value is None:
+        return
+    if value <= 0:
+        raise ServecapError(field, value, "must be positive")
+    if upper is not None and value > upper:
+        raise ServecapError(field, value, f"must be at most {upper:g}")
+
+
+def build_deployment(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    weights_dtype: str = "auto",
+    kv_cache_dtype: str = "auto",
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    block_size: int | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    kv_cache_memory_bytes: int | None = None,
+) -> Deployment:
+    """Validate the knobs and resolve vLLM's defaults into a concrete Deployment."""
+    _positive("tp", tp, upper=1024)
+    _positive("pp", pp, upper=1024)
+    _positive("max_model_len", max_model_len, upper=1e8)
+    _positive("block_size", block_size, upper=1 << 20)
+    _positive("max_num_seqs", max_num_seqs, upper=1e6)
+    _positive("max_num_batched_tokens", max_num_batched_tokens, upper=1e8)
+    _positive("kv_cache_memory_bytes", kv_cache_memory_bytes, upper=1e15)
+    _positive("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
+    if max_model_len is None:
+        if model.max_position_embeddings <= 0:
+            raise ServecapError("max_model_len", None, "the config has no max_position_embeddings; pass --max-model-len")
+        max_model_len = model.max_position_embeddings
+    default_tokens, default_seqs = default_batch_limits(gpu)
+    engine = EngineConfig(
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
+        block_size=block_size,
+        max_num_seqs=max_num_seqs or default_seqs,
+        max_num_batched_tokens=max_num_batched_tokens or default_tokens,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+    )
+    if model.attention is not None and model.attention.num_heads % tp:
+        raise ServecapError("tp", tp, f"must divide the {model.attention.num_heads} attention heads")
+    return Deployment(
+        model=model,
+        gpu=gpu,
+        parallelism=Parallelism(tp=tp, pp=pp),
+        weights_dtype=resolve_weight_dtype(weights_dtype, model),
+        kv_dtype=resolve_kv_dtype(kv_cache_dtype, model),
+        engine=engine,
+    )

@@ -1,0 +1,239 @@
+"""The capacity plan: memory, KV pool, speeds, users and cost of one deployment, in one value.
+
+``plan()`` is a pure function of its inputs; every number it returns is computed by the cited
+functions in this package (memory.py, blocks.py, roofline.py, capacity.py, cost.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from servecap.core.blocks import KvCapacity, KvLayout, kv_capacity, kv_layout, require_one_request
+from servecap.core.capacity import (
+    compute_bound_batch,
+    decode_step,
+    kv_batch_limit,
+    slo_batch,
+    tpot_step,
+    ttft_s,
+)
+from servecap.core.cost import CostBreakdown, cost_breakdown
+from servecap.core.kv import kv_bytes_for_context, kv_bytes_per_token, sliding_bytes_per_token
+from servecap.core.memory import (
+    NON_TORCH_BYTES_PER_GPU,
+    MemoryBudget,
+    activation_peak_bytes,
+    memory_budget,
+    stage_layers,
+    stage_weights,
+)
+from servecap.core.params import ParamCounts, param_counts
+from servecap.core.roofline import StepCost, step_cost
+from servecap.errors import InfeasibleError
+from servecap.specs.deployment import Deployment
+from servecap.specs.perf import CostInputs, Efficiency, RequestShape, Slo
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    weights_bytes_per_gpu: int
+    budget: MemoryBudget
+    kv: KvCapacity
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    deployment: Deployment
+    request: RequestShape
+    slo: Slo
+    efficiency: Efficiency
+    costs_in: CostInputs
+    params: ParamCounts
+    stage: Stage  # the pipeline stage with the fewest KV blocks (vLLM takes the minimum)
+    step: StepCost
+    kv_bytes_per_token_per_gpu: int  # full + sliding + MLA layers: what one more token costs
+    kv_bytes_per_request: int  # one request of max_model_len tokens, unpaged, on one GPU
+    kv_batch_limit: int  # typical requests (P + O tokens) the pool holds at once
+    batch: int  # concurrent requests served within every limit
+    batch_limited_by: str
+    decode_step_time_s: float  # pure decode step at `batch`, mean context
+    tpot_s: float  # steady-state step with chunked prefill at `batch`
+    ttft_s: float  # prefill beside `batch` running decodes (no queueing)
+    single_request_tpot_s: float
+    single_request_ttft_s: float
+    bottleneck: str
+    compute_bound_batch: int | None
+    users_served: int
+    cost: CostBreakdown
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def layout(self) -> KvLayout:
+        return self.stage.kv.layout
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        return self.stage.kv.num_blocks
+
+    @property
+    def output_tokens_per_s_per_user(self) -> float:
+        return 1.0 / self.tpot_s if self.tpot_s > 0 else 0.0
+
+    @property
+    def output_tokens_per_s_total(self) -> float:
+        return self.batch / self.tpot_s if self.tpot_s > 0 else 0.0
+
+    @property
+    def feasible(self) -> bool:
+        return self.batch > 0
+
+
+def _stages(dep: Deployment) -> list[Stage]:
+    model, par, eng = dep.model, dep.parallelism, dep.engine
+    groups = stage_layers(model, par.pp)
+    activation = eng.activation_bytes
+    if activation is None:
+        activation = activation_peak_bytes(
+            model, tp=par.tp, max_num_batched_tokens=eng.max_num_batched_tokens,
+            max_num_seqs=eng.max_num_seqs,
+        )
+    non_torch = eng.non_torch_bytes if eng.non_torch_bytes is not None else NON_TORCH_BYTES_PER_GPU
+    stages = []
+    for i, layers in enumerate(groups):
+        w = stage_weights(
+            model, layers, first=i == 0, last=i == len(groups) - 1, pp=par.pp, tp=par.tp,
+            weights_dtype=dep.weights_dtype,
+        )
+        budget = memory_budget(
+            total_gpu_memory_bytes=dep.gpu.total_memory_bytes,
+            gpu_memory_utilization=eng.gpu_memory_utilization,
+            weights_bytes=w.weights_bytes_per_gpu,
+            activation_bytes=activation,
+            non_torch_bytes=non_torch,
+            cudagraph_bytes=eng.cudagraph_bytes,
+            kv_cache_memory_bytes=eng.kv_cache_memory_bytes,
+        )
+        layout = kv_layout(model, layers, tp=par.tp, kv_dtype=dep.kv_dtype, block_size=eng.block_size)
+        cap = kv_capacity(layout, budget.kv_budget_bytes, max_model_len=eng.max_model_len,
+                          max_num_batched_tokens=eng.max_num_batched_tokens)
+        stages.append(Stage(w.weights_bytes_per_gpu, budget, cap))
+    return stages
+
+
+def _infeasible_message(dep: Deployment, stage: Stage) -> InfeasibleError:
+    b = stage.budget
+    usable = b.requested_bytes
+    where = f"{dep.num_gpus}x {dep.gpu.id}"
+    levers = []
+    if not dep.weights_dtype.quantized:
+        levers.append("--weights-dtype fp8")
+    levers.append(f"--tp {dep.parallelism.tp * 2}")
+    if b.weights_bytes >= usable:
+        return InfeasibleError(
+            "weights_bytes_per_gpu", f"{b.weights_bytes / 1e9:.1f} GB",
+            f"exceed the {usable / 1e9:.1f} GB usable per GPU on {where} "
+            f"(gpu_memory_utilization {b.gpu_memory_utilization:g}) by "
+            f"{(b.weights_bytes - usable) / 1e9:.1f} GB; try " + " or ".join(levers),
+        )
+    return InfeasibleError(
+        "kv_budget_bytes", f"{b.kv_budget_bytes / 1e9:.2f} GB",
+        f"after weights {b.weights_bytes / 1e9:.1f} GB, activations {b.activation_bytes / 1e9:.1f} GB "
+        f"and runtime {b.non_torch_bytes / 1e9:.2f} GB, {where} has no room for the KV cache; try "
+        + " or ".join([*levers, "--max-num-batched-tokens 2048"]),
+    )
+
+
+def plan(
+    dep: Deployment,
+    *,
+    request: RequestShape | None = None,
+    slo: Slo | None = None,
+    efficiency: Efficiency | None = None,
+    costs: CostInputs | None = None,
+) -> Plan:
+    """Plan one deployment. Raises InfeasibleError (saying which number failed) when it cannot
+    start: weights over the usable memory, no KV budget, or one max-length request not fitting."""
+    request = request or RequestShape()
+    slo = slo or Slo()
+    eff = efficiency or Efficiency()
+    costs = costs or CostInputs()
+    eng = dep.engine
+    stages = _stages(dep)
+    stage = min(stages, key=lambda s: s.kv.max_concurrency)
+    if stage.budget.kv_budget_bytes <= 0:
+        raise _infeasible_message(dep, stage)
+    require_one_request(stage.kv, eng.max_model_len)
+
+    warnings: list[str] = []
+    tp = dep.parallelism.tp
+    cost = step_cost(dep, stage_weights_bytes=stage.weights_bytes_per_gpu)
+    if request.total_tokens > eng.max_model_len:
+        warnings.append(
+            f"request of {request.total_tokens} tokens exceeds max_model_len {eng.max_model_len}"
+        )
+    kv_limit = kv_batch_limit(stage.kv.layout, stage.kv.num_blocks, request)
+    chosen = slo_batch(cost, request, eff, slo, kv_limit=kv_limit, max_num_seqs=eng.max_num_seqs,
+                       max_num_batched_tokens=eng.max_num_batched_tokens)
+    batch = chosen.batch
+    if batch == 0:
+        warnings.append(f"no batch size meets the SLOs ({chosen.limited_by})")
+    b = max(batch, 1)
+    steady = tpot_step(cost, b, request, eff)
+    pure = decode_step(cost, b, request.mean_held_tokens, eff)
+    ttft = ttft_s(cost, b, request, eff, eng.max_num_batched_tokens)
+    single_tpot = decode_step(cost, 1, request.mean_held_tokens, eff).total_s
+    single_ttft = ttft_s(cost, 0, request, eff, eng.max_num_batched_tokens)
+    users = int(batch / costs.duty_cycle) if batch else 0
+    rent = costs.rent_usd_per_gpu_hour if costs.rent_usd_per_gpu_hour is not None else dep.gpu.rent_usd_per_hour
+    buy = costs.purchase_usd_per_gpu if costs.purchase_usd_per_gpu is not None else dep.gpu.purchase_usd
+    if rent is None:
+        warnings.append(f"no rent price for {dep.gpu.id} in the catalog: pass --price-per-hour")
+    tok_s = batch / steady.total_s if batch else 0.0
+    money = cost_breakdown(
+        rent_usd_per_gpu_hour=rent, purchase_usd_per_gpu=buy, num_gpus=dep.num_gpus,
+        users=users, output_tokens_per_s=tok_s, lifetime_years=costs.lifetime_years,
+    )
+    if dep.gpu.memory_gib_reported is None:
+        warnings.append(
+            f"total GPU memory taken as {dep.gpu.total_memory_basis}; the driver reports a little "
+            "less (an A100-40GB reports 39.50 GiB)"
+        )
+    if not stage.budget.kv_budget_overridden:
+        warnings.append("activation and runtime memory are estimates; pass --kv-cache-memory-bytes "
+                        "with the 'Available KV cache memory' vLLM logs to match it exactly")
+    if tp > 1 and dep.model.attention is not None and dep.model.attention.num_kv_heads < tp:
+        warnings.append(
+            f"tp {tp} exceeds the {dep.model.attention.num_kv_heads} KV heads: KV heads are replicated"
+        )
+    warnings.extend(dep.model.notes)
+    return Plan(
+        deployment=dep,
+        request=request,
+        slo=slo,
+        efficiency=eff,
+        costs_in=costs,
+        params=param_counts(dep.model),
+        stage=stage,
+        step=cost,
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token(dep.model, tp, dep.kv_dtype)
+        + sliding_bytes_per_token(dep.model, tp, dep.kv_dtype),
+        kv_bytes_per_request=kv_bytes_for_context(dep.model, tp, dep.kv_dtype, eng.max_model_len),
+        kv_batch_limit=kv_limit,
+        batch=batch,
+        batch_limited_by=chosen.limited_by,
+        decode_step_time_s=pure.total_s,
+        tpot_s=steady.total_s,
+        ttft_s=ttft,
+        single_request_tpot_s=single_tpot,
+        single_request_ttft_s=single_ttft,
+        bottleneck=steady.bottleneck,
+        compute_bound_batch=compute_bound_batch(cost, request.mean_held_tokens, eff),
+        users_served=users,
+        cost=money,
+        warnings=tuple(warnings),
+    )
+
+
+def with_engine(dep: Deployment, **changes: object) -> Deployment:
+    """A copy of ``dep`` with some engine settings changed."""
+    return replace(dep, engine=replace(dep.engine, **changes))  # type: ignore[arg-type]

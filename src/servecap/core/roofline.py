@@ -1,0 +1,266 @@
+"""Roofline step time of one engine iteration (a batch of prefill chunks and decodes) on one GPU.
+
+A step reads every weight once (all of them for a dense model; for MoE the experts the batch's
+tokens route to), reads the KV cache of every sequence in the batch, and performs
+``2 x matmul_params`` FLOPs per token plus attention FLOPs. Its time is (Williams, Waterman and
+Patterson, "Roofline", CACM 2009; applied to LLM decode in e.g. arXiv:2402.16363)::
+
+    memory_s  = (weight_bytes + kv_bytes + state_bytes) / (hbm_bandwidth x bandwidth_efficiency)
+    compute_s = (2 x matmul_params x tokens + attention_flops) / (peak_flops x compute_efficiency)
+    comm_s    = 2 x layers x [2 (tp-1)/tp x tokens x hidden x act_bytes / link_bw + latency]
+    step_s    = max(memory_s, compute_s) + comm_s + step_overhead_s + prefill_s_per_token x prompt
+
+- attention FLOPs: ``4 x heads_per_rank x head_dim`` per (query, key) pair per layer (QK^T and PV,
+  2 FLOPs per multiply-add); MLA uses ``(d_nope + d_rope) + d_v`` in place of ``2 x head_dim``;
+- MoE weight reads: with uniform routing, ``T`` tokens each picking ``k`` of ``E`` experts touch
+  ``E x (1 - (1 - k/E)^T)`` distinct experts per layer in expectation (occupancy of E bins);
+- TP: two all-reduces per layer (after attention and after the MLP) of ``tokens x hidden``
+  activations, ring algorithm moving ``2 (tp-1)/tp`` of the buffer over each link
+  (Patarasuk and Yuan 2009), plus a fixed latency per all-reduce;
+- the input embedding is a lookup, not a matmul: matmul params = active params - embedding;
+- decode is memory-bound until the batch reaches the ridge point, where
+  ``2 x B`` FLOPs per weight byte (one byte per param, FP8) or ``B`` (two bytes, BF16) equals
+  ``peak_flops / bandwidth``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from servecap.core.kv import (
+    attention_bytes_per_token_per_layer,
+    kv_heads_per_rank,
+    state_bytes_per_layer,
+)
+from servecap.core.params import layer_params_table, param_counts
+from servecap.specs.deployment import Deployment
+from servecap.specs.model import AttentionKind
+from servecap.specs.perf import Efficiency
+from servecap.units import GB_BYTES, TB_BYTES, TFLOPS
+
+Bottleneck = Literal["memory", "compute", "communication", "overhead"]
+_ACT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class BatchShape:
+    """What one step computes, aggregated over its sequences.
+
+    - ``num_tokens``: query tokens (prefill chunk tokens + one per decoding sequence);
+    - ``num_seqs``: sequences in the batch (each reads its recurrent state once);
+    - ``kv_tokens``: Σ over sequences of the context tokens whose full-attention KV is read;
+    - ``window_kv_tokens``: the same for sliding-window layers (each capped at the window);
+    - ``attn_pairs`` / ``window_attn_pairs``: Σ over query tokens of keys attended.
+    """
+
+    num_tokens: int
+    num_seqs: int
+    kv_tokens: float
+    window_kv_tokens: float
+    attn_pairs: float
+    window_attn_pairs: float
+    prompt_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    total_s: float
+    memory_s: float
+    compute_s: float
+    comm_s: float
+    overhead_s: float
+
+    @property
+    def bottleneck(self) -> Bottleneck:
+        parts: dict[Bottleneck, float] = {
+            "memory": self.memory_s,
+            "compute": self.compute_s,
+            "communication": self.comm_s,
+            "overhead": self.overhead_s,
+        }
+        return max(parts, key=lambda k: parts[k])
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """Per-GPU coefficients of the step-time model for one deployment (one pipeline stage is
+    ``1/pp`` of the layers; a token passes all stages, so stage times add up to ``pp x``)."""
+
+    dense_weight_bytes: float  # weights every step reads (non-routed), per GPU
+    expert_bytes_per_layer: float  # one routed expert of one MoE layer, per GPU
+    moe_layers: int
+    num_experts: int
+    experts_per_token: int
+    kv_bytes_per_token: float  # full-attention and MLA layers, per GPU
+    window_bytes_per_token: float  # sliding-window layers, per GPU
+    window_tokens: int | None
+    state_bytes_per_seq: float  # recurrent state read and written once per step
+    matmul_flops_per_token: float  # 2 x matmul params per GPU
+    attn_flops_per_pair: float  # full/MLA layers, per GPU
+    window_attn_flops_per_pair: float
+    allreduce_bytes_per_token: float  # hidden x act_bytes
+    allreduces: int  # per step (2 per layer) when tp > 1
+    tp: int
+    pp: int
+    peak_flops: float  # FLOP/s
+    hbm_bytes_s: float
+    link_bytes_s: float
+
+    def weight_bytes_read(self, num_tokens: int) -> float:
+        if self.moe_layers == 0 or num_tokens <= 0:
+            return self.dense_weight_bytes if num_tokens > 0 else 0.0
+        touched = self.num_experts * (1.0 - (1.0 - self.experts_per_token / self.num_experts) ** num_tokens)
+        return self.dense_weight_bytes + self.expert_bytes_per_layer * self.moe_layers * touched
+
+    def step_time(self, batch: BatchShape, eff: Efficiency) -> StepTime:
+        """Time of one iteration; per GPU, summed over pipeline stages."""
+        if batch.num_tokens <= 0:
+            return StepTime(0.0, 0.0, 0.0, 0.0, 0.0)
+        bytes_read = (
+            self.weight_bytes_read(batch.num_tokens)
+            + self.kv_bytes_per_token * batch.kv_tokens
+            + self.window_bytes_per_token * batch.window_kv_tokens
+            + 2.0 * self.state_bytes_per_seq * batch.num_seqs
+        )
+        flops = (
+            self.matmul_flops_per_token * batch.num_tokens
+            + self.attn_flops_per_pair * batch.attn_pairs
+            + self.window_attn_flops_per_pair * batch.window_attn_pairs
+        )
+        memory_s = bytes_read / (self.hbm_bytes_s * eff.bandwidth_efficiency)
+        compute_s = flops / (self.peak_flops * eff.compute_efficiency)
+        comm_s = 0.0
+        if self.tp > 1:
+            ring = 2.0 * (self.tp - 1) / self.tp
+            per_allreduce = ring * batch.num_tokens * self.allreduce_bytes_per_token / self.link_bytes_s
+            comm_s = self.allreduces * (per_allreduce + eff.allreduce_latency_s)
+        overhead_s = eff.step_overhead_s + eff.prefill_s_per_token * batch.prompt_tokens
+        total = self.pp * (max(memory_s, compute_s) + comm_s) + overhead_s
+        return StepTime(total, self.pp * memory_s, self.pp * compute_s, self.pp * comm_s, overhead_s)
+
+
+def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
+    """Coefficients for the busiest pipeline stage (its layers, weights and KV) on one GPU."""
+    model, tp, pp = dep.model, dep.parallelism.tp, dep.parallelism.pp
+    from servecap.core.memory import stage_layers  # local: memory imports params too
+
+    layers = max(stage_layers(model, pp), key=len)
+    kv_dtype = dep.kv_dtype
+    kv_full = kv_window = 0.0
+    attn_pair = window_pair = 0.0
+    window: int | None = None
+    state_bytes = 0.0
+    expert_total = 0.0
+    moe_layers = 0
+    table = layer_params_table(model)
+    per_kind = {
+        kind: (attention_bytes_per_token_per_layer(model, kind, tp, kv_dtype), _attention_flops_per_pair(dep, kind))
+        for kind in {layer.mixer for layer in layers}
+    }
+    for layer in layers:
+        kind = layer.mixer
+        per_tok, pair = per_kind[kind]
+        if kind is AttentionKind.SLIDING:
+            kv_window += per_tok
+            window_pair += pair
+            window = layer.window_tokens
+        else:
+            kv_full += per_tok
+            attn_pair += pair
+        if kind.holds_state:
+            assert model.state is not None
+            state_bytes += state_bytes_per_layer(model.state, model.torch_dtype, tp)
+        if layer.mlp == "moe":
+            moe_layers += 1
+            expert_total += table[layer].routed_experts
+    wbytes = dep.weights_dtype.bytes_per_param if dep.weights_dtype.quantized else _ACT_BYTES[model.torch_dtype]
+    moe = model.moe
+    expert_bytes_per_layer = 0.0
+    if moe is not None and moe_layers:
+        expert_bytes_per_layer = expert_total / moe_layers / moe.num_experts * wbytes / tp
+    dense_weight_bytes = stage_weights_bytes - expert_bytes_per_layer * moe_layers * (moe.num_experts if moe else 0)
+
+    counts = param_counts(model)
+    matmul_active = counts.text_matmul_active / pp
+    gpu = dep.gpu
+    act = _ACT_BYTES[model.torch_dtype]
+    link = gpu.link_gb_s("interconnect_gb_s") * GB_BYTES if tp > 1 else 1.0
+    return StepCost(
+        dense_weight_bytes=max(0.0, dense_weight_bytes),
+        expert_bytes_per_layer=expert_bytes_per_layer,
+        moe_layers=moe_layers,
+        num_experts=moe.num_experts if moe else 0,
+        experts_per_token=moe.experts_per_token if moe else 0,
+        kv_bytes_per_token=kv_full,
+        window_bytes_per_token=kv_window,
+        window_tokens=window,
+        state_bytes_per_seq=state_bytes,
+        matmul_flops_per_token=2.0 * matmul_active / tp,
+        attn_flops_per_pair=attn_pair,
+        window_attn_flops_per_pair=window_pair,
+        allreduce_bytes_per_token=model.hidden_size * act,
+        allreduces=2 * len(layers),
+        tp=tp,
+        pp=pp,
+        peak_flops=gpu.dense_tflops(dep.weights_dtype.compute) * TFLOPS,
+        hbm_bytes_s=gpu.hbm_bandwidth_tb_s * TB_BYTES,
+        link_bytes_s=link,
+    )
+
+
+def _attention_flops_per_pair(dep: Deployment, kind: AttentionKind) -> float:
+    model, tp = dep.model, dep.parallelism.tp
+    if kind is AttentionKind.MLA:
+        assert model.mla is not None
+        m = model.mla
+        heads = max(1, m.num_heads // tp)
+        return 2.0 * heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+    if kind in (AttentionKind.FULL, AttentionKind.SLIDING):
+        assert model.attention is not None
+        a = model.attention
+        heads = max(kv_heads_per_rank(a.num_kv_heads, tp), a.num_heads // tp)
+        return 4.0 * heads * a.head_dim
+    return 0.0
+
+
+def decode_batch(batch_size: int, context_tokens: float, window: int | None) -> BatchShape:
+    """``batch_size`` sequences each decoding one token with ``context_tokens`` in context."""
+    ctx = float(context_tokens)
+    win = min(ctx, window) if window else ctx
+    return BatchShape(
+        num_tokens=batch_size,
+        num_seqs=batch_size,
+        kv_tokens=batch_size * ctx,
+        window_kv_tokens=batch_size * win,
+        attn_pairs=batch_size * ctx,
+        window_attn_pairs=batch_size * win,
+    )
+
+
+def prefill_batch(prompt_tokens: int, window: int | None, *, start_tokens: int = 0) -> BatchShape:
+    """One sequence's prompt chunk of ``prompt_tokens`` after ``start_tokens`` already cached.
+
+    Causal attention: query ``i`` attends ``start + i + 1`` keys, Σ = n x start + n(n+1)/2.
+    """
+    n, s = prompt_tokens, start_tokens
+    pairs = n * s + n * (n + 1) / 2.0
+    win_pairs = _window_pairs(n, s, window) if window else pairs
+    return BatchShape(
+        num_tokens=n,
+        num_seqs=1,
+        kv_tokens=float(s),
+        window_kv_tokens=float(min(s, window) if window else s),
+        attn_pairs=pairs,
+        window_attn_pairs=float(win_pairs),
+        prompt_tokens=n,
+    )
+
+
+def _window_pairs(n: int, start: int, window: int) -> float:
+    """Σ_{i<n} min(start + i + 1, window) in closed form."""
+    # queries whose key count is still below the window
+    ramp = max(0, min(n, window - start))
+    first = start + 1
+    ramp_sum = ramp * first + ramp * (ramp - 1) / 2.0
+    return ramp_sum + (n - ramp) * window

@@ -1,0 +1,85 @@
+"""Rank deployments (GPU x count x weights dtype x KV dtype) of one model by cost per user.
+
+Every candidate is planned in full by :func:`plan`; candidates that cannot start, serve nobody
+within the SLOs, or have no price are kept with the reason, ranked after the priced ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from servecap.core.defaults import build_deployment
+from servecap.core.plan import Plan, plan
+from servecap.errors import ServecapError
+from servecap.specs.gpu import GpuSpec
+from servecap.specs.model import ModelSpec
+from servecap.specs.perf import CostInputs, Efficiency, RequestShape, Slo
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    gpu: str
+    num_gpus: int
+    weights_dtype: str
+    kv_cache_dtype: str
+    plan: Plan | None
+    problem: str | None
+
+    @property
+    def usd_per_user_month(self) -> float | None:
+        return self.plan.cost.usd_per_user_month if self.plan is not None else None
+
+
+def compare(
+    model: ModelSpec,
+    gpus: Iterable[GpuSpec],
+    *,
+    gpu_counts: Iterable[int] = (1, 2, 4, 8),
+    weights_dtypes: Iterable[str] = ("auto", "fp8", "int4"),
+    kv_dtypes: Iterable[str] = ("auto", "fp8"),
+    max_model_len: int | None = None,
+    request: RequestShape | None = None,
+    slo: Slo | None = None,
+    efficiency: Efficiency | None = None,
+    costs: CostInputs | None = None,
+) -> list[Candidate]:
+    out: list[Candidate] = []
+    seen: set[tuple[str, int, str, str]] = set()
+    for gpu in gpus:
+        for n in gpu_counts:
+            for w in weights_dtypes:
+                for k in kv_dtypes:
+                    try:
+                        dep = build_deployment(model, gpu, tp=n, weights_dtype=w, kv_cache_dtype=k,
+                                               max_model_len=max_model_len)
+                    except ServecapError as err:
+                        out.append(Candidate(gpu.id, n, w, k, None, str(err)))
+                        continue
+                    key = (gpu.id, n, dep.weights_dtype.name, dep.kv_dtype.name)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    try:
+                        p = plan(dep, request=request, slo=slo, efficiency=efficiency, costs=costs)
+                    except ServecapError as err:
+                        out.append(Candidate(*key, None, str(err)))
+                        continue
+                    problem = None
+                    if p.users_served == 0:
+                        problem = f"serves no user within the SLOs ({p.batch_limited_by})"
+                    elif p.cost.usd_per_user_month is None:
+                        problem = "no price for this GPU (pass --price-per-hour)"
+                    out.append(Candidate(*key, p, problem))
+    return sorted(out, key=_rank)
+
+
+def _rank(c: Candidate) -> tuple[int, float]:
+    if c.plan is None:
+        return (3, 0.0)
+    if c.problem is not None and c.plan.users_served == 0:
+        return (2, 0.0)
+    cost = c.usd_per_user_month
+    if cost is None:
+        return (1, -float(c.plan.users_served) / c.num_gpus)
+    return (0, cost)

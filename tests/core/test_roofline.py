@@ -1,0 +1,90 @@
+"""Step-time model worked by hand on simple cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from servecap.catalog import lookup_gpu, resolve_model
+from servecap.core.capacity import ttft_s
+from servecap.core.cost import cost_breakdown, replicas_needed
+from servecap.core.defaults import build_deployment, default_batch_limits
+from servecap.core.memory import pp_partition
+from servecap.core.plan import plan
+from servecap.core.roofline import StepCost, _window_pairs, decode_batch, prefill_batch, step_cost
+from servecap.specs.perf import Efficiency, RequestShape
+
+IDEAL = Efficiency(bandwidth_efficiency=1.0, compute_efficiency=1.0, step_overhead_s=0.0)
+
+
+def test_llama8b_single_decode_on_h100() -> None:
+    """8.03e9 params x 2 B = 16.06 GB; + 1,000 tokens x 131,072 B of KV = 16.19 GB; / 3.35 TB/s
+    = 4.83 ms (memory-bound: 2 x 7.5e9 FLOPs / 989 TFLOP/s = 15 us)."""
+    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=8192)
+    p = plan(dep)
+    weights = p.stage.weights_bytes_per_gpu
+    assert weights == 8_030_261_248 * 2
+    step = p.step.step_time(decode_batch(1, 1000, None), IDEAL)
+    assert step.memory_s == pytest.approx((weights + 1000 * 131_072) / 3.35e12)
+    assert step.bottleneck == "memory"
+    assert step.compute_s == pytest.approx((2 * (8_030_261_248 - 525_336_576) + 4 * 32 * 128 * 32 * 1000) / 989e12)
+
+
+def test_prefill_attention_pairs() -> None:
+    """Causal prefill of n tokens after s cached: n x s + n(n+1)/2 (query i sees s + i + 1 keys)."""
+    b = prefill_batch(4, None, start_tokens=10)
+    assert b.attn_pairs == 4 * 10 + 10
+    assert _window_pairs(4, 10, 12) == 11 + 12 + 12 + 12
+    assert _window_pairs(5, 0, 100) == 15
+
+
+def test_tp_allreduce_time() -> None:
+    """TP 8, 2 all-reduces per layer x 80 layers, ring 2 x 7/8 x tokens x 8,192 x 2 B / 450 GB/s."""
+    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-70B"), lookup_gpu("H100"), tp=8, max_model_len=8192)
+    cost = step_cost(dep, stage_weights_bytes=10**10)
+    eff = Efficiency(allreduce_latency_s=10e-6)
+    step = cost.step_time(decode_batch(64, 1000, None), eff)
+    per = 2 * 7 / 8 * 64 * 8192 * 2 / 450e9 + 10e-6
+    assert step.comm_s == pytest.approx(160 * per)
+
+
+def test_moe_reads_only_touched_experts() -> None:
+    """One token in Mixtral touches 2 of 8 experts per layer; many tokens touch all 8."""
+    dep = build_deployment(resolve_model("mistralai/Mixtral-8x7B-v0.1"), lookup_gpu("H100"), tp=2, max_model_len=4096)
+    p = plan(dep)
+    cost: StepCost = p.step
+    full = cost.weight_bytes_read(10_000)
+    one = cost.weight_bytes_read(1)
+    assert full == pytest.approx(p.stage.weights_bytes_per_gpu, rel=1e-6)
+    expert_bytes = cost.expert_bytes_per_layer * cost.moe_layers
+    assert one == pytest.approx(full - 6 * expert_bytes)
+
+
+def test_ttft_chunks_long_prompts() -> None:
+    """A 10,000-token prompt with a 2,048-token budget takes 5 chunks, longer than one step."""
+    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("L40S"), max_model_len=16384)
+    p = plan(dep)
+    t = ttft_s(p.step, 0, RequestShape(10_000, 10), IDEAL, 2048)
+    assert t > p.step.step_time(prefill_batch(10_000, None), IDEAL).total_s * 0.99
+
+
+def test_vllm_batch_defaults() -> None:
+    assert default_batch_limits(lookup_gpu("H100")) == (8192, 1024)
+    assert default_batch_limits(lookup_gpu("A100")) == (2048, 256)  # A100s are excluded by name
+    assert default_batch_limits(lookup_gpu("L4")) == (2048, 256)
+
+
+def test_pp_partition_matches_vllm() -> None:
+    assert pp_partition(80, 4) == [20, 20, 20, 20]
+    assert pp_partition(61, 4) == [15, 15, 16, 15]  # the remainder goes to stages before the last
+    assert pp_partition(126, 4) == [31, 32, 32, 31]
+
+
+def test_cost_formulas() -> None:
+    """$3.59/h x 730 h / 675 users = $3.88; 926 tok/s -> $3.59 / (926 x 3600) x 1e6 = $1.077/Mtok."""
+    c = cost_breakdown(rent_usd_per_gpu_hour=3.59, purchase_usd_per_gpu=35_000, num_gpus=1, users=675,
+                       output_tokens_per_s=926.0, lifetime_years=4)
+    assert c.usd_per_user_month == pytest.approx(3.59 * 730 / 675)
+    assert c.usd_per_million_tokens == pytest.approx(3.59 / (926 * 3600) * 1e6)
+    assert c.usd_per_user_lifetime == pytest.approx(35_000 / 675)
+    assert replicas_needed(10_000, 675) == 15
+    assert replicas_needed(1350, 675) == 2
