@@ -7,6 +7,7 @@ the same process as the reference. Run: `python benchmarks/plan_sweep.py`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from servecap.catalog import gpu_catalog
@@ -35,10 +36,8 @@ def main() -> None:
     count = 0
     for model in models[:12]:
         for gpu in gpus[:8]:
-            try:
+            with contextlib.suppress(ServecapError):
                 plan(build_deployment(model, gpu, weights_dtype="fp8", max_model_len=8192))
-            except ServecapError:
-                pass
             count += 1
     scalar_s = time.perf_counter() - t0
     print(f"scalar plan(): {count} plans in {scalar_s:.3f} s, {count / scalar_s:,.0f} plans/s")

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from servecap.errors import ServecapError
 from servecap.specs.perf import Efficiency
 
-SCHEMA = "servecap.calibration/1"
+SCHEMA: Literal["servecap.calibration/1"] = "servecap.calibration/1"
 
 
 class Coefficients(BaseModel):

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from servecap.catalog import lookup_gpu
 from servecap.catalog.models import load_catalog_model, model_catalog
 from servecap.core.blocks import kv_capacity, kv_layout
-from servecap.core.roofline import decode_batch, step_cost
-from servecap.catalog import lookup_gpu
 from servecap.core.defaults import build_deployment
+from servecap.core.roofline import decode_batch, step_cost
 from servecap.specs.dtypes import kv_dtype_named
 from servecap.specs.perf import Efficiency
 

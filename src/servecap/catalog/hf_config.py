@@ -112,7 +112,7 @@ class _Reader:
     def has(self, key: str) -> bool:
         return self.cfg.get(key) is not None
 
-    def int(self, key: str, default: int | None = None, *, minimum: int = 1) -> int:
+    def integer(self, key: str, default: int | None = None, *, minimum: int = 1) -> int:
         value = self.cfg.get(key)
         if value is None:
             if default is None:
@@ -127,9 +127,9 @@ class _Reader:
         return int(value)
 
     def opt_int(self, key: str, *, minimum: int = 1) -> int | None:
-        return self.int(key, minimum=minimum) if self.has(key) else None
+        return self.integer(key, minimum=minimum) if self.has(key) else None
 
-    def bool(self, key: str, default: bool) -> bool:
+    def flag(self, key: str, default: bool) -> bool:
         value = self.cfg.get(key)
         if value is None:
             return default
@@ -146,13 +146,13 @@ def parse_config(raw: Mapping[str, Any], *, model_id: str, source: str = "") -> 
     if not model_type:
         raise ServecapError("config.json.model_type", None, "required field is missing")
 
-    hidden = r.int("hidden_size", default=r.opt_int("d_model"))
-    num_layers = r.int("num_hidden_layers", default=r.opt_int("n_layer"))
-    vocab = r.int("vocab_size")
-    max_pos = r.int("max_position_embeddings", default=r.opt_int("max_seq_len") or 0, minimum=0)
+    hidden = r.integer("hidden_size", default=r.opt_int("d_model"))
+    num_layers = r.integer("num_hidden_layers", default=r.opt_int("n_layer"))
+    vocab = r.integer("vocab_size")
+    max_pos = r.integer("max_position_embeddings", default=r.opt_int("max_seq_len") or 0, minimum=0)
     if max_pos == 0:
         notes.append("no max_position_embeddings in config.json: pass --max-model-len")
-    tie = r.bool("tie_word_embeddings", default=False)
+    tie = r.flag("tie_word_embeddings", default=False)
     torch_dtype = _torch_dtype(cfg, notes)
 
     mixers = _mixer_kinds(cfg, r, model_type, num_layers)
@@ -193,7 +193,7 @@ def parse_config(raw: Mapping[str, Any], *, model_id: str, source: str = "") -> 
         quantized_scope=scope,
         norms_per_layer=4 if model_type.startswith(("gemma2", "gemma3")) else 2,
         vision_params=vision_params(raw, hidden),
-        mtp_layers=r.int("num_nextn_predict_layers", default=0, minimum=0),
+        mtp_layers=r.integer("num_nextn_predict_layers", default=0, minimum=0),
         source=source,
         notes=tuple(notes),
     )
@@ -260,26 +260,26 @@ def _mixer_kinds(
                  "-": AttentionKind.NONE, "E": AttentionKind.NONE}
         return [table[c] for c in pattern]
     if model_type == "jamba":
-        period = r.int("attn_layer_period", default=8)
-        offset = r.int("attn_layer_offset", default=4, minimum=0)
+        period = r.integer("attn_layer_period", default=8)
+        offset = r.integer("attn_layer_offset", default=4, minimum=0)
         return [AttentionKind.FULL if i % period == offset else AttentionKind.MAMBA
                 for i in range(num_layers)]
     if model_type == "qwen3_next":
-        interval = r.int("full_attention_interval")
+        interval = r.integer("full_attention_interval")
         return [AttentionKind.FULL if (i + 1) % interval == 0 else AttentionKind.LINEAR
                 for i in range(num_layers)]
     if model_type == "gemma2":
         return [AttentionKind.SLIDING if i % 2 == 0 else AttentionKind.FULL
                 for i in range(num_layers)]
     if model_type in ("gemma3_text", "gemma3"):
-        pattern = r.int("sliding_window_pattern")
-        return [AttentionKind.FULL if (i + 1) % pattern == 0 else AttentionKind.SLIDING
+        every = r.integer("sliding_window_pattern")
+        return [AttentionKind.FULL if (i + 1) % every == 0 else AttentionKind.SLIDING
                 for i in range(num_layers)]
-    if model_type.startswith("qwen") and not r.bool("use_sliding_window", default=False):
+    if model_type.startswith("qwen") and not r.flag("use_sliding_window", default=False):
         return [AttentionKind.FULL] * num_layers
     if r.has("sliding_window"):
-        window = r.int("sliding_window")
-        max_pos = r.int("max_position_embeddings", default=0, minimum=0)
+        window = r.integer("sliding_window")
+        max_pos = r.integer("max_position_embeddings", default=0, minimum=0)
         if max_pos == 0 or window < max_pos:
             return [AttentionKind.SLIDING] * num_layers
     return [AttentionKind.FULL] * num_layers
@@ -289,14 +289,14 @@ def _window(cfg: Mapping[str, Any], r: _Reader, model_type: str) -> int:
     if not r.has("sliding_window"):
         raise ServecapError("config.json.sliding_window", None,
                             "sliding-window layers need a sliding_window size")
-    return r.int("sliding_window")
+    return r.integer("sliding_window")
 
 
 def _attention_shape(
     cfg: Mapping[str, Any], r: _Reader, model_type: str, hidden: int
 ) -> AttentionShape:
-    heads = r.int("num_attention_heads", default=r.opt_int("n_head"))
-    kv_heads = r.int("num_key_value_heads", default=heads)
+    heads = r.integer("num_attention_heads", default=r.opt_int("n_head"))
+    kv_heads = r.integer("num_key_value_heads", default=heads)
     head_dim = r.opt_int("head_dim") or r.opt_int("attention_head_dim")
     if head_dim is None:
         if hidden % heads:
@@ -304,14 +304,14 @@ def _attention_shape(
                                 f"does not divide hidden_size={hidden} and no head_dim is given")
         head_dim = hidden // heads
     qwen2_family = model_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")
-    attention_bias = r.bool("attention_bias", default=False)
+    attention_bias = r.flag("attention_bias", default=False)
     return AttentionShape(
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
         qkv_bias=attention_bias or qwen2_family,
         o_bias=attention_bias and model_type == "gpt_oss",
-        output_gate=model_type == "qwen3_next" or r.bool("attn_output_gate", default=False),
+        output_gate=model_type == "qwen3_next" or r.flag("attn_output_gate", default=False),
         qk_norm=model_type.startswith(("qwen3", "gemma3")),
         sinks=model_type == "gpt_oss",
     )
@@ -319,12 +319,12 @@ def _attention_shape(
 
 def _mla_shape(r: _Reader) -> MlaShape:
     return MlaShape(
-        num_heads=r.int("num_attention_heads"),
+        num_heads=r.integer("num_attention_heads"),
         q_lora_rank=r.opt_int("q_lora_rank"),
-        kv_lora_rank=r.int("kv_lora_rank"),
-        qk_nope_head_dim=r.int("qk_nope_head_dim"),
-        qk_rope_head_dim=r.int("qk_rope_head_dim"),
-        v_head_dim=r.int("v_head_dim"),
+        kv_lora_rank=r.integer("kv_lora_rank"),
+        qk_nope_head_dim=r.integer("qk_nope_head_dim"),
+        qk_rope_head_dim=r.integer("qk_rope_head_dim"),
+        v_head_dim=r.integer("v_head_dim"),
     )
 
 
@@ -332,22 +332,22 @@ def _state_shape(cfg: Mapping[str, Any], r: _Reader, model_type: str, hidden: in
     ssm_dtype = cfg.get("mamba_ssm_dtype")
     ssm = _TORCH_DTYPES.get(str(ssm_dtype)) if ssm_dtype else None
     if r.has("linear_num_value_heads"):  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
-        nk, dk = r.int("linear_num_key_heads"), r.int("linear_key_head_dim")
-        nv, dv = r.int("linear_num_value_heads"), r.int("linear_value_head_dim")
-        kernel = r.int("linear_conv_kernel_dim")
+        nk, dk = r.integer("linear_num_key_heads"), r.integer("linear_key_head_dim")
+        nv, dv = r.integer("linear_num_value_heads"), r.integer("linear_value_head_dim")
+        kernel = r.integer("linear_conv_kernel_dim")
         conv = 2 * nk * dk + nv * dv
         # in_proj_qkvz + in_proj_ba + conv1d + dt_bias + A_log + norm + out_proj
         params = hidden * (2 * nk * dk + 2 * nv * dv) + hidden * 2 * nv + conv * kernel
         params += 2 * nv + dv + nv * dv * hidden
         return MambaState("gdn", conv, kernel, nv, dv, dk, ssm, params)
     if model_type == "jamba" or r.has("mamba_d_state"):  # Mamba1
-        expand = r.int("mamba_expand", default=2)
+        expand = r.integer("mamba_expand", default=2)
         d_inner = expand * hidden
-        d_state = r.int("mamba_d_state", default=16)
-        d_conv = r.int("mamba_d_conv", default=4)
-        dt_rank = r.int("mamba_dt_rank", default=-(-hidden // 16))
-        conv_bias = r.bool("mamba_conv_bias", default=True)
-        proj_bias = r.bool("mamba_proj_bias", default=False)
+        d_state = r.integer("mamba_d_state", default=16)
+        d_conv = r.integer("mamba_d_conv", default=4)
+        dt_rank = r.integer("mamba_dt_rank", default=-(-hidden // 16))
+        conv_bias = r.flag("mamba_conv_bias", default=True)
+        proj_bias = r.flag("mamba_proj_bias", default=False)
         params = hidden * 2 * d_inner + d_inner * d_conv + (d_inner if conv_bias else 0)
         params += d_inner * (dt_rank + 2 * d_state) + dt_rank * d_inner + d_inner
         params += d_inner * d_state + d_inner + d_inner * hidden
@@ -355,14 +355,14 @@ def _state_shape(cfg: Mapping[str, Any], r: _Reader, model_type: str, hidden: in
         params += dt_rank + 2 * d_state  # dt/B/C layernorms (Jamba)
         return MambaState("mamba1", d_inner, d_conv, d_inner, 1, d_state, ssm, params)
     # Mamba2 (Nemotron-H, Granite 4.0-H, Mamba-2)
-    n_heads = r.int("mamba_num_heads", default=r.opt_int("mamba_n_heads"))
-    head_dim = r.int("mamba_head_dim", default=r.opt_int("mamba_d_head"))
-    d_state = r.int("ssm_state_size", default=r.opt_int("mamba_d_state"))
-    n_groups = r.int("n_groups", default=r.opt_int("mamba_n_groups"))
-    kernel = r.int("conv_kernel", default=r.opt_int("mamba_d_conv"))
+    n_heads = r.integer("mamba_num_heads", default=r.opt_int("mamba_n_heads"))
+    head_dim = r.integer("mamba_head_dim", default=r.opt_int("mamba_d_head"))
+    d_state = r.integer("ssm_state_size", default=r.opt_int("mamba_d_state"))
+    n_groups = r.integer("n_groups", default=r.opt_int("mamba_n_groups"))
+    kernel = r.integer("conv_kernel", default=r.opt_int("mamba_d_conv"))
     d_inner = n_heads * head_dim
     conv = d_inner + 2 * n_groups * d_state
-    conv_bias = r.bool("use_conv_bias", default=r.bool("mamba_conv_bias", default=True))
+    conv_bias = r.flag("use_conv_bias", default=r.flag("mamba_conv_bias", default=True))
     params = hidden * (2 * d_inner + 2 * n_groups * d_state + n_heads)
     params += conv * kernel + (conv if conv_bias else 0) + 3 * n_heads + d_inner
     params += d_inner * hidden
@@ -375,16 +375,16 @@ def _moe_shape(cfg: Mapping[str, Any], r: _Reader, model_type: str) -> MoeShape 
     )
     if not num_experts or num_experts <= 1:
         return None
-    per_token = r.int("num_experts_per_tok", default=r.opt_int("experts_per_token"))
+    per_token = r.integer("num_experts_per_tok", default=r.opt_int("experts_per_token"))
     if per_token > num_experts:
         raise ServecapError("config.json.num_experts_per_tok", per_token,
                             f"exceeds the number of experts ({num_experts})")
-    expert_inter = r.opt_int("moe_intermediate_size") or r.int("intermediate_size")
-    shared_n = r.int("n_shared_experts", default=0, minimum=0)
+    expert_inter = r.opt_int("moe_intermediate_size") or r.integer("intermediate_size")
+    shared_n = r.integer("n_shared_experts", default=0, minimum=0)
     shared_inter = shared_n * expert_inter
     gate = False
     if r.has("shared_expert_intermediate_size"):
-        shared_inter = r.int("shared_expert_intermediate_size", minimum=0)
+        shared_inter = r.integer("shared_expert_intermediate_size", minimum=0)
         shared_n = 1 if shared_inter else 0
         gate = True
     return MoeShape(
@@ -414,18 +414,18 @@ def _mlp_kinds(
     if moe is None:
         return ["dense"] * num_layers
     if model_type == "jamba":
-        period = r.int("expert_layer_period", default=2)
-        offset = r.int("expert_layer_offset", default=1, minimum=0)
+        period = r.integer("expert_layer_period", default=2)
+        offset = r.integer("expert_layer_offset", default=1, minimum=0)
         return ["moe" if i % period == offset else "dense" for i in range(num_layers)]
     if r.has("first_k_dense_replace") or model_type.startswith("deepseek"):
-        first_dense = r.int("first_k_dense_replace", default=0, minimum=0)
-        freq = r.int("moe_layer_freq", default=1)
+        first_dense = r.integer("first_k_dense_replace", default=0, minimum=0)
+        freq = r.integer("moe_layer_freq", default=1)
         return ["moe" if i >= first_dense and i % freq == 0 else "dense"
                 for i in range(num_layers)]
     only_dense = cfg.get("mlp_only_layers") or []
     if not isinstance(only_dense, list):
         raise ServecapError("config.json.mlp_only_layers", only_dense, "must be a list of layer indices")
-    step = r.int("decoder_sparse_step", default=1)
+    step = r.integer("decoder_sparse_step", default=1)
     return ["dense" if (i in only_dense or (i + 1) % step != 0) else "moe"
             for i in range(num_layers)]
 
@@ -435,7 +435,7 @@ def _dense_intermediate(
 ) -> int:
     if "dense" not in mlp_kinds:
         return 0
-    return r.int("intermediate_size")
+    return r.integer("intermediate_size")
 
 
 def _quantization(cfg: Mapping[str, Any]) -> tuple[str | None, Literal["linear", "experts"]]:
@@ -478,23 +478,23 @@ def vision_params(raw: Mapping[str, Any], text_hidden: int) -> int:
     if not isinstance(v, dict):
         return 0
     r = _Reader(v, "config.json.vision_config")
-    h = r.int("hidden_size")
-    inter = r.int("intermediate_size")
-    layers = r.int("num_hidden_layers", default=r.opt_int("depth"))
-    patch = r.int("patch_size")
+    h = r.integer("hidden_size")
+    inter = r.integer("intermediate_size")
+    layers = r.integer("num_hidden_layers", default=r.opt_int("depth"))
+    patch = r.integer("patch_size")
     per_layer = 4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h
     total = layers * per_layer
     if r.has("out_hidden_size"):  # Qwen3-VL / Qwen3.5 vision tower
-        channels = r.int("in_channels", default=3)
-        temporal = r.int("temporal_patch_size", default=1)
-        merge = r.int("spatial_merge_size", default=1)
-        out = r.int("out_hidden_size")
+        channels = r.integer("in_channels", default=3)
+        temporal = r.integer("temporal_patch_size", default=1)
+        merge = r.integer("spatial_merge_size", default=1)
+        out = r.integer("out_hidden_size")
         merged = h * merge * merge
         total += channels * temporal * patch * patch * h + h
-        total += r.int("num_position_embeddings", default=0, minimum=0) * h
+        total += r.integer("num_position_embeddings", default=0, minimum=0) * h
         total += 2 * h + merged * merged + merged + merged * out + out
         return total
-    image = r.int("image_size")
+    image = r.integer("image_size")
     total += 3 * patch * patch * h + h + (image // patch) ** 2 * h + 2 * h
     total += h * text_hidden + h  # Gemma 3 multimodal projector and its soft-embedding norm
     return total

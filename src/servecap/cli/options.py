@@ -17,7 +17,8 @@ from servecap.specs.perf import Efficiency
 DEFAULT_MODEL = "meta-llama/Llama-3.1-70B"
 DEFAULT_GPU = "H200"
 # The worked example (DESIGN.md): Llama-3.1-70B, FP8 weights, one H200, 8K-token requests.
-DEFAULT_EXAMPLE = {"weights_dtype": "fp8", "max_model_len": 8192}
+DEFAULT_EXAMPLE_WEIGHTS_DTYPE = "fp8"
+DEFAULT_EXAMPLE_MAX_MODEL_LEN = 8192
 
 ModelOpt = Annotated[
     str | None,
@@ -79,9 +80,9 @@ def deployment_from_options(
     if model is None and gpu is None:
         model, gpu = DEFAULT_MODEL, DEFAULT_GPU
         if weights_dtype is None:
-            weights_dtype = str(DEFAULT_EXAMPLE["weights_dtype"])
+            weights_dtype = DEFAULT_EXAMPLE_WEIGHTS_DTYPE
         if max_model_len is None:
-            max_model_len = int(DEFAULT_EXAMPLE["max_model_len"])
+            max_model_len = DEFAULT_EXAMPLE_MAX_MODEL_LEN
         notes.append(
             "no --model/--gpu given: the built-in example (Llama-3.1-70B, FP8 weights, one H200, "
             "8,192-token context)"
@@ -92,6 +93,7 @@ def deployment_from_options(
     elif gpu is None:
         gpu = DEFAULT_GPU
         notes.append(f"no --gpu given: {DEFAULT_GPU}")
+    assert model is not None and gpu is not None
     extra = load_gpu_file(gpu_file) if gpu_file is not None else None
     spec_gpu = lookup_gpu(gpu, extra)
     spec_model = resolve_model(model)

@@ -151,6 +151,7 @@ def kv_layout(
     else:  # a pure state model (Mamba): one page is one state
         page = state_page
 
+    groups: tuple[KvGroup, ...]
     if len(counts) == 1:
         (key, n), = counts.items()
         groups = (KvGroup(key[0], key[1], n),)

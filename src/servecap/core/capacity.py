@@ -34,13 +34,13 @@ def steady_batch(cost: StepCost, batch: int, request: RequestShape) -> BatchShap
     chunk = prefill_batch(request.prompt_tokens, cost.window_tokens)
     share = prefill_tokens / max(1, request.prompt_tokens)  # prompts' worth of prefill per step
     return BatchShape(
-        num_tokens=batch + int(round(prefill_tokens)),
+        num_tokens=batch + round(prefill_tokens),
         num_seqs=batch,
         kv_tokens=decodes.kv_tokens + share * chunk.kv_tokens,
         window_kv_tokens=decodes.window_kv_tokens + share * chunk.window_kv_tokens,
         attn_pairs=decodes.attn_pairs + share * chunk.attn_pairs,
         window_attn_pairs=decodes.window_attn_pairs + share * chunk.window_attn_pairs,
-        prompt_tokens=int(round(prefill_tokens)),
+        prompt_tokens=round(prefill_tokens),
     )
 
 

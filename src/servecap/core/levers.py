@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from servecap.core.plan import Plan, plan, with_engine
-from servecap.core.memory import resolve_weight_dtype
 from servecap.core.kv import resolve_kv_dtype
+from servecap.core.memory import resolve_weight_dtype
+from servecap.core.plan import Plan, plan, with_engine
 from servecap.errors import ServecapError
 from servecap.specs.deployment import Deployment, Parallelism
 from servecap.units import GB_BYTES
