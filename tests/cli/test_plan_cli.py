@@ -116,3 +116,11 @@ def test_unknown_flag_exits_nonzero() -> None:
     result = runner.invoke(app, ["plan", "--modle", "x"])
     assert result.exit_code != 0
     assert "No such option" in result.output
+
+
+def test_replicas_for_peak_users_and_tokens() -> None:
+    data = _json(["plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "8192", "--peak-users", "100000",
+                  "--peak-tok-s", "1000000", "--json"])
+    assert data["replicas"] == -(-100000 // data["users_served"])
+    assert data["replicas_for_tok_s"] == -(-1_000_000 // int(data["output_tokens_per_s_total"])) or \
+        data["replicas_for_tok_s"] == -(-1_000_000 // int(data["output_tokens_per_s_total"] + 1))

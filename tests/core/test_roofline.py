@@ -88,3 +88,16 @@ def test_cost_formulas() -> None:
     assert c.usd_per_user_lifetime == pytest.approx(35_000 / 675)
     assert replicas_needed(10_000, 675) == 15
     assert replicas_needed(1350, 675) == 2
+
+
+def test_paged_mean_concurrency_by_hand() -> None:
+    """Llama-3.1-8B, 16-token blocks, P=100, O=32: lengths 100..112 hold 7 blocks (13 steps),
+    113..128 hold 8 (16 steps), 129..131 hold 9 (3 steps): mean 246/32 = 7.6875 blocks ->
+    1,000 blocks / 7.6875 = 130.1 requests (vs 1,000 // 9 = 111 at the final length)."""
+    from servecap.core.blocks import kv_layout
+    from servecap.core.capacity import paged_mean_concurrency
+    from servecap.specs.dtypes import kv_dtype_named
+
+    m = resolve_model("meta-llama/Llama-3.1-8B")
+    layout = kv_layout(m, m.layers, tp=1, kv_dtype=kv_dtype_named("bf16"), block_size=None)
+    assert paged_mean_concurrency(layout, 1000, RequestShape(100, 32)) == pytest.approx(1000 / 7.6875)

@@ -22,23 +22,27 @@ def gpus_command(gpu_file: o.GpuFileOpt = None, as_json: o.JsonOpt = False) -> N
 
     gpus = list(gpu_catalog()) + (load_gpu_file(gpu_file) if gpu_file else [])
     if as_json:
-        typer.echo(json.dumps([asdict(g) for g in gpus], indent=2))
+        typer.echo(json.dumps([{**asdict(g), "total_memory_bytes": g.total_memory_bytes,
+                                 "total_memory_basis": g.total_memory_basis} for g in gpus], indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
     t = Table(title=f"{len(gpus)} GPUs (dense tensor TFLOPS; bandwidth in TB/s; link GB/s one way)")
-    for col in ("id", "memory", "HBM TB/s", "BF16", "FP8", "FP4", "link GB/s", "$/h", "buy $"):
+    for col in ("id", "memory", "GiB (vLLM)", "HBM TB/s", "BF16", "FP8", "FP4", "link GB/s", "$/h", "buy $"):
         t.add_column(col, justify="left" if col == "id" else "right")
 
     def f(v: float | None, fmt: str = "{:,.0f}") -> str:
         return fmt.format(v) if v is not None else "-"
 
     for g in gpus:
-        t.add_row(g.id, f"{g.memory_gb:g} GB", f(g.hbm_bandwidth_tb_s, "{:.2f}"), f(g.bf16_dense_tflops),
+        seen = f"{g.total_memory_bytes / 2**30:.2f}" + ("" if g.memory_gib_reported else "*")
+        t.add_row(g.id, f"{g.memory_gb:g} GB", seen, f(g.hbm_bandwidth_tb_s, "{:.2f}"), f(g.bf16_dense_tflops),
                   f(g.fp8_dense_tflops), f(g.fp4_dense_tflops), f(g.interconnect_gb_s),
                   f(g.rent_usd_per_hour, "{:.2f}"), f(g.purchase_usd))
-    Console().print(t)
+    console = Console()
+    console.print(t)
+    console.print("[dim]* GiB from the spec sheet; unstarred: reported by the driver in a real vLLM log[/]")
 
 
 def models_command(as_json: o.JsonOpt = False) -> None:

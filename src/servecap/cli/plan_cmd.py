@@ -38,6 +38,7 @@ def plan_command(
     price_per_hour: Annotated[float | None, typer.Option("--price-per-hour", help="USD per GPU-hour (default: catalog).")] = None,
     purchase_price: Annotated[float | None, typer.Option("--purchase-price", help="USD per GPU (default: catalog).")] = None,
     peak_users: Annotated[int | None, typer.Option("--peak-users", help="Size replicas for this many users.")] = None,
+    peak_tok_s: Annotated[float | None, typer.Option("--peak-tok-s", help="Size replicas for this many output tokens/s.")] = None,
     calibration: o.CalibrationOpt = None,
     as_json: o.JsonOpt = False,
 ) -> None:
@@ -66,15 +67,19 @@ def plan_command(
         costs=cost_inputs(price_per_hour, purchase_price, duty_cycle),
     )
     lever_rows = levers(p)
-    replicas = None
+    from servecap.core.cost import replicas_needed
+    from servecap.errors import ServecapError
+
+    replicas = replicas_tok_s = None
     if peak_users is not None:
-        from servecap.core.cost import replicas_needed
-
         if peak_users < 0:
-            from servecap.errors import ServecapError
-
             raise ServecapError("peak_users", peak_users, "must be >= 0")
         replicas = replicas_needed(peak_users, p.users_served) if p.users_served else None
+    if peak_tok_s is not None:
+        if not 0 <= peak_tok_s < 1e12:
+            raise ServecapError("peak_tok_s", peak_tok_s, "must be a non-negative rate")
+        total = p.output_tokens_per_s_total
+        replicas_tok_s = replicas_needed(peak_tok_s, total) if total > 0 else None
     if as_json:
         data = plan_to_dict(p)
         data["notes"] = notes
@@ -82,8 +87,12 @@ def plan_command(
         if peak_users is not None:
             data["peak_users"] = peak_users
             data["replicas"] = replicas
+        if peak_tok_s is not None:
+            data["peak_tok_s"] = peak_tok_s
+            data["replicas_for_tok_s"] = replicas_tok_s
         typer.echo(json.dumps(data, indent=2))
         return
     from servecap.cli.render_plan import render_plan
 
-    render_plan(p, lever_rows, notes, peak_users=peak_users, replicas=replicas)
+    render_plan(p, lever_rows, notes, peak_users=peak_users, replicas=replicas,
+                peak_tok_s=peak_tok_s, replicas_tok_s=replicas_tok_s)

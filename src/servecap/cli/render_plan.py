@@ -23,6 +23,8 @@ def render_plan(
     *,
     peak_users: int | None = None,
     replicas: int | None = None,
+    peak_tok_s: float | None = None,
+    replicas_tok_s: int | None = None,
     console: Console | None = None,
 ) -> None:
     c = console or Console()
@@ -65,6 +67,7 @@ def render_plan(
     kv.add_row("GPU KV cache size (tokens)", f"{st.kv.kv_cache_tokens:,}")
     kv.add_row(f"maximum concurrency for {eng.max_model_len:,} tokens", f"{st.kv.max_concurrency:.2f}x")
     kv.add_row(f"requests of {p.request.total_tokens:,} tokens held at once", f"{p.kv_batch_limit:,}")
+    kv.add_row("  on average, paged (each at its current length)", f"{p.paged_concurrency:,.1f}")
     c.print(kv)
 
     speed = Table(title="Speed (roofline, no queueing)")
@@ -93,6 +96,9 @@ def render_plan(
     users.add_row("$ per user over the hardware's life (own)", _money(p.cost.usd_per_user_lifetime))
     if peak_users is not None:
         users.add_row(f"replicas for {peak_users:,} users", str(replicas) if replicas is not None else "n/a")
+    if peak_tok_s is not None:
+        users.add_row(f"replicas for {peak_tok_s:,.0f} output tokens/s",
+                      str(replicas_tok_s) if replicas_tok_s is not None else "n/a")
     c.print(users)
 
     lv = Table(title="Levers (each re-planned)")

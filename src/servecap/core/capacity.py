@@ -82,6 +82,17 @@ def kv_batch_limit(layout: KvLayout, num_blocks: int, request: RequestShape) -> 
     return num_blocks // max(1, layout.blocks_held(request.total_tokens))
 
 
+def paged_mean_concurrency(layout: KvLayout, num_blocks: int, request: RequestShape) -> float:
+    """Requests the pool holds on average with paged allocation: over its decode a request holds
+    ``P + i`` tokens at step ``i`` (0 <= i < O), so it occupies the mean of ``blocks_held`` over
+    those lengths, not its final length; ``num_blocks / that mean`` (no preemption headroom)."""
+    steps = max(1, request.output_tokens)
+    stride = max(1, steps // 256)  # sample long outputs; blocks_held is a step function
+    lengths = range(request.prompt_tokens, request.prompt_tokens + steps, stride)
+    mean_blocks = sum(layout.blocks_held(t) for t in lengths) / len(lengths)
+    return num_blocks / mean_blocks
+
+
 @dataclass(frozen=True, slots=True)
 class SloBatch:
     batch: int

@@ -13,6 +13,7 @@ from servecap.core.capacity import (
     compute_bound_batch,
     decode_step,
     kv_batch_limit,
+    paged_mean_concurrency,
     slo_batch,
     tpot_step,
     ttft_s,
@@ -54,6 +55,7 @@ class Plan:
     kv_bytes_per_token_per_gpu: int  # full + sliding + MLA layers: what one more token costs
     kv_bytes_per_request: int  # one request of max_model_len tokens, unpaged, on one GPU
     kv_batch_limit: int  # typical requests (P + O tokens) the pool holds at once
+    paged_concurrency: float  # typical requests held on average (each at its current length)
     batch: int  # concurrent requests served within every limit
     batch_limited_by: str
     decode_step_time_s: float  # pure decode step at `batch`, mean context
@@ -219,6 +221,7 @@ def plan(
         + sliding_bytes_per_token(dep.model, tp, dep.kv_dtype),
         kv_bytes_per_request=kv_bytes_for_context(dep.model, tp, dep.kv_dtype, eng.max_model_len),
         kv_batch_limit=kv_limit,
+        paged_concurrency=paged_mean_concurrency(stage.kv.layout, stage.kv.num_blocks, request),
         batch=batch,
         batch_limited_by=chosen.limited_by,
         decode_step_time_s=pure.total_s,

@@ -47,6 +47,7 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
         "kv_cache_tokens_at_max_len": st.kv.kv_cache_tokens_at_max_len,
         "max_concurrency": st.kv.max_concurrency,
         "kv_batch_limit": p.kv_batch_limit,
+        "paged_concurrency": p.paged_concurrency,
         "batch_size": p.batch,
         "batch_limited_by": p.batch_limited_by,
         "decode_step_time_s": p.decode_step_time_s,
