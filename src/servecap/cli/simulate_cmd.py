@@ -1,0 +1,425 @@
+"""``servecap simulate``: one replica under a workload, by discrete-event simulation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from servecap.cli.options import (
+    BlockSizeOpt,
+    CalibrationOpt,
+    GpuFileOpt,
+    GpuOpt,
+    GpuUtilOpt,
+    JsonOpt,
+    KvBytesOpt,
+    KvDtypeOpt,
+    MaxBatchedOpt,
+    MaxModelLenOpt,
+    MaxSeqsOpt,
+    ModelOpt,
+    NumGpusOpt,
+    PpOpt,
+    TpOpt,
+    WeightsDtypeOpt,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from servecap.core.plan import Plan
+    from servecap.results import RunSummary
+    from servecap.sim import EngineSetup
+    from servecap.sim.simulate import SimResult
+    from servecap.specs import Slo
+    from servecap.workload import WorkloadSpec
+
+WorkloadOpt = Annotated[
+    Path | None, typer.Option("--workload", help="Workload file (YAML/JSON; see docs/workload.md).")
+]
+RateOpt = Annotated[float | None, typer.Option("--rate", "-r", help="Open loop: requests per second.")]
+UsersOpt = Annotated[int | None, typer.Option("--users", "-u", help="Closed loop: number of chat users.")]
+ThinkOpt = Annotated[
+    float | None, typer.Option("--think-time-s", help="Closed loop: mean think time between turns (s, default 30).")
+]
+PromptOpt = Annotated[
+    int, typer.Option("--prompt-tokens", "-p", help="Prompt tokens (median when --prompt-sigma is given).")
+]
+OutputOpt = Annotated[
+    int, typer.Option("--output-tokens", "-o", help="Output tokens (median when --output-sigma is given).")
+]
+PromptSigmaOpt = Annotated[
+    float | None, typer.Option("--prompt-sigma", help="Log-normal sigma of prompt lengths (0: fixed).")
+]
+OutputSigmaOpt = Annotated[
+    float | None, typer.Option("--output-sigma", help="Log-normal sigma of output lengths (0: fixed).")
+]
+ArrivalOpt = Annotated[str, typer.Option("--arrival", help="constant|poisson|gamma.")]
+CvOpt = Annotated[float | None, typer.Option("--cv", help="Gamma arrivals: coefficient of variation (burstiness).")]
+DurationOpt = Annotated[float | None, typer.Option("--duration-s", help="Stop arrivals at this simulated time.")]
+NumRequestsOpt = Annotated[int | None, typer.Option("--num-requests", help="Stop after this many requests.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (same seed, same run).")]
+TtftSloOpt = Annotated[float | None, typer.Option("--ttft-slo", help="TTFT SLO in seconds (for goodput).")]
+TpotSloOpt = Annotated[float | None, typer.Option("--tpot-slo", help="TPOT SLO in seconds (for goodput).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")]
+QueueLimitOpt = Annotated[
+    int | None, typer.Option("--max-waiting", help="Waiting-queue limit; requests beyond it are rejected.")
+]
+PolicyOpt = Annotated[str, typer.Option("--policy", help="Scheduling policy: fcfs|priority.")]
+HtmlOpt = Annotated[Path | None, typer.Option("--html", help="Write a self-contained interactive HTML report here.")]
+
+PROGRESS_MIN_REQUESTS = 20_000
+
+
+@dataclass(frozen=True)
+class Built:
+    plan: Plan
+    setup: EngineSetup
+    workload: WorkloadSpec
+    notes: list[str]
+
+
+def build(
+    *,
+    model: str | None,
+    gpu: str | None,
+    gpu_file: Path | None,
+    num_gpus: int | None,
+    tp: int | None,
+    pp: int,
+    weights_dtype: str | None,
+    kv_cache_dtype: str,
+    max_model_len: int | None,
+    gpu_memory_utilization: float | None,
+    kv_cache_memory_bytes: int | None,
+    block_size: int | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    calibration: Path | None,
+    workload: Path | None,
+    rate: float | None,
+    users: int | None,
+    think_time_s: float | None,
+    prompt_tokens: int,
+    output_tokens: int,
+    prompt_sigma: float | None,
+    output_sigma: float | None,
+    arrival: str,
+    cv: float | None,
+    duration_s: float | None,
+    num_requests: int | None,
+    slo: Slo,
+    no_prefix_caching: bool,
+    max_waiting: int | None,
+    policy: str,
+    default_num_requests: int = 1000,
+) -> Built:
+    """Deployment, plan, engine and workload from the command line (shared with capacity)."""
+    from servecap.cli.options import deployment_from_options, efficiency_from_options
+    from servecap.core.plan import plan as make_plan
+    from servecap.errors import ServecapError
+    from servecap.sim import engine_setup_from_plan
+    from servecap.specs import RequestShape
+    from servecap.workload import dist_mean, load_workload, workload_from_flags
+
+    dep, notes = deployment_from_options(
+        model=model,
+        gpu=gpu,
+        gpu_file=gpu_file,
+        num_gpus=num_gpus,
+        tp=tp,
+        pp=pp,
+        weights_dtype=weights_dtype,
+        kv_cache_dtype=kv_cache_dtype,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        block_size=block_size,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
+    eff, eff_note = efficiency_from_options(calibration)
+    if eff_note:
+        notes.append(eff_note)
+    if workload is not None:
+        if rate is not None or users is not None:
+            raise ServecapError("workload", str(workload), "give --workload or --rate/--users, not both")
+        spec = load_workload(workload)
+        update: dict[str, Any] = {}
+        if num_requests is not None:
+            update["num_requests"] = num_requests
+        if duration_s is not None:
+            update["duration_s"] = duration_s
+        if update:
+            spec = spec.model_copy(update=update)
+    else:
+        if num_requests is None and duration_s is None:
+            num_requests = default_num_requests
+            notes.append(f"no --num-requests/--duration-s: {num_requests} requests")
+        spec = workload_from_flags(
+            rate=rate,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            num_requests=num_requests,
+            duration_s=duration_s,
+            arrival=arrival,
+            cv=cv,
+            users=users,
+            think_time_s=think_time_s,
+            prompt_sigma=prompt_sigma,
+            output_sigma=output_sigma,
+        )
+    if spec.prompt_tokens is not None and spec.output_tokens is not None:
+        new_tokens = dist_mean(spec.prompt_tokens)
+        out_tokens = dist_mean(spec.output_tokens)
+        prompt_mean = new_tokens + (spec.prefix.tokens if spec.prefix else 0)
+        if spec.users is not None:  # turn k carries the k - 1 earlier turns: (T - 1) / 2 on average
+            turns = dist_mean(spec.users.turns)
+            prompt_mean += max(0.0, turns - 1.0) / 2.0 * (new_tokens + out_tokens)
+        shape = RequestShape(max(1, round(prompt_mean)), max(1, round(out_tokens)))
+    else:
+        shape = RequestShape()
+    the_plan = make_plan(dep, request=shape, slo=slo, efficiency=eff)
+    setup = engine_setup_from_plan(
+        the_plan,
+        enable_prefix_caching=not no_prefix_caching,
+        waiting_queue_limit=max_waiting,
+        scheduling_policy=policy,
+    )
+    notes.extend(setup.notes)
+    return Built(the_plan, setup, spec, notes)
+
+
+def expected_requests(spec: WorkloadSpec) -> int:
+    if spec.num_requests is not None:
+        return spec.num_requests
+    rate = getattr(spec.arrival, "rate_per_s", None)
+    if rate is not None and spec.duration_s is not None:
+        return int(rate * spec.duration_s)
+    return 0
+
+
+def run_simulation(built: Built, *, seed: int, slo: Slo | None, show_progress: bool, console: Console) -> SimResult:
+    import numpy as np
+
+    from servecap.sim import simulate
+
+    rng = np.random.default_rng(seed)
+    total = expected_requests(built.workload)
+    if not show_progress or total < PROGRESS_MIN_REQUESTS:
+        return simulate(built.setup, built.workload, rng, slo=slo)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("simulating"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} requests"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("sim", total=total)
+
+        def tick(done: int, _total: int) -> None:
+            bar.update(task, completed=done)
+
+        return simulate(built.setup, built.workload, rng, slo=slo, progress=tick)
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:,.1f}"
+
+
+def render_summary(console: Console, summary: RunSummary, title: str) -> None:
+    from rich.table import Table
+
+    lat = Table(title=title, title_justify="left")
+    lat.add_column("latency (ms)")
+    for q in ("p50", "p90", "p95", "p99", "mean", "max"):
+        lat.add_column(q, justify="right")
+    for name, label in (
+        ("ttft_s", "TTFT"),
+        ("tpot_s", "TPOT"),
+        ("itl_s", "ITL"),
+        ("e2e_s", "E2E"),
+        ("queue_time_s", "queue"),
+    ):
+        p = getattr(summary, name)
+        lat.add_row(label, *(_ms(getattr(p, q)) for q in ("p50", "p90", "p95", "p99", "mean", "max")))
+    console.print(lat)
+    t = Table(show_header=False, title="throughput and engine", title_justify="left")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    rows = [
+        ("requests (completed / total)", f"{summary.completed:,} / {summary.num_requests:,}"),
+        ("simulated time", f"{summary.duration_s:,.1f} s"),
+        ("throughput", f"{summary.throughput_req_s:,.2f} req/s"),
+        ("input tokens/s", f"{summary.input_tokens_per_s:,.0f}"),
+        ("output tokens/s", f"{summary.output_tokens_per_s:,.0f}"),
+        ("goodput (within SLOs)", "-" if summary.goodput_req_s is None else f"{summary.goodput_req_s:,.2f} req/s"),
+        ("mean / max batch", f"{summary.mean_batch_size or 0:,.1f} / {summary.max_batch_size or 0:,}"),
+        ("mean / max queue depth", f"{summary.mean_queue_depth or 0:,.1f} / {summary.max_queue_depth or 0:,}"),
+        (
+            "mean / max KV utilization",
+            f"{(summary.mean_kv_utilization or 0):.0%} / {(summary.max_kv_utilization or 0):.0%}",
+        ),
+        ("preemptions", f"{summary.preemptions:,}"),
+        ("rejected", f"{summary.rejected:,}"),
+        (
+            "prefix cache hit rate",
+            "-" if summary.prefix_cache_hit_rate is None else f"{summary.prefix_cache_hit_rate:.1%}",
+        ),
+    ]
+    if summary.errors:
+        rows.append(("errors", ", ".join(f"{k} {v}" for k, v in summary.errors.items())))
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+
+
+def write_html(
+    path: Path,
+    title: str,
+    result: SimResult | None,
+    load_table: list[dict[str, Any]] | None,
+    notes: list[str],
+    load_unit: str = "req/s",
+) -> None:
+    from servecap.report import html_report
+
+    text = html_report(
+        title,
+        summary=result.summary if result is not None else None,
+        columns=result.columns if result is not None else None,
+        load_table=load_table,
+        load_unit=load_unit,
+        notes=notes,
+    )
+    path.write_text(text, encoding="utf-8")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("simulate")
+    def simulate_cmd(
+        model: ModelOpt = None,
+        gpu: GpuOpt = None,
+        gpu_file: GpuFileOpt = None,
+        num_gpus: NumGpusOpt = None,
+        tp: TpOpt = None,
+        pp: PpOpt = 1,
+        weights_dtype: WeightsDtypeOpt = None,
+        kv_cache_dtype: KvDtypeOpt = "auto",
+        max_model_len: MaxModelLenOpt = None,
+        gpu_memory_utilization: GpuUtilOpt = None,
+        kv_cache_memory_bytes: KvBytesOpt = None,
+        block_size: BlockSizeOpt = None,
+        max_num_seqs: MaxSeqsOpt = None,
+        max_num_batched_tokens: MaxBatchedOpt = None,
+        calibration: CalibrationOpt = None,
+        workload: WorkloadOpt = None,
+        rate: RateOpt = None,
+        users: UsersOpt = None,
+        think_time_s: ThinkOpt = None,
+        prompt_tokens: PromptOpt = 1024,
+        output_tokens: OutputOpt = 128,
+        prompt_sigma: PromptSigmaOpt = None,
+        output_sigma: OutputSigmaOpt = None,
+        arrival: ArrivalOpt = "poisson",
+        cv: CvOpt = None,
+        duration_s: DurationOpt = None,
+        num_requests: NumRequestsOpt = None,
+        seed: SeedOpt = 0,
+        ttft_slo: TtftSloOpt = None,
+        tpot_slo: TpotSloOpt = None,
+        no_prefix_caching: NoCacheOpt = False,
+        max_waiting: QueueLimitOpt = None,
+        policy: PolicyOpt = "fcfs",
+        html: HtmlOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Simulate one replica (continuous batching, paged KV cache, prefix caching) under a
+        workload: latency percentiles, throughput, goodput, batch, queue and KV over time."""
+        from rich.console import Console
+
+        from servecap.results import summary_to_json_dict
+        from servecap.specs import Slo
+
+        slo = Slo(ttft_s=ttft_slo, tpot_s=tpot_slo)
+        built = build(
+            model=model,
+            gpu=gpu,
+            gpu_file=gpu_file,
+            num_gpus=num_gpus,
+            tp=tp,
+            pp=pp,
+            weights_dtype=weights_dtype,
+            kv_cache_dtype=kv_cache_dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
+            block_size=block_size,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            calibration=calibration,
+            workload=workload,
+            rate=rate,
+            users=users,
+            think_time_s=think_time_s,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            prompt_sigma=prompt_sigma,
+            output_sigma=output_sigma,
+            arrival=arrival,
+            cv=cv,
+            duration_s=duration_s,
+            num_requests=num_requests,
+            slo=slo,
+            no_prefix_caching=no_prefix_caching,
+            max_waiting=max_waiting,
+            policy=policy,
+        )
+        console = Console(stderr=json_out)
+        has_slo = ttft_slo is not None or tpot_slo is not None
+        result = run_simulation(
+            built,
+            seed=seed,
+            slo=slo if has_slo else None,
+            show_progress=not json_out,
+            console=console,
+        )
+        if html is not None:
+            write_html(
+                html,
+                f"servecap simulate: {built.plan.deployment.model.id} on {built.plan.deployment.gpu.id}",
+                result,
+                None,
+                built.notes,
+            )
+        if json_out:
+            d = summary_to_json_dict(result.summary)
+            d["model"] = built.plan.deployment.model.id
+            d["gpu"] = built.plan.deployment.gpu.id
+            d["seed"] = seed
+            d["notes"] = built.notes
+            typer.echo(json.dumps(d))
+            return
+        dep = built.plan.deployment
+        console.print(
+            f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id} (tp {dep.parallelism.tp}, pp {dep.parallelism.pp}): "
+            f"{built.setup.num_gpu_blocks:,} KV blocks of {built.setup.block_size} tokens, "
+            f"max_num_seqs {built.setup.max_num_seqs}, max_num_batched_tokens {built.setup.max_num_batched_tokens}"
+        )
+        render_summary(console, result.summary, "simulated latency")
+        console.print(
+            f"planner: TTFT {_ms(built.plan.single_request_ttft_s)} ms and TPOT "
+            f"{_ms(built.plan.single_request_tpot_s)} ms for a lone request; at most "
+            f"{built.plan.output_tokens_per_s_total:,.0f} output tokens/s (batch {built.plan.batch})"
+        )
+        for note in built.notes:
+            console.print(f"[dim]note: {note}[/]")
+        if html is not None:
+            console.print(f"wrote {html}")

@@ -1,0 +1,29 @@
+"""One result schema for simulated and measured runs: per-request records and run summaries."""
+
+from servecap.results.record import RequestRecord
+from servecap.results.stats import Percentiles, percentiles, weighted_percentiles
+from servecap.results.summary import (
+    RecordColumns,
+    RunSummary,
+    TimeSeries,
+    columns_from_records,
+    summarize,
+    summarize_columns,
+    summary_to_json_dict,
+)
+from servecap.specs.perf import Slo
+
+__all__ = [
+    "Percentiles",
+    "RecordColumns",
+    "RequestRecord",
+    "RunSummary",
+    "Slo",
+    "TimeSeries",
+    "columns_from_records",
+    "percentiles",
+    "summarize",
+    "summarize_columns",
+    "summary_to_json_dict",
+    "weighted_percentiles",
+]

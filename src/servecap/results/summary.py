@@ -1,0 +1,222 @@
+"""A run's summary: latency percentiles, throughput, goodput under SLOs, engine gauges.
+
+Definitions (vLLM's ``benchmark_serving`` conventions; goodput as in DistServe, Zhong et al.,
+OSDI 2024 — completed requests per second that meet every SLO):
+
+- TTFT = first token - arrival; E2E = last token - arrival; TPOT per request =
+  ``(E2E - TTFT) / (output_tokens - 1)``; ITL = every gap between consecutive tokens, pooled
+  over all requests; queue time = arrival to first scheduled;
+- throughput = completed requests / ``duration_s``; token rates likewise over completed requests;
+- goodput = completed requests with TTFT <= ``slo.ttft_s`` and TPOT <= ``slo.tpot_s`` (a one-token
+  answer has no TPOT and passes that test) / ``duration_s``; ``None`` without an SLO;
+- engine-only figures (batch size, KV utilization, queue depth, prefix-cache hit rate) come from
+  a simulation and are ``None`` for measured runs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from servecap.results.record import RequestRecord
+from servecap.results.stats import EMPTY, Percentiles, percentiles
+from servecap.specs.perf import Slo
+
+
+@dataclass(frozen=True, slots=True)
+class TimeSeries:
+    """Engine gauges sampled over the run (a simulation's), one entry per sample time."""
+
+    time_s: tuple[float, ...]
+    kv_utilization: tuple[float, ...]  # used KV blocks / pool
+    queue_depth: tuple[int, ...]  # waiting requests
+    running: tuple[int, ...]  # running requests (the batch)
+
+    def to_dict(self) -> dict[str, list[float] | list[int]]:
+        return {
+            "time_s": list(self.time_s),
+            "kv_utilization": list(self.kv_utilization),
+            "queue_depth": list(self.queue_depth),
+            "running": list(self.running),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    num_requests: int  # requests in the run (completed + failed)
+    completed: int
+    duration_s: float
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    itl_s: Percentiles
+    e2e_s: Percentiles
+    queue_time_s: Percentiles
+    throughput_req_s: float
+    input_tokens_per_s: float
+    output_tokens_per_s: float
+    goodput_req_s: float | None
+    slo_attainment: float | None  # share of all requests that completed within the SLOs
+    slo: Slo | None
+    preemptions: int
+    rejected: int
+    errors: dict[str, int]
+    cached_prompt_tokens: int
+    prompt_tokens: int
+    mean_batch_size: float | None = None
+    max_batch_size: int | None = None
+    mean_kv_utilization: float | None = None
+    max_kv_utilization: float | None = None
+    mean_queue_depth: float | None = None
+    max_queue_depth: int | None = None
+    prefix_cache_hit_rate: float | None = None
+    timeseries: TimeSeries | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordColumns:
+    """Per-request columns (NaN where a time is unknown): what :func:`summarize_columns` reads.
+
+    A simulation builds these directly; :func:`columns_from_records` builds them from records.
+    """
+
+    arrival_s: NDArray[np.float64]
+    first_token_s: NDArray[np.float64]
+    end_s: NDArray[np.float64]
+    prompt_tokens: NDArray[np.int64]
+    output_tokens: NDArray[np.int64]
+    cached_prompt_tokens: NDArray[np.int64]
+    preemptions: NDArray[np.int64]
+    queue_time_s: NDArray[np.float64]
+    errors: tuple[str | None, ...]
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+
+def columns_from_records(records: Sequence[RequestRecord]) -> RecordColumns:
+    def f(x: float | None) -> float:
+        return np.nan if x is None else x
+
+    return RecordColumns(
+        arrival_s=np.array([r.arrival_s for r in records], dtype=np.float64),
+        first_token_s=np.array([f(r.first_token_s) for r in records], dtype=np.float64),
+        end_s=np.array([f(r.end_s) for r in records], dtype=np.float64),
+        prompt_tokens=np.array([r.prompt_tokens for r in records], dtype=np.int64),
+        output_tokens=np.array([r.output_tokens for r in records], dtype=np.int64),
+        cached_prompt_tokens=np.array([r.cached_prompt_tokens for r in records], dtype=np.int64),
+        preemptions=np.array([r.preemptions for r in records], dtype=np.int64),
+        queue_time_s=np.array([f(r.queue_time_s) for r in records], dtype=np.float64),
+        errors=tuple(r.error for r in records),
+    )
+
+
+def summarize(
+    records: Sequence[RequestRecord],
+    *,
+    duration_s: float,
+    slo: Slo | None = None,
+) -> RunSummary:
+    """Summarize records; ITL from each record's ``token_times_s`` (empty when none recorded)."""
+    gaps = [g for r in records if r.error is None for g in r.itl_s]
+    itl = percentiles(gaps) if gaps else EMPTY
+    return summarize_columns(columns_from_records(records), duration_s=duration_s, slo=slo, itl=itl)
+
+
+def summarize_columns(
+    cols: RecordColumns,
+    *,
+    duration_s: float,
+    slo: Slo | None = None,
+    itl: Percentiles | None = None,
+) -> RunSummary:
+    """The summary from columns; ``itl`` is given by the caller (pooled token gaps)."""
+    ok = np.array([e is None for e in cols.errors], dtype=bool) & ~np.isnan(cols.end_s)
+    ttft = cols.first_token_s - cols.arrival_s
+    e2e = cols.end_s - cols.arrival_s
+    out = cols.output_tokens
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out >= 2, (cols.end_s - cols.first_token_s) / np.maximum(out - 1, 1), np.nan)
+    completed = int(ok.sum())
+    dur = float(duration_s) if duration_s > 0 else float("nan")
+    good: float | None = None
+    attainment: float | None = None
+    if slo is not None and (slo.ttft_s is not None or slo.tpot_s is not None):
+        meets = ok.copy()
+        if slo.ttft_s is not None:
+            meets &= ttft <= slo.ttft_s
+        if slo.tpot_s is not None:
+            meets &= np.isnan(tpot) | (tpot <= slo.tpot_s)
+        good = float(meets.sum()) / dur if duration_s > 0 else 0.0
+        attainment = float(meets.sum()) / len(cols) if len(cols) else None
+    errors = Counter(e for e in cols.errors if e is not None)
+    return RunSummary(
+        num_requests=len(cols),
+        completed=completed,
+        duration_s=float(duration_s),
+        ttft_s=percentiles(ttft[ok]),
+        tpot_s=percentiles(tpot[ok]),
+        itl_s=itl if itl is not None else EMPTY,
+        e2e_s=percentiles(e2e[ok]),
+        queue_time_s=percentiles(cols.queue_time_s[ok]),
+        throughput_req_s=completed / dur if duration_s > 0 else 0.0,
+        input_tokens_per_s=float(cols.prompt_tokens[ok].sum()) / dur if duration_s > 0 else 0.0,
+        output_tokens_per_s=float(out[ok].sum()) / dur if duration_s > 0 else 0.0,
+        goodput_req_s=good,
+        slo_attainment=attainment,
+        slo=slo,
+        preemptions=int(cols.preemptions.sum()),
+        rejected=int(errors.get("rejected", 0)),
+        errors=dict(sorted(errors.items())),
+        cached_prompt_tokens=int(cols.cached_prompt_tokens.sum()),
+        prompt_tokens=int(cols.prompt_tokens.sum()),
+    )
+
+
+_LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_time_s")
+
+
+def summary_to_json_dict(summary: RunSummary, *, include_timeseries: bool = False) -> dict[str, Any]:
+    """The JSON summary: the issue's keys first (each latency ``{p50, p90, p95, p99, mean}``),
+    then the rest. Unknown figures are ``null``."""
+    d: dict[str, Any] = {}
+    for name in _LATENCIES:
+        p: Percentiles = getattr(summary, name)
+        d[name] = {"p50": p.p50, "p90": p.p90, "p95": p.p95, "p99": p.p99, "mean": p.mean}
+    d.update(
+        {
+            "throughput_req_s": summary.throughput_req_s,
+            "output_tokens_per_s": summary.output_tokens_per_s,
+            "goodput_req_s": summary.goodput_req_s,
+            "preemptions": summary.preemptions,
+            "rejected": summary.rejected,
+            "mean_batch_size": summary.mean_batch_size,
+            "num_requests": summary.num_requests,
+            "completed": summary.completed,
+            "duration_s": summary.duration_s,
+            "input_tokens_per_s": summary.input_tokens_per_s,
+            "slo": None if summary.slo is None else {"ttft_s": summary.slo.ttft_s, "tpot_s": summary.slo.tpot_s},
+            "slo_attainment": summary.slo_attainment,
+            "errors": dict(summary.errors),
+            "max_batch_size": summary.max_batch_size,
+            "mean_kv_utilization": summary.mean_kv_utilization,
+            "max_kv_utilization": summary.max_kv_utilization,
+            "mean_queue_depth": summary.mean_queue_depth,
+            "max_queue_depth": summary.max_queue_depth,
+            "prefix_cache_hit_rate": summary.prefix_cache_hit_rate,
+            "cached_prompt_tokens": summary.cached_prompt_tokens,
+        }
+    )
+    for name in _LATENCIES:
+        d[name]["max"] = getattr(summary, name).max
+        d[name]["count"] = getattr(summary, name).count
+    if summary.extra:
+        d["extra"] = dict(summary.extra)
+    if include_timeseries and summary.timeseries is not None:
+        d["timeseries"] = summary.timeseries.to_dict()
+    return d

@@ -1,0 +1,91 @@
+"""What one engine replica is: its KV pool, scheduler limits and step-time model, from a Plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from servecap.core.blocks import KvLayout
+from servecap.core.plan import Plan
+from servecap.core.roofline import StepCost
+from servecap.errors import ServecapError
+from servecap.specs.model import AttentionKind
+from servecap.specs.perf import Efficiency
+
+SchedulingPolicy = Literal["fcfs", "priority"]
+POLICIES: tuple[SchedulingPolicy, ...] = ("fcfs", "priority")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSetup:
+    """One replica: KV layout and pool size (from the planner), vLLM scheduler settings, and
+    the step-time model's inputs (``step`` from the planner, ``efficiency`` from the planner's
+    defaults or a calibration file)."""
+
+    layout: KvLayout
+    num_gpu_blocks: int
+    step: StepCost
+    efficiency: Efficiency
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    enable_prefix_caching: bool = True
+    waiting_queue_limit: int | None = None
+    scheduling_policy: SchedulingPolicy = "fcfs"
+    notes: tuple[str, ...] = ()
+
+    @property
+    def block_size(self) -> int:
+        return self.layout.block_size
+
+
+def prefix_caching_supported(layout: KvLayout) -> bool:
+    """Prefix caching is modelled for layouts whose every KV-cache group is full attention or
+    MLA (a block per ``block_size`` tokens in each group); sliding-window and state groups cache
+    differently in vLLM's hybrid allocator and are simulated without it."""
+    return all(g.kind in (AttentionKind.FULL, AttentionKind.MLA) for g in layout.groups)
+
+
+def engine_setup_from_plan(
+    plan: Plan,
+    *,
+    enable_prefix_caching: bool = True,
+    waiting_queue_limit: int | None = None,
+    scheduling_policy: str = "fcfs",
+    efficiency: Efficiency | None = None,
+) -> EngineSetup:
+    """The engine of ``plan``'s deployment. ``efficiency`` defaults to the plan's (which is a
+    calibration file's when the plan was made with one)."""
+    eng = plan.deployment.engine
+    if waiting_queue_limit is not None and waiting_queue_limit < 0:
+        raise ServecapError("waiting_queue_limit", waiting_queue_limit, "must be >= 0")
+    if scheduling_policy not in POLICIES:
+        raise ServecapError("scheduling_policy", scheduling_policy, f"must be one of {', '.join(POLICIES)}")
+    if eng.max_num_batched_tokens < eng.max_num_seqs:
+        # vLLM's SchedulerConfig refuses this too: every running request must fit one step
+        raise ServecapError(
+            "max_num_batched_tokens",
+            eng.max_num_batched_tokens,
+            f"must be >= max_num_seqs ({eng.max_num_seqs})",
+        )
+    if plan.num_gpu_blocks <= 0:
+        raise ServecapError("num_gpu_blocks", plan.num_gpu_blocks, "the KV pool is empty")
+    notes: list[str] = []
+    caching = enable_prefix_caching
+    if caching and not prefix_caching_supported(plan.layout):
+        caching = False
+        notes.append("prefix caching not simulated for sliding-window/hybrid KV layouts")
+    policy: SchedulingPolicy = "priority" if scheduling_policy == "priority" else "fcfs"
+    return EngineSetup(
+        layout=plan.layout,
+        num_gpu_blocks=plan.num_gpu_blocks,
+        step=plan.step,
+        efficiency=efficiency or plan.efficiency,
+        max_num_seqs=eng.max_num_seqs,
+        max_num_batched_tokens=eng.max_num_batched_tokens,
+        max_model_len=eng.max_model_len,
+        enable_prefix_caching=caching,
+        waiting_queue_limit=waiting_queue_limit,
+        scheduling_policy=policy,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,33 @@
+"""Workloads: arrival processes, length distributions, shared prefixes and closed-loop users.
+
+Shared by the simulator and the load generator: one :class:`WorkloadSpec` and one seed give one
+request stream in both. See docs/workload.md.
+"""
+
+from servecap.workload.closed_loop import ClosedLoopUsers
+from servecap.workload.dists import mean as dist_mean
+from servecap.workload.dists import sample, sample_tokens
+from servecap.workload.generate import RequestArrays, generate_arrays, generate_requests
+from servecap.workload.load import load_workload, workload_from_dict, workload_from_flags
+from servecap.workload.request import RequestSpec, block_keys, prefix_block_keys
+from servecap.workload.spec import WorkloadSpec
+from servecap.workload.trace import Trace, load_trace
+
+__all__ = [
+    "ClosedLoopUsers",
+    "RequestArrays",
+    "RequestSpec",
+    "Trace",
+    "WorkloadSpec",
+    "block_keys",
+    "dist_mean",
+    "generate_arrays",
+    "generate_requests",
+    "load_trace",
+    "load_workload",
+    "prefix_block_keys",
+    "sample",
+    "sample_tokens",
+    "workload_from_dict",
+    "workload_from_flags",
+]

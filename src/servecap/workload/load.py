@@ -1,0 +1,249 @@
+"""Reading workload files (YAML or JSON) and building workloads from CLI flags.
+
+Every problem becomes one :class:`ServecapError` naming the field (``workload.arrival.rate_per_s``)
+and the value, with "did you mean" for misspelt keys.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from servecap.errors import ServecapError, did_you_mean
+from servecap.workload.spec import WorkloadSpec
+
+ARRIVAL_KINDS = ("constant", "poisson", "gamma", "diurnal")
+
+
+def load_workload(path: Path | str) -> WorkloadSpec:
+    """Read ``path`` (``.yaml``/``.yml``/``.json``); relative file paths inside it (a trace, an
+    empirical distribution) are resolved against the file's folder, and empirical files are
+    read into ``values``."""
+    path = Path(path)
+    if not path.exists():
+        raise ServecapError("workload", str(path), "no such file")
+    text = path.read_text(encoding="utf-8")
+    raw: Any
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise ServecapError("workload", str(path), f"malformed YAML{where}") from None
+    elif path.suffix.lower() == ".json":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ServecapError("workload", str(path), f"malformed JSON: {err.msg} at line {err.lineno}") from None
+    else:
+        raise ServecapError("workload", str(path), "must be a .yaml, .yml or .json file")
+    if not isinstance(raw, dict):
+        raise ServecapError("workload", str(path), "must contain one mapping (key: value) at the top")
+    raw = _resolve_files(raw, path.parent)
+    return workload_from_dict(raw)
+
+
+def workload_from_dict(raw: dict[str, Any]) -> WorkloadSpec:
+    """Validate a mapping; the first problem becomes a ServecapError naming the field."""
+    try:
+        return WorkloadSpec.model_validate(raw)
+    except ValidationError as err:
+        raise _to_error(err, raw) from None
+
+
+def workload_from_flags(
+    *,
+    rate: float | None = None,
+    prompt_tokens: int | float = 1024,
+    output_tokens: int | float = 128,
+    num_requests: int | None = None,
+    duration_s: float | None = None,
+    arrival: str = "poisson",
+    cv: float | None = None,
+    users: int | None = None,
+    think_time_s: float | None = None,
+    prompt_sigma: float | None = None,
+    output_sigma: float | None = None,
+) -> WorkloadSpec:
+    """The common cases from flags: an open loop at ``rate`` (``arrival`` one of constant,
+    poisson, gamma with ``cv``) or ``users`` closed-loop users thinking ``think_time_s``; fixed
+    lengths, or log-normal with the given median and ``*_sigma``; think times exponential with
+    mean ``think_time_s`` (default 30 s). With neither stop condition,
+    ``num_requests`` defaults to 1000 (stated in the CLI's notes)."""
+    if num_requests is None and duration_s is None:
+        num_requests = 1000
+    raw: dict[str, Any] = {"num_requests": num_requests, "duration_s": duration_s}
+    raw["prompt_tokens"] = _length(prompt_tokens, prompt_sigma)
+    raw["output_tokens"] = _length(output_tokens, output_sigma)
+    if users is not None:
+        if rate is not None:
+            raise ServecapError("rate", rate, "give --rate (open loop) or --users (closed loop), not both")
+        think = 30.0 if think_time_s is None else think_time_s
+        # exponential think times: fixed ones make users who finish together return together
+        raw["users"] = {"count": users, "think_time_s": {"kind": "exponential", "mean": think} if think > 0 else 0.0}
+    else:
+        if rate is None:
+            raise ServecapError("rate", None, "give --rate (requests/s), --users N, or --workload FILE")
+        if arrival not in ARRIVAL_KINDS:
+            raise ServecapError("arrival", arrival, "unknown arrival process" + did_you_mean(arrival, ARRIVAL_KINDS))
+        arr: dict[str, Any] = {"kind": arrival, "rate_per_s": rate}
+        if cv is not None:
+            if arrival != "gamma":
+                raise ServecapError("cv", cv, "only the gamma arrival process takes a coefficient of variation")
+            arr["cv"] = cv
+        raw["arrival"] = arr
+    return workload_from_dict({k: v for k, v in raw.items() if v is not None})
+
+
+def _length(value: int | float, sigma: float | None) -> Any:
+    if sigma is None or sigma == 0:
+        return value
+    return {"kind": "lognormal", "median": value, "sigma": sigma}
+
+
+def _resolve_files(raw: Any, base: Path) -> Any:
+    """Resolve relative paths; read empirical files into ``values``."""
+    if isinstance(raw, list):
+        return [_resolve_files(v, base) for v in raw]
+    if not isinstance(raw, dict):
+        return raw
+    out = {k: _resolve_files(v, base) for k, v in raw.items()}
+    kind = out.get("kind")
+    if kind in ("trace", "empirical") and isinstance(out.get("path"), str):
+        p = Path(out["path"])
+        if not p.is_absolute():
+            p = base / p
+        out["path"] = str(p)
+        if kind == "empirical" and out.get("values") is None:
+            out["values"] = read_numbers(p, out.get("column"))
+    return out
+
+
+def read_numbers(path: Path, column: str | None = None) -> list[float]:
+    """Numbers from a file: a JSON list, a CSV (``column`` or the first), or one per line."""
+    if not path.exists():
+        raise ServecapError("empirical.path", str(path), "no such file")
+    text = path.read_text(encoding="utf-8")
+    values: list[float] = []
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+            if not isinstance(data, list):
+                raise ServecapError("empirical.path", str(path), "a JSON file must hold a list of numbers")
+            values = [float(v) for v in data]
+        elif path.suffix.lower() == ".csv":
+            reader = csv.DictReader(text.splitlines())
+            names = reader.fieldnames or []
+            col = column or (names[0] if names else None)
+            if col is None or col not in names:
+                raise ServecapError("empirical.column", column, f"not a column of {path.name} ({', '.join(names)})")
+            values = [float(row[col]) for row in reader if (row.get(col) or "").strip()]
+        else:
+            values = [float(line) for line in text.split() if line.strip()]
+    except (ValueError, TypeError) as err:
+        raise ServecapError("empirical.path", str(path), f"not a file of numbers ({err})") from None
+    if not values:
+        raise ServecapError("empirical.path", str(path), "holds no numbers")
+    return values
+
+
+def _to_error(err: ValidationError, raw: dict[str, Any]) -> ServecapError:
+    errors = err.errors()
+    # an unknown key usually explains the rest ("rate" given, "rate_per_s" missing): report it
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = [str(p) for p in first["loc"]]
+    # drop pydantic's union-tag segments ("poisson", "function-after[...]") from the path
+    clean = [p for p in loc if not p.startswith("function-") and p not in _TAGS]
+    field = "workload" + ("." + ".".join(clean) if clean else "")
+    kind = first["type"]
+    value = first.get("input")
+    msg = first["msg"]
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(raw, clean[:-1])
+        key = clean[-1] if clean else ""
+        msg = (
+            "unknown key" + did_you_mean(key, allowed) + (f"; allowed: {', '.join(sorted(allowed))}" if allowed else "")
+        )
+        value = key
+        field = "workload" + ("." + ".".join(clean[:-1]) if len(clean) > 1 else "")
+        return ServecapError(field, value, msg)
+    if kind == "union_tag_invalid" or kind == "union_tag_not_found":
+        ctx = first.get("ctx", {})
+        expected = ctx.get("expected_tags", "")
+        if kind == "union_tag_not_found":
+            return ServecapError(field, value, f"needs a 'kind' (one of {expected})")
+        return ServecapError(field + ".kind", ctx.get("tag"), f"unknown kind; expected one of {expected}")
+    if kind == "missing":
+        return ServecapError(field, None, "is required")
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if isinstance(value, dict):
+        value = "{...}"
+    return ServecapError(field, value, msg)
+
+
+_TAGS = {
+    "fixed",
+    "exponential",
+    "uniform",
+    "normal",
+    "lognormal",
+    "empirical",
+    "mixture",
+    "constant",
+    "poisson",
+    "gamma",
+    "diurnal",
+    "trace",
+    "int",
+    "float",
+}
+
+
+def _allowed_keys(raw: dict[str, Any], loc: list[str]) -> list[str]:
+    from servecap.workload import spec as s
+
+    node: Any = raw
+    for p in loc:
+        if isinstance(node, dict):
+            node = node.get(p)
+        elif isinstance(node, list) and p.isdigit() and int(p) < len(node):
+            node = node[int(p)]
+    model: Any = s.WorkloadSpec
+    if loc:
+        kind = node.get("kind") if isinstance(node, dict) else None
+        by_kind = {
+            "fixed": s.FixedDist,
+            "exponential": s.ExponentialDist,
+            "uniform": s.UniformDist,
+            "normal": s.NormalDist,
+            "lognormal": s.LogNormalDist,
+            "empirical": s.EmpiricalDist,
+            "mixture": s.MixtureDist,
+            "constant": s.ConstantArrival,
+            "poisson": s.PoissonArrival,
+            "gamma": s.GammaArrival,
+            "diurnal": s.DiurnalArrival,
+            "trace": s.TraceArrival,
+        }
+        if kind in by_kind:
+            model = by_kind[kind]
+        elif loc[-1] == "users":
+            model = s.UsersSpec
+        elif loc[-1] == "prefix":
+            model = s.PrefixSpec
+        elif loc[-1].isdigit():
+            model = s.MixtureComponent
+        else:
+            return []
+    names = []
+    for name, f in model.model_fields.items():
+        names.append(f.alias or name)
+    return names

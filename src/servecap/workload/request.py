@@ -1,0 +1,79 @@
+"""One request of a workload, as both the simulator and the load generator see it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """A request to send at ``arrival_s`` (seconds from the start of the run).
+
+    The prompt is laid out as ``[shared prefix][conversation history][new tokens]``:
+
+    - ``prefix_tokens`` tokens of the shared prefix ``prefix_group`` (a system prompt shared by
+      every request of the group; 0 and ``None`` when there is none);
+    - ``history_tokens`` tokens of the conversation's earlier turns (prompts and answers; closed
+      loop only, 0 otherwise) — the same tokens the previous turn of ``conversation_id`` held;
+    - the rest is new. ``prompt_tokens`` counts all three.
+
+    ``user_id`` and ``turn`` (1-based within a conversation) identify closed-loop turns; an open
+    loop request has ``user_id=None`` and ``turn=1``.
+    """
+
+    request_id: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    prefix_group: int | None = None
+    prefix_tokens: int = 0
+    user_id: int | None = None
+    turn: int = 1
+    history_tokens: int = 0
+    conversation_id: int | None = None
+    priority: int = 0  # lower is served first under the "priority" scheduling policy
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+
+def prefix_block_keys(req: RequestSpec, block_size: int) -> tuple[int, ...] | None:
+    """Keys of the request's KV blocks that another request may share, in order (None: none).
+
+    A block's key stands for the whole token sequence up to the block's end (as vLLM's chained
+    block hashes do), so equal keys mean equal content:
+
+    - blocks wholly inside the shared prefix: ``hash((0, prefix_group, i))`` — shared by the group;
+    - in a conversation, every later full block of prompt and answer: ``hash((1, conversation_id,
+      i))`` — the next turn's prompt starts with exactly these tokens;
+    - other blocks are unique to the request and get no key.
+    """
+    return block_keys(
+        prefix_group=req.prefix_group,
+        prefix_tokens=req.prefix_tokens,
+        conversation_id=req.conversation_id,
+        total_tokens=req.total_tokens,
+        block_size=block_size,
+    )
+
+
+def block_keys(
+    *,
+    prefix_group: int | None,
+    prefix_tokens: int,
+    conversation_id: int | None,
+    total_tokens: int,
+    block_size: int,
+) -> tuple[int, ...] | None:
+    """:func:`prefix_block_keys` from the fields themselves."""
+    if block_size <= 0:
+        raise ValueError("block_size must be positive")
+    keys: list[int] = []
+    prefix_blocks = prefix_tokens // block_size if prefix_group is not None else 0
+    for i in range(prefix_blocks):
+        keys.append(hash((0, prefix_group, i)))
+    if conversation_id is not None:
+        for i in range(prefix_blocks, total_tokens // block_size):
+            keys.append(hash((1, conversation_id, i)))
+    return tuple(keys) if keys else None
