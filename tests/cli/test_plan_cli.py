@@ -124,3 +124,16 @@ def test_replicas_for_peak_users_and_tokens() -> None:
     assert data["replicas"] == -(-100000 // data["users_served"])
     assert data["replicas_for_tok_s"] == -(-1_000_000 // int(data["output_tokens_per_s_total"])) or \
         data["replicas_for_tok_s"] == -(-1_000_000 // int(data["output_tokens_per_s_total"] + 1))
+
+
+def test_missing_extra_is_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import servecap.cli.main as main
+
+    def boom() -> None:
+        raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
+
+    monkeypatch.setattr(main, "app", boom)
+    with pytest.raises(SystemExit) as exc:
+        main.run()
+    assert exc.value.code == 2
+    assert "pip install 'servecap[sim]'" in capsys.readouterr().err

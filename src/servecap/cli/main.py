@@ -51,6 +51,14 @@ for _name in _COMMAND_MODULES:
     _module.register(app)
 
 
+# Optional dependencies (pyproject extras) -> the extra that installs them.
+_EXTRA_FOR_MODULE = {
+    "numpy": "sim", "yaml": "sim", "plotly": "sim",
+    "httpx": "measure", "platformdirs": "measure",
+    "fastapi": "serve", "uvicorn": "serve", "prometheus_client": "serve", "sse_starlette": "serve",
+}
+
+
 def run() -> None:
     """Console-script entry point: user errors become one line on stderr and exit code 2."""
     from servecap.errors import ServecapError
@@ -59,6 +67,12 @@ def run() -> None:
         app()
     except ServecapError as err:
         typer.echo(f"error: {err}", err=True)
+        sys.exit(2)
+    except ModuleNotFoundError as err:
+        extra = _EXTRA_FOR_MODULE.get((err.name or "").split(".")[0])
+        if extra is None:
+            raise
+        typer.echo(f"error: {err.name} is not installed: this command needs pip install 'servecap[{extra}]'", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
