@@ -3,75 +3,37 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from servecap.catalog.names import normalize_name
 from servecap.errors import ServecapError, did_you_mean
 from servecap.specs.gpu import GpuSpec
 
-
-class GpuRow(BaseModel):
-    """One ``[[gpu]]`` table. Unknown keys are rejected, so typos in a user's file surface."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    vendor: str = Field(min_length=1)
-    aliases: list[str] = []
-    memory_gb: float = Field(gt=0, le=10_000)
-    memory_bytes: int | None = Field(default=None, gt=0)
-    memory_gib_reported: float | None = Field(default=None, gt=0, le=10_000)
-    memory_type: str | None = None
-    hbm_bandwidth_tb_s: float = Field(gt=0, le=1_000)
-    bf16_dense_tflops: float | None = Field(default=None, gt=0, le=1_000_000)
-    fp8_dense_tflops: float | None = Field(default=None, gt=0)
-    int8_dense_tops: float | None = Field(default=None, gt=0)
-    fp4_dense_tflops: float | None = Field(default=None, gt=0)
-    interconnect: str = "PCIe"
-    interconnect_gb_s: float | None = Field(default=None, gt=0)
-    host_link_gb_s: float | None = Field(default=None, gt=0)
-    tdp_w: float | None = Field(default=None, gt=0)
-    rent_usd_per_hour: float | None = Field(default=None, gt=0)
-    rent_source: str | None = None
-    rent_date: str | None = None
-    purchase_usd: float | None = Field(default=None, gt=0)
-    purchase_source: str | None = None
-    purchase_date: str | None = None
-    sources: list[str] = []
-    notes: str | None = None
-
-    def to_spec(self) -> GpuSpec:
-        return GpuSpec(
-            id=self.id,
-            name=self.name,
-            vendor=self.vendor,
-            memory_gb=self.memory_gb,
-            hbm_bandwidth_tb_s=self.hbm_bandwidth_tb_s,
-            bf16_dense_tflops=self.bf16_dense_tflops,
-            interconnect=self.interconnect,
-            interconnect_gb_s=self.interconnect_gb_s,
-            host_link_gb_s=self.host_link_gb_s,
-            memory_bytes=self.memory_bytes,
-            memory_gib_reported=self.memory_gib_reported,
-            fp8_dense_tflops=self.fp8_dense_tflops,
-            int8_dense_tops=self.int8_dense_tops,
-            fp4_dense_tflops=self.fp4_dense_tflops,
-            tdp_w=self.tdp_w,
-            rent_usd_per_hour=self.rent_usd_per_hour,
-            rent_date=self.rent_date,
-            purchase_usd=self.purchase_usd,
-            purchase_date=self.purchase_date,
-            sources=tuple(self.sources),
-        )
+_SPEC_KEYS = (
+    "id", "name", "vendor", "memory_gb", "hbm_bandwidth_tb_s", "bf16_dense_tflops", "interconnect",
+    "interconnect_gb_s", "host_link_gb_s", "memory_bytes", "memory_gib_reported", "fp8_dense_tflops",
+    "int8_dense_tops", "fp4_dense_tflops", "tdp_w", "rent_usd_per_hour", "rent_date", "purchase_usd",
+    "purchase_date",
+)
 
 
-def _rows_from_toml(data: dict[str, Any], where: str) -> list[GpuRow]:
+def gpu_spec_from_row(row: Mapping[str, Any]) -> GpuSpec:
+    """A catalog row (already validated) as a GpuSpec."""
+    fields = {key: row.get(key) for key in _SPEC_KEYS}
+    fields["interconnect"] = row.get("interconnect", "PCIe")
+    return GpuSpec(**fields, sources=tuple(row.get("sources", ())))
+
+
+def _validated_rows(data: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """Validate a GPU file's tables with the pydantic schema; one-line errors name the key."""
+    from pydantic import ValidationError
+
+    from servecap.catalog.schema import GpuRow
+
     extra = set(data) - {"gpu"}
     if extra:
         key = sorted(extra)[0]
@@ -82,7 +44,7 @@ def _rows_from_toml(data: dict[str, Any], where: str) -> list[GpuRow]:
     rows = []
     for i, table in enumerate(tables):
         try:
-            rows.append(GpuRow.model_validate(table))
+            rows.append(GpuRow.model_validate(table).model_dump())
         except ValidationError as err:
             # a misspelt key also shows up as a missing one: report the misspelling first
             first = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
@@ -95,10 +57,11 @@ def _rows_from_toml(data: dict[str, Any], where: str) -> list[GpuRow]:
     return rows
 
 
-@cache
-def _builtin_rows() -> tuple[GpuRow, ...]:
+def builtin_gpu_tables() -> list[dict[str, Any]]:
+    """The shipped catalog's raw tables (validated against the schema by the test suite)."""
     text = resources.files("servecap.catalog").joinpath("data/gpus.toml").read_text("utf-8")
-    return tuple(_rows_from_toml(tomllib.loads(text), "gpus.toml"))
+    tables: list[dict[str, Any]] = tomllib.loads(text)["gpu"]
+    return tables
 
 
 def load_gpu_file(path: Path) -> list[GpuSpec]:
@@ -109,20 +72,21 @@ def load_gpu_file(path: Path) -> list[GpuSpec]:
         raise ServecapError("gpu_file", str(path), "no such file") from None
     except tomllib.TOMLDecodeError as err:
         raise ServecapError("gpu_file", str(path), f"malformed TOML: {err}") from None
-    return [row.to_spec() for row in _rows_from_toml(data, path.name)]
+    return [gpu_spec_from_row(row) for row in _validated_rows(data, path.name)]
 
 
 @cache
 def gpu_catalog() -> tuple[GpuSpec, ...]:
-    return tuple(row.to_spec() for row in _builtin_rows())
+    return tuple(gpu_spec_from_row(row) for row in builtin_gpu_tables())
 
 
+@cache
 def gpu_aliases() -> dict[str, str]:
     """Normalized name -> canonical id, for every id and alias in the built-in catalog."""
     table: dict[str, str] = {}
-    for row in _builtin_rows():
-        for name in (row.id, *row.aliases):
-            table[normalize_name(name)] = row.id
+    for row in builtin_gpu_tables():
+        for name in (row["id"], *row.get("aliases", ())):
+            table[normalize_name(name)] = row["id"]
     return table
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from servecap.catalog.hf_config import load_config_file, parse_config
 from servecap.catalog.names import normalize_name
@@ -21,20 +21,21 @@ from servecap.errors import ServecapError, did_you_mean
 from servecap.specs.model import ModelSpec
 
 
-class ModelRow(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True, slots=True)
+class ModelRow:
+    """One ``[[model]]`` table of models.toml (schema: catalog/schema.py ModelRowSchema)."""
 
-    id: str = Field(min_length=3)
+    id: str
     file: str
-    aliases: list[str] = []
+    published_params_total: float
+    published_params_active: float
+    params_source: str
+    config_source: str
+    aliases: tuple[str, ...] = field(default=())
     family: str = ""
-    published_params_total: float | None = Field(default=None, gt=0)
-    published_params_active: float | None = Field(default=None, gt=0)
     active_counts_input_embedding: bool = True  # does the publisher's active figure include it?
     published_params_rounded: bool = False  # the figure is a size label ("405B"), not a count
-    params_source: str = ""
     params_note: str = ""
-    config_source: str = ""
     config_confidence: str = ""
     notes: str = ""
 
@@ -43,10 +44,14 @@ def _data_dir() -> resources.abc.Traversable:
     return resources.files("servecap.catalog").joinpath("data")
 
 
+def builtin_model_tables() -> list[dict[str, Any]]:
+    tables: list[dict[str, Any]] = tomllib.loads(_data_dir().joinpath("models.toml").read_text("utf-8"))["model"]
+    return tables
+
+
 @cache
 def model_catalog() -> tuple[ModelRow, ...]:
-    data = tomllib.loads(_data_dir().joinpath("models.toml").read_text("utf-8"))
-    return tuple(ModelRow.model_validate(row) for row in data["model"])
+    return tuple(ModelRow(**{**row, "aliases": tuple(row.get("aliases", ()))}) for row in builtin_model_tables())
 
 
 @cache
