@@ -23,7 +23,7 @@ _SPEC_KEYS = (
 
 def gpu_spec_from_row(row: Mapping[str, Any]) -> GpuSpec:
     """A catalog row (already validated) as a GpuSpec."""
-    fields = {key: row.get(key) for key in _SPEC_KEYS}
+    fields: dict[str, Any] = {key: row.get(key) for key in _SPEC_KEYS}
     fields["interconnect"] = row.get("interconnect", "PCIe")
     return GpuSpec(**fields, sources=tuple(row.get("sources", ())))
 
