@@ -1,0 +1,96 @@
+"""``servecap emulate``: an OpenAI-compatible server timed by the engine model (no GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from servecap.cli.options import (
+    BlockSizeOpt,
+    CalibrationOpt,
+    GpuFileOpt,
+    GpuOpt,
+    GpuUtilOpt,
+    KvBytesOpt,
+    KvDtypeOpt,
+    MaxBatchedOpt,
+    MaxModelLenOpt,
+    MaxSeqsOpt,
+    ModelOpt,
+    NumGpusOpt,
+    PpOpt,
+    TpOpt,
+    WeightsDtypeOpt,
+)
+
+
+def emulate(
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    gpu_file: GpuFileOpt = None,
+    num_gpus: NumGpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = 1,
+    weights_dtype: WeightsDtypeOpt = None,
+    kv_cache_dtype: KvDtypeOpt = "auto",
+    max_model_len: MaxModelLenOpt = None,
+    gpu_memory_utilization: GpuUtilOpt = None,
+    kv_cache_memory_bytes: KvBytesOpt = None,
+    block_size: BlockSizeOpt = None,
+    max_num_seqs: MaxSeqsOpt = None,
+    max_num_batched_tokens: MaxBatchedOpt = None,
+    calibration: CalibrationOpt = None,
+    served_model_name: Annotated[str | None, typer.Option("--served-model-name", help="Name clients request (default: the model id).")] = None,
+    no_prefix_caching: Annotated[bool, typer.Option("--no-enable-prefix-caching", help="Disable prefix caching.")] = False,
+    waiting_queue_limit: Annotated[int | None, typer.Option("--waiting-queue-limit", help="Reject (503) beyond this many waiting requests.")] = None,
+    fixed_ttft_s: Annotated[float | None, typer.Option("--fixed-ttft-s", help="Reference mode: fixed TTFT, no engine model.")] = None,
+    fixed_itl_s: Annotated[float | None, typer.Option("--fixed-itl-s", help="Reference mode: fixed inter-token latency.")] = None,
+    host: Annotated[str, typer.Option("--host", help="Bind address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port.")] = 8000,
+) -> None:
+    """Serve /v1/completions, /v1/chat/completions, /v1/models, /metrics and /health with the
+    simulator's engine timing, in real time."""
+    import uvicorn
+
+    from servecap.cli.options import deployment_from_options, efficiency_from_options
+    from servecap.emulator.server import engine_state, fixed_state, uvicorn_config
+    from servecap.errors import ServecapError
+
+    if (fixed_ttft_s is None) != (fixed_itl_s is None):
+        raise ServecapError("fixed_itl_s", fixed_itl_s, "give both --fixed-ttft-s and --fixed-itl-s")
+    if fixed_ttft_s is not None and fixed_itl_s is not None:
+        if fixed_ttft_s < 0 or fixed_itl_s <= 0:
+            raise ServecapError("fixed_itl_s", fixed_itl_s, "must be positive (and --fixed-ttft-s >= 0)")
+        state = fixed_state(fixed_ttft_s, fixed_itl_s, model_name=served_model_name or model or "servecap-fixed")
+        typer.echo(f"servecap emulate: fixed TTFT {fixed_ttft_s * 1e3:g} ms, ITL {fixed_itl_s * 1e3:g} ms "
+                   f"on http://{host}:{port}", err=True)
+    else:
+        from servecap.core.plan import plan
+
+        opts = dict(
+            model=model, gpu=gpu, gpu_file=gpu_file, num_gpus=num_gpus, tp=tp, pp=pp,
+            weights_dtype=weights_dtype, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kv_cache_memory_bytes,
+            block_size=block_size, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        )
+        dep, notes = deployment_from_options(**opts)  # type: ignore[arg-type]
+        eff, note = efficiency_from_options(calibration)
+        p = plan(dep, efficiency=eff)
+        name = served_model_name or dep.model.id
+        stored = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.items()}
+        stored["calibration"] = None if calibration is None else str(calibration)
+        state = engine_state(p, model_name=name, enable_prefix_caching=not no_prefix_caching,
+                             waiting_queue_limit=waiting_queue_limit, deployment_options=stored)
+        for n in [*notes, *([note] if note else [])]:
+            typer.echo(f"note: {n}", err=True)
+        typer.echo(f"servecap emulate: {name} on {dep.num_gpus}x {dep.gpu.id}, {p.num_gpu_blocks} KV blocks, "
+                   f"max_num_seqs {dep.engine.max_num_seqs}, on http://{host}:{port}", err=True)
+    if not 0 < port < 65536:
+        raise ServecapError("port", port, "must be in 1..65535")
+    uvicorn.Server(uvicorn_config(state, host, port)).run()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("emulate")(emulate)

@@ -1,0 +1,78 @@
+"""A fixed-latency engine: every request's first token comes ``ttft_s`` after it arrives, then
+one token every ``itl_s``, whatever the load (no batching effects).
+
+Not a model of a GPU: a reference with known delays, to measure a load generator's own error
+(``servecap emulate --fixed-ttft-s 0.05 --fixed-itl-s 0.01``). Same step interface as
+:class:`servecap.sim.Engine`, so the same driver runs it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class FixedRequest:
+    request_id: str
+    prompt_tokens: int
+    output_tokens: int
+    prefix_key: object = None
+    next_s: float = 0.0
+    emitted: int = 0
+
+
+@dataclass(slots=True)
+class FixedStep:
+    duration_s: float
+    first_tokens: list[str] = field(default_factory=list)
+    decoded: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    num_running: int = 0
+    num_waiting: int = 0
+    kv_blocks_used: int = 0
+    kv_blocks_total: int = 1
+    prefix_cache_hit_tokens: int = 0
+
+
+class FixedDelayEngine:
+    """Requests wait in a heap keyed by their next token time, so a step costs O(log n) per
+    token it emits, not O(n) in the open requests (1,000 streams at 20 ms ITL are 50,000
+    steps/s of bookkeeping otherwise)."""
+
+    def __init__(self, ttft_s: float, itl_s: float) -> None:
+        if ttft_s < 0 or itl_s <= 0:
+            raise ValueError("ttft_s must be >= 0 and itl_s > 0")
+        self.ttft_s, self.itl_s = ttft_s, itl_s
+        self._heap: list[tuple[float, int, FixedRequest]] = []
+        self._seq = 0
+
+    @staticmethod
+    def make_request(request_id: str, prompt_tokens: int, output_tokens: int, prefix_key: object) -> FixedRequest:
+        return FixedRequest(request_id, prompt_tokens, output_tokens, prefix_key)
+
+    def add_request(self, req: FixedRequest, now_s: float) -> bool:
+        req.next_s = now_s + self.ttft_s
+        heapq.heappush(self._heap, (req.next_s, self._seq, req))
+        self._seq += 1
+        return True
+
+    def has_work(self) -> bool:
+        return bool(self._heap)
+
+    def step(self, now_s: float) -> FixedStep:
+        heap = self._heap
+        t = heap[0][0]
+        out = FixedStep(duration_s=max(0.0, t - now_s), num_running=len(heap))
+        while heap and heap[0][0] <= t + 1e-9:
+            _, _, r = heapq.heappop(heap)
+            (out.first_tokens if r.emitted == 0 else out.decoded).append(r.request_id)
+            r.emitted += 1
+            if r.emitted >= r.output_tokens:
+                out.finished.append(r.request_id)
+            else:
+                r.next_s += self.itl_s
+                heapq.heappush(heap, (r.next_s, self._seq, r))
+                self._seq += 1
+        return out

@@ -1,0 +1,178 @@
+"""Running the emulator: the engine from a deployment (or a fixed-latency reference), and a
+uvicorn server in this process or in a background thread (tests, benchmarks)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Any
+
+from servecap.emulator.app import EmulatorState, build_state, create_app
+from servecap.emulator.fixed import FixedDelayEngine
+
+
+class SimEngineAdapter:
+    """:class:`servecap.sim.Engine` as the driver sees it, plus per-request prefix-cache hits.
+
+    After each step it drains ``take_finished()`` (the engine keeps every finished request
+    there until asked: a long-running server must ask) and reports the prompt tokens each
+    request whose first token came out of the step found in the prefix cache. The engine has
+    no public per-request accessor yet, so this reads ``cached_tokens`` off its request
+    objects (``Engine._reqs`` while running, the finished list otherwise); an engine without
+    them reports 0.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self._hits: dict[Any, int] = {}
+
+    def add_request(self, req: Any, now_s: float) -> bool:
+        return bool(self.engine.add_request(req, now_s))
+
+    def has_work(self) -> bool:
+        return bool(self.engine.has_work())
+
+    def step(self, now_s: float) -> Any:
+        out = self.engine.step(now_s)
+        done = {r.rid: r for r in self.engine.take_finished()}
+        self._hits = {}
+        if out.first_tokens:
+            running = getattr(self.engine, "_reqs", {})
+            for rid in out.first_tokens:
+                r = running.get(rid) or done.get(rid)
+                self._hits[rid] = int(getattr(r, "cached_tokens", 0) or 0)
+        return out
+
+    def cached_tokens(self) -> dict[Any, int]:
+        return self._hits
+
+
+def engine_state(plan: Any, *, model_name: str, enable_prefix_caching: bool = True,
+                 waiting_queue_limit: int | None = None,
+                 deployment_options: dict[str, Any] | None = None) -> EmulatorState:
+    """State around :class:`servecap.sim.Engine` for one planned replica (same code as simulate).
+
+    ``deployment_options``: the ``servecap emulate`` flags that built ``plan`` (served at
+    ``GET /servecap/deployment`` so ``servecap bench`` can store them with its runs)."""
+    from servecap.sim.engine import Engine, EngineRequest
+    from servecap.sim.setup import engine_setup_from_plan
+
+    setup = engine_setup_from_plan(plan, enable_prefix_caching=enable_prefix_caching,
+                                   waiting_queue_limit=waiting_queue_limit)
+    engine = SimEngineAdapter(Engine(setup))
+
+    def make(request_id: str, prompt_tokens: int, output_tokens: int, prefix_key: Any) -> Any:
+        return EngineRequest(int(request_id), prompt_tokens, output_tokens, prefix_key=prefix_key)
+
+    dep = plan.deployment
+    state = build_state(engine, make, model_name=model_name, max_model_len=dep.engine.max_model_len,
+                        block_size=plan.layout.block_size)
+    if deployment_options is not None:
+        state.deployment = {**deployment_options, "enable_prefix_caching": setup.enable_prefix_caching}
+    return state
+
+
+def fixed_state(ttft_s: float, itl_s: float, *, model_name: str, max_model_len: int = 1 << 20) -> EmulatorState:
+    engine = FixedDelayEngine(ttft_s, itl_s)
+    return build_state(engine, engine.make_request, model_name=model_name, max_model_len=max_model_len,
+                       block_size=16)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def uvicorn_config(state: EmulatorState, host: str, port: int, **kw: Any) -> Any:
+    import uvicorn
+
+    return uvicorn.Config(create_app(state), host=host, port=port, log_level="warning",
+                          access_log=False, timeout_keep_alive=30, backlog=4096, lifespan="off", **kw)
+
+
+class ServerThread:
+    """A real uvicorn server on ``host:port`` in a daemon thread (its own event loop)."""
+
+    def __init__(self, state: EmulatorState, host: str = "127.0.0.1", port: int | None = None) -> None:
+        import uvicorn
+
+        self.state, self.host = state, host
+        self.port = port or free_port(host)
+        self.server = uvicorn.Server(uvicorn_config(state, host, self.port))
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _run(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        try:
+            await self.server.serve()
+        finally:
+            await self.state.driver.stop()
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 10.0
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError(f"emulator did not start on {self.url}")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10.0)
+
+
+class ServerProcess:
+    """``servecap emulate ARGS`` in a child process on a free 127.0.0.1 port (no shared GIL with
+    the client); waits for /health, terminates it on exit."""
+
+    def __init__(self, args: list[str], host: str = "127.0.0.1", start_timeout_s: float = 60.0) -> None:
+        self.host, self.port = host, free_port(host)
+        self.args, self.start_timeout_s = args, start_timeout_s
+        self.proc: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> ServerProcess:
+        import subprocess
+        import sys
+        import urllib.request
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "servecap", "emulate", *self.args, "--host", self.host, "--port", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                raise RuntimeError(f"emulator exited with {self.proc.returncode}: {err[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1.0):
+                    return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.__exit__()
+                    raise RuntimeError(f"emulator did not answer on {self.url}") from None
+                time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10.0)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None and self.proc.stderr is not None:
+            self.proc.stderr.close()

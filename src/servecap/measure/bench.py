@@ -1,0 +1,86 @@
+"""One benchmark run end to end: workload -> requests -> load generator -> checks -> summary.
+
+The request stream is :func:`servecap.workload.generate_requests` (open loop) or
+:class:`servecap.workload.ClosedLoopUsers` (chat users) with ``numpy.random.default_rng(seed)``
+— the same calls ``servecap simulate`` makes, so one spec and seed give the same requests.
+``concurrency`` turns an open-loop spec into a closed loop of that many workers (lengths from
+the same stream, arrival times ignored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+
+from servecap.measure.checks import Check, run_checks
+from servecap.measure.loadgen import (
+    LoadConfig,
+    OnDone,
+    RunResult,
+    run_chat_users,
+    run_closed_loop,
+    run_open_loop,
+)
+from servecap.measure.records import error_counts, to_records
+from servecap.measure.trace import Trace
+from servecap.results import summarize, summary_to_json_dict
+from servecap.specs.perf import Slo
+from servecap.workload import ClosedLoopUsers, WorkloadSpec, generate_requests
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOutcome:
+    result: RunResult
+    summary: dict[str, Any]  # summary_to_json_dict keys (as `servecap simulate --json`)
+    checks: list[Check]
+    errors: dict[str, int]
+    measured_window_s: float
+
+    @property
+    def traces(self) -> list[Trace]:
+        return self.result.traces
+
+
+def planned_requests(spec: WorkloadSpec, seed: int) -> int | None:
+    """How many requests an open-loop run will send (for the progress bar)."""
+    if spec.closed_loop:
+        return spec.num_requests
+    return len(generate_requests(spec, np.random.default_rng(seed)))
+
+
+def summarize_traces(traces: Sequence[Trace], slo: Slo | None) -> tuple[dict[str, Any], float]:
+    """The shared summary over the kept (untrimmed) requests; the window runs from the first
+    kept request's scheduled time to the last one's end."""
+    kept = [t for t in traces if not t.trimmed]
+    if not kept:
+        return summary_to_json_dict(summarize([], duration_s=0.0, slo=slo)), 0.0
+    start = min(t.scheduled_s for t in kept)
+    end = max((t.end_s for t in kept if t.end_s is not None), default=start)
+    window = max(end - start, 1e-9)
+    s = summarize(to_records(kept), duration_s=window, slo=slo)
+    return summary_to_json_dict(s), window
+
+
+async def run_bench(cfg: LoadConfig, spec: WorkloadSpec, *, seed: int, concurrency: int | None = None,
+                    slo: Slo | None = None, transport: httpx.AsyncBaseTransport | None = None,
+                    on_done: OnDone | None = None) -> BenchOutcome:
+    rng = np.random.default_rng(seed)
+    if spec.closed_loop:
+        users = ClosedLoopUsers(spec, rng)
+        result = await run_chat_users(cfg, users, transport=transport, on_done=on_done)
+    else:
+        requests = generate_requests(spec, rng)
+        if concurrency is not None:
+            result = await run_closed_loop(cfg, requests, concurrency, duration_s=spec.duration_s,
+                                           transport=transport, on_done=on_done)
+        else:
+            result = await run_open_loop(cfg, requests, transport=transport, on_done=on_done)
+    summary, window = summarize_traces(result.traces, slo)
+    summary["multi_token_chunk_requests"] = sum(1 for t in result.traces if t.multi_token_chunks)
+    checks = run_checks(result.traces, result.client, result.wall_duration_s,
+                        open_loop=result.mode == "open")
+    return BenchOutcome(result, summary, checks, error_counts(result.traces), window)

@@ -1,0 +1,239 @@
+"""Send one streaming request and record every token's arrival; never raise, always a record.
+
+Token counting: a chunk whose choice carries non-empty ``text`` (completions) or
+``delta.content`` (chat) is one arrival; the server's ``usage`` (asked for with
+``stream_options.include_usage``) gives the real prompt and output token counts. When usage
+reports more output tokens than content chunks, the difference is recorded as tokens that
+arrived sharing a chunk (``multi_token_chunks``): their inter-token latency is not observable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+
+from servecap.measure.http1 import ConnectError, HttpError, ProtocolError, RawClient, StallTimeout
+from servecap.measure.sse import DONE, SseParser
+from servecap.measure.trace import Trace
+
+_MAX_ERROR_BODY = 2000
+
+
+def _content(choice: dict[str, Any]) -> str:
+    text = choice.get("text")
+    if isinstance(text, str):
+        return text
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        c = delta.get("content")
+        if isinstance(c, str):
+            return c
+        r = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(r, str):
+            return r
+    return ""
+
+
+def _usage(trace: Trace, usage: dict[str, Any]) -> None:
+    p, c = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if isinstance(p, int):
+        trace.usage_prompt_tokens = p
+    if isinstance(c, int):
+        trace.usage_output_tokens = c
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        trace.cached_prompt_tokens = int(details["cached_tokens"])
+
+
+class _Consumer:
+    """Turns response body bytes into the trace: SSE events, token times, usage, errors."""
+
+    def __init__(self, trace: Trace, t0: float, collect: bool) -> None:
+        self.trace, self.t0, self.collect = trace, t0, collect
+        self.parser = SseParser()
+        self.done = False
+        self.stopped = False  # an error ended it
+        self.status = 0
+        self.error_body = b""
+
+    def feed(self, raw: bytes) -> None:
+        now = time.perf_counter() - self.t0
+        if self.stopped:
+            return
+        if self.status != 200:
+            if len(self.error_body) < _MAX_ERROR_BODY:
+                self.error_body += raw
+            return
+        trace = self.trace
+        for ev in self.parser.feed(raw):
+            data = ev.data
+            if data == DONE:
+                self.done = True
+                continue
+            try:
+                obj = json.loads(data)
+            except json.JSONDecodeError:
+                obj = None
+            if not isinstance(obj, dict):
+                self._stop("bad_json", data[:200], now)
+                return
+            if "error" in obj:
+                self._stop("server_error", json.dumps(obj["error"])[:_MAX_ERROR_BODY], now)
+                return
+            for choice in obj.get("choices") or ():
+                text = _content(choice) if isinstance(choice, dict) else ""
+                if text:
+                    if self.collect:
+                        trace.answer_text += text
+                    trace.chunks += 1
+                    if trace.first_token_s is None:
+                        trace.first_token_s = now
+                    trace.token_times_s.append(now)
+            usage = obj.get("usage")
+            if isinstance(usage, dict):
+                _usage(trace, usage)
+            timing = obj.get("servecap_timing")
+            if isinstance(timing, dict):
+                trace.server_timing = timing
+
+    def _stop(self, kind: str, detail: str, now: float) -> None:
+        self.trace.error, self.trace.error_detail, self.trace.end_s = kind, detail, now
+        self.stopped = True
+
+    def finish(self) -> None:
+        """The response ended (or the reader stopped): settle the record."""
+        trace = self.trace
+        if trace.error is not None:
+            return
+        if trace.end_s is None:
+            trace.end_s = time.perf_counter() - self.t0
+        if self.status != 200:
+            trace.error = f"http_{self.status}"
+            trace.error_detail = self.error_body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+            return
+        if not self.done:
+            trace.error = "broken_stream"
+            buffered = self.parser.buffered_bytes
+            trace.error_detail = (f"stream ended without [DONE] after {trace.chunks} chunks"
+                                  + (f" ({buffered} bytes of an unfinished event)" if buffered else ""))
+            return
+        if trace.usage_output_tokens is not None and trace.usage_output_tokens > trace.chunks:
+            trace.multi_token_chunks = trace.usage_output_tokens - trace.chunks
+
+
+Client = httpx.AsyncClient | RawClient
+
+
+async def stream_request(
+    client: Client,
+    url: str,
+    body: dict[str, Any],
+    trace: Trace,
+    *,
+    t0: float,
+    total_timeout_s: float,
+    stall_timeout_s: float = 60.0,
+    headers: dict[str, str] | None = None,
+    collect_text: bool = False,
+) -> Trace:
+    """POST ``body`` to ``url`` and fill ``trace``; errors become ``trace.error``.
+
+    ``sent_s`` is taken when the request is handed to a ready connection (after a pooled
+    connection is picked or a new one opened), so connection set-up is not counted as server
+    latency; with httpx (the in-process transport) it is taken before the call."""
+    payload = json.dumps(body, separators=(",", ":")).encode()
+    hdrs = {"content-type": "application/json", "accept": "text/event-stream"}
+    if headers:
+        hdrs.update(headers)
+    clock = time.perf_counter
+    try:
+        async with asyncio.timeout(total_timeout_s):
+            if isinstance(client, RawClient):
+                await _raw(client, url, payload, hdrs, trace, t0, collect_text, stall_timeout_s, bool(body.get("stream", True)))
+            else:
+                await _httpx(client, url, payload, hdrs, trace, t0, collect_text, bool(body.get("stream", True)))
+    except TimeoutError:
+        trace.error, trace.error_detail = "timeout", f"no complete response within {total_timeout_s:g} s"
+    except (httpx.TimeoutException, StallTimeout) as err:
+        trace.error, trace.error_detail = "timeout", f"{type(err).__name__}: {err}"
+    except (httpx.ConnectError, ConnectError) as err:
+        trace.error, trace.error_detail = "connect_error", str(err) or type(err).__name__
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, ProtocolError) as err:
+        trace.error, trace.error_detail = "broken_stream", f"{type(err).__name__}: {err}"
+    except (httpx.HTTPError, HttpError) as err:
+        trace.error, trace.error_detail = "broken_stream", f"{type(err).__name__}: {err}"
+    except asyncio.CancelledError:
+        trace.error, trace.error_detail = "client_error", "cancelled"
+        trace.end_s = clock() - t0
+        raise
+    except Exception as err:  # a client bug must not lose the record
+        trace.error, trace.error_detail = "client_error", f"{type(err).__name__}: {err}"
+    if trace.end_s is None:
+        trace.end_s = clock() - t0
+    return trace
+
+
+async def _raw(client: RawClient, url: str, payload: bytes, hdrs: dict[str, str], trace: Trace, t0: float,
+               collect: bool, stall_s: float, stream: bool) -> None:
+    target, data = client.request_bytes("POST", url, payload, hdrs)
+    c = _Consumer(trace, t0, collect)
+
+    def on_sent() -> None:
+        trace.sent_s = time.perf_counter() - t0
+
+    def on_status(status: int) -> None:
+        if status >= 200:
+            trace.http_status = c.status = status
+
+    if stream:
+        await client.stream(target, data, on_status, c.feed, stall_timeout_s=stall_s, on_sent=on_sent)
+        c.finish()
+        return
+    parts: list[bytes] = []
+    await client.stream(target, data, on_status, parts.append, stall_timeout_s=stall_s, on_sent=on_sent)
+    if c.status != 200:
+        c.error_body = b"".join(parts)
+        c.finish()
+        return
+    _whole(b"".join(parts), trace, time.perf_counter() - t0)
+
+
+async def _httpx(client: httpx.AsyncClient, url: str, payload: bytes, hdrs: dict[str, str], trace: Trace,
+                 t0: float, collect: bool, stream: bool) -> None:
+    trace.sent_s = time.perf_counter() - t0
+    async with client.stream("POST", url, content=payload, headers=hdrs) as resp:
+        trace.http_status = resp.status_code
+        c = _Consumer(trace, t0, collect)
+        c.status = resp.status_code
+        if resp.status_code != 200 or stream:
+            async for part in resp.aiter_raw():
+                c.feed(part)
+                if c.stopped or c.done or len(c.error_body) > _MAX_ERROR_BODY:
+                    break
+            c.finish()
+            return
+        raw = await resp.aread()
+        _whole(raw, trace, time.perf_counter() - t0)
+
+
+def _whole(raw: bytes, trace: Trace, now: float) -> None:
+    """A non-streaming response: one JSON body, all tokens at once."""
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError:
+        trace.error, trace.error_detail = "bad_json", raw[:200].decode("utf-8", "replace")
+        return
+    if not isinstance(obj, dict) or "error" in obj:
+        trace.error, trace.error_detail = "server_error", raw[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+        return
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        _usage(trace, usage)
+    trace.first_token_s = now
+    trace.end_s = now
+    trace.chunks = 1
+    trace.token_times_s.append(now)

@@ -1,0 +1,357 @@
+"""The load generator: open loop (arrival schedule built up front) and closed loop.
+
+Open loop (constant, Poisson, bursty, trace replay): the whole schedule comes from
+:func:`servecap.workload.generate_requests` before the first request is sent; a dispatcher
+sleeps until each absolute scheduled time (no drift accumulates) and launches the request,
+recording when it was scheduled, dispatched and sent. Latency is never allowed to slow the
+arrival process (no coordinated omission).
+
+Closed loop: ``concurrency`` workers each send the next request as soon as their previous one
+ends; chat users send the turns of one conversation in order, pausing ``think_time_s`` between
+a reply and their next message.
+
+A monitor task samples the event loop's lateness (how long a 5 ms sleep overshoots) and the
+process's CPU share: when the client is saturated, its timings are the client's, not the
+server's, and the self-checks say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import httpx
+
+from servecap.measure.client import Client, stream_request
+from servecap.measure.http1 import RawClient
+from servecap.measure.payload import Endpoint, build_body, endpoint_path, prompt_text
+from servecap.measure.trace import Trace
+
+
+class RequestLike(Protocol):
+    """The fields of :class:`servecap.workload.RequestSpec` the load generator reads."""
+
+    @property
+    def request_id(self) -> int | str: ...
+    @property
+    def arrival_s(self) -> float: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def prefix_group(self) -> int | None: ...
+    @property
+    def prefix_tokens(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LoadConfig:
+    base_url: str  # e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted)
+    model: str
+    endpoint: Endpoint = "completions"
+    stream: bool = True
+    request_timeout_s: float = 600.0  # total deadline of one request (slow-loris guard)
+    connect_timeout_s: float = 10.0
+    stall_timeout_s: float = 60.0  # no bytes for this long: timeout
+    max_connections: int = 4096
+    warmup_s: float = 0.0  # requests scheduled before this are stored, not summarized
+    cooldown_s: float = 0.0  # requests scheduled in the last cooldown_s likewise
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    api_key: str | None = None
+
+    @property
+    def url(self) -> str:
+        base = self.base_url.rstrip("/")
+        if base.endswith("/v1"):
+            base = base[:-3]
+        return base + endpoint_path(self.endpoint)
+
+
+@dataclass(slots=True)
+class ClientStats:
+    loop_lag_p50_s: float = 0.0
+    loop_lag_p99_s: float = 0.0
+    loop_lag_max_s: float = 0.0
+    cpu_fraction: float = 0.0  # process CPU time / wall time over the run
+    in_flight_area: float = 0.0  # ∫ in-flight requests dt (for Little's law)
+    max_in_flight: int = 0
+
+
+@dataclass(slots=True)
+class RunResult:
+    traces: list[Trace]
+    mode: str  # "open" | "closed" | "users"
+    started_at: str
+    wall_duration_s: float
+    client: ClientStats
+    interrupted: bool = False
+    t0_perf_s: float = 0.0  # time.perf_counter() at the run's zero (to align server timestamps)
+
+
+OnDone = Callable[[Trace], None]
+
+
+def _quantile(xs: Sequence[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
+
+
+class _Monitor:
+    """Event-loop lateness, CPU share and the in-flight integral."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.lags: list[float] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.area = 0.0
+        self._last = t0
+        self._cpu0 = time.process_time()
+        self._stop = False
+
+    def change(self, delta: int) -> None:
+        now = time.perf_counter()
+        self.area += self.in_flight * (now - self._last)
+        self._last = now
+        self.in_flight += delta
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    async def run(self) -> None:
+        period = 0.005
+        while not self._stop:
+            t = time.perf_counter()
+            await asyncio.sleep(period)
+            self.lags.append(max(0.0, time.perf_counter() - t - period))
+
+    def stats(self, wall_s: float) -> ClientStats:
+        self.change(0)
+        self._stop = True
+        cpu = time.process_time() - self._cpu0
+        return ClientStats(
+            loop_lag_p50_s=_quantile(self.lags, 0.5),
+            loop_lag_p99_s=_quantile(self.lags, 0.99),
+            loop_lag_max_s=max(self.lags, default=0.0),
+            cpu_fraction=cpu / wall_s if wall_s > 0 else 0.0,
+            in_flight_area=self.area,
+            max_in_flight=self.max_in_flight,
+        )
+
+
+def make_trace(spec: RequestLike) -> Trace:
+    return Trace(
+        request_id=str(spec.request_id),
+        scheduled_s=float(spec.arrival_s),
+        prompt_tokens=int(spec.prompt_tokens),
+        output_tokens=int(spec.output_tokens),
+        prefix_group=spec.prefix_group,
+        prefix_tokens=int(spec.prefix_tokens or 0),
+        user_id=getattr(spec, "user_id", None),
+        turn=int(getattr(spec, "turn", 0) or 0),
+    )
+
+
+def body_for(cfg: LoadConfig, trace: Trace) -> dict[str, Any]:
+    text = prompt_text(trace.prompt_tokens, unique=trace.request_id, prefix_group=trace.prefix_group,
+                       prefix_tokens=trace.prefix_tokens)
+    return build_body(cfg.endpoint, model=cfg.model, prompt=text, max_tokens=max(1, trace.output_tokens),
+                      stream=cfg.stream, extra=cfg.extra_body)
+
+
+def make_client(cfg: LoadConfig, transport: httpx.AsyncBaseTransport | None, pool: int) -> Client:
+    """The HTTP client of a run: :class:`~servecap.measure.http1.RawClient` (keep-alive HTTP/1.1,
+    low overhead) against a URL, or an httpx client over ``transport`` (in-process tests).
+    Either way one client holds every concurrent stream (no pool waits)."""
+    headers = {"authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else None
+    if transport is None:
+        return RawClient(connect_timeout_s=cfg.connect_timeout_s, headers=headers)
+    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
+    timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.stall_timeout_s,
+                            write=cfg.connect_timeout_s, pool=None)
+    return httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport, headers=headers)
+
+
+def mark_trimmed(traces: list[Trace], cfg: LoadConfig) -> None:
+    """Flag requests scheduled in the warm-up or cool-down windows (kept, not summarized)."""
+    if not traces or (cfg.warmup_s <= 0 and cfg.cooldown_s <= 0):
+        return
+    last = max(t.scheduled_s for t in traces)
+    for t in traces:
+        t.trimmed = t.scheduled_s < cfg.warmup_s or t.scheduled_s > last - cfg.cooldown_s
+
+
+async def _one(client: Client, cfg: LoadConfig, trace: Trace, t0: float, mon: _Monitor,
+               on_done: OnDone | None) -> None:
+    mon.change(+1)
+    try:
+        await stream_request(client, cfg.url, body_for(cfg, trace), trace, t0=t0,
+                             total_timeout_s=cfg.request_timeout_s, stall_timeout_s=cfg.stall_timeout_s)
+    finally:
+        mon.change(-1)
+        if on_done is not None:
+            on_done(trace)
+
+
+async def run_open_loop(cfg: LoadConfig, specs: Sequence[RequestLike], *,
+                        transport: httpx.AsyncBaseTransport | None = None,
+                        on_done: OnDone | None = None) -> RunResult:
+    """Send each request at its scheduled time (absolute, from the run's start)."""
+    traces = sorted((make_trace(s) for s in specs), key=lambda t: t.scheduled_s)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    async with make_client(cfg, transport, cfg.max_connections) as client:
+        t0 = time.perf_counter()
+        mon = _Monitor(t0)
+        mon_task = asyncio.create_task(mon.run())
+        tasks: list[asyncio.Task[None]] = []
+        interrupted = False
+        try:
+            for trace in traces:
+                delay = t0 + trace.scheduled_s - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                trace.dispatched_s = time.perf_counter() - t0
+                tasks.append(asyncio.create_task(_one(client, cfg, trace, t0, mon, on_done)))
+            await asyncio.gather(*tasks, return_exceptions=True)
+        except asyncio.CancelledError:
+            interrupted = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            wall = time.perf_counter() - t0
+            stats = mon.stats(wall)
+            mon_task.cancel()
+    _close_unsent(traces, wall)
+    mark_trimmed(traces, cfg)
+    return RunResult(traces, "open", started, wall, stats, interrupted, t0)
+
+
+async def run_closed_loop(cfg: LoadConfig, specs: Sequence[RequestLike], concurrency: int, *,
+                          duration_s: float | None = None,
+                          transport: httpx.AsyncBaseTransport | None = None,
+                          on_done: OnDone | None = None) -> RunResult:
+    """``concurrency`` workers; each takes the next request when its previous one ends.
+
+    The requests' lengths and prefixes come from ``specs`` in order; their arrival times are
+    replaced by the moment a worker picks them up. With ``duration_s``, no request starts
+    after that time (the ones in flight finish)."""
+    pending = [make_trace(s) for s in specs]
+    order = iter(pending)
+    done: list[Trace] = []
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    async with make_client(cfg, transport, max(concurrency, 1)) as client:
+        t0 = time.perf_counter()
+        mon = _Monitor(t0)
+        mon_task = asyncio.create_task(mon.run())
+
+        async def worker() -> None:
+            for trace in order:
+                now = time.perf_counter() - t0
+                if duration_s is not None and now >= duration_s:
+                    return
+                trace.scheduled_s = trace.dispatched_s = now
+                done.append(trace)
+                await _one(client, cfg, trace, t0, mon, on_done)
+
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, concurrency))]
+        interrupted = False
+        try:
+            await asyncio.gather(*workers)
+        except asyncio.CancelledError:
+            interrupted = True
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+        finally:
+            wall = time.perf_counter() - t0
+            stats = mon.stats(wall)
+            mon_task.cancel()
+    mark_trimmed(done, cfg)
+    return RunResult(done, "closed", started, wall, stats, interrupted, t0)
+
+
+class UsersLike(Protocol):
+    """:class:`servecap.workload.ClosedLoopUsers`: first turns, then one turn per answer."""
+
+    def first_turns(self) -> list[Any]: ...
+    def next_turn(self, user_id: int, finished_at_s: float) -> Any: ...
+
+
+async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
+                         transport: httpx.AsyncBaseTransport | None = None,
+                         on_done: OnDone | None = None) -> RunResult:
+    """Closed loop of chat users (:class:`servecap.workload.ClosedLoopUsers`): each user sends
+    a turn at its scheduled time (start offset, or the previous answer's end plus a think time)
+    and waits for the answer. A turn's prompt is the conversation so far — the previous prompt
+    and the answer the server actually sent — plus new filler, so a server's prefix cache sees
+    what a chat frontend would send."""
+    traces: list[Trace] = []
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    firsts = users.first_turns()
+    history: dict[int, str] = {}
+    async with make_client(cfg, transport, max(1, len(firsts))) as client:
+        t0 = time.perf_counter()
+        mon = _Monitor(t0)
+        mon_task = asyncio.create_task(mon.run())
+
+        async def user(spec: Any) -> None:
+            while spec is not None:
+                delay = t0 + float(spec.arrival_s) - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                trace = make_trace(spec)
+                trace.dispatched_s = time.perf_counter() - t0
+                traces.append(trace)
+                conv = getattr(spec, "conversation_id", None)
+                past = history.get(conv, "") if conv is not None and spec.history_tokens else ""
+                new = prompt_text(max(1, trace.prompt_tokens - len(past) // 4), unique=trace.request_id,
+                                  prefix_group=None if past else trace.prefix_group,
+                                  prefix_tokens=0 if past else trace.prefix_tokens)
+                body = build_body(cfg.endpoint, model=cfg.model, prompt=past + new,
+                                  max_tokens=max(1, trace.output_tokens), stream=cfg.stream,
+                                  extra=cfg.extra_body)
+                mon.change(+1)
+                try:
+                    await stream_request(client, cfg.url, body, trace, t0=t0,
+                                         total_timeout_s=cfg.request_timeout_s,
+                                         stall_timeout_s=cfg.stall_timeout_s, collect_text=True)
+                finally:
+                    mon.change(-1)
+                    if on_done is not None:
+                        on_done(trace)
+                if conv is not None:
+                    history[conv] = past + new + trace.answer_text
+                end = trace.end_s if trace.end_s is not None else time.perf_counter() - t0
+                spec = users.next_turn(int(spec.user_id), end)
+
+        tasks = [asyncio.create_task(user(s)) for s in firsts]
+        interrupted = False
+        try:
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            interrupted = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            wall = time.perf_counter() - t0
+            stats = mon.stats(wall)
+            mon_task.cancel()
+    traces.sort(key=lambda t: t.scheduled_s)
+    mark_trimmed(traces, cfg)
+    return RunResult(traces, "users", started, wall, stats, interrupted, t0)
+
+
+def _close_unsent(traces: list[Trace], wall_s: float) -> None:
+    """Requests never sent (run interrupted) still get a record, with an error."""
+    for t in traces:
+        if t.sent_s is None and t.error is None:
+            t.error, t.error_detail = "client_error", "not sent: run interrupted"
+        if t.end_s is None:
+            t.end_s = wall_s

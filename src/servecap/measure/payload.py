@@ -1,0 +1,62 @@
+"""Request bodies for a prompt of N tokens without a tokenizer.
+
+The prompt is filler text of 4-character words (`` the``): one token per word for the BPE
+tokenizers of Llama, Qwen, Mistral and GPT models, and exactly N by the emulator's
+``ceil(characters / 4)`` estimate. Each prompt starts with a marker unique to the request (or
+to its prefix group, for requests sharing a prefix), so a server's prefix cache shares exactly
+the intended prefix and nothing more. Servers count tokens their own way (chat templates add a
+few); the load generator takes prompt and output counts from the server's ``usage``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+Endpoint = Literal["completions", "chat"]
+_WORD = " the"
+
+
+def _marker(tag: str, tokens: int) -> str:
+    """A unique word padded to a multiple of 4 characters and at most ``tokens`` x 4 long."""
+    text = f" {tag}"
+    text += " " * (-len(text) % 4)
+    return text[: max(0, tokens) * 4]
+
+
+def prompt_text(prompt_tokens: int, *, unique: str, prefix_group: int | None = None,
+                prefix_tokens: int = 0) -> str:
+    """Filler prompt of ``prompt_tokens`` 4-character units; the first ``prefix_tokens`` are
+    shared by the group, the rest start with a per-request marker."""
+    n = max(1, prompt_tokens)
+    k = min(max(0, prefix_tokens), n) if prefix_group is not None else 0
+    prefix = ""
+    if k:
+        head = _marker(f"g{prefix_group}", k)
+        prefix = head + _WORD * (k - len(head) // 4)
+    rest_n = n - k
+    rest = ""
+    if rest_n:
+        head = _marker(f"u{unique}", rest_n)
+        rest = head + _WORD * (rest_n - len(head) // 4)
+    return prefix + rest
+
+
+def build_body(endpoint: Endpoint, *, model: str, prompt: str, max_tokens: int, stream: bool = True,
+               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An OpenAI request body: fixed output length (``ignore_eos``, ``min_tokens``) and usage
+    in the stream (``stream_options.include_usage``)."""
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": stream,
+                            "ignore_eos": True, "min_tokens": max_tokens, "temperature": 0.0}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    if extra:
+        body.update(extra)
+    return body
+
+
+def endpoint_path(endpoint: Endpoint) -> str:
+    return "/v1/chat/completions" if endpoint == "chat" else "/v1/completions"

@@ -1,0 +1,163 @@
+"""Calibration: emulator runs of a known configuration give back its coefficients."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from servecap.calibration import load_calibration
+from servecap.cli.main import app
+from servecap.cli.options import deployment_from_options
+from servecap.core.plan import plan
+from servecap.emulator.server import engine_state
+from servecap.errors import ServecapError
+from servecap.measure.asgi_stream import StreamingASGITransport
+from servecap.measure.bench import run_bench
+from servecap.measure.calibrate import (
+    StepSample,
+    Timeline,
+    calibrate_runs,
+    fit_coefficients,
+    step_samples,
+)
+from servecap.measure.loadgen import LoadConfig
+from servecap.measure.store import RunStore
+from servecap.specs.perf import Efficiency
+from servecap.workload import WorkloadSpec
+
+TRUE = Efficiency(bandwidth_efficiency=0.7, compute_efficiency=0.5, step_overhead_s=0.003,
+                  prefill_s_per_token=4e-6)
+DEPLOYMENT: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "max_model_len": 4096,
+                              "enable_prefix_caching": True}
+SPEC = WorkloadSpec.model_validate({
+    "arrival": {"kind": "poisson", "rate_per_s": 20.0},
+    "prompt_tokens": {"kind": "uniform", "low": 16, "high": 1500},
+    "output_tokens": {"kind": "uniform", "low": 16, "high": 64},
+    "num_requests": 60,
+})
+
+
+@pytest.fixture(scope="module")
+def emulated_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One bench run (real load generator, real engine, in-process) stored like `servecap bench`."""
+    import asyncio
+
+    dep, _ = deployment_from_options(model=DEPLOYMENT["model"], gpu="H100", max_model_len=4096)
+    state = engine_state(plan(dep, efficiency=TRUE), model_name="m")
+    cfg = LoadConfig(base_url="http://emulator", model="m", extra_body={"servecap_timing": True})
+
+    async def go() -> Any:
+        try:
+            return await run_bench(cfg, SPEC, seed=1, transport=StreamingASGITransport(state.driver_app()))
+        finally:
+            await state.driver.stop()
+
+    out = asyncio.run(go())
+    assert out.errors == {}
+    db = tmp_path_factory.mktemp("cal") / "runs.sqlite"
+    settings = {"workload": SPEC.model_dump(mode="json", by_alias=True), "seed": 1, "concurrency": None,
+                "warmup_s": 0.0, "cooldown_s": 0.0, "slo": None, "deployment": DEPLOYMENT}
+    RunStore(db).save_run(run_id="cal-1", url="http://emulator", model="m", mode="open", settings=settings,
+                          traces=out.traces, summary=out.summary, checks=[], client={},
+                          wall_duration_s=out.result.wall_duration_s)
+    return db, "cal-1"
+
+
+def test_calibrate_cli_recovers_the_emulators_coefficients(emulated_run: tuple[Path, str], tmp_path: Path) -> None:
+    db, run = emulated_run
+    out = tmp_path / "cal.json"
+    res = CliRunner().invoke(app, ["calibrate", run, "--db", str(db), "-o", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)
+    assert info["source"] == "server" and info["num_samples"] > 100 and info["compute_bound"] > 5
+    cal = load_calibration(out)
+    assert (cal.model, cal.gpu, cal.tp) == ("meta-llama/Llama-3.1-8B", "H100-SXM", 1)
+    got = cal.efficiency()
+    for name in ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s", "prefill_s_per_token"):
+        assert getattr(got, name) == pytest.approx(getattr(TRUE, name), rel=0.05), name
+    # the file is what plan accepts
+    res = CliRunner().invoke(app, ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100",
+                                   "--calibration", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+
+
+def test_client_clock_fit_is_close(emulated_run: tuple[Path, str]) -> None:
+    """The client's own arrival times (what a real server gives) go through the same fit; in
+    process on a loaded 2-core machine their jitter is large, so only a coarse check here
+    (typically within 3-5%; docs/measure.md)."""
+    db, run = emulated_run
+    dep, _ = deployment_from_options(model=DEPLOYMENT["model"], gpu="H100", max_model_len=4096)
+    fit, stats, used = calibrate_runs([RunStore(db).get_traces(run)], plan(dep).step, source="client",
+                                      max_num_batched_tokens=dep.engine.max_num_batched_tokens)
+    assert used == "client" and stats[0].usable > 100
+    assert fit.efficiency.bandwidth_efficiency == pytest.approx(0.7, rel=0.5)
+    assert fit.efficiency.compute_efficiency == pytest.approx(0.5, rel=0.5)
+    assert fit.num_compute_bound > 0 and fit.rmse_s < 0.005
+
+
+def test_accuracy_cli_side_by_side(emulated_run: tuple[Path, str], tmp_path: Path) -> None:
+    db, run = emulated_run
+    cal = tmp_path / "true.json"
+    cal.write_text(json.dumps({"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "coefficients": {
+        "bandwidth_efficiency": 0.7, "compute_efficiency": 0.5, "step_overhead_s": 0.003,
+        "prefill_s_per_token": 4e-6}}))
+    res = CliRunner().invoke(app, ["accuracy", run, "--db", str(db), "--calibration", str(cal), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["metric"]: r for r in json.loads(res.output)["metrics"]}
+    assert rows["completed"]["measured"] == rows["completed"]["predicted"] == 60
+    # same engine, same coefficients, same request stream: decode timing agrees closely
+    assert abs(rows["tpot_s.p50"]["error"]) < 0.10
+    assert abs(rows["e2e_s.p50"]["error"]) < 0.15
+    human = CliRunner().invoke(app, ["accuracy", run, "--db", str(db)])
+    assert human.exit_code == 0 and "measured vs predicted" in human.output
+
+
+def _sample(m: float, c: float, p: int, eff: Efficiency) -> StepSample:
+    dur = max(m / eff.bandwidth_efficiency, c / eff.compute_efficiency) + eff.step_overhead_s + eff.prefill_s_per_token * p
+    return StepSample(0.0, dur, m, c, 0.0, p, p + 1, 1)
+
+
+def test_fit_on_hand_made_steps() -> None:
+    eff = Efficiency(bandwidth_efficiency=0.8, compute_efficiency=0.4, step_overhead_s=0.002, prefill_s_per_token=1e-6)
+    # memory-bound decodes (5-6 ms at full bandwidth), small and large prefills
+    steps = [_sample(0.005 + 0.0002 * i, 0.0001 * i, 10 * i, eff) for i in range(8)]
+    steps += [_sample(0.005, 0.004 * i, 500 * i, eff) for i in range(2, 8)]
+    fit = fit_coefficients(steps)
+    assert fit.fixed == () and fit.r2 == pytest.approx(1.0)
+    for name in ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s", "prefill_s_per_token"):
+        assert getattr(fit.efficiency, name) == pytest.approx(getattr(eff, name), rel=1e-6), name
+
+
+def test_fit_names_what_the_data_cannot_determine() -> None:
+    eff = Efficiency(bandwidth_efficiency=0.8, step_overhead_s=0.002)
+    steps = [_sample(0.005 + 0.0003 * i, 0.0, 0, eff) for i in range(6)]  # decode only
+    fit = fit_coefficients(steps, fit_prefill=False)
+    assert "compute_efficiency" in fit.fixed
+    assert fit.efficiency.compute_efficiency == Efficiency().compute_efficiency
+    assert fit.efficiency.bandwidth_efficiency == pytest.approx(0.8)
+    with pytest.raises(ServecapError, match="too few usable steps"):
+        fit_coefficients(steps[:3])
+
+
+def test_steps_from_token_times() -> None:
+    dep, _ = deployment_from_options(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096)
+    cost = plan(dep).step
+    # request 0 decodes at 10, 20, 30 ms; request 1 is prefilled in the step ending at 30 ms
+    # (first token) and decodes at 40 ms; request 2 has a prompt too big for one step
+    lines = [Timeline(100, 0, 0.0, (0.010, 0.020, 0.030)),
+             Timeline(50, 16, 0.015, (0.030, 0.040)),
+             Timeline(9000, 0, 0.025, (0.0601,))]
+    samples, stats = step_samples(lines, cost, max_num_batched_tokens=8192, gap_s=1e-3)
+    assert stats.steps == 5
+    # 20 ms: decode of request 0 (context 101); 30 ms: its decode + 34-token prefill of request 1;
+    # 40 ms: request 1 decodes alone but the chunked prefill of request 2 (sent at 25 ms) taints it
+    assert [round(s.end_s, 3) for s in samples] == [0.020, 0.030]
+    assert [s.duration_s for s in samples] == pytest.approx([0.010, 0.010])
+    assert [(s.num_decodes, s.prompt_tokens) for s in samples] == [(1, 0), (1, 34)]
+    assert samples[1].memory_s > samples[0].memory_s
+    assert np.isfinite(samples[0].compute_s)
