@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from servecap.results import (
     weighted_percentiles,
 )
 from servecap.sim.engine import Engine, EngineStats
+from servecap.sim.kernel import run_fast
 from servecap.sim.setup import EngineSetup
 from servecap.workload import (
     ClosedLoopUsers,
@@ -38,6 +40,8 @@ from servecap.workload import (
 )
 
 ProgressFn = Callable[[int, int], None]
+# (rid, first token, end, first scheduled, cached prompt tokens, preemptions) per finished request
+FinishedColumns = tuple[list[int], list[float | None], list[float | None], list[float | None], list[int], list[int]]
 _INF = float("inf")
 
 
@@ -97,6 +101,7 @@ def simulate(
     *,
     slo: Slo | None = None,
     fast_forward: bool = True,
+    kernel: bool = True,
     exact_step_time: bool = False,
     record_token_times: bool = False,
     timeseries_points: int = 400,
@@ -106,8 +111,11 @@ def simulate(
     """Simulate one replica serving ``workload`` until every request has finished.
 
     ``workload`` is a spec (drawn with ``rng``), or an already drawn open-loop stream.
-    ``fast_forward`` advances runs of decode-only steps in one event (same results as step by
-    step); ``exact_step_time`` calls the roofline's ``step_time`` for every step instead of its
+    ``fast_forward=False`` is the step-by-step reference: one ``Engine._step`` call and one event
+    per step. The default runs the same loop with the engine step written out inline
+    (:mod:`servecap.sim.kernel`), identical results, several times faster; ``kernel=False``
+    instead advances runs of decode-only steps in one event with ``Engine.advance_decode_run``
+    (also identical per-request results). ``exact_step_time`` calls the roofline's ``step_time`` for every step instead of its
     affine read-off; ``check_invariants`` checks block conservation after every step (slow).
     ``progress(done, total)`` is called now and then (total is 0 when unknown).
     """
@@ -128,7 +136,10 @@ def simulate(
         arrays = _arrays_from_specs(specs)
     engine = Engine(setup, keep_finished=True, record_token_times=record_token_times, exact_step_time=exact_step_time)
     loop = _Loop(engine, setup, users, arrays, specs, timeseries_points, check_invariants, progress, fast_forward)
-    loop.run()
+    if fast_forward and kernel:
+        run_fast(loop)
+    else:
+        loop.run()
     return loop.result(slo)
 
 
@@ -195,6 +206,9 @@ class _Loop:
             horizon = users.spec.duration_s or max(1.0, 60.0 * users.num_users)
         self.sample_dt = max(horizon, 1e-9) / max(1, points)
         self.next_sample = 0.0
+        # (rid, first token, end, first scheduled, cached tokens, preemptions) of the finished
+        # requests in finishing order, when the fast loop collected them
+        self.finished_columns: FinishedColumns | None = None
         self.ts_t: list[float] = []
         self.ts_kv: list[float] = []
         self.ts_wait: list[int] = []
@@ -360,24 +374,34 @@ class _Loop:
         sched = np.full(n, np.nan)
         cached = np.zeros(n, dtype=np.int64)
         preempt = np.zeros(n, dtype=np.int64)
+        done = engine.finished
+        rec = self.finished_columns
+        if rec is not None and rec[0]:  # collected by the kernel as requests finished
+            ids = np.asarray(rec[0], dtype=np.int64)
+            first[ids], end[ids], sched[ids] = rec[1], rec[2], rec[3]
+            cached[ids], preempt[ids] = rec[4], rec[5]
+        elif done:  # column by column
+            ids = np.fromiter(map(attrgetter("rid"), done), dtype=np.int64, count=len(done))
+            first[ids] = np.fromiter(map(attrgetter("first_token_s"), done), dtype=np.float64, count=len(done))
+            end[ids] = np.fromiter(map(attrgetter("end_s"), done), dtype=np.float64, count=len(done))
+            sched[ids] = np.fromiter(map(attrgetter("sched_s"), done), dtype=np.float64, count=len(done))
+            cached[ids] = np.fromiter(map(attrgetter("cached_tokens"), done), dtype=np.int64, count=len(done))
+            preempt[ids] = np.fromiter(map(attrgetter("preemptions"), done), dtype=np.int64, count=len(done))
         times: list[tuple[float, ...]] | None = [()] * n if engine.record_token_times else None
         ends = engine.decode_end_times
-        for r in engine.finished:
-            i = r.rid
-            first[i] = r.first_token_s
-            end[i] = r.end_s
-            sched[i] = r.sched_s
-            cached[i] = r.cached_tokens
-            preempt[i] = r.preemptions
-            if times is not None:
+        if times is not None:
+            for r in done:
                 assert r.first_token_s is not None and r.segments is not None
                 tok = [r.first_token_s]
                 for a, b in r.segments:
                     tok.extend(ends[a:b])
                 tok.extend(r.itl_extra or ())
                 tok.sort()
-                times[i] = tuple(tok)
-        errors = tuple(self.errors.get(i) for i in range(n))
+                times[r.rid] = tuple(tok)
+        err: list[str | None] = [None] * n
+        for i, kind in self.errors.items():
+            err[i] = kind
+        errors = tuple(err)
         cols = RecordColumns(
             arrival_s=arrival,
             first_token_s=first,

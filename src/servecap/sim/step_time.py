@@ -16,6 +16,8 @@ and ``exact=True`` always calls it (the step-by-step reference used by the tests
 
 from __future__ import annotations
 
+import math
+
 from servecap.core.roofline import BatchShape, StepCost
 from servecap.specs.perf import Efficiency
 
@@ -101,6 +103,33 @@ class StepTimeModel:
             return self.cost.step_time(shape, self.eff).total_s
         mem, comp, rest = self.parts(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt)
         return (mem if mem > comp else comp) + rest
+
+    def roofline_slopes(self) -> tuple[float, float, float, float] | None:
+        """``(kv, wkv, pairs, wpairs)`` slopes when the model has the plain roofline's shape —
+        memory grows with the context read (``kv``, ``wkv``) only, compute with the attention
+        pairs (``pairs``, ``wpairs``) only, nothing else depends on the batch beyond its token
+        count — else None. Then, with ``base = base(num_tokens)``, :meth:`time` is exactly::
+
+            mem = base[0] + kv_slope * kv + wkv_slope * wkv
+            comp = base[1] + pairs_slope * pairs + wpairs_slope * wpairs
+            (mem if mem > comp else comp) + base[2]
+
+        (the same operations in the same order, less additions of ``0.0 * x``, which change
+        nothing), and a term whose slope is 0.0 may be left out too."""
+        if self.exact:
+            return None
+        s, k, w, p, q, r = self._seq, self._kv, self._wkv, self._pairs, self._wpairs, self._prompt
+        zero = (*s, *r, k[1], k[2], w[1], w[2], p[0], p[2], q[0], q[2])
+        if any(x != 0.0 for x in zero) or not all(math.isfinite(x) for x in (k[0], w[0], p[1], q[1])):
+            return None
+        return k[0], w[0], p[1], q[1]
+
+    def base(self, num_tokens: int) -> tuple[float, float, float]:
+        """``(memory_s, compute_s, rest_s)`` of ``num_tokens`` query tokens in an empty batch."""
+        base = self._base.get(num_tokens)
+        if base is None:
+            base = self._base_for(num_tokens)
+        return base
 
     def direct(self, shape: BatchShape) -> float:
         return self.cost.step_time(shape, self.eff).total_s
