@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from servecap.cli.main import app, run
+from servecap.cli.main import cli, run
 
 runner = CliRunner()
 
@@ -22,7 +22,7 @@ REQUIRED_KEYS = {
 
 
 def _json(args: list[str]) -> dict:  # type: ignore[type-arg]
-    result = runner.invoke(app, args)
+    result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     return json.loads(result.output)  # type: ignore[no-any-return]
 
@@ -46,7 +46,7 @@ def test_plan_kv_override_reproduces_vllm_log() -> None:
 
 
 def test_plan_human_output_has_sections() -> None:
-    result = runner.invoke(app, ["plan", "-m", "Qwen/Qwen3-8B", "-g", "L40S", "-l", "16384"])
+    result = runner.invoke(cli, ["plan", "-m", "Qwen/Qwen3-8B", "-g", "L40S", "-l", "16384"])
     assert result.exit_code == 0, result.output
     for section in ("Memory per GPU", "KV cache", "Speed", "Users and cost", "Levers"):
         assert section in result.output
@@ -113,7 +113,7 @@ def test_bad_input_is_one_line(args: list[str], needle: str, capsys: pytest.Capt
 
 
 def test_unknown_flag_exits_nonzero() -> None:
-    result = runner.invoke(app, ["plan", "--modle", "x"])
+    result = runner.invoke(cli, ["plan", "--modle", "x"])
     assert result.exit_code != 0
     assert "No such option" in result.output
 
@@ -129,10 +129,10 @@ def test_replicas_for_peak_users_and_tokens() -> None:
 def test_missing_extra_is_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import servecap.cli.main as main
 
-    def boom() -> None:
+    def boom(*args: object, **kwargs: object) -> None:
         raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
 
-    monkeypatch.setattr(main, "app", boom)
+    monkeypatch.setattr(main.cli, "main", boom)
     with pytest.raises(SystemExit) as exc:
         main.run()
     assert exc.value.code == 2

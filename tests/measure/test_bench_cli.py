@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from servecap.cli.main import app
+from servecap.cli.main import cli
 from servecap.emulator.server import ServerProcess, free_port
 from servecap.errors import ServecapError
 
@@ -44,24 +44,24 @@ def test_unreachable_endpoint_is_one_line_and_exit_2() -> None:
     (["--rate", "1", "--timeout-s", "0"], "timeout_s"),
 ])
 def test_bench_bad_flags_name_the_field(args: list[str], field: str) -> None:
-    res = CliRunner().invoke(app, ["bench", "http://127.0.0.1:9", *args, "--no-store"])
+    res = CliRunner().invoke(cli, ["bench", "http://127.0.0.1:9", *args, "--no-store"])
     assert isinstance(res.exception, ServecapError), res.output
     assert str(res.exception).startswith(f"{field}=")  # one line naming the field
 
 
 def test_bench_bad_url_and_unknown_flag() -> None:
-    res = CliRunner().invoke(app, ["bench", "ftp://x", "--rate", "1"])
+    res = CliRunner().invoke(cli, ["bench", "ftp://x", "--rate", "1"])
     assert isinstance(res.exception, ServecapError) and str(res.exception).startswith("url=")
-    res = CliRunner().invoke(app, ["bench", "http://127.0.0.1:9", "--bogus"])
+    res = CliRunner().invoke(cli, ["bench", "http://127.0.0.1:9", "--bogus"])
     assert res.exit_code == 2 and "No such option" in res.output
 
 
 def test_emulate_and_runs_bad_flags(tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["emulate", "--fixed-ttft-s", "0.1"])
+    res = CliRunner().invoke(cli, ["emulate", "--fixed-ttft-s", "0.1"])
     assert isinstance(res.exception, ServecapError) and str(res.exception).startswith("fixed_itl_s=")
-    res = CliRunner().invoke(app, ["runs", "show", "nope", "--db", str(tmp_path / "r.sqlite")])
+    res = CliRunner().invoke(cli, ["runs", "show", "nope", "--db", str(tmp_path / "r.sqlite")])
     assert isinstance(res.exception, ServecapError) and "no such run" in str(res.exception)
-    res = CliRunner().invoke(app, ["calibrate", "nope", "--db", str(tmp_path / "r.sqlite")])
+    res = CliRunner().invoke(cli, ["calibrate", "nope", "--db", str(tmp_path / "r.sqlite")])
     assert isinstance(res.exception, ServecapError)
 
 
@@ -69,7 +69,7 @@ def test_bench_sweep_against_the_engine_emulator(engine_server: ServerProcess, t
     """A rate sweep over a real socket: stored runs with the emulator's deployment, listed,
     exported, and compared with the simulator."""
     db = str(tmp_path / "runs.sqlite")
-    res = CliRunner().invoke(app, ["bench", engine_server.url, "--rate", "10,20", "--arrival", "constant",
+    res = CliRunner().invoke(cli, ["bench", engine_server.url, "--rate", "10,20", "--arrival", "constant",
                                    "--num-requests", "12", "--prompt-tokens", "200", "--output-tokens", "16",
                                    "--db", db, "--json"])
     assert res.exit_code == 0, res.output
@@ -78,20 +78,20 @@ def test_bench_sweep_against_the_engine_emulator(engine_server: ServerProcess, t
     for r in sweep["runs"]:
         assert r["summary"]["completed"] == 12 and r["errors"] == {}
         assert r["summary"]["ttft_s"]["p50"] > 0
-    listed = json.loads(CliRunner().invoke(app, ["runs", "--db", db, "--json"]).output)
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--db", db, "--json"]).output)
     assert len(listed) == 2 and {r["sweep_id"] for r in listed} == {sweep["sweep_id"]}
-    shown = json.loads(CliRunner().invoke(app, ["runs", "show", "last", "--db", db]).output)
+    shown = json.loads(CliRunner().invoke(cli, ["runs", "show", "last", "--db", db]).output)
     assert shown["settings"]["deployment"]["gpu"] == "H100" and shown["settings"]["server_timing"] is True
-    csv_text = CliRunner().invoke(app, ["runs", "export", "last", "--format", "csv", "--db", db]).output
+    csv_text = CliRunner().invoke(cli, ["runs", "export", "last", "--format", "csv", "--db", db]).output
     assert len(csv_text.strip().splitlines()) == 13
-    acc = CliRunner().invoke(app, ["accuracy", "last", "--db", db, "--json"])
+    acc = CliRunner().invoke(cli, ["accuracy", "last", "--db", db, "--json"])
     assert acc.exit_code == 0, acc.output
     rows = {r["metric"]: r for r in json.loads(acc.output)["metrics"]}
     assert rows["completed"]["predicted"] == 12
     # the emulator runs the simulator's engine: decode timing agrees within client noise
     assert abs(rows["tpot_s.p50"]["error"]) < 0.2
-    human = CliRunner().invoke(app, ["bench", engine_server.url, "--concurrency", "2", "--num-requests", "4",
+    human = CliRunner().invoke(cli, ["bench", engine_server.url, "--concurrency", "2", "--num-requests", "4",
                                      "--prompt-tokens", "50", "--output-tokens", "4", "--db", db])
     assert human.exit_code == 0 and "completed" in human.output
-    res = CliRunner().invoke(app, ["accuracy", "last", "--db", db])
+    res = CliRunner().invoke(cli, ["accuracy", "last", "--db", db])
     assert isinstance(res.exception, ServecapError) and "fixed-concurrency" in str(res.exception)

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from servecap.calibration import load_calibration
-from servecap.cli.main import app
+from servecap.cli.main import cli
 from servecap.cli.options import deployment_from_options
 from servecap.core.plan import plan
 from servecap.emulator.server import engine_state
@@ -71,7 +71,7 @@ def emulated_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_calibrate_cli_recovers_the_emulators_coefficients(emulated_run: tuple[Path, str], tmp_path: Path) -> None:
     db, run = emulated_run
     out = tmp_path / "cal.json"
-    res = CliRunner().invoke(app, ["calibrate", run, "--db", str(db), "-o", str(out), "--json"])
+    res = CliRunner().invoke(cli, ["calibrate", run, "--db", str(db), "-o", str(out), "--json"])
     assert res.exit_code == 0, res.output
     info = json.loads(res.output)
     assert info["source"] == "server" and info["num_samples"] > 100 and info["compute_bound"] > 5
@@ -81,7 +81,7 @@ def test_calibrate_cli_recovers_the_emulators_coefficients(emulated_run: tuple[P
     for name in ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s", "prefill_s_per_token"):
         assert getattr(got, name) == pytest.approx(getattr(TRUE, name), rel=0.05), name
     # the file is what plan accepts
-    res = CliRunner().invoke(app, ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100",
+    res = CliRunner().invoke(cli, ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100",
                                    "--calibration", str(out), "--json"])
     assert res.exit_code == 0, res.output
 
@@ -106,14 +106,14 @@ def test_accuracy_cli_side_by_side(emulated_run: tuple[Path, str], tmp_path: Pat
     cal.write_text(json.dumps({"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "coefficients": {
         "bandwidth_efficiency": 0.7, "compute_efficiency": 0.5, "step_overhead_s": 0.003,
         "prefill_s_per_token": 4e-6}}))
-    res = CliRunner().invoke(app, ["accuracy", run, "--db", str(db), "--calibration", str(cal), "--json"])
+    res = CliRunner().invoke(cli, ["accuracy", run, "--db", str(db), "--calibration", str(cal), "--json"])
     assert res.exit_code == 0, res.output
     rows = {r["metric"]: r for r in json.loads(res.output)["metrics"]}
     assert rows["completed"]["measured"] == rows["completed"]["predicted"] == 60
     # same engine, same coefficients, same request stream: decode timing agrees closely
     assert abs(rows["tpot_s.p50"]["error"]) < 0.10
     assert abs(rows["e2e_s.p50"]["error"]) < 0.15
-    human = CliRunner().invoke(app, ["accuracy", run, "--db", str(db)])
+    human = CliRunner().invoke(cli, ["accuracy", run, "--db", str(db)])
     assert human.exit_code == 0 and "measured vs predicted" in human.output
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from servecap.cli.main import app
+from servecap.cli.main import cli
 
 BASE = ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "4096"]
 
@@ -15,7 +15,7 @@ BASE = ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len"
 def test_simulate_json_has_the_issue_keys(tmp_path: Path) -> None:
     html = tmp_path / "r.html"
     res = CliRunner().invoke(
-        app,
+        cli,
         [
             "simulate",
             *BASE,
@@ -46,17 +46,17 @@ def test_simulate_json_has_the_issue_keys(tmp_path: Path) -> None:
 
 
 def test_simulate_tables_and_workload_errors(tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["simulate", *BASE, "--rate", "2", "--num-requests", "20"])
+    res = CliRunner().invoke(cli, ["simulate", *BASE, "--rate", "2", "--num-requests", "20"])
     assert res.exit_code == 0 and "TTFT" in res.stdout
     bad = tmp_path / "w.yaml"
     bad.write_text("arrival: {kind: poisson, rate_per_s: 1}\nprompt_tokens: 10\noutput_tokens: 5\nnum_request: 3\n")
-    res = CliRunner().invoke(app, ["simulate", *BASE, "--workload", str(bad)])
+    res = CliRunner().invoke(cli, ["simulate", *BASE, "--workload", str(bad)])
     assert isinstance(res.exception, Exception) and "num_requests" in str(res.exception)
 
 
 def test_capacity_json() -> None:
     res = CliRunner().invoke(
-        app,
+        cli,
         [
             "capacity",
             *BASE,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
 
-from servecap.cli.options import CalibrationOpt, JsonOpt
+from servecap.cli.options import calibration_option, db_option, json_option
 
 # (summary key, percentile or None): the rows of the comparison
 _METRICS: tuple[tuple[str, str | None], ...] = (
@@ -78,21 +78,23 @@ def comparison(measured: dict[str, Any], predicted: dict[str, Any]) -> list[dict
     return rows
 
 
-def accuracy(
-    run: Annotated[str, typer.Argument(help="Run id, unique prefix, or 'last'.")],
-    calibration: CalibrationOpt = None,
-    db: Annotated[Path | None, typer.Option("--db", help="Results database (default: under the user data dir).")] = None,
-    as_json: JsonOpt = False,
-) -> None:
+@click.command("accuracy")
+@click.argument("run", type=click.STRING)
+@calibration_option
+@db_option
+@json_option
+def accuracy(run: str, calibration: Path | None, db: Path | None, as_json: bool) -> None:
     """Measured vs predicted, per metric, with the error (prediction: `servecap simulate` of the
-    run's workload, seed and deployment, optionally with a calibration)."""
+    run's workload, seed and deployment, optionally with a calibration).
+
+    RUN is a run id, unique prefix, or 'last'."""
     from servecap.measure.store import RunStore
 
     row = RunStore(db).get_run(run)
     predicted, notes = predicted_summary(row.settings, calibration)
     rows = comparison(row.summary, predicted)
     if as_json:
-        typer.echo(json.dumps({"run_id": row.run_id, "metrics": rows, "notes": notes}))
+        click.echo(json.dumps({"run_id": row.run_id, "metrics": rows, "notes": notes}))
         return
     from rich.console import Console
     from rich.table import Table
@@ -116,7 +118,3 @@ def accuracy(
     con.print(t)
     for n in notes:
         con.print(f"note: {n}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("accuracy")(accuracy)

@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
 
-from servecap.cli.options import (
-    BlockSizeOpt,
-    GpuFileOpt,
-    GpuOpt,
-    GpuUtilOpt,
-    JsonOpt,
-    KvBytesOpt,
-    KvDtypeOpt,
-    MaxBatchedOpt,
-    MaxModelLenOpt,
-    MaxSeqsOpt,
-    NumGpusOpt,
-    PpOpt,
-    TpOpt,
-    WeightsDtypeOpt,
-)
-
-UrlArg = Annotated[str, typer.Argument(help="Server base URL, e.g. http://127.0.0.1:8000")]
+from servecap.cli.options import PATH, db_option, hardware_options, json_option
 
 # The deployment flags a run stores (those of `servecap plan`), so `calibrate` and `accuracy`
 # can rebuild the deployment the server ran.
@@ -77,58 +59,46 @@ def _floats(field: str, text: str | None) -> list[float | None]:
     return list(vals)
 
 
+@click.command("bench")
+@click.argument("url", type=click.STRING)
+@click.option("--model", "-m", type=click.STRING, default=None,
+              help="Model name to request (default: the server's first /v1/models entry).")
+@click.option("--workload", type=PATH, default=None, help="Workload file (YAML/JSON), as for simulate.")
+@click.option("--rate", type=click.STRING, default=None,
+              help="Requests/s (open loop); a comma list sweeps, e.g. 1,2,4.")
+@click.option("--arrival", type=click.STRING, default="poisson", help="constant|poisson|gamma.")
+@click.option("--prompt-tokens", type=click.INT, default=1024, help="Prompt length (tokens).")
+@click.option("--output-tokens", type=click.INT, default=128, help="Output length (tokens; fixed via ignore_eos).")
+@click.option("--num-requests", type=click.INT, default=None, help="Requests to send.")
+@click.option("--duration-s", type=click.FLOAT, default=None, help="Stop starting requests after this many seconds.")
+@click.option("--users", type=click.INT, default=None, help="Closed loop: chat users.")
+@click.option("--think-time-s", type=click.FLOAT, default=None, help="Chat users' think time.")
+@click.option("--concurrency", type=click.STRING, default=None,
+              help="Closed loop with N workers; a comma list sweeps.")
+@click.option("--seed", type=click.INT, default=0, help="Workload RNG seed (same stream as simulate).")
+@click.option("--endpoint", type=click.STRING, default="completions", help="completions|chat.")
+@click.option("--warmup-s", type=click.FLOAT, default=0.0,
+              help="Exclude requests scheduled in the first N s from the summary.")
+@click.option("--cooldown-s", type=click.FLOAT, default=0.0, help="Exclude requests scheduled in the last N s.")
+@click.option("--timeout-s", type=click.FLOAT, default=600.0, help="Total deadline per request.")
+@click.option("--stall-timeout-s", type=click.FLOAT, default=60.0,
+              help="Timeout when no bytes arrive for this long.")
+@click.option("--slo-ttft-s", type=click.FLOAT, default=None, help="TTFT SLO for goodput.")
+@click.option("--slo-tpot-s", type=click.FLOAT, default=None, help="TPOT SLO for goodput.")
+@click.option("--label", type=click.STRING, default="", help="A note stored with the run.")
+@db_option
+@click.option("--no-store", is_flag=True, default=False, help="Do not save the run.")
+@click.option("--api-key", type=click.STRING, default=None, envvar="OPENAI_API_KEY", show_envvar=True,
+              help="Bearer token.")
+@click.option("--model-id", type=click.STRING, default=None,
+              help="Deployment: catalog id or config.json of the served model (default: --model).")
+@hardware_options
+@click.option("--no-enable-prefix-caching", "no_prefix_caching", is_flag=True, default=False,
+              help="Deployment: the server runs without prefix caching.")
+@click.option("--server-timing/--no-server-timing", default=None,
+              help="Ask for the emulator's servecap_timing (default: on when the server is servecap emulate).")
+@json_option
 def bench(
-    url: UrlArg,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model name to request (default: the server's first /v1/models entry).")] = None,
-    workload: Annotated[Path | None, typer.Option("--workload", help="Workload file (YAML/JSON), as for simulate.")] = None,
-    rate: Annotated[str | None, typer.Option("--rate", help="Requests/s (open loop); a comma list sweeps, e.g. 1,2,4.")] = None,
-    arrival: Annotated[str, typer.Option("--arrival", help="constant|poisson|gamma.")] = "poisson",
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length (tokens).")] = 1024,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", help="Output length (tokens; fixed via ignore_eos).")] = 128,
-    num_requests: Annotated[int | None, typer.Option("--num-requests", help="Requests to send.")] = None,
-    duration_s: Annotated[float | None, typer.Option("--duration-s", help="Stop starting requests after this many seconds.")] = None,
-    users: Annotated[int | None, typer.Option("--users", help="Closed loop: chat users.")] = None,
-    think_time_s: Annotated[float | None, typer.Option("--think-time-s", help="Chat users' think time.")] = None,
-    concurrency: Annotated[str | None, typer.Option("--concurrency", help="Closed loop with N workers; a comma list sweeps.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Workload RNG seed (same stream as simulate).")] = 0,
-    endpoint: Annotated[str, typer.Option("--endpoint", help="completions|chat.")] = "completions",
-    warmup_s: Annotated[float, typer.Option("--warmup-s", help="Exclude requests scheduled in the first N s from the summary.")] = 0.0,
-    cooldown_s: Annotated[float, typer.Option("--cooldown-s", help="Exclude requests scheduled in the last N s.")] = 0.0,
-    timeout_s: Annotated[float, typer.Option("--timeout-s", help="Total deadline per request.")] = 600.0,
-    stall_timeout_s: Annotated[float, typer.Option("--stall-timeout-s", help="Timeout when no bytes arrive for this long.")] = 60.0,
-    slo_ttft_s: Annotated[float | None, typer.Option("--slo-ttft-s", help="TTFT SLO for goodput.")] = None,
-    slo_tpot_s: Annotated[float | None, typer.Option("--slo-tpot-s", help="TPOT SLO for goodput.")] = None,
-    label: Annotated[str, typer.Option("--label", help="A note stored with the run.")] = "",
-    db: Annotated[Path | None, typer.Option("--db", help="Results database (default: under the user data dir).")] = None,
-    no_store: Annotated[bool, typer.Option("--no-store", help="Do not save the run.")] = False,
-    api_key: Annotated[str | None, typer.Option("--api-key", envvar="OPENAI_API_KEY", help="Bearer token.")] = None,
-    model_id: Annotated[str | None, typer.Option("--model-id", help="Deployment: catalog id or config.json of the served model (default: --model).")] = None,
-    gpu: GpuOpt = None,
-    gpu_file: GpuFileOpt = None,
-    num_gpus: NumGpusOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = 1,
-    weights_dtype: WeightsDtypeOpt = None,
-    kv_cache_dtype: KvDtypeOpt = "auto",
-    max_model_len: MaxModelLenOpt = None,
-    gpu_memory_utilization: GpuUtilOpt = None,
-    kv_cache_memory_bytes: KvBytesOpt = None,
-    block_size: BlockSizeOpt = None,
-    max_num_seqs: MaxSeqsOpt = None,
-    max_num_batched_tokens: MaxBatchedOpt = None,
-    no_prefix_caching: Annotated[bool, typer.Option("--no-enable-prefix-caching", help="Deployment: the server runs without prefix caching.")] = False,
-    server_timing: Annotated[bool | None, typer.Option("--server-timing/--no-server-timing", help="Ask for the emulator's servecap_timing (default: on when the server is servecap emulate).")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Send a workload to an OpenAI-compatible server and measure TTFT, ITL, TPOT, E2E, throughput.
-
-    Give the server's deployment (--gpu and the flags of `servecap plan`; --model-id when the
-    served name is not a catalog id) to store it with the run for `servecap calibrate` and
-    `servecap accuracy`; against `servecap emulate` it is read from the server."""
-    _bench(**locals())
-
-
-def _bench(
     *, url: str, model: str | None, workload: Path | None, rate: str | None, arrival: str, prompt_tokens: int,
     output_tokens: int, num_requests: int | None, duration_s: float | None, users: int | None,
     think_time_s: float | None, concurrency: str | None, seed: int, endpoint: str, warmup_s: float,
@@ -140,6 +110,12 @@ def _bench(
     max_num_seqs: int | None, max_num_batched_tokens: int | None, no_prefix_caching: bool,
     server_timing: bool | None, as_json: bool,
 ) -> None:
+    """Send a workload to an OpenAI-compatible server and measure TTFT, ITL, TPOT, E2E, throughput.
+
+    URL is the server's base URL, e.g. http://127.0.0.1:8000. Give the server's deployment
+    (--gpu and the flags of `servecap plan`; --model-id when the served name is not a catalog
+    id) to store it with the run for `servecap calibrate` and `servecap accuracy`; against
+    `servecap emulate` it is read from the server."""
     from servecap.errors import ServecapError
     from servecap.measure.bench import planned_requests
     from servecap.measure.loadgen import LoadConfig
@@ -229,9 +205,9 @@ def _bench(
             one = dict(results[0]["summary"])
             one.update({"run_id": results[0]["run_id"], "errors": results[0]["errors"],
                         "checks": results[0]["checks"]})
-            typer.echo(json.dumps(one))
+            click.echo(json.dumps(one))
         else:
-            typer.echo(json.dumps({"sweep_id": sweep_id, "runs": results}))
+            click.echo(json.dumps({"sweep_id": sweep_id, "runs": results}))
 
 
 def _concurrency_spec(c: float | None, prompt: int, output: int, n: int | None, dur: float | None) -> Any:
@@ -288,6 +264,8 @@ def _client_dict(c: Any) -> dict[str, Any]:
 
 def _run_with_progress(cfg: Any, spec: Any, seed: int, concurrency: int | None, slo: Any, total: int | None,
                        *, quiet: bool) -> Any:
+    import asyncio
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from servecap.measure.bench import run_bench
@@ -339,7 +317,3 @@ def _render(run_id: str, outcome: Any, store: Any) -> None:
         con.print(f"  {mark} {ch.name}: {ch.message}")
     if store is not None:
         con.print(f"stored in {store.path}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("bench")(bench)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
 
-from servecap.cli.options import JsonOpt
-
-RunsArg = Annotated[list[str], typer.Argument(help="Run ids (or unique prefixes, or 'last') of one deployment.")]
+from servecap.cli.options import PATH, db_option, json_option
 
 
 def load_runs(store: Any, runs: list[str]) -> tuple[list[Any], list[list[Any]], dict[str, Any]]:
@@ -36,16 +34,20 @@ def load_runs(store: Any, runs: list[str]) -> tuple[list[Any], list[list[Any]], 
     return rows, traces, deployment
 
 
-def calibrate(
-    runs: RunsArg,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Calibration file to write.")] = Path("calibration.json"),
-    source: Annotated[str, typer.Option("--source", help="Token times: auto|client|server (server: the emulator's own schedule).")] = "auto",
-    no_fit_prefill: Annotated[bool, typer.Option("--no-fit-prefill", help="Keep prefill_s_per_token at 0.")] = False,
-    db: Annotated[Path | None, typer.Option("--db", help="Results database (default: under the user data dir).")] = None,
-    as_json: JsonOpt = False,
-) -> None:
+@click.command("calibrate")
+@click.argument("runs", type=click.STRING, nargs=-1, required=True)
+@click.option("--output", "-o", type=PATH, default="calibration.json", help="Calibration file to write.")
+@click.option("--source", type=click.STRING, default="auto",
+              help="Token times: auto|client|server (server: the emulator's own schedule).")
+@click.option("--no-fit-prefill", is_flag=True, default=False, help="Keep prefill_s_per_token at 0.")
+@db_option
+@json_option
+def calibrate(runs: tuple[str, ...], output: Path, source: str, no_fit_prefill: bool, db: Path | None,
+              as_json: bool) -> None:
     """Fit bandwidth/compute efficiency, step overhead and per-prompt-token cost to the step
-    times seen in stored runs of one deployment; write a file for --calibration."""
+    times seen in stored runs of one deployment; write a file for --calibration.
+
+    RUNS are run ids (or unique prefixes, or 'last') of one deployment."""
     from datetime import UTC, datetime
 
     from servecap.calibration import CalibrationFile, Coefficients, FitSummary
@@ -58,7 +60,7 @@ def calibrate(
 
     if source not in ("auto", "client", "server"):
         raise ServecapError("source", source, "must be auto, client or server")
-    rows, traces, stored = load_runs(RunStore(db), runs)
+    rows, traces, stored = load_runs(RunStore(db), list(runs))
     dep, _notes, _caching = deployment_from_settings(stored)
     start = Efficiency()
     p = plan(dep, efficiency=start)
@@ -90,7 +92,7 @@ def calibrate(
             "steps": [{"run_id": r.run_id, "steps": s.steps, "usable": s.usable, "tainted": s.tainted}
                       for r, s in zip(rows, stats, strict=True)]}
     if as_json:
-        typer.echo(json.dumps(info))
+        click.echo(json.dumps(info))
         return
     from rich.console import Console
     from rich.table import Table
@@ -107,7 +109,3 @@ def calibrate(
     con.print(f"{fit.num_samples} steps ({fit.num_memory_bound} memory-bound, {fit.num_compute_bound} compute-bound), "
               f"rmse {fit.rmse_s * 1e3:.3f} ms, R² {fit.r2:.4f}, {fit.dropped_outliers} outliers dropped")
     con.print(f"wrote {output}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("calibrate")(calibrate)

@@ -5,221 +5,202 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Annotated
+from pathlib import Path
 
-import typer
+import click
 
-from servecap.cli.options import (
-    BlockSizeOpt,
-    CalibrationOpt,
-    GpuFileOpt,
-    GpuOpt,
-    GpuUtilOpt,
-    JsonOpt,
-    KvBytesOpt,
-    KvDtypeOpt,
-    MaxBatchedOpt,
-    MaxModelLenOpt,
-    MaxSeqsOpt,
-    ModelOpt,
-    NumGpusOpt,
-    PpOpt,
-    TpOpt,
-    WeightsDtypeOpt,
-)
+from servecap.cli.options import calibration_option, deployment_options, json_option
 from servecap.cli.simulate_cmd import (
-    ArrivalOpt,
-    CvOpt,
-    DurationOpt,
-    HtmlOpt,
-    NoCacheOpt,
-    NumRequestsOpt,
-    OutputOpt,
-    OutputSigmaOpt,
-    PolicyOpt,
-    PromptOpt,
-    PromptSigmaOpt,
-    SeedOpt,
-    ThinkOpt,
-    WorkloadOpt,
+    html_option,
+    no_prefix_caching_option,
+    policy_option,
+    stream_options,
+    think_time_option,
+    workload_option,
 )
 
-UsersFlag = Annotated[
-    bool, typer.Option("--users/--rate", help="Search users (closed loop, default) or request rate (open loop).")
-]
-TtftSlo = Annotated[float, typer.Option("--ttft-slo", help="p99 TTFT SLO in seconds.")]
-TpotSlo = Annotated[float, typer.Option("--tpot-slo", help="p99 TPOT SLO in seconds.")]
 
+@click.command("capacity")
+@deployment_options
+@calibration_option
+@workload_option
+@click.option("--users/--rate", "users", default=True,
+              help="Search users (closed loop, default) or request rate (open loop).")
+@think_time_option
+@stream_options
+@click.option("--ttft-slo", type=click.FLOAT, default=2.0, help="p99 TTFT SLO in seconds.")
+@click.option("--tpot-slo", type=click.FLOAT, default=0.1, help="p99 TPOT SLO in seconds.")
+@no_prefix_caching_option
+@policy_option
+@html_option
+@json_option
+def capacity_command(
+    model: str | None,
+    gpu: str | None,
+    gpu_file: Path | None,
+    num_gpus: int | None,
+    tp: int | None,
+    pp: int,
+    weights_dtype: str | None,
+    kv_cache_dtype: str,
+    max_model_len: int | None,
+    gpu_memory_utilization: float | None,
+    kv_cache_memory_bytes: int | None,
+    block_size: int | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    calibration: Path | None,
+    workload: Path | None,
+    users: bool,
+    think_time_s: float | None,
+    prompt_tokens: int,
+    output_tokens: int,
+    prompt_sigma: float | None,
+    output_sigma: float | None,
+    arrival: str,
+    cv: float | None,
+    duration_s: float | None,
+    num_requests: int | None,
+    seed: int,
+    ttft_slo: float,
+    tpot_slo: float,
+    no_prefix_caching: bool,
+    policy: str,
+    html: Path | None,
+    as_json: bool,
+) -> None:
+    """The largest number of chat users (closed loop, with think time) — or request rate with
+    --rate — whose simulated p99 TTFT and TPOT meet the SLOs; the planner's estimate beside
+    it; and a load-latency table showing where queueing takes over."""
+    from rich.console import Console
+    from rich.table import Table
 
-def register(app: typer.Typer) -> None:
-    @app.command("capacity")
-    def capacity_cmd(
-        model: ModelOpt = None,
-        gpu: GpuOpt = None,
-        gpu_file: GpuFileOpt = None,
-        num_gpus: NumGpusOpt = None,
-        tp: TpOpt = None,
-        pp: PpOpt = 1,
-        weights_dtype: WeightsDtypeOpt = None,
-        kv_cache_dtype: KvDtypeOpt = "auto",
-        max_model_len: MaxModelLenOpt = None,
-        gpu_memory_utilization: GpuUtilOpt = None,
-        kv_cache_memory_bytes: KvBytesOpt = None,
-        block_size: BlockSizeOpt = None,
-        max_num_seqs: MaxSeqsOpt = None,
-        max_num_batched_tokens: MaxBatchedOpt = None,
-        calibration: CalibrationOpt = None,
-        workload: WorkloadOpt = None,
-        users: UsersFlag = True,
-        think_time_s: ThinkOpt = None,
-        prompt_tokens: PromptOpt = 1024,
-        output_tokens: OutputOpt = 128,
-        prompt_sigma: PromptSigmaOpt = None,
-        output_sigma: OutputSigmaOpt = None,
-        arrival: ArrivalOpt = "poisson",
-        cv: CvOpt = None,
-        duration_s: DurationOpt = None,
-        num_requests: NumRequestsOpt = None,
-        seed: SeedOpt = 0,
-        ttft_slo: TtftSlo = 2.0,
-        tpot_slo: TpotSlo = 0.1,
-        no_prefix_caching: NoCacheOpt = False,
-        policy: PolicyOpt = "fcfs",
-        html: HtmlOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """The largest number of chat users (closed loop, with think time) — or request rate with
-        --rate — whose simulated p99 TTFT and TPOT meet the SLOs; the planner's estimate beside
-        it; and a load-latency table showing where queueing takes over."""
-        from rich.console import Console
-        from rich.table import Table
+    from servecap.cli.simulate_cmd import _ms, build, write_html
+    from servecap.sim.capacity import find_capacity
+    from servecap.specs import Slo
 
-        from servecap.cli.simulate_cmd import _ms, build, write_html
-        from servecap.sim.capacity import find_capacity
-        from servecap.specs import Slo
-
-        slo = Slo(ttft_s=ttft_slo, tpot_s=tpot_slo)
-        if workload is None and users and duration_s is None and num_requests is None:
-            duration_s = 600.0
-        built = build(
-            model=model,
-            gpu=gpu,
-            gpu_file=gpu_file,
-            num_gpus=num_gpus,
-            tp=tp,
-            pp=pp,
-            weights_dtype=weights_dtype,
-            kv_cache_dtype=kv_cache_dtype,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            kv_cache_memory_bytes=kv_cache_memory_bytes,
-            block_size=block_size,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            calibration=calibration,
-            workload=workload,
-            rate=None if workload is not None or users else 1.0,
-            users=None if workload is not None or not users else 1,
-            think_time_s=think_time_s,
-            prompt_tokens=prompt_tokens,
-            output_tokens=output_tokens,
-            prompt_sigma=prompt_sigma,
-            output_sigma=output_sigma,
-            arrival=arrival,
-            cv=cv,
-            duration_s=duration_s,
-            num_requests=num_requests,
-            slo=slo,
-            no_prefix_caching=no_prefix_caching,
-            max_waiting=None,
-            policy=policy,
-            default_num_requests=2000,
-        )
-        console = Console(stderr=True)
-        closed = built.workload.users is not None
-        unit = "users" if closed else "req/s"
-        if json_out:
-            result = find_capacity(built.setup, built.plan, built.workload, slo, seed=seed)
-        else:
-            with console.status("searching the largest load within the SLOs...") as status:
-                result = find_capacity(
-                    built.setup,
-                    built.plan,
-                    built.workload,
-                    slo,
-                    seed=seed,
-                    progress=lambda msg: status.update(f"searching: {msg}"),
-                )
-        table = [asdict(p) for p in result.table]
-        if html is not None:
-            write_html(
-                html,
-                f"servecap capacity: {built.plan.deployment.model.id} on {built.plan.deployment.gpu.id}",
-                None,
-                table,
-                built.notes,
-                load_unit=unit,
+    slo = Slo(ttft_s=ttft_slo, tpot_s=tpot_slo)
+    if workload is None and users and duration_s is None and num_requests is None:
+        duration_s = 600.0
+    built = build(
+        model=model,
+        gpu=gpu,
+        gpu_file=gpu_file,
+        num_gpus=num_gpus,
+        tp=tp,
+        pp=pp,
+        weights_dtype=weights_dtype,
+        kv_cache_dtype=kv_cache_dtype,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        block_size=block_size,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        calibration=calibration,
+        workload=workload,
+        rate=None if workload is not None or users else 1.0,
+        users=None if workload is not None or not users else 1,
+        think_time_s=think_time_s,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        prompt_sigma=prompt_sigma,
+        output_sigma=output_sigma,
+        arrival=arrival,
+        cv=cv,
+        duration_s=duration_s,
+        num_requests=num_requests,
+        slo=slo,
+        no_prefix_caching=no_prefix_caching,
+        max_waiting=None,
+        policy=policy,
+        default_num_requests=2000,
+    )
+    console = Console(stderr=True)
+    closed = built.workload.users is not None
+    unit = "users" if closed else "req/s"
+    if as_json:
+        result = find_capacity(built.setup, built.plan, built.workload, slo, seed=seed)
+    else:
+        with console.status("searching the largest load within the SLOs...") as status:
+            result = find_capacity(
+                built.setup,
+                built.plan,
+                built.workload,
+                slo,
+                seed=seed,
+                progress=lambda msg: status.update(f"searching: {msg}"),
             )
-        if json_out:
-            typer.echo(
-                json.dumps(
-                    {
-                        "closed_loop": closed,
-                        "unit": unit,
-                        "max_users" if closed else "max_rate_req_s": result.max_load,
-                        "planner_users" if closed else "planner_rate_req_s": result.planner_load,
-                        "slo": {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "percentile": 99},
-                        "table": table,
-                        "evaluations": result.evaluations,
-                        "model": built.plan.deployment.model.id,
-                        "gpu": built.plan.deployment.gpu.id,
-                        "seed": seed,
-                        "notes": built.notes,
-                    }
-                )
-            )
-            return
-        out = Console()
-        dep = built.plan.deployment
-
-        def fmt(x: float) -> str:
-            return f"{x:,.0f}" if closed else f"{x:,.2f}"
-
-        out.print(
-            f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id}, SLOs: p99 TTFT <= {ttft_slo:g} s, "
-            f"p99 TPOT <= {tpot_slo * 1e3:g} ms"
+    table = [asdict(p) for p in result.table]
+    if html is not None:
+        write_html(
+            html,
+            f"servecap capacity: {built.plan.deployment.model.id} on {built.plan.deployment.gpu.id}",
+            None,
+            table,
+            built.notes,
+            load_unit=unit,
         )
-        out.print(
-            f"simulated capacity: [bold]{fmt(result.max_load)} {unit}[/]   "
-            f"planner (closed form, no queueing): {fmt(result.planner_load)} {unit}"
-        )
-        t = Table(title="load vs latency", title_justify="left")
-        for col in (
-            f"load ({unit})",
-            "TTFT p50 ms",
-            "TTFT p99 ms",
-            "TPOT p50 ms",
-            "TPOT p99 ms",
-            "E2E p99 ms",
-            "queue depth",
-            "batch",
-            "SLOs",
-        ):
-            t.add_column(col, justify="right")
-        for p in result.table:
-            t.add_row(
-                fmt(p.load),
-                _ms(p.ttft_p50_s),
-                _ms(p.ttft_p99_s),
-                _ms(p.tpot_p50_s),
-                _ms(p.tpot_p99_s),
-                _ms(p.e2e_p99_s),
-                f"{p.mean_queue_depth:,.1f}",
-                f"{p.mean_batch_size:,.1f}",
-                "[green]met[/]" if p.meets_slo else "[red]missed[/]",
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "closed_loop": closed,
+                    "unit": unit,
+                    "max_users" if closed else "max_rate_req_s": result.max_load,
+                    "planner_users" if closed else "planner_rate_req_s": result.planner_load,
+                    "slo": {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "percentile": 99},
+                    "table": table,
+                    "evaluations": result.evaluations,
+                    "model": built.plan.deployment.model.id,
+                    "gpu": built.plan.deployment.gpu.id,
+                    "seed": seed,
+                    "notes": built.notes,
+                }
             )
-        out.print(t)
-        for note in built.notes:
-            out.print(f"[dim]note: {note}[/]")
-        if html is not None:
-            out.print(f"wrote {html}")
+        )
+        return
+    out = Console()
+    dep = built.plan.deployment
+
+    def fmt(x: float) -> str:
+        return f"{x:,.0f}" if closed else f"{x:,.2f}"
+
+    out.print(
+        f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id}, SLOs: p99 TTFT <= {ttft_slo:g} s, "
+        f"p99 TPOT <= {tpot_slo * 1e3:g} ms"
+    )
+    out.print(
+        f"simulated capacity: [bold]{fmt(result.max_load)} {unit}[/]   "
+        f"planner (closed form, no queueing): {fmt(result.planner_load)} {unit}"
+    )
+    t = Table(title="load vs latency", title_justify="left")
+    for col in (
+        f"load ({unit})",
+        "TTFT p50 ms",
+        "TTFT p99 ms",
+        "TPOT p50 ms",
+        "TPOT p99 ms",
+        "E2E p99 ms",
+        "queue depth",
+        "batch",
+        "SLOs",
+    ):
+        t.add_column(col, justify="right")
+    for p in result.table:
+        t.add_row(
+            fmt(p.load),
+            _ms(p.ttft_p50_s),
+            _ms(p.ttft_p99_s),
+            _ms(p.tpot_p50_s),
+            _ms(p.tpot_p99_s),
+            _ms(p.e2e_p99_s),
+            f"{p.mean_queue_depth:,.1f}",
+            f"{p.mean_batch_size:,.1f}",
+            "[green]met[/]" if p.meets_slo else "[red]missed[/]",
+        )
+    out.print(t)
+    for note in built.notes:
+        out.print(f"[dim]note: {note}[/]")
+    if html is not None:
+        out.print(f"wrote {html}")

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-import typer
+import click
 
 from servecap.cli import options as o
 
 
-def register(app: typer.Typer) -> None:
-    app.command("gpus")(gpus_command)
-    app.command("models")(models_command)
-
-
-def gpus_command(gpu_file: o.GpuFileOpt = None, as_json: o.JsonOpt = False) -> None:
+@click.command("gpus")
+@o.gpu_file_option
+@o.json_option
+def gpus_command(gpu_file: Path | None, as_json: bool) -> None:
     """List the GPU catalog (and a --gpu-file's rows)."""
     from dataclasses import asdict
 
@@ -22,7 +21,7 @@ def gpus_command(gpu_file: o.GpuFileOpt = None, as_json: o.JsonOpt = False) -> N
 
     gpus = list(gpu_catalog()) + (load_gpu_file(gpu_file) if gpu_file else [])
     if as_json:
-        typer.echo(json.dumps([{**asdict(g), "total_memory_bytes": g.total_memory_bytes,
+        click.echo(json.dumps([{**asdict(g), "total_memory_bytes": g.total_memory_bytes,
                                  "total_memory_basis": g.total_memory_basis} for g in gpus], indent=2))
         return
     from rich.console import Console
@@ -45,7 +44,9 @@ def gpus_command(gpu_file: o.GpuFileOpt = None, as_json: o.JsonOpt = False) -> N
     console.print("[dim]* GiB from the spec sheet; unstarred: reported by the driver in a real vLLM log[/]")
 
 
-def models_command(as_json: o.JsonOpt = False) -> None:
+@click.command("models")
+@o.json_option
+def models_command(as_json: bool) -> None:
     """List the model catalog with parameters and KV bytes per token."""
     from servecap.catalog.models import load_catalog_model, model_catalog
     from servecap.core.kv import kv_bytes_per_token, resolve_kv_dtype, sliding_bytes_per_token, state_bytes_per_request
@@ -70,7 +71,7 @@ def models_command(as_json: o.JsonOpt = False) -> None:
             "max_position_embeddings": m.max_position_embeddings,
         })
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps(rows, indent=2))
         return
     from rich.console import Console
     from rich.table import Table

@@ -3,33 +3,45 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from pathlib import Path
 
-import typer
+import click
 
 from servecap.cli import options as o
 
 
-def register(app: typer.Typer) -> None:
-    app.command("compare")(compare_command)
-
-
+@click.command("compare")
+@o.model_option
+@click.option("--gpus", type=click.STRING, default=None, help="Comma-separated GPU names (default: all priced GPUs).")
+@o.gpu_file_option
+@click.option("--counts", type=click.STRING, default="1,2,4,8", help="GPUs per replica to try (TP sizes).")
+@click.option("--weights-dtypes", type=click.STRING, default="auto,fp8,int4", help="Weight dtypes to try.")
+@click.option("--kv-dtypes", type=click.STRING, default="auto,fp8", help="KV cache dtypes to try.")
+@o.max_model_len_option
+@click.option("--prompt-tokens", "-p", type=click.INT, default=1024)
+@click.option("--output-tokens", "-o", type=click.INT, default=128)
+@click.option("--duty-cycle", type=click.FLOAT, default=0.2)
+@click.option("--ttft-slo-ms", type=click.FLOAT, default=2000.0)
+@click.option("--tpot-slo-ms", type=click.FLOAT, default=100.0)
+@click.option("--top", type=click.INT, default=15, help="Rows to show.")
+@o.calibration_option
+@o.json_option
 def compare_command(
-    model: o.ModelOpt = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", help="Comma-separated GPU names (default: all priced GPUs).")] = None,
-    gpu_file: o.GpuFileOpt = None,
-    counts: Annotated[str, typer.Option("--counts", help="GPUs per replica to try (TP sizes).")] = "1,2,4,8",
-    weights_dtypes: Annotated[str, typer.Option("--weights-dtypes", help="Weight dtypes to try.")] = "auto,fp8,int4",
-    kv_dtypes: Annotated[str, typer.Option("--kv-dtypes", help="KV cache dtypes to try.")] = "auto,fp8",
-    max_model_len: o.MaxModelLenOpt = None,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", "-p")] = 1024,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", "-o")] = 128,
-    duty_cycle: Annotated[float, typer.Option("--duty-cycle")] = 0.2,
-    ttft_slo_ms: Annotated[float | None, typer.Option("--ttft-slo-ms")] = 2000.0,
-    tpot_slo_ms: Annotated[float | None, typer.Option("--tpot-slo-ms")] = 100.0,
-    top: Annotated[int, typer.Option("--top", help="Rows to show.")] = 15,
-    calibration: o.CalibrationOpt = None,
-    as_json: o.JsonOpt = False,
+    model: str | None,
+    gpus: str | None,
+    gpu_file: Path | None,
+    counts: str,
+    weights_dtypes: str,
+    kv_dtypes: str,
+    max_model_len: int | None,
+    prompt_tokens: int,
+    output_tokens: int,
+    duty_cycle: float,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    top: int,
+    calibration: Path | None,
+    as_json: bool,
 ) -> None:
     """Rank deployments of a model by $ per user per month within the SLOs."""
     from servecap.catalog import gpu_catalog, load_gpu_file, lookup_gpu, resolve_model
@@ -70,7 +82,7 @@ def compare_command(
         for c in cands
     ]
     if as_json:
-        typer.echo(json.dumps({"model": spec.id, "candidates": rows}, indent=2))
+        click.echo(json.dumps({"model": spec.id, "candidates": rows}, indent=2))
         return
     from rich.console import Console
     from rich.table import Table

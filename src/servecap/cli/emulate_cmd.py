@@ -3,52 +3,48 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-import typer
+import click
 
-from servecap.cli.options import (
-    BlockSizeOpt,
-    CalibrationOpt,
-    GpuFileOpt,
-    GpuOpt,
-    GpuUtilOpt,
-    KvBytesOpt,
-    KvDtypeOpt,
-    MaxBatchedOpt,
-    MaxModelLenOpt,
-    MaxSeqsOpt,
-    ModelOpt,
-    NumGpusOpt,
-    PpOpt,
-    TpOpt,
-    WeightsDtypeOpt,
-)
+from servecap.cli.options import calibration_option, deployment_options
 
 
+@click.command("emulate")
+@deployment_options
+@calibration_option
+@click.option("--served-model-name", type=click.STRING, default=None,
+              help="Name clients request (default: the model id).")
+@click.option("--no-enable-prefix-caching", "no_prefix_caching", is_flag=True, default=False,
+              help="Disable prefix caching.")
+@click.option("--waiting-queue-limit", type=click.INT, default=None,
+              help="Reject (503) beyond this many waiting requests.")
+@click.option("--fixed-ttft-s", type=click.FLOAT, default=None, help="Reference mode: fixed TTFT, no engine model.")
+@click.option("--fixed-itl-s", type=click.FLOAT, default=None, help="Reference mode: fixed inter-token latency.")
+@click.option("--host", type=click.STRING, default="127.0.0.1", help="Bind address.")
+@click.option("--port", type=click.INT, default=8000, help="Port.")
 def emulate(
-    model: ModelOpt = None,
-    gpu: GpuOpt = None,
-    gpu_file: GpuFileOpt = None,
-    num_gpus: NumGpusOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = 1,
-    weights_dtype: WeightsDtypeOpt = None,
-    kv_cache_dtype: KvDtypeOpt = "auto",
-    max_model_len: MaxModelLenOpt = None,
-    gpu_memory_utilization: GpuUtilOpt = None,
-    kv_cache_memory_bytes: KvBytesOpt = None,
-    block_size: BlockSizeOpt = None,
-    max_num_seqs: MaxSeqsOpt = None,
-    max_num_batched_tokens: MaxBatchedOpt = None,
-    calibration: CalibrationOpt = None,
-    served_model_name: Annotated[str | None, typer.Option("--served-model-name", help="Name clients request (default: the model id).")] = None,
-    no_prefix_caching: Annotated[bool, typer.Option("--no-enable-prefix-caching", help="Disable prefix caching.")] = False,
-    waiting_queue_limit: Annotated[int | None, typer.Option("--waiting-queue-limit", help="Reject (503) beyond this many waiting requests.")] = None,
-    fixed_ttft_s: Annotated[float | None, typer.Option("--fixed-ttft-s", help="Reference mode: fixed TTFT, no engine model.")] = None,
-    fixed_itl_s: Annotated[float | None, typer.Option("--fixed-itl-s", help="Reference mode: fixed inter-token latency.")] = None,
-    host: Annotated[str, typer.Option("--host", help="Bind address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port.")] = 8000,
+    model: str | None,
+    gpu: str | None,
+    gpu_file: Path | None,
+    num_gpus: int | None,
+    tp: int | None,
+    pp: int,
+    weights_dtype: str | None,
+    kv_cache_dtype: str,
+    max_model_len: int | None,
+    gpu_memory_utilization: float | None,
+    kv_cache_memory_bytes: int | None,
+    block_size: int | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    calibration: Path | None,
+    served_model_name: str | None,
+    no_prefix_caching: bool,
+    waiting_queue_limit: int | None,
+    fixed_ttft_s: float | None,
+    fixed_itl_s: float | None,
+    host: str,
+    port: int,
 ) -> None:
     """Serve /v1/completions, /v1/chat/completions, /v1/models, /metrics and /health with the
     simulator's engine timing, in real time."""
@@ -64,7 +60,7 @@ def emulate(
         if fixed_ttft_s < 0 or fixed_itl_s <= 0:
             raise ServecapError("fixed_itl_s", fixed_itl_s, "must be positive (and --fixed-ttft-s >= 0)")
         state = fixed_state(fixed_ttft_s, fixed_itl_s, model_name=served_model_name or model or "servecap-fixed")
-        typer.echo(f"servecap emulate: fixed TTFT {fixed_ttft_s * 1e3:g} ms, ITL {fixed_itl_s * 1e3:g} ms "
+        click.echo(f"servecap emulate: fixed TTFT {fixed_ttft_s * 1e3:g} ms, ITL {fixed_itl_s * 1e3:g} ms "
                    f"on http://{host}:{port}", err=True)
     else:
         from servecap.core.plan import plan
@@ -84,13 +80,9 @@ def emulate(
         state = engine_state(p, model_name=name, enable_prefix_caching=not no_prefix_caching,
                              waiting_queue_limit=waiting_queue_limit, deployment_options=stored)
         for n in [*notes, *([note] if note else [])]:
-            typer.echo(f"note: {n}", err=True)
-        typer.echo(f"servecap emulate: {name} on {dep.num_gpus}x {dep.gpu.id}, {p.num_gpu_blocks} KV blocks, "
+            click.echo(f"note: {n}", err=True)
+        click.echo(f"servecap emulate: {name} on {dep.num_gpus}x {dep.gpu.id}, {p.num_gpu_blocks} KV blocks, "
                    f"max_num_seqs {dep.engine.max_num_seqs}, on http://{host}:{port}", err=True)
     if not 0 < port < 65536:
         raise ServecapError("port", port, "must be in 1..65535")
     uvicorn.Server(uvicorn_config(state, host, port)).run()
-
-
-def register(app: typer.Typer) -> None:
-    app.command("emulate")(emulate)

@@ -1,79 +1,142 @@
-"""The ``servecap`` command: one typer app; each command lives in its own module.
+"""The ``servecap`` command: one click group that imports each command's module on first use.
 
-Commands import their heavy dependencies inside the command function, so ``servecap plan``
-starts fast on the base install.
+Only the module of the command being run is imported, and commands import their heavy
+dependencies inside the command function, so ``servecap plan`` starts fast on the base install;
+``servecap --help`` lists the commands from :data:`COMMANDS` without importing any of them.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
-import typer
+import click
 
-app = typer.Typer(
-    name="servecap",
-    help="How many users can this GPU (or fleet) serve, at what latency and cost.",
+
+class LazyCommand(NamedTuple):
+    """Where a command lives (``"module:attribute"``) and its one line for ``servecap --help``."""
+
+    target: str
+    short_help: str
+
+
+# In the order ``servecap --help`` lists them; the one-liners are the first paragraph of each
+# command's docstring (tests/cli/test_lazy_cli.py checks they agree).
+COMMANDS: Mapping[str, LazyCommand] = {
+    "plan": LazyCommand("servecap.cli.plan_cmd:plan_command",
+                        "How many users one deployment serves, how fast, at what cost (closed form)."),
+    "gpus": LazyCommand("servecap.cli.catalog_cmd:gpus_command", "List the GPU catalog (and a --gpu-file's rows)."),
+    "models": LazyCommand("servecap.cli.catalog_cmd:models_command",
+                          "List the model catalog with parameters and KV bytes per token."),
+    "compare": LazyCommand("servecap.cli.compare_cmd:compare_command",
+                           "Rank deployments of a model by $ per user per month within the SLOs."),
+    "simulate": LazyCommand("servecap.cli.simulate_cmd:simulate_command",
+                            "Simulate one replica (continuous batching, paged KV cache, prefix caching) under a "
+                            "workload: latency percentiles, throughput, goodput, batch, queue and KV over time."),
+    "capacity": LazyCommand("servecap.cli.capacity_cmd:capacity_command",
+                            "The largest number of chat users (closed loop, with think time) — or request rate with "
+                            "--rate — whose simulated p99 TTFT and TPOT meet the SLOs; the planner's estimate beside "
+                            "it; and a load-latency table showing where queueing takes over."),
+    "bench": LazyCommand("servecap.cli.bench_cmd:bench",
+                         "Send a workload to an OpenAI-compatible server and measure TTFT, ITL, TPOT, E2E, throughput."),
+    "emulate": LazyCommand("servecap.cli.emulate_cmd:emulate",
+                           "Serve /v1/completions, /v1/chat/completions, /v1/models, /metrics and /health with the "
+                           "simulator's engine timing, in real time."),
+    "calibrate": LazyCommand("servecap.cli.calibrate_cmd:calibrate",
+                             "Fit bandwidth/compute efficiency, step overhead and per-prompt-token cost to the step "
+                             "times seen in stored runs of one deployment; write a file for --calibration."),
+    "accuracy": LazyCommand("servecap.cli.accuracy_cmd:accuracy",
+                            "Measured vs predicted, per metric, with the error (prediction: `servecap simulate` of the "
+                            "run's workload, seed and deployment, optionally with a calibration)."),
+    "runs": LazyCommand("servecap.cli.runs_cmd:runs", "Stored bench runs: list (default), show, export, delete."),
+}
+
+
+def load_command(target: str) -> click.Command:
+    """Import ``"module:attribute"`` and return the click command it names."""
+    module_name, _, attribute = target.partition(":")
+    command = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{target} is not a click command")
+    return command
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when invoked (click's documented lazy-loading pattern);
+    it lists its commands in declaration order, not alphabetically."""
+
+    def __init__(self, *args: Any, lazy_commands: Mapping[str, LazyCommand] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands: Mapping[str, LazyCommand] = lazy_commands or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """The lazy commands, then those added directly, in the order they were declared."""
+        return [*self.lazy_commands, *(name for name in self.commands if name not in self.lazy_commands)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands or cmd_name not in self.lazy_commands:
+            return super().get_command(ctx, cmd_name)
+        command = load_command(self.lazy_commands[cmd_name].target)
+        self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from :data:`COMMANDS`' one-liners: no command module is imported."""
+        rows = [(name, lazy.short_help) for name, lazy in self.lazy_commands.items()]
+        rows += [(name, cmd.get_short_help_str(sys.maxsize)) for name, cmd in self.commands.items()
+                 if name not in self.lazy_commands and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    "servecap",
+    cls=LazyGroup,
+    lazy_commands=COMMANDS,
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
 )
-
-
-
-@app.callback()
-def _root() -> None:
+def cli() -> None:
     """How many users can this GPU (or fleet) serve, at what latency and cost."""
-
-
-# Each module defines `register(app)`.
-_COMMAND_MODULES = (
-    "plan_cmd",
-    "catalog_cmd",
-    "compare_cmd",
-    "simulate_cmd",
-    "capacity_cmd",
-    "bench_cmd",
-    "runs_cmd",
-    "emulate_cmd",
-    "calibrate_cmd",
-    "accuracy_cmd",
-)
-
-for _name in _COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"servecap.cli.{_name}")
-    except ModuleNotFoundError as _err:  # a command still being built
-        if _err.name != f"servecap.cli.{_name}":
-            raise
-        continue
-    _module.register(app)
 
 
 # Optional dependencies (pyproject extras) -> the extra that installs them.
 _EXTRA_FOR_MODULE = {
     "numpy": "sim", "yaml": "sim", "plotly": "sim",
     "httpx": "measure", "platformdirs": "measure",
-    "fastapi": "serve", "uvicorn": "serve", "prometheus_client": "serve", "sse_starlette": "serve",
+    "fastapi": "serve", "uvicorn": "serve", "prometheus_client": "serve",
 }
 
 
 def run() -> None:
-    """Console-script entry point: user errors become one line on stderr and exit code 2."""
+    """Console-script entry point: user errors become one line on stderr and exit code 2;
+    a missing optional dependency names the extra to install; Ctrl-C exits 130."""
     from servecap.errors import ServecapError
 
     try:
-        app()
+        code = cli.main(prog_name="servecap", standalone_mode=False)
+    except click.exceptions.Abort as err:
+        if not isinstance(err.__cause__, KeyboardInterrupt):
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
     except ServecapError as err:
-        typer.echo(f"error: {err}", err=True)
+        click.echo(f"error: {err}", err=True)
         sys.exit(2)
     except ModuleNotFoundError as err:
         extra = _EXTRA_FOR_MODULE.get((err.name or "").split(".")[0])
         if extra is None:
             raise
-        typer.echo(f"error: {err.name} is not installed: this command needs pip install 'servecap[{extra}]'", err=True)
+        click.echo(f"error: {err.name} is not installed: this command needs pip install 'servecap[{extra}]'", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
+        click.echo("interrupted", err=True)
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

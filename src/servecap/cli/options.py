@@ -1,18 +1,24 @@
 """Options shared by every command that takes a deployment (plan, simulate, emulate, ...).
 
-Declare them in a command's signature with these ``Annotated`` aliases and pass the values to
-:func:`deployment_from_options`; one place turns names into specs and resolves vLLM's defaults.
+Stack these click decorators on a command (``@deployment_options``, ``@calibration_option``,
+``@json_option``) and pass the values to :func:`deployment_from_options`; one place turns names
+into specs and resolves vLLM's defaults.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import typer
+import click
 
-from servecap.specs.deployment import Deployment
-from servecap.specs.perf import Efficiency
+if TYPE_CHECKING:
+    from servecap.specs.deployment import Deployment
+    from servecap.specs.perf import Efficiency
+
+F = TypeVar("F", bound=Callable[..., Any])
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 DEFAULT_MODEL = "meta-llama/Llama-3.1-70B"
 DEFAULT_GPU = "H200"
@@ -20,25 +26,60 @@ DEFAULT_GPU = "H200"
 DEFAULT_EXAMPLE_WEIGHTS_DTYPE = "fp8"
 DEFAULT_EXAMPLE_MAX_MODEL_LEN = 8192
 
-ModelOpt = Annotated[
-    str | None,
-    typer.Option("--model", "-m", help="Catalog id (e.g. meta-llama/Llama-3.1-8B) or path to a config.json."),
-]
-GpuOpt = Annotated[str | None, typer.Option("--gpu", "-g", help="GPU name, e.g. H100, h200, A100-40GB, MI300X.")]
-GpuFileOpt = Annotated[Path | None, typer.Option("--gpu-file", help="TOML file adding [[gpu]] rows.")]
-NumGpusOpt = Annotated[int | None, typer.Option("--num-gpus", "-n", help="GPUs per replica (= tp x pp; sets tp when tp is not given).")]
-TpOpt = Annotated[int | None, typer.Option("--tp", help="Tensor-parallel size.")]
-PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline-parallel size.")]
-WeightsDtypeOpt = Annotated[str | None, typer.Option("--weights-dtype", "-w", help="auto|bf16|fp16|fp8|int8|int4|nvfp4|mxfp4.")]
-KvDtypeOpt = Annotated[str, typer.Option("--kv-cache-dtype", "-k", help="auto|bf16|fp16|fp8.")]
-MaxModelLenOpt = Annotated[int | None, typer.Option("--max-model-len", "-l", help="Context length (default: the model's).")]
-GpuUtilOpt = Annotated[float | None, typer.Option("--gpu-memory-utilization", help="vLLM's share of GPU memory (default 0.9).")]
-KvBytesOpt = Annotated[int | None, typer.Option("--kv-cache-memory-bytes", help="KV budget per GPU in bytes, as vLLM's option (skips the estimate).")]
-BlockSizeOpt = Annotated[int | None, typer.Option("--block-size", help="Tokens per KV block (default 16; 64 for MLA).")]
-MaxSeqsOpt = Annotated[int | None, typer.Option("--max-num-seqs", help="Max running requests (vLLM default by GPU).")]
-MaxBatchedOpt = Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Token budget per step (vLLM default by GPU).")]
-CalibrationOpt = Annotated[Path | None, typer.Option("--calibration", help="Calibration file from `servecap calibrate`.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (SI units) instead of tables.")]
+PATH = click.Path(path_type=Path)
+
+
+def stack(*decorators: Decorator) -> Callable[[F], F]:
+    """One decorator applying ``decorators`` as if written top to bottom (help lists them in order)."""
+
+    def apply(f: F) -> F:
+        for decorator in reversed(decorators):
+            f = cast(F, decorator(f))
+        return f
+
+    return apply
+
+
+model_option = click.option(
+    "--model", "-m", type=click.STRING, default=None,
+    help="Catalog id (e.g. meta-llama/Llama-3.1-8B) or path to a config.json.",
+)
+gpu_file_option = click.option("--gpu-file", type=PATH, default=None, help="TOML file adding [[gpu]] rows.")
+max_model_len_option = click.option(
+    "--max-model-len", "-l", type=click.INT, default=None, help="Context length (default: the model's)."
+)
+calibration_option = click.option(
+    "--calibration", type=PATH, default=None, help="Calibration file from `servecap calibrate`."
+)
+json_option = click.option(
+    "--json", "as_json", is_flag=True, default=False, help="Print one JSON object (SI units) instead of tables."
+)
+db_option = click.option("--db", type=PATH, default=None, help="Results database (default: under the user data dir).")
+
+_HARDWARE: Sequence[Decorator] = (
+    click.option("--gpu", "-g", type=click.STRING, default=None, help="GPU name, e.g. H100, h200, A100-40GB, MI300X."),
+    gpu_file_option,
+    click.option("--num-gpus", "-n", type=click.INT, default=None,
+                 help="GPUs per replica (= tp x pp; sets tp when tp is not given)."),
+    click.option("--tp", type=click.INT, default=None, help="Tensor-parallel size."),
+    click.option("--pp", type=click.INT, default=1, help="Pipeline-parallel size."),
+    click.option("--weights-dtype", "-w", type=click.STRING, default=None, help="auto|bf16|fp16|fp8|int8|int4|nvfp4|mxfp4."),
+    click.option("--kv-cache-dtype", "-k", type=click.STRING, default="auto", help="auto|bf16|fp16|fp8."),
+    max_model_len_option,
+    click.option("--gpu-memory-utilization", type=click.FLOAT, default=None,
+                 help="vLLM's share of GPU memory (default 0.9)."),
+    click.option("--kv-cache-memory-bytes", type=click.INT, default=None,
+                 help="KV budget per GPU in bytes, as vLLM's option (skips the estimate)."),
+    click.option("--block-size", type=click.INT, default=None, help="Tokens per KV block (default 16; 64 for MLA)."),
+    click.option("--max-num-seqs", type=click.INT, default=None, help="Max running requests (vLLM default by GPU)."),
+    click.option("--max-num-batched-tokens", type=click.INT, default=None,
+                 help="Token budget per step (vLLM default by GPU)."),
+)
+
+# --gpu ... --max-num-batched-tokens: the deployment without --model (bench names the model itself).
+hardware_options = stack(*_HARDWARE)
+# --model, --gpu ... --max-num-batched-tokens: what deployment_from_options takes.
+deployment_options = stack(model_option, *_HARDWARE)
 
 
 def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> tuple[int, int]:
@@ -118,6 +159,8 @@ def deployment_from_options(
 def efficiency_from_options(calibration: Path | None) -> tuple[Efficiency, str | None]:
     """Default efficiency factors, or a calibration file's fitted coefficients."""
     if calibration is None:
+        from servecap.specs.perf import Efficiency
+
         return Efficiency(), None
     from servecap.calibration import load_calibration
 

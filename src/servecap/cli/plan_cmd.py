@@ -4,43 +4,52 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Annotated
+from pathlib import Path
 
-import typer
+import click
 
 from servecap.cli import options as o
 
 
-def register(app: typer.Typer) -> None:
-    app.command("plan")(plan_command)
-
-
+@click.command("plan")
+@o.deployment_options
+@click.option("--prompt-tokens", "-p", type=click.INT, default=1024, help="Typical prompt length.")
+@click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length.")
+@click.option("--duty-cycle", type=click.FLOAT, default=0.2, help="Share of a user's session spent generating.")
+@click.option("--ttft-slo-ms", type=click.FLOAT, default=None, help="TTFT target (ms).")
+@click.option("--tpot-slo-ms", type=click.FLOAT, default=None, help="TPOT target (ms).")
+@click.option("--price-per-hour", type=click.FLOAT, default=None, help="USD per GPU-hour (default: catalog).")
+@click.option("--purchase-price", type=click.FLOAT, default=None, help="USD per GPU (default: catalog).")
+@click.option("--peak-users", type=click.INT, default=None, help="Size replicas for this many users.")
+@click.option("--peak-tok-s", type=click.FLOAT, default=None, help="Size replicas for this many output tokens/s.")
+@o.calibration_option
+@o.json_option
 def plan_command(
-    model: o.ModelOpt = None,
-    gpu: o.GpuOpt = None,
-    gpu_file: o.GpuFileOpt = None,
-    num_gpus: o.NumGpusOpt = None,
-    tp: o.TpOpt = None,
-    pp: o.PpOpt = 1,
-    weights_dtype: o.WeightsDtypeOpt = None,
-    kv_cache_dtype: o.KvDtypeOpt = "auto",
-    max_model_len: o.MaxModelLenOpt = None,
-    gpu_memory_utilization: o.GpuUtilOpt = None,
-    kv_cache_memory_bytes: o.KvBytesOpt = None,
-    block_size: o.BlockSizeOpt = None,
-    max_num_seqs: o.MaxSeqsOpt = None,
-    max_num_batched_tokens: o.MaxBatchedOpt = None,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", "-p", help="Typical prompt length.")] = 1024,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", "-o", help="Typical output length.")] = 128,
-    duty_cycle: Annotated[float, typer.Option("--duty-cycle", help="Share of a user's session spent generating.")] = 0.2,
-    ttft_slo_ms: Annotated[float | None, typer.Option("--ttft-slo-ms", help="TTFT target (ms).")] = None,
-    tpot_slo_ms: Annotated[float | None, typer.Option("--tpot-slo-ms", help="TPOT target (ms).")] = None,
-    price_per_hour: Annotated[float | None, typer.Option("--price-per-hour", help="USD per GPU-hour (default: catalog).")] = None,
-    purchase_price: Annotated[float | None, typer.Option("--purchase-price", help="USD per GPU (default: catalog).")] = None,
-    peak_users: Annotated[int | None, typer.Option("--peak-users", help="Size replicas for this many users.")] = None,
-    peak_tok_s: Annotated[float | None, typer.Option("--peak-tok-s", help="Size replicas for this many output tokens/s.")] = None,
-    calibration: o.CalibrationOpt = None,
-    as_json: o.JsonOpt = False,
+    model: str | None,
+    gpu: str | None,
+    gpu_file: Path | None,
+    num_gpus: int | None,
+    tp: int | None,
+    pp: int,
+    weights_dtype: str | None,
+    kv_cache_dtype: str,
+    max_model_len: int | None,
+    gpu_memory_utilization: float | None,
+    kv_cache_memory_bytes: int | None,
+    block_size: int | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    prompt_tokens: int,
+    output_tokens: int,
+    duty_cycle: float,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    price_per_hour: float | None,
+    purchase_price: float | None,
+    peak_users: int | None,
+    peak_tok_s: float | None,
+    calibration: Path | None,
+    as_json: bool,
 ) -> None:
     """How many users one deployment serves, how fast, at what cost (closed form)."""
     from servecap.cli.inputs import cost_inputs, request_shape, slo_from_ms
@@ -90,7 +99,7 @@ def plan_command(
         if peak_tok_s is not None:
             data["peak_tok_s"] = peak_tok_s
             data["replicas_for_tok_s"] = replicas_tok_s
-        typer.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(data, indent=2))
         return
     from servecap.cli.render_plan import render_plan
 

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
 
-import typer
+import click
 
-from servecap.cli.options import JsonOpt
+from servecap.cli.main import LazyGroup
+from servecap.cli.options import PATH, db_option, json_option
 
-DbOpt = Annotated[Path | None, typer.Option("--db", help="Results database (default: under the user data dir).")]
-runs_app = typer.Typer(help="Stored bench runs: list (default), show, export, delete.", no_args_is_help=False)
+run_argument = click.argument("run", type=click.STRING)
 
 
-@runs_app.callback(invoke_without_command=True)
-def runs(ctx: typer.Context, db: DbOpt = None, limit: Annotated[int, typer.Option("--limit")] = 50,
-         as_json: JsonOpt = False) -> None:
+@click.group("runs", cls=LazyGroup, invoke_without_command=True, no_args_is_help=False,
+             help="Stored bench runs: list (default), show, export, delete.")
+@db_option
+@click.option("--limit", type=click.INT, default=50)
+@json_option
+@click.pass_context
+def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None:
     """List stored runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
@@ -28,7 +31,7 @@ def runs(ctx: typer.Context, db: DbOpt = None, limit: Annotated[int, typer.Optio
     store = RunStore(db)
     rows = store.list_runs(limit)
     if as_json:
-        typer.echo(json.dumps([{"run_id": r.run_id, "created_at": r.created_at, "url": r.url, "model": r.model,
+        click.echo(json.dumps([{"run_id": r.run_id, "created_at": r.created_at, "url": r.url, "model": r.model,
                                 "mode": r.mode, "label": r.label, "sweep_id": r.sweep_id,
                                 "num_requests": r.num_requests, "num_errors": r.num_errors,
                                 "summary": r.summary} for r in rows]))
@@ -49,24 +52,29 @@ def runs(ctx: typer.Context, db: DbOpt = None, limit: Annotated[int, typer.Optio
     Console().print(t)
 
 
-@runs_app.command("show")
-def show(run: Annotated[str, typer.Argument(help="Run id, unique prefix, or 'last'.")], db: DbOpt = None) -> None:
-    """One run's settings, summary and self-checks as JSON."""
+@runs.command("show")
+@run_argument
+@db_option
+def show(run: str, db: Path | None) -> None:
+    """One run's settings, summary and self-checks as JSON.
+
+    RUN is a run id, unique prefix, or 'last'."""
     from dataclasses import asdict
 
     from servecap.measure.store import RunStore
 
-    typer.echo(json.dumps(asdict(RunStore(db).get_run(run)), indent=2))
+    click.echo(json.dumps(asdict(RunStore(db).get_run(run)), indent=2))
 
 
-@runs_app.command("export")
-def export(
-    run: Annotated[str, typer.Argument(help="Run id, unique prefix, or 'last'.")],
-    fmt: Annotated[str, typer.Option("--format", help="json|csv.")] = "json",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="File (default: stdout).")] = None,
-    db: DbOpt = None,
-) -> None:
-    """Export a run with every per-request record (JSON: settings + summary + requests; CSV: requests)."""
+@runs.command("export")
+@run_argument
+@click.option("--format", "fmt", type=click.STRING, default="json", help="json|csv.")
+@click.option("--output", "-o", type=PATH, default=None, help="File (default: stdout).")
+@db_option
+def export(run: str, fmt: str, output: Path | None, db: Path | None) -> None:
+    """Export a run with every per-request record (JSON: settings + summary + requests; CSV: requests).
+
+    RUN is a run id, unique prefix, or 'last'."""
     from servecap.errors import ServecapError
     from servecap.measure.store import RunStore, export_csv, export_json
 
@@ -80,18 +88,18 @@ def export(
     else:
         raise ServecapError("format", fmt, "must be json or csv")
     if output is None:
-        typer.echo(text)
+        click.echo(text)
     else:
         output.write_text(text, encoding="utf-8")
 
 
-@runs_app.command("delete")
-def delete(run: Annotated[str, typer.Argument(help="Run id or unique prefix.")], db: DbOpt = None) -> None:
-    """Delete a run and its records."""
+@runs.command("delete")
+@run_argument
+@db_option
+def delete(run: str, db: Path | None) -> None:
+    """Delete a run and its records.
+
+    RUN is a run id or unique prefix."""
     from servecap.measure.store import RunStore
 
-    typer.echo(f"deleted {RunStore(db).delete_run(run)}")
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(runs_app, name="runs")
+    click.echo(f"deleted {RunStore(db).delete_run(run)}")

@@ -5,28 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
+import click
 
-from servecap.cli.options import (
-    BlockSizeOpt,
-    CalibrationOpt,
-    GpuFileOpt,
-    GpuOpt,
-    GpuUtilOpt,
-    JsonOpt,
-    KvBytesOpt,
-    KvDtypeOpt,
-    MaxBatchedOpt,
-    MaxModelLenOpt,
-    MaxSeqsOpt,
-    ModelOpt,
-    NumGpusOpt,
-    PpOpt,
-    TpOpt,
-    WeightsDtypeOpt,
-)
+from servecap.cli.options import PATH, calibration_option, deployment_options, json_option, stack
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,39 +21,31 @@ if TYPE_CHECKING:
     from servecap.specs import Slo
     from servecap.workload import WorkloadSpec
 
-WorkloadOpt = Annotated[
-    Path | None, typer.Option("--workload", help="Workload file (YAML/JSON; see docs/workload.md).")
-]
-RateOpt = Annotated[float | None, typer.Option("--rate", "-r", help="Open loop: requests per second.")]
-UsersOpt = Annotated[int | None, typer.Option("--users", "-u", help="Closed loop: number of chat users.")]
-ThinkOpt = Annotated[
-    float | None, typer.Option("--think-time-s", help="Closed loop: mean think time between turns (s, default 30).")
-]
-PromptOpt = Annotated[
-    int, typer.Option("--prompt-tokens", "-p", help="Prompt tokens (median when --prompt-sigma is given).")
-]
-OutputOpt = Annotated[
-    int, typer.Option("--output-tokens", "-o", help="Output tokens (median when --output-sigma is given).")
-]
-PromptSigmaOpt = Annotated[
-    float | None, typer.Option("--prompt-sigma", help="Log-normal sigma of prompt lengths (0: fixed).")
-]
-OutputSigmaOpt = Annotated[
-    float | None, typer.Option("--output-sigma", help="Log-normal sigma of output lengths (0: fixed).")
-]
-ArrivalOpt = Annotated[str, typer.Option("--arrival", help="constant|poisson|gamma.")]
-CvOpt = Annotated[float | None, typer.Option("--cv", help="Gamma arrivals: coefficient of variation (burstiness).")]
-DurationOpt = Annotated[float | None, typer.Option("--duration-s", help="Stop arrivals at this simulated time.")]
-NumRequestsOpt = Annotated[int | None, typer.Option("--num-requests", help="Stop after this many requests.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (same seed, same run).")]
-TtftSloOpt = Annotated[float | None, typer.Option("--ttft-slo", help="TTFT SLO in seconds (for goodput).")]
-TpotSloOpt = Annotated[float | None, typer.Option("--tpot-slo", help="TPOT SLO in seconds (for goodput).")]
-NoCacheOpt = Annotated[bool, typer.Option("--no-prefix-caching", help="Disable prefix caching.")]
-QueueLimitOpt = Annotated[
-    int | None, typer.Option("--max-waiting", help="Waiting-queue limit; requests beyond it are rejected.")
-]
-PolicyOpt = Annotated[str, typer.Option("--policy", help="Scheduling policy: fcfs|priority.")]
-HtmlOpt = Annotated[Path | None, typer.Option("--html", help="Write a self-contained interactive HTML report here.")]
+workload_option = click.option(
+    "--workload", type=PATH, default=None, help="Workload file (YAML/JSON; see docs/workload.md)."
+)
+think_time_option = click.option(
+    "--think-time-s", type=click.FLOAT, default=None, help="Closed loop: mean think time between turns (s, default 30)."
+)
+# --prompt-tokens ... --seed: request lengths, arrivals and the run's length (simulate and capacity).
+stream_options = stack(
+    click.option("--prompt-tokens", "-p", type=click.INT, default=1024,
+                 help="Prompt tokens (median when --prompt-sigma is given)."),
+    click.option("--output-tokens", "-o", type=click.INT, default=128,
+                 help="Output tokens (median when --output-sigma is given)."),
+    click.option("--prompt-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of prompt lengths (0: fixed)."),
+    click.option("--output-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of output lengths (0: fixed)."),
+    click.option("--arrival", type=click.STRING, default="poisson", help="constant|poisson|gamma."),
+    click.option("--cv", type=click.FLOAT, default=None, help="Gamma arrivals: coefficient of variation (burstiness)."),
+    click.option("--duration-s", type=click.FLOAT, default=None, help="Stop arrivals at this simulated time."),
+    click.option("--num-requests", type=click.INT, default=None, help="Stop after this many requests."),
+    click.option("--seed", type=click.INT, default=0, help="Random seed (same seed, same run)."),
+)
+no_prefix_caching_option = click.option("--no-prefix-caching", is_flag=True, default=False, help="Disable prefix caching.")
+policy_option = click.option("--policy", type=click.STRING, default="fcfs", help="Scheduling policy: fcfs|priority.")
+html_option = click.option(
+    "--html", type=PATH, default=None, help="Write a self-contained interactive HTML report here."
+)
 
 PROGRESS_MIN_REQUESTS = 20_000
 
@@ -302,124 +277,138 @@ def write_html(
     path.write_text(text, encoding="utf-8")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("simulate")
-    def simulate_cmd(
-        model: ModelOpt = None,
-        gpu: GpuOpt = None,
-        gpu_file: GpuFileOpt = None,
-        num_gpus: NumGpusOpt = None,
-        tp: TpOpt = None,
-        pp: PpOpt = 1,
-        weights_dtype: WeightsDtypeOpt = None,
-        kv_cache_dtype: KvDtypeOpt = "auto",
-        max_model_len: MaxModelLenOpt = None,
-        gpu_memory_utilization: GpuUtilOpt = None,
-        kv_cache_memory_bytes: KvBytesOpt = None,
-        block_size: BlockSizeOpt = None,
-        max_num_seqs: MaxSeqsOpt = None,
-        max_num_batched_tokens: MaxBatchedOpt = None,
-        calibration: CalibrationOpt = None,
-        workload: WorkloadOpt = None,
-        rate: RateOpt = None,
-        users: UsersOpt = None,
-        think_time_s: ThinkOpt = None,
-        prompt_tokens: PromptOpt = 1024,
-        output_tokens: OutputOpt = 128,
-        prompt_sigma: PromptSigmaOpt = None,
-        output_sigma: OutputSigmaOpt = None,
-        arrival: ArrivalOpt = "poisson",
-        cv: CvOpt = None,
-        duration_s: DurationOpt = None,
-        num_requests: NumRequestsOpt = None,
-        seed: SeedOpt = 0,
-        ttft_slo: TtftSloOpt = None,
-        tpot_slo: TpotSloOpt = None,
-        no_prefix_caching: NoCacheOpt = False,
-        max_waiting: QueueLimitOpt = None,
-        policy: PolicyOpt = "fcfs",
-        html: HtmlOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Simulate one replica (continuous batching, paged KV cache, prefix caching) under a
-        workload: latency percentiles, throughput, goodput, batch, queue and KV over time."""
-        from rich.console import Console
+@click.command("simulate")
+@deployment_options
+@calibration_option
+@workload_option
+@click.option("--rate", "-r", type=click.FLOAT, default=None, help="Open loop: requests per second.")
+@click.option("--users", "-u", type=click.INT, default=None, help="Closed loop: number of chat users.")
+@think_time_option
+@stream_options
+@click.option("--ttft-slo", type=click.FLOAT, default=None, help="TTFT SLO in seconds (for goodput).")
+@click.option("--tpot-slo", type=click.FLOAT, default=None, help="TPOT SLO in seconds (for goodput).")
+@no_prefix_caching_option
+@click.option("--max-waiting", type=click.INT, default=None,
+              help="Waiting-queue limit; requests beyond it are rejected.")
+@policy_option
+@html_option
+@json_option
+def simulate_command(
+    model: str | None,
+    gpu: str | None,
+    gpu_file: Path | None,
+    num_gpus: int | None,
+    tp: int | None,
+    pp: int,
+    weights_dtype: str | None,
+    kv_cache_dtype: str,
+    max_model_len: int | None,
+    gpu_memory_utilization: float | None,
+    kv_cache_memory_bytes: int | None,
+    block_size: int | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    calibration: Path | None,
+    workload: Path | None,
+    rate: float | None,
+    users: int | None,
+    think_time_s: float | None,
+    prompt_tokens: int,
+    output_tokens: int,
+    prompt_sigma: float | None,
+    output_sigma: float | None,
+    arrival: str,
+    cv: float | None,
+    duration_s: float | None,
+    num_requests: int | None,
+    seed: int,
+    ttft_slo: float | None,
+    tpot_slo: float | None,
+    no_prefix_caching: bool,
+    max_waiting: int | None,
+    policy: str,
+    html: Path | None,
+    as_json: bool,
+) -> None:
+    """Simulate one replica (continuous batching, paged KV cache, prefix caching) under a
+    workload: latency percentiles, throughput, goodput, batch, queue and KV over time."""
+    from rich.console import Console
 
-        from servecap.results import summary_to_json_dict
-        from servecap.specs import Slo
+    from servecap.results import summary_to_json_dict
+    from servecap.specs import Slo
 
-        slo = Slo(ttft_s=ttft_slo, tpot_s=tpot_slo)
-        built = build(
-            model=model,
-            gpu=gpu,
-            gpu_file=gpu_file,
-            num_gpus=num_gpus,
-            tp=tp,
-            pp=pp,
-            weights_dtype=weights_dtype,
-            kv_cache_dtype=kv_cache_dtype,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            kv_cache_memory_bytes=kv_cache_memory_bytes,
-            block_size=block_size,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            calibration=calibration,
-            workload=workload,
-            rate=rate,
-            users=users,
-            think_time_s=think_time_s,
-            prompt_tokens=prompt_tokens,
-            output_tokens=output_tokens,
-            prompt_sigma=prompt_sigma,
-            output_sigma=output_sigma,
-            arrival=arrival,
-            cv=cv,
-            duration_s=duration_s,
-            num_requests=num_requests,
-            slo=slo,
-            no_prefix_caching=no_prefix_caching,
-            max_waiting=max_waiting,
-            policy=policy,
+    slo = Slo(ttft_s=ttft_slo, tpot_s=tpot_slo)
+    built = build(
+        model=model,
+        gpu=gpu,
+        gpu_file=gpu_file,
+        num_gpus=num_gpus,
+        tp=tp,
+        pp=pp,
+        weights_dtype=weights_dtype,
+        kv_cache_dtype=kv_cache_dtype,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        block_size=block_size,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        calibration=calibration,
+        workload=workload,
+        rate=rate,
+        users=users,
+        think_time_s=think_time_s,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        prompt_sigma=prompt_sigma,
+        output_sigma=output_sigma,
+        arrival=arrival,
+        cv=cv,
+        duration_s=duration_s,
+        num_requests=num_requests,
+        slo=slo,
+        no_prefix_caching=no_prefix_caching,
+        max_waiting=max_waiting,
+        policy=policy,
+    )
+    console = Console(stderr=as_json)
+    has_slo = ttft_slo is not None or tpot_slo is not None
+    result = run_simulation(
+        built,
+        seed=seed,
+        slo=slo if has_slo else None,
+        show_progress=not as_json,
+        console=console,
+    )
+    if html is not None:
+        write_html(
+            html,
+            f"servecap simulate: {built.plan.deployment.model.id} on {built.plan.deployment.gpu.id}",
+            result,
+            None,
+            built.notes,
         )
-        console = Console(stderr=json_out)
-        has_slo = ttft_slo is not None or tpot_slo is not None
-        result = run_simulation(
-            built,
-            seed=seed,
-            slo=slo if has_slo else None,
-            show_progress=not json_out,
-            console=console,
-        )
-        if html is not None:
-            write_html(
-                html,
-                f"servecap simulate: {built.plan.deployment.model.id} on {built.plan.deployment.gpu.id}",
-                result,
-                None,
-                built.notes,
-            )
-        if json_out:
-            d = summary_to_json_dict(result.summary)
-            d["model"] = built.plan.deployment.model.id
-            d["gpu"] = built.plan.deployment.gpu.id
-            d["seed"] = seed
-            d["notes"] = built.notes
-            typer.echo(json.dumps(d))
-            return
-        dep = built.plan.deployment
-        console.print(
-            f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id} (tp {dep.parallelism.tp}, pp {dep.parallelism.pp}): "
-            f"{built.setup.num_gpu_blocks:,} KV blocks of {built.setup.block_size} tokens, "
-            f"max_num_seqs {built.setup.max_num_seqs}, max_num_batched_tokens {built.setup.max_num_batched_tokens}"
-        )
-        render_summary(console, result.summary, "simulated latency")
-        console.print(
-            f"planner: TTFT {_ms(built.plan.single_request_ttft_s)} ms and TPOT "
-            f"{_ms(built.plan.single_request_tpot_s)} ms for a lone request; at most "
-            f"{built.plan.output_tokens_per_s_total:,.0f} output tokens/s (batch {built.plan.batch})"
-        )
-        for note in built.notes:
-            console.print(f"[dim]note: {note}[/]")
-        if html is not None:
-            console.print(f"wrote {html}")
+    if as_json:
+        d = summary_to_json_dict(result.summary)
+        d["model"] = built.plan.deployment.model.id
+        d["gpu"] = built.plan.deployment.gpu.id
+        d["seed"] = seed
+        d["notes"] = built.notes
+        click.echo(json.dumps(d))
+        return
+    dep = built.plan.deployment
+    console.print(
+        f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id} (tp {dep.parallelism.tp}, pp {dep.parallelism.pp}): "
+        f"{built.setup.num_gpu_blocks:,} KV blocks of {built.setup.block_size} tokens, "
+        f"max_num_seqs {built.setup.max_num_seqs}, max_num_batched_tokens {built.setup.max_num_batched_tokens}"
+    )
+    render_summary(console, result.summary, "simulated latency")
+    console.print(
+        f"planner: TTFT {_ms(built.plan.single_request_ttft_s)} ms and TPOT "
+        f"{_ms(built.plan.single_request_tpot_s)} ms for a lone request; at most "
+        f"{built.plan.output_tokens_per_s_total:,.0f} output tokens/s (batch {built.plan.batch})"
+    )
+    for note in built.notes:
+        console.print(f"[dim]note: {note}[/]")
+    if html is not None:
+        console.print(f"wrote {html}")
