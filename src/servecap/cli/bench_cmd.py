@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from servecap.cli.options import PATH, db_option, hardware_options, json_option
+from servecap.cli.options import PATH, db_option, hardware_options, json_option, slo_options
 
 # The deployment flags a run stores (those of `servecap plan`), so `calibrate` and `accuracy`
 # can rebuild the deployment the server ran.
@@ -83,8 +83,7 @@ def _floats(field: str, text: str | None) -> list[float | None]:
 @click.option("--timeout-s", type=click.FLOAT, default=600.0, help="Total deadline per request.")
 @click.option("--stall-timeout-s", type=click.FLOAT, default=60.0,
               help="Timeout when no bytes arrive for this long.")
-@click.option("--slo-ttft-s", type=click.FLOAT, default=None, help="TTFT SLO for goodput.")
-@click.option("--slo-tpot-s", type=click.FLOAT, default=None, help="TPOT SLO for goodput.")
+@slo_options(None, None, "for goodput")
 @click.option("--label", type=click.STRING, default="", help="A note stored with the run.")
 @db_option
 @click.option("--no-store", is_flag=True, default=False, help="Do not save the run.")
@@ -102,8 +101,8 @@ def bench(
     *, url: str, model: str | None, workload: Path | None, rate: str | None, arrival: str, prompt_tokens: int,
     output_tokens: int, num_requests: int | None, duration_s: float | None, users: int | None,
     think_time_s: float | None, concurrency: str | None, seed: int, endpoint: str, warmup_s: float,
-    cooldown_s: float, timeout_s: float, stall_timeout_s: float, slo_ttft_s: float | None,
-    slo_tpot_s: float | None, label: str, db: Path | None, no_store: bool, api_key: str | None,
+    cooldown_s: float, timeout_s: float, stall_timeout_s: float, ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None, label: str, db: Path | None, no_store: bool, api_key: str | None,
     model_id: str | None, gpu: str | None, gpu_file: Path | None, num_gpus: int | None, tp: int | None,
     pp: int, weights_dtype: str | None, kv_cache_dtype: str, max_model_len: int | None,
     gpu_memory_utilization: float | None, kv_cache_memory_bytes: int | None, block_size: int | None,
@@ -116,11 +115,11 @@ def bench(
     (--gpu and the flags of `servecap plan`; --model-id when the served name is not a catalog
     id) to store it with the run for `servecap calibrate` and `servecap accuracy`; against
     `servecap emulate` it is read from the server."""
+    from servecap.cli.inputs import slo_from_ms
     from servecap.errors import ServecapError
     from servecap.measure.bench import planned_requests
     from servecap.measure.loadgen import LoadConfig
     from servecap.measure.store import RunStore, new_run_id
-    from servecap.specs.perf import Slo
     from servecap.workload import load_workload, workload_from_flags
 
     if endpoint not in ("completions", "chat"):
@@ -158,7 +157,7 @@ def bench(
     extra: dict[str, Any] = {}
     if server_timing if server_timing is not None else emulated is not None:
         extra["servecap_timing"] = True
-    slo = Slo(slo_ttft_s, slo_tpot_s) if (slo_ttft_s or slo_tpot_s) else None
+    slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms) if (ttft_slo_ms or tpot_slo_ms) else None
     sweep_id = new_run_id() if len(rates) > 1 or len(concs) > 1 else None
     results: list[dict[str, Any]] = []
     for r in rates:

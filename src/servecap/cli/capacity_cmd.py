@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from servecap.cli.options import calibration_option, deployment_options, json_option
+from servecap.cli.options import calibration_option, deployment_options, json_option, slo_options
 from servecap.cli.simulate_cmd import (
     html_option,
     no_prefix_caching_option,
@@ -28,8 +28,7 @@ from servecap.cli.simulate_cmd import (
               help="Search users (closed loop, default) or request rate (open loop).")
 @think_time_option
 @stream_options
-@click.option("--ttft-slo", type=click.FLOAT, default=2.0, help="p99 TTFT SLO in seconds.")
-@click.option("--tpot-slo", type=click.FLOAT, default=0.1, help="p99 TPOT SLO in seconds.")
+@slo_options(2000.0, 100.0, "p99 target")
 @no_prefix_caching_option
 @policy_option
 @html_option
@@ -62,8 +61,8 @@ def capacity_command(
     duration_s: float | None,
     num_requests: int | None,
     seed: int,
-    ttft_slo: float,
-    tpot_slo: float,
+    ttft_slo_ms: float,
+    tpot_slo_ms: float,
     no_prefix_caching: bool,
     policy: str,
     html: Path | None,
@@ -75,11 +74,15 @@ def capacity_command(
     from rich.console import Console
     from rich.table import Table
 
+    from servecap.cli.inputs import slo_from_ms
     from servecap.cli.simulate_cmd import _ms, build, write_html
+    from servecap.errors import ServecapError
     from servecap.sim.capacity import find_capacity
-    from servecap.specs import Slo
 
-    slo = Slo(ttft_s=ttft_slo, tpot_s=tpot_slo)
+    slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
+    if slo.ttft_s is None or slo.tpot_s is None:
+        raise ServecapError("ttft_slo_ms" if slo.ttft_s is None else "tpot_slo_ms", None,
+                            "capacity searches against both SLOs; give both")
     if workload is None and users and duration_s is None and num_requests is None:
         duration_s = 600.0
     built = build(
@@ -167,8 +170,8 @@ def capacity_command(
         return f"{x:,.0f}" if closed else f"{x:,.2f}"
 
     out.print(
-        f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id}, SLOs: p99 TTFT <= {ttft_slo:g} s, "
-        f"p99 TPOT <= {tpot_slo * 1e3:g} ms"
+        f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id}, SLOs: p99 TTFT <= {ttft_slo_ms:g} ms, "
+        f"p99 TPOT <= {tpot_slo_ms:g} ms"
     )
     out.print(
         f"simulated capacity: [bold]{fmt(result.max_load)} {unit}[/]   "

@@ -21,8 +21,7 @@ from servecap.cli import options as o
 @click.option("--prompt-tokens", "-p", type=click.INT, default=1024)
 @click.option("--output-tokens", "-o", type=click.INT, default=128)
 @click.option("--duty-cycle", type=click.FLOAT, default=0.2)
-@click.option("--ttft-slo-ms", type=click.FLOAT, default=2000.0)
-@click.option("--tpot-slo-ms", type=click.FLOAT, default=100.0)
+@o.slo_options(2000.0, 100.0, "candidates must meet it")
 @click.option("--top", type=click.INT, default=15, help="Rows to show.")
 @o.calibration_option
 @o.json_option

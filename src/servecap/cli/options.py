@@ -54,6 +54,16 @@ calibration_option = click.option(
 json_option = click.option(
     "--json", "as_json", is_flag=True, default=False, help="Print one JSON object (SI units) instead of tables."
 )
+
+
+def slo_options(ttft_default_ms: float | None, tpot_default_ms: float | None, what: str) -> Callable[[F], F]:
+    """``--ttft-slo-ms`` / ``--tpot-slo-ms``: the same two flags, in milliseconds, on every command."""
+    return stack(
+        click.option("--ttft-slo-ms", type=click.FLOAT, default=ttft_default_ms, help=f"TTFT SLO in ms ({what})."),
+        click.option("--tpot-slo-ms", type=click.FLOAT, default=tpot_default_ms, help=f"TPOT SLO in ms ({what})."),
+    )
+
+
 db_option = click.option("--db", type=PATH, default=None, help="Results database (default: under the user data dir).")
 
 _HARDWARE: Sequence[Decorator] = (

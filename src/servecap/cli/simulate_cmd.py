@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from servecap.cli.options import PATH, calibration_option, deployment_options, json_option, stack
+from servecap.cli.options import PATH, calibration_option, deployment_options, json_option, slo_options, stack
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -285,8 +285,7 @@ def write_html(
 @click.option("--users", "-u", type=click.INT, default=None, help="Closed loop: number of chat users.")
 @think_time_option
 @stream_options
-@click.option("--ttft-slo", type=click.FLOAT, default=None, help="TTFT SLO in seconds (for goodput).")
-@click.option("--tpot-slo", type=click.FLOAT, default=None, help="TPOT SLO in seconds (for goodput).")
+@slo_options(None, None, "for goodput")
 @no_prefix_caching_option
 @click.option("--max-waiting", type=click.INT, default=None,
               help="Waiting-queue limit; requests beyond it are rejected.")
@@ -322,8 +321,8 @@ def simulate_command(
     duration_s: float | None,
     num_requests: int | None,
     seed: int,
-    ttft_slo: float | None,
-    tpot_slo: float | None,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
     no_prefix_caching: bool,
     max_waiting: int | None,
     policy: str,
@@ -334,10 +333,10 @@ def simulate_command(
     workload: latency percentiles, throughput, goodput, batch, queue and KV over time."""
     from rich.console import Console
 
+    from servecap.cli.inputs import slo_from_ms
     from servecap.results import summary_to_json_dict
-    from servecap.specs import Slo
 
-    slo = Slo(ttft_s=ttft_slo, tpot_s=tpot_slo)
+    slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
     built = build(
         model=model,
         gpu=gpu,
@@ -372,7 +371,7 @@ def simulate_command(
         policy=policy,
     )
     console = Console(stderr=as_json)
-    has_slo = ttft_slo is not None or tpot_slo is not None
+    has_slo = ttft_slo_ms is not None or tpot_slo_ms is not None
     result = run_simulation(
         built,
         seed=seed,
