@@ -11,11 +11,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.base-installed: pyproject.toml | $(BIN)/python
+# setup.py compiles these with mypyc: an edit must rebuild them, or the stale .so would be imported
+COMPILED_SIM := setup.py $(addprefix src/servecap/sim/,kernel.py engine.py kv_pool.py step_time.py)
+
+$(VENV)/.base-installed: pyproject.toml $(COMPILED_SIM) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+$(VENV)/.dev-installed: pyproject.toml $(COMPILED_SIM) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@ $(VENV)/.base-installed
 

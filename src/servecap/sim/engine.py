@@ -31,77 +31,18 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass
 
 from servecap.core.roofline import prefill_batch
 from servecap.errors import ServecapError
+from servecap.sim.engine_types import EngineRequest as EngineRequest
+from servecap.sim.engine_types import EngineStats as EngineStats
+from servecap.sim.engine_types import StepOutcome as StepOutcome
 from servecap.sim.kv_pool import KvPool
 from servecap.sim.setup import EngineSetup, prefix_caching_supported
 from servecap.sim.step_time import StepTimeModel
 from servecap.specs.model import AttentionKind
 
 WAITING, PREFILL, DECODING, DONE = 0, 1, 2, 3
-
-
-@dataclass(frozen=True, slots=True)
-class EngineRequest:
-    """A request handed to the engine.
-
-    ``prefix_key``: keys of the request's shareable KV blocks in order, one per ``block_size``
-    tokens of prompt-then-output, each standing for all tokens up to the block's end (vLLM's
-    chained block hash); equal keys mean equal content. Build them with
-    :func:`servecap.workload.prefix_block_keys`. Blocks past the tuple are private.
-    ``priority``: lower is served first under the ``priority`` policy.
-    """
-
-    request_id: int
-    prompt_tokens: int
-    output_tokens: int
-    prefix_key: tuple[int, ...] | None = None
-    priority: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class StepOutcome:
-    """One iteration that started at the ``now_s`` given to :meth:`Engine.step`; its tokens are
-    emitted at ``now_s + duration_s``. ``decoded`` includes the ``first_tokens`` ids."""
-
-    duration_s: float
-    first_tokens: tuple[int, ...]
-    decoded: tuple[int, ...]
-    finished: tuple[int, ...]
-    preempted: tuple[int, ...]
-    num_running: int
-    num_waiting: int
-    kv_blocks_used: int
-    kv_blocks_total: int
-    prefix_cache_hit_tokens: int
-    num_tokens: int = 0  # query tokens computed in the step (prefill + decode)
-    num_prefill_tokens: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class EngineStats:
-    num_running: int
-    num_waiting: int
-    kv_blocks_used: int
-    kv_blocks_cached: int  # evictable blocks holding cached prefixes
-    kv_blocks_total: int
-    preemptions: int
-    prefix_cache_hit_tokens: int
-    prefix_cache_query_tokens: int
-    steps: int
-    busy_s: float
-
-    @property
-    def kv_utilization(self) -> float:
-        return self.kv_blocks_used / self.kv_blocks_total if self.kv_blocks_total else 0.0
-
-    @property
-    def prefix_cache_hit_rate(self) -> float | None:
-        if not self.prefix_cache_query_tokens:
-            return None
-        return self.prefix_cache_hit_tokens / self.prefix_cache_query_tokens
 
 
 class _Req:

@@ -1,0 +1,49 @@
+"""The simulator's hot modules may be compiled by mypyc (setup.py) or run as plain Python; both
+must behave the same. These checks hold in either build (the equality of results is
+test_fast_equals_reference.py, run in both builds)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pickle
+from pathlib import Path
+
+import pytest
+
+from servecap.sim import EngineRequest, EngineStats, StepOutcome
+
+COMPILED = ("kernel", "engine", "kv_pool", "step_time")
+
+
+@pytest.mark.parametrize("name", COMPILED)
+def test_compiled_module_not_older_than_its_source(name: str) -> None:
+    mod = importlib.import_module(f"servecap.sim.{name}")
+    path = Path(mod.__file__ or "")
+    if path.suffix == ".py":
+        pytest.skip("pure-Python build")
+    source = path.with_name(f"{name}.py")
+    if not source.exists():  # an installed wheel: no sources beside the extension
+        pytest.skip("no source beside the compiled module")
+    assert path.stat().st_mtime >= source.stat().st_mtime, (
+        f"{path.name} is older than {source.name}: rebuild (pip install -e . or make test), "
+        "or install with SERVECAP_PURE_PYTHON=1"
+    )
+
+
+def test_all_compiled_or_none() -> None:
+    kinds = {Path(importlib.import_module(f"servecap.sim.{n}").__file__ or "").suffix == ".py" for n in COMPILED}
+    assert len(kinds) == 1, "a mix of compiled and pure-Python simulator modules"
+
+
+def test_public_value_types_pickle_and_replace() -> None:
+    values = [
+        EngineRequest(1, 10, 5, prefix_key=(3, 4), priority=2),
+        StepOutcome(0.5, (1,), (1, 2), (2,), (), 1, 0, 3, 10, 0),
+        EngineStats(1, 0, 3, 0, 10, 0, 0, 0, 4, 1.5),
+    ]
+    for v in values:
+        assert pickle.loads(pickle.dumps(v)) == v
+    assert dataclasses.replace(values[0], priority=0).priority == 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        values[0].priority = 1  # type: ignore[misc]
