@@ -120,7 +120,7 @@ def find_capacity(
 ) -> CapacityResult:
     """Search the largest load meeting ``slo``; then tabulate latency against load."""
     if slo.ttft_s is None and slo.tpot_s is None:
-        raise ServecapError("slo", None, "give a TTFT and/or TPOT SLO (e.g. --ttft-slo 2 --tpot-slo 0.1)")
+        raise ServecapError("slo", None, "give a TTFT and/or TPOT SLO (e.g. --ttft-slo-ms 2000 --tpot-slo-ms 100)")
     closed = workload.users is not None
     cache: dict[float, LoadPoint] = {}
 
