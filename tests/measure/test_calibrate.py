@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from servecap.calibration import load_calibration
 from servecap.cli.main import cli
-from servecap.cli.options import deployment_from_options
+from servecap.cli.options import DeploymentFlags, deployment_from_options
 from servecap.core.plan import plan
 from servecap.emulator.server import engine_state
 from servecap.errors import ServecapError
@@ -47,7 +47,7 @@ def emulated_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One bench run (real load generator, real engine, in-process) stored like `servecap bench`."""
     import asyncio
 
-    dep, _ = deployment_from_options(model=DEPLOYMENT["model"], gpu="H100", max_model_len=4096)
+    dep, _ = deployment_from_options(DeploymentFlags(model=DEPLOYMENT["model"], gpu="H100", max_model_len=4096))
     state = engine_state(plan(dep, efficiency=TRUE), model_name="m")
     cfg = LoadConfig(base_url="http://emulator", model="m", extra_body={"servecap_timing": True})
 
@@ -91,7 +91,7 @@ def test_client_clock_fit_is_close(emulated_run: tuple[Path, str]) -> None:
     process on a loaded 2-core machine their jitter is large, so only a coarse check here
     (typically within 3-5%; docs/measure.md)."""
     db, run = emulated_run
-    dep, _ = deployment_from_options(model=DEPLOYMENT["model"], gpu="H100", max_model_len=4096)
+    dep, _ = deployment_from_options(DeploymentFlags(model=DEPLOYMENT["model"], gpu="H100", max_model_len=4096))
     fit, stats, used = calibrate_runs([RunStore(db).get_traces(run)], plan(dep).step, source="client",
                                       max_num_batched_tokens=dep.engine.max_num_batched_tokens)
     assert used == "client" and stats[0].usable > 100
@@ -145,7 +145,7 @@ def test_fit_names_what_the_data_cannot_determine() -> None:
 
 
 def test_steps_from_token_times() -> None:
-    dep, _ = deployment_from_options(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096)
+    dep, _ = deployment_from_options(DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096))
     cost = plan(dep).step
     # request 0 decodes at 10, 20, 30 ms; request 1 is prefilled in the step ending at 30 ms
     # (first token) and decodes at 40 ms; request 2 has a prompt too big for one step

@@ -7,7 +7,7 @@ import itertools
 import pytest
 from loadgen_helpers import Req
 
-from servecap.cli.options import deployment_from_options
+from servecap.cli.options import DeploymentFlags, deployment_from_options
 from servecap.core.plan import plan
 from servecap.emulator.server import engine_state
 from servecap.measure.asgi_stream import StreamingASGITransport
@@ -17,7 +17,7 @@ from servecap.workload import WorkloadSpec
 
 
 async def test_chat_users_think_and_hit_the_prefix_cache() -> None:
-    dep, _ = deployment_from_options(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096)
+    dep, _ = deployment_from_options(DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096))
     state = engine_state(plan(dep), model_name="m")
     spec = WorkloadSpec.model_validate({
         "users": {"count": 2, "think_time_s": 0.1, "turns": 3, "start_spread_s": 0.0},

@@ -8,24 +8,14 @@ from typing import Any
 
 import click
 
-from servecap.cli.options import PATH, db_option, hardware_options, json_option, slo_options
-
-# The deployment flags a run stores (those of `servecap plan`), so `calibrate` and `accuracy`
-# can rebuild the deployment the server ran.
-DEPLOYMENT_KEYS = ("model", "gpu", "gpu_file", "num_gpus", "tp", "pp", "weights_dtype", "kv_cache_dtype",
-                   "max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes", "block_size",
-                   "max_num_seqs", "max_num_batched_tokens")
+from servecap.cli.options import PATH, DeploymentFlags, db_option, hardware_options, json_option, slo_options
 
 
 def deployment_from_settings(d: dict[str, Any]) -> tuple[Any, list[str], bool]:
     """(Deployment, notes, prefix caching on) from a run's stored ``settings["deployment"]``."""
-    from servecap.cli.options import deployment_from_options
+    from servecap.cli.options import DeploymentFlags, deployment_from_options
 
-    kw: dict[str, Any] = {k: d.get(k) for k in DEPLOYMENT_KEYS}
-    kw["gpu_file"] = Path(kw["gpu_file"]) if kw["gpu_file"] else None
-    kw["pp"] = kw["pp"] or 1
-    kw["kv_cache_dtype"] = kw["kv_cache_dtype"] or "auto"
-    dep, notes = deployment_from_options(**kw)
+    dep, notes = deployment_from_options(DeploymentFlags.from_settings(d))
     return dep, notes, bool(d.get("enable_prefix_caching", True))
 
 
@@ -103,10 +93,7 @@ def bench(
     think_time_s: float | None, concurrency: str | None, seed: int, endpoint: str, warmup_s: float,
     cooldown_s: float, timeout_s: float, stall_timeout_s: float, ttft_slo_ms: float | None,
     tpot_slo_ms: float | None, label: str, db: Path | None, no_store: bool, api_key: str | None,
-    model_id: str | None, gpu: str | None, gpu_file: Path | None, num_gpus: int | None, tp: int | None,
-    pp: int, weights_dtype: str | None, kv_cache_dtype: str, max_model_len: int | None,
-    gpu_memory_utilization: float | None, kv_cache_memory_bytes: int | None, block_size: int | None,
-    max_num_seqs: int | None, max_num_batched_tokens: int | None, no_prefix_caching: bool,
+    model_id: str | None, deployment: DeploymentFlags, no_prefix_caching: bool,
     server_timing: bool | None, as_json: bool,
 ) -> None:
     """Send a workload to an OpenAI-compatible server and measure TTFT, ITL, TPOT, E2E, throughput.
@@ -141,19 +128,14 @@ def bench(
     _reachable(url)
     store = None if no_store else RunStore(db)
     model_name = model or _first_model(url, api_key)
-    deployment: dict[str, Any] | None = None
-    if gpu is not None or model_id is not None:
-        deployment = {"model": model_id or model_name, "gpu": gpu, "gpu_file": None if gpu_file is None else str(gpu_file),
-                      "num_gpus": num_gpus, "tp": tp, "pp": pp, "weights_dtype": weights_dtype,
-                      "kv_cache_dtype": kv_cache_dtype, "max_model_len": max_model_len,
-                      "gpu_memory_utilization": gpu_memory_utilization,
-                      "kv_cache_memory_bytes": kv_cache_memory_bytes, "block_size": block_size,
-                      "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-                      "enable_prefix_caching": not no_prefix_caching}
-        deployment_from_settings(deployment)  # a bad flag fails now, not at calibration
+    dep_settings: dict[str, Any] | None = None
+    if deployment.gpu is not None or model_id is not None:
+        dep_settings = {**deployment.with_model(model_id or model_name).to_settings(),
+                        "enable_prefix_caching": not no_prefix_caching}
+        deployment_from_settings(dep_settings)  # a bad flag fails now, not at calibration
     emulated = _server_deployment(url, api_key)
-    if deployment is None:
-        deployment = emulated
+    if dep_settings is None:
+        dep_settings = emulated
     extra: dict[str, Any] = {}
     if server_timing if server_timing is not None else emulated is not None:
         extra["servecap_timing"] = True
@@ -180,7 +162,7 @@ def bench(
                         "seed": seed, "concurrency": None if c is None else int(c), "endpoint": endpoint,
                         "warmup_s": warmup_s, "cooldown_s": cooldown_s, "timeout_s": timeout_s,
                         "slo": None if slo is None else {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
-                        "deployment": deployment, "server_timing": bool(extra)}
+                        "deployment": dep_settings, "server_timing": bool(extra)}
             total = planned_requests(spec, seed)
             outcome = _run_with_progress(cfg, spec, seed, None if c is None else int(c), slo, total, quiet=as_json)
             run_id = new_run_id()

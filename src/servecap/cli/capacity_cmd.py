@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from servecap.cli.options import calibration_option, deployment_options, json_option, slo_options
+from servecap.cli.options import DeploymentFlags, calibration_option, deployment_options, json_option, slo_options
 from servecap.cli.simulate_cmd import (
     html_option,
     no_prefix_caching_option,
@@ -34,20 +34,7 @@ from servecap.cli.simulate_cmd import (
 @html_option
 @json_option
 def capacity_command(
-    model: str | None,
-    gpu: str | None,
-    gpu_file: Path | None,
-    num_gpus: int | None,
-    tp: int | None,
-    pp: int,
-    weights_dtype: str | None,
-    kv_cache_dtype: str,
-    max_model_len: int | None,
-    gpu_memory_utilization: float | None,
-    kv_cache_memory_bytes: int | None,
-    block_size: int | None,
-    max_num_seqs: int | None,
-    max_num_batched_tokens: int | None,
+    deployment: DeploymentFlags,
     calibration: Path | None,
     workload: Path | None,
     users: bool,
@@ -86,20 +73,7 @@ def capacity_command(
     if workload is None and users and duration_s is None and num_requests is None:
         duration_s = 600.0
     built = build(
-        model=model,
-        gpu=gpu,
-        gpu_file=gpu_file,
-        num_gpus=num_gpus,
-        tp=tp,
-        pp=pp,
-        weights_dtype=weights_dtype,
-        kv_cache_dtype=kv_cache_dtype,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        kv_cache_memory_bytes=kv_cache_memory_bytes,
-        block_size=block_size,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
+        deployment=deployment,
         calibration=calibration,
         workload=workload,
         rate=None if workload is not None or users else 1.0,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from servecap.cli.options import calibration_option, deployment_options
+from servecap.cli.options import DeploymentFlags, calibration_option, deployment_options
 
 
 @click.command("emulate")
@@ -23,20 +23,7 @@ from servecap.cli.options import calibration_option, deployment_options
 @click.option("--host", type=click.STRING, default="127.0.0.1", help="Bind address.")
 @click.option("--port", type=click.INT, default=8000, help="Port.")
 def emulate(
-    model: str | None,
-    gpu: str | None,
-    gpu_file: Path | None,
-    num_gpus: int | None,
-    tp: int | None,
-    pp: int,
-    weights_dtype: str | None,
-    kv_cache_dtype: str,
-    max_model_len: int | None,
-    gpu_memory_utilization: float | None,
-    kv_cache_memory_bytes: int | None,
-    block_size: int | None,
-    max_num_seqs: int | None,
-    max_num_batched_tokens: int | None,
+    deployment: DeploymentFlags,
     calibration: Path | None,
     served_model_name: str | None,
     no_prefix_caching: bool,
@@ -59,23 +46,17 @@ def emulate(
     if fixed_ttft_s is not None and fixed_itl_s is not None:
         if fixed_ttft_s < 0 or fixed_itl_s <= 0:
             raise ServecapError("fixed_itl_s", fixed_itl_s, "must be positive (and --fixed-ttft-s >= 0)")
-        state = fixed_state(fixed_ttft_s, fixed_itl_s, model_name=served_model_name or model or "servecap-fixed")
+        state = fixed_state(fixed_ttft_s, fixed_itl_s, model_name=served_model_name or deployment.model or "servecap-fixed")
         click.echo(f"servecap emulate: fixed TTFT {fixed_ttft_s * 1e3:g} ms, ITL {fixed_itl_s * 1e3:g} ms "
                    f"on http://{host}:{port}", err=True)
     else:
         from servecap.core.plan import plan
 
-        opts = dict(
-            model=model, gpu=gpu, gpu_file=gpu_file, num_gpus=num_gpus, tp=tp, pp=pp,
-            weights_dtype=weights_dtype, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kv_cache_memory_bytes,
-            block_size=block_size, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-        )
-        dep, notes = deployment_from_options(**opts)  # type: ignore[arg-type]
+        dep, notes = deployment_from_options(deployment)
         eff, note = efficiency_from_options(calibration)
         p = plan(dep, efficiency=eff)
         name = served_model_name or dep.model.id
-        stored = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.items()}
+        stored = deployment.to_settings()
         stored["calibration"] = None if calibration is None else str(calibration)
         state = engine_state(p, model_name=name, enable_prefix_caching=not no_prefix_caching,
                              waiting_queue_limit=waiting_queue_limit, deployment_options=stored)

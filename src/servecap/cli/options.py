@@ -7,7 +7,9 @@ into specs and resolves vLLM's defaults.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -86,10 +88,70 @@ _HARDWARE: Sequence[Decorator] = (
                  help="Token budget per step (vLLM default by GPU)."),
 )
 
-# --gpu ... --max-num-batched-tokens: the deployment without --model (bench names the model itself).
-hardware_options = stack(*_HARDWARE)
-# --model, --gpu ... --max-num-batched-tokens: what deployment_from_options takes.
-deployment_options = stack(model_option, *_HARDWARE)
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentFlags:
+    """The deployment as the flags name it (before any lookup or default): one value that every
+    command taking a deployment receives as ``deployment``, and that runs store as settings."""
+
+    model: str | None = None
+    gpu: str | None = None
+    gpu_file: Path | None = None
+    num_gpus: int | None = None
+    tp: int | None = None
+    pp: int = 1
+    weights_dtype: str | None = None
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory_bytes: int | None = None
+    block_size: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+
+    def with_model(self, model: str | None) -> DeploymentFlags:
+        return replace(self, model=model)
+
+    def to_settings(self) -> dict[str, Any]:
+        """JSON-able, as stored with a run or served by the emulator."""
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> DeploymentFlags:
+        """The inverse of :meth:`to_settings` (unknown keys, such as prefix caching, are ignored)."""
+        kw = {k: settings[k] for k in _FLAG_NAMES if settings.get(k) is not None}
+        if "gpu_file" in kw:
+            kw["gpu_file"] = Path(kw["gpu_file"])
+        return cls(**kw)
+
+
+_FLAG_NAMES = tuple(f.name for f in fields(DeploymentFlags))
+
+
+def _collect_flags(names: Sequence[str]) -> Callable[[F], F]:
+    """Gather the keyword arguments ``names`` into one ``deployment: DeploymentFlags`` argument."""
+
+    def decorate(f: F) -> F:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            flags = DeploymentFlags(**{k: kwargs.pop(k) for k in names if k in kwargs})
+            return f(*args, deployment=flags, **kwargs)
+
+        return cast(F, wrapper)
+
+    return decorate
+
+
+def hardware_options(f: F) -> F:
+    """--gpu ... --max-num-batched-tokens as ``deployment: DeploymentFlags`` (no --model: bench
+    names the served model itself and keeps its own ``model`` argument)."""
+    return stack(*_HARDWARE)(_collect_flags([n for n in _FLAG_NAMES if n != "model"])(f))
+
+
+def deployment_options(f: F) -> F:
+    """--model, --gpu ... --max-num-batched-tokens as ``deployment: DeploymentFlags``."""
+    return stack(model_option, *_HARDWARE)(_collect_flags(_FLAG_NAMES)(f))
 
 
 def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> tuple[int, int]:
@@ -106,27 +168,13 @@ def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> tuple[
     return tp, pp
 
 
-def deployment_from_options(
-    *,
-    model: str | None,
-    gpu: str | None,
-    gpu_file: Path | None = None,
-    num_gpus: int | None = None,
-    tp: int | None = None,
-    pp: int = 1,
-    weights_dtype: str | None = None,
-    kv_cache_dtype: str = "auto",
-    max_model_len: int | None = None,
-    gpu_memory_utilization: float | None = None,
-    kv_cache_memory_bytes: int | None = None,
-    block_size: int | None = None,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-) -> tuple[Deployment, list[str]]:
+def deployment_from_options(flags: DeploymentFlags) -> tuple[Deployment, list[str]]:
     """Specs from names, vLLM's defaults resolved; also returns notes on the defaults used."""
     from servecap.catalog import load_gpu_file, lookup_gpu, resolve_model
     from servecap.core.defaults import build_deployment
 
+    model, gpu, weights_dtype, max_model_len = flags.model, flags.gpu, flags.weights_dtype, flags.max_model_len
+    max_num_seqs, max_num_batched_tokens = flags.max_num_seqs, flags.max_num_batched_tokens
     notes: list[str] = []
     if model is None and gpu is None:
         model, gpu = DEFAULT_MODEL, DEFAULT_GPU
@@ -145,16 +193,16 @@ def deployment_from_options(
         gpu = DEFAULT_GPU
         notes.append(f"no --gpu given: {DEFAULT_GPU}")
     assert model is not None and gpu is not None
-    extra = load_gpu_file(gpu_file) if gpu_file is not None else None
+    extra = load_gpu_file(flags.gpu_file) if flags.gpu_file is not None else None
     spec_gpu = lookup_gpu(gpu, extra)
     spec_model = resolve_model(model)
-    tp_, pp_ = resolve_parallelism(num_gpus, tp, pp)
+    tp_, pp_ = resolve_parallelism(flags.num_gpus, flags.tp, flags.pp)
     dep = build_deployment(
         spec_model, spec_gpu, tp=tp_, pp=pp_, weights_dtype=weights_dtype or "auto",
-        kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+        kv_cache_dtype=flags.kv_cache_dtype, max_model_len=max_model_len,
+        gpu_memory_utilization=flags.gpu_memory_utilization, block_size=flags.block_size,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        kv_cache_memory_bytes=flags.kv_cache_memory_bytes,
     )
     if max_model_len is None:
         notes.append(f"max_model_len {dep.engine.max_model_len} (the model's max_position_embeddings)")

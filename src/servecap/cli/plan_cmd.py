@@ -24,20 +24,7 @@ from servecap.cli import options as o
 @o.calibration_option
 @o.json_option
 def plan_command(
-    model: str | None,
-    gpu: str | None,
-    gpu_file: Path | None,
-    num_gpus: int | None,
-    tp: int | None,
-    pp: int,
-    weights_dtype: str | None,
-    kv_cache_dtype: str,
-    max_model_len: int | None,
-    gpu_memory_utilization: float | None,
-    kv_cache_memory_bytes: int | None,
-    block_size: int | None,
-    max_num_seqs: int | None,
-    max_num_batched_tokens: int | None,
+    deployment: o.DeploymentFlags,
     prompt_tokens: int,
     output_tokens: int,
     duty_cycle: float,
@@ -56,12 +43,7 @@ def plan_command(
     from servecap.core.plan import plan
     from servecap.core.summary import plan_to_dict
 
-    dep, notes = o.deployment_from_options(
-        model=model, gpu=gpu, gpu_file=gpu_file, num_gpus=num_gpus, tp=tp, pp=pp,
-        weights_dtype=weights_dtype, kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kv_cache_memory_bytes,
-        block_size=block_size, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-    )
+    dep, notes = o.deployment_from_options(deployment)
     eff, eff_note = o.efficiency_from_options(calibration)
     if eff_note:
         notes.append(eff_note)

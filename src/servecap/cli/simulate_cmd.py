@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from servecap.cli.options import PATH, calibration_option, deployment_options, json_option, slo_options, stack
+from servecap.cli.options import (
+    PATH,
+    DeploymentFlags,
+    calibration_option,
+    deployment_options,
+    json_option,
+    slo_options,
+    stack,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -60,20 +68,7 @@ class Built:
 
 def build(
     *,
-    model: str | None,
-    gpu: str | None,
-    gpu_file: Path | None,
-    num_gpus: int | None,
-    tp: int | None,
-    pp: int,
-    weights_dtype: str | None,
-    kv_cache_dtype: str,
-    max_model_len: int | None,
-    gpu_memory_utilization: float | None,
-    kv_cache_memory_bytes: int | None,
-    block_size: int | None,
-    max_num_seqs: int | None,
-    max_num_batched_tokens: int | None,
+    deployment: DeploymentFlags,
     calibration: Path | None,
     workload: Path | None,
     rate: float | None,
@@ -101,22 +96,7 @@ def build(
     from servecap.specs import RequestShape
     from servecap.workload import dist_mean, load_workload, workload_from_flags
 
-    dep, notes = deployment_from_options(
-        model=model,
-        gpu=gpu,
-        gpu_file=gpu_file,
-        num_gpus=num_gpus,
-        tp=tp,
-        pp=pp,
-        weights_dtype=weights_dtype,
-        kv_cache_dtype=kv_cache_dtype,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        kv_cache_memory_bytes=kv_cache_memory_bytes,
-        block_size=block_size,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-    )
+    dep, notes = deployment_from_options(deployment)
     eff, eff_note = efficiency_from_options(calibration)
     if eff_note:
         notes.append(eff_note)
@@ -293,20 +273,7 @@ def write_html(
 @html_option
 @json_option
 def simulate_command(
-    model: str | None,
-    gpu: str | None,
-    gpu_file: Path | None,
-    num_gpus: int | None,
-    tp: int | None,
-    pp: int,
-    weights_dtype: str | None,
-    kv_cache_dtype: str,
-    max_model_len: int | None,
-    gpu_memory_utilization: float | None,
-    kv_cache_memory_bytes: int | None,
-    block_size: int | None,
-    max_num_seqs: int | None,
-    max_num_batched_tokens: int | None,
+    deployment: DeploymentFlags,
     calibration: Path | None,
     workload: Path | None,
     rate: float | None,
@@ -338,20 +305,7 @@ def simulate_command(
 
     slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
     built = build(
-        model=model,
-        gpu=gpu,
-        gpu_file=gpu_file,
-        num_gpus=num_gpus,
-        tp=tp,
-        pp=pp,
-        weights_dtype=weights_dtype,
-        kv_cache_dtype=kv_cache_dtype,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        kv_cache_memory_bytes=kv_cache_memory_bytes,
-        block_size=block_size,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
+        deployment=deployment,
         calibration=calibration,
         workload=workload,
         rate=rate,
