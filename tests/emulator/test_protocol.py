@@ -42,3 +42,23 @@ async def test_routes_errors_streams_and_metrics() -> None:
             assert name in metrics, name
         assert 'vllm:generation_tokens_total{model_name="m"} 7.0' in metrics
     await st.driver.stop()
+
+
+async def test_timing_usage_whole_bodies_and_methods() -> None:
+    st = fixed_state(0.002, 0.001, model_name="m", max_model_len=100)
+    async with httpx.AsyncClient(transport=StreamingASGITransport(st.driver_app()), base_url="http://e") as c:
+        assert (await c.get("/v1/completions")).status_code == 405
+        body = {"model": "m", "prompt": [1, 2, 3], "max_tokens": 3, "stream": True, "servecap_timing": True}
+        r = await c.post("/v1/completions", json=body)
+        events = [line[6:] for line in r.text.split("\n\n") if line.startswith("data: ")]
+        chunks = [json.loads(e) for e in events[:-1]]
+        assert [ch["choices"][0]["text"] for ch in chunks[:3]] == [" the", " and", " for"]
+        assert [ch["choices"][0]["finish_reason"] for ch in chunks[:3]] == [None, None, "length"]
+        timing = chunks[-1]["servecap_timing"]
+        assert chunks[-1]["usage"]["completion_tokens"] == 3 and len(timing["token_times_s"]) == 3
+        assert timing["first_token_s"] - timing["received_s"] >= 0.002 - 1e-9
+        chat = await c.post("/v1/chat/completions", json={
+            "model": "m", "messages": [{"role": "user", "content": "abcd"}], "max_tokens": 2})
+        assert chat.json()["choices"][0]["message"] == {"role": "assistant", "content": " the and"}
+        assert chat.json()["usage"] == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+    await st.driver.stop()

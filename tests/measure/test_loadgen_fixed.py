@@ -26,10 +26,10 @@ async def test_known_delays_measured_back_in_process(fixed: EmulatorState) -> No
     await fixed.driver.stop()
     assert all(t.ok for t in res.traces), [t.error_detail for t in res.traces if not t.ok]
     ttft_err, itl_err = _median_errors(res.traces)
-    # ITL: within 1 ms; TTFT also carries the in-process HTTP path (~2 ms median here; margin
-    # for a loaded machine — precise figures: benchmarks/loadgen_accuracy.py)
+    # the known delays come back within 1 ms (median; typically 0.2-0.6 ms for TTFT, the
+    # driver's wake-up and the shared event loop — precise figures: benchmarks/loadgen_accuracy.py)
     assert abs(itl_err) < 1e-3
-    assert 0 <= ttft_err < 6e-3
+    assert abs(ttft_err) < 1e-3
     t = res.traces[0]
     assert t.usage_prompt_tokens == 64 and t.usage_output_tokens == 8 and t.chunks == 8
     assert t.multi_token_chunks == 0

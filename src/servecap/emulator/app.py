@@ -8,20 +8,28 @@ SSE ending in ``data: [DONE]``, or one JSON body), ``GET /metrics`` (Prometheus,
 Every output is ``max_tokens`` tokens of deterministic filler (fixed lengths, as with vLLM's
 ``ignore_eos``); prompt lengths are counted without a tokenizer (see
 :func:`servecap.emulator.protocol.estimate_text_tokens`).
+
+The two completion routes are plain ASGI (:class:`EmulatorApp` answers them before FastAPI,
+which serves the rest): the request is parsed once (pydantic, for the error messages), and
+the driver writes each token's chunk straight to the connection's ASGI ``send``: the chunk is
+pre-encoded bytes (a per-request head, then one of ten fixed tails) and the ``send`` coroutine
+is run to completion on the spot when it does not block, which with uvicorn is almost always
+(it only waits when the socket's write buffer is full; then a task finishes that write and
+later chunks queue behind it, in order).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
-from starlette.types import Receive, Scope, Send
 
 from servecap.emulator.driver import Driver, EngineLike, Stream
 from servecap.emulator.metrics import EngineMetrics
@@ -33,19 +41,39 @@ from servecap.emulator.protocol import (
     error_body,
     filler_text,
     filler_token,
-    prompt_key_units,
+    prompt_key,
 )
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_FILLER_PERIOD = 10  # filler_token(i) repeats every 10 tokens
 
 
 def _err(status: int, message: str, param: str | None = None) -> JSONResponse:
     return JSONResponse(error_body(status, message, param=param), status_code=status)
 
 
-def prefix_block_hashes(units: list[str] | list[int], block_size: int) -> tuple[int, ...]:
+def prefix_block_hashes(units: str | list[int], block_size: int) -> tuple[int, ...]:
     """Chained hashes of the prompt's full blocks (vLLM's prefix-cache keys: a block's hash
-    covers every token before it, so equal hashes mean equal prefixes)."""
+    covers every token before it, so equal hashes mean equal prefixes). ``units``: token ids,
+    or text, whose ``block_size`` 4-character pieces make a block."""
     out: list[int] = []
     h = hashlib.blake2b(digest_size=8)
+    if isinstance(units, str):
+        width = 4 * block_size
+        data = units.encode("utf-8", "surrogatepass")
+        if len(data) != len(units):  # not ASCII: slice the text, not its bytes
+            for i in range(len(units) // width):
+                h.update(units[i * width : (i + 1) * width].encode("utf-8", "surrogatepass"))
+                out.append(int.from_bytes(h.copy().digest(), "little"))
+            return tuple(out)
+        for i in range(len(data) // width):
+            h.update(data[i * width : (i + 1) * width])
+            out.append(int.from_bytes(h.copy().digest(), "little"))
+        return tuple(out)
     for i in range(len(units) // block_size):
         h.update(repr(units[i * block_size : (i + 1) * block_size]).encode())
         out.append(int.from_bytes(h.copy().digest(), "little"))
@@ -69,116 +97,358 @@ class EmulatorState:
         return self._app
 
 
-class TokenStream(Response):
-    """Writes one request's tokens as the driver hands them over (SSE or one JSON body)."""
+# ---- writing a stream ------------------------------------------------------------------------
 
-    def __init__(self, state: EmulatorState, stream: Stream, *, chat: bool, sse: bool,
-                 include_usage: bool, timing: bool) -> None:
-        super().__init__(status_code=200, media_type="text/event-stream" if sse else "application/json")
-        self.state, self.stream, self.chat, self.sse = state, stream, chat, sse
-        self.include_usage, self.timing = include_usage, timing
-        kind = "chatcmpl" if chat else "cmpl"
-        self.rid = f"{kind}-{stream.request_id}"
+def _tails(chat: bool) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """The bytes after a chunk's per-request head, for filler token i % 10: (mid, last)."""
+    if chat:
+        mid, tail = '"delta":{"content":"', '"},"logprobs":null,"finish_reason":null}]}\n\n'
+        last = '"},"logprobs":null,"finish_reason":"length"}]}\n\n'
+    else:
+        mid, tail = '"text":"', '","logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
+        last = '","logprobs":null,"finish_reason":"length","stop_reason":null}]}\n\n'
+    words = [filler_token(i) for i in range(_FILLER_PERIOD)]
+    return (tuple((mid + w + tail).encode() for w in words), tuple((mid + w + last).encode() for w in words))
 
-    def _usage(self) -> dict[str, Any]:
-        s = self.stream
-        u: dict[str, Any] = {"prompt_tokens": s.prompt_tokens, "total_tokens": s.prompt_tokens + s.delivered,
-                             "completion_tokens": s.delivered}
-        if s.cached_prompt_tokens:
-            u["prompt_tokens_details"] = {"cached_tokens": s.cached_prompt_tokens}
-        return u
 
-    def _timing(self) -> dict[str, Any]:
-        s, t0 = self.stream, self.state.driver.t0
-        times = s.token_times_s
-        return {"clock": "perf_counter", "received_s": t0 + s.received_s,
-                "first_token_s": t0 + times[0] if times else None,
-                "end_s": t0 + times[-1] if times else None, "preemptions": s.preemptions,
-                "cached_tokens": s.cached_prompt_tokens,
-                "token_times_s": [t0 + x for x in times]}
+_TAILS = {True: _tails(True), False: _tails(False)}
+_DONE = b"data: [DONE]\n\n"
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self.sse:
-            await self._whole(send)
+
+class _Resume:
+    """Await the rest of a coroutine that was started by hand and suspended (``yield from``
+    written out, so the task that awaits this drives it exactly as if it had awaited it)."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro, self._first = coro, first
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coro, value = self._coro, self._first
+        while True:
+            try:
+                sent = yield value
+            except BaseException as exc:  # cancellation: hand it to the coroutine
+                try:
+                    value = coro.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration:
+                    return
+
+
+def _usage(s: Stream) -> dict[str, Any]:
+    n = len(s.token_times_s)
+    u: dict[str, Any] = {"prompt_tokens": s.prompt_tokens, "total_tokens": s.prompt_tokens + n,
+                         "completion_tokens": n}
+    if s.cached_prompt_tokens:
+        u["prompt_tokens_details"] = {"cached_tokens": s.cached_prompt_tokens}
+    return u
+
+
+_TIMES = "__servecap_token_times__"
+
+
+def _timing(s: Stream, t0: float) -> dict[str, Any]:
+    """The ``servecap_timing`` object; its ``token_times_s`` is a placeholder that
+    :func:`_dumps` fills (hundreds of floats: ``%.9f`` is half the cost of ``repr``)."""
+    times = s.token_times_s
+    return {"clock": "perf_counter", "received_s": t0 + s.received_s,
+            "first_token_s": t0 + times[0] if times else None,
+            "end_s": t0 + times[-1] if times else None, "preemptions": s.preemptions,
+            "cached_tokens": s.cached_prompt_tokens, "token_times_s": _TIMES}
+
+
+def _dumps(obj: dict[str, Any], s: Stream, t0: float) -> bytes:
+    text = json.dumps(obj, separators=(",", ":"))
+    if _TIMES in text:
+        times = ",".join(["%.9f" % (t0 + x) for x in s.token_times_s])
+        text = text.replace(f'"{_TIMES}"', f"[{times}]", 1)
+    return text.encode()
+
+
+class SseWriter:
+    """One streaming response: the driver calls :meth:`token` per token and :meth:`finish`
+    at the end; chunks go to ``send`` at once, in order."""
+
+    __slots__ = ("_closing", "_final", "_head", "_last", "_mid", "_pending", "_send", "done")
+
+    def __init__(self, send: Send, head: bytes, chat: bool, final: Callable[[Stream], bytes]) -> None:
+        self._send, self._head, self._final = send, head, final
+        self._mid, self._last = _TAILS[chat]
+        self._pending: list[bytes] | None = []  # buffered until the response has started
+        self._closing = False
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def token(self, stream: Stream, index: int) -> None:
+        tails = self._last if index >= stream.output_tokens - 1 else self._mid
+        data = self._head + tails[index % _FILLER_PERIOD]
+        if self._pending is not None:  # not started, or a write is blocked: queue behind it
+            self._pending.append(data)
             return
+        self._write(data, True)
+
+    def finish(self, stream: Stream) -> None:
+        if not self._closing:
+            self._closing = True
+            if self._pending is not None:
+                self._pending.append(self._final(stream))
+            else:
+                self._write(self._final(stream), False)
+
+    def _write(self, data: bytes, more: bool) -> None:
+        coro = self._send({"type": "http.response.body", "body": data, "more_body": more})
+        try:
+            waiting = coro.send(None)  # type: ignore[attr-defined]
+        except StopIteration:  # written (the common case)
+            if not more:
+                self._resolve()
+            return
+        except Exception:  # the connection is gone
+            coro.close()  # type: ignore[attr-defined]
+            self._resolve()
+            return
+        # the transport's buffer is full: finish this write in a task, queue later chunks
+        self._pending = []
+        asyncio.get_running_loop().create_task(self._complete(_Resume(coro, waiting)))  # type: ignore[arg-type]
+
+    async def _complete(self, rest: _Resume) -> None:
+        try:
+            await rest
+            await self.flush()
+        except Exception:
+            self._resolve()
+
+    async def flush(self) -> None:
+        """Write what was queued, then go back to writing directly."""
+        pending = self._pending
+        while pending:
+            data = b"".join(pending)
+            pending.clear()
+            more = not self._closing
+            await self._send({"type": "http.response.body", "body": data, "more_body": more})
+        self._pending = None
+        if self._closing:
+            self._resolve()
+
+    def _resolve(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class _WholeWriter:
+    """A non-streaming response: the body is built at the end."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def token(self, stream: Stream, index: int) -> None:
+        pass
+
+    def finish(self, stream: Stream) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _send_json(send: Send, status: int, obj: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    raw = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": raw, "more_body": False})
+
+
+async def _send_err(send: Send, status: int, message: str, param: str | None = None) -> None:
+    await _send_json(send, status, error_body(status, message, param=param))
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The request body; None when the client left first."""
+    parts: list[bytes] = []
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return None
+        parts.append(msg.get("body", b""))
+        if not msg.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class Completions:
+    """``POST /v1/completions`` and ``POST /v1/chat/completions`` as raw ASGI."""
+
+    def __init__(self, state: EmulatorState) -> None:
+        self.state = state
+        self._model_json = json.dumps(state.model_name)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, chat: bool) -> None:
+        st = self.state
+        driver = st.driver
+        received_s = driver.now()  # before parsing: the server's time counts from here
+        body = await _read_body(receive)
+        if body is None:
+            return
+        try:
+            raw = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            await _send_err(send, 400, "request body is not valid JSON")
+            return
+        if not isinstance(raw, dict):
+            await _send_err(send, 400, "request body must be a JSON object")
+            return
+        model_cls: type[ChatRequest] | type[CompletionRequest] = ChatRequest if chat else CompletionRequest
+        try:
+            req = model_cls.model_validate(raw)
+        except ValidationError as err:
+            first = err.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            await _send_err(send, 400, f"{loc}: {first['msg']}", param=loc or None)
+            return
+        if req.model != st.model_name:
+            await _send_err(send, 404, f"The model `{req.model}` does not exist.", param="model")
+            return
+        prompt = chat_prompt_tokens(req) if isinstance(req, ChatRequest) else completion_prompt_tokens(req)
+        if prompt <= 0:
+            await _send_err(send, 400, "the prompt is empty", param="prompt")
+            return
+        max_tokens = req.max_tokens
+        if isinstance(req, ChatRequest) and req.max_completion_tokens is not None:
+            max_tokens = req.max_completion_tokens
+        if max_tokens is None:
+            max_tokens = 16 if not chat else max(1, st.max_model_len - prompt)
+        if prompt + max_tokens > st.max_model_len:
+            await _send_err(send, 400, f"This model's maximum context length is {st.max_model_len} tokens. "
+                            f"However, you requested {prompt + max_tokens} tokens ({prompt} in the messages, "
+                            f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                            "completion.", param="max_tokens")
+            return
+        keys = prefix_block_hashes(prompt_key(req), st.block_size)
+        rid_num = driver.next_request_id()
+        stream = driver.submit(rid_num, prompt, max_tokens, keys or None, received_s)
+        if stream is None:
+            await _send_err(send, 503, "the server is overloaded: waiting queue full")
+            return
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{rid_num}"
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        try:
+            if req.stream:
+                await self._stream(send, stream, rid, chat, include_usage, req.servecap_timing)
+            else:
+                await self._whole(send, stream, rid, chat, req.servecap_timing)
+        finally:
+            if not stream.finished:
+                driver.abandon(stream)
+
+    async def _stream(self, send: Send, stream: Stream, rid: str, chat: bool, include_usage: bool,
+                      timing: bool) -> None:
+        st = self.state
+        obj_name = "chat.completion.chunk" if chat else "text_completion"
+        head = (f'data: {{"id":"{rid}","object":"{obj_name}","created":{st.created},'
+                f'"model":{self._model_json},"choices":[{{"index":0,').encode()
+        t0 = st.driver.t0
+
+        def final(s: Stream) -> bytes:
+            if not (include_usage or timing):
+                return _DONE
+            obj: dict[str, Any] = {"id": rid, "object": obj_name, "created": st.created, "model": st.model_name,
+                                   "choices": [], "usage": _usage(s)}
+            if timing:
+                obj["servecap_timing"] = _timing(s, t0)
+            return b"data: " + _dumps(obj, s, t0) + b"\n\n" + _DONE
+
+        writer = SseWriter(send, head, chat, final)
+        stream.writer = writer  # tokens from now on are queued until the head is out
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/event-stream; charset=utf-8"),
-                                (b"cache-control", b"no-cache"), (b"x-request-id", self.rid.encode())]})
-        st, driver, s = self.state, self.state.driver, self.stream
-        created, model = st.created, json.dumps(st.model_name)
-        if self.chat:
-            head = f'data: {{"id":"{self.rid}","object":"chat.completion.chunk","created":{created},"model":{model},"choices":[{{"index":0,'
-            role = head + '"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
-            await send({"type": "http.response.body", "body": role.encode(), "more_body": True})
-            mid, tail, last = '"delta":{"content":"', '"},"logprobs":null,"finish_reason":null}]}\n\n', '"},"logprobs":null,"finish_reason":"length"}]}\n\n'
-        else:
-            head = f'data: {{"id":"{self.rid}","object":"text_completion","created":{created},"model":{model},"choices":[{{"index":0,'
-            mid, tail = '"text":"', '","logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
-            last = '","logprobs":null,"finish_reason":"length","stop_reason":null}]}\n\n'
-        clock, t0 = driver.clock, driver.t0
-        try:
-            while True:
-                await s.wait()
-                times = s.token_times_s
-                n = len(times)
-                if n > s.delivered:
-                    parts = []
-                    for i in range(s.delivered, n):
-                        end = s.finished and i == s.output_tokens - 1
-                        parts.append(head + mid + filler_token(i) + (last if end else tail))
-                    now = clock() - t0
-                    for i in range(s.delivered, n):
-                        driver.record_lag(now - times[i])
-                    s.delivered = n
-                    await send({"type": "http.response.body", "body": "".join(parts).encode(), "more_body": True})
-                if s.finished and s.delivered >= len(s.token_times_s):
-                    break
-            out = ""
-            if self.include_usage or self.timing:
-                obj: dict[str, Any] = {"id": self.rid, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                                       "created": created, "model": st.model_name, "choices": [],
-                                       "usage": self._usage()}
-                if self.timing:
-                    obj["servecap_timing"] = self._timing()
-                out = "data: " + json.dumps(obj, separators=(",", ":")) + "\n\n"
-            await send({"type": "http.response.body", "body": (out + "data: [DONE]\n\n").encode(), "more_body": False})
-        except OSError:
-            driver.abandon(s)
-        finally:
-            if not s.finished:
-                driver.abandon(s)
+                                (b"cache-control", b"no-cache"), (b"x-request-id", rid.encode())]})
+        if chat:
+            role = head + b'"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+            pending = writer._pending
+            assert pending is not None
+            pending.insert(0, role)
+        await writer.flush()
+        await writer.done
 
-    async def _whole(self, send: Send) -> None:
-        s, st = self.stream, self.state
-        while not s.finished:
-            await s.wait()
-            if s.finished:
-                break
-            s.delivered = len(s.token_times_s)
-            s.waiter = None
-            # wait for more: mark all delivered so wait() blocks until a new token
-        s.delivered = len(s.token_times_s)
-        text = filler_text(s.delivered)
-        if self.chat:
+    async def _whole(self, send: Send, stream: Stream, rid: str, chat: bool, timing: bool) -> None:
+        st = self.state
+        writer = _WholeWriter()
+        stream.writer = writer
+        await writer.done
+        text = filler_text(len(stream.token_times_s))
+        if chat:
             choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
                                       "logprobs": None, "finish_reason": "length"}
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None}
             obj = "text_completion"
-        body: dict[str, Any] = {"id": self.rid, "object": obj, "created": st.created, "model": st.model_name,
-                                "choices": [choice], "usage": self._usage()}
-        if self.timing:
-            body["servecap_timing"] = self._timing()
-        raw = json.dumps(body, separators=(",", ":")).encode()
+        body: dict[str, Any] = {"id": rid, "object": obj, "created": st.created, "model": st.model_name,
+                                "choices": [choice], "usage": _usage(stream)}
+        if timing:
+            body["servecap_timing"] = _timing(stream, st.driver.t0)
+        raw = _dumps(body, stream, st.driver.t0)
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]})
         await send({"type": "http.response.body", "body": raw, "more_body": False})
 
 
-def create_app(state: EmulatorState) -> FastAPI:
+class _Route:
+    """One completion route as an ASGI endpoint for the FastAPI router (so other methods on
+    the path get FastAPI's 405)."""
+
+    def __init__(self, handler: Completions, chat: bool) -> None:
+        self.handler, self.chat = handler, chat
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handler(scope, receive, send, self.chat)
+
+
+class EmulatorApp:
+    """The ASGI app: the completion routes directly, everything else through FastAPI."""
+
+    def __init__(self, state: EmulatorState, api: FastAPI, completions: Completions) -> None:
+        self.state, self.api, self.completions = state, api, completions
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = scope["path"]
+            if path == "/v1/completions":
+                await self.completions(scope, receive, send, False)
+                return
+            if path == "/v1/chat/completions":
+                await self.completions(scope, receive, send, True)
+                return
+        await self.api(scope, receive, send)
+
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """A server process (uvicorn runs the lifespan; in-process tests do not): the garbage
+        collector is taken in hand (:meth:`Driver.manage_gc`)."""
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                self.state.driver.manage_gc()
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def create_app(state: EmulatorState) -> EmulatorApp:
     """The ASGI app over one emulated engine (the driver starts on the first request)."""
+    from starlette.routing import Route
+
     app = FastAPI(title="servecap emulator", docs_url=None, redoc_url=None, openapi_url=None)
+    completions = Completions(state)
 
     @app.exception_handler(404)
     async def _not_found(request: Request, exc: Exception) -> JSONResponse:
@@ -206,14 +476,16 @@ def create_app(state: EmulatorState) -> FastAPI:
 
     @app.get("/servecap/stats")
     async def stats() -> dict[str, Any]:
-        lags = sorted(state.driver.lags_s)
-
-        def q(p: float) -> float | None:
-            return lags[min(len(lags) - 1, int(p * (len(lags) - 1) + 0.5))] if lags else None
-
         d = state.driver
-        return {"tokens": len(lags), "token_lag_p50_s": q(0.5), "token_lag_p99_s": q(0.99),
-                "token_lag_max_s": lags[-1] if lags else None, "steps": d.steps,
+        lags, steps = sorted(d.lags_s), sorted(d.step_lags_s)
+
+        def q(xs: list[float], p: float) -> float | None:
+            return xs[min(len(xs) - 1, int(p * (len(xs) - 1) + 0.5))] if xs else None
+
+        return {"tokens": len(lags), "token_lag_p50_s": q(lags, 0.5), "token_lag_p99_s": q(lags, 0.99),
+                "token_lag_max_s": lags[-1] if lags else None,
+                "step_lag_p50_s": q(steps, 0.5), "step_lag_p99_s": q(steps, 0.99),
+                "write_s_per_token": d.write_s / d.writes if d.writes else None, "steps": d.steps,
                 "num_running": d.num_running, "num_waiting": d.num_waiting, "open_streams": len(d.streams)}
 
     @app.get("/servecap/deployment")
@@ -224,60 +496,18 @@ def create_app(state: EmulatorState) -> FastAPI:
 
     @app.post("/servecap/stats/reset")
     async def stats_reset() -> dict[str, Any]:
-        state.driver.lags_s.clear()
+        d = state.driver
+        d.lags_s.clear()
+        d.step_lags_s.clear()
+        d.write_s, d.writes = 0.0, 0
         return {"ok": True}
 
-    async def _handle(request: Request, chat: bool) -> Response:
-        received_s = state.driver.now()  # before parsing: the server's time counts from here
-        try:
-            raw = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _err(400, "request body is not valid JSON")
-        if not isinstance(raw, dict):
-            return _err(400, "request body must be a JSON object")
-        model_cls: type[ChatRequest] | type[CompletionRequest] = ChatRequest if chat else CompletionRequest
-        try:
-            req = model_cls.model_validate(raw)
-        except ValidationError as err:
-            first = err.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            return _err(400, f"{loc}: {first['msg']}", param=loc or None)
-        if req.model != state.model_name:
-            return _err(404, f"The model `{req.model}` does not exist.", param="model")
-        prompt = chat_prompt_tokens(req) if isinstance(req, ChatRequest) else completion_prompt_tokens(req)
-        if prompt <= 0:
-            return _err(400, "the prompt is empty", param="prompt")
-        max_tokens = req.max_tokens
-        if isinstance(req, ChatRequest) and req.max_completion_tokens is not None:
-            max_tokens = req.max_completion_tokens
-        if max_tokens is None:
-            max_tokens = 16 if not chat else max(1, state.max_model_len - prompt)
-        if prompt + max_tokens > state.max_model_len:
-            return _err(400, f"This model's maximum context length is {state.max_model_len} tokens. However, "
-                        f"you requested {prompt + max_tokens} tokens ({prompt} in the messages, "
-                        f"{max_tokens} in the completion). Please reduce the length of the messages or completion.",
-                        param="max_tokens")
-        keys = prefix_block_hashes(prompt_key_units(req), state.block_size)
-        rid = state.driver.next_request_id()
-        stream = state.driver.submit(rid, prompt, max_tokens, keys or None, received_s)
-        if stream is None:
-            return _err(503, "the server is overloaded: waiting queue full")
-        include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        return TokenStream(state, stream, chat=chat, sse=req.stream, include_usage=include_usage,
-                           timing=req.servecap_timing)
-
-    @app.post("/v1/completions")
-    async def completions(request: Request) -> Response:
-        return await _handle(request, chat=False)
-
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> Response:
-        return await _handle(request, chat=True)
-
-    return app
+    app.router.routes.append(Route("/v1/completions", _Route(completions, False), methods=["POST"]))
+    app.router.routes.append(Route("/v1/chat/completions", _Route(completions, True), methods=["POST"]))
+    return EmulatorApp(state, app, completions)
 
 
-MakeRequest = Callable[[str, int, int, Any], Any]
+MakeRequest = Callable[[int, int, int, Any], Any]
 
 
 def build_state(engine: EngineLike, make_request: MakeRequest, *, model_name: str, max_model_len: int,

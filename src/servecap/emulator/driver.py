@@ -4,30 +4,51 @@ Loop (one asyncio task)::
 
     start = end of the previous step (or the arrival, after idling; engine time = perf_counter - t0)
     outcome = engine.step(start)                     # servecap.sim.Engine: same code as simulate
-    sleep until start + outcome.duration_s           # (the selector's ms rounding: wake 0.5 ms early)
-    hand every token of the step to its stream       # first tokens first (they set TTFT)
+    sleep until start + outcome.duration_s           # a timerfd (PreciseTimer), armed early by
+                                                     # the process's measured wake-up latency
+    write every token of the step to its stream      # first tokens first (they set TTFT)
+    then the final (usage) chunks of finished requests, a batch per turn of the loop
 
 Steps are laid back to back on the engine's own schedule, never on the wake-up time, so
-wake-up jitter does not accumulate; how late each token reaches its stream is recorded
+wake-up jitter does not accumulate; how late each token reached its socket is recorded
 (``servecap:emulator_token_lag_seconds`` and :attr:`Driver.lags_s`).
+
+The driver writes the tokens itself: each stream carries a :class:`Writer` (the HTTP layer's,
+see :mod:`servecap.emulator.app`) whose ``token`` call puts the pre-encoded chunk on the
+connection right away, so a step costs one write per token and no task switch per token
+(no per-request coroutine is woken per token; the request's coroutine waits for the end).
+
+Engines with a ``next_event_s()`` method (the fixed-latency reference) are event-driven instead
+of stepped: the driver sleeps until the engine's next token time, and a new request wakes it
+(its first token may come before the one the driver was waiting for).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from servecap.emulator.metrics import EngineMetrics
 
-# The event loop's selector waits in whole milliseconds, rounded up (epoll), so a sleep ends
-# 0-1 ms late; waking half a millisecond early centres the hand-off on the schedule. (Yielding
-# to the loop until the exact time instead was measured: no better, more CPU.)
+# Without a timerfd: the event loop waits in whole milliseconds (epoll's timeout, libuv's
+# timers), so a sleep ends up to 1 ms late; waking half a millisecond early centres the
+# hand-off on the schedule. (Yielding to the loop until the exact time instead was measured:
+# no better, more CPU.)
 EARLY_S = 0.0005
+# Event-driven engines: events already due are handled in one turn of the loop, for at most
+# this long before the loop gets a turn (many streams each with their own token times).
+BATCH_S = 0.002
+# With the collector managed (a server process, :meth:`Driver.manage_gc`): a full collection
+# when the engine goes idle, at most this often ...
+GC_IDLE_EVERY_S = 10.0
+# ... and at least this often under constant load (it pauses the loop: tens of ms).
+GC_BUSY_EVERY_S = 60.0
 
 
 class StepLike(Protocol):
@@ -45,68 +66,93 @@ class StepLike(Protocol):
 
 class EngineLike(Protocol):
     """What the driver calls. An engine may also offer ``cached_tokens() -> {request id:
-    prompt tokens served from the prefix cache}`` for the requests whose first token came out
-    of the last step (reported as ``usage.prompt_tokens_details.cached_tokens``)."""
+    prompt tokens served from the prefix cache}`` for requests that finished in the last step
+    (reported as ``usage.prompt_tokens_details.cached_tokens``), and ``next_event_s()`` (see
+    the module docstring)."""
 
     def add_request(self, req: Any, now_s: float) -> bool: ...
     def has_work(self) -> bool: ...
     def step(self, now_s: float) -> Any: ...
 
 
+class Writer(Protocol):
+    """The HTTP side of one stream (set on :attr:`Stream.writer` by the app)."""
+
+    def token(self, stream: Stream, index: int) -> None:
+        """Token ``index`` of ``stream`` is due now (its time is ``stream.token_times_s[index]``)."""
+
+    def finish(self, stream: Stream) -> None:
+        """The request finished (called after its last token): the response ends."""
+
+
 @dataclass(slots=True)
 class Stream:
-    """One request's channel from the driver to its HTTP writer."""
+    """One request as the driver and the HTTP layer share it."""
 
-    request_id: str
+    request_id: int
     prompt_tokens: int
     output_tokens: int
     received_s: float  # engine time the request arrived
     token_times_s: list[float] = field(default_factory=list)  # engine-scheduled times
-    delivered: int = 0  # tokens the writer has taken
     finished: bool = False
     preemptions: int = 0
     cached_prompt_tokens: int = 0
-    waiter: asyncio.Future[None] | None = None
     abandoned: bool = False
-
-    def _wake(self) -> None:
-        w = self.waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-
-    async def wait(self) -> None:
-        """Until a token not yet taken, or the end, is available."""
-        if self.delivered < len(self.token_times_s) or self.finished:
-            return
-        self.waiter = asyncio.get_running_loop().create_future()
-        await self.waiter
-        self.waiter = None
+    writer: Writer | None = None
 
 
 class Driver:
     def __init__(self, engine: EngineLike, metrics: EngineMetrics,
-                 make_request: Callable[[str, int, int, Any], Any],
+                 make_request: Callable[[int, int, int, Any], Any],
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.engine = engine
         self.metrics = metrics
         self._make_request = make_request
         self.clock = clock
         self.t0 = clock()
-        self.streams: dict[str, Stream] = {}
-        self.lags_s: deque[float] = deque(maxlen=200_000)
+        self.streams: dict[Any, Stream] = {}
+        self.lags_s: deque[float] = deque(maxlen=2_000_000)  # per token written: written - scheduled
+        self.step_lags_s: deque[float] = deque(maxlen=200_000)  # per step: its first write - scheduled
+        self.write_s = 0.0  # time spent writing steps' tokens (first write to last) ...
+        self.writes = 0  # ... and the tokens written in it
         self.steps = 0
         self._next_start = 0.0
-        self._wake: asyncio.Future[None] | None = None
+        self._wake: asyncio.Future[bool] | None = None
         self._task: asyncio.Task[None] | None = None
         self.num_running = 0
         self.num_waiting = 0
         self._ids = 0
-        self._has_hits = callable(getattr(engine, "cached_tokens", None))
+        self._gc_managed = False
+        self._last_gc = 0.0
+        get_hits = getattr(engine, "cached_tokens", None)
+        self._hits: Callable[[], Mapping[Any, int]] | None = get_hits if callable(get_hits) else None
+        next_event = getattr(engine, "next_event_s", None)
+        self._next_event: Callable[[], float] | None = next_event if callable(next_event) else None
 
-    def next_request_id(self) -> str:
-        """Integer ids (the engine's), as strings for the HTTP layer."""
+    def manage_gc(self) -> None:
+        """Take the process's garbage collector in hand (call once, in a server process): what
+        is alive now (imports, the app) is frozen, automatic full collections are turned off
+        (young ones go on), and the driver runs a full collection when the engine goes idle
+        (at most every :data:`GC_IDLE_EVERY_S`) or, under constant load, every
+        :data:`GC_BUSY_EVERY_S`. An automatic full collection scans every tracked object (with
+        2,000 connections open: 100-200 ms measured) and can fall in the middle of a step's
+        writes."""
+        gc.collect()
+        gc.freeze()
+        g0, g1, _ = gc.get_threshold()
+        gc.set_threshold(g0, g1, 1_000_000_000)
+        self._gc_managed = True
+        self._last_gc = self.clock()
+
+    def _maybe_collect(self, idle: bool) -> None:
+        now = self.clock()
+        if now - self._last_gc >= (GC_IDLE_EVERY_S if idle else GC_BUSY_EVERY_S):
+            gc.collect()
+            self._last_gc = self.clock()
+
+    def next_request_id(self) -> int:
         self._ids += 1
-        return str(self._ids)
+        return self._ids
 
     def now(self) -> float:
         return self.clock() - self.t0
@@ -122,14 +168,17 @@ class Driver:
                 await self._task
             self._task = None
 
-    def submit(self, request_id: str, prompt_tokens: int, output_tokens: int, prefix_key: Any,
+    def submit(self, request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: Any,
                received_s: float | None = None) -> Stream | None:
         """Add a request that reached the server at ``received_s`` (engine time; default now);
         None when the engine rejects it (waiting queue full)."""
         self.ensure_started()
         now = self.now() if received_s is None else received_s
-        if self.engine.has_work():  # arrivals during a step join the next one (at _next_start)
-            now = min(now, self._next_start)
+        if self._next_event is None:
+            if self.engine.has_work():
+                now = min(now, self._next_start)  # arrivals during a step join the next one
+            else:  # idle: the next step starts on arrival (not before the last one ended)
+                self._next_start = max(now, self._next_start)
         req = self._make_request(request_id, prompt_tokens, output_tokens, prefix_key)
         if not self.engine.add_request(req, now):
             return None
@@ -138,82 +187,271 @@ class Driver:
         self.metrics.prompt_tokens.inc(prompt_tokens)
         w = self._wake
         if w is not None and not w.done():
-            w.set_result(None)
+            w.set_result(False)  # idle, or asleep until a later event: re-plan
         return stream
 
     def abandon(self, stream: Stream) -> None:
         """The client went away: its tokens are dropped (the engine still computes them)."""
         stream.abandoned = True
+        stream.writer = None
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         clock, t0 = self.clock, self.t0
-        while True:
-            if not self.engine.has_work():
-                self._wake = loop.create_future()
-                await self._wake
-                self._wake = None
-                self._next_start = clock() - t0  # idle: the next step starts on arrival
-                continue
-            # busy: steps run back to back on the engine's schedule (the GPU does not wait
-            # for the CPU to stream the previous step's tokens)
-            start = self._next_start
-            out = self.engine.step(start)
-            hits = self.engine.cached_tokens() if self._has_hits else None  # type: ignore[attr-defined]
-            end = start + float(out.duration_s)
-            self._next_start = end
-            delay = end - (clock() - t0) - EARLY_S
-            if delay > 0:
-                await asyncio.sleep(delay)
-            self._deliver(out, end, hits)
-            self.steps += 1
+        next_event = self._next_event
+        timer = PreciseTimer.create(loop) if clock is time.perf_counter else None
+        try:
+            while True:
+                if not self.engine.has_work():
+                    if self._gc_managed:
+                        self._maybe_collect(idle=True)
+                    self._wake = loop.create_future()
+                    await self._wake
+                    self._wake = None
+                    continue
+                if self._gc_managed:
+                    self._maybe_collect(idle=False)
+                if next_event is not None:
+                    # event-driven: sleep until the next token time; an arrival wakes us early
+                    end = next_event()
+                    if not await self._sleep_until(loop, timer, end, wakeable=True):
+                        continue  # a request arrived: its first token may come first
+                    # every event due by now goes out in this turn (up to BATCH_S of work)
+                    stop = clock() + BATCH_S
+                    while True:
+                        out = self.engine.step(end)
+                        self._deliver(out, end + float(out.duration_s))
+                        self.steps += 1
+                        if not self.engine.has_work():
+                            break
+                        end = next_event()
+                        now = clock()
+                        if t0 + end > now + (timer.early_s if timer is not None else EARLY_S) or now > stop:
+                            break
+                    continue
+                else:
+                    # busy: steps run back to back on the engine's schedule (the GPU does not
+                    # wait for the CPU to stream the previous step's tokens)
+                    start = self._next_start
+                    out = self.engine.step(start)
+                    end = start + float(out.duration_s)
+                    self._next_start = end
+                    await self._sleep_until(loop, timer, end, wakeable=False)
+                self._deliver(out, end)
+                self.steps += 1
+        finally:
+            if timer is not None:
+                timer.close()
 
-    def _deliver(self, out: Any, end: float, hits: dict[Any, int] | None = None) -> None:
-        m, streams = self.metrics, self.streams
-        for rid in out.first_tokens:
-            s = streams.get(str(rid))
-            if s is not None:
-                s.token_times_s.append(end)
-                if hits:
-                    s.cached_prompt_tokens = hits.get(rid, 0)
-                m.ttft.observe(end - s.received_s)
-                s._wake()
-        firsts = set(out.first_tokens)
-        for rid in out.decoded:
-            if rid in firsts:  # servecap.sim.Engine lists first tokens in `decoded` too
-                continue
-            s = streams.get(str(rid))
-            if s is not None:
-                m.itl.observe(end - s.token_times_s[-1] if s.token_times_s else 0.0)
-                s.token_times_s.append(end)
-                s._wake()
-        n_tokens = len(firsts) + sum(1 for r in out.decoded if r not in firsts)
-        if n_tokens:
-            m.generation_tokens.inc(n_tokens)
-        for rid in out.preempted:
-            s = streams.get(str(rid))
-            if s is not None:
-                s.preemptions += 1
-            m.preemptions.inc()
-        for rid in out.finished:
-            s = streams.pop(str(rid), None)
+    async def _sleep_until(self, loop: asyncio.AbstractEventLoop, timer: PreciseTimer | None, end: float, *,
+                           wakeable: bool) -> bool:
+        """Until engine time ``end`` (True), or until :meth:`submit` wakes us (False, only when
+        ``wakeable``). When already late, the loop still gets one turn (the server's other
+        work must not starve behind a backlog of steps)."""
+        early = timer.early_s if timer is not None else EARLY_S
+        delay = end - (self.clock() - self.t0) - early
+        if delay <= 0:
+            await asyncio.sleep(0)
+            return True
+        self._wake = fut = loop.create_future() if wakeable else None
+        if fut is None:
+            fut = loop.create_future()
+        if timer is not None:
+            timer.arm(self.t0 + end - early, fut)
+            try:
+                on_time = await fut
+            finally:
+                timer.disarm()
+        else:
+            handle = loop.call_later(delay, _resolve, fut)
+            try:
+                on_time = await fut
+            finally:
+                handle.cancel()
+        self._wake = None
+        return bool(on_time)
+
+    def _finish_streams(self, ends: list[Stream], start: int) -> None:
+        """The final chunks of the streams that finished in a step: :data:`FINISH_BATCH` per
+        turn of the loop, so a step where many requests end (each final chunk carries usage,
+        maybe hundreds of token times) does not hold up the next step's tokens."""
+        stop = start + FINISH_BATCH
+        for s in ends[start:stop]:
+            w = s.writer
+            if w is not None:
+                w.finish(s)
+        if stop < len(ends):
+            asyncio.get_running_loop().call_soon(self._finish_streams, ends, stop)
+
+    def _deliver(self, out: Any, end: float) -> None:
+        m, streams, clock = self.metrics, self.streams, self.clock
+        due = self.t0 + end
+        lags: list[float] = []
+        if self._hits is not None:
+            for rid, n in self._hits().items():
+                s = streams.get(rid)
+                if s is not None:
+                    s.cached_prompt_tokens = n
+        firsts = out.first_tokens
+        ttft = m.ttft
+        for rid in firsts:  # first: they set TTFT
+            s = streams.get(rid)
             if s is None:
                 continue
-            s.finished = True
-            first = s.token_times_s[0] if s.token_times_s else end
-            m.e2e.observe(end - s.received_s)
-            if len(s.token_times_s) > 1:
-                m.tpot.observe((end - first) / (len(s.token_times_s) - 1))
-            m.success_length.inc()
-            s._wake()
-        self.num_running, self.num_waiting = int(out.num_running), int(out.num_waiting)
-        m.running.set(self.num_running)
-        m.waiting.set(self.num_waiting)
-        total = int(out.kv_blocks_total) or 1
-        usage = int(out.kv_blocks_used) / total
-        m.kv_usage.set(usage)
-        m.gpu_cache_usage.set(usage)
+            s.token_times_s.append(end)
+            ttft.observe(end - s.received_s)
+            w = s.writer
+            if w is not None:
+                w.token(s, 0)
+                lags.append(clock() - due)
+        n_tokens = len(firsts)
+        itls: list[float] = []
+        for rid in out.decoded:
+            s = streams.get(rid)
+            if s is None:
+                n_tokens += 1
+                continue
+            times = s.token_times_s
+            if times:
+                last = times[-1]
+                if last == end:  # its first token, above (servecap.sim.Engine lists it here too)
+                    continue
+                itls.append(end - last)
+            times.append(end)
+            n_tokens += 1
+            w = s.writer
+            if w is not None:
+                w.token(s, len(times) - 1)
+                lags.append(clock() - due)
+        if itls:
+            m.itl.observe_many(itls)
+        if n_tokens:
+            m.generation_tokens.inc(n_tokens)
+        if out.preempted:
+            for rid in out.preempted:
+                s = streams.get(rid)
+                if s is not None:
+                    s.preemptions += 1
+            m.preemptions.inc(len(out.preempted))
+        finished = out.finished
+        if finished:
+            ends: list[Stream] = []
+            for rid in finished:
+                s = streams.pop(rid, None)
+                if s is None:
+                    continue
+                s.finished = True
+                times = s.token_times_s
+                m.e2e.observe(end - s.received_s)
+                if len(times) > 1:
+                    m.tpot.observe((end - times[0]) / (len(times) - 1))
+                if s.writer is not None:
+                    ends.append(s)
+            m.success_length.inc(len(finished))
+            if ends:  # usage chunks after this step's tokens, a batch per loop turn
+                asyncio.get_running_loop().call_soon(self._finish_streams, ends, 0)
+        self.num_running, self.num_waiting = out.num_running, out.num_waiting
+        m.state = (out.num_running, out.num_waiting, out.kv_blocks_used, out.kv_blocks_total)  # gauges, at scrape
+        if lags:
+            self.lags_s.extend(lags)
+            self.step_lags_s.append(lags[0])
+            self.write_s += lags[-1] - lags[0]
+            self.writes += len(lags) - 1
+            m.token_lag.observe_many(lags)
 
-    def record_lag(self, lag_s: float) -> None:
-        self.lags_s.append(lag_s)
-        self.metrics.token_lag.observe(max(0.0, lag_s))
+
+FINISH_BATCH = 32  # final (usage) chunks written per turn of the loop
+
+
+def _resolve(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(True)
+
+
+class PreciseTimer:
+    """A Linux ``timerfd`` on CLOCK_MONOTONIC (``time.perf_counter``'s clock) watched by the
+    event loop: wakes the driver within tens of microseconds of an absolute time, where the
+    loop's own timers wake up to 1 ms late (epoll and libuv wait in whole milliseconds).
+    :meth:`create` returns None where it is not available (the driver then uses the loop's
+    timers, :data:`EARLY_S` early)."""
+
+    EARLY_S = 0.00005  # the kernel's default timer slack: the least it is armed early by
+    MAX_EARLY_S = 0.001
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, libc: Any, fd: int) -> None:
+        import ctypes
+
+        class _Timespec(ctypes.Structure):
+            _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+        class _Itimerspec(ctypes.Structure):
+            _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+        self._loop, self._libc, self._fd = loop, libc, fd
+        self._spec = _Itimerspec()
+        self._ref = ctypes.byref(self._spec)
+        self._fut: asyncio.Future[bool] | None = None
+        self._armed_at = 0.0
+        # how late the callback runs after the armed time (moving average): the process's
+        # wake-up latency, which the timer is armed early by
+        self.latency_s = self.EARLY_S
+        loop.add_reader(fd, self._fire)
+
+    @property
+    def early_s(self) -> float:
+        return min(self.MAX_EARLY_S, max(self.EARLY_S, self.latency_s))
+
+    @classmethod
+    def create(cls, loop: asyncio.AbstractEventLoop) -> PreciseTimer | None:
+        import sys
+
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = int(libc.timerfd_create(1, 0o4000 | 0o2000000))  # CLOCK_MONOTONIC, NONBLOCK|CLOEXEC
+            if fd < 0:
+                return None
+            try:
+                return cls(loop, libc, fd)
+            except Exception:
+                import os
+
+                os.close(fd)
+                return None
+        except (OSError, AttributeError, NotImplementedError):
+            return None
+
+    def arm(self, at_s: float, fut: asyncio.Future[bool]) -> None:
+        self._fut, self._armed_at = fut, at_s
+        sec = int(at_s)
+        v = self._spec.it_value
+        v.tv_sec, v.tv_nsec = sec, max(1, int((at_s - sec) * 1e9))
+        if self._libc.timerfd_settime(self._fd, 1, self._ref, None) != 0:  # TFD_TIMER_ABSTIME
+            self._loop.call_at(self._loop.time() + max(0.0, at_s - time.perf_counter()), _resolve, fut)
+
+    def disarm(self) -> None:
+        self._fut = None
+
+    def _fire(self) -> None:
+        import os
+
+        try:
+            os.read(self._fd, 8)
+        except (BlockingIOError, InterruptedError):
+            return
+        fut = self._fut
+        if fut is not None and not fut.done():
+            late = time.perf_counter() - self._armed_at
+            self.latency_s += 0.1 * (min(late, self.MAX_EARLY_S) - self.latency_s)
+            fut.set_result(True)
+
+    def close(self) -> None:
+        import os
+
+        try:
+            self._loop.remove_reader(self._fd)
+        finally:
+            os.close(self._fd)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 @dataclass(slots=True)
 class FixedRequest:
-    request_id: str
+    request_id: int
     prompt_tokens: int
     output_tokens: int
     prefix_key: object = None
@@ -25,10 +25,10 @@ class FixedRequest:
 @dataclass(slots=True)
 class FixedStep:
     duration_s: float
-    first_tokens: list[str] = field(default_factory=list)
-    decoded: list[str] = field(default_factory=list)
-    finished: list[str] = field(default_factory=list)
-    preempted: list[str] = field(default_factory=list)
+    first_tokens: list[int] = field(default_factory=list)
+    decoded: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+    preempted: list[int] = field(default_factory=list)
     num_running: int = 0
     num_waiting: int = 0
     kv_blocks_used: int = 0
@@ -49,7 +49,7 @@ class FixedDelayEngine:
         self._seq = 0
 
     @staticmethod
-    def make_request(request_id: str, prompt_tokens: int, output_tokens: int, prefix_key: object) -> FixedRequest:
+    def make_request(request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: object) -> FixedRequest:
         return FixedRequest(request_id, prompt_tokens, output_tokens, prefix_key)
 
     def add_request(self, req: FixedRequest, now_s: float) -> bool:
@@ -60,6 +60,10 @@ class FixedDelayEngine:
 
     def has_work(self) -> bool:
         return bool(self._heap)
+
+    def next_event_s(self) -> float:
+        """When the next token is due (the driver sleeps until then; arrivals wake it)."""
+        return self._heap[0][0]
 
     def step(self, now_s: float) -> FixedStep:
         heap = self._heap

@@ -133,18 +133,17 @@ def chat_prompt_tokens(req: ChatRequest) -> int:
     return total
 
 
-def prompt_key_units(req: CompletionRequest | ChatRequest) -> list[str] | list[int]:
-    """The prompt as comparable units for prefix caching: token ids, or 4-character pieces."""
+def prompt_key(req: CompletionRequest | ChatRequest) -> str | list[int]:
+    """The prompt as prefix caching compares it: token ids, or the text (whose 4-character
+    pieces stand for tokens, as in :func:`estimate_text_tokens`)."""
     if isinstance(req, CompletionRequest):
         p = req.prompt
         if isinstance(p, list) and p and isinstance(p[0], int):
             return [int(x) for x in p]
         if isinstance(p, list) and p and isinstance(p[0], list):
             return [int(x) for x in p[0]]
-        text = p if isinstance(p, str) else (str(p[0]) if p else "")
-    else:
-        text = "".join(m.content if isinstance(m.content, str) else "" for m in req.messages)
-    return [text[i : i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN)]
+        return p if isinstance(p, str) else (str(p[0]) if p else "")
+    return "".join(m.content if isinstance(m.content, str) else "" for m in req.messages)
 
 
 def error_body(status: int, message: str, *, param: str | None = None) -> dict[str, Any]:

@@ -17,11 +17,9 @@ class SimEngineAdapter:
     """:class:`servecap.sim.Engine` as the driver sees it, plus per-request prefix-cache hits.
 
     After each step it drains ``take_finished()`` (the engine keeps every finished request
-    there until asked: a long-running server must ask) and reports the prompt tokens each
-    request whose first token came out of the step found in the prefix cache. The engine has
-    no public per-request accessor yet, so this reads ``cached_tokens`` off its request
-    objects (``Engine._reqs`` while running, the finished list otherwise); an engine without
-    them reports 0.
+    there until asked: a long-running server must ask) and reports, for each request that
+    finished in the step, the prompt tokens it found in the prefix cache (its
+    ``cached_tokens``), which the final usage chunk carries. Only public engine API is used.
     """
 
     def __init__(self, engine: Any) -> None:
@@ -36,13 +34,8 @@ class SimEngineAdapter:
 
     def step(self, now_s: float) -> Any:
         out = self.engine.step(now_s)
-        done = {r.rid: r for r in self.engine.take_finished()}
-        self._hits = {}
-        if out.first_tokens:
-            running = getattr(self.engine, "_reqs", {})
-            for rid in out.first_tokens:
-                r = running.get(rid) or done.get(rid)
-                self._hits[rid] = int(getattr(r, "cached_tokens", 0) or 0)
+        done = self.engine.take_finished()
+        self._hits = {r.rid: int(getattr(r, "cached_tokens", 0) or 0) for r in done} if done else {}
         return out
 
     def cached_tokens(self) -> dict[Any, int]:
@@ -63,8 +56,8 @@ def engine_state(plan: Any, *, model_name: str, enable_prefix_caching: bool = Tr
                                    waiting_queue_limit=waiting_queue_limit)
     engine = SimEngineAdapter(Engine(setup))
 
-    def make(request_id: str, prompt_tokens: int, output_tokens: int, prefix_key: Any) -> Any:
-        return EngineRequest(int(request_id), prompt_tokens, output_tokens, prefix_key=prefix_key)
+    def make(request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: Any) -> Any:
+        return EngineRequest(request_id, prompt_tokens, output_tokens, prefix_key=prefix_key)
 
     dep = plan.deployment
     state = build_state(engine, make, model_name=model_name, max_model_len=dep.engine.max_model_len,
@@ -90,7 +83,7 @@ def uvicorn_config(state: EmulatorState, host: str, port: int, **kw: Any) -> Any
     import uvicorn
 
     return uvicorn.Config(create_app(state), host=host, port=port, log_level="warning",
-                          access_log=False, timeout_keep_alive=30, backlog=4096, lifespan="off", **kw)
+                          access_log=False, timeout_keep_alive=30, backlog=4096, lifespan="on", **kw)
 
 
 class ServerThread:

@@ -91,3 +91,95 @@ class StreamingASGITransport(httpx.AsyncBaseTransport):
         status, headers = await started
         return httpx.Response(status, headers=headers, stream=_Body(queue, task, disconnected),
                               request=request)
+
+
+class _AsgiTarget:
+    __slots__ = ("headers", "host", "method", "path", "query")
+
+    def __init__(self, method: str, url: str, headers: list[tuple[bytes, bytes]]) -> None:
+        u = httpx.URL(url)
+        self.method, self.path, self.query = method, u.path, u.query
+        self.host = (u.host, u.port or 80)
+        self.headers = headers
+
+
+class AsgiClient:
+    """The load generator's in-process client: calls the ASGI app directly in the request's
+    own task and hands every body message to ``on_data`` inside the app's ``send`` (so a
+    token is timestamped the moment the server writes it: no queue, no task switch, no httpx
+    per chunk). Same interface as :class:`servecap.measure.http1.RawClient`; picked by the
+    load generator when it is given a :class:`StreamingASGITransport`."""
+
+    def __init__(self, app: AsgiApp, *, headers: dict[str, str] | None = None,
+                 client: tuple[str, int] = ("127.0.0.1", 12345)) -> None:
+        self.app, self.client = app, client
+        self.headers = {k.lower(): v for k, v in (headers or {}).items()}
+
+    async def __aenter__(self) -> AsgiClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    def request_bytes(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[_AsgiTarget, bytes]:
+        hdrs = {"content-length": str(len(body)), **self.headers, **{k.lower(): v for k, v in headers.items()}}
+        return _AsgiTarget(method, url, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in hdrs.items()]), body
+
+    async def stream(self, target: _AsgiTarget, payload: bytes, on_status: Callable[[int], None],
+                     on_data: Callable[[bytes], object], *, stall_timeout_s: float,
+                     on_sent: Callable[[], None] | None = None) -> None:
+        from servecap.measure.http1 import ProtocolError, StallTimeout
+
+        scope: Scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": target.method,
+            "scheme": "http", "path": target.path, "raw_path": target.path.encode(),
+            "query_string": target.query, "root_path": "", "headers": target.headers,
+            "client": self.client, "server": target.host,
+        }
+        loop = asyncio.get_running_loop()
+        ended = asyncio.Event()
+        state = {"body_sent": False, "started": False, "complete": False}
+
+        async def receive() -> Message:
+            if not state["body_sent"]:
+                state["body_sent"] = True
+                return {"type": "http.request", "body": payload, "more_body": False}
+            await ended.wait()
+            return {"type": "http.disconnect"}
+
+        try:
+            async with asyncio.timeout_at(loop.time() + stall_timeout_s) as deadline:
+
+                async def send(message: Message) -> None:
+                    kind = message["type"]
+                    if kind == "http.response.start":
+                        state["started"] = True
+                        on_status(int(message["status"]))
+                    elif kind == "http.response.body" and not ended.is_set():
+                        chunk = message.get("body", b"")
+                        if chunk:
+                            deadline.reschedule(loop.time() + stall_timeout_s)
+                            on_data(bytes(chunk))
+                        if not message.get("more_body", False):
+                            state["complete"] = True
+                            ended.set()
+
+                if on_sent is not None:
+                    on_sent()
+                try:
+                    await self.app(scope, receive, send)
+                except (TimeoutError, asyncio.CancelledError):
+                    raise
+                except Exception as err:
+                    raise ProtocolError(f"app raised {err!r}") from None
+                finally:
+                    ended.set()
+        except TimeoutError:
+            raise StallTimeout(f"no bytes for {stall_timeout_s:g} s") from None
+        if not state["started"]:
+            raise ProtocolError("app sent no response")
+        if not state["complete"]:
+            raise ProtocolError("app returned before the end of the response")

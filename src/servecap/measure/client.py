@@ -16,8 +16,9 @@ from typing import Any
 
 import httpx
 
+from servecap.measure.asgi_stream import AsgiClient
 from servecap.measure.http1 import ConnectError, HttpError, ProtocolError, RawClient, StallTimeout
-from servecap.measure.sse import DONE, SseParser
+from servecap.measure.sse import SseParser
 from servecap.measure.trace import Trace
 
 _MAX_ERROR_BODY = 2000
@@ -49,16 +50,36 @@ def _usage(trace: Trace, usage: dict[str, Any]) -> None:
         trace.cached_prompt_tokens = int(details["cached_tokens"])
 
 
+_CHOICE0 = b'"choices":[{"index":0,'
+_TEXT = b'"text":"'
+_CONTENT = b'"content":"'
+
+
 class _Consumer:
-    """Turns response body bytes into the trace: SSE events, token times, usage, errors."""
+    """Turns response body bytes into the trace: SSE events, token times, usage, errors.
+
+    Hot path: an OpenAI stream is ``data: {json}\\n\\n`` events, most of them one token. The
+    events are split with ``bytes.find``; a one-choice chunk whose ``text`` or
+    ``delta.content`` string is non-empty, with no ``usage`` object, is counted as a token
+    from its bytes alone (a JSON string cannot hide an unescaped ``"text":"``); every other
+    event (usage, ``servecap_timing``, errors, several choices, other shapes, and every event
+    when the text is kept) is parsed with :mod:`json`. Streams with ``\\r`` line ends,
+    comments or multi-line events go through :class:`~servecap.measure.sse.SseParser`.
+    The arrival time is taken once per read, before any parsing."""
 
     def __init__(self, trace: Trace, t0: float, collect: bool) -> None:
         self.trace, self.t0, self.collect = trace, t0, collect
         self.parser = SseParser()
+        self._buf = b""
+        self._general = False  # \r seen: the general parser takes the whole stream
         self.done = False
         self.stopped = False  # an error ended it
         self.status = 0
         self.error_body = b""
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buf) + self.parser.buffered_bytes
 
     def feed(self, raw: bytes) -> None:
         now = time.perf_counter() - self.t0
@@ -68,37 +89,76 @@ class _Consumer:
             if len(self.error_body) < _MAX_ERROR_BODY:
                 self.error_body += raw
             return
+        if not self._general and b"\r" in raw:
+            self._general = True
+            raw, self._buf = self._buf + raw, b""
+        if self._general:
+            for ev in self.parser.feed(raw):
+                self._event(ev.data.encode(), now)
+                if self.stopped:
+                    return
+            return
+        buf = self._buf + raw if self._buf else raw
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            if buf.startswith(b"data: ", start) and buf.find(b"\n", start, end) < 0:
+                self._event(buf[start + 6 : end], now)
+            else:  # comments, other fields, several data lines, blank lines
+                for ev in self.parser.feed(buf[start : end + 2]):
+                    self._event(ev.data.encode(), now)
+            start = end + 2
+            if self.stopped:
+                return
+        self._buf = buf[start:] if start else buf
+
+    def _event(self, data: bytes, now: float) -> None:
+        if data == b"[DONE]":
+            self.done = True
+            return
         trace = self.trace
-        for ev in self.parser.feed(raw):
-            data = ev.data
-            if data == DONE:
-                self.done = True
-                continue
-            try:
-                obj = json.loads(data)
-            except json.JSONDecodeError:
-                obj = None
-            if not isinstance(obj, dict):
-                self._stop("bad_json", data[:200], now)
-                return
-            if "error" in obj:
-                self._stop("server_error", json.dumps(obj["error"])[:_MAX_ERROR_BODY], now)
-                return
-            for choice in obj.get("choices") or ():
-                text = _content(choice) if isinstance(choice, dict) else ""
-                if text:
-                    if self.collect:
-                        trace.answer_text += text
-                    trace.chunks += 1
-                    if trace.first_token_s is None:
-                        trace.first_token_s = now
-                    trace.token_times_s.append(now)
-            usage = obj.get("usage")
-            if isinstance(usage, dict):
-                _usage(trace, usage)
-            timing = obj.get("servecap_timing")
-            if isinstance(timing, dict):
-                trace.server_timing = timing
+        if not self.collect:
+            i = data.find(_CHOICE0)
+            if i >= 0 and b'"usage":{' not in data and data.find(b'},{"index":', i) < 0:
+                j = data.find(_TEXT, i)
+                k = j + len(_TEXT)
+                if j < 0:
+                    j = data.find(_CONTENT, i)
+                    k = j + len(_CONTENT)
+                if j >= 0:
+                    if data[k : k + 1] != b'"':
+                        trace.chunks += 1
+                        if trace.first_token_s is None:
+                            trace.first_token_s = now
+                        trace.token_times_s.append(now)
+                    return
+        try:
+            obj = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            obj = None
+        if not isinstance(obj, dict):
+            self._stop("bad_json", data[:200].decode("utf-8", "replace"), now)
+            return
+        if "error" in obj:
+            self._stop("server_error", json.dumps(obj["error"])[:_MAX_ERROR_BODY], now)
+            return
+        for choice in obj.get("choices") or ():
+            text = _content(choice) if isinstance(choice, dict) else ""
+            if text:
+                if self.collect:
+                    trace.answer_text += text
+                trace.chunks += 1
+                if trace.first_token_s is None:
+                    trace.first_token_s = now
+                trace.token_times_s.append(now)
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            _usage(trace, usage)
+        timing = obj.get("servecap_timing")
+        if isinstance(timing, dict):
+            trace.server_timing = timing
 
     def _stop(self, kind: str, detail: str, now: float) -> None:
         self.trace.error, self.trace.error_detail, self.trace.end_s = kind, detail, now
@@ -117,7 +177,7 @@ class _Consumer:
             return
         if not self.done:
             trace.error = "broken_stream"
-            buffered = self.parser.buffered_bytes
+            buffered = self.buffered_bytes
             trace.error_detail = (f"stream ended without [DONE] after {trace.chunks} chunks"
                                   + (f" ({buffered} bytes of an unfinished event)" if buffered else ""))
             return
@@ -125,7 +185,7 @@ class _Consumer:
             trace.multi_token_chunks = trace.usage_output_tokens - trace.chunks
 
 
-Client = httpx.AsyncClient | RawClient
+Client = httpx.AsyncClient | RawClient | AsgiClient
 
 
 async def stream_request(
@@ -152,7 +212,7 @@ async def stream_request(
     clock = time.perf_counter
     try:
         async with asyncio.timeout(total_timeout_s):
-            if isinstance(client, RawClient):
+            if isinstance(client, RawClient | AsgiClient):
                 await _raw(client, url, payload, hdrs, trace, t0, collect_text, stall_timeout_s, bool(body.get("stream", True)))
             else:
                 await _httpx(client, url, payload, hdrs, trace, t0, collect_text, bool(body.get("stream", True)))
@@ -177,8 +237,9 @@ async def stream_request(
     return trace
 
 
-async def _raw(client: RawClient, url: str, payload: bytes, hdrs: dict[str, str], trace: Trace, t0: float,
+async def _raw(client: RawClient | AsgiClient, url: str, payload: bytes, hdrs: dict[str, str], trace: Trace, t0: float,
                collect: bool, stall_s: float, stream: bool) -> None:
+    target: Any
     target, data = client.request_bytes("POST", url, payload, hdrs)
     c = _Consumer(trace, t0, collect)
 

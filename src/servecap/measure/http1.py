@@ -68,8 +68,7 @@ class _Conn(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # (uvloop's is no asyncio.Transport subclass)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -150,8 +149,37 @@ class _Conn(asyncio.Protocol):
             return
         elif st in ("idle", "done"):
             return
+        elif st == "chunk_size" and not self._buf:
+            data = self._chunks(data)  # whole chunks straight from the read, one callback
+            if not data:
+                return
         self._buf += data
         self._run()
+
+    def _chunks(self, data: bytes) -> bytes:
+        """The complete chunks at the start of ``data`` (which begins at a chunk-size line),
+        emitted as one piece; returns what is left for the general parser (a partial chunk,
+        the last chunk, chunk extensions, anything malformed)."""
+        pos, n, pieces = 0, len(data), []
+        while pos < n:
+            nl = data.find(b"\r\n", pos)
+            if nl < 0 or nl - pos > 16:
+                break
+            line = data[pos:nl]
+            if not line.isalnum():
+                break
+            try:
+                size = int(line, 16)
+            except ValueError:
+                break
+            end = nl + 2 + size
+            if size == 0 or end + 2 > n or data[end : end + 2] != b"\r\n":
+                break
+            pieces.append(data[nl + 2 : end])
+            pos = end + 2
+        if pieces:
+            self._emit(pieces[0] if len(pieces) == 1 else b"".join(pieces))
+        return data[pos:] if pos else data
 
     def _run(self) -> None:
         buf = self._buf
