@@ -248,9 +248,7 @@ async def run_open_loop(cfg: LoadConfig, specs: Sequence[RequestLike], *,
             await asyncio.gather(*tasks, return_exceptions=True)
         except asyncio.CancelledError:
             interrupted = True
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await _cancel_all(tasks)
         finally:
             wall = time.perf_counter() - t0
             stats = mon.stats(wall)
@@ -288,14 +286,8 @@ async def run_closed_loop(cfg: LoadConfig, specs: Sequence[RequestLike], concurr
                 await _one(client, cfg, trace, t0, mon, on_done)
 
         workers = [asyncio.create_task(worker()) for _ in range(max(1, concurrency))]
-        interrupted = False
         try:
-            await asyncio.gather(*workers)
-        except asyncio.CancelledError:
-            interrupted = True
-            for w in workers:
-                w.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            interrupted = await _gather_or_cancel(workers)
         finally:
             wall = time.perf_counter() - t0
             stats = mon.stats(wall)
@@ -359,14 +351,8 @@ async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
                 spec = users.next_turn(int(spec.user_id), end)
 
         tasks = [asyncio.create_task(user(s)) for s in firsts]
-        interrupted = False
         try:
-            await asyncio.gather(*tasks)
-        except asyncio.CancelledError:
-            interrupted = True
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            interrupted = await _gather_or_cancel(tasks)
         finally:
             wall = time.perf_counter() - t0
             stats = mon.stats(wall)
@@ -383,3 +369,20 @@ def _close_unsent(traces: list[Trace], wall_s: float) -> None:
             t.error, t.error_detail = "client_error", "not sent: run interrupted"
         if t.end_s is None:
             t.end_s = wall_s
+
+
+async def _cancel_all(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel the run's tasks (Ctrl-C) and wait for them, so every request keeps its record."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _gather_or_cancel(tasks: list[asyncio.Task[Any]]) -> bool:
+    """Await every task; when the run is cancelled, cancel them all. True if interrupted."""
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        await _cancel_all(tasks)
+        return True
+    return False
