@@ -37,22 +37,12 @@ import statistics
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
 from typing import Any
 
 from servecap.emulator.server import ServerProcess
 from servecap.measure.checks import lag_check, rate_check
 from servecap.measure.loadgen import LoadConfig, RunResult, run_open_loop
-
-
-@dataclass(frozen=True)
-class Req:
-    request_id: int
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-    prefix_group: int | None = None
-    prefix_tokens: int = 0
+from servecap.workload import RequestSpec as Req
 
 
 def q(xs: list[float], p: float) -> float:
