@@ -101,3 +101,31 @@ def test_paged_mean_concurrency_by_hand() -> None:
     m = resolve_model("meta-llama/Llama-3.1-8B")
     layout = kv_layout(m, m.layers, tp=1, kv_dtype=kv_dtype_named("bf16"), block_size=None)
     assert paged_mean_concurrency(layout, 1000, RequestShape(100, 32)) == pytest.approx(1000 / 7.6875)
+
+
+def test_steady_state_with_lumpy_prefill() -> None:
+    """B=10 requests, P=2,048, O=256, budget 8,192: each prompt is one chunk (k=1), 10 mixed steps
+    of 2,048 prompt tokens + 10 decodes and 246 pure decode steps per cycle of 256 tokens:
+    TPOT = (10 x t_mixed + 246 x t_decode) / 256. With P=1,024, O=8, B=100 the prompts overlap:
+    every step carries 100 x 1,024 / 8 = 12,800 > 8,092 prompt tokens, so the cycle stretches to
+    102,400 / 8,092 full steps."""
+    from servecap.core.capacity import mixed_batch, steady_state
+
+    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-70B"), lookup_gpu("H200"), weights_dtype="fp8",
+                           max_model_len=8192)
+    cost = plan(dep).step
+    eff = Efficiency()
+    req = RequestShape(2048, 256)
+    t_mixed = cost.step_time(mixed_batch(cost, 10, req, 2048), eff).total_s
+    t_decode = cost.step_time(decode_batch(10, req.mean_held_tokens, None), eff).total_s
+    s = steady_state(cost, 10, req, eff, 8192)
+    assert s.mixed_steps == 10
+    assert s.tpot_s == pytest.approx((10 * t_mixed + 246 * t_decode) / 256)
+    # 246 memory-bound decode steps outweigh the 10 compute-bound prompt steps
+    assert cost.step_time(mixed_batch(cost, 10, req, 2048), eff).bottleneck == "compute"
+    assert 10 * t_mixed < 246 * t_decode and s.bottleneck == "memory"
+    req2 = RequestShape(1024, 8)
+    full = cost.step_time(mixed_batch(cost, 100, req2, 8092), eff).total_s
+    s2 = steady_state(cost, 100, req2, eff, 8192)
+    assert s2.mixed_steps == pytest.approx(102_400 / 8092)
+    assert s2.tpot_s == pytest.approx(full * 102_400 / 8092 / 8)

@@ -15,7 +15,7 @@ from servecap.core.capacity import (
     kv_batch_limit,
     paged_mean_concurrency,
     slo_batch,
-    tpot_step,
+    steady_state,
     ttft_s,
 )
 from servecap.core.cost import CostBreakdown, cost_breakdown
@@ -180,7 +180,7 @@ def plan(
     if batch == 0:
         warnings.append(f"no batch size meets the SLOs ({chosen.limited_by})")
     b = max(batch, 1)
-    steady = tpot_step(cost, b, request, eff)
+    steady = steady_state(cost, b, request, eff, eng.max_num_batched_tokens)
     pure = decode_step(cost, b, request.mean_held_tokens, eff)
     ttft = ttft_s(cost, b, request, eff, eng.max_num_batched_tokens)
     single_tpot = decode_step(cost, 1, request.mean_held_tokens, eff).total_s
@@ -190,7 +190,7 @@ def plan(
     buy = costs.purchase_usd_per_gpu if costs.purchase_usd_per_gpu is not None else dep.gpu.purchase_usd
     if rent is None:
         warnings.append(f"no rent price for {dep.gpu.id} in the catalog: pass --price-per-hour")
-    tok_s = batch / steady.total_s if batch else 0.0
+    tok_s = batch / steady.tpot_s if batch else 0.0
     money = cost_breakdown(
         rent_usd_per_gpu_hour=rent, purchase_usd_per_gpu=buy, num_gpus=dep.num_gpus,
         users=users, output_tokens_per_s=tok_s, lifetime_years=costs.lifetime_years,
@@ -225,7 +225,7 @@ def plan(
         batch=batch,
         batch_limited_by=chosen.limited_by,
         decode_step_time_s=pure.total_s,
-        tpot_s=steady.total_s,
+        tpot_s=steady.tpot_s,
         ttft_s=ttft,
         single_request_tpot_s=single_tpot,
         single_request_ttft_s=single_ttft,
