@@ -41,6 +41,8 @@ def emulate(
     from servecap.emulator.server import engine_state, fixed_state, uvicorn_config
     from servecap.errors import ServecapError
 
+    if not 0 < port < 65536:
+        raise ServecapError("port", port, "must be in 1..65535")
     if (fixed_ttft_s is None) != (fixed_itl_s is None):
         raise ServecapError("fixed_itl_s", fixed_itl_s, "give both --fixed-ttft-s and --fixed-itl-s")
     if fixed_ttft_s is not None and fixed_itl_s is not None:
@@ -64,6 +66,4 @@ def emulate(
             click.echo(f"note: {n}", err=True)
         click.echo(f"servecap emulate: {name} on {dep.num_gpus}x {dep.gpu.id}, {p.num_gpu_blocks} KV blocks, "
                    f"max_num_seqs {dep.engine.max_num_seqs}, on http://{host}:{port}", err=True)
-    if not 0 < port < 65536:
-        raise ServecapError("port", port, "must be in 1..65535")
     uvicorn.Server(uvicorn_config(state, host, port)).run()
