@@ -133,6 +133,22 @@ def test_fit_on_hand_made_steps() -> None:
         assert getattr(fit.efficiency, name) == pytest.approx(getattr(eff, name), rel=1e-6), name
 
 
+def test_noisy_collinear_prefill_cost_is_not_fitted() -> None:
+    """Compute time grows with the prompt like the per-token prefill cost does: with 0.5 ms of
+    timing noise the two cannot be told apart, so the prefill cost keeps its default (reported)
+    instead of trading off against compute efficiency, which comes back within 5%."""
+    rng = np.random.default_rng(3)
+    eff = Efficiency(bandwidth_efficiency=0.8, compute_efficiency=0.6, step_overhead_s=0.002)
+    steps = [_sample(0.005 + 0.0002 * (i % 10), 0.0001, 0, eff) for i in range(400)]
+    steps += [_sample(0.005, 2e-5 * p + 1e-10 * p * p, p, eff) for p in range(1000, 8000, 20)]  # ~ prompt
+    noisy = [StepSample(x.end_s, x.duration_s + float(rng.normal(0, 5e-4)), x.memory_s, x.compute_s, x.comm_s,
+                        x.prompt_tokens, x.num_tokens, x.num_decodes) for x in steps]
+    fit = fit_coefficients(noisy)
+    assert "prefill_s_per_token" in fit.fixed and fit.efficiency.prefill_s_per_token == 0.0
+    assert fit.efficiency.compute_efficiency == pytest.approx(0.6, rel=0.05)
+    assert fit.efficiency.bandwidth_efficiency == pytest.approx(0.8, rel=0.05)
+
+
 def test_fit_names_what_the_data_cannot_determine() -> None:
     eff = Efficiency(bandwidth_efficiency=0.8, step_overhead_s=0.002)
     steps = [_sample(0.005 + 0.0003 * i, 0.0, 0, eff) for i in range(6)]  # decode only

@@ -277,6 +277,24 @@ def fit_coefficients(samples: Sequence[StepSample], start: Efficiency | None = N
                      float(np.sqrt(np.mean(resid**2))), r2, dropped, tuple(sorted(fixed)), iterations)
 
 
+_MAX_RELATIVE_SE = 0.25  # a coefficient known to worse than +-25% (one standard error) is not fitted
+
+
+def _relative_se(x: np.ndarray, y: np.ndarray, sol: np.ndarray, i: int) -> float:
+    """Standard error of coefficient ``i`` of a least-squares fit, relative to its value
+    (ordinary least squares: cov = s^2 (X^T X)^-1, s^2 = RSS / (n - k))."""
+    n, k = x.shape
+    if n <= k or sol[i] == 0:
+        return float("inf") if sol[i] == 0 else 0.0
+    resid = y - x @ sol
+    s2 = float(resid @ resid) / (n - k)
+    try:
+        cov = s2 * np.linalg.inv(x.T @ x)
+    except np.linalg.LinAlgError:
+        return float("inf")
+    return float(np.sqrt(max(cov[i, i], 0.0)) / abs(sol[i]))
+
+
 _NAMES = {"a": "bandwidth_efficiency", "b": "compute_efficiency", "o": "step_overhead_s",
           "q": "prefill_s_per_token"}
 
@@ -305,6 +323,12 @@ def _solve(m: np.ndarray, c: np.ndarray, p: np.ndarray, y: np.ndarray, mem: np.n
         if neg:
             free.remove(neg[0])
             val[neg[0]] = 0.0
+            continue
+        if "q" in free and _relative_se(x, rhs, sol, free.index("q")) > _MAX_RELATIVE_SE:
+            # the per-token prefill cost is near-collinear with compute time (both grow with
+            # the prompt): with noisy step times it cannot be told apart, so it keeps its value
+            free.remove("q")
+            undetermined.add("q")
             continue
         val.update(got)
         break
