@@ -95,3 +95,30 @@ def test_bench_sweep_against_the_engine_emulator(engine_server: ServerProcess, t
     assert human.exit_code == 0 and "completed" in human.output
     res = CliRunner().invoke(cli, ["accuracy", "last", "--db", db])
     assert isinstance(res.exception, ServecapError) and "fixed-concurrency" in str(res.exception)
+
+
+def test_bench_and_simulate_flags_give_the_same_request_stream(engine_server: ServerProcess, tmp_path: Path) -> None:
+    """The same workload flags and seed: bench stores the workload simulate builds, and both draw
+    the identical request stream from it."""
+    import numpy as np
+
+    from servecap.cli.options import DeploymentFlags
+    from servecap.cli.simulate_cmd import build
+    from servecap.specs import Slo
+    from servecap.workload import WorkloadSpec, generate_requests
+
+    flags = ["--rate", "4", "--arrival", "gamma", "--cv", "2", "--prompt-tokens", "120", "--prompt-sigma", "0.5",
+             "--output-tokens", "6", "--output-sigma", "0.3", "--num-requests", "8", "--seed", "7"]
+    db = str(tmp_path / "runs.sqlite")
+    res = CliRunner().invoke(cli, ["bench", engine_server.url, *flags, "--db", db, "--json"])
+    assert res.exit_code == 0, res.output
+    shown = json.loads(CliRunner().invoke(cli, ["runs", "show", "last", "--db", db]).output)
+    measured = WorkloadSpec.model_validate(shown["settings"]["workload"])
+    built = build(deployment=DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096),
+                  calibration=None, workload=None, rate=4.0, users=None, think_time_s=None, prompt_tokens=120,
+                  output_tokens=6, prompt_sigma=0.5, output_sigma=0.3, arrival="gamma", cv=2.0, duration_s=None,
+                  num_requests=8, slo=Slo(), no_prefix_caching=False, max_waiting=None, policy="fcfs")
+    assert measured == built.workload
+    a = generate_requests(measured, np.random.default_rng(7))
+    b = generate_requests(built.workload, np.random.default_rng(7))
+    assert a == b and len({r.prompt_tokens for r in a}) > 1

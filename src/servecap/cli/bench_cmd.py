@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from servecap.cli.options import PATH, DeploymentFlags, db_option, hardware_options, json_option, slo_options
+from servecap.cli.options import (
+    PATH,
+    DeploymentFlags,
+    db_option,
+    hardware_options,
+    json_option,
+    request_stream_options,
+    slo_options,
+)
 
 
 def deployment_from_settings(d: dict[str, Any]) -> tuple[Any, list[str], bool]:
@@ -56,9 +64,7 @@ def _floats(field: str, text: str | None) -> list[float | None]:
 @click.option("--workload", type=PATH, default=None, help="Workload file (YAML/JSON), as for simulate.")
 @click.option("--rate", type=click.STRING, default=None,
               help="Requests/s (open loop); a comma list sweeps, e.g. 1,2,4.")
-@click.option("--arrival", type=click.STRING, default="poisson", help="constant|poisson|gamma.")
-@click.option("--prompt-tokens", type=click.INT, default=1024, help="Prompt length (tokens).")
-@click.option("--output-tokens", type=click.INT, default=128, help="Output length (tokens; fixed via ignore_eos).")
+@request_stream_options
 @click.option("--num-requests", type=click.INT, default=None, help="Requests to send.")
 @click.option("--duration-s", type=click.FLOAT, default=None, help="Stop starting requests after this many seconds.")
 @click.option("--users", type=click.INT, default=None, help="Closed loop: chat users.")
@@ -89,7 +95,7 @@ def _floats(field: str, text: str | None) -> list[float | None]:
 @json_option
 def bench(
     *, url: str, model: str | None, workload: Path | None, rate: str | None, arrival: str, prompt_tokens: int,
-    output_tokens: int, num_requests: int | None, duration_s: float | None, users: int | None,
+    output_tokens: int, prompt_sigma: float | None, output_sigma: float | None, cv: float | None, num_requests: int | None, duration_s: float | None, users: int | None,
     think_time_s: float | None, concurrency: str | None, seed: int, endpoint: str, warmup_s: float,
     cooldown_s: float, timeout_s: float, stall_timeout_s: float, ttft_slo_ms: float | None,
     tpot_slo_ms: float | None, label: str, db: Path | None, no_store: bool, api_key: str | None,
@@ -149,8 +155,9 @@ def bench(
                     raise ServecapError("rate", rate, "give --workload or --rate, not both")
                 spec = load_workload(workload)
             elif r is not None or users is not None:
-                spec = workload_from_flags(rate=r, arrival=arrival, prompt_tokens=prompt_tokens,
-                                           output_tokens=output_tokens, num_requests=num_requests,
+                spec = workload_from_flags(rate=r, arrival=arrival, cv=cv, prompt_tokens=prompt_tokens,
+                                           output_tokens=output_tokens, prompt_sigma=prompt_sigma,
+                                           output_sigma=output_sigma, num_requests=num_requests,
                                            duration_s=duration_s, users=users, think_time_s=think_time_s)
             else:
                 spec = _concurrency_spec(c, prompt_tokens, output_tokens, num_requests, duration_s)

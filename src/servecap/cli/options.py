@@ -57,6 +57,19 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, default=False, help="Print one JSON object (SI units) instead of tables."
 )
 
+# The request stream's shape, the same flags on `simulate`, `capacity` and `bench`: the same
+# flags and seed give the same requests in a simulated and a measured run.
+request_stream_options = stack(
+    click.option("--prompt-tokens", "-p", type=click.INT, default=1024,
+                 help="Prompt tokens (median when --prompt-sigma is given)."),
+    click.option("--output-tokens", "-o", type=click.INT, default=128,
+                 help="Output tokens (median when --output-sigma is given)."),
+    click.option("--prompt-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of prompt lengths (0: fixed)."),
+    click.option("--output-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of output lengths (0: fixed)."),
+    click.option("--arrival", type=click.STRING, default="poisson", help="constant|poisson|gamma."),
+    click.option("--cv", type=click.FLOAT, default=None, help="Gamma arrivals: coefficient of variation (burstiness)."),
+)
+
 
 def slo_options(ttft_default_ms: float | None, tpot_default_ms: float | None, what: str) -> Callable[[F], F]:
     """``--ttft-slo-ms`` / ``--tpot-slo-ms``: the same two flags, in milliseconds, on every command."""

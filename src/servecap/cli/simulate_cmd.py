@@ -15,6 +15,7 @@ from servecap.cli.options import (
     calibration_option,
     deployment_options,
     json_option,
+    request_stream_options,
     slo_options,
     stack,
 )
@@ -37,14 +38,7 @@ think_time_option = click.option(
 )
 # --prompt-tokens ... --seed: request lengths, arrivals and the run's length (simulate and capacity).
 stream_options = stack(
-    click.option("--prompt-tokens", "-p", type=click.INT, default=1024,
-                 help="Prompt tokens (median when --prompt-sigma is given)."),
-    click.option("--output-tokens", "-o", type=click.INT, default=128,
-                 help="Output tokens (median when --output-sigma is given)."),
-    click.option("--prompt-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of prompt lengths (0: fixed)."),
-    click.option("--output-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of output lengths (0: fixed)."),
-    click.option("--arrival", type=click.STRING, default="poisson", help="constant|poisson|gamma."),
-    click.option("--cv", type=click.FLOAT, default=None, help="Gamma arrivals: coefficient of variation (burstiness)."),
+    request_stream_options,
     click.option("--duration-s", type=click.FLOAT, default=None, help="Stop arrivals at this simulated time."),
     click.option("--num-requests", type=click.INT, default=None, help="Stop after this many requests."),
     click.option("--seed", type=click.INT, default=0, help="Random seed (same seed, same run)."),
