@@ -11,6 +11,7 @@ import click
 from servecap.cli.options import (
     PATH,
     DeploymentFlags,
+    StreamFlags,
     db_option,
     hardware_options,
     json_option,
@@ -94,8 +95,7 @@ def _floats(field: str, text: str | None) -> list[float | None]:
               help="Ask for the emulator's servecap_timing (default: on when the server is servecap emulate).")
 @json_option
 def bench(
-    *, url: str, model: str | None, workload: Path | None, rate: str | None, arrival: str, prompt_tokens: int,
-    output_tokens: int, prompt_sigma: float | None, output_sigma: float | None, cv: float | None, num_requests: int | None, duration_s: float | None, users: int | None,
+    *, url: str, model: str | None, workload: Path | None, rate: str | None, stream: StreamFlags, num_requests: int | None, duration_s: float | None, users: int | None,
     think_time_s: float | None, concurrency: str | None, seed: int, endpoint: str, warmup_s: float,
     cooldown_s: float, timeout_s: float, stall_timeout_s: float, ttft_slo_ms: float | None,
     tpot_slo_ms: float | None, label: str, db: Path | None, no_store: bool, api_key: str | None,
@@ -155,12 +155,10 @@ def bench(
                     raise ServecapError("rate", rate, "give --workload or --rate, not both")
                 spec = load_workload(workload)
             elif r is not None or users is not None:
-                spec = workload_from_flags(rate=r, arrival=arrival, cv=cv, prompt_tokens=prompt_tokens,
-                                           output_tokens=output_tokens, prompt_sigma=prompt_sigma,
-                                           output_sigma=output_sigma, num_requests=num_requests,
-                                           duration_s=duration_s, users=users, think_time_s=think_time_s)
+                spec = workload_from_flags(rate=r, num_requests=num_requests, duration_s=duration_s, users=users,
+                                           think_time_s=think_time_s, **stream.workload_kwargs())
             else:
-                spec = _concurrency_spec(c, prompt_tokens, output_tokens, num_requests, duration_s)
+                spec = _concurrency_spec(c, stream.prompt_tokens, stream.output_tokens, num_requests, duration_s)
             cfg = LoadConfig(base_url=url, model=model_name, endpoint=endpoint,  # type: ignore[arg-type]
                              request_timeout_s=timeout_s, stall_timeout_s=stall_timeout_s,
                              warmup_s=warmup_s, cooldown_s=cooldown_s, api_key=api_key,

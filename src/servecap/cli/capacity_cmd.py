@@ -9,7 +9,14 @@ from pathlib import Path
 
 import click
 
-from servecap.cli.options import DeploymentFlags, calibration_option, deployment_options, json_option, slo_options
+from servecap.cli.options import (
+    DeploymentFlags,
+    StreamFlags,
+    calibration_option,
+    deployment_options,
+    json_option,
+    slo_options,
+)
 from servecap.cli.simulate_cmd import (
     html_option,
     no_prefix_caching_option,
@@ -39,12 +46,7 @@ def capacity_command(
     workload: Path | None,
     users: bool,
     think_time_s: float | None,
-    prompt_tokens: int,
-    output_tokens: int,
-    prompt_sigma: float | None,
-    output_sigma: float | None,
-    arrival: str,
-    cv: float | None,
+    stream: StreamFlags,
     duration_s: float | None,
     num_requests: int | None,
     seed: int,
@@ -79,12 +81,7 @@ def capacity_command(
         rate=None if workload is not None or users else 1.0,
         users=None if workload is not None or not users else 1,
         think_time_s=think_time_s,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-        prompt_sigma=prompt_sigma,
-        output_sigma=output_sigma,
-        arrival=arrival,
-        cv=cv,
+        stream=stream,
         duration_s=duration_s,
         num_requests=num_requests,
         slo=slo,

@@ -57,20 +57,6 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, default=False, help="Print one JSON object (SI units) instead of tables."
 )
 
-# The request stream's shape, the same flags on `simulate`, `capacity` and `bench`: the same
-# flags and seed give the same requests in a simulated and a measured run.
-request_stream_options = stack(
-    click.option("--prompt-tokens", "-p", type=click.INT, default=1024,
-                 help="Prompt tokens (median when --prompt-sigma is given)."),
-    click.option("--output-tokens", "-o", type=click.INT, default=128,
-                 help="Output tokens (median when --output-sigma is given)."),
-    click.option("--prompt-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of prompt lengths (0: fixed)."),
-    click.option("--output-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of output lengths (0: fixed)."),
-    click.option("--arrival", type=click.STRING, default="poisson", help="constant|poisson|gamma."),
-    click.option("--cv", type=click.FLOAT, default=None, help="Gamma arrivals: coefficient of variation (burstiness)."),
-)
-
-
 def slo_options(ttft_default_ms: float | None, tpot_default_ms: float | None, what: str) -> Callable[[F], F]:
     """``--ttft-slo-ms`` / ``--tpot-slo-ms``: the same two flags, in milliseconds, on every command."""
     return stack(
@@ -142,14 +128,14 @@ class DeploymentFlags:
 _FLAG_NAMES = tuple(f.name for f in fields(DeploymentFlags))
 
 
-def _collect_flags(names: Sequence[str]) -> Callable[[F], F]:
-    """Gather the keyword arguments ``names`` into one ``deployment: DeploymentFlags`` argument."""
+def _collect_flags(cls: Callable[..., Any], names: Sequence[str], into: str) -> Callable[[F], F]:
+    """Gather the keyword arguments ``names`` into one argument ``into`` of type ``cls``."""
 
     def decorate(f: F) -> F:
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            flags = DeploymentFlags(**{k: kwargs.pop(k) for k in names if k in kwargs})
-            return f(*args, deployment=flags, **kwargs)
+            kwargs[into] = cls(**{k: kwargs.pop(k) for k in names if k in kwargs})
+            return f(*args, **kwargs)
 
         return cast(F, wrapper)
 
@@ -159,12 +145,48 @@ def _collect_flags(names: Sequence[str]) -> Callable[[F], F]:
 def hardware_options(f: F) -> F:
     """--gpu ... --max-num-batched-tokens as ``deployment: DeploymentFlags`` (no --model: bench
     names the served model itself and keeps its own ``model`` argument)."""
-    return stack(*_HARDWARE)(_collect_flags([n for n in _FLAG_NAMES if n != "model"])(f))
+    names = [n for n in _FLAG_NAMES if n != "model"]
+    return stack(*_HARDWARE)(_collect_flags(DeploymentFlags, names, "deployment")(f))
 
 
 def deployment_options(f: F) -> F:
     """--model, --gpu ... --max-num-batched-tokens as ``deployment: DeploymentFlags``."""
-    return stack(model_option, *_HARDWARE)(_collect_flags(_FLAG_NAMES)(f))
+    return stack(model_option, *_HARDWARE)(_collect_flags(DeploymentFlags, _FLAG_NAMES, "deployment")(f))
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFlags:
+    """The request stream's shape, the same flags on `simulate`, `capacity` and `bench`: the same
+    flags and seed give the same requests in a simulated and a measured run."""
+
+    prompt_tokens: int = 1024
+    output_tokens: int = 128
+    prompt_sigma: float | None = None
+    output_sigma: float | None = None
+    arrival: str = "poisson"
+    cv: float | None = None
+
+    def workload_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`servecap.workload.workload_from_flags`."""
+        return asdict(self)
+
+
+_STREAM_OPTIONS: Sequence[Decorator] = (
+    click.option("--prompt-tokens", "-p", type=click.INT, default=1024,
+                 help="Prompt tokens (median when --prompt-sigma is given)."),
+    click.option("--output-tokens", "-o", type=click.INT, default=128,
+                 help="Output tokens (median when --output-sigma is given)."),
+    click.option("--prompt-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of prompt lengths (0: fixed)."),
+    click.option("--output-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of output lengths (0: fixed)."),
+    click.option("--arrival", type=click.STRING, default="poisson", help="constant|poisson|gamma."),
+    click.option("--cv", type=click.FLOAT, default=None, help="Gamma arrivals: coefficient of variation (burstiness)."),
+)
+
+
+def request_stream_options(f: F) -> F:
+    """--prompt-tokens ... --cv as ``stream: StreamFlags``."""
+    names = [fl.name for fl in fields(StreamFlags)]
+    return stack(*_STREAM_OPTIONS)(_collect_flags(StreamFlags, names, "stream")(f))
 
 
 def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> tuple[int, int]:
