@@ -1,6 +1,6 @@
 """One progress event type for every long-running use case.
 
-The CLI renders it as a rich progress bar on a terminal (a line every few seconds to stderr
+It lives in the base layer so engines can report it. The CLI renders it as a rich progress bar on a terminal (a line every few seconds to stderr
 otherwise); the HTTP API sends it as a server-sent event. Library code takes an optional
 ``ProgressFn`` and calls it now and then; it never prints.
 """
