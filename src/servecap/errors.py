@@ -37,3 +37,14 @@ def did_you_mean(value: str, choices: Iterable[str], *, n: int = 3) -> str:
     if not close:
         return ""
     return " (did you mean: " + ", ".join(lowered[c] for c in close) + "?)"
+
+
+def from_validation_error(err: object, prefix: str = "") -> ServecapError:
+    """The first problem of a pydantic ``ValidationError`` as one :class:`ServecapError`: the field's
+    dotted path (after ``prefix``), the value given and pydantic's message. (Duck-typed on
+    ``errors()``, so this module needs no pydantic.)"""
+    errors = getattr(err, "errors", None)
+    first = errors()[0] if callable(errors) and errors() else {"loc": (), "msg": str(err), "input": None}
+    loc = ".".join(str(part) for part in first.get("loc", ()))
+    name = ".".join(part for part in (prefix, loc) if part) or "input"
+    return ServecapError(name, first.get("input"), str(first.get("msg", "invalid value")))

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from rich.console import Console
 from rich.table import Table
 
-from servecap.core.levers import Lever
-from servecap.core.plan import Plan
+from servecap.app.plan import PlanResponse, slo_line
+from servecap.cli.console import make_console, print_table
 from servecap.units import gib, human_bytes, human_seconds
 
 
@@ -16,18 +14,11 @@ def _money(value: float | None, fmt: str = "${:,.2f}") -> str:
     return fmt.format(value) if value is not None else "n/a"
 
 
-def render_plan(
-    p: Plan,
-    lever_rows: Sequence[Lever],
-    notes: Sequence[str],
-    *,
-    peak_users: int | None = None,
-    replicas: int | None = None,
-    peak_tok_s: float | None = None,
-    replicas_tok_s: int | None = None,
-    console: Console | None = None,
-) -> None:
-    c = console or Console()
+def render_plan(response: PlanResponse, console: Console | None = None) -> None:
+    c = console or make_console()
+    p, lever_rows, notes = response.plan, response.levers, response.notes
+    peak_users, replicas = response.peak_users, response.replicas
+    peak_tok_s, replicas_tok_s = response.peak_tok_s, response.replicas_for_tok_s
     dep, eng, st = p.deployment, p.deployment.engine, p.stage
     c.print(
         f"[bold]{dep.model.id}[/] on [bold]{dep.num_gpus}x {dep.gpu.name}[/] "
@@ -37,8 +28,11 @@ def render_plan(
     c.print(
         f"params {p.params.total / 1e9:.2f}B total, {p.params.active / 1e9:.2f}B active · "
         f"request {p.request.prompt_tokens:,} in / {p.request.output_tokens:,} out · "
-        f"duty cycle {p.costs_in.duty_cycle:.0%}"
+        f"duty cycle {p.costs_in.duty_cycle:.1%}"
+        + (f" (think time {response.think_time_s:g} s)" if response.think_time_s is not None else "")
+        + (f" · {response.turns}-turn chats" if response.turns > 1 else "")
     )
+    c.print(slo_line(response.slo), style="bold" if response.slo.source == "default" else None)
 
     mem = Table(title="Memory per GPU", show_header=True)
     mem.add_column("item")
@@ -55,7 +49,7 @@ def render_plan(
     ]
     for name, value in rows:
         mem.add_row(name, human_bytes(value), f"{gib(value):.2f}")
-    c.print(mem)
+    print_table(c, mem)
 
     kv = Table(title="KV cache (vLLM block arithmetic)")
     kv.add_column("quantity")
@@ -68,7 +62,7 @@ def render_plan(
     kv.add_row(f"maximum concurrency for {eng.max_model_len:,} tokens", f"{st.kv.max_concurrency:.2f}x")
     kv.add_row(f"requests of {p.request.total_tokens:,} tokens held at once", f"{p.kv_batch_limit:,}")
     kv.add_row("  on average, paged (each at its current length)", f"{p.paged_concurrency:,.1f}")
-    c.print(kv)
+    print_table(c, kv)
 
     speed = Table(title="Speed (roofline, no queueing)")
     speed.add_column("quantity")
@@ -84,12 +78,13 @@ def render_plan(
     speed.add_row("bottleneck", p.bottleneck)
     cb = p.compute_bound_batch
     speed.add_row("decode turns compute-bound at batch", f"{cb:,}" if cb else "never (memory-bound)")
-    c.print(speed)
+    print_table(c, speed)
 
     users = Table(title="Users and cost")
     users.add_column("quantity")
     users.add_column("value", justify="right")
-    users.add_row("users served (batch / duty cycle)", f"{p.users_served:,}")
+    basis = "batch x (G + Z) / G, Little's law" if response.think_time_s is not None else "batch / duty cycle"
+    users.add_row(f"users served ({basis})", f"{p.users_served:,}")
     users.add_row("$ per hour (rent)", _money(p.cost.usd_per_hour))
     users.add_row("$ per user per month (rent)", _money(p.cost.usd_per_user_month))
     users.add_row("$ per million output tokens", _money(p.cost.usd_per_million_tokens))
@@ -99,11 +94,11 @@ def render_plan(
     if peak_tok_s is not None:
         users.add_row(f"replicas for {peak_tok_s:,.0f} output tokens/s",
                       str(replicas_tok_s) if replicas_tok_s is not None else "n/a")
-    c.print(users)
+    print_table(c, users)
 
     lv = Table(title="Levers (each re-planned)")
     for col in ("lever", "flag", "max conc.", "users", "TPOT", "TTFT", "$/user/mo"):
-        lv.add_column(col, no_wrap=col == "flag")
+        lv.add_column(col, no_wrap=col == "flag", justify="left" if col in ("lever", "flag") else "right")
     for r in lever_rows:
         lv.add_row(
             r.name, r.change,
@@ -113,7 +108,7 @@ def render_plan(
             human_seconds(r.ttft_s) if r.ttft_s is not None else "-",
             _money(r.usd_per_user_month),
         )
-    c.print(lv)
+    print_table(c, lv)
     for r in lever_rows:
         if r.note:
             c.print(f"[dim]{r.name}: {r.note}[/]")

@@ -202,3 +202,19 @@ def mm1_wait_factor(utilization: float) -> float:
     if not 0.0 <= utilization < 1.0:
         raise ValueError("utilization must be in [0, 1)")
     return utilization / (1.0 - utilization)
+
+
+def chat_prompt_tokens(new_tokens: float, output_tokens: float, turns: float, prefix_tokens: float = 0.0) -> float:
+    """Mean prompt of a multi-turn chat that resends its history: turn ``k`` (1-based) carries the
+    ``k - 1`` earlier turns of ``P + O`` tokens, so over ``T`` turns the mean prompt is
+    ``prefix + P + (T - 1) / 2 x (P + O)``. Five turns of 1,024 + 128 tokens: 1,024 + 2 x 1,152 =
+    3,328 tokens."""
+    return prefix_tokens + new_tokens + max(0.0, turns - 1.0) / 2.0 * (new_tokens + output_tokens)
+
+
+def closed_loop_users(batch: float, ttft_s: float, tpot_s: float, output_tokens: float, think_time_s: float) -> float:
+    """Users a batch serves when each thinks ``Z`` between answers (Little's law): a user generates
+    for ``G = TTFT + (O - 1) x TPOT`` then thinks ``Z``, so a slot serves ``(G + Z) / G`` users:
+    ``users = batch x (G + Z) / G``. The duty cycle is ``G / (G + Z)``."""
+    generating = ttft_s + max(0.0, output_tokens - 1.0) * tpot_s
+    return batch * (generating + think_time_s) / generating if generating > 0 else 0.0

@@ -6,7 +6,11 @@
 - ``max_num_batched_tokens`` / ``max_num_seqs`` for the OpenAI API server
   (``EngineArgs.get_batch_defaults``): 8192 / 1024 on GPUs with at least 70 GiB that are not
   A100s, else 2048 / 256;
-- block size: 16, 64 for MLA models (FlashMLA), raised for hybrid state models (see blocks.py).
+- block size: 16, 64 for MLA models (FlashMLA), raised for hybrid state models (see blocks.py);
+  a given ``--block-size`` must be one vLLM accepts (``vllm/config/cache.py``:
+  ``BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]``);
+- ``max_model_len`` beyond the trained context (``max_position_embeddings``) is refused, as
+  vLLM's ``ModelConfig._get_and_verify_max_len`` refuses it, unless RoPE scaling stretches it.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ from __future__ import annotations
 from servecap.core.kv import resolve_kv_dtype
 from servecap.core.memory import resolve_weight_dtype
 from servecap.errors import ServecapError
-from servecap.specs.deployment import Deployment, EngineConfig, Parallelism
+from servecap.specs.deployment import Deployment, EngineConfig, Parallelism, RopeScaling
 from servecap.specs.gpu import GpuSpec
 from servecap.specs.model import ModelSpec
 from servecap.units import GIB_BYTES
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 LARGE_GPU_BYTES = 70 * GIB_BYTES
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)  # vllm/config/cache.py BlockSize
 
 
 def default_batch_limits(gpu: GpuSpec) -> tuple[int, int]:
@@ -52,6 +57,7 @@ def build_deployment(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     kv_cache_memory_bytes: int | None = None,
+    rope_scaling: RopeScaling | None = None,
 ) -> Deployment:
     """Validate the knobs and resolve vLLM's defaults into a concrete Deployment."""
     _positive("tp", tp, upper=1024)
@@ -62,6 +68,13 @@ def build_deployment(
     _positive("max_num_batched_tokens", max_num_batched_tokens, upper=1e8)
     _positive("kv_cache_memory_bytes", kv_cache_memory_bytes, upper=1e15)
     _positive("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
+    if block_size is not None and block_size not in VLLM_BLOCK_SIZES:
+        raise ServecapError("block_size", block_size,
+                            "vLLM accepts " + ", ".join(map(str, VLLM_BLOCK_SIZES)) + " tokens")
+    if rope_scaling is not None and not 1.0 <= rope_scaling.factor <= 1024:
+        raise ServecapError("rope_scaling.factor", rope_scaling.factor, "must be between 1 and 1024")
+    if max_model_len is not None:
+        check_context(model, max_model_len, rope_scaling)
     if max_model_len is None:
         if model.max_position_embeddings <= 0:
             raise ServecapError("max_model_len", None, "the config has no max_position_embeddings; pass --max-model-len")
@@ -74,6 +87,7 @@ def build_deployment(
         max_num_seqs=max_num_seqs or default_seqs,
         max_num_batched_tokens=max_num_batched_tokens or default_tokens,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
+        rope_scaling=rope_scaling,
     )
     if model.attention is not None and model.attention.num_heads % tp:
         raise ServecapError("tp", tp, f"must divide the {model.attention.num_heads} attention heads")
@@ -84,4 +98,28 @@ def build_deployment(
         weights_dtype=resolve_weight_dtype(weights_dtype, model),
         kv_dtype=resolve_kv_dtype(kv_cache_dtype, model),
         engine=engine,
+    )
+
+
+def check_context(model: ModelSpec, max_model_len: int, rope_scaling: RopeScaling | None) -> None:
+    """Refuse a context longer than the model was trained for, as vLLM does, unless RoPE scaling
+    stretches it (then the plan warns; see :func:`servecap.core.plan.plan`)."""
+    trained = model.max_position_embeddings
+    if trained <= 0:
+        return
+    limit = rope_scaling.max_len(trained) if rope_scaling is not None else trained
+    if max_model_len <= limit:
+        return
+    if rope_scaling is None:
+        raise ServecapError(
+            "max_model_len", max_model_len,
+            f"exceeds the model's trained context of {trained:,} tokens (max_position_embeddings); "
+            "vLLM refuses it; stretch it with RoPE scaling, e.g. --rope-scaling "
+            f"'{{\"rope_type\":\"yarn\",\"factor\":{-(-max_model_len // trained)},"
+            f"\"original_max_position_embeddings\":{trained}}}', or pass --max-model-len {trained}",
+        )
+    raise ServecapError(
+        "max_model_len", max_model_len,
+        f"exceeds {limit:,} tokens, the context RoPE scaling ({rope_scaling.rope_type}, factor "
+        f"{rope_scaling.factor:g}) gives this model; raise the factor or shorten the context",
     )

@@ -145,6 +145,35 @@ def _infeasible_message(dep: Deployment, stage: Stage) -> InfeasibleError:
     )
 
 
+def _fitting_len(kv: KvCapacity, max_num_batched_tokens: int) -> int:
+    """The longest context (a multiple of the block size) one request of which fits the pool."""
+    layout = kv.layout
+    lo, hi = 0, kv.num_blocks * layout.block_size + layout.block_size
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if layout.blocks_per_request(mid, max_num_batched_tokens) <= kv.num_blocks:
+            lo = mid
+        else:
+            hi = mid
+    return lo // layout.block_size * layout.block_size
+
+
+def _kv_short_message(dep: Deployment, stage: Stage, err: InfeasibleError) -> InfeasibleError:
+    """One max-length request does not fit the KV pool: the same error, with the levers that fix it."""
+    levers = []
+    fit = _fitting_len(stage.kv, dep.engine.max_num_batched_tokens)
+    if fit > 0:
+        levers.append(f"--max-model-len {fit}")
+    if dep.kv_dtype.bytes_per_element > 1:
+        levers.append("--kv-cache-dtype fp8")
+    if not dep.weights_dtype.quantized:
+        levers.append("--weights-dtype fp8")
+    levers.append(f"--tp {dep.parallelism.tp * 2}")
+    if stage.budget.gpu_memory_utilization < 0.95 and not stage.budget.kv_budget_overridden:
+        levers.append("--gpu-memory-utilization 0.95")
+    return InfeasibleError(err.field, err.value, f"{err.problem}; try " + " or ".join(levers))
+
+
 def plan(
     dep: Deployment,
     *,
@@ -164,14 +193,27 @@ def plan(
     stage = min(stages, key=lambda s: s.kv.max_concurrency)
     if stage.budget.kv_budget_bytes <= 0:
         raise _infeasible_message(dep, stage)
-    require_one_request(stage.kv, eng.max_model_len)
+    try:
+        require_one_request(stage.kv, eng.max_model_len)
+    except InfeasibleError as err:
+        raise _kv_short_message(dep, stage, err) from None
+    if request.total_tokens > eng.max_model_len:
+        raise InfeasibleError(
+            "prompt_tokens", request.prompt_tokens,
+            f"with {request.output_tokens:,} output tokens the request needs {request.total_tokens:,} tokens, "
+            f"beyond max_model_len {eng.max_model_len:,}: vLLM refuses it; shorten the request or raise "
+            "--max-model-len",
+        )
 
     warnings: list[str] = []
     tp = dep.parallelism.tp
     cost = step_cost(dep, stage_weights_bytes=stage.weights_bytes_per_gpu)
-    if request.total_tokens > eng.max_model_len:
+    trained = dep.model.max_position_embeddings
+    if eng.rope_scaling is not None and 0 < trained < eng.max_model_len:
         warnings.append(
-            f"request of {request.total_tokens} tokens exceeds max_model_len {eng.max_model_len}"
+            f"max_model_len {eng.max_model_len:,} is beyond the {trained:,} tokens the model was trained on: "
+            f"RoPE scaling ({eng.rope_scaling.rope_type}, factor {eng.rope_scaling.factor:g}) stretches it; "
+            "long-range quality is not guaranteed and static YaRN can lower quality on short prompts"
         )
     kv_limit = kv_batch_limit(stage.kv.layout, stage.kv.num_blocks, request)
     chosen = slo_batch(cost, request, eff, slo, kv_limit=kv_limit, max_num_seqs=eng.max_num_seqs,

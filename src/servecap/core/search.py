@@ -6,8 +6,8 @@ within the SLOs, or have no price are kept with the reason, ranked after the pri
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from servecap.core.defaults import build_deployment
 from servecap.core.plan import Plan, plan
@@ -43,10 +43,15 @@ def compare(
     slo: Slo | None = None,
     efficiency: Efficiency | None = None,
     costs: CostInputs | None = None,
+    rent_usd_per_gpu_hour: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
+    """Every candidate planned; ``rent_usd_per_gpu_hour`` prices GPUs by id (over the catalog's)."""
     out: list[Candidate] = []
     seen: set[tuple[str, int, str, str]] = set()
+    base_costs = costs or CostInputs()
     for gpu in gpus:
+        price = (rent_usd_per_gpu_hour or {}).get(gpu.id)
+        gpu_costs = replace(base_costs, rent_usd_per_gpu_hour=price) if price is not None else base_costs
         for n in gpu_counts:
             for w in weights_dtypes:
                 for k in kv_dtypes:
@@ -61,7 +66,7 @@ def compare(
                         continue
                     seen.add(key)
                     try:
-                        p = plan(dep, request=request, slo=slo, efficiency=efficiency, costs=costs)
+                        p = plan(dep, request=request, slo=slo, efficiency=efficiency, costs=gpu_costs)
                     except ServecapError as err:
                         out.append(Candidate(*key, None, str(err)))
                         continue

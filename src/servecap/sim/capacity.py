@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from servecap.core.capacity import closed_loop_users
 from servecap.core.plan import Plan
 from servecap.errors import ServecapError
 from servecap.results import RunSummary, Slo
@@ -71,10 +72,8 @@ def planner_rate(plan: Plan, workload: WorkloadSpec) -> float:
 
 def planner_users(plan: Plan, workload: WorkloadSpec) -> float:
     assert workload.users is not None and workload.output_tokens is not None
-    out = dist_mean(workload.output_tokens)
-    generating = plan.ttft_s + max(0.0, out - 1.0) * plan.tpot_s
     think = dist_mean(workload.users.think_time_s)
-    return plan.batch * (generating + think) / generating if generating > 0 else 0.0
+    return closed_loop_users(plan.batch, plan.ttft_s, plan.tpot_s, dist_mean(workload.output_tokens), think)
 
 
 def with_load(workload: WorkloadSpec, load: float) -> WorkloadSpec:

@@ -20,6 +20,28 @@ class Parallelism:
 
 
 @dataclass(frozen=True, slots=True)
+class RopeScaling:
+    """RoPE scaling that stretches a model past its trained context (vLLM ``--rope-scaling``).
+
+    vLLM's derived maximum length (``ModelConfig._get_and_verify_max_len``): for ``yarn``,
+    ``original_max_position_embeddings x factor``; for other types except ``su``/``longrope``/
+    ``llama3``, ``max_position_embeddings x factor``.
+    """
+
+    rope_type: str
+    factor: float
+    original_max_position_embeddings: int | None = None
+
+    def max_len(self, max_position_embeddings: int) -> int:
+        if self.rope_type in ("su", "longrope", "llama3"):
+            return max_position_embeddings
+        base = max_position_embeddings
+        if self.rope_type == "yarn" and self.original_max_position_embeddings is not None:
+            base = self.original_max_position_embeddings
+        return int(base * self.factor)
+
+
+@dataclass(frozen=True, slots=True)
 class EngineConfig:
     """vLLM's memory and scheduler settings, with the engine's defaults resolved.
 
@@ -36,6 +58,7 @@ class EngineConfig:
     activation_bytes: int | None = None  # override the estimated peak activation memory
     non_torch_bytes: int | None = None  # override the estimated CUDA context / NCCL memory
     cudagraph_bytes: int = 0  # memory held by captured CUDA graphs, subtracted from the budget
+    rope_scaling: RopeScaling | None = None  # vLLM --rope-scaling / --hf-overrides: a longer context
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,14 @@ class Slo:
     tpot_s: float | None = None
 
 
+INTERACTIVE_SLO = Slo(ttft_s=2.0, tpot_s=0.1)
+"""The default interactive SLO of ``plan``, ``compare`` and ``capacity``: first token within 2 s
+(MLPerf Inference's TTFT bound for the Llama-2-70B server scenario, v4.0 onwards) and 100 ms per
+output token, 10 tokens/s: faster than people read (about 4 words, some 5-6 tokens, per second),
+half MLPerf's 200 ms server TPOT bound so a chat streams smoothly. ``plan`` checks it against its
+steady-state means, ``capacity`` against simulated p99s."""
+
+
 @dataclass(frozen=True, slots=True)
 class CostInputs:
     """Prices (None: the GPU catalog's indicative price) and how users use the service.

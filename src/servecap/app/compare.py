@@ -1,0 +1,151 @@
+"""The compare use case: rank deployments (GPU x count x weights dtype x KV dtype) of one model
+by cost per user within the SLOs.
+
+Every candidate is planned in full (:func:`servecap.core.search.compare`). GPUs without a price
+in the catalog are ranked when the request prices them (one price for all, or per GPU), and are
+otherwise kept, after the priced ones, with the reason, never dropped. The response's
+``model_dump_json()`` is ``servecap compare --json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from servecap.app.flags import DEFAULT_MODEL, efficiency_from_file
+from servecap.app.plan import SloUsed, slo_used
+from servecap.errors import ServecapError, from_validation_error
+
+
+class CompareRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = DEFAULT_MODEL
+    gpus: list[str] | None = None  # None: every catalog GPU (and the gpu_file's), priced or not
+    gpu_file: Path | None = None
+    counts: list[int] = Field(default=[1, 2, 4, 8], min_length=1)
+    weights_dtypes: list[str] = Field(default=["auto", "fp8", "int4"], min_length=1)
+    kv_dtypes: list[str] = Field(default=["auto", "fp8"], min_length=1)
+    max_model_len: int | None = None
+    prompt_tokens: int = 1024
+    output_tokens: int = 128
+    duty_cycle: float = 0.2
+    ttft_slo_ms: float | None = None
+    tpot_slo_ms: float | None = None
+    price_per_hour: float | None = None  # USD per GPU-hour for every GPU
+    gpu_prices: dict[str, float] = {}  # USD per GPU-hour by GPU name (over price_per_hour and the catalog)
+    calibration: Path | None = None
+
+
+class SloOut(BaseModel):
+    ttft_s: float | None
+    tpot_s: float | None
+    statistic: str
+    source: str
+
+
+class CandidateOut(BaseModel):
+    gpu: str
+    num_gpus: int
+    weights_dtype: str
+    kv_cache_dtype: str
+    users_served: int | None
+    tpot_s: float | None
+    ttft_s: float | None
+    usd_per_hour: float | None
+    price_source: str | None  # "catalog" | "request" | None (unpriced)
+    usd_per_user_month: float | None
+    usd_per_million_tokens: float | None
+    problem: str | None
+
+
+class CompareResponse(BaseModel):
+    schema_: str = Field(default="servecap.compare/1", serialization_alias="schema")
+    model: str
+    slo: SloOut
+    prompt_tokens: int
+    output_tokens: int
+    duty_cycle: float
+    candidates: list[CandidateOut]
+    unpriced_gpus: list[str]  # GPUs with no price: ranked after the priced ones, by users per GPU
+
+
+def parse_prices(text: str | None) -> tuple[float | None, dict[str, float]]:
+    """``--price-per-hour``: ``2.5`` (every GPU) or ``H100=2.5,L40S=0.9`` (per GPU)."""
+    if text is None or not text.strip():
+        return None, {}
+    if "=" not in text:
+        try:
+            return float(text), {}
+        except ValueError:
+            raise ServecapError("price_per_hour", text, "must be USD per GPU-hour, or GPU=USD pairs") from None
+    prices: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        try:
+            prices[name.strip()] = float(value)
+        except ValueError:
+            raise ServecapError("price_per_hour", part, "must be GPU=USD, e.g. H100=2.5") from None
+    return None, prices
+
+
+def compare(request: CompareRequest) -> CompareResponse:
+    from servecap.app.inputs import cost_inputs, request_shape
+    from servecap.catalog import gpu_catalog, load_gpu_file, lookup_gpu, resolve_model
+    from servecap.core.search import compare as search
+    from servecap.specs.perf import Slo
+
+    r = request
+    spec = resolve_model(r.model)
+    extra = load_gpu_file(r.gpu_file) if r.gpu_file else []
+    gpu_list = [lookup_gpu(name, extra) for name in r.gpus] if r.gpus else [*gpu_catalog(), *extra]
+    if any(n < 1 or n > 1024 for n in r.counts):
+        raise ServecapError("counts", r.counts, "GPU counts must be between 1 and 1024")
+    prices: dict[str, float] = {}
+    if r.price_per_hour is not None:
+        cost_inputs(r.price_per_hour, None, r.duty_cycle)
+        prices = {g.id: r.price_per_hour for g in gpu_list}
+    for name, usd in r.gpu_prices.items():
+        cost_inputs(usd, None, r.duty_cycle)
+        prices[lookup_gpu(name, extra).id] = usd
+    eff, _ = efficiency_from_file(r.calibration)
+    slo = slo_used(r.ttft_slo_ms, r.tpot_slo_ms)
+    cands = search(
+        spec, gpu_list, gpu_counts=r.counts, weights_dtypes=r.weights_dtypes, kv_dtypes=r.kv_dtypes,
+        max_model_len=r.max_model_len, request=request_shape(r.prompt_tokens, r.output_tokens),
+        slo=Slo(slo.ttft_s, slo.tpot_s), efficiency=eff, costs=cost_inputs(None, None, r.duty_cycle),
+        rent_usd_per_gpu_hour=prices,
+    )
+    catalog_price = {g.id: g.rent_usd_per_hour for g in gpu_list}
+    rows = []
+    for c in cands:
+        source = "request" if c.gpu in prices else ("catalog" if catalog_price.get(c.gpu) is not None else None)
+        rows.append(CandidateOut(
+            gpu=c.gpu, num_gpus=c.num_gpus, weights_dtype=c.weights_dtype, kv_cache_dtype=c.kv_cache_dtype,
+            users_served=c.plan.users_served if c.plan else None,
+            tpot_s=c.plan.tpot_s if c.plan else None, ttft_s=c.plan.ttft_s if c.plan else None,
+            usd_per_hour=c.plan.cost.usd_per_hour if c.plan else None, price_source=source,
+            usd_per_user_month=c.usd_per_user_month,
+            usd_per_million_tokens=c.plan.cost.usd_per_million_tokens if c.plan else None,
+            problem=c.problem,
+        ))
+    unpriced = sorted({g.id for g in gpu_list if g.id not in prices and g.rent_usd_per_hour is None})
+    return CompareResponse(
+        model=spec.id, slo=SloOut(**_slo_dict(slo)), prompt_tokens=r.prompt_tokens,
+        output_tokens=r.output_tokens, duty_cycle=r.duty_cycle, candidates=rows, unpriced_gpus=unpriced,
+    )
+
+
+def compare_request(**values: object) -> CompareRequest:
+    """A :class:`CompareRequest` from keyword values; a bad one is one :class:`ServecapError`."""
+    try:
+        return CompareRequest.model_validate(values)
+    except ValidationError as err:
+        raise from_validation_error(err) from None
+
+
+def _slo_dict(slo: SloUsed) -> dict[str, object]:
+    return {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "statistic": slo.statistic, "source": slo.source}

@@ -1,0 +1,184 @@
+"""The plan use case: one deployment's closed-form capacity, speed and cost, with levers.
+
+:func:`plan` takes a :class:`PlanRequest` (the settings as a person names them) and returns a
+:class:`PlanResponse`, whose :meth:`~PlanResponse.to_json` is ``servecap plan --json``.
+Request and response are frozen dataclasses, not pydantic models: ``servecap plan`` is the
+command people run in a loop and stays free of pydantic's import (about 0.1 s on a start-up of
+0.2 s; tests/cli/test_lazy_cli.py keeps it so).
+
+Assumptions are the ones ``capacity`` states (docs/formulas.md, "One story"):
+
+- with no SLO, the default interactive SLO (:data:`servecap.specs.perf.INTERACTIVE_SLO`), checked
+  against the steady-state *means* of the roofline model (``capacity`` checks simulated p99s);
+- ``--turns T`` makes the request a turn of a T-turn chat that resends its history (the mean
+  prompt of :func:`servecap.core.capacity.chat_prompt_tokens`), as ``capacity`` and ``simulate``
+  do with closed-loop users;
+- ``--think-time-s Z`` replaces the duty cycle by Little's law
+  (:func:`servecap.core.capacity.closed_loop_users`), as ``capacity``'s closed-form figure does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servecap.app.flags import DeploymentFlags, deployment_from_flags, efficiency_from_file
+from servecap.errors import ServecapError
+
+if TYPE_CHECKING:
+    from servecap.core.levers import Lever
+    from servecap.core.plan import Plan
+
+DEFAULT_DUTY_CYCLE = 0.2
+FLEET_POINTER = ("a closed-form count: for the simulated answer (queueing, p99 latency, a router across "
+                 "replicas) see `servecap fleet plan`")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    deployment: DeploymentFlags = field(default_factory=DeploymentFlags)
+    prompt_tokens: int = 1024
+    output_tokens: int = 128
+    turns: int = 1
+    duty_cycle: float | None = None  # None: 0.2, or derived from think_time_s
+    think_time_s: float | None = None
+    ttft_slo_ms: float | None = None
+    tpot_slo_ms: float | None = None
+    no_slo: bool = False  # plan without any SLO (the largest batch memory and max_num_seqs allow)
+    price_per_hour: float | None = None
+    purchase_price: float | None = None
+    peak_users: int | None = None
+    peak_tok_s: float | None = None
+    calibration: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SloUsed:
+    ttft_s: float | None
+    tpot_s: float | None
+    statistic: str  # "mean": plan checks the roofline's steady-state means, not percentiles
+    source: str  # "flags" | "default" | "none"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResponse:
+    plan: Plan
+    levers: list[Lever]
+    slo: SloUsed
+    notes: list[str]
+    turns: int = 1
+    think_time_s: float | None = None
+    peak_users: int | None = None
+    replicas: int | None = None
+    peak_tok_s: float | None = None
+    replicas_for_tok_s: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` object: docs/json-schema.md documents every key."""
+        from servecap.core.summary import plan_to_dict
+
+        data = plan_to_dict(self.plan)
+        data["slo"] = asdict(self.slo)
+        data["turns"] = self.turns
+        data["think_time_s"] = self.think_time_s
+        data["notes"] = self.notes
+        data["levers"] = [asdict(lever) for lever in self.levers]
+        if self.peak_users is not None:
+            data["peak_users"] = self.peak_users
+            data["replicas"] = self.replicas
+        if self.peak_tok_s is not None:
+            data["peak_tok_s"] = self.peak_tok_s
+            data["replicas_for_tok_s"] = self.replicas_for_tok_s
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+
+def slo_used(ttft_ms: float | None, tpot_ms: float | None, *, no_slo: bool = False) -> SloUsed:
+    """The SLO the flags give, or the default interactive SLO when they give none."""
+    from servecap.app.inputs import slo_from_ms
+    from servecap.specs.perf import INTERACTIVE_SLO
+
+    if no_slo:
+        if ttft_ms is not None or tpot_ms is not None:
+            raise ServecapError("no_slo", True, "give --no-slo or --ttft-slo-ms/--tpot-slo-ms, not both")
+        return SloUsed(None, None, "mean", "none")
+    if ttft_ms is None and tpot_ms is None:
+        return SloUsed(INTERACTIVE_SLO.ttft_s, INTERACTIVE_SLO.tpot_s, "mean", "default")
+    slo = slo_from_ms(ttft_ms, tpot_ms)
+    return SloUsed(slo.ttft_s, slo.tpot_s, "mean", "flags")
+
+
+def slo_line(slo: SloUsed) -> str:
+    """One line stating the SLO, its statistic and where it came from."""
+    if slo.source == "none":
+        return "SLO: none (--no-slo): the batch is as large as memory and max_num_seqs allow"
+    parts = []
+    if slo.ttft_s is not None:
+        parts.append(f"TTFT <= {slo.ttft_s * 1e3:,.0f} ms")
+    if slo.tpot_s is not None:
+        parts.append(f"TPOT <= {slo.tpot_s * 1e3:,.0f} ms")
+    text = "SLO (steady-state mean, no queueing; capacity checks p99): " + ", ".join(parts)
+    if slo.source == "default":
+        text += " — the default interactive SLO (docs/formulas.md); set --ttft-slo-ms/--tpot-slo-ms or --no-slo"
+    return text
+
+
+def plan(request: PlanRequest) -> PlanResponse:
+    """Plan one deployment; raises ServecapError (one line) on bad input or an infeasible one."""
+    from servecap.app.inputs import cost_inputs, request_shape
+    from servecap.core.capacity import chat_prompt_tokens
+    from servecap.core.cost import replicas_needed
+    from servecap.core.levers import levers
+    from servecap.core.plan import plan as make_plan
+    from servecap.specs.perf import Slo
+
+    r = request
+    dep, notes = deployment_from_flags(r.deployment)
+    eff, eff_note = efficiency_from_file(r.calibration, dep)
+    if eff_note:
+        notes.append(eff_note)
+    if not 1 <= r.turns <= 1000:
+        raise ServecapError("turns", r.turns, "must be between 1 and 1000")
+    if r.think_time_s is not None and not 0 <= r.think_time_s <= 86_400:
+        raise ServecapError("think_time_s", r.think_time_s, "must be between 0 and 86,400 seconds")
+    if r.think_time_s is not None and r.duty_cycle is not None:
+        raise ServecapError("duty_cycle", r.duty_cycle, "give --duty-cycle or --think-time-s, not both")
+    shape = request_shape(r.prompt_tokens, r.output_tokens)
+    if r.turns > 1:
+        prompt = round(chat_prompt_tokens(r.prompt_tokens, r.output_tokens, r.turns))
+        shape = request_shape(prompt, r.output_tokens)
+        notes.append(f"{r.turns}-turn chats resend their history: mean prompt {prompt:,} tokens "
+                     f"({r.prompt_tokens:,} new + (turns - 1) / 2 x {r.prompt_tokens + r.output_tokens:,})")
+    elif r.prompt_tokens == 1024 and r.output_tokens == 128:
+        notes.append("request shape 1,024 prompt + 128 output tokens (vLLM's benchmark random-dataset default)")
+    slo = slo_used(r.ttft_slo_ms, r.tpot_slo_ms, no_slo=r.no_slo)
+    duty = r.duty_cycle if r.duty_cycle is not None else DEFAULT_DUTY_CYCLE
+    costs = cost_inputs(r.price_per_hour, r.purchase_price, duty)
+    spec_slo = Slo(slo.ttft_s, slo.tpot_s)
+    p = make_plan(dep, request=shape, slo=spec_slo, efficiency=eff, costs=costs)
+    if r.think_time_s is not None and p.batch > 0:
+        generating = p.ttft_s + max(0, shape.output_tokens - 1) * p.tpot_s
+        duty = min(1.0, generating / (generating + r.think_time_s))
+        costs = cost_inputs(r.price_per_hour, r.purchase_price, duty)
+        p = make_plan(dep, request=shape, slo=spec_slo, efficiency=eff, costs=costs)
+        notes.append(f"think time {r.think_time_s:g} s between answers: a user generates {generating:.1f} s "
+                     f"per turn, a duty cycle of {duty:.1%} (Little's law)")
+    replicas = replicas_tok_s = None
+    if r.peak_users is not None:
+        if r.peak_users < 0:
+            raise ServecapError("peak_users", r.peak_users, "must be >= 0")
+        replicas = replicas_needed(r.peak_users, p.users_served) if p.users_served else None
+        notes.append(f"replicas for {r.peak_users:,} users: {FLEET_POINTER}")
+    if r.peak_tok_s is not None:
+        if not 0 <= r.peak_tok_s < 1e12:
+            raise ServecapError("peak_tok_s", r.peak_tok_s, "must be a non-negative rate")
+        total = p.output_tokens_per_s_total
+        replicas_tok_s = replicas_needed(r.peak_tok_s, total) if total > 0 else None
+    return PlanResponse(
+        plan=p, levers=levers(p), slo=slo, notes=notes, turns=r.turns, think_time_s=r.think_time_s,
+        peak_users=r.peak_users, replicas=replicas, peak_tok_s=r.peak_tok_s, replicas_for_tok_s=replicas_tok_s,
+    )
