@@ -3,8 +3,6 @@ found by simulation, next to the planner's closed-form estimate, with a load-lat
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -16,26 +14,33 @@ from servecap.cli.options import (
     deployment_options,
     json_option,
     slo_options,
+    think_time_option,
+    turns_option,
 )
 from servecap.cli.simulate_cmd import (
     html_option,
     no_prefix_caching_option,
     policy_option,
     stream_options,
-    think_time_option,
     workload_option,
 )
+
+SEARCH = 0.0  # --users / --rate given without a value: search on that axis, no target
 
 
 @click.command("capacity")
 @deployment_options
 @calibration_option
 @workload_option
-@click.option("--users/--rate", "users", default=True,
-              help="Search users (closed loop, default) or request rate (open loop).")
+@click.option("--users", "-u", "users", type=click.FLOAT, default=None, is_flag=False, flag_value=SEARCH,
+              help="Closed loop (the default): search the largest number of chat users; with a value N, "
+                   "also the replicas N users need.")
+@click.option("--rate", "-r", "rate", type=click.FLOAT, default=None, is_flag=False, flag_value=SEARCH,
+              help="Open loop: search the largest request rate; with a value R (req/s), also the replicas it needs.")
 @think_time_option
+@turns_option
 @stream_options
-@slo_options(2000.0, 100.0, "p99 target")
+@slo_options(None, None, "p99; default: the interactive SLO, 2000 ms / 100 ms")
 @no_prefix_caching_option
 @policy_option
 @html_option
@@ -44,14 +49,16 @@ def capacity_command(
     deployment: DeploymentFlags,
     calibration: Path | None,
     workload: Path | None,
-    users: bool,
+    users: float | None,
+    rate: float | None,
     think_time_s: float | None,
+    turns: int | None,
     stream: StreamFlags,
     duration_s: float | None,
     num_requests: int | None,
     seed: int,
-    ttft_slo_ms: float,
-    tpot_slo_ms: float,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
     no_prefix_caching: bool,
     policy: str,
     html: Path | None,
@@ -60,120 +67,85 @@ def capacity_command(
     """The largest number of chat users (closed loop, with think time) — or request rate with
     --rate — whose simulated p99 TTFT and TPOT meet the SLOs; the planner's estimate beside
     it; and a load-latency table showing where queueing takes over."""
-    from rich.console import Console
     from rich.table import Table
 
-    from servecap.cli.inputs import slo_from_ms
-    from servecap.cli.simulate_cmd import _ms, build, write_html
+    from servecap.app.capacity import capacity
+    from servecap.app.inputs import slo_from_ms
+    from servecap.app.simulate import build
+    from servecap.cli.console import make_console, print_table, progress_reporter
+    from servecap.cli.simulate_cmd import _context, _ms, write_html
     from servecap.errors import ServecapError
-    from servecap.sim.capacity import find_capacity
+    from servecap.specs.perf import INTERACTIVE_SLO
 
+    if users is not None and rate is not None:
+        raise ServecapError("rate", rate, "give --users (closed loop) or --rate (open loop), not both")
+    for name, value in (("users", users), ("rate", rate)):
+        if value is not None and value < 0:
+            raise ServecapError(name, value, "must be a positive target (or the flag alone to search)")
+    closed = rate is None
+    target = users if closed else rate
+    if ttft_slo_ms is None and tpot_slo_ms is None:
+        ttft_slo_ms, tpot_slo_ms = INTERACTIVE_SLO.ttft_s * 1e3, INTERACTIVE_SLO.tpot_s * 1e3  # type: ignore[operator]
     slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
-    if slo.ttft_s is None or slo.tpot_s is None:
-        raise ServecapError("ttft_slo_ms" if slo.ttft_s is None else "tpot_slo_ms", None,
-                            "capacity searches against both SLOs; give both")
-    if workload is None and users and duration_s is None and num_requests is None:
+    if workload is None and closed and duration_s is None and num_requests is None:
         duration_s = 600.0
     built = build(
-        deployment=deployment,
-        calibration=calibration,
-        workload=workload,
-        rate=None if workload is not None or users else 1.0,
-        users=None if workload is not None or not users else 1,
-        think_time_s=think_time_s,
-        stream=stream,
-        duration_s=duration_s,
-        num_requests=num_requests,
-        slo=slo,
-        no_prefix_caching=no_prefix_caching,
-        max_waiting=None,
-        policy=policy,
-        default_num_requests=2000,
+        deployment=deployment, calibration=calibration, workload=workload,
+        rate=None if workload is not None or closed else 1.0,
+        users=None if workload is not None or not closed else 1,
+        think_time_s=think_time_s, stream=stream, duration_s=duration_s, num_requests=num_requests, slo=slo,
+        no_prefix_caching=no_prefix_caching, max_waiting=None, policy=policy, default_num_requests=2000,
+        turns=turns,
     )
-    console = Console(stderr=True)
-    closed = built.workload.users is not None
-    unit = "users" if closed else "req/s"
-    if as_json:
-        result = find_capacity(built.setup, built.plan, built.workload, slo, seed=seed)
-    else:
-        with console.status("searching the largest load within the SLOs...") as status:
-            result = find_capacity(
-                built.setup,
-                built.plan,
-                built.workload,
-                slo,
-                seed=seed,
-                progress=lambda msg: status.update(f"searching: {msg}"),
-            )
-    table = [asdict(p) for p in result.table]
-    if html is not None:
-        write_html(
-            html,
-            f"servecap capacity: {built.plan.deployment.model.id} on {built.plan.deployment.gpu.id}",
-            None,
-            table,
-            built.notes,
-            load_unit=unit,
-        )
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "closed_loop": closed,
-                    "unit": unit,
-                    "max_users" if closed else "max_rate_req_s": result.max_load,
-                    "planner_users" if closed else "planner_rate_req_s": result.planner_load,
-                    "slo": {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "percentile": 99},
-                    "table": table,
-                    "evaluations": result.evaluations,
-                    "model": built.plan.deployment.model.id,
-                    "gpu": built.plan.deployment.gpu.id,
-                    "seed": seed,
-                    "notes": built.notes,
-                }
-            )
-        )
-        return
-    out = Console()
+    with progress_reporter(make_console(stderr=True)) as progress:
+        response = capacity(built, slo, seed=seed, stream=stream if workload is None else None,
+                            target=target or None, progress=progress)
     dep = built.plan.deployment
+    unit = response.unit
+    closed = response.closed_loop
 
     def fmt(x: float) -> str:
         return f"{x:,.0f}" if closed else f"{x:,.2f}"
 
+    answer = f"simulated capacity: {fmt(response.max_load)} {unit} per replica within the p99 SLOs"
+    if response.target is not None:
+        answer += (f"; {fmt(response.target)} {unit} need {response.replicas_for_target} replicas"
+                   if response.replicas_for_target is not None else f"; no load meets the SLOs")
+    if html is not None:
+        write_html(html, f"servecap capacity: {dep.model.id} on {dep.num_gpus}x {dep.gpu.id}", None,
+                   response.table, built.notes, load_unit=unit, context=_context(built, answer), slo=slo,
+                   capacity=response.max_load)
+    if as_json:
+        click.echo(response.model_dump_json())
+        return
+    out = make_console()
     out.print(
         f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id}, SLOs: p99 TTFT <= {ttft_slo_ms:g} ms, "
         f"p99 TPOT <= {tpot_slo_ms:g} ms"
     )
-    out.print(
-        f"simulated capacity: [bold]{fmt(result.max_load)} {unit}[/]   "
-        f"planner (closed form, no queueing): {fmt(result.planner_load)} {unit}"
-    )
+    out.print(f"[bold]{answer}[/]")
+    side = Table(title="assumptions side by side", title_justify="left")
+    side.add_column("")
+    if response.plan_load is not None:
+        side.add_column("servecap plan")
+    side.add_column("closed form (this workload)")
+    side.add_column("simulated")
+    for row in response.assumptions:
+        cells = [row.name] + ([row.plan or "-"] if response.plan_load is not None else [])
+        side.add_row(*cells, row.closed_form, row.simulated)
+    print_table(out, side)
+    out.print(response.why)
     t = Table(title="load vs latency", title_justify="left")
-    for col in (
-        f"load ({unit})",
-        "TTFT p50 ms",
-        "TTFT p99 ms",
-        "TPOT p50 ms",
-        "TPOT p99 ms",
-        "E2E p99 ms",
-        "queue depth",
-        "batch",
-        "SLOs",
-    ):
+    for col in (f"load ({unit})", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "E2E p99 ms",
+                "queue depth", "batch", "SLOs"):
         t.add_column(col, justify="right")
-    for p in result.table:
+    for p in response.table:
         t.add_row(
-            fmt(p.load),
-            _ms(p.ttft_p50_s),
-            _ms(p.ttft_p99_s),
-            _ms(p.tpot_p50_s),
-            _ms(p.tpot_p99_s),
-            _ms(p.e2e_p99_s),
-            f"{p.mean_queue_depth:,.1f}",
-            f"{p.mean_batch_size:,.1f}",
-            "[green]met[/]" if p.meets_slo else "[red]missed[/]",
+            fmt(p["load"]), _ms(p["ttft_p50_s"]), _ms(p["ttft_p99_s"]), _ms(p["tpot_p50_s"]), _ms(p["tpot_p99_s"]),
+            _ms(p["e2e_p99_s"]), f"{p['mean_queue_depth']:,.1f}", f"{p['mean_batch_size']:,.1f}",
+            "[green]met[/]" if p["meets_slo"] else "[red]missed[/]",
         )
-    out.print(t)
+    print_table(out, t)
     for note in built.notes:
         out.print(f"[dim]note: {note}[/]")
     if html is not None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from servecap.app.simulate import Built, build, expected_requests
 from servecap.cli.options import (
     PATH,
     DeploymentFlags,
@@ -19,155 +18,35 @@ from servecap.cli.options import (
     request_stream_options,
     slo_options,
     stack,
+    think_time_option,
+    turns_option,
 )
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from servecap.core.plan import Plan
     from servecap.results import RunSummary
-    from servecap.sim import EngineSetup
     from servecap.sim.simulate import SimResult
     from servecap.specs import Slo
-    from servecap.workload import WorkloadSpec
 
 workload_option = click.option(
     "--workload", type=PATH, default=None, help="Workload file (YAML/JSON; see docs/workload.md)."
-)
-think_time_option = click.option(
-    "--think-time-s", type=click.FLOAT, default=None, help="Closed loop: mean think time between turns (s, default 30)."
 )
 # --prompt-tokens ... --seed: request lengths, arrivals and the run's length (simulate and capacity).
 stream_options = stack(
     request_stream_options,
     click.option("--duration-s", type=click.FLOAT, default=None, help="Stop arrivals at this simulated time."),
-    click.option("--num-requests", type=click.INT, default=None, help="Stop after this many requests."),
-    click.option("--seed", type=click.INT, default=0, help="Random seed (same seed, same run)."),
+    click.option("--num-requests", type=click.IntRange(min=1), default=None, help="Stop after this many requests."),
+    click.option("--seed", type=click.IntRange(min=0), default=0, help="Random seed (same seed, same run)."),
 )
 no_prefix_caching_option = click.option("--no-prefix-caching", is_flag=True, default=False, help="Disable prefix caching.")
-policy_option = click.option("--policy", type=click.STRING, default="fcfs", help="Scheduling policy: fcfs|priority.")
+policy_option = click.option("--policy", type=click.Choice(["fcfs", "priority"]), default="fcfs",
+                             help="Scheduling policy.")
 html_option = click.option(
     "--html", type=PATH, default=None, help="Write a self-contained interactive HTML report here."
 )
 
-PROGRESS_MIN_REQUESTS = 20_000
-
-
-@dataclass(frozen=True)
-class Built:
-    plan: Plan
-    setup: EngineSetup
-    workload: WorkloadSpec
-    notes: list[str]
-
-
-def build(
-    *,
-    deployment: DeploymentFlags,
-    calibration: Path | None,
-    workload: Path | None,
-    rate: float | None,
-    users: int | None,
-    think_time_s: float | None,
-    stream: StreamFlags,
-    duration_s: float | None,
-    num_requests: int | None,
-    slo: Slo,
-    no_prefix_caching: bool,
-    max_waiting: int | None,
-    policy: str,
-    default_num_requests: int = 1000,
-) -> Built:
-    """Deployment, plan, engine and workload from the command line (shared with capacity)."""
-    from servecap.cli.options import deployment_from_options, efficiency_from_options
-    from servecap.core.plan import plan as make_plan
-    from servecap.errors import ServecapError
-    from servecap.sim import engine_setup_from_plan
-    from servecap.specs import RequestShape
-    from servecap.workload import dist_mean, load_workload, workload_from_flags
-
-    dep, notes = deployment_from_options(deployment)
-    eff, eff_note = efficiency_from_options(calibration)
-    if eff_note:
-        notes.append(eff_note)
-    if workload is not None:
-        if rate is not None or users is not None:
-            raise ServecapError("workload", str(workload), "give --workload or --rate/--users, not both")
-        spec = load_workload(workload)
-        update: dict[str, Any] = {}
-        if num_requests is not None:
-            update["num_requests"] = num_requests
-        if duration_s is not None:
-            update["duration_s"] = duration_s
-        if update:
-            spec = spec.model_copy(update=update)
-    else:
-        if num_requests is None and duration_s is None:
-            num_requests = default_num_requests
-            notes.append(f"no --num-requests/--duration-s: {num_requests} requests")
-        spec = workload_from_flags(
-            rate=rate,
-            num_requests=num_requests,
-            duration_s=duration_s,
-            users=users,
-            think_time_s=think_time_s,
-            **stream.workload_kwargs(),
-        )
-    if spec.prompt_tokens is not None and spec.output_tokens is not None:
-        new_tokens = dist_mean(spec.prompt_tokens)
-        out_tokens = dist_mean(spec.output_tokens)
-        prompt_mean = new_tokens + (spec.prefix.tokens if spec.prefix else 0)
-        if spec.users is not None:  # turn k carries the k - 1 earlier turns: (T - 1) / 2 on average
-            turns = dist_mean(spec.users.turns)
-            prompt_mean += max(0.0, turns - 1.0) / 2.0 * (new_tokens + out_tokens)
-        shape = RequestShape(max(1, round(prompt_mean)), max(1, round(out_tokens)))
-    else:
-        shape = RequestShape()
-    the_plan = make_plan(dep, request=shape, slo=slo, efficiency=eff)
-    setup = engine_setup_from_plan(
-        the_plan,
-        enable_prefix_caching=not no_prefix_caching,
-        waiting_queue_limit=max_waiting,
-        scheduling_policy=policy,
-    )
-    notes.extend(setup.notes)
-    return Built(the_plan, setup, spec, notes)
-
-
-def expected_requests(spec: WorkloadSpec) -> int:
-    if spec.num_requests is not None:
-        return spec.num_requests
-    rate = getattr(spec.arrival, "rate_per_s", None)
-    if rate is not None and spec.duration_s is not None:
-        return int(rate * spec.duration_s)
-    return 0
-
-
-def run_simulation(built: Built, *, seed: int, slo: Slo | None, show_progress: bool, console: Console) -> SimResult:
-    import numpy as np
-
-    from servecap.sim import simulate
-
-    rng = np.random.default_rng(seed)
-    total = expected_requests(built.workload)
-    if not show_progress or total < PROGRESS_MIN_REQUESTS:
-        return simulate(built.setup, built.workload, rng, slo=slo)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(
-        TextColumn("simulating"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} requests"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("sim", total=total)
-
-        def tick(done: int, _total: int) -> None:
-            bar.update(task, completed=done)
-
-        return simulate(built.setup, built.workload, rng, slo=slo, progress=tick)
+__all__ = ["Built", "build", "expected_requests", "render_summary", "write_html"]
 
 
 def _ms(x: float | None) -> str:
@@ -176,6 +55,8 @@ def _ms(x: float | None) -> str:
 
 def render_summary(console: Console, summary: RunSummary, title: str) -> None:
     from rich.table import Table
+
+    from servecap.cli.console import print_table
 
     lat = Table(title=title, title_justify="left")
     lat.add_column("latency (ms)")
@@ -190,7 +71,7 @@ def render_summary(console: Console, summary: RunSummary, title: str) -> None:
     ):
         p = getattr(summary, name)
         lat.add_row(label, *(_ms(getattr(p, q)) for q in ("p50", "p90", "p95", "p99", "mean", "max")))
-    console.print(lat)
+    print_table(console, lat)
     t = Table(show_header=False, title="throughput and engine", title_justify="left")
     t.add_column("metric")
     t.add_column("value", justify="right")
@@ -218,7 +99,7 @@ def render_summary(console: Console, summary: RunSummary, title: str) -> None:
         rows.append(("errors", ", ".join(f"{k} {v}" for k, v in summary.errors.items())))
     for k, v in rows:
         t.add_row(k, v)
-    console.print(t)
+    print_table(console, t)
 
 
 def write_html(
@@ -228,6 +109,10 @@ def write_html(
     load_table: list[dict[str, Any]] | None,
     notes: list[str],
     load_unit: str = "req/s",
+    *,
+    context: dict[str, str] | None = None,
+    slo: Slo | None = None,
+    capacity: float | None = None,
 ) -> None:
     from servecap.report import html_report
 
@@ -238,6 +123,9 @@ def write_html(
         load_table=load_table,
         load_unit=load_unit,
         notes=notes,
+        context=context or {},
+        slo=slo,
+        capacity=capacity,
     )
     path.write_text(text, encoding="utf-8")
 
@@ -247,12 +135,13 @@ def write_html(
 @calibration_option
 @workload_option
 @click.option("--rate", "-r", type=click.FLOAT, default=None, help="Open loop: requests per second.")
-@click.option("--users", "-u", type=click.INT, default=None, help="Closed loop: number of chat users.")
+@click.option("--users", "-u", type=click.IntRange(min=1), default=None, help="Closed loop: number of chat users.")
 @think_time_option
+@turns_option
 @stream_options
-@slo_options(None, None, "for goodput")
+@slo_options(None, None, "p99, for goodput")
 @no_prefix_caching_option
-@click.option("--max-waiting", type=click.INT, default=None,
+@click.option("--max-waiting", type=click.IntRange(min=0), default=None,
               help="Waiting-queue limit; requests beyond it are rejected.")
 @policy_option
 @html_option
@@ -264,6 +153,7 @@ def simulate_command(
     rate: float | None,
     users: int | None,
     think_time_s: float | None,
+    turns: int | None,
     stream: StreamFlags,
     duration_s: float | None,
     num_requests: int | None,
@@ -278,59 +168,42 @@ def simulate_command(
 ) -> None:
     """Simulate one replica (continuous batching, paged KV cache, prefix caching) under a
     workload: latency percentiles, throughput, goodput, batch, queue and KV over time."""
-    from rich.console import Console
-
-    from servecap.cli.inputs import slo_from_ms
-    from servecap.results import summary_to_json_dict
+    from servecap.app.inputs import slo_from_ms
+    from servecap.app.simulate import simulate
+    from servecap.cli.console import make_console, progress_reporter
 
     slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
     built = build(
-        deployment=deployment,
-        calibration=calibration,
-        workload=workload,
-        rate=rate,
-        users=users,
-        think_time_s=think_time_s,
-        stream=stream,
-        duration_s=duration_s,
-        num_requests=num_requests,
-        slo=slo,
-        no_prefix_caching=no_prefix_caching,
-        max_waiting=max_waiting,
-        policy=policy,
+        deployment=deployment, calibration=calibration, workload=workload, rate=rate, users=users,
+        think_time_s=think_time_s, stream=stream, duration_s=duration_s, num_requests=num_requests, slo=slo,
+        no_prefix_caching=no_prefix_caching, max_waiting=max_waiting, policy=policy, turns=turns,
     )
-    console = Console(stderr=as_json)
     has_slo = ttft_slo_ms is not None or tpot_slo_ms is not None
-    result = run_simulation(
-        built,
-        seed=seed,
-        slo=slo if has_slo else None,
-        show_progress=not as_json,
-        console=console,
-    )
-    if html is not None:
-        write_html(
-            html,
-            f"servecap simulate: {built.plan.deployment.model.id} on {built.plan.deployment.gpu.id}",
-            result,
-            None,
-            built.notes,
-        )
-    if as_json:
-        d = summary_to_json_dict(result.summary)
-        d["model"] = built.plan.deployment.model.id
-        d["gpu"] = built.plan.deployment.gpu.id
-        d["seed"] = seed
-        d["notes"] = built.notes
-        click.echo(json.dumps(d))
-        return
+    with progress_reporter(make_console(stderr=True)) as progress:
+        response, result = simulate(built, seed=seed, slo=slo if has_slo else None, progress=progress)
     dep = built.plan.deployment
+    if html is not None:
+        write_html(html, f"servecap simulate: {dep.model.id} on {dep.num_gpus}x {dep.gpu.id}", result, None,
+                   built.notes, context=_context(built, response.load_check.message),
+                   slo=slo if has_slo else None)
+    if as_json:
+        click.echo(response.model_dump_json())
+        return
+    console = make_console()
+    check = response.load_check
+    if check.message:
+        console.print(f"[bold red]{check.message}[/]")
     console.print(
         f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id} (tp {dep.parallelism.tp}, pp {dep.parallelism.pp}): "
         f"{built.setup.num_gpu_blocks:,} KV blocks of {built.setup.block_size} tokens, "
         f"max_num_seqs {built.setup.max_num_seqs}, max_num_batched_tokens {built.setup.max_num_batched_tokens}"
     )
     render_summary(console, result.summary, "simulated latency")
+    load = (f"{check.offered_req_s:,.2f} req/s offered, " if check.offered_req_s is not None else "")
+    console.print(
+        f"load: {load}about {check.service_req_s:,.2f} req/s at most (planner); queue wait grows "
+        f"{check.queue_growth_s_per_s:,.3f} s per s of arrivals ({'overloaded' if check.overloaded else 'stable'})"
+    )
     console.print(
         f"planner: TTFT {_ms(built.plan.single_request_ttft_s)} ms and TPOT "
         f"{_ms(built.plan.single_request_tpot_s)} ms for a lone request; at most "
@@ -340,3 +213,29 @@ def simulate_command(
         console.print(f"[dim]note: {note}[/]")
     if html is not None:
         console.print(f"wrote {html}")
+
+
+def _context(built: Built, headline: str | None) -> dict[str, str]:
+    """The workload and deployment, for the report's header."""
+    from servecap.workload import dist_mean
+
+    dep, w = built.plan.deployment, built.workload
+    rows = {
+        "deployment": (f"{dep.model.id} on {dep.num_gpus}x {dep.gpu.id} (tp {dep.parallelism.tp}, "
+                       f"pp {dep.parallelism.pp}), weights {dep.weights_dtype.name}, KV {dep.kv_dtype.name}, "
+                       f"max_model_len {dep.engine.max_model_len:,}"),
+        "engine": (f"{built.setup.num_gpu_blocks:,} KV blocks of {built.setup.block_size} tokens, max_num_seqs "
+                   f"{built.setup.max_num_seqs}, max_num_batched_tokens {built.setup.max_num_batched_tokens}"),
+    }
+    load = []
+    if w.users is not None:
+        load.append(f"{w.users.count:,} users, think time {dist_mean(w.users.think_time_s):g} s, "
+                    f"{dist_mean(w.users.turns):g} turns")
+    elif w.arrival is not None and hasattr(w.arrival, "rate_per_s"):
+        load.append(f"{w.arrival.kind} arrivals at {w.arrival.rate_per_s:g} req/s")
+    if w.prompt_tokens is not None and w.output_tokens is not None:
+        load.append(f"{dist_mean(w.prompt_tokens):,.0f} prompt + {dist_mean(w.output_tokens):,.0f} output tokens (mean)")
+    rows["workload"] = ", ".join(load) or "from the workload file"
+    if headline:
+        rows["answer"] = headline
+    return rows

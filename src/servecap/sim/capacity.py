@@ -15,7 +15,6 @@ users = ``batch x (G + Z) / G``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,12 +22,12 @@ import numpy as np
 from servecap.core.capacity import closed_loop_users
 from servecap.core.plan import Plan
 from servecap.errors import ServecapError
+from servecap.progress import Progress, ProgressFn
 from servecap.results import RunSummary, Slo
 from servecap.sim.setup import EngineSetup
 from servecap.sim.simulate import simulate
 from servecap.workload import WorkloadSpec, dist_mean
 
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +114,7 @@ def find_capacity(
     seed: int = 0,
     rel_tol: float = 0.02,
     table_fractions: tuple[float, ...] = (0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25),
-    progress: Progress | None = None,
+    progress: ProgressFn | None = None,
 ) -> CapacityResult:
     """Search the largest load meeting ``slo``; then tabulate latency against load."""
     if slo.ttft_s is None and slo.tpot_s is None:
@@ -131,7 +130,8 @@ def find_capacity(
             if progress is not None:
                 unit = "users" if closed else "req/s"
                 verdict = "meets" if cache[key].meets_slo else "misses"
-                progress(f"{key:.4g} {unit}: {verdict} the SLOs")
+                progress(Progress("capacity", len(cache), None, "simulations",
+                                  f"{key:,.4g} {unit} {verdict} the SLOs"))
         return cache[key]
 
     estimate = planner_users(plan, workload) if closed else planner_rate(plan, workload)

@@ -1,0 +1,154 @@
+"""The capacity use case: the largest load one replica serves within p99 SLOs, by simulation,
+beside the closed-form figures and the assumptions that separate them.
+
+``plan`` and ``capacity`` answer "how many users" under different assumptions, and the gap can be
+large (Llama-3.1-8B on an H100, TPOT 50 ms, TTFT 1 s: ``plan`` 1,030 users, ``capacity`` 215).
+The response states the assumptions side by side (SLO statistic, prompt length with chat
+history, think time or duty cycle, queueing) and one line on why the numbers differ; ``plan
+--think-time-s Z --turns T`` gives the closed form under capacity's assumptions.
+``CapacityResponse.model_dump_json()`` is ``servecap capacity --json``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+
+from servecap.app.flags import StreamFlags
+from servecap.app.simulate import Built
+from servecap.progress import ProgressFn
+from servecap.specs.perf import CostInputs, RequestShape, Slo
+
+
+class Assumption(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    plan: str | None  # `servecap plan` with the same flags (None: no flags to compare, e.g. a workload file)
+    closed_form: str  # capacity's closed-form figure: this workload's shape, no queueing
+    simulated: str
+
+
+class CapacityResponse(BaseModel):
+    closed_loop: bool
+    unit: str
+    max_load: float
+    planner_load: float
+    plan_load: float | None  # `servecap plan` with its defaults (single requests, duty cycle 0.2)
+    slo: dict[str, Any]
+    assumptions: list[Assumption]
+    why: str
+    target: float | None
+    replicas_for_target: int | None
+    table: list[dict[str, Any]]
+    evaluations: int
+    model: str
+    gpu: str
+    seed: int
+    notes: list[str]
+
+    @model_serializer(mode="wrap")
+    def _named(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``max_users``/``planner_users`` for a closed loop, ``max_rate_req_s``/``planner_rate_req_s``
+        for an open one (the keys the JSON has always had)."""
+        data: dict[str, Any] = handler(self)
+        suffix = "users" if self.closed_loop else "rate_req_s"
+        data[f"max_{suffix}"] = data.pop("max_load")
+        data[f"planner_{suffix}"] = data.pop("planner_load")
+        data[f"plan_{suffix}"] = data.pop("plan_load")
+        return data
+
+
+def _plan_load(built: Built, stream: StreamFlags, slo: Slo, closed: bool) -> float:
+    """What `servecap plan` says for the same flags: one request shape, no history, duty cycle 0.2."""
+    from servecap.core.plan import plan
+
+    p = plan(built.plan.deployment, request=RequestShape(stream.prompt_tokens, stream.output_tokens), slo=slo,
+             efficiency=built.plan.efficiency, costs=CostInputs())
+    return float(p.users_served) if closed else p.output_tokens_per_s_total / max(1, stream.output_tokens)
+
+
+def capacity(
+    built: Built,
+    slo: Slo,
+    *,
+    seed: int,
+    stream: StreamFlags | None = None,
+    target: float | None = None,
+    progress: ProgressFn | None = None,
+) -> CapacityResponse:
+    """Search the largest load within ``slo`` (p99); ``stream`` (the flags' request shape) adds
+    what ``plan`` would say for it; ``target`` (users or req/s) gets the replicas it needs."""
+    from dataclasses import asdict
+
+    from servecap.sim.capacity import find_capacity
+    from servecap.workload import dist_mean
+
+    result = find_capacity(built.setup, built.plan, built.workload, slo, seed=seed, progress=progress)
+    w = built.workload
+    closed = w.users is not None
+    unit = "users" if closed else "req/s"
+    plan_load = _plan_load(built, stream, slo, closed) if stream is not None else None
+    think = dist_mean(w.users.think_time_s) if w.users is not None else None
+    turns = dist_mean(w.users.turns) if w.users is not None else 1.0
+    prompt = built.plan.request.prompt_tokens
+    generating = built.plan.ttft_s + max(0, built.plan.request.output_tokens - 1) * built.plan.tpot_s
+    duty = generating / (generating + think) if think is not None and generating > 0 else None
+    fmt = (lambda x: f"{x:,.0f}") if closed else (lambda x: f"{x:,.2f}")
+    slo_text = ", ".join(part for part in (
+        f"TTFT <= {slo.ttft_s * 1e3:,.0f} ms" if slo.ttft_s is not None else "",
+        f"TPOT <= {slo.tpot_s * 1e3:,.0f} ms" if slo.tpot_s is not None else "") if part)
+    rows = [
+        Assumption(name="SLOs checked against", plan=f"steady-state means ({slo_text})",
+                   closed_form=f"steady-state means ({slo_text})", simulated=f"p99 over the run ({slo_text})"),
+        Assumption(
+            name="mean prompt (tokens)", plan=f"{stream.prompt_tokens:,} (one request)" if stream else None,
+            closed_form=f"{prompt:,}" + (f" ({turns:g}-turn chats resend history)" if turns > 1 else ""),
+            simulated=f"{prompt:,} on average" + (f", growing over {turns:g} turns" if turns > 1 else ""),
+        ),
+        Assumption(
+            name="between answers" if closed else "arrivals",
+            plan="duty cycle 20%" if stream else None,
+            closed_form=(f"think time {think:g} s (duty cycle {duty:.0%})" if duty is not None else
+                         "open loop at the planner's service rate"),
+            simulated=(f"think time {think:g} s, exponential" if think is not None else
+                       f"{getattr(w.arrival, 'kind', 'trace')} arrivals"),
+        ),
+        Assumption(name="queueing", plan="none" if stream else None, closed_form="none", simulated="simulated"),
+        Assumption(name=f"{unit} per replica", plan=fmt(plan_load) if plan_load is not None else None,
+                   closed_form=fmt(result.planner_load), simulated=fmt(result.max_load)),
+    ]
+    why = _why(closed, stream, turns, prompt, think, duty, plan_load, result.planner_load, result.max_load, fmt)
+    replicas = None
+    if target is not None and target > 0:
+        replicas = math.ceil(target / result.max_load) if result.max_load > 0 else None
+    dep = built.plan.deployment
+    return CapacityResponse(
+        closed_loop=closed, unit=unit, max_load=result.max_load, planner_load=result.planner_load,
+        plan_load=plan_load, slo={"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "percentile": 99},
+        assumptions=rows, why=why, target=target, replicas_for_target=replicas,
+        table=[asdict(p) for p in result.table], evaluations=result.evaluations, model=dep.model.id,
+        gpu=dep.gpu.id, seed=seed, notes=built.notes,
+    )
+
+
+def _why(closed: bool, stream: StreamFlags | None, turns: float, prompt: int, think: float | None,
+         duty: float | None, plan_load: float | None, closed_form: float, simulated: float,
+         fmt: Any) -> str:
+    """One line: why plan, the closed form and the simulation give different numbers."""
+    causes = []
+    if stream is not None and plan_load is not None:
+        if turns > 1:
+            causes.append(f"capacity's {turns:g}-turn chats resend their history (mean prompt {prompt:,} vs "
+                          f"plan's {stream.prompt_tokens:,} tokens)")
+        if duty is not None:
+            causes.append(f"{think:g} s think time is a {duty:.0%} duty cycle, plan assumes 20%")
+    causes.append("plan's SLOs are steady-state means, capacity's are p99s with queueing")
+    line = (f"why the numbers differ ({'plan ' + fmt(plan_load) + ', ' if plan_load is not None else ''}"
+            f"closed form {fmt(closed_form)}, simulated {fmt(simulated)}): " + "; ".join(causes))
+    if closed and stream is not None and think is not None:
+        line += (f". `servecap plan ... --think-time-s {think:g} --turns {turns:g}` gives the closed form "
+                 "under these assumptions")
+    return line

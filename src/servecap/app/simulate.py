@@ -1,0 +1,213 @@
+"""The simulate use case: one replica under a workload, by discrete-event simulation.
+
+:func:`build` turns the settings into a plan, an engine set-up and a workload (shared with
+``capacity``); :func:`simulate` runs it and checks the load first: when the offered load exceeds
+what the replica serves, the response says so (arrival vs service rate, queue growth) before
+any percentile, since percentiles of an overloaded run measure the run's length, not the service.
+``SimulateResponse.model_dump_json()`` is ``servecap simulate --json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+
+from servecap.app.flags import DeploymentFlags, StreamFlags, deployment_from_flags, efficiency_from_file
+from servecap.errors import ServecapError
+from servecap.progress import Progress, ProgressFn
+
+if TYPE_CHECKING:
+    from servecap.core.plan import Plan
+    from servecap.sim import EngineSetup
+    from servecap.sim.simulate import SimResult
+    from servecap.specs import Slo
+    from servecap.workload import WorkloadSpec
+
+# Overload: the queue wait of late arrivals grows by more than this many seconds per second of
+# arrivals (a stable queue's slope is ~0), or the offered rate exceeds the planner's service rate.
+QUEUE_GROWTH_LIMIT = 0.02
+
+
+@dataclass(frozen=True)
+class Built:
+    plan: Plan
+    setup: EngineSetup
+    workload: WorkloadSpec
+    notes: list[str] = field(default_factory=list)
+
+
+def build(
+    *,
+    deployment: DeploymentFlags,
+    calibration: Path | None,
+    workload: Path | None,
+    rate: float | None,
+    users: int | None,
+    think_time_s: float | None,
+    stream: StreamFlags,
+    duration_s: float | None,
+    num_requests: int | None,
+    slo: Slo,
+    no_prefix_caching: bool,
+    max_waiting: int | None,
+    policy: str,
+    default_num_requests: int = 1000,
+    turns: int | None = None,
+) -> Built:
+    """Deployment, plan, engine and workload from the settings (shared with capacity)."""
+    from servecap.core.capacity import chat_prompt_tokens
+    from servecap.core.plan import plan as make_plan
+    from servecap.sim import engine_setup_from_plan
+    from servecap.specs import RequestShape
+    from servecap.workload import dist_mean, load_workload, workload_from_flags
+
+    dep, notes = deployment_from_flags(deployment)
+    eff, eff_note = efficiency_from_file(calibration, dep)
+    if eff_note:
+        notes.append(eff_note)
+    if workload is not None:
+        if rate is not None or users is not None:
+            raise ServecapError("workload", str(workload), "give --workload or --rate/--users, not both")
+        spec = load_workload(workload)
+        update: dict[str, Any] = {}
+        if num_requests is not None:
+            update["num_requests"] = num_requests
+        if duration_s is not None:
+            update["duration_s"] = duration_s
+        if update:
+            spec = spec.model_copy(update=update)
+    else:
+        if num_requests is None and duration_s is None:
+            num_requests = default_num_requests
+            notes.append(f"no --num-requests/--duration-s: {num_requests} requests")
+        spec = workload_from_flags(
+            rate=rate, num_requests=num_requests, duration_s=duration_s, users=users, think_time_s=think_time_s,
+            **stream.workload_kwargs(),
+        )
+    if turns is not None:
+        if spec.users is None:
+            raise ServecapError("turns", turns, "turns are a closed-loop setting: give --users")
+        from servecap.workload.spec import FixedDist
+
+        spec = spec.model_copy(update={"users": spec.users.model_copy(update={"turns": FixedDist(value=turns)})})
+    if spec.prompt_tokens is not None and spec.output_tokens is not None:
+        new_tokens, out_tokens = dist_mean(spec.prompt_tokens), dist_mean(spec.output_tokens)
+        turns_mean = dist_mean(spec.users.turns) if spec.users is not None else 1.0
+        prompt_mean = chat_prompt_tokens(new_tokens, out_tokens, turns_mean, spec.prefix.tokens if spec.prefix else 0)
+        out = max(1, round(out_tokens))
+        # the plan describes a typical request; a mean beyond the context is the simulator's to refuse
+        prompt = min(max(1, round(prompt_mean)), max(1, dep.engine.max_model_len - out))
+        shape = RequestShape(prompt, out)
+    else:
+        shape = RequestShape()
+    the_plan = make_plan(dep, request=shape, slo=slo, efficiency=eff)
+    setup = engine_setup_from_plan(
+        the_plan, enable_prefix_caching=not no_prefix_caching, waiting_queue_limit=max_waiting,
+        scheduling_policy=policy,
+    )
+    notes.extend(setup.notes)
+    return Built(the_plan, setup, spec, notes)
+
+
+def expected_requests(spec: WorkloadSpec) -> int:
+    if spec.num_requests is not None:
+        return spec.num_requests
+    rate = getattr(spec.arrival, "rate_per_s", None)
+    if rate is not None and spec.duration_s is not None:
+        return int(rate * spec.duration_s)
+    return 0
+
+
+class LoadCheck(BaseModel):
+    """Offered load against what the replica serves, read before any percentile."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    offered_req_s: float | None  # the arrival rate (open loop); None for closed loops and traces
+    service_req_s: float  # the planner's ceiling: output tokens/s at its batch / mean output tokens
+    utilization: float | None  # offered / service
+    completed_req_s: float  # completions over the run
+    queue_growth_s_per_s: float  # slope of queue wait against arrival time (0 when stable)
+    overloaded: bool
+    message: str | None
+
+
+def check_load(built: Built, result: SimResult) -> LoadCheck:
+    """Overload from the arrival and service rates and from the growth of the queue wait."""
+    import numpy as np
+
+    from servecap.workload import dist_mean
+
+    w = built.workload
+    out = dist_mean(w.output_tokens) if w.output_tokens is not None else built.plan.request.output_tokens
+    service = built.plan.output_tokens_per_s_total / max(1.0, out)
+    offered = getattr(w.arrival, "rate_per_s", None) if w.users is None else None
+    util = offered / service if offered is not None and service > 0 else None
+    c = result.columns
+    ok = ~np.isnan(c.queue_time_s) & ~np.isnan(c.arrival_s)
+    slope = 0.0
+    if ok.sum() >= 10 and np.ptp(c.arrival_s[ok]) > 0:
+        slope = float(np.polyfit(c.arrival_s[ok], c.queue_time_s[ok], 1)[0])
+    over = slope > QUEUE_GROWTH_LIMIT or (util is not None and util > 1.0)
+    message = None
+    if over:
+        parts = []
+        if offered is not None:
+            parts.append(f"{offered:,.2f} req/s offered vs about {service:,.2f} req/s this replica serves "
+                         f"(planner, {util:.0%} utilization)")
+        parts.append(f"the queue wait grows by {slope:,.2f} s per second of arrivals")
+        message = ("OVERLOADED: " + "; ".join(parts) + ". The latencies below grow with the run's length; "
+                   "lower the load, add replicas (`servecap fleet plan`) or find the limit with `servecap capacity`")
+    return LoadCheck(offered_req_s=offered, service_req_s=service, utilization=util,
+                     completed_req_s=result.summary.throughput_req_s, queue_growth_s_per_s=slope,
+                     overloaded=over, message=message)
+
+
+def run_simulation(built: Built, *, seed: int, slo: Slo | None, progress: ProgressFn | None = None) -> SimResult:
+    import numpy as np
+
+    from servecap.sim import simulate as sim
+
+    rng = np.random.default_rng(seed)
+    if progress is None:
+        return sim(built.setup, built.workload, rng, slo=slo)
+    total = expected_requests(built.workload) or None
+
+    def tick(done: int, _total: int) -> None:
+        progress(Progress("simulate", done, total, "requests"))
+
+    return sim(built.setup, built.workload, rng, slo=slo, progress=tick)
+
+
+class SimulateResponse(BaseModel):
+    """``servecap simulate --json``: the run summary's keys at the top level, then these."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    summary: dict[str, Any]
+    model: str
+    gpu: str
+    seed: int
+    load_check: LoadCheck
+    notes: list[str]
+
+    @model_serializer(mode="wrap")
+    def _flatten(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {**data.pop("summary"), **data}
+
+
+def simulate(built: Built, *, seed: int, slo: Slo | None, progress: ProgressFn | None = None
+             ) -> tuple[SimulateResponse, SimResult]:
+    """Run ``built`` and check its load; returns the response and the raw result (for reports)."""
+    from servecap.results import summary_to_json_dict
+
+    result = run_simulation(built, seed=seed, slo=slo, progress=progress)
+    response = SimulateResponse(
+        summary=summary_to_json_dict(result.summary), model=built.plan.deployment.model.id,
+        gpu=built.plan.deployment.gpu.id, seed=seed, load_check=check_load(built, result), notes=built.notes,
+    )
+    return response, result
