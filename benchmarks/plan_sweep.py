@@ -1,7 +1,7 @@
 """Evaluate the whole catalog cross product and print configurations per second.
 
 models x GPUs x weight dtypes (bf16, fp8, int4, nvfp4) x KV dtypes (auto, fp8) x TP 1/2/4/8 x
-six context lengths, vectorised (servecap.core.sweep), with the scalar `plan()` rate measured in
+six context lengths, vectorised (servecap.app.sweep), with the scalar `plan()` rate measured in
 the same process as the reference. Run: `python benchmarks/plan_sweep.py`.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 import time
 
+from servecap.app.sweep import sweep
 from servecap.catalog import gpu_catalog
 from servecap.catalog.models import load_catalog_model, model_catalog
 from servecap.core.defaults import build_deployment
 from servecap.core.plan import plan
-from servecap.core.sweep import sweep
 from servecap.errors import ServecapError
 
 

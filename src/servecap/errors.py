@@ -44,7 +44,9 @@ def from_validation_error(err: object, prefix: str = "") -> ServecapError:
     dotted path (after ``prefix``), the value given and pydantic's message. (Duck-typed on
     ``errors()``, so this module needs no pydantic.)"""
     errors = getattr(err, "errors", None)
-    first = errors()[0] if callable(errors) and errors() else {"loc": (), "msg": str(err), "input": None}
-    loc = ".".join(str(part) for part in first.get("loc", ()))
+    listed = errors() if callable(errors) else []
+    first: dict[str, object] = dict(listed[0]) if listed else {"loc": (), "msg": str(err), "input": None}
+    loc_parts = first.get("loc", ())
+    loc = ".".join(str(part) for part in loc_parts) if isinstance(loc_parts, tuple | list) else str(loc_parts)
     name = ".".join(part for part in (prefix, loc) if part) or "input"
     return ServecapError(name, first.get("input"), str(first.get("msg", "invalid value")))

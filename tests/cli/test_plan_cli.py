@@ -95,7 +95,7 @@ def test_compare_ranks_by_cost() -> None:
         (["plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--duty-cycle", "0"], "duty_cycle=0.0"),
         (["plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--weights-dtype", "fp7"], "weights_dtype='fp7'"),
         (["plan", "-m", "meta-llama/Llama-3.1-70B", "-g", "L4"], "weights_bytes_per_gpu="),
-        (["plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--max-model-len", "2000000",
+        (["plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--max-model-len", "2000000", "--rope-scaling", "16",
           "--kv-cache-memory-bytes", "1000000000"], "max_model_len=2000000: one request needs"),
         (["plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--tp", "3"], "tp=3: must divide"),
         (["plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--num-gpus", "4", "--tp", "2"], "num_gpus=4"),

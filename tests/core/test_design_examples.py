@@ -11,6 +11,7 @@ from servecap.core.defaults import build_deployment
 from servecap.core.kv import kv_bytes_for_context, kv_bytes_per_token
 from servecap.core.plan import plan
 from servecap.core.roofline import decode_batch, step_cost
+from servecap.specs.deployment import RopeScaling
 from servecap.specs.dtypes import kv_dtype_named
 from servecap.specs.gpu import GpuSpec
 from servecap.specs.perf import Efficiency
@@ -68,7 +69,11 @@ def test_32b_dense_200k_context_on_b200() -> None:
     b200 = GpuSpec(id="B200-design", name="B200 (DESIGN.md figures)", vendor="nvidia", memory_gb=192,
                    hbm_bandwidth_tb_s=8.0, bf16_dense_tflops=2250, fp8_dense_tflops=4500,
                    interconnect="NVLink 5", interconnect_gb_s=900, host_link_gb_s=64)
-    dep = build_deployment(m, b200, weights_dtype="fp8", kv_cache_dtype="fp8", max_model_len=200_000)
+    # Qwen3-32B is trained to 40,960 tokens: 200K needs RoPE scaling, as vLLM requires (YaRN over
+    # the 32,768 original positions, factor 6.25 -> 204,800 tokens)
+    yarn = RopeScaling("yarn", 6.25, 32_768)
+    dep = build_deployment(m, b200, weights_dtype="fp8", kv_cache_dtype="fp8", max_model_len=200_000,
+                           rope_scaling=yarn)
     cost = step_cost(dep, stage_weights_bytes=32 * 10**9)
     step = cost.step_time(decode_batch(6, 200_000, None), IDEAL)
     assert step.bottleneck == "memory"

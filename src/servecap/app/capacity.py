@@ -12,6 +12,7 @@ history, think time or duty cycle, queueing) and one line on why the numbers dif
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
@@ -96,7 +97,9 @@ def capacity(
     prompt = built.plan.request.prompt_tokens
     generating = built.plan.ttft_s + max(0, built.plan.request.output_tokens - 1) * built.plan.tpot_s
     duty = generating / (generating + think) if think is not None and generating > 0 else None
-    fmt = (lambda x: f"{x:,.0f}") if closed else (lambda x: f"{x:,.2f}")
+    def fmt(x: float) -> str:
+        return f"{x:,.0f}" if closed else f"{x:,.2f}"
+
     slo_text = ", ".join(part for part in (
         f"TTFT <= {slo.ttft_s * 1e3:,.0f} ms" if slo.ttft_s is not None else "",
         f"TPOT <= {slo.tpot_s * 1e3:,.0f} ms" if slo.tpot_s is not None else "") if part)
@@ -136,7 +139,7 @@ def capacity(
 
 def _why(closed: bool, stream: StreamFlags | None, turns: float, prompt: int, think: float | None,
          duty: float | None, plan_load: float | None, closed_form: float, simulated: float,
-         fmt: Any) -> str:
+         fmt: Callable[[float], str]) -> str:
     """One line: why plan, the closed form and the simulation give different numbers."""
     causes = []
     if stream is not None and plan_load is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servecap.app.flags import DEFAULT_MODEL, efficiency_from_file
-from servecap.app.plan import SloUsed, slo_used
+from servecap.app.plan import slo_used
 from servecap.errors import ServecapError, from_validation_error
 
 
@@ -84,7 +84,7 @@ def parse_prices(text: str | None) -> tuple[float | None, dict[str, float]]:
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
-        name, sep, value = part.partition("=")
+        name, _, value = part.partition("=")
         try:
             prices[name.strip()] = float(value)
         except ValueError:
@@ -134,7 +134,7 @@ def compare(request: CompareRequest) -> CompareResponse:
         ))
     unpriced = sorted({g.id for g in gpu_list if g.id not in prices and g.rent_usd_per_hour is None})
     return CompareResponse(
-        model=spec.id, slo=SloOut(**_slo_dict(slo)), prompt_tokens=r.prompt_tokens,
+        model=spec.id, slo=SloOut(ttft_s=slo.ttft_s, tpot_s=slo.tpot_s, statistic=slo.statistic, source=slo.source), prompt_tokens=r.prompt_tokens,
         output_tokens=r.output_tokens, duty_cycle=r.duty_cycle, candidates=rows, unpriced_gpus=unpriced,
     )
 
@@ -146,6 +146,3 @@ def compare_request(**values: object) -> CompareRequest:
     except ValidationError as err:
         raise from_validation_error(err) from None
 
-
-def _slo_dict(slo: SloUsed) -> dict[str, object]:
-    return {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "statistic": slo.statistic, "source": slo.source}

@@ -110,7 +110,7 @@ def capacity_command(
     answer = f"simulated capacity: {fmt(response.max_load)} {unit} per replica within the p99 SLOs"
     if response.target is not None:
         answer += (f"; {fmt(response.target)} {unit} need {response.replicas_for_target} replicas"
-                   if response.replicas_for_target is not None else f"; no load meets the SLOs")
+                   if response.replicas_for_target is not None else "; no load meets the SLOs")
     if html is not None:
         write_html(html, f"servecap capacity: {dep.model.id} on {dep.num_gpus}x {dep.gpu.id}", None,
                    response.table, built.notes, load_unit=unit, context=_context(built, answer), slo=slo,

@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 
 import click
 
+from servecap import __version__
+
 
 class LazyCommand(NamedTuple):
     """Where a command lives (``"module:attribute"``) and its one line for ``servecap --help``."""
@@ -99,6 +101,7 @@ class LazyGroup(click.Group):
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
 )
+@click.version_option(__version__, "--version", "-V", prog_name="servecap", message="%(prog)s %(version)s")
 def cli() -> None:
     """How many users can this GPU (or fleet) serve, at what latency and cost."""
 

@@ -12,7 +12,6 @@ import numpy as np
 
 from servecap.results import RecordColumns, RunSummary, Slo, summary_to_json_dict
 
-
 _LATENCY_SERIES = (  # key, name, dash, marker: distinct in colour, line style and marker
     ("ttft_p50_s", "TTFT p50", "dot", "circle"),
     ("ttft_p99_s", "TTFT p99", "solid", "circle"),

@@ -29,7 +29,6 @@ from servecap.sim.simulate import simulate
 from servecap.workload import WorkloadSpec, dist_mean
 
 
-
 @dataclass(frozen=True, slots=True)
 class LoadPoint:
     load: float  # requests/s (open loop) or users (closed loop)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from servecap.app.sweep import sweep
 from servecap.catalog import lookup_gpu, resolve_model
 from servecap.core.capacity import decode_step
 from servecap.core.defaults import build_deployment
 from servecap.core.plan import plan
-from servecap.core.sweep import sweep
 
 pytest.importorskip("numpy")
 
