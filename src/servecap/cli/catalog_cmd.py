@@ -24,8 +24,9 @@ def gpus_command(gpu_file: Path | None, as_json: bool) -> None:
         click.echo(json.dumps([{**asdict(g), "total_memory_bytes": g.total_memory_bytes,
                                  "total_memory_basis": g.total_memory_basis} for g in gpus], indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from servecap.cli.console import make_console, print_table
 
     t = Table(title=f"{len(gpus)} GPUs (dense tensor TFLOPS; bandwidth in TB/s; link GB/s one way)")
     for col in ("id", "memory", "GiB (vLLM)", "HBM TB/s", "BF16", "FP8", "FP4", "link GB/s", "$/h", "buy $"):
@@ -39,8 +40,8 @@ def gpus_command(gpu_file: Path | None, as_json: bool) -> None:
         t.add_row(g.id, f"{g.memory_gb:g} GB", seen, f(g.hbm_bandwidth_tb_s, "{:.2f}"), f(g.bf16_dense_tflops),
                   f(g.fp8_dense_tflops), f(g.fp4_dense_tflops), f(g.interconnect_gb_s),
                   f(g.rent_usd_per_hour, "{:.2f}"), f(g.purchase_usd))
-    console = Console()
-    console.print(t)
+    console = make_console()
+    print_table(console, t)
     console.print("[dim]* GiB from the spec sheet; unstarred: reported by the driver in a real vLLM log[/]")
 
 
@@ -73,8 +74,9 @@ def models_command(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from servecap.cli.console import make_console, print_table
 
     t = Table(title=f"{len(rows)} models (KV at the model dtype, TP 1)")
     for col in ("id", "layers", "kinds", "total", "active", "KV B/token", "sliding B/token", "state B/req", "context"):
@@ -84,4 +86,4 @@ def models_command(as_json: bool) -> None:
                   f"{r['params_total'] / 1e9:.2f}B", f"{r['params_active'] / 1e9:.2f}B",  # type: ignore[operator]
                   f"{r['kv_bytes_per_token']:,}", f"{r['sliding_kv_bytes_per_token']:,}",
                   f"{r['state_bytes_per_request']:,}", f"{r['max_position_embeddings']:,}")
-    Console().print(t)
+    print_table(make_console(), t)

@@ -139,7 +139,7 @@ def write_html(
 @think_time_option
 @turns_option
 @stream_options
-@slo_options(None, None, "p99, for goodput")
+@slo_options(None, None, "per request, for goodput")
 @no_prefix_caching_option
 @click.option("--max-waiting", type=click.IntRange(min=0), default=None,
               help="Waiting-queue limit; requests beyond it are rejected.")
