@@ -13,12 +13,15 @@ from servecap.core.plan import plan
 pytest.importorskip("numpy")
 
 
-@pytest.mark.parametrize(("model", "gpu", "tp", "wd", "kv", "length"), [
-    ("meta-llama/Llama-3.1-8B", "H100", 1, "bf16", "auto", 8192),
-    ("Qwen/Qwen3-30B-A3B", "L40S", 2, "fp8", "fp8", 32768),
-    ("google/gemma-3-27b-it", "H200", 1, "bf16", "auto", 16384),
-    ("openai/gpt-oss-120b", "B200", 2, "bf16", "fp8", 131072),
-])
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "wd", "kv", "length"),
+    [
+        ("meta-llama/Llama-3.1-8B", "H100", 1, "bf16", "auto", 8192),
+        ("Qwen/Qwen3-30B-A3B", "L40S", 2, "fp8", "fp8", 32768),
+        ("google/gemma-3-27b-it", "H200", 1, "bf16", "auto", 16384),
+        ("openai/gpt-oss-120b", "B200", 2, "bf16", "fp8", 131072),
+    ],
+)
 def test_sweep_matches_plan(model: str, gpu: str, tp: int, wd: str, kv: str, length: int) -> None:
     m, g = resolve_model(model), lookup_gpu(gpu)
     r = sweep([m], [g], weights_dtypes=[wd], kv_dtypes=[kv], tps=[tp], lengths=[length])

@@ -13,8 +13,13 @@ REF = re.compile(r"(?<![\w./-])((?:docs/|src/|tests/|benchmarks/|scripts/)?[\w.-
 
 
 EXTERNAL = ("vllm/",)  # other projects' sources, cited by their own paths
-FILES = [p.relative_to(ROOT).as_posix() for d in ("src", "tests", "docs", "benchmarks", "scripts")
-         if (ROOT / d).is_dir() for p in (ROOT / d).rglob("*") if p.is_file()] + [p.name for p in ROOT.glob("*.md")]
+FILES = [
+    p.relative_to(ROOT).as_posix()
+    for d in ("src", "tests", "docs", "benchmarks", "scripts")
+    if (ROOT / d).is_dir()
+    for p in (ROOT / d).rglob("*")
+    if p.is_file()
+] + [p.name for p in ROOT.glob("*.md")]
 
 
 def _exists(ref: str) -> bool:

@@ -28,8 +28,9 @@ def test_plan_without_slo_uses_the_stated_default_interactive_slo() -> None:
     assert data["tpot_s"] <= 0.1 and data["ttft_s"] <= 2.0
     text = runner.invoke(cli, ["plan", *M8, "-l", "8192"]).stdout
     assert "default interactive SLO" in text and "steady-state mean" in text
-    free = _json(["plan", "-m", "meta-llama/Llama-3.1-70B", "-g", "H200", "-w", "fp8", "-l", "8192", "--no-slo",
-                  "--json"])
+    free = _json(
+        ["plan", "-m", "meta-llama/Llama-3.1-70B", "-g", "H200", "-w", "fp8", "-l", "8192", "--no-slo", "--json"]
+    )
     assert free["slo"]["source"] == "none" and free["users_served"] > data["users_served"]
 
 
@@ -68,13 +69,20 @@ def test_simulate_flags_overload_first() -> None:
     assert not calm["load_check"]["overloaded"] and calm["load_check"]["message"] is None
 
 
-def test_calibration_for_another_gpu_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_calibration_for_another_gpu_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     cal = tmp_path / "cal.json"
-    cal.write_text(json.dumps({"schema": "servecap.calibration/1", "model": "meta-llama/Llama-3.1-8B",
-                               "gpu": "A100-80GB-SXM", "coefficients": {"bandwidth_efficiency": 0.7,
-                                                                        "compute_efficiency": 0.5,
-                                                                        "step_overhead_s": 0.003}}))
+    cal.write_text(
+        json.dumps(
+            {
+                "schema": "servecap.calibration/1",
+                "model": "meta-llama/Llama-3.1-8B",
+                "gpu": "A100-80GB-SXM",
+                "coefficients": {"bandwidth_efficiency": 0.7, "compute_efficiency": 0.5, "step_overhead_s": 0.003},
+            }
+        )
+    )
     monkeypatch.setattr("sys.argv", ["servecap", "plan", *M8, "--calibration", str(cal)])
     with pytest.raises(SystemExit) as exc:
         run()
@@ -85,14 +93,18 @@ def test_calibration_for_another_gpu_is_refused(tmp_path: Path, capsys: pytest.C
     assert _json(["plan", *M8, "--calibration", str(cal), "--json"])["users_served"] > 0
 
 
-@pytest.mark.parametrize("args", [
-    ["plan", *M8, "-l", "1024"],
-    ["plan", *M8, "--block-size", "7"],
-    ["plan", "-m", "Qwen/Qwen3-32B", "-g", "B200", "-l", "200000", "-k", "fp8"],
-    ["plan", *M8, "--rope-scaling", "{bad"],
-])
-def test_context_and_block_errors_are_one_line(args: list[str], capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", *M8, "-l", "1024"],
+        ["plan", *M8, "--block-size", "7"],
+        ["plan", "-m", "Qwen/Qwen3-32B", "-g", "B200", "-l", "200000", "-k", "fp8"],
+        ["plan", *M8, "--rope-scaling", "{bad"],
+    ],
+)
+def test_context_and_block_errors_are_one_line(
+    args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("sys.argv", ["servecap", *args])
     with pytest.raises(SystemExit) as exc:
         run()
@@ -102,8 +114,22 @@ def test_context_and_block_errors_are_one_line(args: list[str], capsys: pytest.C
 
 
 def test_rope_scaling_flag_runs_past_the_trained_context() -> None:
-    data = _json(["plan", "-m", "Qwen/Qwen3-32B", "-g", "B200", "-l", "131072", "-k", "fp8", "--rope-scaling",
-                  '{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}', "--json"])
+    data = _json(
+        [
+            "plan",
+            "-m",
+            "Qwen/Qwen3-32B",
+            "-g",
+            "B200",
+            "-l",
+            "131072",
+            "-k",
+            "fp8",
+            "--rope-scaling",
+            '{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}',
+            "--json",
+        ]
+    )
     assert data["max_model_len"] == 131_072
     assert any("RoPE scaling (yarn, factor 4)" in w for w in data["warnings"])
 

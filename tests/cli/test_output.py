@@ -33,8 +33,9 @@ def test_narrow_terminal_tables_keep_numbers_whole() -> None:
 
 
 def test_piped_compare_is_complete_and_names_its_slo_and_prices() -> None:
-    result = runner.invoke(cli, ["compare", "-m", "meta-llama/Llama-3.1-8B", "--gpus", "H100,RTX-6000-Ada,RTX-4090",
-                                 "--counts", "1"])
+    result = runner.invoke(
+        cli, ["compare", "-m", "meta-llama/Llama-3.1-8B", "--gpus", "H100,RTX-6000-Ada,RTX-4090", "--counts", "1"]
+    )
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "…" not in out and "RTX-6000-Ada" in out and "RTX-4090" in out
@@ -67,16 +68,41 @@ def test_progress_lines_every_few_seconds_when_not_a_terminal() -> None:
             report(Progress("simulate", i * 100, 3000, "requests"))
     lines = buf.getvalue().splitlines()
     assert len(lines) == 6 and lines[0] == "simulate: 500 / 3,000 requests (17%)"
-    assert progress_line(Progress("capacity", 3, None, "simulations", "40 users meets the SLOs")) == \
-        "capacity: 3 simulations - 40 users meets the SLOs"
+    assert (
+        progress_line(Progress("capacity", 3, None, "simulations", "40 users meets the SLOs"))
+        == "capacity: 3 simulations - 40 users meets the SLOs"
+    )
 
 
 def test_capacity_html_carries_the_answer(tmp_path: Path) -> None:
     pytest.importorskip("plotly")
     html = tmp_path / "cap.html"
-    result = runner.invoke(cli, ["capacity", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "4096",
-                                 "--prompt-tokens", "200", "--output-tokens", "50", "--rate", "--num-requests", "200",
-                                 "--ttft-slo-ms", "500", "--tpot-slo-ms", "30", "--html", str(html), "--json"])
+    result = runner.invoke(
+        cli,
+        [
+            "capacity",
+            "-m",
+            "meta-llama/Llama-3.1-8B",
+            "-g",
+            "H100",
+            "-l",
+            "4096",
+            "--prompt-tokens",
+            "200",
+            "--output-tokens",
+            "50",
+            "--rate",
+            "--num-requests",
+            "200",
+            "--ttft-slo-ms",
+            "500",
+            "--tpot-slo-ms",
+            "30",
+            "--html",
+            str(html),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     text = html.read_text()
     assert "simulated capacity:" in text and "req/s per replica" in text

@@ -25,8 +25,9 @@ def test_context_beyond_trained_length_is_refused_with_the_way_out() -> None:
 def test_rope_scaling_accepts_the_longer_context_and_warns() -> None:
     yarn = RopeScaling("yarn", 4.0, 32_768)
     assert yarn.max_len(40_960) == 131_072  # vLLM: original_max_position_embeddings x factor
-    dep = build_deployment(resolve_model(QWEN32), lookup_gpu("B200"), max_model_len=131_072, kv_cache_dtype="fp8",
-                           rope_scaling=yarn)
+    dep = build_deployment(
+        resolve_model(QWEN32), lookup_gpu("B200"), max_model_len=131_072, kv_cache_dtype="fp8", rope_scaling=yarn
+    )
     p = plan(dep)
     assert any("beyond the 40,960 tokens the model was trained on" in w for w in p.warnings)
     with pytest.raises(ServecapError, match="exceeds 131,072 tokens"):
@@ -41,8 +42,9 @@ def test_block_sizes_vllm_refuses(size: int) -> None:
 
 def test_block_sizes_vllm_accepts() -> None:
     assert VLLM_BLOCK_SIZES == (1, 8, 16, 32, 64, 128, 256)  # vllm/config/cache.py BlockSize
-    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), block_size=32,
-                           max_model_len=8192)
+    dep = build_deployment(
+        resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), block_size=32, max_model_len=8192
+    )
     assert plan(dep).layout.block_size == 32
 
 

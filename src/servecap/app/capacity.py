@@ -66,8 +66,13 @@ def _plan_load(built: Built, stream: StreamFlags, slo: Slo, closed: bool) -> flo
     """What `servecap plan` says for the same flags: one request shape, no history, duty cycle 0.2."""
     from servecap.core.plan import plan
 
-    p = plan(built.plan.deployment, request=RequestShape(stream.prompt_tokens, stream.output_tokens), slo=slo,
-             efficiency=built.plan.efficiency, costs=CostInputs())
+    p = plan(
+        built.plan.deployment,
+        request=RequestShape(stream.prompt_tokens, stream.output_tokens),
+        slo=slo,
+        efficiency=built.plan.efficiency,
+        costs=CostInputs(),
+    )
     return float(p.users_served) if closed else p.output_tokens_per_s_total / max(1, stream.output_tokens)
 
 
@@ -97,31 +102,52 @@ def capacity(
     prompt = built.plan.request.prompt_tokens
     generating = built.plan.ttft_s + max(0, built.plan.request.output_tokens - 1) * built.plan.tpot_s
     duty = generating / (generating + think) if think is not None and generating > 0 else None
+
     def fmt(x: float) -> str:
         return f"{x:,.0f}" if closed else f"{x:,.2f}"
 
-    slo_text = ", ".join(part for part in (
-        f"TTFT <= {slo.ttft_s * 1e3:,.0f} ms" if slo.ttft_s is not None else "",
-        f"TPOT <= {slo.tpot_s * 1e3:,.0f} ms" if slo.tpot_s is not None else "") if part)
+    slo_text = ", ".join(
+        part
+        for part in (
+            f"TTFT <= {slo.ttft_s * 1e3:,.0f} ms" if slo.ttft_s is not None else "",
+            f"TPOT <= {slo.tpot_s * 1e3:,.0f} ms" if slo.tpot_s is not None else "",
+        )
+        if part
+    )
     rows = [
-        Assumption(name="SLOs checked against", plan=f"steady-state means ({slo_text})",
-                   closed_form=f"steady-state means ({slo_text})", simulated=f"p99 over the run ({slo_text})"),
         Assumption(
-            name="mean prompt (tokens)", plan=f"{stream.prompt_tokens:,} (one request)" if stream else None,
+            name="SLOs checked against",
+            plan=f"steady-state means ({slo_text})",
+            closed_form=f"steady-state means ({slo_text})",
+            simulated=f"p99 over the run ({slo_text})",
+        ),
+        Assumption(
+            name="mean prompt (tokens)",
+            plan=f"{stream.prompt_tokens:,} (one request)" if stream else None,
             closed_form=f"{prompt:,}" + (f" ({turns:g}-turn chats resend history)" if turns > 1 else ""),
             simulated=f"{prompt:,} on average" + (f", growing over {turns:g} turns" if turns > 1 else ""),
         ),
         Assumption(
             name="between answers" if closed else "arrivals",
             plan="duty cycle 20%" if stream else None,
-            closed_form=(f"think time {think:g} s (duty cycle {duty:.0%})" if duty is not None else
-                         "open loop at the planner's service rate"),
-            simulated=(f"think time {think:g} s, exponential" if think is not None else
-                       f"{getattr(w.arrival, 'kind', 'trace')} arrivals"),
+            closed_form=(
+                f"think time {think:g} s (duty cycle {duty:.0%})"
+                if duty is not None
+                else "open loop at the planner's service rate"
+            ),
+            simulated=(
+                f"think time {think:g} s, exponential"
+                if think is not None
+                else f"{getattr(w.arrival, 'kind', 'trace')} arrivals"
+            ),
         ),
         Assumption(name="queueing", plan="none" if stream else None, closed_form="none", simulated="simulated"),
-        Assumption(name=f"{unit} per replica", plan=fmt(plan_load) if plan_load is not None else None,
-                   closed_form=fmt(result.planner_load), simulated=fmt(result.max_load)),
+        Assumption(
+            name=f"{unit} per replica",
+            plan=fmt(plan_load) if plan_load is not None else None,
+            closed_form=fmt(result.planner_load),
+            simulated=fmt(result.max_load),
+        ),
     ]
     why = _why(closed, stream, turns, prompt, think, duty, plan_load, result.planner_load, result.max_load, fmt)
     replicas = None
@@ -129,29 +155,55 @@ def capacity(
         replicas = math.ceil(target / result.max_load) if result.max_load > 0 else None
     dep = built.plan.deployment
     return CapacityResponse(
-        closed_loop=closed, unit=unit, max_load=result.max_load, planner_load=result.planner_load,
-        plan_load=plan_load, slo={"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "percentile": 99},
-        assumptions=rows, why=why, target=target, replicas_for_target=replicas,
-        table=[asdict(p) for p in result.table], evaluations=result.evaluations, model=dep.model.id,
-        gpu=dep.gpu.id, seed=seed, notes=built.notes,
+        closed_loop=closed,
+        unit=unit,
+        max_load=result.max_load,
+        planner_load=result.planner_load,
+        plan_load=plan_load,
+        slo={"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "percentile": 99},
+        assumptions=rows,
+        why=why,
+        target=target,
+        replicas_for_target=replicas,
+        table=[asdict(p) for p in result.table],
+        evaluations=result.evaluations,
+        model=dep.model.id,
+        gpu=dep.gpu.id,
+        seed=seed,
+        notes=built.notes,
     )
 
 
-def _why(closed: bool, stream: StreamFlags | None, turns: float, prompt: int, think: float | None,
-         duty: float | None, plan_load: float | None, closed_form: float, simulated: float,
-         fmt: Callable[[float], str]) -> str:
+def _why(
+    closed: bool,
+    stream: StreamFlags | None,
+    turns: float,
+    prompt: int,
+    think: float | None,
+    duty: float | None,
+    plan_load: float | None,
+    closed_form: float,
+    simulated: float,
+    fmt: Callable[[float], str],
+) -> str:
     """One line: why plan, the closed form and the simulation give different numbers."""
     causes = []
     if stream is not None and plan_load is not None:
         if turns > 1:
-            causes.append(f"capacity's {turns:g}-turn chats resend their history (mean prompt {prompt:,} vs "
-                          f"plan's {stream.prompt_tokens:,} tokens)")
+            causes.append(
+                f"capacity's {turns:g}-turn chats resend their history (mean prompt {prompt:,} vs "
+                f"plan's {stream.prompt_tokens:,} tokens)"
+            )
         if duty is not None:
             causes.append(f"{think:g} s think time is a {duty:.0%} duty cycle, plan assumes 20%")
     causes.append("plan's SLOs are steady-state means, capacity's are p99s with queueing")
-    line = (f"why the numbers differ ({'plan ' + fmt(plan_load) + ', ' if plan_load is not None else ''}"
-            f"closed form {fmt(closed_form)}, simulated {fmt(simulated)}): " + "; ".join(causes))
+    line = (
+        f"why the numbers differ ({'plan ' + fmt(plan_load) + ', ' if plan_load is not None else ''}"
+        f"closed form {fmt(closed_form)}, simulated {fmt(simulated)}): " + "; ".join(causes)
+    )
     if closed and stream is not None and think is not None:
-        line += (f". `servecap plan ... --think-time-s {think:g} --turns {turns:g}` gives the closed form "
-                 "under these assumptions")
+        line += (
+            f". `servecap plan ... --think-time-s {think:g} --turns {turns:g}` gives the closed form "
+            "under these assumptions"
+        )
     return line

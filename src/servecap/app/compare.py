@@ -114,28 +114,47 @@ def compare(request: CompareRequest) -> CompareResponse:
     eff, _ = efficiency_from_file(r.calibration)
     slo = slo_used(r.ttft_slo_ms, r.tpot_slo_ms)
     cands = search(
-        spec, gpu_list, gpu_counts=r.counts, weights_dtypes=r.weights_dtypes, kv_dtypes=r.kv_dtypes,
-        max_model_len=r.max_model_len, request=request_shape(r.prompt_tokens, r.output_tokens),
-        slo=Slo(slo.ttft_s, slo.tpot_s), efficiency=eff, costs=cost_inputs(None, None, r.duty_cycle),
+        spec,
+        gpu_list,
+        gpu_counts=r.counts,
+        weights_dtypes=r.weights_dtypes,
+        kv_dtypes=r.kv_dtypes,
+        max_model_len=r.max_model_len,
+        request=request_shape(r.prompt_tokens, r.output_tokens),
+        slo=Slo(slo.ttft_s, slo.tpot_s),
+        efficiency=eff,
+        costs=cost_inputs(None, None, r.duty_cycle),
         rent_usd_per_gpu_hour=prices,
     )
     catalog_price = {g.id: g.rent_usd_per_hour for g in gpu_list}
     rows = []
     for c in cands:
         source = "request" if c.gpu in prices else ("catalog" if catalog_price.get(c.gpu) is not None else None)
-        rows.append(CandidateOut(
-            gpu=c.gpu, num_gpus=c.num_gpus, weights_dtype=c.weights_dtype, kv_cache_dtype=c.kv_cache_dtype,
-            users_served=c.plan.users_served if c.plan else None,
-            tpot_s=c.plan.tpot_s if c.plan else None, ttft_s=c.plan.ttft_s if c.plan else None,
-            usd_per_hour=c.plan.cost.usd_per_hour if c.plan else None, price_source=source,
-            usd_per_user_month=c.usd_per_user_month,
-            usd_per_million_tokens=c.plan.cost.usd_per_million_tokens if c.plan else None,
-            problem=c.problem,
-        ))
+        rows.append(
+            CandidateOut(
+                gpu=c.gpu,
+                num_gpus=c.num_gpus,
+                weights_dtype=c.weights_dtype,
+                kv_cache_dtype=c.kv_cache_dtype,
+                users_served=c.plan.users_served if c.plan else None,
+                tpot_s=c.plan.tpot_s if c.plan else None,
+                ttft_s=c.plan.ttft_s if c.plan else None,
+                usd_per_hour=c.plan.cost.usd_per_hour if c.plan else None,
+                price_source=source,
+                usd_per_user_month=c.usd_per_user_month,
+                usd_per_million_tokens=c.plan.cost.usd_per_million_tokens if c.plan else None,
+                problem=c.problem,
+            )
+        )
     unpriced = sorted({g.id for g in gpu_list if g.id not in prices and g.rent_usd_per_hour is None})
     return CompareResponse(
-        model=spec.id, slo=SloOut(ttft_s=slo.ttft_s, tpot_s=slo.tpot_s, statistic=slo.statistic, source=slo.source), prompt_tokens=r.prompt_tokens,
-        output_tokens=r.output_tokens, duty_cycle=r.duty_cycle, candidates=rows, unpriced_gpus=unpriced,
+        model=spec.id,
+        slo=SloOut(ttft_s=slo.ttft_s, tpot_s=slo.tpot_s, statistic=slo.statistic, source=slo.source),
+        prompt_tokens=r.prompt_tokens,
+        output_tokens=r.output_tokens,
+        duty_cycle=r.duty_cycle,
+        candidates=rows,
+        unpriced_gpus=unpriced,
     )
 
 
@@ -145,4 +164,3 @@ def compare_request(**values: object) -> CompareRequest:
         return CompareRequest.model_validate(values)
     except ValidationError as err:
         raise from_validation_error(err) from None
-

@@ -107,8 +107,11 @@ def parse_rope_scaling(text: str | None) -> RopeScaling | None:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError:
-        raise ServecapError("rope_scaling", text, "must be JSON such as "
-                            '\'{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}\'') from None
+        raise ServecapError(
+            "rope_scaling",
+            text,
+            'must be JSON such as \'{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}\'',
+        ) from None
     if isinstance(raw, int | float) and not isinstance(raw, bool):
         return RopeScaling("yarn", float(raw))
     if not isinstance(raw, dict):
@@ -140,8 +143,7 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
         if max_model_len is None:
             max_model_len = DEFAULT_EXAMPLE_MAX_MODEL_LEN
         notes.append(
-            "no --model/--gpu given: the built-in example (Llama-3.1-70B, FP8 weights, one H200, "
-            "8,192-token context)"
+            "no --model/--gpu given: the built-in example (Llama-3.1-70B, FP8 weights, one H200, 8,192-token context)"
         )
     elif model is None:
         model = DEFAULT_MODEL
@@ -155,11 +157,19 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
     spec_model = resolve_model(model)
     tp_, pp_ = resolve_parallelism(flags.num_gpus, flags.tp, flags.pp)
     dep = build_deployment(
-        spec_model, spec_gpu, tp=tp_, pp=pp_, weights_dtype=weights_dtype or "auto",
-        kv_cache_dtype=flags.kv_cache_dtype, max_model_len=max_model_len,
-        gpu_memory_utilization=flags.gpu_memory_utilization, block_size=flags.block_size,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-        kv_cache_memory_bytes=flags.kv_cache_memory_bytes, rope_scaling=parse_rope_scaling(flags.rope_scaling),
+        spec_model,
+        spec_gpu,
+        tp=tp_,
+        pp=pp_,
+        weights_dtype=weights_dtype or "auto",
+        kv_cache_dtype=flags.kv_cache_dtype,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=flags.gpu_memory_utilization,
+        block_size=flags.block_size,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        kv_cache_memory_bytes=flags.kv_cache_memory_bytes,
+        rope_scaling=parse_rope_scaling(flags.rope_scaling),
     )
     if max_model_len is None:
         notes.append(f"max_model_len {dep.engine.max_model_len} (the model's max_position_embeddings)")
@@ -171,7 +181,9 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
     return dep, notes
 
 
-def efficiency_from_file(calibration: Path | None, deployment: Deployment | None = None) -> tuple[Efficiency, str | None]:
+def efficiency_from_file(
+    calibration: Path | None, deployment: Deployment | None = None
+) -> tuple[Efficiency, str | None]:
     """Default efficiency factors, or a calibration file's fitted coefficients (and a note on
     them). Given the deployment they are applied to, a file fitted for another model, GPU or
     parallelism is refused: its efficiencies describe other kernels on other hardware."""
@@ -185,19 +197,26 @@ def efficiency_from_file(calibration: Path | None, deployment: Deployment | None
     note = f"step-time coefficients from {calibration}"
     if deployment is not None:
         fitted = {"model": cal.model, "gpu": cal.gpu, "tp": cal.tp, "pp": cal.pp}
-        here = {"model": deployment.model.id, "gpu": deployment.gpu.id, "tp": deployment.parallelism.tp,
-                "pp": deployment.parallelism.pp}
+        here = {
+            "model": deployment.model.id,
+            "gpu": deployment.gpu.id,
+            "tp": deployment.parallelism.tp,
+            "pp": deployment.parallelism.pp,
+        }
         differ = [k for k in fitted if str(fitted[k]).lower() != str(here[k]).lower()]
         if differ:
             what = ", ".join(f"{k} {fitted[k]} (here {here[k]})" for k in differ)
             raise ServecapError(
-                "calibration", str(calibration),
+                "calibration",
+                str(calibration),
                 f"was fitted for another deployment: {what}; calibrate this deployment from its own runs "
                 "or drop --calibration",
             )
-        dtypes = [(k, getattr(cal, k), v) for k, v in (("weights_dtype", deployment.weights_dtype.name),
-                                                         ("kv_cache_dtype", deployment.kv_dtype.name))
-                  if getattr(cal, k) not in ("auto", v)]
+        dtypes = [
+            (k, getattr(cal, k), v)
+            for k, v in (("weights_dtype", deployment.weights_dtype.name), ("kv_cache_dtype", deployment.kv_dtype.name))
+            if getattr(cal, k) not in ("auto", v)
+        ]
         if dtypes:
             note += "; warning: fitted with " + ", ".join(f"{k} {a} (here {b})" for k, a, b in dtypes)
     return cal.efficiency(), note

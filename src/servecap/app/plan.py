@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from servecap.core.plan import Plan
 
 DEFAULT_DUTY_CYCLE = 0.2
-FLEET_POINTER = ("a closed-form count: for the simulated answer (queueing, p99 latency, a router across "
-                 "replicas) see `servecap fleet plan`")
+FLEET_POINTER = (
+    "a closed-form count: for the simulated answer (queueing, p99 latency, a router across "
+    "replicas) see `servecap fleet plan`"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +153,10 @@ def plan(request: PlanRequest) -> PlanResponse:
     if r.turns > 1:
         prompt = round(chat_prompt_tokens(r.prompt_tokens, r.output_tokens, r.turns))
         shape = request_shape(prompt, r.output_tokens)
-        notes.append(f"{r.turns}-turn chats resend their history: mean prompt {prompt:,} tokens "
-                     f"({r.prompt_tokens:,} new + (turns - 1) / 2 x {r.prompt_tokens + r.output_tokens:,})")
+        notes.append(
+            f"{r.turns}-turn chats resend their history: mean prompt {prompt:,} tokens "
+            f"({r.prompt_tokens:,} new + (turns - 1) / 2 x {r.prompt_tokens + r.output_tokens:,})"
+        )
     elif r.prompt_tokens == 1024 and r.output_tokens == 128:
         notes.append("request shape 1,024 prompt + 128 output tokens (vLLM's benchmark random-dataset default)")
     slo = slo_used(r.ttft_slo_ms, r.tpot_slo_ms, no_slo=r.no_slo)
@@ -165,8 +169,10 @@ def plan(request: PlanRequest) -> PlanResponse:
         duty = min(1.0, generating / (generating + r.think_time_s))
         costs = cost_inputs(r.price_per_hour, r.purchase_price, duty)
         p = make_plan(dep, request=shape, slo=spec_slo, efficiency=eff, costs=costs)
-        notes.append(f"think time {r.think_time_s:g} s between answers: a user generates {generating:.1f} s "
-                     f"per turn, a duty cycle of {duty:.1%} (Little's law)")
+        notes.append(
+            f"think time {r.think_time_s:g} s between answers: a user generates {generating:.1f} s "
+            f"per turn, a duty cycle of {duty:.1%} (Little's law)"
+        )
     replicas = replicas_tok_s = None
     if r.peak_users is not None:
         if r.peak_users < 0:
@@ -179,6 +185,14 @@ def plan(request: PlanRequest) -> PlanResponse:
         total = p.output_tokens_per_s_total
         replicas_tok_s = replicas_needed(r.peak_tok_s, total) if total > 0 else None
     return PlanResponse(
-        plan=p, levers=levers(p), slo=slo, notes=notes, turns=r.turns, think_time_s=r.think_time_s,
-        peak_users=r.peak_users, replicas=replicas, peak_tok_s=r.peak_tok_s, replicas_for_tok_s=replicas_tok_s,
+        plan=p,
+        levers=levers(p),
+        slo=slo,
+        notes=notes,
+        turns=r.turns,
+        think_time_s=r.think_time_s,
+        peak_users=r.peak_users,
+        replicas=replicas,
+        peak_tok_s=r.peak_tok_s,
+        replicas_for_tok_s=replicas_tok_s,
     )

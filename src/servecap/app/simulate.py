@@ -84,7 +84,11 @@ def build(
             num_requests = default_num_requests
             notes.append(f"no --num-requests/--duration-s: {num_requests} requests")
         spec = workload_from_flags(
-            rate=rate, num_requests=num_requests, duration_s=duration_s, users=users, think_time_s=think_time_s,
+            rate=rate,
+            num_requests=num_requests,
+            duration_s=duration_s,
+            users=users,
+            think_time_s=think_time_s,
             **stream.workload_kwargs(),
         )
     if turns is not None:
@@ -105,7 +109,9 @@ def build(
         shape = RequestShape()
     the_plan = make_plan(dep, request=shape, slo=slo, efficiency=eff)
     setup = engine_setup_from_plan(
-        the_plan, enable_prefix_caching=not no_prefix_caching, waiting_queue_limit=max_waiting,
+        the_plan,
+        enable_prefix_caching=not no_prefix_caching,
+        waiting_queue_limit=max_waiting,
         scheduling_policy=policy,
     )
     notes.extend(setup.notes)
@@ -156,14 +162,24 @@ def check_load(built: Built, result: SimResult) -> LoadCheck:
     if over:
         parts = []
         if offered is not None:
-            parts.append(f"{offered:,.2f} req/s offered vs about {service:,.2f} req/s this replica serves "
-                         f"(planner, {util:.0%} utilization)")
+            parts.append(
+                f"{offered:,.2f} req/s offered vs about {service:,.2f} req/s this replica serves "
+                f"(planner, {util:.0%} utilization)"
+            )
         parts.append(f"the queue wait grows by {slope:,.2f} s per second of arrivals")
-        message = ("OVERLOADED: " + "; ".join(parts) + ". The latencies below grow with the run's length; "
-                   "lower the load, add replicas (`servecap fleet plan`) or find the limit with `servecap capacity`")
-    return LoadCheck(offered_req_s=offered, service_req_s=service, utilization=util,
-                     completed_req_s=result.summary.throughput_req_s, queue_growth_s_per_s=slope,
-                     overloaded=over, message=message)
+        message = (
+            "OVERLOADED: " + "; ".join(parts) + ". The latencies below grow with the run's length; "
+            "lower the load, add replicas (`servecap fleet plan`) or find the limit with `servecap capacity`"
+        )
+    return LoadCheck(
+        offered_req_s=offered,
+        service_req_s=service,
+        utilization=util,
+        completed_req_s=result.summary.throughput_req_s,
+        queue_growth_s_per_s=slope,
+        overloaded=over,
+        message=message,
+    )
 
 
 def run_simulation(built: Built, *, seed: int, slo: Slo | None, progress: ProgressFn | None = None) -> SimResult:
@@ -200,14 +216,19 @@ class SimulateResponse(BaseModel):
         return {**data.pop("summary"), **data}
 
 
-def simulate(built: Built, *, seed: int, slo: Slo | None, progress: ProgressFn | None = None
-             ) -> tuple[SimulateResponse, SimResult]:
+def simulate(
+    built: Built, *, seed: int, slo: Slo | None, progress: ProgressFn | None = None
+) -> tuple[SimulateResponse, SimResult]:
     """Run ``built`` and check its load; returns the response and the raw result (for reports)."""
     from servecap.results import summary_to_json_dict
 
     result = run_simulation(built, seed=seed, slo=slo, progress=progress)
     response = SimulateResponse(
-        summary=summary_to_json_dict(result.summary), model=built.plan.deployment.model.id,
-        gpu=built.plan.deployment.gpu.id, seed=seed, load_check=check_load(built, result), notes=built.notes,
+        summary=summary_to_json_dict(result.summary),
+        model=built.plan.deployment.model.id,
+        gpu=built.plan.deployment.gpu.id,
+        seed=seed,
+        load_check=check_load(built, result),
+        notes=built.notes,
     )
     return response, result

@@ -83,13 +83,23 @@ def sweep(
                 bpr = np.array([per_limit[lim] for lim in limits], dtype=np.float64)  # (gpus, lengths)
                 for w_name in weights_dtypes:
                     w = resolve_weight_dtype(w_name, model)
-                    weights = stage_weights(model, model.layers, first=True, last=True, pp=1, tp=tp,
-                                            weights_dtype=w).weights_bytes_per_gpu
-                    dep = Deployment(model, gpus[0], Parallelism(tp, 1), w, kv,
-                                     EngineConfig(max_model_len=int(lengths[-1]),
-                                                  gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
-                                                  block_size=None, max_num_seqs=256,
-                                                  max_num_batched_tokens=2048))
+                    weights = stage_weights(
+                        model, model.layers, first=True, last=True, pp=1, tp=tp, weights_dtype=w
+                    ).weights_bytes_per_gpu
+                    dep = Deployment(
+                        model,
+                        gpus[0],
+                        Parallelism(tp, 1),
+                        w,
+                        kv,
+                        EngineConfig(
+                            max_model_len=int(lengths[-1]),
+                            gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION,
+                            block_size=None,
+                            max_num_seqs=256,
+                            max_num_batched_tokens=2048,
+                        ),
+                    )
                     try:
                         cost = step_cost(dep, stage_weights_bytes=weights)
                     except ServecapError:
@@ -107,10 +117,16 @@ def sweep(
                     else:
                         wread = cost.dense_weight_bytes + 0.0 * batch
                     win = np.minimum(ctx, cost.window_tokens) if cost.window_tokens else ctx
-                    mem_b = (wread + batch * (cost.kv_bytes_per_token * ctx + cost.window_bytes_per_token * win)
-                             + 2.0 * cost.state_bytes_per_seq * batch)
-                    flops = batch * (cost.matmul_flops_per_token + cost.attn_flops_per_pair * ctx
-                                     + cost.window_attn_flops_per_pair * win)
+                    mem_b = (
+                        wread
+                        + batch * (cost.kv_bytes_per_token * ctx + cost.window_bytes_per_token * win)
+                        + 2.0 * cost.state_bytes_per_seq * batch
+                    )
+                    flops = batch * (
+                        cost.matmul_flops_per_token
+                        + cost.attn_flops_per_pair * ctx
+                        + cost.window_attn_flops_per_pair * win
+                    )
                     step = np.maximum(mem_b / bw[:, None], flops / peak[:, None]) + eff.step_overhead_s
                     if tp > 1:
                         link = np.array([(g.interconnect_gb_s or np.nan) * 1e9 for g in gpus])
@@ -121,5 +137,12 @@ def sweep(
                     conc_out.append(conc)
                     step_out.append(step)
                     ok_out.append((budget[:, None] > 0) & (blocks2 >= bpr))
-    return SweepResult(labels, [g.id for g in gpus], list(lengths), np.array(blocks_out),
-                       np.array(conc_out), np.array(step_out), np.array(ok_out))
+    return SweepResult(
+        labels,
+        [g.id for g in gpus],
+        list(lengths),
+        np.array(blocks_out),
+        np.array(conc_out),
+        np.array(step_out),
+        np.array(ok_out),
+    )

@@ -32,11 +32,27 @@ SEARCH = 0.0  # --users / --rate given without a value: search on that axis, no 
 @deployment_options
 @calibration_option
 @workload_option
-@click.option("--users", "-u", "users", type=click.FLOAT, default=None, is_flag=False, flag_value=SEARCH,
-              help="Closed loop (the default): search the largest number of chat users; with a value N, "
-                   "also the replicas N users need.")
-@click.option("--rate", "-r", "rate", type=click.FLOAT, default=None, is_flag=False, flag_value=SEARCH,
-              help="Open loop: search the largest request rate; with a value R (req/s), also the replicas it needs.")
+@click.option(
+    "--users",
+    "-u",
+    "users",
+    type=click.FLOAT,
+    default=None,
+    is_flag=False,
+    flag_value=SEARCH,
+    help="Closed loop (the default): search the largest number of chat users; with a value N, "
+    "also the replicas N users need.",
+)
+@click.option(
+    "--rate",
+    "-r",
+    "rate",
+    type=click.FLOAT,
+    default=None,
+    is_flag=False,
+    flag_value=SEARCH,
+    help="Open loop: search the largest request rate; with a value R (req/s), also the replicas it needs.",
+)
 @think_time_option
 @turns_option
 @stream_options
@@ -90,16 +106,26 @@ def capacity_command(
     if workload is None and closed and duration_s is None and num_requests is None:
         duration_s = 600.0
     built = build(
-        deployment=deployment, calibration=calibration, workload=workload,
+        deployment=deployment,
+        calibration=calibration,
+        workload=workload,
         rate=None if workload is not None or closed else 1.0,
         users=None if workload is not None or not closed else 1,
-        think_time_s=think_time_s, stream=stream, duration_s=duration_s, num_requests=num_requests, slo=slo,
-        no_prefix_caching=no_prefix_caching, max_waiting=None, policy=policy, default_num_requests=2000,
+        think_time_s=think_time_s,
+        stream=stream,
+        duration_s=duration_s,
+        num_requests=num_requests,
+        slo=slo,
+        no_prefix_caching=no_prefix_caching,
+        max_waiting=None,
+        policy=policy,
+        default_num_requests=2000,
         turns=turns,
     )
     with progress_reporter(make_console(stderr=True)) as progress:
-        response = capacity(built, slo, seed=seed, stream=stream if workload is None else None,
-                            target=target or None, progress=progress)
+        response = capacity(
+            built, slo, seed=seed, stream=stream if workload is None else None, target=target or None, progress=progress
+        )
     dep = built.plan.deployment
     unit = response.unit
     closed = response.closed_loop
@@ -109,12 +135,23 @@ def capacity_command(
 
     answer = f"simulated capacity: {fmt(response.max_load)} {unit} per replica within the p99 SLOs"
     if response.target is not None:
-        answer += (f"; {fmt(response.target)} {unit} need {response.replicas_for_target} replicas"
-                   if response.replicas_for_target is not None else "; no load meets the SLOs")
+        answer += (
+            f"; {fmt(response.target)} {unit} need {response.replicas_for_target} replicas"
+            if response.replicas_for_target is not None
+            else "; no load meets the SLOs"
+        )
     if html is not None:
-        write_html(html, f"servecap capacity: {dep.model.id} on {dep.num_gpus}x {dep.gpu.id}", None,
-                   response.table, built.notes, load_unit=unit, context=_context(built, answer), slo=slo,
-                   capacity=response.max_load)
+        write_html(
+            html,
+            f"servecap capacity: {dep.model.id} on {dep.num_gpus}x {dep.gpu.id}",
+            None,
+            response.table,
+            built.notes,
+            load_unit=unit,
+            context=_context(built, answer),
+            slo=slo,
+            capacity=response.max_load,
+        )
     if as_json:
         click.echo(response.model_dump_json())
         return
@@ -136,13 +173,28 @@ def capacity_command(
     print_table(out, side)
     out.print(response.why)
     t = Table(title="load vs latency", title_justify="left")
-    for col in (f"load ({unit})", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms", "E2E p99 ms",
-                "queue depth", "batch", "SLOs"):
+    for col in (
+        f"load ({unit})",
+        "TTFT p50 ms",
+        "TTFT p99 ms",
+        "TPOT p50 ms",
+        "TPOT p99 ms",
+        "E2E p99 ms",
+        "queue depth",
+        "batch",
+        "SLOs",
+    ):
         t.add_column(col, justify="right")
     for p in response.table:
         t.add_row(
-            fmt(p["load"]), _ms(p["ttft_p50_s"]), _ms(p["ttft_p99_s"]), _ms(p["tpot_p50_s"]), _ms(p["tpot_p99_s"]),
-            _ms(p["e2e_p99_s"]), f"{p['mean_queue_depth']:,.1f}", f"{p['mean_batch_size']:,.1f}",
+            fmt(p["load"]),
+            _ms(p["ttft_p50_s"]),
+            _ms(p["ttft_p99_s"]),
+            _ms(p["tpot_p50_s"]),
+            _ms(p["tpot_p99_s"]),
+            _ms(p["e2e_p99_s"]),
+            f"{p['mean_queue_depth']:,.1f}",
+            f"{p['mean_batch_size']:,.1f}",
             "[green]met[/]" if p["meets_slo"] else "[red]missed[/]",
         )
     print_table(out, t)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -21,8 +22,19 @@ def gpus_command(gpu_file: Path | None, as_json: bool) -> None:
 
     gpus = list(gpu_catalog()) + (load_gpu_file(gpu_file) if gpu_file else [])
     if as_json:
-        click.echo(json.dumps([{**asdict(g), "total_memory_bytes": g.total_memory_bytes,
-                                 "total_memory_basis": g.total_memory_basis} for g in gpus], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        **asdict(g),
+                        "total_memory_bytes": g.total_memory_bytes,
+                        "total_memory_basis": g.total_memory_basis,
+                    }
+                    for g in gpus
+                ],
+                indent=2,
+            )
+        )
         return
     from rich.table import Table
 
@@ -37,9 +49,18 @@ def gpus_command(gpu_file: Path | None, as_json: bool) -> None:
 
     for g in gpus:
         seen = f"{g.total_memory_bytes / 2**30:.2f}" + ("" if g.memory_gib_reported else "*")
-        t.add_row(g.id, f"{g.memory_gb:g} GB", seen, f(g.hbm_bandwidth_tb_s, "{:.2f}"), f(g.bf16_dense_tflops),
-                  f(g.fp8_dense_tflops), f(g.fp4_dense_tflops), f(g.interconnect_gb_s),
-                  f(g.rent_usd_per_hour, "{:.2f}"), f(g.purchase_usd))
+        t.add_row(
+            g.id,
+            f"{g.memory_gb:g} GB",
+            seen,
+            f(g.hbm_bandwidth_tb_s, "{:.2f}"),
+            f(g.bf16_dense_tflops),
+            f(g.fp8_dense_tflops),
+            f(g.fp4_dense_tflops),
+            f(g.interconnect_gb_s),
+            f(g.rent_usd_per_hour, "{:.2f}"),
+            f(g.purchase_usd),
+        )
     console = make_console()
     print_table(console, t)
     console.print("[dim]* GiB from the spec sheet; unstarred: reported by the driver in a real vLLM log[/]")
@@ -53,24 +74,26 @@ def models_command(as_json: bool) -> None:
     from servecap.core.kv import kv_bytes_per_token, resolve_kv_dtype, sliding_bytes_per_token, state_bytes_per_request
     from servecap.core.params import param_counts
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for row in model_catalog():
         m = load_catalog_model(row.id)
         p = param_counts(m)
         kv = resolve_kv_dtype("auto", m)
         kinds = sorted({layer.mixer.value for layer in m.layers})
-        rows.append({
-            "id": row.id,
-            "model_type": m.model_type,
-            "layers": m.num_layers,
-            "layer_kinds": kinds,
-            "params_total": p.total,
-            "params_active": p.active,
-            "kv_bytes_per_token": kv_bytes_per_token(m, 1, kv),
-            "sliding_kv_bytes_per_token": sliding_bytes_per_token(m, 1, kv),
-            "state_bytes_per_request": state_bytes_per_request(m, 1),
-            "max_position_embeddings": m.max_position_embeddings,
-        })
+        rows.append(
+            {
+                "id": row.id,
+                "model_type": m.model_type,
+                "layers": m.num_layers,
+                "layer_kinds": kinds,
+                "params_total": p.total,
+                "params_active": p.active,
+                "kv_bytes_per_token": kv_bytes_per_token(m, 1, kv),
+                "sliding_kv_bytes_per_token": sliding_bytes_per_token(m, 1, kv),
+                "state_bytes_per_request": state_bytes_per_request(m, 1),
+                "max_position_embeddings": m.max_position_embeddings,
+            }
+        )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -82,8 +105,15 @@ def models_command(as_json: bool) -> None:
     for col in ("id", "layers", "kinds", "total", "active", "KV B/token", "sliding B/token", "state B/req", "context"):
         t.add_column(col, justify="left" if col in ("id", "kinds") else "right")
     for r in rows:
-        t.add_row(str(r["id"]), str(r["layers"]), ",".join(r["layer_kinds"]),  # type: ignore[arg-type]
-                  f"{r['params_total'] / 1e9:.2f}B", f"{r['params_active'] / 1e9:.2f}B",  # type: ignore[operator]
-                  f"{r['kv_bytes_per_token']:,}", f"{r['sliding_kv_bytes_per_token']:,}",
-                  f"{r['state_bytes_per_request']:,}", f"{r['max_position_embeddings']:,}")
+        t.add_row(
+            str(r["id"]),
+            str(r["layers"]),
+            ",".join(r["layer_kinds"]),
+            f"{r['params_total'] / 1e9:.2f}B",
+            f"{r['params_active'] / 1e9:.2f}B",
+            f"{r['kv_bytes_per_token']:,}",
+            f"{r['sliding_kv_bytes_per_token']:,}",
+            f"{r['state_bytes_per_request']:,}",
+            f"{r['max_position_embeddings']:,}",
+        )
     print_table(make_console(), t)

@@ -25,9 +25,12 @@ def _list(text: str | None) -> list[str] | None:
 @click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length.")
 @click.option("--duty-cycle", type=click.FLOAT, default=0.2, help="Share of a user's session spent generating.")
 @o.slo_options(None, None, "steady-state mean; default: the interactive SLO, 2000 ms / 100 ms")
-@click.option("--price-per-hour", type=click.STRING, default=None,
-              help="USD per GPU-hour: one price for every GPU (2.5) or per GPU (H100=2.5,L40S=0.9); "
-                   "over the catalog's.")
+@click.option(
+    "--price-per-hour",
+    type=click.STRING,
+    default=None,
+    help="USD per GPU-hour: one price for every GPU (2.5) or per GPU (H100=2.5,L40S=0.9); over the catalog's.",
+)
 @click.option("--top", type=click.IntRange(min=1), default=15, help="Rows to show.")
 @o.calibration_option
 @o.json_option
@@ -58,12 +61,25 @@ def compare_command(
     except ValueError:
         raise ServecapError("counts", counts, "must be comma-separated integers") from None
     one_price, prices = parse_prices(price_per_hour)
-    response = compare(compare_request(
-        model=model or o.DEFAULT_MODEL, gpus=_list(gpus), gpu_file=gpu_file, counts=count_list,
-        weights_dtypes=_list(weights_dtypes) or [], kv_dtypes=_list(kv_dtypes) or [], max_model_len=max_model_len,
-        prompt_tokens=prompt_tokens, output_tokens=output_tokens, duty_cycle=duty_cycle, ttft_slo_ms=ttft_slo_ms,
-        tpot_slo_ms=tpot_slo_ms, price_per_hour=one_price, gpu_prices=prices, calibration=calibration,
-    ))
+    response = compare(
+        compare_request(
+            model=model or o.DEFAULT_MODEL,
+            gpus=_list(gpus),
+            gpu_file=gpu_file,
+            counts=count_list,
+            weights_dtypes=_list(weights_dtypes) or [],
+            kv_dtypes=_list(kv_dtypes) or [],
+            max_model_len=max_model_len,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            duty_cycle=duty_cycle,
+            ttft_slo_ms=ttft_slo_ms,
+            tpot_slo_ms=tpot_slo_ms,
+            price_per_hour=one_price,
+            gpu_prices=prices,
+            calibration=calibration,
+        )
+    )
     if as_json:
         click.echo(response.model_dump_json(by_alias=True, indent=2))
         return
@@ -87,11 +103,19 @@ def compare_command(
 
     for i, r in enumerate(rows[:top], 1):
         t.add_row(
-            str(i), r.gpu, str(r.num_gpus), r.weights_dtype, r.kv_cache_dtype,
-            f"{r.users_served:,}" if r.users_served is not None else "-", ms(r.tpot_s), ms(r.ttft_s),
+            str(i),
+            r.gpu,
+            str(r.num_gpus),
+            r.weights_dtype,
+            r.kv_cache_dtype,
+            f"{r.users_served:,}" if r.users_served is not None else "-",
+            ms(r.tpot_s),
+            ms(r.ttft_s),
             money(r.usd_per_hour / r.num_gpus if r.usd_per_hour is not None else None)
             + ("*" if r.price_source == "request" and r.usd_per_hour is not None else ""),
-            money(r.usd_per_user_month), money(r.usd_per_million_tokens), r.problem or "",
+            money(r.usd_per_user_month),
+            money(r.usd_per_million_tokens),
+            r.problem or "",
         )
     print_table(console, t)
     if any(r.price_source == "request" for r in rows[:top]):

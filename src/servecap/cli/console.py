@@ -61,13 +61,24 @@ def progress_reporter(
         from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
         from rich.progress import Progress as Bar
 
-        with Bar(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[line]}"),
-                 TimeRemainingColumn(), console=console, transient=True) as bar:
+        with Bar(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[line]}"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
             task = bar.add_task("", total=None, line="")
 
             def draw(event: Progress) -> None:
-                bar.update(task, description=event.stage, completed=event.done, total=event.total,
-                           line=progress_line(event).split(": ", 1)[1])
+                bar.update(
+                    task,
+                    description=event.stage,
+                    completed=event.done,
+                    total=event.total,
+                    line=progress_line(event).split(": ", 1)[1],
+                )
 
             yield draw
         return

@@ -27,31 +27,48 @@ class LazyCommand(NamedTuple):
 # In the order ``servecap --help`` lists them; the one-liners are the first paragraph of each
 # command's docstring (tests/cli/test_lazy_cli.py checks they agree).
 COMMANDS: Mapping[str, LazyCommand] = {
-    "plan": LazyCommand("servecap.cli.plan_cmd:plan_command",
-                        "How many users one deployment serves, how fast, at what cost (closed form)."),
+    "plan": LazyCommand(
+        "servecap.cli.plan_cmd:plan_command",
+        "How many users one deployment serves, how fast, at what cost (closed form).",
+    ),
     "gpus": LazyCommand("servecap.cli.catalog_cmd:gpus_command", "List the GPU catalog (and a --gpu-file's rows)."),
-    "models": LazyCommand("servecap.cli.catalog_cmd:models_command",
-                          "List the model catalog with parameters and KV bytes per token."),
-    "compare": LazyCommand("servecap.cli.compare_cmd:compare_command",
-                           "Rank deployments of a model by $ per user per month within the SLOs."),
-    "simulate": LazyCommand("servecap.cli.simulate_cmd:simulate_command",
-                            "Simulate one replica (continuous batching, paged KV cache, prefix caching) under a "
-                            "workload: latency percentiles, throughput, goodput, batch, queue and KV over time."),
-    "capacity": LazyCommand("servecap.cli.capacity_cmd:capacity_command",
-                            "The largest number of chat users (closed loop, with think time) — or request rate with "
-                            "--rate — whose simulated p99 TTFT and TPOT meet the SLOs; the planner's estimate beside "
-                            "it; and a load-latency table showing where queueing takes over."),
-    "bench": LazyCommand("servecap.cli.bench_cmd:bench",
-                         "Send a workload to an OpenAI-compatible server and measure TTFT, ITL, TPOT, E2E, throughput."),
-    "emulate": LazyCommand("servecap.cli.emulate_cmd:emulate",
-                           "Serve /v1/completions, /v1/chat/completions, /v1/models, /metrics and /health with the "
-                           "simulator's engine timing, in real time."),
-    "calibrate": LazyCommand("servecap.cli.calibrate_cmd:calibrate",
-                             "Fit bandwidth/compute efficiency, step overhead and per-prompt-token cost to the step "
-                             "times seen in stored runs of one deployment; write a file for --calibration."),
-    "accuracy": LazyCommand("servecap.cli.accuracy_cmd:accuracy",
-                            "Measured vs predicted, per metric, with the error (prediction: `servecap simulate` of the "
-                            "run's workload, seed and deployment, optionally with a calibration)."),
+    "models": LazyCommand(
+        "servecap.cli.catalog_cmd:models_command", "List the model catalog with parameters and KV bytes per token."
+    ),
+    "compare": LazyCommand(
+        "servecap.cli.compare_cmd:compare_command",
+        "Rank deployments of a model by $ per user per month within the SLOs.",
+    ),
+    "simulate": LazyCommand(
+        "servecap.cli.simulate_cmd:simulate_command",
+        "Simulate one replica (continuous batching, paged KV cache, prefix caching) under a "
+        "workload: latency percentiles, throughput, goodput, batch, queue and KV over time.",
+    ),
+    "capacity": LazyCommand(
+        "servecap.cli.capacity_cmd:capacity_command",
+        "The largest number of chat users (closed loop, with think time) — or request rate with "
+        "--rate — whose simulated p99 TTFT and TPOT meet the SLOs; the planner's estimate beside "
+        "it; and a load-latency table showing where queueing takes over.",
+    ),
+    "bench": LazyCommand(
+        "servecap.cli.bench_cmd:bench",
+        "Send a workload to an OpenAI-compatible server and measure TTFT, ITL, TPOT, E2E, throughput.",
+    ),
+    "emulate": LazyCommand(
+        "servecap.cli.emulate_cmd:emulate",
+        "Serve /v1/completions, /v1/chat/completions, /v1/models, /metrics and /health with the "
+        "simulator's engine timing, in real time.",
+    ),
+    "calibrate": LazyCommand(
+        "servecap.cli.calibrate_cmd:calibrate",
+        "Fit bandwidth/compute efficiency, step overhead and per-prompt-token cost to the step "
+        "times seen in stored runs of one deployment; write a file for --calibration.",
+    ),
+    "accuracy": LazyCommand(
+        "servecap.cli.accuracy_cmd:accuracy",
+        "Measured vs predicted, per metric, with the error (prediction: `servecap simulate` of the "
+        "run's workload, seed and deployment, optionally with a calibration).",
+    ),
     "runs": LazyCommand("servecap.cli.runs_cmd:runs", "Stored bench runs: list (default), show, export, delete."),
 }
 
@@ -87,8 +104,11 @@ class LazyGroup(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list from :data:`COMMANDS`' one-liners: no command module is imported."""
         rows = [(name, lazy.short_help) for name, lazy in self.lazy_commands.items()]
-        rows += [(name, cmd.get_short_help_str(sys.maxsize)) for name, cmd in self.commands.items()
-                 if name not in self.lazy_commands and not cmd.hidden]
+        rows += [
+            (name, cmd.get_short_help_str(sys.maxsize))
+            for name, cmd in self.commands.items()
+            if name not in self.lazy_commands and not cmd.hidden
+        ]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
@@ -108,9 +128,14 @@ def cli() -> None:
 
 # Optional dependencies (pyproject extras) -> the extra that installs them.
 _EXTRA_FOR_MODULE = {
-    "numpy": "sim", "yaml": "sim", "plotly": "sim",
-    "httpx": "measure", "platformdirs": "measure",
-    "fastapi": "serve", "uvicorn": "serve", "prometheus_client": "serve",
+    "numpy": "sim",
+    "yaml": "sim",
+    "plotly": "sim",
+    "httpx": "measure",
+    "platformdirs": "measure",
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "prometheus_client": "serve",
 }
 
 

@@ -14,8 +14,12 @@ from servecap.cli import options as o
 @click.option("--prompt-tokens", "-p", type=click.INT, default=1024, help="Typical prompt length (new tokens).")
 @click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length.")
 @o.turns_option
-@click.option("--duty-cycle", type=click.FLOAT, default=None,
-              help="Share of a user's session spent generating [default: 0.2, or from --think-time-s].")
+@click.option(
+    "--duty-cycle",
+    type=click.FLOAT,
+    default=None,
+    help="Share of a user's session spent generating [default: 0.2, or from --think-time-s].",
+)
 @o.think_time_option
 @o.slo_options(None, None, "steady-state mean; default: the interactive SLO, 2000 ms / 100 ms")
 @click.option("--no-slo", is_flag=True, default=False, help="Plan without an SLO (users at any speed).")
@@ -45,12 +49,24 @@ def plan_command(
     """How many users one deployment serves, how fast, at what cost (closed form)."""
     from servecap.app.plan import PlanRequest, plan
 
-    response = plan(PlanRequest(
-        deployment=deployment, prompt_tokens=prompt_tokens, output_tokens=output_tokens, turns=turns or 1,
-        duty_cycle=duty_cycle, think_time_s=think_time_s, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
-        no_slo=no_slo, price_per_hour=price_per_hour, purchase_price=purchase_price, peak_users=peak_users,
-        peak_tok_s=peak_tok_s, calibration=calibration,
-    ))
+    response = plan(
+        PlanRequest(
+            deployment=deployment,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            turns=turns or 1,
+            duty_cycle=duty_cycle,
+            think_time_s=think_time_s,
+            ttft_slo_ms=ttft_slo_ms,
+            tpot_slo_ms=tpot_slo_ms,
+            no_slo=no_slo,
+            price_per_hour=price_per_hour,
+            purchase_price=purchase_price,
+            peak_users=peak_users,
+            peak_tok_s=peak_tok_s,
+            calibration=calibration,
+        )
+    )
     if as_json:
         click.echo(response.to_json())
         return

@@ -71,8 +71,10 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
     speed.add_row("decode step at that batch", human_seconds(p.decode_step_time_s))
     speed.add_row("TPOT with chunked prefill", human_seconds(p.tpot_s))
     speed.add_row("TTFT beside that batch", human_seconds(p.ttft_s))
-    speed.add_row("single request TTFT / TPOT",
-                  f"{human_seconds(p.single_request_ttft_s)} / {human_seconds(p.single_request_tpot_s)}")
+    speed.add_row(
+        "single request TTFT / TPOT",
+        f"{human_seconds(p.single_request_ttft_s)} / {human_seconds(p.single_request_tpot_s)}",
+    )
     speed.add_row("output tokens/s per user", f"{p.output_tokens_per_s_per_user:,.1f}")
     speed.add_row("output tokens/s total", f"{p.output_tokens_per_s_total:,.0f}")
     speed.add_row("bottleneck", p.bottleneck)
@@ -92,8 +94,10 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
     if peak_users is not None:
         users.add_row(f"replicas for {peak_users:,} users", str(replicas) if replicas is not None else "n/a")
     if peak_tok_s is not None:
-        users.add_row(f"replicas for {peak_tok_s:,.0f} output tokens/s",
-                      str(replicas_tok_s) if replicas_tok_s is not None else "n/a")
+        users.add_row(
+            f"replicas for {peak_tok_s:,.0f} output tokens/s",
+            str(replicas_tok_s) if replicas_tok_s is not None else "n/a",
+        )
     print_table(c, users)
 
     lv = Table(title="Levers (each re-planned)")
@@ -101,7 +105,8 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
         lv.add_column(col, no_wrap=col == "flag", justify="left" if col in ("lever", "flag") else "right")
     for r in lever_rows:
         lv.add_row(
-            r.name, r.change,
+            r.name,
+            r.change,
             f"{r.max_concurrency:.2f}x" if r.max_concurrency is not None else "-",
             f"{r.users_served:,}" if r.users_served is not None else "-",
             human_seconds(r.tpot_s) if r.tpot_s is not None else "-",

@@ -39,9 +39,12 @@ stream_options = stack(
     click.option("--num-requests", type=click.IntRange(min=1), default=None, help="Stop after this many requests."),
     click.option("--seed", type=click.IntRange(min=0), default=0, help="Random seed (same seed, same run)."),
 )
-no_prefix_caching_option = click.option("--no-prefix-caching", is_flag=True, default=False, help="Disable prefix caching.")
-policy_option = click.option("--policy", type=click.Choice(["fcfs", "priority"]), default="fcfs",
-                             help="Scheduling policy.")
+no_prefix_caching_option = click.option(
+    "--no-prefix-caching", is_flag=True, default=False, help="Disable prefix caching."
+)
+policy_option = click.option(
+    "--policy", type=click.Choice(["fcfs", "priority"]), default="fcfs", help="Scheduling policy."
+)
 html_option = click.option(
     "--html", type=PATH, default=None, help="Write a self-contained interactive HTML report here."
 )
@@ -141,8 +144,12 @@ def write_html(
 @stream_options
 @slo_options(None, None, "per request, for goodput")
 @no_prefix_caching_option
-@click.option("--max-waiting", type=click.IntRange(min=0), default=None,
-              help="Waiting-queue limit; requests beyond it are rejected.")
+@click.option(
+    "--max-waiting",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Waiting-queue limit; requests beyond it are rejected.",
+)
 @policy_option
 @html_option
 @json_option
@@ -174,18 +181,35 @@ def simulate_command(
 
     slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
     built = build(
-        deployment=deployment, calibration=calibration, workload=workload, rate=rate, users=users,
-        think_time_s=think_time_s, stream=stream, duration_s=duration_s, num_requests=num_requests, slo=slo,
-        no_prefix_caching=no_prefix_caching, max_waiting=max_waiting, policy=policy, turns=turns,
+        deployment=deployment,
+        calibration=calibration,
+        workload=workload,
+        rate=rate,
+        users=users,
+        think_time_s=think_time_s,
+        stream=stream,
+        duration_s=duration_s,
+        num_requests=num_requests,
+        slo=slo,
+        no_prefix_caching=no_prefix_caching,
+        max_waiting=max_waiting,
+        policy=policy,
+        turns=turns,
     )
     has_slo = ttft_slo_ms is not None or tpot_slo_ms is not None
     with progress_reporter(make_console(stderr=True)) as progress:
         response, result = simulate(built, seed=seed, slo=slo if has_slo else None, progress=progress)
     dep = built.plan.deployment
     if html is not None:
-        write_html(html, f"servecap simulate: {dep.model.id} on {dep.num_gpus}x {dep.gpu.id}", result, None,
-                   built.notes, context=_context(built, response.load_check.message),
-                   slo=slo if has_slo else None)
+        write_html(
+            html,
+            f"servecap simulate: {dep.model.id} on {dep.num_gpus}x {dep.gpu.id}",
+            result,
+            None,
+            built.notes,
+            context=_context(built, response.load_check.message),
+            slo=slo if has_slo else None,
+        )
     if as_json:
         click.echo(response.model_dump_json())
         return
@@ -199,7 +223,7 @@ def simulate_command(
         f"max_num_seqs {built.setup.max_num_seqs}, max_num_batched_tokens {built.setup.max_num_batched_tokens}"
     )
     render_summary(console, result.summary, "simulated latency")
-    load = (f"{check.offered_req_s:,.2f} req/s offered, " if check.offered_req_s is not None else "")
+    load = f"{check.offered_req_s:,.2f} req/s offered, " if check.offered_req_s is not None else ""
     console.print(
         f"load: {load}about {check.service_req_s:,.2f} req/s at most (planner); queue wait grows "
         f"{check.queue_growth_s_per_s:,.3f} s per s of arrivals ({'overloaded' if check.overloaded else 'stable'})"
@@ -221,20 +245,28 @@ def _context(built: Built, headline: str | None) -> dict[str, str]:
 
     dep, w = built.plan.deployment, built.workload
     rows = {
-        "deployment": (f"{dep.model.id} on {dep.num_gpus}x {dep.gpu.id} (tp {dep.parallelism.tp}, "
-                       f"pp {dep.parallelism.pp}), weights {dep.weights_dtype.name}, KV {dep.kv_dtype.name}, "
-                       f"max_model_len {dep.engine.max_model_len:,}"),
-        "engine": (f"{built.setup.num_gpu_blocks:,} KV blocks of {built.setup.block_size} tokens, max_num_seqs "
-                   f"{built.setup.max_num_seqs}, max_num_batched_tokens {built.setup.max_num_batched_tokens}"),
+        "deployment": (
+            f"{dep.model.id} on {dep.num_gpus}x {dep.gpu.id} (tp {dep.parallelism.tp}, "
+            f"pp {dep.parallelism.pp}), weights {dep.weights_dtype.name}, KV {dep.kv_dtype.name}, "
+            f"max_model_len {dep.engine.max_model_len:,}"
+        ),
+        "engine": (
+            f"{built.setup.num_gpu_blocks:,} KV blocks of {built.setup.block_size} tokens, max_num_seqs "
+            f"{built.setup.max_num_seqs}, max_num_batched_tokens {built.setup.max_num_batched_tokens}"
+        ),
     }
     load = []
     if w.users is not None:
-        load.append(f"{w.users.count:,} users, think time {dist_mean(w.users.think_time_s):g} s, "
-                    f"{dist_mean(w.users.turns):g} turns")
+        load.append(
+            f"{w.users.count:,} users, think time {dist_mean(w.users.think_time_s):g} s, "
+            f"{dist_mean(w.users.turns):g} turns"
+        )
     elif w.arrival is not None and hasattr(w.arrival, "rate_per_s"):
         load.append(f"{w.arrival.kind} arrivals at {w.arrival.rate_per_s:g} req/s")
     if w.prompt_tokens is not None and w.output_tokens is not None:
-        load.append(f"{dist_mean(w.prompt_tokens):,.0f} prompt + {dist_mean(w.output_tokens):,.0f} output tokens (mean)")
+        load.append(
+            f"{dist_mean(w.prompt_tokens):,.0f} prompt + {dist_mean(w.output_tokens):,.0f} output tokens (mean)"
+        )
     rows["workload"] = ", ".join(load) or "from the workload file"
     if headline:
         rows["answer"] = headline

@@ -49,22 +49,42 @@ def html_report(
         fig = make_subplots(rows=1, cols=2, subplot_titles=("latency vs load", "queue depth and batch vs load"))
         for key, name, dash, marker in _LATENCY_SERIES:
             fig.add_trace(
-                go.Scatter(x=loads, y=_ms([row.get(key) for row in load_table]), mode="lines+markers", name=name,
-                           line={"dash": dash}, marker={"symbol": marker, "size": 8}),
-                row=1, col=1,
+                go.Scatter(
+                    x=loads,
+                    y=_ms([row.get(key) for row in load_table]),
+                    mode="lines+markers",
+                    name=name,
+                    line={"dash": dash},
+                    marker={"symbol": marker, "size": 8},
+                ),
+                row=1,
+                col=1,
             )
-        for key, name, dash in (("mean_queue_depth", "mean queue depth", "solid"),
-                                ("mean_batch_size", "mean batch", "dash")):
+        for key, name, dash in (
+            ("mean_queue_depth", "mean queue depth", "solid"),
+            ("mean_batch_size", "mean batch", "dash"),
+        ):
             fig.add_trace(
-                go.Scatter(x=loads, y=[row.get(key) for row in load_table], mode="lines+markers", name=name,
-                           line={"dash": dash}),
-                row=1, col=2,
+                go.Scatter(
+                    x=loads,
+                    y=[row.get(key) for row in load_table],
+                    mode="lines+markers",
+                    name=name,
+                    line={"dash": dash},
+                ),
+                row=1,
+                col=2,
             )
         _slo_lines(fig, slo, row=1, col=1)
         if capacity is not None and capacity > 0:
             for col in (1, 2):
-                fig.add_vline(x=capacity, line={"color": "green", "dash": "dash"}, row=1, col=col,
-                              annotation_text=f"capacity {capacity:,.4g} {load_unit}" if col == 1 else None)
+                fig.add_vline(
+                    x=capacity,
+                    line={"color": "green", "dash": "dash"},
+                    row=1,
+                    col=col,
+                    annotation_text=f"capacity {capacity:,.4g} {load_unit}" if col == 1 else None,
+                )
         fig.update_xaxes(title_text=f"offered load ({load_unit})")
         fig.update_yaxes(title_text="latency (ms, log scale)", type="log", row=1, col=1)
         fig.update_yaxes(title_text="requests", row=1, col=2)
@@ -73,14 +93,22 @@ def html_report(
         ts = summary.timeseries
         fig = make_subplots(specs=[[{"secondary_y": True}]])
         fig.add_trace(
-            go.Scatter(x=list(ts.time_s), y=[100.0 * u for u in ts.kv_utilization], name="KV cache used (%)",
-                       line={"dash": "solid"}),
+            go.Scatter(
+                x=list(ts.time_s),
+                y=[100.0 * u for u in ts.kv_utilization],
+                name="KV cache used (%)",
+                line={"dash": "solid"},
+            ),
             secondary_y=False,
         )
-        fig.add_trace(go.Scatter(x=list(ts.time_s), y=list(ts.queue_depth), name="waiting requests",
-                                 line={"dash": "dot"}), secondary_y=True)
-        fig.add_trace(go.Scatter(x=list(ts.time_s), y=list(ts.running), name="running requests",
-                                 line={"dash": "dash"}), secondary_y=True)
+        fig.add_trace(
+            go.Scatter(x=list(ts.time_s), y=list(ts.queue_depth), name="waiting requests", line={"dash": "dot"}),
+            secondary_y=True,
+        )
+        fig.add_trace(
+            go.Scatter(x=list(ts.time_s), y=list(ts.running), name="running requests", line={"dash": "dash"}),
+            secondary_y=True,
+        )
         fig.update_xaxes(title_text="simulated time (s)")
         fig.update_yaxes(title_text="KV cache used (%)", secondary_y=False)
         fig.update_yaxes(title_text="requests (waiting, running)", secondary_y=True)
@@ -98,8 +126,13 @@ def html_report(
             fig.update_xaxes(title_text=f"{name} (ms)", row=1, col=i)
             limit = {"TTFT": slo.ttft_s, "TPOT": slo.tpot_s}.get(name) if slo is not None else None
             if limit is not None:
-                fig.add_vline(x=limit * 1e3, line={"color": "red", "dash": "dash"}, row=1, col=i,
-                              annotation_text=f"SLO {limit * 1e3:,.0f} ms")
+                fig.add_vline(
+                    x=limit * 1e3,
+                    line={"color": "red", "dash": "dash"},
+                    row=1,
+                    col=i,
+                    annotation_text=f"SLO {limit * 1e3:,.0f} ms",
+                )
         fig.update_yaxes(title_text="requests", row=1, col=1)
         fig.update_layout(showlegend=False)
         figs.append(("Latency distributions", fig))
@@ -116,9 +149,15 @@ def html_report(
     if context:
         if "answer" in context:
             parts.append(f"<p class='answer'>{_html.escape(context['answer'])}</p>")
-        parts.append("<table>" + "".join(
-            f"<tr><th>{_html.escape(k)}</th><td style='text-align:left'>{_html.escape(v)}</td></tr>"
-            for k, v in context.items() if k != "answer") + "</table>")
+        parts.append(
+            "<table>"
+            + "".join(
+                f"<tr><th>{_html.escape(k)}</th><td style='text-align:left'>{_html.escape(v)}</td></tr>"
+                for k, v in context.items()
+                if k != "answer"
+            )
+            + "</table>"
+        )
     if slo is not None and (slo.ttft_s is not None or slo.tpot_s is not None):
         parts.append(f"<p>SLOs (p99): {_html.escape(_slo_text(slo))}</p>")
     if summary is not None:
@@ -152,8 +191,13 @@ def _slo_lines(fig: Any, slo: Slo | None, *, row: int, col: int) -> None:
         return
     for name, limit, dash in (("TTFT", slo.ttft_s, "dash"), ("TPOT", slo.tpot_s, "dot")):
         if limit is not None:
-            fig.add_hline(y=limit * 1e3, line={"color": "red", "dash": dash}, row=row, col=col,
-                          annotation_text=f"{name} SLO {limit * 1e3:,.0f} ms")
+            fig.add_hline(
+                y=limit * 1e3,
+                line={"color": "red", "dash": dash},
+                row=row,
+                col=col,
+                annotation_text=f"{name} SLO {limit * 1e3:,.0f} ms",
+            )
 
 
 def _fmt(x: Any) -> str:
@@ -170,12 +214,19 @@ def _summary_table(summary: RunSummary) -> str:
         "<h2>Summary</h2><table><tr><th>latency (ms)</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th>"
         "<th>mean</th></tr>"
     ]
-    for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"),
-                       ("queue_time_s", "queue wait")):
+    for key, label in (
+        ("ttft_s", "TTFT"),
+        ("tpot_s", "TPOT"),
+        ("itl_s", "ITL"),
+        ("e2e_s", "E2E"),
+        ("queue_time_s", "queue wait"),
+    ):
         v = d[key]
         rows.append(
             f"<tr><td>{label}</td>"
-            + "".join(f"<td>{_fmt(None if v[q] is None else v[q] * 1e3)}</td>" for q in ("p50", "p90", "p95", "p99", "mean"))
+            + "".join(
+                f"<td>{_fmt(None if v[q] is None else v[q] * 1e3)}</td>" for q in ("p50", "p90", "p95", "p99", "mean")
+            )
             + "</tr>"
         )
     rows.append("</table><table>")
@@ -198,15 +249,21 @@ def _summary_table(summary: RunSummary) -> str:
 
 
 _LOAD_COLUMNS = (
-    ("ttft_p50_s", "TTFT p50 (ms)"), ("ttft_p99_s", "TTFT p99 (ms)"), ("tpot_p50_s", "TPOT p50 (ms)"),
-    ("tpot_p99_s", "TPOT p99 (ms)"), ("e2e_p99_s", "E2E p99 (ms)"), ("mean_queue_depth", "mean queue depth"),
-    ("mean_batch_size", "mean batch"), ("meets_slo", "meets the SLOs"),
+    ("ttft_p50_s", "TTFT p50 (ms)"),
+    ("ttft_p99_s", "TTFT p99 (ms)"),
+    ("tpot_p50_s", "TPOT p50 (ms)"),
+    ("tpot_p99_s", "TPOT p99 (ms)"),
+    ("e2e_p99_s", "E2E p99 (ms)"),
+    ("mean_queue_depth", "mean queue depth"),
+    ("mean_batch_size", "mean batch"),
+    ("meets_slo", "meets the SLOs"),
 )
 
 
 def _load_table(table: Sequence[Mapping[str, Any]], unit: str) -> str:
     head = f"<th>offered load ({_html.escape(unit)})</th>" + "".join(
-        f"<th>{_html.escape(label)}</th>" for _, label in _LOAD_COLUMNS)
+        f"<th>{_html.escape(label)}</th>" for _, label in _LOAD_COLUMNS
+    )
 
     def cell(key: str, value: Any) -> str:
         if key.endswith("_s") and value is not None:
@@ -214,6 +271,9 @@ def _load_table(table: Sequence[Mapping[str, Any]], unit: str) -> str:
         return _fmt(value)
 
     body = "".join(
-        f"<tr><td>{_fmt(row.get('load'))}</td>" + "".join(f"<td>{cell(k, row.get(k))}</td>" for k, _ in _LOAD_COLUMNS)
-        + "</tr>" for row in table)
+        f"<tr><td>{_fmt(row.get('load'))}</td>"
+        + "".join(f"<td>{cell(k, row.get(k))}</td>" for k, _ in _LOAD_COLUMNS)
+        + "</tr>"
+        for row in table
+    )
     return f"<h2>Load vs latency</h2><table><tr>{head}</tr>{body}</table>"
