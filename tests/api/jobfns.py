@@ -1,0 +1,28 @@
+"""Job functions the job manager's tests run in child processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from servecap.errors import ServecapError
+from servecap.progress import Progress
+
+
+def count(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
+    n = int(payload["n"])
+    for i in range(1, n + 1):
+        time.sleep(float(payload.get("sleep_s", 0.0)))
+        progress(Progress(stage="count", done=i, total=n))
+    return {"total": n * (n + 1) // 2}
+
+
+def refuse(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
+    raise ServecapError("rate", payload.get("rate"), "must be positive")
+
+
+def forever(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
+    while True:
+        time.sleep(0.01)
+        progress(Progress(stage="forever", done=0))

@@ -1,0 +1,45 @@
+"""The Ray executor on a local Ray instance the test starts (2 CPUs): the same values as the
+serial executor, and a failing or dying task costs only its own outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tests.distributed import tasks
+
+from servecap.distributed import make_executor
+from servecap.distributed.executor import WORKER_DIED
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def ray_executor() -> Iterator[object]:
+    from ray import cloudpickle  # Ray ships it; send the test module's functions by value
+
+    cloudpickle.register_pickle_by_value(tasks)
+    ex = make_executor("ray", workers=2, max_retries=1)
+    try:
+        yield ex
+    finally:
+        ex.close()
+        cloudpickle.unregister_pickle_by_value(tasks)
+
+
+def test_ray_matches_serial(ray_executor) -> None:  # type: ignore[no-untyped-def]
+    items = list(range(12))
+    serial = make_executor("serial").map(tasks.square, items)
+    remote = ray_executor.map(tasks.square, items)
+    assert [o.value for o in remote] == [o.value for o in serial]
+    assert ray.cluster_resources().get("CPU") == 2
+
+
+def test_ray_keeps_partial_results(ray_executor) -> None:  # type: ignore[no-untyped-def]
+    failing = ray_executor.map(tasks.fail_on_three, [1, 2, 3, 4])
+    assert [o.value for o in failing] == [1, 4, None, 16]
+    assert failing[2].error is not None and "bad item 3" in failing[2].error
+    dying = ray_executor.map(tasks.die_on_three, [1, 2, 3, 4])
+    assert [o.value for o in dying] == [1, 4, None, 16]
+    assert dying[2].error == WORKER_DIED
