@@ -65,7 +65,7 @@ async def test_bad_server_behaviours_become_errors_and_nothing_is_lost() -> None
     ok = [t for t in res.traces if t.ok]
     assert len(ok) == 2 and ok[0].usage_output_tokens == 1
     summary, _ = summarize_traces(res.traces, None)
-    assert summary["num_requests"] == 10 and summary["completed"] == 2
+    assert summary.num_requests == 10 and summary.completed == 2
 
 
 async def test_connection_refused_is_recorded() -> None:

@@ -26,7 +26,7 @@ from servecap.measure.calibrate import (
     step_samples,
 )
 from servecap.measure.loadgen import LoadConfig
-from servecap.measure.store import RunStore
+from servecap.results.store import RunStore
 from servecap.specs.perf import Efficiency
 from servecap.workload import WorkloadSpec
 
@@ -62,9 +62,9 @@ def emulated_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     db = tmp_path_factory.mktemp("cal") / "runs.sqlite"
     settings = {"workload": SPEC.model_dump(mode="json", by_alias=True), "seed": 1, "concurrency": None,
                 "warmup_s": 0.0, "cooldown_s": 0.0, "slo": None, "deployment": DEPLOYMENT}
-    RunStore(db).save_run(run_id="cal-1", url="http://emulator", model="m", mode="open", settings=settings,
-                          traces=out.traces, summary=out.summary, checks=[], client={},
-                          wall_duration_s=out.result.wall_duration_s)
+    RunStore(db).save_measured(run_id="cal-1", url="http://emulator", model="m", mode="open", settings=settings,
+                               requests=out.requests(), summary=out.summary,
+                               wall_duration_s=out.result.wall_duration_s)
     return db, "cal-1"
 
 
@@ -92,7 +92,7 @@ def test_client_clock_fit_is_close(emulated_run: tuple[Path, str]) -> None:
     (typically within 3-5%; docs/measure.md)."""
     db, run = emulated_run
     dep, _ = deployment_from_options(DeploymentFlags(model=DEPLOYMENT["model"], gpu="H100", max_model_len=4096))
-    fit, stats, used = calibrate_runs([RunStore(db).get_traces(run)], plan(dep).step, source="client",
+    fit, stats, used = calibrate_runs([RunStore(db).get_requests(run)], plan(dep).step, source="client",
                                       max_num_batched_tokens=dep.engine.max_num_batched_tokens)
     assert used == "client" and stats[0].usable > 100
     assert fit.efficiency.bandwidth_efficiency == pytest.approx(0.7, rel=0.5)

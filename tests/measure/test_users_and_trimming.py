@@ -53,6 +53,6 @@ def test_warmup_and_cooldown_requests_are_stored_but_not_summarized() -> None:
     # kept: scheduled in [2, 9 - 3] s
     assert [t.scheduled_s for t in traces if not t.trimmed] == [2.0, 3.0, 4.0, 5.0, 6.0]
     summary, window = summarize_traces(traces, None)
-    assert summary["num_requests"] == 5 and summary["completed"] == 5
+    assert summary.num_requests == 5 and summary.completed == 5
     assert window == pytest.approx(6.2 - 2.0)
-    assert summary["throughput_req_s"] == pytest.approx(5 / 4.2)
+    assert summary.throughput_req_s == pytest.approx(5 / 4.2)

@@ -1,8 +1,7 @@
-"""``servecap runs``: list, show, export and delete stored bench runs."""
+"""``servecap runs``: list, show, export and delete stored runs (measured and simulated)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -16,30 +15,28 @@ run_argument = click.argument("run", type=click.STRING)
 @click.group("runs", cls=LazyGroup, invoke_without_command=True, no_args_is_help=False,
              help="Stored bench runs: list (default), show, export, delete.")
 @db_option
-@click.option("--limit", type=click.INT, default=50)
+@click.option("--limit", type=click.IntRange(min=1), default=50)
 @json_option
 @click.pass_context
 def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None:
     """List stored runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
+    from servecap.app.runs import ListRunsRequest, list_runs
+
+    path, rows = list_runs(ListRunsRequest(db=db, limit=limit))
+    if as_json:
+        click.echo(rows.model_dump_json())
+        return
     from rich.console import Console
     from rich.table import Table
 
-    from servecap.measure.store import RunStore
-
-    store = RunStore(db)
-    rows = store.list_runs(limit)
-    if as_json:
-        click.echo(json.dumps([{"run_id": r.run_id, "created_at": r.created_at, "url": r.url, "model": r.model,
-                                "mode": r.mode, "label": r.label, "sweep_id": r.sweep_id,
-                                "num_requests": r.num_requests, "num_errors": r.num_errors,
-                                "summary": r.summary} for r in rows]))
-        return
-    t = Table(title=f"runs in {store.path}")
-    for col in ("run", "created", "model", "mode", "requests", "errors", "req/s", "ttft p50 ms", "tpot p50 ms", "label"):
-        t.add_column(col)
-    for r in rows:
+    # every cell whole (run ids, numbers): columns never truncate; a narrow or piped output wraps
+    t = Table(title=f"runs in {path}", title_justify="left")
+    for col in ("run", "kind", "created", "model", "mode", "requests", "errors", "req/s", "ttft p50 ms",
+                "tpot p50 ms", "label"):
+        t.add_column(col, no_wrap=col != "label", overflow="fold")
+    for r in rows.root:
         s = r.summary
 
         def ms(name: str, s: dict[str, object] = s) -> str:
@@ -47,9 +44,10 @@ def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None
             p50 = v.get("p50") if isinstance(v, dict) else None
             return "-" if p50 is None else f"{float(p50) * 1e3:.1f}"
 
-        t.add_row(r.run_id, r.created_at, r.model, r.mode, str(r.num_requests), str(r.num_errors),
+        mode = r.mode + (" (interrupted)" if r.interrupted else "")
+        t.add_row(r.run_id, r.kind, r.created_at, r.model, mode, f"{r.num_requests:,}", f"{r.num_errors:,}",
                   f"{float(s.get('throughput_req_s') or 0.0):.2f}", ms("ttft_s"), ms("tpot_s"), r.label)
-    Console().print(t)
+    Console(soft_wrap=True).print(t)
 
 
 @runs.command("show")
@@ -59,34 +57,23 @@ def show(run: str, db: Path | None) -> None:
     """One run's settings, summary and self-checks as JSON.
 
     RUN is a run id, unique prefix, or 'last'."""
-    from dataclasses import asdict
+    from servecap.app.runs import show_run
 
-    from servecap.measure.store import RunStore
-
-    click.echo(json.dumps(asdict(RunStore(db).get_run(run)), indent=2))
+    click.echo(show_run(run, db).model_dump_json(indent=2))
 
 
 @runs.command("export")
 @run_argument
-@click.option("--format", "fmt", type=click.STRING, default="json", help="json|csv.")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", help="Output format.")
 @click.option("--output", "-o", type=PATH, default=None, help="File (default: stdout).")
 @db_option
 def export(run: str, fmt: str, output: Path | None, db: Path | None) -> None:
     """Export a run with every per-request record (JSON: settings + summary + requests; CSV: requests).
 
     RUN is a run id, unique prefix, or 'last'."""
-    from servecap.errors import ServecapError
-    from servecap.measure.store import RunStore, export_csv, export_json
+    from servecap.app.runs import export_run
 
-    store = RunStore(db)
-    row = store.get_run(run)
-    traces = store.get_traces(row.run_id)
-    if fmt == "json":
-        text = export_json(row, traces)
-    elif fmt == "csv":
-        text = export_csv(traces)
-    else:
-        raise ServecapError("format", fmt, "must be json or csv")
+    text = export_run(run, fmt, db)
     if output is None:
         click.echo(text)
     else:
@@ -100,6 +87,6 @@ def delete(run: str, db: Path | None) -> None:
     """Delete a run and its records.
 
     RUN is a run id or unique prefix."""
-    from servecap.measure.store import RunStore
+    from servecap.app.runs import delete_run
 
-    click.echo(f"deleted {RunStore(db).delete_run(run)}")
+    click.echo(f"deleted {delete_run(run, db)}")

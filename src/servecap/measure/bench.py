@@ -10,8 +10,7 @@ the same stream, arrival times ignored).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 import httpx
 import numpy as np
@@ -27,7 +26,8 @@ from servecap.measure.loadgen import (
 )
 from servecap.measure.records import error_counts, to_records
 from servecap.measure.trace import Trace
-from servecap.results import summarize, summary_to_json_dict
+from servecap.results import RunSummary, summarize
+from servecap.results.measured import MeasuredRequest
 from servecap.specs.perf import Slo
 from servecap.workload import ClosedLoopUsers, WorkloadSpec, generate_requests
 
@@ -35,7 +35,7 @@ from servecap.workload import ClosedLoopUsers, WorkloadSpec, generate_requests
 @dataclass(frozen=True, slots=True)
 class BenchOutcome:
     result: RunResult
-    summary: dict[str, Any]  # summary_to_json_dict keys (as `servecap simulate --json`)
+    summary: RunSummary  # the shared schema (as `servecap simulate`), over the kept requests
     checks: list[Check]
     errors: dict[str, int]
     measured_window_s: float
@@ -43,6 +43,24 @@ class BenchOutcome:
     @property
     def traces(self) -> list[Trace]:
         return self.result.traces
+
+    def requests(self) -> list[MeasuredRequest]:
+        """The run's requests as the stored, immutable records."""
+        return [t.freeze() for t in self.result.traces]
+
+    @property
+    def multi_token_chunk_requests(self) -> int:
+        return sum(1 for t in self.result.traces if t.multi_token_chunks)
+
+    @property
+    def failed(self) -> int:
+        """Requests the server (or the network) failed: errors other than ``interrupted``."""
+        return sum(1 for t in self.result.traces if t.error is not None and t.error != "interrupted")
+
+    def first_error(self) -> Trace | None:
+        """The first failed request (by send time): its detail holds the server's error body."""
+        bad = [t for t in self.result.traces if t.error is not None and t.error != "interrupted"]
+        return min(bad, key=lambda t: (t.sent_s if t.sent_s is not None else t.scheduled_s), default=None)
 
 
 def planned_requests(spec: WorkloadSpec, seed: int) -> int | None:
@@ -52,17 +70,28 @@ def planned_requests(spec: WorkloadSpec, seed: int) -> int | None:
     return len(generate_requests(spec, np.random.default_rng(seed)))
 
 
-def summarize_traces(traces: Sequence[Trace], slo: Slo | None) -> tuple[dict[str, Any], float]:
+def measured_hit_rate(traces: Sequence[Trace | MeasuredRequest]) -> float | None:
+    """Cached prompt tokens / prompt tokens over the requests whose usage reported cached
+    tokens (``usage.prompt_tokens_details.cached_tokens``); None when none did."""
+    reported = [t for t in traces if t.cached_prompt_tokens is not None]
+    prompt = sum(t.measured_prompt_tokens for t in reported)
+    if not reported or prompt <= 0:
+        return None
+    return sum(t.cached_prompt_tokens or 0 for t in reported) / prompt
+
+
+def summarize_traces(traces: Sequence[Trace], slo: Slo | None) -> tuple[RunSummary, float]:
     """The shared summary over the kept (untrimmed) requests; the window runs from the first
-    kept request's scheduled time to the last one's end."""
+    kept request's scheduled time to the last one's end. The prefix-cache hit rate is the
+    server's own count (:func:`measured_hit_rate`)."""
     kept = [t for t in traces if not t.trimmed]
     if not kept:
-        return summary_to_json_dict(summarize([], duration_s=0.0, slo=slo)), 0.0
+        return summarize([], duration_s=0.0, slo=slo), 0.0
     start = min(t.scheduled_s for t in kept)
     end = max((t.end_s for t in kept if t.end_s is not None), default=start)
     window = max(end - start, 1e-9)
     s = summarize(to_records(kept), duration_s=window, slo=slo)
-    return summary_to_json_dict(s), window
+    return replace(s, prefix_cache_hit_rate=measured_hit_rate(kept)), window
 
 
 async def run_bench(cfg: LoadConfig, spec: WorkloadSpec, *, seed: int, concurrency: int | None = None,
@@ -80,7 +109,6 @@ async def run_bench(cfg: LoadConfig, spec: WorkloadSpec, *, seed: int, concurren
         else:
             result = await run_open_loop(cfg, requests, transport=transport, on_done=on_done)
     summary, window = summarize_traces(result.traces, slo)
-    summary["multi_token_chunk_requests"] = sum(1 for t in result.traces if t.multi_token_chunks)
     checks = run_checks(result.traces, result.client, result.wall_duration_s,
                         open_loop=result.mode == "open")
     return BenchOutcome(result, summary, checks, error_counts(result.traces), window)

@@ -41,7 +41,7 @@ client hiccup) are dropped once and the fit repeated. A coefficient the data can
 (no compute-bound step, no prefill of varied length) keeps its starting value and is named in
 ``FitResult.fixed``. The all-reduce latency is not fitted (kept from the defaults).
 
-**Which clock.** Token times are the client's arrival times (``Trace.token_times_s``); when the
+**Which clock.** Token times are the client's arrival times (``MeasuredRequest.token_times_s``); when the
 server reported its own schedule (the emulator's opt-in ``servecap_timing.token_times_s``),
 ``source="server"`` uses that instead, free of network and client jitter (``auto`` picks it
 when every request has it). Client times carry a jitter of roughly a millisecond, so fits from
@@ -58,7 +58,7 @@ import numpy as np
 
 from servecap.core.roofline import BatchShape, StepCost, prefill_batch
 from servecap.errors import ServecapError
-from servecap.measure.trace import Trace
+from servecap.results.measured import MeasuredRequest
 from servecap.specs.perf import Efficiency
 
 Source = Literal["auto", "client", "server"]
@@ -111,7 +111,7 @@ class FitResult:
     notes: tuple[str, ...] = field(default=())
 
 
-def timelines(traces: Sequence[Trace], source: Source = "auto") -> tuple[list[Timeline], str]:
+def timelines(traces: Sequence[MeasuredRequest], source: Source = "auto") -> tuple[list[Timeline], str]:
     """Each request's token times from the client or from the server's own report; returns
     the timelines and the source used. Requests without tokens are skipped."""
     served = [t for t in traces if t.token_times_s]
@@ -132,7 +132,7 @@ def timelines(traces: Sequence[Trace], source: Source = "auto") -> tuple[list[Ti
         else:
             times = tuple(t.token_times_s)
             sent = t.sent_s if t.sent_s is not None else t.scheduled_s
-            cached = t.cached_prompt_tokens
+            cached = t.cached_prompt_tokens or 0
         if times:
             out.append(Timeline(t.measured_prompt_tokens, cached, sent, times))
     return out, "server" if use_server else "client"
@@ -338,7 +338,7 @@ def _solve(m: np.ndarray, c: np.ndarray, p: np.ndarray, y: np.ndarray, mem: np.n
     return val["a"], val["b"], val["o"], val["q"], {_NAMES[n] for n in undetermined}
 
 
-def calibrate_runs(runs: Sequence[Sequence[Trace]], cost: StepCost, *, max_num_batched_tokens: int,
+def calibrate_runs(runs: Sequence[Sequence[MeasuredRequest]], cost: StepCost, *, max_num_batched_tokens: int,
                    start: Efficiency | None = None, source: Source = "auto", fit_prefill: bool = True,
                    gap_s: float | None = None) -> tuple[FitResult, list[StepStats], str]:
     """Steps of every run pooled, then one fit; also each run's step statistics and the clock

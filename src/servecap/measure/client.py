@@ -227,7 +227,7 @@ async def stream_request(
     except (httpx.HTTPError, HttpError) as err:
         trace.error, trace.error_detail = "broken_stream", f"{type(err).__name__}: {err}"
     except asyncio.CancelledError:
-        trace.error, trace.error_detail = "client_error", "cancelled"
+        trace.error, trace.error_detail = "interrupted", "in flight when the run was interrupted"
         trace.end_s = clock() - t0
         raise
     except Exception as err:  # a client bug must not lose the record

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from servecap.measure.client import Client, stream_request
 from servecap.measure.http1 import RawClient
 from servecap.measure.payload import Endpoint, build_body, endpoint_path, prompt_text
 from servecap.measure.trace import Trace
+from servecap.results.stats import percentile
 
 
 class RequestLike(Protocol):
@@ -52,6 +54,11 @@ class RequestLike(Protocol):
     def prefix_tokens(self) -> int: ...
 
 
+def new_nonce() -> str:
+    """A short random tag, unique per run (8 hex digits: two tokens of prompt)."""
+    return secrets.token_hex(4)
+
+
 @dataclass(frozen=True, slots=True)
 class LoadConfig:
     base_url: str  # e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted)
@@ -66,6 +73,15 @@ class LoadConfig:
     cooldown_s: float = 0.0  # requests scheduled in the last cooldown_s likewise
     extra_body: dict[str, Any] = field(default_factory=dict)
     api_key: str | None = None
+    # Prompts carry this run's nonce, so no two runs (nor two steps of a sweep) send the same
+    # prompt and a server's prefix cache cannot answer one run from another's requests.
+    run_nonce: str = field(default_factory=new_nonce)
+    # Shared-prefix groups share within the run; across runs only when this is True.
+    share_prefixes_across_runs: bool = False
+
+    @property
+    def prefix_nonce(self) -> str:
+        return "" if self.share_prefixes_across_runs else self.run_nonce
 
     @property
     def url(self) -> str:
@@ -105,13 +121,6 @@ async def _quiet() -> Any:
         yield
 
 
-def _quantile(xs: Sequence[float], q: float) -> float:
-    if not xs:
-        return 0.0
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
-
-
 class _Monitor:
     """Event-loop lateness, CPU share and the in-flight integral."""
 
@@ -144,8 +153,8 @@ class _Monitor:
         self._stop = True
         cpu = time.process_time() - self._cpu0
         return ClientStats(
-            loop_lag_p50_s=_quantile(self.lags, 0.5),
-            loop_lag_p99_s=_quantile(self.lags, 0.99),
+            loop_lag_p50_s=percentile(self.lags, 50, empty=0.0),
+            loop_lag_p99_s=percentile(self.lags, 99, empty=0.0),
             loop_lag_max_s=max(self.lags, default=0.0),
             cpu_fraction=cpu / wall_s if wall_s > 0 else 0.0,
             in_flight_area=self.area,
@@ -184,8 +193,9 @@ def make_trace(spec: RequestLike) -> Trace:
 
 
 def body_for(cfg: LoadConfig, trace: Trace) -> dict[str, Any]:
-    text = prompt_text(trace.prompt_tokens, unique=trace.request_id, prefix_group=trace.prefix_group,
-                       prefix_tokens=trace.prefix_tokens)
+    text = prompt_text(trace.prompt_tokens, unique=f"{cfg.run_nonce}-{trace.request_id}",
+                       prefix_group=trace.prefix_group, prefix_tokens=trace.prefix_tokens,
+                       group_tag=cfg.prefix_nonce)
     return build_body(cfg.endpoint, model=cfg.model, prompt=text, max_tokens=max(1, trace.output_tokens),
                       stream=cfg.stream, extra=cfg.extra_body)
 
@@ -211,7 +221,7 @@ def mark_trimmed(traces: list[Trace], cfg: LoadConfig) -> None:
         return
     last = max(t.scheduled_s for t in traces)
     for t in traces:
-        t.trimmed = t.scheduled_s < cfg.warmup_s or t.scheduled_s > last - cfg.cooldown_s
+        t.trimmed = t.trimmed or t.scheduled_s < cfg.warmup_s or t.scheduled_s > last - cfg.cooldown_s
 
 
 async def _one(client: Client, cfg: LoadConfig, trace: Trace, t0: float, mon: _Monitor,
@@ -253,7 +263,8 @@ async def run_open_loop(cfg: LoadConfig, specs: Sequence[RequestLike], *,
             wall = time.perf_counter() - t0
             stats = mon.stats(wall)
             mon_task.cancel()
-    _close_unsent(traces, wall)
+    if interrupted:
+        traces = settle_interrupted(traces, wall)
     mark_trimmed(traces, cfg)
     return RunResult(traces, "open", started, wall, stats, interrupted, t0)
 
@@ -292,6 +303,8 @@ async def run_closed_loop(cfg: LoadConfig, specs: Sequence[RequestLike], concurr
             wall = time.perf_counter() - t0
             stats = mon.stats(wall)
             mon_task.cancel()
+    if interrupted:
+        done = settle_interrupted(done, wall)
     mark_trimmed(done, cfg)
     return RunResult(done, "closed", started, wall, stats, interrupted, t0)
 
@@ -330,9 +343,10 @@ async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
                 traces.append(trace)
                 conv = getattr(spec, "conversation_id", None)
                 past = history.get(conv, "") if conv is not None and spec.history_tokens else ""
-                new = prompt_text(max(1, trace.prompt_tokens - len(past) // 4), unique=trace.request_id,
+                new = prompt_text(max(1, trace.prompt_tokens - len(past) // 4),
+                                  unique=f"{cfg.run_nonce}-{trace.request_id}",
                                   prefix_group=None if past else trace.prefix_group,
-                                  prefix_tokens=0 if past else trace.prefix_tokens)
+                                  prefix_tokens=0 if past else trace.prefix_tokens, group_tag=cfg.prefix_nonce)
                 body = build_body(cfg.endpoint, model=cfg.model, prompt=past + new,
                                   max_tokens=max(1, trace.output_tokens), stream=cfg.stream,
                                   extra=cfg.extra_body)
@@ -358,17 +372,26 @@ async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
             stats = mon.stats(wall)
             mon_task.cancel()
     traces.sort(key=lambda t: t.scheduled_s)
+    if interrupted:
+        traces = settle_interrupted(traces, wall)
     mark_trimmed(traces, cfg)
     return RunResult(traces, "users", started, wall, stats, interrupted, t0)
 
 
-def _close_unsent(traces: list[Trace], wall_s: float) -> None:
-    """Requests never sent (run interrupted) still get a record, with an error."""
+def settle_interrupted(traces: list[Trace], wall_s: float) -> list[Trace]:
+    """After Ctrl-C: requests never sent are not part of the run (dropped, not errors); those
+    cut off in flight keep their record with the error ``interrupted`` and are left out of the
+    summary (``trimmed``), since the server did not fail them."""
+    kept = []
     for t in traces:
-        if t.sent_s is None and t.error is None:
-            t.error, t.error_detail = "client_error", "not sent: run interrupted"
+        if t.sent_s is None:
+            continue
+        if t.error == "interrupted":
+            t.trimmed = True
         if t.end_s is None:
             t.end_s = wall_s
+        kept.append(t)
+    return kept
 
 
 async def _cancel_all(tasks: list[asyncio.Task[Any]]) -> None:

@@ -1,0 +1,156 @@
+"""The deployment and request-stream settings as a person names them, and the one place they
+become specs (catalog lookups, vLLM's defaults, a calibration's coefficients).
+
+Every interface (the CLI's flags, the HTTP API's bodies, a stored run's settings) fills a
+:class:`DeploymentFlags`; :func:`deployment_from_flags` turns it into a
+:class:`~servecap.specs.deployment.Deployment` plus notes on the defaults it used. Plain frozen
+dataclasses: ``servecap plan`` imports this module and stays free of pydantic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servecap.errors import ServecapError
+
+if TYPE_CHECKING:
+    from servecap.specs.deployment import Deployment
+    from servecap.specs.perf import Efficiency
+
+DEFAULT_MODEL = "meta-llama/Llama-3.1-70B"
+DEFAULT_GPU = "H200"
+# The worked example (DESIGN.md): Llama-3.1-70B, FP8 weights, one H200, 8K-token requests.
+DEFAULT_EXAMPLE_WEIGHTS_DTYPE = "fp8"
+DEFAULT_EXAMPLE_MAX_MODEL_LEN = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentFlags:
+    """The deployment as the flags name it (before any lookup or default): one value that every
+    command taking a deployment receives as ``deployment``, and that runs store as settings."""
+
+    model: str | None = None
+    gpu: str | None = None
+    gpu_file: Path | None = None
+    num_gpus: int | None = None
+    tp: int | None = None
+    pp: int = 1
+    weights_dtype: str | None = None
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory_bytes: int | None = None
+    block_size: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+
+    def with_model(self, model: str | None) -> DeploymentFlags:
+        return replace(self, model=model)
+
+    def to_settings(self) -> dict[str, Any]:
+        """JSON-able, as stored with a run or served by the emulator."""
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> DeploymentFlags:
+        """The inverse of :meth:`to_settings` (unknown keys, such as prefix caching, are ignored)."""
+        kw = {k: settings[k] for k in FLAG_NAMES if settings.get(k) is not None}
+        if "gpu_file" in kw:
+            kw["gpu_file"] = Path(kw["gpu_file"])
+        return cls(**kw)
+
+
+FLAG_NAMES = tuple(f.name for f in fields(DeploymentFlags))
+
+
+def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> tuple[int, int]:
+    if tp is None:
+        if num_gpus is None:
+            return 1, pp
+        if num_gpus % pp:
+            raise ServecapError("num_gpus", num_gpus, f"must be a multiple of pp={pp}")
+        return num_gpus // pp, pp
+    if num_gpus is not None and num_gpus != tp * pp:
+        raise ServecapError("num_gpus", num_gpus, f"must equal tp x pp = {tp * pp}")
+    return tp, pp
+
+
+def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]]:
+    """Specs from names, vLLM's defaults resolved; also returns notes on the defaults used."""
+    from servecap.catalog import load_gpu_file, lookup_gpu, resolve_model
+    from servecap.core.defaults import build_deployment
+
+    model, gpu, weights_dtype, max_model_len = flags.model, flags.gpu, flags.weights_dtype, flags.max_model_len
+    max_num_seqs, max_num_batched_tokens = flags.max_num_seqs, flags.max_num_batched_tokens
+    notes: list[str] = []
+    if model is None and gpu is None:
+        model, gpu = DEFAULT_MODEL, DEFAULT_GPU
+        if weights_dtype is None:
+            weights_dtype = DEFAULT_EXAMPLE_WEIGHTS_DTYPE
+        if max_model_len is None:
+            max_model_len = DEFAULT_EXAMPLE_MAX_MODEL_LEN
+        notes.append(
+            "no --model/--gpu given: the built-in example (Llama-3.1-70B, FP8 weights, one H200, "
+            "8,192-token context)"
+        )
+    elif model is None:
+        model = DEFAULT_MODEL
+        notes.append(f"no --model given: {DEFAULT_MODEL}")
+    elif gpu is None:
+        gpu = DEFAULT_GPU
+        notes.append(f"no --gpu given: {DEFAULT_GPU}")
+    assert model is not None and gpu is not None
+    extra = load_gpu_file(flags.gpu_file) if flags.gpu_file is not None else None
+    spec_gpu = lookup_gpu(gpu, extra)
+    spec_model = resolve_model(model)
+    tp_, pp_ = resolve_parallelism(flags.num_gpus, flags.tp, flags.pp)
+    dep = build_deployment(
+        spec_model, spec_gpu, tp=tp_, pp=pp_, weights_dtype=weights_dtype or "auto",
+        kv_cache_dtype=flags.kv_cache_dtype, max_model_len=max_model_len,
+        gpu_memory_utilization=flags.gpu_memory_utilization, block_size=flags.block_size,
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+        kv_cache_memory_bytes=flags.kv_cache_memory_bytes,
+    )
+    if max_model_len is None:
+        notes.append(f"max_model_len {dep.engine.max_model_len} (the model's max_position_embeddings)")
+    if max_num_seqs is None or max_num_batched_tokens is None:
+        notes.append(
+            f"vLLM API-server defaults for {spec_gpu.id}: max_num_seqs {dep.engine.max_num_seqs}, "
+            f"max_num_batched_tokens {dep.engine.max_num_batched_tokens}"
+        )
+    return dep, notes
+
+
+def efficiency_from_file(calibration: Path | None, deployment: Deployment | None = None) -> tuple[Efficiency, str | None]:
+    """Default efficiency factors, or a calibration file's fitted coefficients (and a note on
+    them). Given the deployment they are applied to, a file fitted for another model, GPU or
+    parallelism is refused: its efficiencies describe other kernels on other hardware."""
+    if calibration is None:
+        from servecap.specs.perf import Efficiency
+
+        return Efficiency(), None
+    from servecap.calibration import load_calibration
+
+    cal = load_calibration(calibration)
+    note = f"step-time coefficients from {calibration}"
+    if deployment is not None:
+        fitted = {"model": cal.model, "gpu": cal.gpu, "tp": cal.tp, "pp": cal.pp}
+        here = {"model": deployment.model.id, "gpu": deployment.gpu.id, "tp": deployment.parallelism.tp,
+                "pp": deployment.parallelism.pp}
+        differ = [k for k in fitted if str(fitted[k]).lower() != str(here[k]).lower()]
+        if differ:
+            what = ", ".join(f"{k} {fitted[k]} (here {here[k]})" for k in differ)
+            raise ServecapError(
+                "calibration", str(calibration),
+                f"was fitted for another deployment: {what}; calibrate this deployment from its own runs "
+                "or drop --calibration",
+            )
+        dtypes = [(k, getattr(cal, k), v) for k, v in (("weights_dtype", deployment.weights_dtype.name),
+                                                         ("kv_cache_dtype", deployment.kv_dtype.name))
+                  if getattr(cal, k) not in ("auto", v)]
+        if dtypes:
+            note += "; warning: fitted with " + ", ".join(f"{k} {a} (here {b})" for k, a, b in dtypes)
+    return cal.efficiency(), note
