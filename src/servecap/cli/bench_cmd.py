@@ -231,7 +231,8 @@ def _render(run: Any, db: str | None) -> None:
     con.print(f"throughput {s['throughput_req_s']:.2f} req/s, {s['output_tokens_per_s']:.1f} output tok/s"
               + (f", goodput {good:.2f} req/s" if good is not None else ""))
     hit = run.prefix_cache_hit_rate
-    con.print("prefix-cache hit rate " + ("unknown (the server reports no cached tokens)" if hit is None
+    con.print("prefix-cache hit rate " + ("unknown (the server reports no cached tokens; vLLM does with "
+                                          "--enable-prompt-tokens-details)" if hit is None
                                           else f"{hit:.1%} (the server's cached prompt tokens)"))
     if run.errors:
         con.print("[red]errors:[/red] " + ", ".join(f"{k} {v}" for k, v in run.errors.items()))

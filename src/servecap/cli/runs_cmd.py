@@ -31,11 +31,9 @@ def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None
     from rich.console import Console
     from rich.table import Table
 
-    # every cell whole (run ids, numbers): columns never truncate; a narrow or piped output wraps
-    t = Table(title=f"runs in {path}", title_justify="left")
-    for col in ("run", "kind", "created", "model", "mode", "requests", "errors", "req/s", "ttft p50 ms",
-                "tpot p50 ms", "label"):
-        t.add_column(col, no_wrap=col != "label", overflow="fold")
+    headers = ("run", "kind", "created", "model", "mode", "requests", "errors", "req/s", "ttft p50 ms",
+               "tpot p50 ms", "label")
+    cells = []
     for r in rows.root:
         s = r.summary
 
@@ -45,9 +43,34 @@ def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None
             return "-" if p50 is None else f"{float(p50) * 1e3:.1f}"
 
         mode = r.mode + (" (interrupted)" if r.interrupted else "")
-        t.add_row(r.run_id, r.kind, r.created_at, r.model, mode, f"{r.num_requests:,}", f"{r.num_errors:,}",
-                  f"{float(s.get('throughput_req_s') or 0.0):.2f}", ms("ttft_s"), ms("tpot_s"), r.label)
-    Console(soft_wrap=True).print(t)
+        cells.append((r.run_id, r.kind, r.created_at, r.model, mode, f"{r.num_requests:,}", f"{r.num_errors:,}",
+                      f"{float(s.get('throughput_req_s') or 0.0):.2f}", ms("ttft_s"), ms("tpot_s"), r.label))
+    console = Console(soft_wrap=True)
+    if not console.is_terminal:  # piped: plain aligned columns, every cell whole
+        click.echo(f"runs in {path}")
+        click.echo(plain_table(headers, cells))
+        return
+    t = Table(title=f"runs in {path}", title_justify="left")
+    for col in headers:  # a narrow terminal folds cells onto more lines; it never cuts them
+        t.add_column(col, overflow="fold", justify="right" if col in _NUMERIC else "left")
+    for row in cells:
+        t.add_row(*row)
+    console.print(t)
+
+
+_NUMERIC = frozenset({"requests", "errors", "req/s", "ttft p50 ms", "tpot p50 ms"})
+
+
+def plain_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Columns padded to their widest cell, two spaces apart (numbers right-aligned): for pipes
+    and files, where nothing may be cut to fit a width."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        out = [c.rjust(w) if h in _NUMERIC else c.ljust(w) for c, w, h in zip(cells, widths, headers, strict=True)]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])
 
 
 @runs.command("show")

@@ -70,6 +70,16 @@ def planned_requests(spec: WorkloadSpec, seed: int) -> int | None:
     return len(generate_requests(spec, np.random.default_rng(seed)))
 
 
+def settle_cached_counts(traces: Sequence[Trace]) -> None:
+    """A server that reports cached tokens for some requests of a run (the emulator; vLLM with
+    ``--enable-prompt-tokens-details``) had none for the completed ones whose usage omits them
+    (the emulator leaves ``prompt_tokens_details`` out at 0): those read 0, not unknown."""
+    if any(t.cached_prompt_tokens is not None for t in traces):
+        for t in traces:
+            if t.cached_prompt_tokens is None and t.usage_prompt_tokens is not None:
+                t.cached_prompt_tokens = 0
+
+
 def measured_hit_rate(traces: Sequence[Trace | MeasuredRequest]) -> float | None:
     """Cached prompt tokens / prompt tokens over the requests whose usage reported cached
     tokens (``usage.prompt_tokens_details.cached_tokens``); None when none did."""
@@ -108,6 +118,7 @@ async def run_bench(cfg: LoadConfig, spec: WorkloadSpec, *, seed: int, concurren
                                            transport=transport, on_done=on_done)
         else:
             result = await run_open_loop(cfg, requests, transport=transport, on_done=on_done)
+    settle_cached_counts(result.traces)
     summary, window = summarize_traces(result.traces, slo)
     checks = run_checks(result.traces, result.client, result.wall_duration_s,
                         open_loop=result.mode == "open")

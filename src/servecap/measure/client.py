@@ -159,6 +159,9 @@ class _Consumer:
         timing = obj.get("servecap_timing")
         if isinstance(timing, dict):
             trace.server_timing = timing
+            cached = timing.get("cached_tokens")
+            if trace.cached_prompt_tokens is None and isinstance(cached, int):
+                trace.cached_prompt_tokens = cached  # the emulator's usage leaves out a zero
 
     def _stop(self, kind: str, detail: str, now: float) -> None:
         self.trace.error, self.trace.error_detail, self.trace.end_s = kind, detail, now
