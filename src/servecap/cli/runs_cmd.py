@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -61,7 +62,7 @@ def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None
 _NUMERIC = frozenset({"requests", "errors", "req/s", "ttft p50 ms", "tpot p50 ms"})
 
 
-def plain_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     """Columns padded to their widest cell, two spaces apart (numbers right-aligned): for pipes
     and files, where nothing may be cut to fit a width."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
