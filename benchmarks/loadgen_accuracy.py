@@ -20,6 +20,8 @@
       token of a step goes out ``tokens x write cost`` after the schedule; the step's start
       lag (its first write) and the write cost per token are printed to show that floor.
 
+0. The client's HTTP/1.1 response parsing (``httptools``) alone: CPU per token read, no socket.
+
 Every figure is printed with its target; the machine's load average is printed first (other
 processes on the 2 cores move every latency figure).
 
@@ -33,7 +35,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import sys
 import time
 import urllib.request
@@ -42,12 +43,8 @@ from typing import Any
 from servecap.emulator.server import ServerProcess
 from servecap.measure.checks import lag_check, rate_check
 from servecap.measure.loadgen import LoadConfig, RunResult, run_open_loop
+from servecap.results import percentile
 from servecap.workload import RequestSpec as Req
-
-
-def q(xs: list[float], p: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(p * (len(s) - 1) + 0.5))] if s else float("nan")
 
 
 def stats(url: str, reset: bool = False) -> dict[str, Any]:
@@ -89,7 +86,7 @@ async def rate_part(url: str, rates: list[float], seconds: float) -> list[dict[s
 
 
 async def streams_part(url: str, model: str, n: int, rate: float, output: int, ttft_s: float | None) -> dict[str, Any]:
-    cfg = LoadConfig(base_url=url, model=model, extra_body={"servecap_timing": True}, max_connections=n + 16)
+    cfg = LoadConfig(base_url=url, model=model, extra_body={"servecap_timing": True})
     stats(url, reset=True)
     res = await run_open_loop(cfg, [Req(i, i / rate, 64, output) for i in range(n)])
     emu = stats(url)
@@ -97,8 +94,8 @@ async def streams_part(url: str, model: str, n: int, rate: float, output: int, t
     ok = sum(1 for t in res.traces if t.ok)
     d: dict[str, Any] = {
         "streams": n, "completed": ok, "max_in_flight": res.client.max_in_flight,
-        "client_first_token_lag_p50_ms": q(first, 0.5) * 1e3, "client_first_token_lag_p99_ms": q(first, 0.99) * 1e3,
-        "client_token_lag_p50_ms": q(every, 0.5) * 1e3, "client_token_lag_p99_ms": q(every, 0.99) * 1e3,
+        "client_first_token_lag_p50_ms": percentile(first, 50) * 1e3, "client_first_token_lag_p99_ms": percentile(first, 99) * 1e3,
+        "client_token_lag_p50_ms": percentile(every, 50) * 1e3, "client_token_lag_p99_ms": percentile(every, 99) * 1e3,
         "emulator_token_lag_p50_ms": (emu["token_lag_p50_s"] or 0) * 1e3,
         "emulator_token_lag_p99_ms": (emu["token_lag_p99_s"] or 0) * 1e3,
         "emulator_step_lag_p50_ms": (emu["step_lag_p50_s"] or 0) * 1e3,
@@ -109,14 +106,49 @@ async def streams_part(url: str, model: str, n: int, rate: float, output: int, t
     }
     if ttft_s is not None:
         ttfts = [t.ttft_s for t in res.traces if t.ok and t.ttft_s is not None]
-        d["ttft_error_p50_ms"] = (statistics.median(ttfts) - ttft_s) * 1e3
-        d["ttft_error_p99_ms"] = (q(ttfts, 0.99) - ttft_s) * 1e3
+        d["ttft_error_p50_ms"] = (percentile(ttfts, 50) - ttft_s) * 1e3
+        d["ttft_error_p99_ms"] = (percentile(ttfts, 99) - ttft_s) * 1e3
     errs: dict[str, int] = {}
     for t in res.traces:
         if t.error:
             errs[t.error] = errs.get(t.error, 0) + 1
     d["errors"] = errs
     return d
+
+
+_TOKEN_EVENT = (b'data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,'
+                b'"text":" the","logprobs":null,"finish_reason":null}]}\n\n')
+
+
+async def parse_cost_us(requests: int = 300, tokens: int = 200) -> float:
+    """CPU time of the client's HTTP/1.1 response handling (httptools) per token read: a chunked
+    SSE response fed to one connection a chunk per read, no socket (the part of the
+    client-added delay that is parsing)."""
+    from servecap.measure.http1 import _Conn
+
+    class Wire:
+        def write(self, data: bytes) -> None:
+            pass
+
+        def abort(self) -> None:
+            pass
+
+    chunk = b"%x\r\n%s\r\n" % (len(_TOKEN_EVENT), _TOKEN_EVENT)
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    loop = asyncio.get_running_loop()
+    sink: list[bytes] = []
+    t = time.process_time()
+    for _ in range(requests):
+        conn = _Conn(loop)
+        conn.connection_made(Wire())  # type: ignore[arg-type]
+        done = conn.begin(b"POST / HTTP/1.1\r\n\r\n", lambda s: None, sink.append, 5.0)
+        conn.data_received(head)
+        for _ in range(tokens):
+            conn.data_received(chunk)
+        conn.data_received(b"0\r\n\r\n")
+        await done
+        sink.clear()
+    return (time.process_time() - t) / (requests * tokens) * 1e6
 
 
 def mark(value: float, limit: float) -> str:
@@ -144,6 +176,8 @@ def main() -> int:
     out: dict[str, Any] = {"load_average": os.getloadavg()}
     print(f"load average before the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     rate_s = 2.0 if args.quick else 4.0
+    out["parse_us_per_token"] = asyncio.run(parse_cost_us())
+    print(f"0. client HTTP/1.1 parsing (httptools), CPU per token read: {out['parse_us_per_token']:.2f} us", flush=True)
     with ServerProcess(["--fixed-ttft-s", "0.005", "--fixed-itl-s", "0.005", "--served-model-name", "fixed"]) as srv:
         print("1. achieved request rate vs target (fixed 5 ms TTFT / 5 ms ITL, 4 tokens; target within 1%):", flush=True)
         out["rate"] = asyncio.run(rate_part(srv.url, [50, 100, 200, 500], rate_s))

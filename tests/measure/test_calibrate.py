@@ -16,7 +16,7 @@ from servecap.cli.options import DeploymentFlags, deployment_from_options
 from servecap.core.plan import plan
 from servecap.emulator.server import engine_state
 from servecap.errors import ServecapError
-from servecap.measure.asgi_stream import StreamingASGITransport
+from servecap.measure.asgi_stream import AsgiClient
 from servecap.measure.bench import run_bench
 from servecap.measure.calibrate import (
     StepSample,
@@ -53,7 +53,7 @@ def emulated_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
     async def go() -> Any:
         try:
-            return await run_bench(cfg, SPEC, seed=1, transport=StreamingASGITransport(state.driver_app()))
+            return await run_bench(cfg, SPEC, seed=1, transport=AsgiClient(state.driver_app()))
         finally:
             await state.driver.stop()
 

@@ -10,7 +10,7 @@ from loadgen_helpers import Req
 from servecap.cli.options import DeploymentFlags, deployment_from_options
 from servecap.core.plan import plan
 from servecap.emulator.server import engine_state
-from servecap.measure.asgi_stream import StreamingASGITransport
+from servecap.measure.asgi_stream import AsgiClient
 from servecap.measure.bench import run_bench, summarize_traces
 from servecap.measure.loadgen import LoadConfig, make_trace, mark_trimmed
 from servecap.workload import WorkloadSpec
@@ -24,7 +24,7 @@ async def test_chat_users_think_and_hit_the_prefix_cache() -> None:
         "prompt_tokens": 64, "output_tokens": 8, "num_requests": 6})
     cfg = LoadConfig(base_url="http://e", model="m", endpoint="chat")
     try:
-        out = await run_bench(cfg, spec, seed=3, transport=StreamingASGITransport(state.driver_app()))
+        out = await run_bench(cfg, spec, seed=3, transport=AsgiClient(state.driver_app()))
     finally:
         await state.driver.stop()
     traces = out.traces

@@ -136,7 +136,7 @@ def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchRespons
     for i, step in enumerate(req.steps):
         cfg = LoadConfig(base_url=req.url, model=model, endpoint=req.endpoint, request_timeout_s=req.timeout_s,
                          stall_timeout_s=req.stall_timeout_s, warmup_s=req.warmup_s, cooldown_s=req.cooldown_s,
-                         api_key=req.api_key, max_connections=max(4096, step.concurrency or 0), extra_body=extra,
+                         api_key=req.api_key, extra_body=extra,
                          share_prefixes_across_runs=req.share_prefixes_across_runs)
         settings = {"url": req.url, "model": model, "workload": step.workload.model_dump(mode="json", by_alias=True),
                     "seed": req.seed, "concurrency": step.concurrency, "endpoint": req.endpoint,

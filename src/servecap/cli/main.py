@@ -106,7 +106,7 @@ def cli() -> None:
 # Optional dependencies (pyproject extras) -> the extra that installs them.
 _EXTRA_FOR_MODULE = {
     "numpy": "sim", "yaml": "sim", "plotly": "sim",
-    "httpx": "measure", "platformdirs": "measure",
+    "httpx": "measure", "httptools": "measure", "platformdirs": "measure",
     "fastapi": "serve", "uvicorn": "serve", "prometheus_client": "serve",
 }
 

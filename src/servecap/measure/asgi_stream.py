@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from servecap.measure.transport import OnData, OnSent, OnStatus, ProtocolError, StallTimeout
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 AsgiApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
@@ -107,8 +109,9 @@ class AsgiClient:
     """The load generator's in-process client: calls the ASGI app directly in the request's
     own task and hands every body message to ``on_data`` inside the app's ``send`` (so a
     token is timestamped the moment the server writes it: no queue, no task switch, no httpx
-    per chunk). Same interface as :class:`servecap.measure.http1.RawClient`; picked by the
-    load generator when it is given a :class:`StreamingASGITransport`."""
+    per chunk). A :class:`servecap.measure.transport.Transport`, like
+    :class:`servecap.measure.http1.RawClient`; used by the
+    load generator when it is given one as its transport."""
 
     def __init__(self, app: AsgiApp, *, headers: dict[str, str] | None = None,
                  client: tuple[str, int] = ("127.0.0.1", 12345)) -> None:
@@ -124,14 +127,13 @@ class AsgiClient:
     async def aclose(self) -> None:
         return None
 
-    def request_bytes(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[_AsgiTarget, bytes]:
+    def prepare(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[_AsgiTarget, bytes]:
         hdrs = {"content-length": str(len(body)), **self.headers, **{k.lower(): v for k, v in headers.items()}}
         return _AsgiTarget(method, url, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in hdrs.items()]), body
 
-    async def stream(self, target: _AsgiTarget, payload: bytes, on_status: Callable[[int], None],
-                     on_data: Callable[[bytes], object], *, stall_timeout_s: float,
-                     on_sent: Callable[[], None] | None = None) -> None:
-        from servecap.measure.http1 import ProtocolError, StallTimeout
+    async def stream(self, prepared: tuple[_AsgiTarget, bytes], on_status: OnStatus, on_data: OnData, *,
+                     stall_timeout_s: float, on_sent: OnSent | None = None) -> None:
+        target, payload = prepared
 
         scope: Scope = {
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": target.method,

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import httpx
 import numpy as np
 
 from servecap.measure.checks import Check, run_checks
@@ -26,6 +25,7 @@ from servecap.measure.loadgen import (
 )
 from servecap.measure.records import error_counts, to_records
 from servecap.measure.trace import Trace
+from servecap.measure.transport import Transport
 from servecap.results import RunSummary, summarize
 from servecap.results.measured import MeasuredRequest
 from servecap.specs.perf import Slo
@@ -105,7 +105,7 @@ def summarize_traces(traces: Sequence[Trace], slo: Slo | None) -> tuple[RunSumma
 
 
 async def run_bench(cfg: LoadConfig, spec: WorkloadSpec, *, seed: int, concurrency: int | None = None,
-                    slo: Slo | None = None, transport: httpx.AsyncBaseTransport | None = None,
+                    slo: Slo | None = None, transport: Transport | None = None,
                     on_done: OnDone | None = None) -> BenchOutcome:
     rng = np.random.default_rng(seed)
     if spec.closed_loop:

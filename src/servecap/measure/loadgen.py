@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import httpx
-
-from servecap.measure.asgi_stream import AsgiClient, StreamingASGITransport
-from servecap.measure.client import Client, stream_request
+from servecap.measure.client import stream_request
 from servecap.measure.http1 import RawClient
 from servecap.measure.payload import Endpoint, build_body, endpoint_path, prompt_text
 from servecap.measure.trace import Trace
+from servecap.measure.transport import Transport
 from servecap.results.stats import percentile
 
 
@@ -68,7 +66,6 @@ class LoadConfig:
     request_timeout_s: float = 600.0  # total deadline of one request (slow-loris guard)
     connect_timeout_s: float = 10.0
     stall_timeout_s: float = 60.0  # no bytes for this long: timeout
-    max_connections: int = 4096
     warmup_s: float = 0.0  # requests scheduled before this are stored, not summarized
     cooldown_s: float = 0.0  # requests scheduled in the last cooldown_s likewise
     extra_body: dict[str, Any] = field(default_factory=dict)
@@ -200,19 +197,18 @@ def body_for(cfg: LoadConfig, trace: Trace) -> dict[str, Any]:
                       stream=cfg.stream, extra=cfg.extra_body)
 
 
-def make_client(cfg: LoadConfig, transport: httpx.AsyncBaseTransport | None, pool: int) -> Client:
-    """The HTTP client of a run: :class:`~servecap.measure.http1.RawClient` (keep-alive HTTP/1.1,
-    low overhead) against a URL, or an httpx client over ``transport`` (in-process tests).
-    Either way one client holds every concurrent stream (no pool waits)."""
-    headers = {"authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else None
-    if transport is None:
-        return RawClient(connect_timeout_s=cfg.connect_timeout_s, headers=headers)
-    if isinstance(transport, StreamingASGITransport):
-        return AsgiClient(transport.app, headers=headers, client=transport.client)
-    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
-    timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.stall_timeout_s,
-                            write=cfg.connect_timeout_s, pool=None)
-    return httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport, headers=headers)
+def open_transport(cfg: LoadConfig, transport: Transport | None) -> Transport:
+    """The run's one transport, chosen here: the one given (in-process tests pass an
+    :class:`~servecap.measure.asgi_stream.AsgiClient`), else a
+    :class:`~servecap.measure.http1.RawClient` (keep-alive HTTP/1.1, low overhead) for the
+    URL. Either way one client holds every concurrent stream (no pool waits)."""
+    if transport is not None:
+        return transport
+    return RawClient(connect_timeout_s=cfg.connect_timeout_s)
+
+
+def auth_headers(cfg: LoadConfig) -> dict[str, str] | None:
+    return {"authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else None
 
 
 def mark_trimmed(traces: list[Trace], cfg: LoadConfig) -> None:
@@ -224,11 +220,11 @@ def mark_trimmed(traces: list[Trace], cfg: LoadConfig) -> None:
         t.trimmed = t.trimmed or t.scheduled_s < cfg.warmup_s or t.scheduled_s > last - cfg.cooldown_s
 
 
-async def _one(client: Client, cfg: LoadConfig, trace: Trace, t0: float, mon: _Monitor,
+async def _one(client: Transport, cfg: LoadConfig, trace: Trace, t0: float, mon: _Monitor,
                on_done: OnDone | None) -> None:
     mon.change(+1)
     try:
-        await stream_request(client, cfg.url, body_for(cfg, trace), trace, t0=t0,
+        await stream_request(client, cfg.url, body_for(cfg, trace), trace, t0=t0, headers=auth_headers(cfg),
                              total_timeout_s=cfg.request_timeout_s, stall_timeout_s=cfg.stall_timeout_s)
     finally:
         mon.change(-1)
@@ -237,12 +233,12 @@ async def _one(client: Client, cfg: LoadConfig, trace: Trace, t0: float, mon: _M
 
 
 async def run_open_loop(cfg: LoadConfig, specs: Sequence[RequestLike], *,
-                        transport: httpx.AsyncBaseTransport | None = None,
+                        transport: Transport | None = None,
                         on_done: OnDone | None = None) -> RunResult:
     """Send each request at its scheduled time (absolute, from the run's start)."""
     traces = sorted((make_trace(s) for s in specs), key=lambda t: t.scheduled_s)
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    async with make_client(cfg, transport, cfg.max_connections) as client, _quiet():
+    async with open_transport(cfg, transport) as client, _quiet():
         t0 = time.perf_counter()
         mon = _Monitor(t0)
         mon_task = asyncio.create_task(mon.run())
@@ -271,7 +267,7 @@ async def run_open_loop(cfg: LoadConfig, specs: Sequence[RequestLike], *,
 
 async def run_closed_loop(cfg: LoadConfig, specs: Sequence[RequestLike], concurrency: int, *,
                           duration_s: float | None = None,
-                          transport: httpx.AsyncBaseTransport | None = None,
+                          transport: Transport | None = None,
                           on_done: OnDone | None = None) -> RunResult:
     """``concurrency`` workers; each takes the next request when its previous one ends.
 
@@ -282,7 +278,7 @@ async def run_closed_loop(cfg: LoadConfig, specs: Sequence[RequestLike], concurr
     order = iter(pending)
     done: list[Trace] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    async with make_client(cfg, transport, max(concurrency, 1)) as client, _quiet():
+    async with open_transport(cfg, transport) as client, _quiet():
         t0 = time.perf_counter()
         mon = _Monitor(t0)
         mon_task = asyncio.create_task(mon.run())
@@ -317,7 +313,7 @@ class UsersLike(Protocol):
 
 
 async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
-                         transport: httpx.AsyncBaseTransport | None = None,
+                         transport: Transport | None = None,
                          on_done: OnDone | None = None) -> RunResult:
     """Closed loop of chat users (:class:`servecap.workload.ClosedLoopUsers`): each user sends
     a turn at its scheduled time (start offset, or the previous answer's end plus a think time)
@@ -328,7 +324,7 @@ async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
     started = datetime.now(UTC).isoformat(timespec="seconds")
     firsts = users.first_turns()
     history: dict[int, str] = {}
-    async with make_client(cfg, transport, max(1, len(firsts))) as client, _quiet():
+    async with open_transport(cfg, transport) as client, _quiet():
         t0 = time.perf_counter()
         mon = _Monitor(t0)
         mon_task = asyncio.create_task(mon.run())
@@ -352,7 +348,7 @@ async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
                                   extra=cfg.extra_body)
                 mon.change(+1)
                 try:
-                    await stream_request(client, cfg.url, body, trace, t0=t0,
+                    await stream_request(client, cfg.url, body, trace, t0=t0, headers=auth_headers(cfg),
                                          total_timeout_s=cfg.request_timeout_s,
                                          stall_timeout_s=cfg.stall_timeout_s, collect_text=True)
                 finally:
