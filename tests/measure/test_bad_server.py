@@ -12,8 +12,10 @@ from servecap.measure.bench import summarize_traces
 from servecap.measure.loadgen import LoadConfig, run_open_loop
 from servecap.measure.records import error_counts
 
-_OK = (b'data: {"choices":[{"index":0,"text":" the"}]}\n\n'
-       b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+_OK = (
+    b'data: {"choices":[{"index":0,"text":" the"}]}\n\n'
+    b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}\n\ndata: [DONE]\n\n'
+)
 _HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
 
 

@@ -70,8 +70,14 @@ async def test_pieces_of_one_read_come_as_one_callback() -> None:
     assert got == [b"abcde", b"f"]
 
 
-@pytest.mark.parametrize("wire", [b"SMTP ready\r\n\r\n", b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n",
-                                  b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"])
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"SMTP ready\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
 async def test_malformed_responses_are_protocol_errors(wire: bytes) -> None:
     _, _, conn, err = await _feed(wire)
     assert isinstance(err, ProtocolError) and not conn.reusable
@@ -89,10 +95,14 @@ async def test_a_real_server_over_keep_alive() -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal conns
         conns += 1
-        for answer in (b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\none",
-                       b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\ntwo\r\n0\r\n\r\n"):
+        for answer in (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\none",
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\ntwo\r\n0\r\n\r\n",
+        ):
             head = await reader.readuntil(b"\r\n\r\n")
-            length = int(next(line for line in head.split(b"\r\n") if line.startswith(b"content-length")).split(b":")[1])
+            length = int(
+                next(line for line in head.split(b"\r\n") if line.startswith(b"content-length")).split(b":")[1]
+            )
             await reader.readexactly(length)
             writer.write(answer)
             await writer.drain()

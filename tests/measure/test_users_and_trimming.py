@@ -19,9 +19,14 @@ from servecap.workload import WorkloadSpec
 async def test_chat_users_think_and_hit_the_prefix_cache() -> None:
     dep, _ = deployment_from_options(DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096))
     state = engine_state(plan(dep), model_name="m")
-    spec = WorkloadSpec.model_validate({
-        "users": {"count": 2, "think_time_s": 0.1, "turns": 3, "start_spread_s": 0.0},
-        "prompt_tokens": 64, "output_tokens": 8, "num_requests": 6})
+    spec = WorkloadSpec.model_validate(
+        {
+            "users": {"count": 2, "think_time_s": 0.1, "turns": 3, "start_spread_s": 0.0},
+            "prompt_tokens": 64,
+            "output_tokens": 8,
+            "num_requests": 6,
+        }
+    )
     cfg = LoadConfig(base_url="http://e", model="m", endpoint="chat")
     try:
         out = await run_bench(cfg, spec, seed=3, transport=AsgiClient(state.driver_app()))

@@ -25,12 +25,26 @@ MAX_HIT_RATE_GAP = 0.10
 
 # (summary key, percentile or None): the rows of the comparison
 METRICS: tuple[tuple[str, str | None], ...] = (
-    ("ttft_s", "p50"), ("ttft_s", "p90"), ("ttft_s", "p99"), ("ttft_s", "mean"),
-    ("tpot_s", "p50"), ("tpot_s", "p90"), ("tpot_s", "p99"), ("tpot_s", "mean"),
-    ("itl_s", "p50"), ("itl_s", "p90"), ("itl_s", "p99"),
-    ("e2e_s", "p50"), ("e2e_s", "p90"), ("e2e_s", "p99"), ("e2e_s", "mean"),
-    ("throughput_req_s", None), ("output_tokens_per_s", None), ("goodput_req_s", None),
-    ("completed", None), ("prefix_cache_hit_rate", None),
+    ("ttft_s", "p50"),
+    ("ttft_s", "p90"),
+    ("ttft_s", "p99"),
+    ("ttft_s", "mean"),
+    ("tpot_s", "p50"),
+    ("tpot_s", "p90"),
+    ("tpot_s", "p99"),
+    ("tpot_s", "mean"),
+    ("itl_s", "p50"),
+    ("itl_s", "p90"),
+    ("itl_s", "p99"),
+    ("e2e_s", "p50"),
+    ("e2e_s", "p90"),
+    ("e2e_s", "p99"),
+    ("e2e_s", "mean"),
+    ("throughput_req_s", None),
+    ("output_tokens_per_s", None),
+    ("goodput_req_s", None),
+    ("completed", None),
+    ("prefix_cache_hit_rate", None),
 )
 
 
@@ -70,8 +84,9 @@ def accuracy(req: AccuracyRequest) -> AccuracyResponse:
     predicted, notes = predicted_summary(run.settings, stored_deployment(run), req.calibration)
     measured = summary_to_json_dict(run.summary)
     if measured.get("prefix_cache_hit_rate") is None:  # stored before the rate was kept
-        measured["prefix_cache_hit_rate"] = measured_hit_rate([t for t in store.get_requests(run.run_id)
-                                                              if not t.trimmed])
+        measured["prefix_cache_hit_rate"] = measured_hit_rate(
+            [t for t in store.get_requests(run.run_id) if not t.trimmed]
+        )
     check_hit_rates(run.run_id, measured.get("prefix_cache_hit_rate"), predicted.get("prefix_cache_hit_rate"))
     if run.interrupted:
         notes.append("the run was interrupted: it is compared over the requests it completed")
@@ -84,15 +99,20 @@ def check_hit_rates(run_id: str, measured: float | None, predicted: float | None
         return
     if measured - (predicted or 0.0) > MAX_HIT_RATE_GAP:
         raise ServecapError(
-            "run", run_id,
+            "run",
+            run_id,
             f"measured prefix-cache hit rate {measured:.1%} but the simulated workload gives "
             f"{predicted or 0.0:.1%}: the server answered prompts from a cache this run's workload did not "
             "fill (a run made before prompts were unique per run, or another client's requests), so its TTFT "
-            "is not comparable; bench it again")
+            "is not comparable; bench it again",
+        )
 
 
-def predicted_summary(settings: dict[str, Any], deployment: dict[str, Any], calibration: Path | None,
-                      ) -> tuple[dict[str, Any], list[str]]:
+def predicted_summary(
+    settings: dict[str, Any],
+    deployment: dict[str, Any],
+    calibration: Path | None,
+) -> tuple[dict[str, Any], list[str]]:
     """Simulate the run's stored workload, seed and deployment; summarize the requests the
     measurement summarized (warm-up and cool-down trimmed the same way)."""
     import numpy as np
@@ -105,8 +125,12 @@ def predicted_summary(settings: dict[str, Any], deployment: dict[str, Any], cali
     from servecap.workload import WorkloadSpec
 
     if settings.get("concurrency") is not None:
-        raise ServecapError("run", settings.get("concurrency"), "a fixed-concurrency run (--concurrency) has no "
-                            "simulated equivalent; bench with --rate, --users or --workload")
+        raise ServecapError(
+            "run",
+            settings.get("concurrency"),
+            "a fixed-concurrency run (--concurrency) has no "
+            "simulated equivalent; bench with --rate, --users or --workload",
+        )
     dep, notes, caching = deployment_from_settings(deployment)
     eff, note = efficiency_from_file(calibration)
     if note:
@@ -115,8 +139,7 @@ def predicted_summary(settings: dict[str, Any], deployment: dict[str, Any], cali
     slo_d = settings.get("slo")
     slo = Slo(slo_d.get("ttft_s"), slo_d.get("tpot_s")) if isinstance(slo_d, dict) else None
     setup = engine_setup_from_plan(plan(dep, efficiency=eff), enable_prefix_caching=caching)
-    res = simulate(setup, spec, np.random.default_rng(int(settings.get("seed", 0))), slo=slo,
-                   record_token_times=True)
+    res = simulate(setup, spec, np.random.default_rng(int(settings.get("seed", 0))), slo=slo, record_token_times=True)
     records = res.records()
     warm, cool = float(settings.get("warmup_s") or 0.0), float(settings.get("cooldown_s") or 0.0)
     if records and (warm > 0 or cool > 0):

@@ -131,19 +131,38 @@ def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchRespons
     if req.server_timing if req.server_timing is not None else emulated is not None:
         extra["servecap_timing"] = True
     sweep_id = new_run_id() if len(req.steps) > 1 else None
-    out = BenchResponse(url=req.url, model=model, sweep_id=sweep_id, db=None if store is None else str(store.path),
-                        runs=[])
+    out = BenchResponse(
+        url=req.url, model=model, sweep_id=sweep_id, db=None if store is None else str(store.path), runs=[]
+    )
     for i, step in enumerate(req.steps):
-        cfg = LoadConfig(base_url=req.url, model=model, endpoint=req.endpoint, request_timeout_s=req.timeout_s,
-                         stall_timeout_s=req.stall_timeout_s, warmup_s=req.warmup_s, cooldown_s=req.cooldown_s,
-                         api_key=req.api_key, extra_body=extra,
-                         share_prefixes_across_runs=req.share_prefixes_across_runs)
-        settings = {"url": req.url, "model": model, "workload": step.workload.model_dump(mode="json", by_alias=True),
-                    "seed": req.seed, "concurrency": step.concurrency, "endpoint": req.endpoint,
-                    "warmup_s": req.warmup_s, "cooldown_s": req.cooldown_s, "timeout_s": req.timeout_s,
-                    "slo": None if req.slo is None else req.slo.model_dump(), "deployment": deployment,
-                    "server_timing": bool(extra), "run_nonce": cfg.run_nonce,
-                    "share_prefixes_across_runs": req.share_prefixes_across_runs}
+        cfg = LoadConfig(
+            base_url=req.url,
+            model=model,
+            endpoint=req.endpoint,
+            request_timeout_s=req.timeout_s,
+            stall_timeout_s=req.stall_timeout_s,
+            warmup_s=req.warmup_s,
+            cooldown_s=req.cooldown_s,
+            api_key=req.api_key,
+            extra_body=extra,
+            share_prefixes_across_runs=req.share_prefixes_across_runs,
+        )
+        settings = {
+            "url": req.url,
+            "model": model,
+            "workload": step.workload.model_dump(mode="json", by_alias=True),
+            "seed": req.seed,
+            "concurrency": step.concurrency,
+            "endpoint": req.endpoint,
+            "warmup_s": req.warmup_s,
+            "cooldown_s": req.cooldown_s,
+            "timeout_s": req.timeout_s,
+            "slo": None if req.slo is None else req.slo.model_dump(),
+            "deployment": deployment,
+            "server_timing": bool(extra),
+            "run_nonce": cfg.run_nonce,
+            "share_prefixes_across_runs": req.share_prefixes_across_runs,
+        }
         label = f"step {i + 1}/{len(req.steps)}" if len(req.steps) > 1 else ""
         result = _run_step(req, cfg, step, progress, label, store, settings, sweep_id)
         out.runs.append(result)
@@ -159,15 +178,25 @@ def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchRespons
 def _failure(result: BenchRunResult, limit: float) -> str:
     kinds = ", ".join(f"{k} {v}" for k, v in result.errors.items() if k != "interrupted")
     where = f"run {result.run_id}" if result.run_id else "the run"
-    msg = (f"{result.failed_requests} of {result.sent_requests} requests failed in {where} ({kinds}; more than "
-           f"{limit:.0%}, --max-error-fraction)")
+    msg = (
+        f"{result.failed_requests} of {result.sent_requests} requests failed in {where} ({kinds}; more than "
+        f"{limit:.0%}, --max-error-fraction)"
+    )
     if result.first_error:
         msg += f"; the first error: {result.first_error}"
     return msg
 
 
-def _run_step(req: BenchRequest, cfg: Any, step: BenchStep, progress: ProgressFn | None, label: str,
-              store: Any, settings: dict[str, Any], sweep_id: str | None) -> BenchRunResult:
+def _run_step(
+    req: BenchRequest,
+    cfg: Any,
+    step: BenchStep,
+    progress: ProgressFn | None,
+    label: str,
+    store: Any,
+    settings: dict[str, Any],
+    sweep_id: str | None,
+) -> BenchRunResult:
     from dataclasses import asdict
 
     from servecap.measure.bench import planned_requests, run_bench
@@ -189,25 +218,44 @@ def _run_step(req: BenchRequest, cfg: Any, step: BenchStep, progress: ProgressFn
 
     if progress is not None:
         progress(Progress(stage, 0, total, "requests", f"sending to {req.url}"))
-    outcome = run_interruptible(run_bench(cfg, step.workload, seed=req.seed, concurrency=step.concurrency, slo=slo,
-                                          on_done=on_done))
+    outcome = run_interruptible(
+        run_bench(cfg, step.workload, seed=req.seed, concurrency=step.concurrency, slo=slo, on_done=on_done)
+    )
     result = outcome.result
     checks = [CheckResult(**c.as_dict()) for c in outcome.checks]
     run_id = new_run_id()
     if store is not None:
-        store.save_measured(run_id=run_id, url=req.url, model=cfg.model, mode=result.mode, settings=settings,
-                            requests=outcome.requests(), summary=outcome.summary,
-                            checks=[c.model_dump() for c in checks], client=asdict(result.client),
-                            wall_duration_s=result.wall_duration_s, interrupted=result.interrupted,
-                            label=req.label, sweep_id=sweep_id, created_at=result.started_at)
+        store.save_measured(
+            run_id=run_id,
+            url=req.url,
+            model=cfg.model,
+            mode=result.mode,
+            settings=settings,
+            requests=outcome.requests(),
+            summary=outcome.summary,
+            checks=[c.model_dump() for c in checks],
+            client=asdict(result.client),
+            wall_duration_s=result.wall_duration_s,
+            interrupted=result.interrupted,
+            label=req.label,
+            sweep_id=sweep_id,
+            created_at=result.started_at,
+        )
     first = outcome.first_error()
     return BenchRunResult(
-        run_id=run_id if store is not None else None, rate=step.rate, concurrency=step.concurrency,
-        mode=result.mode, interrupted=result.interrupted, summary=summary_to_json_dict(outcome.summary),
-        errors=outcome.errors, checks=checks, measured_window_s=outcome.measured_window_s,
+        run_id=run_id if store is not None else None,
+        rate=step.rate,
+        concurrency=step.concurrency,
+        mode=result.mode,
+        interrupted=result.interrupted,
+        summary=summary_to_json_dict(outcome.summary),
+        errors=outcome.errors,
+        checks=checks,
+        measured_window_s=outcome.measured_window_s,
         sent_requests=len(result.traces),
         prefix_cache_hit_rate=outcome.summary.prefix_cache_hit_rate,
-        multi_token_chunk_requests=outcome.multi_token_chunk_requests, failed_requests=outcome.failed,
+        multi_token_chunk_requests=outcome.multi_token_chunk_requests,
+        failed_requests=outcome.failed,
         first_error=None if first is None else f"{first.error}: {first.error_detail[:1000]}".rstrip(": "),
     )
 
@@ -272,8 +320,9 @@ def first_model(url: str, api_key: str | None) -> str:
         data = resp.json().get("data") or []
         return str(data[0]["id"])
     except (httpx.HTTPError, ValueError, KeyError, IndexError, AttributeError) as err:
-        raise ServecapError("model", None, f"not given and {base}/v1/models did not name one "
-                            f"({type(err).__name__}); pass --model") from None
+        raise ServecapError(
+            "model", None, f"not given and {base}/v1/models did not name one ({type(err).__name__}); pass --model"
+        ) from None
 
 
 def server_deployment(url: str, api_key: str | None) -> dict[str, Any] | None:

@@ -81,21 +81,37 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
     assert deployment is not None
     dep, _notes, _caching = deployment_from_settings(deployment)
     start = Efficiency()
-    fit, stats, used = calibrate_runs(requests, plan(dep, efficiency=start).step,
-                                      max_num_batched_tokens=dep.engine.max_num_batched_tokens, start=start,
-                                      source=req.source, fit_prefill=req.fit_prefill)
+    fit, stats, used = calibrate_runs(
+        requests,
+        plan(dep, efficiency=start).step,
+        max_num_batched_tokens=dep.engine.max_num_batched_tokens,
+        start=start,
+        source=req.source,
+        fit_prefill=req.fit_prefill,
+    )
     e = fit.efficiency
     try:
-        coeffs = Coefficients(bandwidth_efficiency=e.bandwidth_efficiency, compute_efficiency=e.compute_efficiency,
-                              step_overhead_s=e.step_overhead_s, prefill_s_per_token=e.prefill_s_per_token,
-                              allreduce_latency_s=e.allreduce_latency_s)
+        coeffs = Coefficients(
+            bandwidth_efficiency=e.bandwidth_efficiency,
+            compute_efficiency=e.compute_efficiency,
+            step_overhead_s=e.step_overhead_s,
+            prefill_s_per_token=e.prefill_s_per_token,
+            allreduce_latency_s=e.allreduce_latency_s,
+        )
     except ValueError as err:
-        raise ServecapError("runs", ",".join(r.run_id for r in rows),
-                            f"fitted coefficients out of range ({err.__class__.__name__}): {e}") from None
+        raise ServecapError(
+            "runs",
+            ",".join(r.run_id for r in rows),
+            f"fitted coefficients out of range ({err.__class__.__name__}): {e}",
+        ) from None
     cal = CalibrationFile(
-        model=dep.model.id, gpu=dep.gpu.id, tp=dep.parallelism.tp, pp=dep.parallelism.pp,
+        model=dep.model.id,
+        gpu=dep.gpu.id,
+        tp=dep.parallelism.tp,
+        pp=dep.parallelism.pp,
         weights_dtype=str(deployment.get("weights_dtype") or "auto"),
-        kv_cache_dtype=str(deployment.get("kv_cache_dtype") or "auto"), coefficients=coeffs,
+        kv_cache_dtype=str(deployment.get("kv_cache_dtype") or "auto"),
+        coefficients=coeffs,
         fit=FitSummary(runs=[r.run_id for r in rows], num_samples=fit.num_samples, rmse_s=fit.rmse_s, r2=fit.r2),
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
@@ -105,11 +121,28 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
         raise ServecapError("output", str(req.output), f"cannot write: {err.strerror}") from None
     names = ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s", "prefill_s_per_token")
     return CalibrateResponse(
-        output=str(req.output), model=dep.model.id, gpu=dep.gpu.id, num_gpus=dep.num_gpus, source=used,
-        coefficients=coeffs.model_dump(), defaults={n: float(getattr(start, n)) for n in names},
-        num_samples=fit.num_samples, memory_bound=fit.num_memory_bound, compute_bound=fit.num_compute_bound,
-        rmse_s=fit.rmse_s, r2=fit.r2, dropped_outliers=fit.dropped_outliers, not_determined=list(fit.fixed),
-        steps=[RunSteps(run_id=r.run_id, steps=s.steps, usable=s.usable, tainted=s.tainted,
-                        prefix_cache_hit_rate=measured_hit_rate([t for t in reqs if not t.trimmed]))
-               for r, s, reqs in zip(rows, stats, requests, strict=True)],
+        output=str(req.output),
+        model=dep.model.id,
+        gpu=dep.gpu.id,
+        num_gpus=dep.num_gpus,
+        source=used,
+        coefficients=coeffs.model_dump(),
+        defaults={n: float(getattr(start, n)) for n in names},
+        num_samples=fit.num_samples,
+        memory_bound=fit.num_memory_bound,
+        compute_bound=fit.num_compute_bound,
+        rmse_s=fit.rmse_s,
+        r2=fit.r2,
+        dropped_outliers=fit.dropped_outliers,
+        not_determined=list(fit.fixed),
+        steps=[
+            RunSteps(
+                run_id=r.run_id,
+                steps=s.steps,
+                usable=s.usable,
+                tainted=s.tainted,
+                prefix_cache_hit_rate=measured_hit_rate([t for t in reqs if not t.trimmed]),
+            )
+            for r, s, reqs in zip(rows, stats, requests, strict=True)
+        ],
     )

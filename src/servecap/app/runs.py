@@ -97,6 +97,10 @@ def stored_deployment(run: StoredRun) -> dict[str, Any]:
         raise ServecapError("run", run.run_id, f"is a {run.kind} run, not a measurement")
     dep = run.settings.get("deployment")
     if not isinstance(dep, dict):
-        raise ServecapError("run", run.run_id, "has no stored deployment: bench it with --gpu and the "
-                            "deployment flags of `servecap plan` (automatic against `servecap emulate`)")
+        raise ServecapError(
+            "run",
+            run.run_id,
+            "has no stored deployment: bench it with --gpu and the "
+            "deployment flags of `servecap plan` (automatic against `servecap emulate`)",
+        )
     return dep

@@ -43,8 +43,12 @@ def accuracy(run: str, calibration: Path | None, db: Path | None, as_json: bool)
         return f"{v:,.2f}"
 
     for r in resp.metrics:
-        t.add_row(r.metric, fmt(r.metric, r.measured), fmt(r.metric, r.predicted),
-                  "-" if r.error is None else f"{r.error:+.1%}")
+        t.add_row(
+            r.metric,
+            fmt(r.metric, r.measured),
+            fmt(r.metric, r.predicted),
+            "-" if r.error is None else f"{r.error:+.1%}",
+        )
     con = Console(soft_wrap=True)
     con.print(t)
     for n in resp.notes:

@@ -41,52 +41,102 @@ def _floats(field: str, text: str | None) -> list[float | None]:
 
 @click.command("bench")
 @click.argument("url", type=click.STRING)
-@click.option("--model", "-m", type=click.STRING, default=None,
-              help="Model name to request (default: the server's first /v1/models entry).")
+@click.option(
+    "--model",
+    "-m",
+    type=click.STRING,
+    default=None,
+    help="Model name to request (default: the server's first /v1/models entry).",
+)
 @click.option("--workload", type=PATH, default=None, help="Workload file (YAML/JSON), as for simulate.")
-@click.option("--rate", type=click.STRING, default=None,
-              help="Requests/s (open loop); a comma list sweeps, e.g. 1,2,4.")
+@click.option(
+    "--rate", type=click.STRING, default=None, help="Requests/s (open loop); a comma list sweeps, e.g. 1,2,4."
+)
 @request_stream_options
 @click.option("--num-requests", type=click.INT, default=None, help="Requests to send.")
 @click.option("--duration-s", type=click.FLOAT, default=None, help="Stop starting requests after this many seconds.")
 @click.option("--users", type=click.INT, default=None, help="Closed loop: chat users.")
 @click.option("--think-time-s", type=click.FLOAT, default=None, help="Chat users' think time.")
-@click.option("--concurrency", type=click.STRING, default=None,
-              help="Closed loop with N workers; a comma list sweeps.")
+@click.option("--concurrency", type=click.STRING, default=None, help="Closed loop with N workers; a comma list sweeps.")
 @click.option("--seed", type=click.INT, default=0, help="Workload RNG seed (same stream as simulate).")
 @click.option("--endpoint", type=click.STRING, default="completions", help="completions|chat.")
-@click.option("--warmup-s", type=click.FLOAT, default=0.0,
-              help="Exclude requests scheduled in the first N s from the summary.")
+@click.option(
+    "--warmup-s", type=click.FLOAT, default=0.0, help="Exclude requests scheduled in the first N s from the summary."
+)
 @click.option("--cooldown-s", type=click.FLOAT, default=0.0, help="Exclude requests scheduled in the last N s.")
 @click.option("--timeout-s", type=click.FLOAT, default=600.0, help="Total deadline per request.")
-@click.option("--stall-timeout-s", type=click.FLOAT, default=60.0,
-              help="Timeout when no bytes arrive for this long.")
+@click.option("--stall-timeout-s", type=click.FLOAT, default=60.0, help="Timeout when no bytes arrive for this long.")
 @slo_options(None, None, "for goodput")
 @click.option("--label", type=click.STRING, default="", help="A note stored with the run.")
 @db_option
 @click.option("--no-store", is_flag=True, default=False, help="Do not save the run.")
-@click.option("--api-key", type=click.STRING, default=None, envvar="OPENAI_API_KEY", show_envvar=True,
-              help="Bearer token.")
-@click.option("--model-id", type=click.STRING, default=None,
-              help="Deployment: catalog id or config.json of the served model (default: --model).")
+@click.option(
+    "--api-key", type=click.STRING, default=None, envvar="OPENAI_API_KEY", show_envvar=True, help="Bearer token."
+)
+@click.option(
+    "--model-id",
+    type=click.STRING,
+    default=None,
+    help="Deployment: catalog id or config.json of the served model (default: --model).",
+)
 @hardware_options
-@click.option("--no-enable-prefix-caching", "no_prefix_caching", is_flag=True, default=False,
-              help="Deployment: the server runs without prefix caching.")
-@click.option("--server-timing/--no-server-timing", default=None,
-              help="Ask for the emulator's servecap_timing (default: on when the server is servecap emulate).")
-@click.option("--max-error-fraction", type=click.FloatRange(0.0, 1.0), default=0.1,
-              help="Exit non-zero (and stop a sweep) when more than this share of a run's requests fail.")
-@click.option("--share-prefixes-across-runs", is_flag=True, default=False,
-              help="Shared-prefix groups keep the same text in every run (prompts are otherwise unique per run, "
-                   "so a server's prefix cache cannot answer one run from another).")
+@click.option(
+    "--no-enable-prefix-caching",
+    "no_prefix_caching",
+    is_flag=True,
+    default=False,
+    help="Deployment: the server runs without prefix caching.",
+)
+@click.option(
+    "--server-timing/--no-server-timing",
+    default=None,
+    help="Ask for the emulator's servecap_timing (default: on when the server is servecap emulate).",
+)
+@click.option(
+    "--max-error-fraction",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.1,
+    help="Exit non-zero (and stop a sweep) when more than this share of a run's requests fail.",
+)
+@click.option(
+    "--share-prefixes-across-runs",
+    is_flag=True,
+    default=False,
+    help="Shared-prefix groups keep the same text in every run (prompts are otherwise unique per run, "
+    "so a server's prefix cache cannot answer one run from another).",
+)
 @json_option
 def bench(
-    *, url: str, model: str | None, workload: Path | None, rate: str | None, stream: StreamFlags, num_requests: int | None, duration_s: float | None, users: int | None,
-    think_time_s: float | None, concurrency: str | None, seed: int, endpoint: str, warmup_s: float,
-    cooldown_s: float, timeout_s: float, stall_timeout_s: float, ttft_slo_ms: float | None,
-    tpot_slo_ms: float | None, label: str, db: Path | None, no_store: bool, api_key: str | None,
-    model_id: str | None, deployment: DeploymentFlags, no_prefix_caching: bool,
-    server_timing: bool | None, max_error_fraction: float, share_prefixes_across_runs: bool, as_json: bool,
+    *,
+    url: str,
+    model: str | None,
+    workload: Path | None,
+    rate: str | None,
+    stream: StreamFlags,
+    num_requests: int | None,
+    duration_s: float | None,
+    users: int | None,
+    think_time_s: float | None,
+    concurrency: str | None,
+    seed: int,
+    endpoint: str,
+    warmup_s: float,
+    cooldown_s: float,
+    timeout_s: float,
+    stall_timeout_s: float,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    label: str,
+    db: Path | None,
+    no_store: bool,
+    api_key: str | None,
+    model_id: str | None,
+    deployment: DeploymentFlags,
+    no_prefix_caching: bool,
+    server_timing: bool | None,
+    max_error_fraction: float,
+    share_prefixes_across_runs: bool,
+    as_json: bool,
 ) -> None:
     """Send a workload to an OpenAI-compatible server and measure TTFT, ITL, TPOT, E2E, throughput.
 
@@ -122,23 +172,49 @@ def bench(
             if workload is not None:
                 spec = load_workload(workload)
             elif r is not None or users is not None:
-                spec = workload_from_flags(rate=r, num_requests=num_requests, duration_s=duration_s, users=users,
-                                           think_time_s=think_time_s, **stream.workload_kwargs())
+                spec = workload_from_flags(
+                    rate=r,
+                    num_requests=num_requests,
+                    duration_s=duration_s,
+                    users=users,
+                    think_time_s=think_time_s,
+                    **stream.workload_kwargs(),
+                )
             else:
                 spec = _concurrency_spec(c, stream.prompt_tokens, stream.output_tokens, num_requests, duration_s)
             steps.append(BenchStep(workload=spec, rate=r, concurrency=None if c is None else int(c)))
     dep_settings: dict[str, Any] | None = None
     if deployment.gpu is not None or model_id is not None:
         # (no model named: the app fills in the served model's name once it knows it)
-        dep_settings = {**deployment.with_model(model_id or model).to_settings(),
-                        "enable_prefix_caching": not no_prefix_caching}
-    slo = SloModel(ttft_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None,
-                   tpot_s=tpot_slo_ms / 1e3 if tpot_slo_ms else None) if (ttft_slo_ms or tpot_slo_ms) else None
-    req = BenchRequest(url=url, model=model, steps=steps, seed=seed, endpoint=endpoint,  # type: ignore[arg-type]
-                       warmup_s=warmup_s, cooldown_s=cooldown_s, timeout_s=timeout_s,
-                       stall_timeout_s=stall_timeout_s, slo=slo, label=label, db=db, store=not no_store,
-                       api_key=api_key, deployment=dep_settings, server_timing=server_timing,
-                       max_error_fraction=max_error_fraction, share_prefixes_across_runs=share_prefixes_across_runs)
+        dep_settings = {
+            **deployment.with_model(model_id or model).to_settings(),
+            "enable_prefix_caching": not no_prefix_caching,
+        }
+    slo = (
+        SloModel(ttft_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None, tpot_s=tpot_slo_ms / 1e3 if tpot_slo_ms else None)
+        if (ttft_slo_ms or tpot_slo_ms)
+        else None
+    )
+    req = BenchRequest(
+        url=url,
+        model=model,
+        steps=steps,
+        seed=seed,
+        endpoint=endpoint,  # type: ignore[arg-type]
+        warmup_s=warmup_s,
+        cooldown_s=cooldown_s,
+        timeout_s=timeout_s,
+        stall_timeout_s=stall_timeout_s,
+        slo=slo,
+        label=label,
+        db=db,
+        store=not no_store,
+        api_key=api_key,
+        deployment=dep_settings,
+        server_timing=server_timing,
+        max_error_fraction=max_error_fraction,
+        share_prefixes_across_runs=share_prefixes_across_runs,
+    )
     with progress_reporter(quiet=as_json) as report:
         resp = bench(req, report)
     if as_json:
@@ -163,8 +239,14 @@ def _concurrency_spec(c: float | None, prompt: int, output: int, n: int | None, 
 
     if c is None:
         raise ServecapError("rate", None, "give --rate, --concurrency, --users or --workload")
-    return workload_from_flags(rate=1.0, arrival="constant", prompt_tokens=prompt, output_tokens=output,
-                               num_requests=n, duration_s=None if n is not None else dur)
+    return workload_from_flags(
+        rate=1.0,
+        arrival="constant",
+        prompt_tokens=prompt,
+        output_tokens=output,
+        num_requests=n,
+        duration_s=None if n is not None else dur,
+    )
 
 
 @contextlib.contextmanager
@@ -197,8 +279,15 @@ def progress_reporter(*, quiet: bool, every_s: float = 5.0) -> Iterator[Progress
 
         yield line
         return
-    with Bars(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-              TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console, transient=True) as bars:
+    with Bars(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[note]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bars:
         tasks: dict[str, Any] = {}
 
         def bar(ev: Progress) -> None:
@@ -216,31 +305,44 @@ def _render(run: Any, db: str | None) -> None:
 
     con = Console(soft_wrap=True)
     s = run.summary
-    title = (f"run {run.run_id or '(not stored)'}: {s['completed']}/{s['num_requests']} completed, "
-             f"{run.measured_window_s:.1f} s window" + (" (interrupted)" if run.interrupted else ""))
+    title = (
+        f"run {run.run_id or '(not stored)'}: {s['completed']}/{s['num_requests']} completed, "
+        f"{run.measured_window_s:.1f} s window" + (" (interrupted)" if run.interrupted else "")
+    )
     t = Table(title=title, title_justify="left")
     t.add_column("metric", no_wrap=True)
     for col in ("p50", "p90", "p99", "mean"):
         t.add_column(col, justify="right", no_wrap=True)
     for name in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
         p = s[name]
-        t.add_row(name.removesuffix("_s") + " (ms)",
-                  *("-" if p[k] is None else f"{p[k] * 1e3:.1f}" for k in ("p50", "p90", "p99", "mean")))
+        t.add_row(
+            name.removesuffix("_s") + " (ms)",
+            *("-" if p[k] is None else f"{p[k] * 1e3:.1f}" for k in ("p50", "p90", "p99", "mean")),
+        )
     con.print(t)
     good = s.get("goodput_req_s")
-    con.print(f"throughput {s['throughput_req_s']:.2f} req/s, {s['output_tokens_per_s']:.1f} output tok/s"
-              + (f", goodput {good:.2f} req/s" if good is not None else ""))
+    con.print(
+        f"throughput {s['throughput_req_s']:.2f} req/s, {s['output_tokens_per_s']:.1f} output tok/s"
+        + (f", goodput {good:.2f} req/s" if good is not None else "")
+    )
     hit = run.prefix_cache_hit_rate
-    con.print("prefix-cache hit rate " + ("unknown (the server reports no cached tokens; vLLM does with "
-                                          "--enable-prompt-tokens-details)" if hit is None
-                                          else f"{hit:.1%} (the server's cached prompt tokens)"))
+    con.print(
+        "prefix-cache hit rate "
+        + (
+            "unknown (the server reports no cached tokens; vLLM does with --enable-prompt-tokens-details)"
+            if hit is None
+            else f"{hit:.1%} (the server's cached prompt tokens)"
+        )
+    )
     if run.errors:
         con.print("[red]errors:[/red] " + ", ".join(f"{k} {v}" for k, v in run.errors.items()))
     if run.first_error:
         con.print(f"[red]first error:[/red] {run.first_error}", markup=True, highlight=False)
     if run.multi_token_chunk_requests:
-        con.print(f"[yellow]{run.multi_token_chunk_requests} requests received chunks carrying several tokens "
-                  "(their ITL is not observable per token)[/yellow]")
+        con.print(
+            f"[yellow]{run.multi_token_chunk_requests} requests received chunks carrying several tokens "
+            "(their ITL is not observable per token)[/yellow]"
+        )
     for ch in run.checks:
         mark = "[green]ok[/green]" if ch.ok else "[yellow]WARN[/yellow]"
         con.print(f"  {mark} {ch.name}: {ch.message}")

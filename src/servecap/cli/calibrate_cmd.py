@@ -12,13 +12,18 @@ from servecap.cli.options import PATH, db_option, json_option
 @click.command("calibrate")
 @click.argument("runs", type=click.STRING, nargs=-1, required=True)
 @click.option("--output", "-o", type=PATH, default="calibration.json", help="Calibration file to write.")
-@click.option("--source", type=click.Choice(["auto", "client", "server"]), default="auto",
-              help="Token times: the server's own schedule (the emulator's) or the client's clock.")
+@click.option(
+    "--source",
+    type=click.Choice(["auto", "client", "server"]),
+    default="auto",
+    help="Token times: the server's own schedule (the emulator's) or the client's clock.",
+)
 @click.option("--no-fit-prefill", is_flag=True, default=False, help="Keep prefill_s_per_token at 0.")
 @db_option
 @json_option
-def calibrate(runs: tuple[str, ...], output: Path, source: str, no_fit_prefill: bool, db: Path | None,
-              as_json: bool) -> None:
+def calibrate(
+    runs: tuple[str, ...], output: Path, source: str, no_fit_prefill: bool, db: Path | None, as_json: bool
+) -> None:
     """Fit bandwidth/compute efficiency, step overhead and per-prompt-token cost to the step
     times seen in stored runs of one deployment; write a file for --calibration.
 
@@ -26,16 +31,26 @@ def calibrate(runs: tuple[str, ...], output: Path, source: str, no_fit_prefill: 
     from servecap.app.calibrate import CalibrateRequest
     from servecap.app.calibrate import calibrate as run_calibrate
 
-    resp = run_calibrate(CalibrateRequest(runs=list(runs), output=output, source=source,  # type: ignore[arg-type]
-                                          fit_prefill=not no_fit_prefill, db=db))
+    resp = run_calibrate(
+        CalibrateRequest(
+            runs=list(runs),
+            output=output,
+            source=source,  # type: ignore[arg-type]
+            fit_prefill=not no_fit_prefill,
+            db=db,
+        )
+    )
     if as_json:
         click.echo(resp.model_dump_json())
         return
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"calibration of {resp.model} on {resp.num_gpus}x {resp.gpu} from {len(resp.steps)} run(s), "
-                    f"{resp.source} clock", title_justify="left")
+    t = Table(
+        title=f"calibration of {resp.model} on {resp.num_gpus}x {resp.gpu} from {len(resp.steps)} run(s), "
+        f"{resp.source} clock",
+        title_justify="left",
+    )
     t.add_column("coefficient", no_wrap=True)
     t.add_column("fitted", justify="right", no_wrap=True)
     t.add_column("default", justify="right", no_wrap=True)
@@ -44,10 +59,14 @@ def calibrate(runs: tuple[str, ...], output: Path, source: str, no_fit_prefill: 
         t.add_row(name, f"{resp.coefficients[name]:.6g}{mark}", f"{default:.6g}")
     con = Console(soft_wrap=True)
     con.print(t)
-    con.print(f"{resp.num_samples} steps ({resp.memory_bound} memory-bound, {resp.compute_bound} compute-bound), "
-              f"rmse {resp.rmse_s * 1e3:.3f} ms, R² {resp.r2:.4f}, {resp.dropped_outliers} outliers dropped")
+    con.print(
+        f"{resp.num_samples} steps ({resp.memory_bound} memory-bound, {resp.compute_bound} compute-bound), "
+        f"rmse {resp.rmse_s * 1e3:.3f} ms, R² {resp.r2:.4f}, {resp.dropped_outliers} outliers dropped"
+    )
     for s in resp.steps:
         hit = "unknown" if s.prefix_cache_hit_rate is None else f"{s.prefix_cache_hit_rate:.1%}"
-        con.print(f"run {s.run_id}: {s.usable} of {s.steps} steps usable, prefix-cache hit rate {hit} "
-                  "(each prefill priced at its uncached prompt)")
+        con.print(
+            f"run {s.run_id}: {s.usable} of {s.steps} steps usable, prefix-cache hit rate {hit} "
+            "(each prefill priced at its uncached prompt)"
+        )
     con.print(f"wrote {resp.output}")

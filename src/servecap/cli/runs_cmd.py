@@ -13,8 +13,13 @@ from servecap.cli.options import PATH, db_option, json_option
 run_argument = click.argument("run", type=click.STRING)
 
 
-@click.group("runs", cls=LazyGroup, invoke_without_command=True, no_args_is_help=False,
-             help="Stored bench runs: list (default), show, export, delete.")
+@click.group(
+    "runs",
+    cls=LazyGroup,
+    invoke_without_command=True,
+    no_args_is_help=False,
+    help="Stored bench runs: list (default), show, export, delete.",
+)
 @db_option
 @click.option("--limit", type=click.IntRange(min=1), default=50)
 @json_option
@@ -32,8 +37,19 @@ def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None
     from rich.console import Console
     from rich.table import Table
 
-    headers = ("run", "kind", "created", "model", "mode", "requests", "errors", "req/s", "ttft p50 ms",
-               "tpot p50 ms", "label")
+    headers = (
+        "run",
+        "kind",
+        "created",
+        "model",
+        "mode",
+        "requests",
+        "errors",
+        "req/s",
+        "ttft p50 ms",
+        "tpot p50 ms",
+        "label",
+    )
     cells = []
     for r in rows.root:
         s = r.summary
@@ -44,8 +60,21 @@ def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None
             return "-" if p50 is None else f"{float(p50) * 1e3:.1f}"
 
         mode = r.mode + (" (interrupted)" if r.interrupted else "")
-        cells.append((r.run_id, r.kind, r.created_at, r.model, mode, f"{r.num_requests:,}", f"{r.num_errors:,}",
-                      f"{float(s.get('throughput_req_s') or 0.0):.2f}", ms("ttft_s"), ms("tpot_s"), r.label))
+        cells.append(
+            (
+                r.run_id,
+                r.kind,
+                r.created_at,
+                r.model,
+                mode,
+                f"{r.num_requests:,}",
+                f"{r.num_errors:,}",
+                f"{float(s.get('throughput_req_s') or 0.0):.2f}",
+                ms("ttft_s"),
+                ms("tpot_s"),
+                r.label,
+            )
+        )
     console = Console(soft_wrap=True)
     if not console.is_terminal:  # piped: plain aligned columns, every cell whole
         click.echo(f"runs in {path}")

@@ -60,7 +60,7 @@ class BenchOutcome:
     def first_error(self) -> Trace | None:
         """The first failed request (by send time): its detail holds the server's error body."""
         bad = [t for t in self.result.traces if t.error is not None and t.error != "interrupted"]
-        return min(bad, key=lambda t: (t.sent_s if t.sent_s is not None else t.scheduled_s), default=None)
+        return min(bad, key=lambda t: t.sent_s if t.sent_s is not None else t.scheduled_s, default=None)
 
 
 def planned_requests(spec: WorkloadSpec, seed: int) -> int | None:
@@ -104,9 +104,16 @@ def summarize_traces(traces: Sequence[Trace], slo: Slo | None) -> tuple[RunSumma
     return replace(s, prefix_cache_hit_rate=measured_hit_rate(kept)), window
 
 
-async def run_bench(cfg: LoadConfig, spec: WorkloadSpec, *, seed: int, concurrency: int | None = None,
-                    slo: Slo | None = None, transport: Transport | None = None,
-                    on_done: OnDone | None = None) -> BenchOutcome:
+async def run_bench(
+    cfg: LoadConfig,
+    spec: WorkloadSpec,
+    *,
+    seed: int,
+    concurrency: int | None = None,
+    slo: Slo | None = None,
+    transport: Transport | None = None,
+    on_done: OnDone | None = None,
+) -> BenchOutcome:
     rng = np.random.default_rng(seed)
     if spec.closed_loop:
         users = ClosedLoopUsers(spec, rng)
@@ -114,12 +121,12 @@ async def run_bench(cfg: LoadConfig, spec: WorkloadSpec, *, seed: int, concurren
     else:
         requests = generate_requests(spec, rng)
         if concurrency is not None:
-            result = await run_closed_loop(cfg, requests, concurrency, duration_s=spec.duration_s,
-                                           transport=transport, on_done=on_done)
+            result = await run_closed_loop(
+                cfg, requests, concurrency, duration_s=spec.duration_s, transport=transport, on_done=on_done
+            )
         else:
             result = await run_open_loop(cfg, requests, transport=transport, on_done=on_done)
     settle_cached_counts(result.traces)
     summary, window = summarize_traces(result.traces, slo)
-    checks = run_checks(result.traces, result.client, result.wall_duration_s,
-                        open_loop=result.mode == "open")
+    checks = run_checks(result.traces, result.client, result.wall_duration_s, open_loop=result.mode == "open")
     return BenchOutcome(result, summary, checks, error_counts(result.traces), window)

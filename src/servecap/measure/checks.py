@@ -73,8 +73,7 @@ def lag_check(traces: Sequence[Trace], limit_s: float = 0.010) -> Check:
     return Check("dispatch_lag", ok, p99, limit_s, msg)
 
 
-def littles_law_check(traces: Sequence[Trace], client: ClientStats, wall_s: float,
-                      tolerance: float = 0.05) -> Check:
+def littles_law_check(traces: Sequence[Trace], client: ClientStats, wall_s: float, tolerance: float = 0.05) -> Check:
     done = [t for t in traces if t.sent_s is not None and t.end_s is not None]
     if not done or wall_s <= 0:
         return Check("littles_law", True, None, tolerance, "no completed requests")
@@ -92,8 +91,9 @@ def littles_law_check(traces: Sequence[Trace], client: ClientStats, wall_s: floa
 
 def client_check(client: ClientStats, loop_lag_limit_s: float = 0.005, cpu_limit: float = 0.9) -> Check:
     busy = client.loop_lag_p99_s > loop_lag_limit_s or client.cpu_fraction > cpu_limit
-    msg = (f"client event-loop lateness p99 {client.loop_lag_p99_s * 1e3:.2f} ms, "
-           f"CPU {client.cpu_fraction:.0%} of a core")
+    msg = (
+        f"client event-loop lateness p99 {client.loop_lag_p99_s * 1e3:.2f} ms, CPU {client.cpu_fraction:.0%} of a core"
+    )
     if busy:
         msg += ": the client, not the server, may be the bottleneck (timings include client delay)"
     return Check("client_bottleneck", not busy, client.loop_lag_p99_s, loop_lag_limit_s, msg)
@@ -109,8 +109,13 @@ def expected_cached_tokens(t: Trace) -> int:
 def prefix_cache_check(traces: Sequence[Trace], tolerance: float = 0.05) -> Check:
     reported = [t for t in traces if t.cached_prompt_tokens is not None and t.sent_s is not None]
     if not reported:
-        return Check("prefix_cache", True, None, tolerance,
-                     "the server reported no cached-token counts (usage.prompt_tokens_details); hit rate unknown")
+        return Check(
+            "prefix_cache",
+            True,
+            None,
+            tolerance,
+            "the server reported no cached-token counts (usage.prompt_tokens_details); hit rate unknown",
+        )
     prompt = sum(t.measured_prompt_tokens for t in reported)
     cached = sum(t.cached_prompt_tokens or 0 for t in reported)
     extra = [max(0, (t.cached_prompt_tokens or 0) - expected_cached_tokens(t)) for t in reported]
@@ -119,9 +124,11 @@ def prefix_cache_check(traces: Sequence[Trace], tolerance: float = 0.05) -> Chec
     rate = cached / prompt if prompt else 0.0
     msg = f"prefix-cache hit rate {rate:.1%} ({cached:,} of {prompt:,} prompt tokens cached)"
     if not ok:
-        msg += (f"; {sum(1 for e in extra if e):,} requests found {sum(extra):,} tokens cached that this run's "
-                "workload does not share: another run or client primed the server's cache, so TTFT is lower "
-                "than for fresh prompts")
+        msg += (
+            f"; {sum(1 for e in extra if e):,} requests found {sum(extra):,} tokens cached that this run's "
+            "workload does not share: another run or client primed the server's cache, so TTFT is lower "
+            "than for fresh prompts"
+        )
     return Check("prefix_cache", ok, unexpected, tolerance, msg)
 
 

@@ -178,8 +178,9 @@ class _Consumer:
         if not self.done:
             trace.error = "broken_stream"
             buffered = self.buffered_bytes
-            trace.error_detail = (f"stream ended without [DONE] after {trace.chunks} chunks"
-                                  + (f" ({buffered} bytes of an unfinished event)" if buffered else ""))
+            trace.error_detail = f"stream ended without [DONE] after {trace.chunks} chunks" + (
+                f" ({buffered} bytes of an unfinished event)" if buffered else ""
+            )
             return
         if trace.usage_output_tokens is not None and trace.usage_output_tokens > trace.chunks:
             trace.multi_token_chunks = trace.usage_output_tokens - trace.chunks
@@ -209,8 +210,9 @@ async def stream_request(
     clock = time.perf_counter
     try:
         async with asyncio.timeout(total_timeout_s):
-            await _send(client, url, payload, hdrs, trace, t0, collect_text, stall_timeout_s,
-                        bool(body.get("stream", True)))
+            await _send(
+                client, url, payload, hdrs, trace, t0, collect_text, stall_timeout_s, bool(body.get("stream", True))
+            )
     except TimeoutError:
         trace.error, trace.error_detail = "timeout", f"no complete response within {total_timeout_s:g} s"
     except StallTimeout as err:
@@ -230,8 +232,17 @@ async def stream_request(
     return trace
 
 
-async def _send(client: Transport, url: str, payload: bytes, hdrs: dict[str, str], trace: Trace, t0: float,
-                collect: bool, stall_s: float, stream: bool) -> None:
+async def _send(
+    client: Transport,
+    url: str,
+    payload: bytes,
+    hdrs: dict[str, str],
+    trace: Trace,
+    t0: float,
+    collect: bool,
+    stall_s: float,
+    stream: bool,
+) -> None:
     prepared = client.prepare("POST", url, payload, hdrs)
     c = _Consumer(trace, t0, collect)
 

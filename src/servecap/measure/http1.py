@@ -220,8 +220,9 @@ class RawClient:
             self._ssl = ssl_mod.create_default_context()
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                _, proto = await loop.create_connection(lambda: _Conn(loop), t.host, t.port,
-                                                        ssl=self._ssl if t.tls else None)
+                _, proto = await loop.create_connection(
+                    lambda: _Conn(loop), t.host, t.port, ssl=self._ssl if t.tls else None
+                )
         except TimeoutError:
             raise StallTimeout(f"connect to {t.host}:{t.port} timed out after {self.connect_timeout_s:g} s") from None
         except OSError as err:
@@ -231,13 +232,25 @@ class RawClient:
 
     def prepare(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[_Target, bytes]:
         t = _target(url)
-        hdrs = {"host": t.host_header, "content-length": str(len(body)), "connection": "keep-alive",
-                **self.headers, **headers}
+        hdrs = {
+            "host": t.host_header,
+            "content-length": str(len(body)),
+            "connection": "keep-alive",
+            **self.headers,
+            **headers,
+        }
         head = f"{method} {t.path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
         return t, head.encode("latin-1") + body
 
-    async def stream(self, prepared: tuple[_Target, bytes], on_status: OnStatus, on_data: OnData, *,
-                     stall_timeout_s: float, on_sent: OnSent | None = None) -> None:
+    async def stream(
+        self,
+        prepared: tuple[_Target, bytes],
+        on_status: OnStatus,
+        on_data: OnData,
+        *,
+        stall_timeout_s: float,
+        on_sent: OnSent | None = None,
+    ) -> None:
         """Send ``prepared`` (from :meth:`prepare`) and feed the response body to ``on_data``
         as it is read; returns when the response ends. ``on_sent`` is called right before the
         bytes are written (on a ready connection)."""

@@ -190,11 +190,21 @@ def make_trace(spec: RequestLike) -> Trace:
 
 
 def body_for(cfg: LoadConfig, trace: Trace) -> dict[str, Any]:
-    text = prompt_text(trace.prompt_tokens, unique=f"{cfg.run_nonce}-{trace.request_id}",
-                       prefix_group=trace.prefix_group, prefix_tokens=trace.prefix_tokens,
-                       group_tag=cfg.prefix_nonce)
-    return build_body(cfg.endpoint, model=cfg.model, prompt=text, max_tokens=max(1, trace.output_tokens),
-                      stream=cfg.stream, extra=cfg.extra_body)
+    text = prompt_text(
+        trace.prompt_tokens,
+        unique=f"{cfg.run_nonce}-{trace.request_id}",
+        prefix_group=trace.prefix_group,
+        prefix_tokens=trace.prefix_tokens,
+        group_tag=cfg.prefix_nonce,
+    )
+    return build_body(
+        cfg.endpoint,
+        model=cfg.model,
+        prompt=text,
+        max_tokens=max(1, trace.output_tokens),
+        stream=cfg.stream,
+        extra=cfg.extra_body,
+    )
 
 
 def open_transport(cfg: LoadConfig, transport: Transport | None) -> Transport:
@@ -220,21 +230,30 @@ def mark_trimmed(traces: list[Trace], cfg: LoadConfig) -> None:
         t.trimmed = t.trimmed or t.scheduled_s < cfg.warmup_s or t.scheduled_s > last - cfg.cooldown_s
 
 
-async def _one(client: Transport, cfg: LoadConfig, trace: Trace, t0: float, mon: _Monitor,
-               on_done: OnDone | None) -> None:
+async def _one(
+    client: Transport, cfg: LoadConfig, trace: Trace, t0: float, mon: _Monitor, on_done: OnDone | None
+) -> None:
     mon.change(+1)
     try:
-        await stream_request(client, cfg.url, body_for(cfg, trace), trace, t0=t0, headers=auth_headers(cfg),
-                             total_timeout_s=cfg.request_timeout_s, stall_timeout_s=cfg.stall_timeout_s)
+        await stream_request(
+            client,
+            cfg.url,
+            body_for(cfg, trace),
+            trace,
+            t0=t0,
+            headers=auth_headers(cfg),
+            total_timeout_s=cfg.request_timeout_s,
+            stall_timeout_s=cfg.stall_timeout_s,
+        )
     finally:
         mon.change(-1)
         if on_done is not None:
             on_done(trace)
 
 
-async def run_open_loop(cfg: LoadConfig, specs: Sequence[RequestLike], *,
-                        transport: Transport | None = None,
-                        on_done: OnDone | None = None) -> RunResult:
+async def run_open_loop(
+    cfg: LoadConfig, specs: Sequence[RequestLike], *, transport: Transport | None = None, on_done: OnDone | None = None
+) -> RunResult:
     """Send each request at its scheduled time (absolute, from the run's start)."""
     traces = sorted((make_trace(s) for s in specs), key=lambda t: t.scheduled_s)
     started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -265,10 +284,15 @@ async def run_open_loop(cfg: LoadConfig, specs: Sequence[RequestLike], *,
     return RunResult(traces, "open", started, wall, stats, interrupted, t0)
 
 
-async def run_closed_loop(cfg: LoadConfig, specs: Sequence[RequestLike], concurrency: int, *,
-                          duration_s: float | None = None,
-                          transport: Transport | None = None,
-                          on_done: OnDone | None = None) -> RunResult:
+async def run_closed_loop(
+    cfg: LoadConfig,
+    specs: Sequence[RequestLike],
+    concurrency: int,
+    *,
+    duration_s: float | None = None,
+    transport: Transport | None = None,
+    on_done: OnDone | None = None,
+) -> RunResult:
     """``concurrency`` workers; each takes the next request when its previous one ends.
 
     The requests' lengths and prefixes come from ``specs`` in order; their arrival times are
@@ -312,9 +336,9 @@ class UsersLike(Protocol):
     def next_turn(self, user_id: int, finished_at_s: float) -> Any: ...
 
 
-async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
-                         transport: Transport | None = None,
-                         on_done: OnDone | None = None) -> RunResult:
+async def run_chat_users(
+    cfg: LoadConfig, users: UsersLike, *, transport: Transport | None = None, on_done: OnDone | None = None
+) -> RunResult:
     """Closed loop of chat users (:class:`servecap.workload.ClosedLoopUsers`): each user sends
     a turn at its scheduled time (start offset, or the previous answer's end plus a think time)
     and waits for the answer. A turn's prompt is the conversation so far — the previous prompt
@@ -339,18 +363,34 @@ async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
                 traces.append(trace)
                 conv = getattr(spec, "conversation_id", None)
                 past = history.get(conv, "") if conv is not None and spec.history_tokens else ""
-                new = prompt_text(max(1, trace.prompt_tokens - len(past) // 4),
-                                  unique=f"{cfg.run_nonce}-{trace.request_id}",
-                                  prefix_group=None if past else trace.prefix_group,
-                                  prefix_tokens=0 if past else trace.prefix_tokens, group_tag=cfg.prefix_nonce)
-                body = build_body(cfg.endpoint, model=cfg.model, prompt=past + new,
-                                  max_tokens=max(1, trace.output_tokens), stream=cfg.stream,
-                                  extra=cfg.extra_body)
+                new = prompt_text(
+                    max(1, trace.prompt_tokens - len(past) // 4),
+                    unique=f"{cfg.run_nonce}-{trace.request_id}",
+                    prefix_group=None if past else trace.prefix_group,
+                    prefix_tokens=0 if past else trace.prefix_tokens,
+                    group_tag=cfg.prefix_nonce,
+                )
+                body = build_body(
+                    cfg.endpoint,
+                    model=cfg.model,
+                    prompt=past + new,
+                    max_tokens=max(1, trace.output_tokens),
+                    stream=cfg.stream,
+                    extra=cfg.extra_body,
+                )
                 mon.change(+1)
                 try:
-                    await stream_request(client, cfg.url, body, trace, t0=t0, headers=auth_headers(cfg),
-                                         total_timeout_s=cfg.request_timeout_s,
-                                         stall_timeout_s=cfg.stall_timeout_s, collect_text=True)
+                    await stream_request(
+                        client,
+                        cfg.url,
+                        body,
+                        trace,
+                        t0=t0,
+                        headers=auth_headers(cfg),
+                        total_timeout_s=cfg.request_timeout_s,
+                        stall_timeout_s=cfg.stall_timeout_s,
+                        collect_text=True,
+                    )
                 finally:
                     mon.change(-1)
                     if on_done is not None:

@@ -24,8 +24,9 @@ def _marker(tag: str, tokens: int) -> str:
     return text[: max(0, tokens) * 4]
 
 
-def prompt_text(prompt_tokens: int, *, unique: str, prefix_group: int | None = None,
-                prefix_tokens: int = 0, group_tag: str = "") -> str:
+def prompt_text(
+    prompt_tokens: int, *, unique: str, prefix_group: int | None = None, prefix_tokens: int = 0, group_tag: str = ""
+) -> str:
     """Filler prompt of ``prompt_tokens`` 4-character units; the first ``prefix_tokens`` are
     shared by the group (its marker is ``g<group_tag>-<group>``: a per-run tag keeps groups
     from sharing across runs), the rest start with a per-request marker (``unique``)."""
@@ -43,12 +44,25 @@ def prompt_text(prompt_tokens: int, *, unique: str, prefix_group: int | None = N
     return prefix + rest
 
 
-def build_body(endpoint: Endpoint, *, model: str, prompt: str, max_tokens: int, stream: bool = True,
-               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_body(
+    endpoint: Endpoint,
+    *,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    stream: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """An OpenAI request body: fixed output length (``ignore_eos``, ``min_tokens``) and usage
     in the stream (``stream_options.include_usage``)."""
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": stream,
-                            "ignore_eos": True, "min_tokens": max_tokens, "temperature": 0.0}
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "stream": stream,
+        "ignore_eos": True,
+        "min_tokens": max_tokens,
+        "temperature": 0.0,
+    }
     if stream:
         body["stream_options"] = {"include_usage": True}
     if endpoint == "chat":

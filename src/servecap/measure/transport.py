@@ -51,7 +51,14 @@ class Transport(Protocol):
         """What :meth:`stream` sends (opaque to the caller)."""
         ...
 
-    async def stream(self, prepared: Any, on_status: OnStatus, on_data: OnData, *, stall_timeout_s: float,
-                     on_sent: OnSent | None = None) -> None:
+    async def stream(
+        self,
+        prepared: Any,
+        on_status: OnStatus,
+        on_data: OnData,
+        *,
+        stall_timeout_s: float,
+        on_sent: OnSent | None = None,
+    ) -> None:
         """Send ``prepared`` and feed the response to the callbacks; returns at its end."""
         ...

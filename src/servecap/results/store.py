@@ -73,14 +73,48 @@ _MIGRATE_1_TO_2 = (
     "ALTER TABLE requests ADD COLUMN queue_time_s REAL",
 )
 
-_RUN_COLS = ("run_id", "created_at", "url", "model", "mode", "label", "sweep_id", "settings_json",
-             "summary_json", "checks_json", "client_json", "num_requests", "num_errors", "wall_duration_s",
-             "interrupted", "kind")
+_RUN_COLS = (
+    "run_id",
+    "created_at",
+    "url",
+    "model",
+    "mode",
+    "label",
+    "sweep_id",
+    "settings_json",
+    "summary_json",
+    "checks_json",
+    "client_json",
+    "num_requests",
+    "num_errors",
+    "wall_duration_s",
+    "interrupted",
+    "kind",
+)
 # MeasuredRequest fields stored as plain columns (token_times and server_timing separately)
-REQUEST_COLS = ("request_id", "scheduled_s", "dispatched_s", "sent_s", "first_token_s", "end_s",
-                "prompt_tokens", "output_tokens", "usage_prompt_tokens", "usage_output_tokens",
-                "cached_prompt_tokens", "chunks", "multi_token_chunks", "prefix_group", "prefix_tokens",
-                "user_id", "turn", "error", "error_detail", "http_status", "trimmed")
+REQUEST_COLS = (
+    "request_id",
+    "scheduled_s",
+    "dispatched_s",
+    "sent_s",
+    "first_token_s",
+    "end_s",
+    "prompt_tokens",
+    "output_tokens",
+    "usage_prompt_tokens",
+    "usage_output_tokens",
+    "cached_prompt_tokens",
+    "chunks",
+    "multi_token_chunks",
+    "prefix_group",
+    "prefix_tokens",
+    "user_id",
+    "turn",
+    "error",
+    "error_detail",
+    "http_status",
+    "trimmed",
+)
 _ALL_REQ_COLS = (*REQUEST_COLS, "token_times", "server_timing_json", "preemptions", "queue_time_s")
 
 
@@ -143,8 +177,11 @@ class RunStore:
             with closing(self._connect()) as con, con:
                 version = int(con.execute("PRAGMA user_version").fetchone()[0])
                 if version > SCHEMA_VERSION:
-                    raise ServecapError("db", str(self.path), f"written by a newer servecap (schema {version}, "
-                                        f"this one reads up to {SCHEMA_VERSION})")
+                    raise ServecapError(
+                        "db",
+                        str(self.path),
+                        f"written by a newer servecap (schema {version}, this one reads up to {SCHEMA_VERSION})",
+                    )
                 if version == 1:
                     for stmt in _MIGRATE_1_TO_2:
                         con.execute(stmt)
@@ -167,58 +204,171 @@ class RunStore:
         with closing(self._connect()) as con, con:
             yield con
 
-    def _insert_run(self, con: sqlite3.Connection, *, run_id: str, kind: RunKind, url: str, model: str, mode: str,
-                    settings: dict[str, Any], summary: RunSummary, checks: Sequence[dict[str, Any]],
-                    client: dict[str, Any], num_requests: int, num_errors: int, wall_duration_s: float,
-                    interrupted: bool, label: str, sweep_id: str | None, created_at: str | None) -> None:
+    def _insert_run(
+        self,
+        con: sqlite3.Connection,
+        *,
+        run_id: str,
+        kind: RunKind,
+        url: str,
+        model: str,
+        mode: str,
+        settings: dict[str, Any],
+        summary: RunSummary,
+        checks: Sequence[dict[str, Any]],
+        client: dict[str, Any],
+        num_requests: int,
+        num_errors: int,
+        wall_duration_s: float,
+        interrupted: bool,
+        label: str,
+        sweep_id: str | None,
+        created_at: str | None,
+    ) -> None:
         con.execute(
             f"INSERT INTO runs ({','.join(_RUN_COLS)}) VALUES ({','.join('?' * len(_RUN_COLS))})",
-            (run_id, created_at or datetime.now(UTC).isoformat(timespec="seconds"), url, model, mode, label,
-             sweep_id, json.dumps(settings, default=str), json.dumps(summary_to_json_dict(summary)),
-             json.dumps(list(checks)), json.dumps(client), num_requests, num_errors, wall_duration_s,
-             int(interrupted), kind),
+            (
+                run_id,
+                created_at or datetime.now(UTC).isoformat(timespec="seconds"),
+                url,
+                model,
+                mode,
+                label,
+                sweep_id,
+                json.dumps(settings, default=str),
+                json.dumps(summary_to_json_dict(summary)),
+                json.dumps(list(checks)),
+                json.dumps(client),
+                num_requests,
+                num_errors,
+                wall_duration_s,
+                int(interrupted),
+                kind,
+            ),
         )
 
-    def save_measured(self, *, run_id: str, url: str, model: str, mode: str, settings: dict[str, Any],
-                      requests: Sequence[MeasuredRequest], summary: RunSummary,
-                      checks: Sequence[dict[str, Any]] = (), client: dict[str, Any] | None = None,
-                      wall_duration_s: float, interrupted: bool = False, label: str = "",
-                      sweep_id: str | None = None, created_at: str | None = None) -> str:
+    def save_measured(
+        self,
+        *,
+        run_id: str,
+        url: str,
+        model: str,
+        mode: str,
+        settings: dict[str, Any],
+        requests: Sequence[MeasuredRequest],
+        summary: RunSummary,
+        checks: Sequence[dict[str, Any]] = (),
+        client: dict[str, Any] | None = None,
+        wall_duration_s: float,
+        interrupted: bool = False,
+        label: str = "",
+        sweep_id: str | None = None,
+        created_at: str | None = None,
+    ) -> str:
         """Store a load-generator run with every request's record."""
         errors = sum(1 for t in requests if t.error is not None)
         with self._tx() as con:
-            self._insert_run(con, run_id=run_id, kind="measured", url=url, model=model, mode=mode,
-                             settings=settings, summary=summary, checks=checks, client=client or {},
-                             num_requests=len(requests), num_errors=errors, wall_duration_s=wall_duration_s,
-                             interrupted=interrupted, label=label, sweep_id=sweep_id, created_at=created_at)
+            self._insert_run(
+                con,
+                run_id=run_id,
+                kind="measured",
+                url=url,
+                model=model,
+                mode=mode,
+                settings=settings,
+                summary=summary,
+                checks=checks,
+                client=client or {},
+                num_requests=len(requests),
+                num_errors=errors,
+                wall_duration_s=wall_duration_s,
+                interrupted=interrupted,
+                label=label,
+                sweep_id=sweep_id,
+                created_at=created_at,
+            )
             con.executemany(
                 f"INSERT INTO requests (run_id, idx, {','.join(_ALL_REQ_COLS)}) "
                 f"VALUES ({','.join('?' * (len(_ALL_REQ_COLS) + 2))})",
-                [(run_id, i, *(_val(getattr(t, c)) for c in REQUEST_COLS), _pack(t.token_times_s),
-                  json.dumps(t.server_timing) if t.server_timing is not None else None, 0, None)
-                 for i, t in enumerate(requests)],
+                [
+                    (
+                        run_id,
+                        i,
+                        *(_val(getattr(t, c)) for c in REQUEST_COLS),
+                        _pack(t.token_times_s),
+                        json.dumps(t.server_timing) if t.server_timing is not None else None,
+                        0,
+                        None,
+                    )
+                    for i, t in enumerate(requests)
+                ],
             )
         return run_id
 
-    def save_simulated(self, *, run_id: str, model: str, mode: str, settings: dict[str, Any],
-                       records: Sequence[RequestRecord], summary: RunSummary, wall_duration_s: float = 0.0,
-                       label: str = "", sweep_id: str | None = None, created_at: str | None = None) -> str:
+    def save_simulated(
+        self,
+        *,
+        run_id: str,
+        model: str,
+        mode: str,
+        settings: dict[str, Any],
+        records: Sequence[RequestRecord],
+        summary: RunSummary,
+        wall_duration_s: float = 0.0,
+        label: str = "",
+        sweep_id: str | None = None,
+        created_at: str | None = None,
+    ) -> str:
         """Store a simulation with its per-request records (``url`` is empty)."""
         errors = sum(1 for r in records if r.error is not None)
         with self._tx() as con:
-            self._insert_run(con, run_id=run_id, kind="simulated", url="", model=model, mode=mode,
-                             settings=settings, summary=summary, checks=(), client={},
-                             num_requests=len(records), num_errors=errors, wall_duration_s=wall_duration_s,
-                             interrupted=False, label=label, sweep_id=sweep_id, created_at=created_at)
+            self._insert_run(
+                con,
+                run_id=run_id,
+                kind="simulated",
+                url="",
+                model=model,
+                mode=mode,
+                settings=settings,
+                summary=summary,
+                checks=(),
+                client={},
+                num_requests=len(records),
+                num_errors=errors,
+                wall_duration_s=wall_duration_s,
+                interrupted=False,
+                label=label,
+                sweep_id=sweep_id,
+                created_at=created_at,
+            )
             con.executemany(
                 "INSERT INTO requests (run_id, idx, request_id, scheduled_s, sent_s, first_token_s, end_s, "
                 "prompt_tokens, output_tokens, usage_prompt_tokens, usage_output_tokens, cached_prompt_tokens, "
                 "user_id, turn, error, token_times, preemptions, queue_time_s, trimmed) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
-                [(run_id, i, str(r.request_id), r.arrival_s, r.sent_s, r.first_token_s, r.end_s, r.prompt_tokens,
-                  r.output_tokens, r.prompt_tokens, r.output_tokens, r.cached_prompt_tokens, r.user_id, r.turn,
-                  r.error, _pack(r.token_times_s),
-                  r.preemptions, r.queue_time_s) for i, r in enumerate(records)],
+                [
+                    (
+                        run_id,
+                        i,
+                        str(r.request_id),
+                        r.arrival_s,
+                        r.sent_s,
+                        r.first_token_s,
+                        r.end_s,
+                        r.prompt_tokens,
+                        r.output_tokens,
+                        r.prompt_tokens,
+                        r.output_tokens,
+                        r.cached_prompt_tokens,
+                        r.user_id,
+                        r.turn,
+                        r.error,
+                        _pack(r.token_times_s),
+                        r.preemptions,
+                        r.queue_time_s,
+                    )
+                    for i, r in enumerate(records)
+                ],
             )
         return run_id
 
@@ -241,8 +391,9 @@ class RunStore:
         where = "WHERE kind = ?" if kind is not None else ""
         args: tuple[Any, ...] = (kind, limit) if kind is not None else (limit,)
         with self._tx() as con:
-            rows = con.execute(f"SELECT {','.join(_RUN_COLS)} FROM runs {where} "
-                               "ORDER BY created_at DESC, rowid DESC LIMIT ?", args).fetchall()
+            rows = con.execute(
+                f"SELECT {','.join(_RUN_COLS)} FROM runs {where} ORDER BY created_at DESC, rowid DESC LIMIT ?", args
+            ).fetchall()
         return [_stored_run(r) for r in rows]
 
     def get_run(self, run: str) -> StoredRun:
@@ -256,8 +407,9 @@ class RunStore:
         measured: no usage counts or chunks)."""
         rid = self.resolve(run)
         with self._tx() as con:
-            rows = con.execute(f"SELECT {','.join(_ALL_REQ_COLS)} FROM requests WHERE run_id = ? ORDER BY idx",
-                               (rid,)).fetchall()
+            rows = con.execute(
+                f"SELECT {','.join(_ALL_REQ_COLS)} FROM requests WHERE run_id = ? ORDER BY idx", (rid,)
+            ).fetchall()
         out = []
         n = len(REQUEST_COLS)
         for r in rows:
@@ -267,8 +419,11 @@ class RunStore:
             for k in ("chunks", "multi_token_chunks", "prefix_tokens", "turn"):
                 kw[k] = int(kw[k] or 0)
             kw["request_id"] = str(kw["request_id"])
-            out.append(MeasuredRequest(**kw, token_times_s=_unpack(r[n]),
-                                       server_timing=json.loads(r[n + 1]) if r[n + 1] else None))
+            out.append(
+                MeasuredRequest(
+                    **kw, token_times_s=_unpack(r[n]), server_timing=json.loads(r[n + 1]) if r[n + 1] else None
+                )
+            )
         return out
 
     def get_records(self, run: str) -> list[RequestRecord]:
@@ -276,12 +431,15 @@ class RunStore:
         rid = self.resolve(run)
         with self._tx() as con:
             kinds = con.execute("SELECT kind FROM runs WHERE run_id = ?", (rid,)).fetchone()
-            extra = con.execute("SELECT preemptions, queue_time_s FROM requests WHERE run_id = ? ORDER BY idx",
-                                (rid,)).fetchall()
+            extra = con.execute(
+                "SELECT preemptions, queue_time_s FROM requests WHERE run_id = ? ORDER BY idx", (rid,)
+            ).fetchall()
         records = [m.to_record(i) for i, m in enumerate(self.get_requests(rid))]
         if kinds is not None and kinds[0] == "simulated":
-            records = [replace(rec, preemptions=int(p or 0), queue_time_s=q)
-                       for rec, (p, q) in zip(records, extra, strict=True)]
+            records = [
+                replace(rec, preemptions=int(p or 0), queue_time_s=q)
+                for rec, (p, q) in zip(records, extra, strict=True)
+            ]
         return records
 
     def delete_run(self, run: str) -> str:
@@ -299,21 +457,45 @@ def _val(v: object) -> object:
 def _stored_run(r: tuple[Any, ...]) -> StoredRun:
     kind: RunKind = "simulated" if r[15] == "simulated" else "measured"
     return StoredRun(
-        run_id=r[0], kind=kind, created_at=r[1], url=r[2] or "", model=r[3] or "", mode=r[4] or "",
-        label=r[5] or "", sweep_id=r[6], settings=json.loads(r[7] or "{}"),
-        summary=summary_from_json_dict(json.loads(r[8] or "{}")), checks=json.loads(r[9] or "[]"),
-        client=json.loads(r[10] or "{}"), num_requests=int(r[11] or 0), num_errors=int(r[12] or 0),
-        wall_duration_s=float(r[13] or 0.0), interrupted=bool(r[14]),
+        run_id=r[0],
+        kind=kind,
+        created_at=r[1],
+        url=r[2] or "",
+        model=r[3] or "",
+        mode=r[4] or "",
+        label=r[5] or "",
+        sweep_id=r[6],
+        settings=json.loads(r[7] or "{}"),
+        summary=summary_from_json_dict(json.loads(r[8] or "{}")),
+        checks=json.loads(r[9] or "[]"),
+        client=json.loads(r[10] or "{}"),
+        num_requests=int(r[11] or 0),
+        num_errors=int(r[12] or 0),
+        wall_duration_s=float(r[13] or 0.0),
+        interrupted=bool(r[14]),
     )
 
 
 def run_dict(run: StoredRun) -> dict[str, Any]:
     """A run's row as JSON-ready values (the summary in :func:`summary_to_json_dict` form)."""
-    return {"run_id": run.run_id, "kind": run.kind, "created_at": run.created_at, "url": run.url,
-            "model": run.model, "mode": run.mode, "label": run.label, "sweep_id": run.sweep_id,
-            "settings": run.settings, "summary": summary_to_json_dict(run.summary), "checks": run.checks,
-            "client": run.client, "num_requests": run.num_requests, "num_errors": run.num_errors,
-            "wall_duration_s": run.wall_duration_s, "interrupted": run.interrupted}
+    return {
+        "run_id": run.run_id,
+        "kind": run.kind,
+        "created_at": run.created_at,
+        "url": run.url,
+        "model": run.model,
+        "mode": run.mode,
+        "label": run.label,
+        "sweep_id": run.sweep_id,
+        "settings": run.settings,
+        "summary": summary_to_json_dict(run.summary),
+        "checks": run.checks,
+        "client": run.client,
+        "num_requests": run.num_requests,
+        "num_errors": run.num_errors,
+        "wall_duration_s": run.wall_duration_s,
+        "interrupted": run.interrupted,
+    }
 
 
 def request_dict(t: MeasuredRequest) -> dict[str, Any]:
@@ -334,6 +516,11 @@ def export_csv(requests: Sequence[MeasuredRequest]) -> str:
     w.writerow([*REQUEST_COLS, "ttft_s", "token_times_s"])
     for t in requests:
         ttft = t.ttft_s
-        w.writerow([*(getattr(t, c) for c in REQUEST_COLS), "" if ttft is None else f"{ttft:.6f}",
-                    " ".join(f"{x:.6f}" for x in t.token_times_s)])
+        w.writerow(
+            [
+                *(getattr(t, c) for c in REQUEST_COLS),
+                "" if ttft is None else f"{ttft:.6f}",
+                " ".join(f"{x:.6f}" for x in t.token_times_s),
+            ]
+        )
     return buf.getvalue()

@@ -226,8 +226,9 @@ def summary_to_json_dict(summary: RunSummary, *, include_timeseries: bool = Fals
 def _percentiles_from(d: object) -> Percentiles:
     if not isinstance(d, dict):
         return EMPTY
-    return Percentiles(d.get("p50"), d.get("p90"), d.get("p95"), d.get("p99"), d.get("mean"), d.get("max"),
-                       int(d.get("count") or 0))
+    return Percentiles(
+        d.get("p50"), d.get("p90"), d.get("p95"), d.get("p99"), d.get("mean"), d.get("max"), int(d.get("count") or 0)
+    )
 
 
 def summary_from_json_dict(d: dict[str, Any]) -> RunSummary:
@@ -238,13 +239,18 @@ def summary_from_json_dict(d: dict[str, Any]) -> RunSummary:
     slo = Slo(slo_d.get("ttft_s"), slo_d.get("tpot_s")) if isinstance(slo_d, dict) else None
     known = set(RunSummary.__dataclass_fields__) | {"extra", "timeseries"}
     extra = {k: float(v) for k, v in (d.get("extra") or {}).items() if isinstance(v, int | float)}
-    extra.update({k: float(v) for k, v in d.items()
-                  if k not in known and isinstance(v, int | float) and not isinstance(v, bool)})
+    extra.update(
+        {k: float(v) for k, v in d.items() if k not in known and isinstance(v, int | float) and not isinstance(v, bool)}
+    )
     ts = d.get("timeseries")
     timeseries = None
     if isinstance(ts, dict):
-        timeseries = TimeSeries(tuple(ts.get("time_s", ())), tuple(ts.get("kv_utilization", ())),
-                                tuple(ts.get("queue_depth", ())), tuple(ts.get("running", ())))
+        timeseries = TimeSeries(
+            tuple(ts.get("time_s", ())),
+            tuple(ts.get("kv_utilization", ())),
+            tuple(ts.get("queue_depth", ())),
+            tuple(ts.get("running", ())),
+        )
 
     def opt(key: str) -> Any:
         return d.get(key)
