@@ -22,15 +22,16 @@ run_argument = click.argument("run", type=click.STRING)
 )
 @db_option
 @click.option("--limit", type=click.IntRange(min=1), default=50)
+@click.option("--kind", type=click.Choice(["measured", "simulated"]), default=None, help="Only runs of this kind.")
 @json_option
 @click.pass_context
-def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None:
+def runs(ctx: click.Context, db: Path | None, limit: int, kind: str | None, as_json: bool) -> None:
     """List stored runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
     from servecap.app.runs import ListRunsRequest, list_runs
 
-    path, rows = list_runs(ListRunsRequest(db=db, limit=limit))
+    path, rows = list_runs(ListRunsRequest(db=db, limit=limit, kind=kind))  # type: ignore[arg-type]
     if as_json:
         click.echo(rows.model_dump_json())
         return
