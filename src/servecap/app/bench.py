@@ -19,13 +19,17 @@ import contextlib
 import signal
 from collections.abc import Awaitable, Coroutine
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from servecap.errors import ServecapError
 from servecap.progress import Progress, ProgressFn
 from servecap.workload import WorkloadSpec
+
+if TYPE_CHECKING:
+    from servecap.measure.loadgen import LoadConfig
+    from servecap.results.store import RunStore
 
 T = TypeVar("T")
 
@@ -180,7 +184,7 @@ def _failure(result: BenchRunResult, limit: float) -> str:
     where = f"run {result.run_id}" if result.run_id else "the run"
     msg = (
         f"{result.failed_requests} of {result.sent_requests} requests failed in {where} ({kinds}; more than "
-        f"{limit:.0%}, --max-error-fraction)"
+        f"{limit:.0%}: max_error_fraction)"
     )
     if result.first_error:
         msg += f"; the first error: {result.first_error}"
@@ -189,11 +193,11 @@ def _failure(result: BenchRunResult, limit: float) -> str:
 
 def _run_step(
     req: BenchRequest,
-    cfg: Any,
+    cfg: LoadConfig,
     step: BenchStep,
     progress: ProgressFn | None,
     label: str,
-    store: Any,
+    store: RunStore | None,
     settings: dict[str, Any],
     sweep_id: str | None,
 ) -> BenchRunResult:
