@@ -5,6 +5,7 @@ exit non-zero with the server's words, and Ctrl-C stores the partial run."""
 from __future__ import annotations
 
 import json
+import os
 import select
 import signal
 import sqlite3
@@ -270,6 +271,7 @@ def test_ctrl_c_exits_130_and_stores_the_partial_run(fixed_server: ServerProcess
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")},
     )
     try:
         first = _wait_for_line(proc, 60.0)
