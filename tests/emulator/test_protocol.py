@@ -40,7 +40,7 @@ async def test_routes_errors_streams_and_metrics() -> None:
                      "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds",
                      "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total"):
             assert name in metrics, name
-        assert 'vllm:generation_tokens_total{model_name="m"} 7.0' in metrics
+        assert 'vllm:generation_tokens_total{engine="0",model_name="m"} 7.0' in metrics
     await st.driver.stop()
 
 

@@ -58,6 +58,15 @@ class FixedDelayEngine:
         self._seq += 1
         return True
 
+    def abort(self, request_id: int) -> bool:
+        """Drop a request (its client left); False if it is not queued."""
+        kept = [e for e in self._heap if e[2].request_id != request_id]
+        if len(kept) == len(self._heap):
+            return False
+        heapq.heapify(kept)
+        self._heap = kept
+        return True
+
     def has_work(self) -> bool:
         return bool(self._heap)
 
@@ -79,4 +88,5 @@ class FixedDelayEngine:
                 r.next_s += self.itl_s
                 heapq.heappush(heap, (r.next_s, self._seq, r))
                 self._seq += 1
+        out.num_running = len(heap)
         return out
