@@ -217,11 +217,12 @@ class Driver:
             self.metrics.success["abort"] += 1
             self._refresh_state()
 
-    def _refresh_state(self) -> None:
-        """The state gauges from the engine's counters (between steps)."""
+    def _refresh_state(self, st: Any = None) -> None:
+        """The state gauges from the engine's counters."""
         if not self._has_stats:
             return
-        st: Any = self.engine.stats  # type: ignore[attr-defined]
+        if st is None:
+            st = self.engine.stats  # type: ignore[attr-defined]
         self.num_running, self.num_waiting = st.num_running, st.num_waiting
         self.metrics.state = (st.num_running, st.num_waiting, st.kv_blocks_used, st.kv_blocks_total)
 
@@ -383,11 +384,13 @@ class Driver:
             m.success["length"] += done
             if ends:  # usage chunks after this step's tokens, a batch per loop turn
                 asyncio.get_running_loop().call_soon(self._finish_streams, ends, 0)
-        self.num_running, self.num_waiting = out.num_running, out.num_waiting
-        m.state = (out.num_running, out.num_waiting, out.kv_blocks_used, out.kv_blocks_total)  # gauges, at scrape
-        if self._has_stats:
+        if self._has_stats:  # the engine's state now (a client may have left since the step began)
             st: Any = self.engine.stats  # type: ignore[attr-defined]
             m.prefix_queries, m.prefix_hits = st.prefix_cache_query_tokens, st.prefix_cache_hit_tokens
+            self._refresh_state(st)
+        else:
+            self.num_running, self.num_waiting = out.num_running, out.num_waiting
+            m.state = (out.num_running, out.num_waiting, out.kv_blocks_used, out.kv_blocks_total)  # gauges, at scrape
         if lags:
             self.lags_s.extend(lags)
             self.step_lags_s.append(lags[0])

@@ -1,0 +1,50 @@
+"""A client that leaves mid-stream has its request aborted in the engine: its KV blocks come
+back and the running count drops, as vLLM aborts a request whose connection closed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+from conftest import sim_engine
+from prometheus_client.parser import text_string_to_metric_families
+
+from servecap.emulator.server import ServerThread
+
+
+async def _start_and_leave(url: str) -> int:
+    """Stream a long completion, read a few tokens, close the connection; the blocks in use
+    while it ran."""
+    body = {"model": "m", "prompt": list(range(1, 301)), "max_tokens": 1500, "stream": True}
+    async with httpx.AsyncClient(base_url=url, timeout=30.0) as c:
+        async with c.stream("POST", "/v1/completions", json=body) as r:
+            assert r.status_code == 200
+            seen = 0
+            async for line in r.aiter_lines():
+                seen += line.startswith("data: {")
+                if seen == 5:
+                    break
+            used = int((await httpx.AsyncClient(base_url=url).get("/servecap/stats")).json()["num_running"])
+            assert used == 1
+    return seen
+
+
+def test_disconnect_frees_kv_blocks_and_running_drops(engine_server: ServerThread) -> None:
+    engine = sim_engine(engine_server)
+    assert engine.stats.kv_blocks_used == 0
+    asyncio.run(_start_and_leave(engine_server.url))
+    deadline = time.monotonic() + 5.0
+    while engine.stats.num_running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    st = engine.stats
+    assert st.num_running == 0 and st.num_waiting == 0
+    assert st.kv_blocks_used == 0  # the 19+ blocks it held are back (full prompt blocks stay cached, evictable)
+    assert not engine.has_work()
+    assert not engine_server.state.driver.streams
+    text = httpx.get(engine_server.url + "/metrics").text
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    aborts = [s.value for s in fams["vllm:request_success"].samples if s.labels["finished_reason"] == "abort"]
+    assert aborts == [1.0]
+    running = [s.value for s in fams["vllm:num_requests_running"].samples]
+    assert running == [0.0]
