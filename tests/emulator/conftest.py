@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from emulator_helpers import small_plan
 
-from servecap.catalog import lookup_gpu, resolve_model
-from servecap.core.defaults import build_deployment
-from servecap.core.plan import Plan, plan
 from servecap.emulator.server import ServerThread, engine_state
-
-BLOCK_TOKENS = 16
-BYTES_PER_TOKEN = 131072  # Llama-3.1-8B, BF16 KV: 2 x 8 KV heads x 128 x 2 B x 32 layers
-
-
-def small_plan(num_blocks: int = 160) -> Plan:
-    """Llama-3.1-8B on an H100 with a KV pool of ``num_blocks`` 16-token blocks."""
-    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=2048,
-                           kv_cache_memory_bytes=num_blocks * BLOCK_TOKENS * BYTES_PER_TOKEN)
-    return plan(dep)
 
 
 @pytest.fixture()
@@ -29,8 +16,3 @@ def engine_server() -> Iterator[ServerThread]:
     state = engine_state(small_plan(), model_name="m")
     with ServerThread(state) as srv:
         yield srv
-
-
-def sim_engine(srv: ServerThread) -> Any:
-    """The :class:`servecap.sim.Engine` behind a server (its own counters, for comparison)."""
-    return srv.state.driver.engine.engine  # type: ignore[attr-defined]

@@ -7,39 +7,40 @@ import asyncio
 import time
 
 import httpx
-from conftest import sim_engine
+from emulator_helpers import sim_engine
 from prometheus_client.parser import text_string_to_metric_families
 
 from servecap.emulator.server import ServerThread
 
 
-async def _start_and_leave(url: str) -> int:
-    """Stream a long completion, read a few tokens, close the connection; the blocks in use
-    while it ran."""
+async def _start_and_leave(srv: ServerThread) -> int:
+    """Stream a long completion, read a few tokens, close the connection; the blocks the
+    request held while it ran."""
     body = {"model": "m", "prompt": list(range(1, 301)), "max_tokens": 1500, "stream": True}
-    async with httpx.AsyncClient(base_url=url, timeout=30.0) as c:
-        async with c.stream("POST", "/v1/completions", json=body) as r:
-            assert r.status_code == 200
-            seen = 0
-            async for line in r.aiter_lines():
-                seen += line.startswith("data: {")
-                if seen == 5:
-                    break
-            used = int((await httpx.AsyncClient(base_url=url).get("/servecap/stats")).json()["num_running"])
-            assert used == 1
-    return seen
+    async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as c, c.stream("POST", "/v1/completions",
+                                                                                json=body) as r:
+        assert r.status_code == 200
+        seen = 0
+        async for line in r.aiter_lines():
+            seen += line.startswith("data: {")
+            if seen == 5:
+                break
+        st = sim_engine(srv).stats
+        assert st.num_running == 1 and st.kv_blocks_used >= 19  # 300 prompt tokens + 5 generated
+        return int(st.kv_blocks_used)
 
 
 def test_disconnect_frees_kv_blocks_and_running_drops(engine_server: ServerThread) -> None:
     engine = sim_engine(engine_server)
     assert engine.stats.kv_blocks_used == 0
-    asyncio.run(_start_and_leave(engine_server.url))
+    held = asyncio.run(_start_and_leave(engine_server))
+    assert held >= 19
     deadline = time.monotonic() + 5.0
     while engine.stats.num_running and time.monotonic() < deadline:
         time.sleep(0.01)
     st = engine.stats
     assert st.num_running == 0 and st.num_waiting == 0
-    assert st.kv_blocks_used == 0  # the 19+ blocks it held are back (full prompt blocks stay cached, evictable)
+    assert st.kv_blocks_used == 0  # the blocks it held are back (full prompt blocks stay cached, evictable)
     assert not engine.has_work()
     assert not engine_server.state.driver.streams
     text = httpx.get(engine_server.url + "/metrics").text

@@ -8,15 +8,16 @@ import json
 from typing import Any
 
 import httpx
-from conftest import sim_engine
+from emulator_helpers import sim_engine, small_plan
 from prometheus_client.parser import text_string_to_metric_families
 
-from servecap.emulator.server import ServerThread
+from servecap.emulator.server import ServerThread, engine_state
 from servecap.specs import vllm_metrics as vm
 
 NUM_REQUESTS = 24
 CONCURRENCY = 12
-SHARED = list(range(1, 129))  # 8 shared blocks: the prefix cache answers them
+SHARED = list(range(1, 33))  # 2 shared blocks: the prefix cache answers them
+OUTPUT = 96  # 6 blocks of growth each: the 128-block pool must preempt
 
 
 def _families(text: str) -> dict[str, Any]:
@@ -32,8 +33,8 @@ def _value(fams: dict[str, Any], name: str, sample: str | None = None, **labels:
 
 
 async def _one(c: httpx.AsyncClient, i: int) -> dict[str, int]:
-    prompt = SHARED + [1000 + 200 * i + j for j in range(128)]
-    body = {"model": "m", "prompt": prompt, "max_tokens": 48, "stream": True,
+    prompt = SHARED + [1000 + 300 * i + j for j in range(224)]
+    body = {"model": "m", "prompt": prompt, "max_tokens": OUTPUT, "stream": True,
             "stream_options": {"include_usage": True}}
     async with c.stream("POST", "/v1/completions", json=body) as r:
         assert r.status_code == 200
@@ -71,9 +72,14 @@ async def _load(url: str) -> tuple[list[dict[str, int]], dict[str, float]]:
     return usages, peaks
 
 
-def test_every_series_moves_and_agrees_with_the_engine(engine_server: ServerThread) -> None:
+def test_every_series_moves_and_agrees_with_the_engine() -> None:
+    with ServerThread(engine_state(small_plan(128), model_name="m")) as srv:
+        _check(srv)
+
+
+def _check(engine_server: ServerThread) -> None:
     usages, peaks = asyncio.run(_load(engine_server.url))
-    assert len(usages) == NUM_REQUESTS and all(u["completion_tokens"] == 48 for u in usages)
+    assert len(usages) == NUM_REQUESTS and all(u["completion_tokens"] == OUTPUT for u in usages)
     fams = _families(httpx.get(engine_server.url + "/metrics").text)
     stats = sim_engine(engine_server).stats
     prompt = sum(u["prompt_tokens"] for u in usages)
@@ -85,7 +91,7 @@ def test_every_series_moves_and_agrees_with_the_engine(engine_server: ServerThre
     assert _value(fams, "vllm:kv_cache_usage_perc") == stats.kv_blocks_used / stats.kv_blocks_total
     assert _value(fams, "vllm:gpu_cache_usage_perc") == _value(fams, "vllm:kv_cache_usage_perc")
     info = [s for s in fams["vllm:cache_config_info"].samples]
-    assert len(info) == 1 and info[0].labels["num_gpu_blocks"] == str(stats.kv_blocks_total) == "160"
+    assert len(info) == 1 and info[0].labels["num_gpu_blocks"] == str(stats.kv_blocks_total) == "128"
     assert info[0].labels["block_size"] == "16" and info[0].labels["enable_prefix_caching"] == "True"
 
     # counters agree with the engine and with what clients received
@@ -117,7 +123,7 @@ def test_every_series_moves_and_agrees_with_the_engine(engine_server: ServerThre
     assert count("vllm:inter_token_latency_seconds") == gen - NUM_REQUESTS
     assert count("vllm:time_per_output_token_seconds") == count("vllm:inter_token_latency_seconds")
     assert total("vllm:request_prompt_tokens") == prompt and total("vllm:request_generation_tokens") == gen
-    assert total("vllm:request_params_max_tokens") == 48 * NUM_REQUESTS
+    assert total("vllm:request_params_max_tokens") == OUTPUT * NUM_REQUESTS
     assert total("vllm:iteration_tokens_total") == prompt + gen
     assert count("vllm:iteration_tokens_total") == stats.steps
     assert total("vllm:request_queue_time_seconds") > 0  # some waited: the pool is small

@@ -247,6 +247,8 @@ class Driver:
                     end = next_event()
                     if not await self._sleep_until(loop, timer, end, wakeable=True):
                         continue  # a request arrived: its first token may come first
+                    if not self.engine.has_work():
+                        continue  # its clients left while it slept
                     # every event due by now goes out in this turn (up to BATCH_S of work)
                     stop = clock() + BATCH_S
                     while True:

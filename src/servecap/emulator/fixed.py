@@ -76,6 +76,8 @@ class FixedDelayEngine:
 
     def step(self, now_s: float) -> FixedStep:
         heap = self._heap
+        if not heap:  # every request was aborted while the driver slept
+            return FixedStep(duration_s=0.0)
         t = heap[0][0]
         out = FixedStep(duration_s=max(0.0, t - now_s), num_running=len(heap))
         while heap and heap[0][0] <= t + 1e-9:
