@@ -15,8 +15,12 @@ BYTES_PER_TOKEN = 131072  # Llama-3.1-8B, BF16 KV: 2 x 8 KV heads x 128 x 2 B x 
 
 def small_plan(num_blocks: int = 160) -> Plan:
     """Llama-3.1-8B on an H100 with a KV pool of ``num_blocks`` 16-token blocks."""
-    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=2048,
-                           kv_cache_memory_bytes=num_blocks * BLOCK_TOKENS * BYTES_PER_TOKEN)
+    dep = build_deployment(
+        resolve_model("meta-llama/Llama-3.1-8B"),
+        lookup_gpu("H100"),
+        max_model_len=2048,
+        kv_cache_memory_bytes=num_blocks * BLOCK_TOKENS * BYTES_PER_TOKEN,
+    )
     return plan(dep)
 
 

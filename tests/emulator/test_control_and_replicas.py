@@ -68,11 +68,31 @@ def _alive(pid: int) -> bool:
 def test_two_replicas_serve_independently_and_stop_on_ctrl_c(tmp_path: Path) -> None:
     base = _consecutive_free_ports(2)
     err = (tmp_path / "stderr.txt").open("w+")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
-                                                         os.environ.get("PYTHONPATH", "")])}
-    parent = subprocess.Popen([sys.executable, "-m", "servecap", "emulate", "--fixed-ttft-s", "0.002",
-                               "--fixed-itl-s", "0.001", "--served-model-name", "m", "--replicas", "2",
-                               "--port", str(base)], stdout=subprocess.DEVNULL, stderr=err, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "servecap",
+            "emulate",
+            "--fixed-ttft-s",
+            "0.002",
+            "--fixed-itl-s",
+            "0.001",
+            "--served-model-name",
+            "m",
+            "--replicas",
+            "2",
+            "--port",
+            str(base),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        env=env,
+    )
     urls = [f"http://127.0.0.1:{base + i}" for i in range(2)]
     try:
         deadline = time.monotonic() + 60.0
@@ -121,9 +141,11 @@ def test_replicas_refuse_a_busy_port_before_starting_any() -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", base + 1))
         busy.listen()
-        res = CliRunner().invoke(cli, ["emulate", "--fixed-ttft-s", "0.01", "--fixed-itl-s", "0.01",
-                                       "--replicas", "2", "--port", str(base)])
+        res = CliRunner().invoke(
+            cli, ["emulate", "--fixed-ttft-s", "0.01", "--fixed-itl-s", "0.01", "--replicas", "2", "--port", str(base)]
+        )
     assert isinstance(res.exception, ServecapError) and str(res.exception).startswith(f"port={base + 1}: is not free")
-    res = CliRunner().invoke(cli, ["emulate", "--fixed-ttft-s", "0.01", "--fixed-itl-s", "0.01",
-                                   "--replicas", "3", "--port", "65534"])
+    res = CliRunner().invoke(
+        cli, ["emulate", "--fixed-ttft-s", "0.01", "--fixed-itl-s", "0.01", "--replicas", "3", "--port", "65534"]
+    )
     assert isinstance(res.exception, ServecapError) and str(res.exception).startswith("replicas=3")

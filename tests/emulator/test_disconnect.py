@@ -17,8 +17,10 @@ async def _start_and_leave(srv: ServerThread) -> int:
     """Stream a long completion, read a few tokens, close the connection; the blocks the
     request held while it ran."""
     body = {"model": "m", "prompt": list(range(1, 301)), "max_tokens": 1500, "stream": True}
-    async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as c, c.stream("POST", "/v1/completions",
-                                                                                json=body) as r:
+    async with (
+        httpx.AsyncClient(base_url=srv.url, timeout=30.0) as c,
+        c.stream("POST", "/v1/completions", json=body) as r,
+    ):
         assert r.status_code == 200
         seen = 0
         async for line in r.aiter_lines():

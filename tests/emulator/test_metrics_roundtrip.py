@@ -34,8 +34,13 @@ def _value(fams: dict[str, Any], name: str, sample: str | None = None, **labels:
 
 async def _one(c: httpx.AsyncClient, i: int) -> dict[str, int]:
     prompt = SHARED + [1000 + 300 * i + j for j in range(224)]
-    body = {"model": "m", "prompt": prompt, "max_tokens": OUTPUT, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": "m",
+        "prompt": prompt,
+        "max_tokens": OUTPUT,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     async with c.stream("POST", "/v1/completions", json=body) as r:
         assert r.status_code == 200
         usage: dict[str, int] = {}
@@ -112,12 +117,20 @@ def _check(engine_server: ServerThread) -> None:
     def total(name: str) -> float:
         return _value(fams, name, name + "_sum")
 
-    for name in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds",
-                 "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
-                 "vllm:request_decode_time_seconds", "vllm:request_inference_time_seconds",
-                 "vllm:request_time_per_output_token_seconds", "vllm:request_prompt_tokens",
-                 "vllm:request_generation_tokens", "vllm:request_max_num_generation_tokens",
-                 "vllm:request_params_n", "vllm:request_params_max_tokens"):
+    for name in (
+        "vllm:time_to_first_token_seconds",
+        "vllm:e2e_request_latency_seconds",
+        "vllm:request_queue_time_seconds",
+        "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds",
+        "vllm:request_inference_time_seconds",
+        "vllm:request_time_per_output_token_seconds",
+        "vllm:request_prompt_tokens",
+        "vllm:request_generation_tokens",
+        "vllm:request_max_num_generation_tokens",
+        "vllm:request_params_n",
+        "vllm:request_params_max_tokens",
+    ):
         assert count(name) == NUM_REQUESTS, name
         assert total(name) > 0, name
     assert count("vllm:inter_token_latency_seconds") == gen - NUM_REQUESTS
@@ -128,10 +141,18 @@ def _check(engine_server: ServerThread) -> None:
     assert count("vllm:iteration_tokens_total") == stats.steps
     assert total("vllm:request_queue_time_seconds") > 0  # some waited: the pool is small
     # vLLM's interval identities: inference = prefill + decode, e2e >= queue + inference
-    assert abs(total("vllm:request_inference_time_seconds") - total("vllm:request_prefill_time_seconds")
-               - total("vllm:request_decode_time_seconds")) < 1e-6
-    assert total("vllm:e2e_request_latency_seconds") >= (total("vllm:request_queue_time_seconds")
-                                                         + total("vllm:request_inference_time_seconds")) - 1e-6
+    assert (
+        abs(
+            total("vllm:request_inference_time_seconds")
+            - total("vllm:request_prefill_time_seconds")
+            - total("vllm:request_decode_time_seconds")
+        )
+        < 1e-6
+    )
+    assert (
+        total("vllm:e2e_request_latency_seconds")
+        >= (total("vllm:request_queue_time_seconds") + total("vllm:request_inference_time_seconds")) - 1e-6
+    )
 
     # every vllm: family the emulator exposes is in the spec, with its type and buckets
     exposed = {n for n in fams if n.startswith("vllm:")}
@@ -143,8 +164,15 @@ def _check(engine_server: ServerThread) -> None:
             assert bounds[:-1] == [float(b) for b in spec.buckets_for(2048)], name
     # ... and every series moved (except the finish reasons nothing produced here)
     for name in exposed:
-        moved = any(s.value > 0 for s in fams[name].samples
-                    if s.labels.get("finished_reason") not in ("stop", "abort") and not s.name.endswith("_created"))
-        gauge_peak = {"vllm:num_requests_running": peaks["running"], "vllm:num_requests_waiting": peaks["waiting"],
-                      "vllm:kv_cache_usage_perc": peaks["kv"], "vllm:gpu_cache_usage_perc": peaks["kv"]}
+        moved = any(
+            s.value > 0
+            for s in fams[name].samples
+            if s.labels.get("finished_reason") not in ("stop", "abort") and not s.name.endswith("_created")
+        )
+        gauge_peak = {
+            "vllm:num_requests_running": peaks["running"],
+            "vllm:num_requests_waiting": peaks["waiting"],
+            "vllm:kv_cache_usage_perc": peaks["kv"],
+            "vllm:gpu_cache_usage_perc": peaks["kv"],
+        }
         assert moved or gauge_peak.get(name, 0) > 0, name

@@ -61,8 +61,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("path", "extra", "param"), CASES)
-async def test_bad_field_is_a_400_naming_it(client: httpx.AsyncClient, path: str, extra: dict[str, object],
-                                            param: str | None) -> None:
+async def test_bad_field_is_a_400_naming_it(
+    client: httpx.AsyncClient, path: str, extra: dict[str, object], param: str | None
+) -> None:
     body: dict[str, object] = {"model": "m", **({"messages": CHAT} if "chat" in path else {"prompt": "hello"})}
     r = await client.post(path, json={**body, **extra})
     msg = _assert_openai_400(r, param)
@@ -110,8 +111,11 @@ async def test_deeply_nested_chat_content_is_a_400(client: httpx.AsyncClient) ->
     _assert_openai_400(await client.post("/v1/chat/completions", content=raw), None)
     part = b'{"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "x": ' + nested + b"}]}]}"
     _assert_openai_400(await client.post("/v1/chat/completions", content=part), None)
-    shallow = {"model": "m", "max_tokens": 2,
-               "messages": [{"role": "user", "content": [{"type": "text", "text": "abcd", "meta": [[[[1]]]]}]}]}
+    shallow = {
+        "model": "m",
+        "max_tokens": 2,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "abcd", "meta": [[[[1]]]]}]}],
+    }
     assert (await client.post("/v1/chat/completions", json=shallow)).status_code == 200
 
 
@@ -122,8 +126,37 @@ async def test_malformed_bodies(client: httpx.AsyncClient, raw: bytes) -> None:
 
 
 async def test_valid_requests_still_pass(client: httpx.AsyncClient) -> None:
-    ok = {"model": "m", "prompt": "hello", "max_tokens": 3, "temperature": 0.0, "top_p": 1.0, "top_k": -1,
-          "seed": -1, "min_tokens": 3, "ignore_eos": True, "stop": ["\n"], "presence_penalty": -2}
+    ok = {
+        "model": "m",
+        "prompt": "hello",
+        "max_tokens": 3,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "seed": -1,
+        "min_tokens": 3,
+        "ignore_eos": True,
+        "stop": ["\n"],
+        "presence_penalty": -2,
+    }
     assert (await client.post("/v1/completions", json=ok)).status_code == 200
     chat = {"messages": CHAT, "max_completion_tokens": 2, "temperature": 2, "logprobs": False}
     assert (await client.post("/v1/chat/completions", json=chat)).status_code == 200  # model optional, as vLLM
+
+
+async def test_an_internal_error_still_answers_in_openai_shape() -> None:
+    st = fixed_state(0.001, 0.001, model_name="m")
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    st.driver.submit = broken  # type: ignore[method-assign]
+    async with httpx.AsyncClient(transport=StreamingASGITransport(st.driver_app()), base_url="http://e") as c:
+        r = await c.post("/v1/completions", json={"model": "m", "prompt": "hello"})
+    assert r.status_code == 500
+    assert r.json()["error"] == {
+        "message": "internal error: RuntimeError",
+        "type": "InternalServerError",
+        "param": None,
+        "code": 500,
+    }

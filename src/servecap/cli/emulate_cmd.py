@@ -41,9 +41,14 @@ def _state(r: _Replica) -> Any:
 
     if r.fixed is not None:
         return fixed_state(r.fixed[0], r.fixed[1], model_name=r.model_name, enable_control_endpoints=r.control)
-    return engine_state(r.plan, model_name=r.model_name, enable_prefix_caching=r.prefix_caching,
-                        waiting_queue_limit=r.waiting_queue_limit, deployment_options=r.deployment_options,
-                        enable_control_endpoints=r.control)
+    return engine_state(
+        r.plan,
+        model_name=r.model_name,
+        enable_prefix_caching=r.prefix_caching,
+        waiting_queue_limit=r.waiting_queue_limit,
+        deployment_options=r.deployment_options,
+        enable_control_endpoints=r.control,
+    )
 
 
 def _serve(r: _Replica) -> None:
@@ -78,8 +83,11 @@ def _run_replicas(replicas: list[_Replica]) -> None:
             click.echo(f"replica on http://{r.host}:{r.port} (pid {p.pid})", err=True)
         while all(p.is_alive() for p in procs):
             procs[0].join(timeout=0.2)
-        failed = [f"port {r.port} exited with {p.exitcode}" for p, r in zip(procs, replicas, strict=True)
-                  if not p.is_alive() and p.exitcode != 0]
+        failed = [
+            f"port {r.port} exited with {p.exitcode}"
+            for p, r in zip(procs, replicas, strict=True)
+            if not p.is_alive() and p.exitcode != 0
+        ]
     except KeyboardInterrupt:
         pass
     finally:
@@ -99,20 +107,34 @@ def _run_replicas(replicas: list[_Replica]) -> None:
 @click.command("emulate")
 @deployment_options
 @calibration_option
-@click.option("--served-model-name", type=click.STRING, default=None,
-              help="Name clients request (default: the model id).")
-@click.option("--no-enable-prefix-caching", "no_prefix_caching", is_flag=True, default=False,
-              help="Disable prefix caching.")
-@click.option("--waiting-queue-limit", type=click.IntRange(min=0), default=None,
-              help="Reject (503) beyond this many waiting requests.")
+@click.option(
+    "--served-model-name", type=click.STRING, default=None, help="Name clients request (default: the model id)."
+)
+@click.option(
+    "--no-enable-prefix-caching", "no_prefix_caching", is_flag=True, default=False, help="Disable prefix caching."
+)
+@click.option(
+    "--waiting-queue-limit",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Reject (503) beyond this many waiting requests.",
+)
 @click.option("--fixed-ttft-s", type=click.FLOAT, default=None, help="Reference mode: fixed TTFT, no engine model.")
 @click.option("--fixed-itl-s", type=click.FLOAT, default=None, help="Reference mode: fixed inter-token latency.")
 @click.option("--host", type=click.STRING, default="127.0.0.1", help="Bind address.")
 @click.option("--port", type=click.INT, default=8000, help="Port (the first replica's with --replicas).")
-@click.option("--replicas", type=click.IntRange(min=1, max=64), default=1,
-              help="Start N replicas, each its own engine and process, on consecutive ports.")
-@click.option("--enable-control-endpoints", is_flag=True, default=False,
-              help="Serve POST /servecap/stats/reset (off by default: it changes server state).")
+@click.option(
+    "--replicas",
+    type=click.IntRange(min=1, max=64),
+    default=1,
+    help="Start N replicas, each its own engine and process, on consecutive ports.",
+)
+@click.option(
+    "--enable-control-endpoints",
+    is_flag=True,
+    default=False,
+    help="Serve POST /servecap/stats/reset (off by default: it changes server state).",
+)
 def emulate(
     deployment: DeploymentFlags,
     calibration: Path | None,
@@ -139,8 +161,13 @@ def emulate(
     if fixed_ttft_s is not None and fixed_itl_s is not None:
         if fixed_ttft_s < 0 or fixed_itl_s <= 0:
             raise ServecapError("fixed_itl_s", fixed_itl_s, "must be positive (and --fixed-ttft-s >= 0)")
-        base = _Replica(host, port, served_model_name or deployment.model or "servecap-fixed",
-                        enable_control_endpoints, fixed=(fixed_ttft_s, fixed_itl_s))
+        base = _Replica(
+            host,
+            port,
+            served_model_name or deployment.model or "servecap-fixed",
+            enable_control_endpoints,
+            fixed=(fixed_ttft_s, fixed_itl_s),
+        )
         what = f"fixed TTFT {fixed_ttft_s * 1e3:g} ms, ITL {fixed_itl_s * 1e3:g} ms"
     else:
         from servecap.cli.options import deployment_from_options, efficiency_from_options
@@ -152,19 +179,32 @@ def emulate(
         name = served_model_name or dep.model.id
         stored = deployment.to_settings()
         stored["calibration"] = None if calibration is None else str(calibration)
-        base = _Replica(host, port, name, enable_control_endpoints, plan=p, prefix_caching=not no_prefix_caching,
-                        waiting_queue_limit=waiting_queue_limit, deployment_options=stored)
+        base = _Replica(
+            host,
+            port,
+            name,
+            enable_control_endpoints,
+            plan=p,
+            prefix_caching=not no_prefix_caching,
+            waiting_queue_limit=waiting_queue_limit,
+            deployment_options=stored,
+        )
         for n in [*notes, *([note] if note else [])]:
             click.echo(f"note: {n}", err=True)
-        what = (f"{name} on {dep.num_gpus}x {dep.gpu.id}, {p.num_gpu_blocks} KV blocks, "
-                f"max_num_seqs {dep.engine.max_num_seqs}")
+        what = (
+            f"{name} on {dep.num_gpus}x {dep.gpu.id}, {p.num_gpu_blocks} KV blocks, "
+            f"max_num_seqs {dep.engine.max_num_seqs}"
+        )
     if replicas == 1:
         click.echo(f"servecap emulate: {what}, on http://{host}:{port}", err=True)
         _serve(base)
         return
     _check_ports_free(host, port, replicas)
-    click.echo(f"servecap emulate: {replicas} replicas of {what}, on http://{host}:{port}.."
-               f"{port + replicas - 1} (Ctrl-C stops them all)", err=True)
+    click.echo(
+        f"servecap emulate: {replicas} replicas of {what}, on http://{host}:{port}.."
+        f"{port + replicas - 1} (Ctrl-C stops them all)",
+        err=True,
+    )
     from dataclasses import replace
 
     _run_replicas([replace(base, port=port + i) for i in range(replicas)])

@@ -91,8 +91,16 @@ class EmulatorState:
     checked); ``enable_control_endpoints``: serve ``POST /servecap/stats/reset`` (off by
     default: a control endpoint changes server state and is never open unless asked for)."""
 
-    def __init__(self, *, model_name: str, max_model_len: int, block_size: int, driver: Driver,
-                 vocab_size: int | None = None, enable_control_endpoints: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        model_name: str,
+        max_model_len: int,
+        block_size: int,
+        driver: Driver,
+        vocab_size: int | None = None,
+        enable_control_endpoints: bool = False,
+    ) -> None:
         self.model_name = model_name
         self.max_model_len = max_model_len
         self.block_size = block_size
@@ -111,6 +119,7 @@ class EmulatorState:
 
 
 # ---- writing a stream ------------------------------------------------------------------------
+
 
 def _tails(chat: bool) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
     """The bytes after a chunk's per-request head, for filler token i % 10: (mid, last)."""
@@ -156,8 +165,7 @@ class _Resume:
 
 def _usage(s: Stream) -> dict[str, Any]:
     n = len(s.token_times_s)
-    u: dict[str, Any] = {"prompt_tokens": s.prompt_tokens, "total_tokens": s.prompt_tokens + n,
-                         "completion_tokens": n}
+    u: dict[str, Any] = {"prompt_tokens": s.prompt_tokens, "total_tokens": s.prompt_tokens + n, "completion_tokens": n}
     if s.cached_prompt_tokens:
         u["prompt_tokens_details"] = {"cached_tokens": s.cached_prompt_tokens}
     return u
@@ -170,10 +178,15 @@ def _timing(s: Stream, t0: float) -> dict[str, Any]:
     """The ``servecap_timing`` object; its ``token_times_s`` is a placeholder that
     :func:`_dumps` fills (hundreds of floats: ``%.9f`` is half the cost of ``repr``)."""
     times = s.token_times_s
-    return {"clock": "perf_counter", "received_s": t0 + s.received_s,
-            "first_token_s": t0 + times[0] if times else None,
-            "end_s": t0 + times[-1] if times else None, "preemptions": s.preemptions,
-            "cached_tokens": s.cached_prompt_tokens, "token_times_s": _TIMES}
+    return {
+        "clock": "perf_counter",
+        "received_s": t0 + s.received_s,
+        "first_token_s": t0 + times[0] if times else None,
+        "end_s": t0 + times[-1] if times else None,
+        "preemptions": s.preemptions,
+        "cached_tokens": s.cached_prompt_tokens,
+        "token_times_s": _TIMES,
+    }
 
 
 def _dumps(obj: dict[str, Any], s: Stream, t0: float) -> bytes:
@@ -271,9 +284,17 @@ class _WholeWriter:
 
 async def _send_json(send: Send, status: int, obj: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     raw = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode()),
-                            *(headers or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(raw)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": raw, "more_body": False})
 
 
@@ -352,8 +373,9 @@ class Completions:
         if isinstance(req, CompletionRequest) and st.vocab_size is not None:
             ids = prompt_token_ids(req)
             if ids and max(ids) >= st.vocab_size:
-                await _send_err(send, 400, f"Token id {max(ids)} is out of vocabulary (vocab_size "
-                                f"{st.vocab_size})", param="prompt")
+                await _send_err(
+                    send, 400, f"Token id {max(ids)} is out of vocabulary (vocab_size {st.vocab_size})", param="prompt"
+                )
                 return
         if req.model is not None and req.model != st.model_name:
             await _send_err(send, 404, f"The model `{req.model}` does not exist.", param="model")
@@ -369,10 +391,15 @@ class Completions:
         if max_tokens is None:
             max_tokens = 16 if not chat else max(1, st.max_model_len - prompt)
         if prompt + max_tokens > st.max_model_len:
-            await _send_err(send, 400, f"This model's maximum context length is {st.max_model_len} tokens. "
-                            f"However, you requested {prompt + max_tokens} tokens ({prompt} in the messages, "
-                            f"{max_tokens} in the completion). Please reduce the length of the messages or "
-                            "completion.", param="max_tokens")
+            await _send_err(
+                send,
+                400,
+                f"This model's maximum context length is {st.max_model_len} tokens. "
+                f"However, you requested {prompt + max_tokens} tokens ({prompt} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                "completion.",
+                param="max_tokens",
+            )
             return
         keys = prefix_block_hashes(prompt_key(req), st.block_size)
         rid_num = driver.next_request_id()
@@ -393,28 +420,52 @@ class Completions:
             if not stream.finished:
                 driver.abandon(stream)
 
-    async def _stream(self, send: Send, stream: Stream, rid: str, chat: bool, include_usage: bool,
-                      timing: bool, watcher: asyncio.Future[None]) -> None:
+    async def _stream(
+        self,
+        send: Send,
+        stream: Stream,
+        rid: str,
+        chat: bool,
+        include_usage: bool,
+        timing: bool,
+        watcher: asyncio.Future[None],
+    ) -> None:
         st = self.state
         obj_name = "chat.completion.chunk" if chat else "text_completion"
-        head = (f'data: {{"id":"{rid}","object":"{obj_name}","created":{st.created},'
-                f'"model":{self._model_json},"choices":[{{"index":0,').encode()
+        head = (
+            f'data: {{"id":"{rid}","object":"{obj_name}","created":{st.created},'
+            f'"model":{self._model_json},"choices":[{{"index":0,'
+        ).encode()
         t0 = st.driver.t0
 
         def final(s: Stream) -> bytes:
             if not (include_usage or timing):
                 return _DONE
-            obj: dict[str, Any] = {"id": rid, "object": obj_name, "created": st.created, "model": st.model_name,
-                                   "choices": [], "usage": _usage(s)}
+            obj: dict[str, Any] = {
+                "id": rid,
+                "object": obj_name,
+                "created": st.created,
+                "model": st.model_name,
+                "choices": [],
+                "usage": _usage(s),
+            }
             if timing:
                 obj["servecap_timing"] = _timing(s, t0)
             return b"data: " + _dumps(obj, s, t0) + b"\n\n" + _DONE
 
         writer = SseWriter(send, head, chat, final)
         stream.writer = writer  # tokens from now on are queued until the head is out
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream; charset=utf-8"),
-                                (b"cache-control", b"no-cache"), (b"x-request-id", rid.encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-request-id", rid.encode()),
+                ],
+            }
+        )
         if chat:
             role = head + b'"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
             pending = writer._pending
@@ -424,8 +475,9 @@ class Completions:
         if not await _until_done(writer.done, watcher):
             return
 
-    async def _whole(self, send: Send, stream: Stream, rid: str, chat: bool, timing: bool,
-                     watcher: asyncio.Future[None]) -> None:
+    async def _whole(
+        self, send: Send, stream: Stream, rid: str, chat: bool, timing: bool, watcher: asyncio.Future[None]
+    ) -> None:
         st = self.state
         writer = _WholeWriter()
         stream.writer = writer
@@ -433,19 +485,34 @@ class Completions:
             return
         text = filler_text(len(stream.token_times_s))
         if chat:
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
-                                      "logprobs": None, "finish_reason": "length"}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": "length",
+            }
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None}
             obj = "text_completion"
-        body: dict[str, Any] = {"id": rid, "object": obj, "created": st.created, "model": st.model_name,
-                                "choices": [choice], "usage": _usage(stream)}
+        body: dict[str, Any] = {
+            "id": rid,
+            "object": obj,
+            "created": st.created,
+            "model": st.model_name,
+            "choices": [choice],
+            "usage": _usage(stream),
+        }
         if timing:
             body["servecap_timing"] = _timing(stream, st.driver.t0)
         raw = _dumps(body, stream, st.driver.t0)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": raw, "more_body": False})
 
 
@@ -496,7 +563,6 @@ class EmulatorApp:
                 raise
             await _send_err(send, 500, f"internal error: {type(err).__name__}")
 
-
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         """A server process (uvicorn runs the lifespan; in-process tests do not): the garbage
         collector is taken in hand (:meth:`Driver.manage_gc`)."""
@@ -538,9 +604,20 @@ def create_app(state: EmulatorState) -> EmulatorApp:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{
-            "id": state.model_name, "object": "model", "created": state.created, "owned_by": "servecap",
-            "root": state.model_name, "parent": None, "max_model_len": state.max_model_len}]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": state.model_name,
+                    "object": "model",
+                    "created": state.created,
+                    "owned_by": "servecap",
+                    "root": state.model_name,
+                    "parent": None,
+                    "max_model_len": state.max_model_len,
+                }
+            ],
+        }
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -556,11 +633,19 @@ def create_app(state: EmulatorState) -> EmulatorApp:
         def q(xs: list[float], p: float) -> float | None:
             return xs[min(len(xs) - 1, int(p * (len(xs) - 1) + 0.5))] if xs else None
 
-        return {"tokens": len(lags), "token_lag_p50_s": q(lags, 0.5), "token_lag_p99_s": q(lags, 0.99),
-                "token_lag_max_s": lags[-1] if lags else None,
-                "step_lag_p50_s": q(steps, 0.5), "step_lag_p99_s": q(steps, 0.99),
-                "write_s_per_token": d.write_s / d.writes if d.writes else None, "steps": d.steps,
-                "num_running": d.num_running, "num_waiting": d.num_waiting, "open_streams": len(d.streams)}
+        return {
+            "tokens": len(lags),
+            "token_lag_p50_s": q(lags, 0.5),
+            "token_lag_p99_s": q(lags, 0.99),
+            "token_lag_max_s": lags[-1] if lags else None,
+            "step_lag_p50_s": q(steps, 0.5),
+            "step_lag_p99_s": q(steps, 0.99),
+            "write_s_per_token": d.write_s / d.writes if d.writes else None,
+            "steps": d.steps,
+            "num_running": d.num_running,
+            "num_waiting": d.num_waiting,
+            "open_streams": len(d.streams),
+        }
 
     @app.get("/servecap/deployment")
     async def deployment() -> Response:
@@ -592,10 +677,24 @@ def create_app(state: EmulatorState) -> EmulatorApp:
 MakeRequest = Callable[[int, int, int, Any], Any]
 
 
-def build_state(engine: EngineLike, make_request: MakeRequest, *, model_name: str, max_model_len: int,
-                block_size: int, vocab_size: int | None = None, cache_config: dict[str, str] | None = None,
-                enable_control_endpoints: bool = False) -> EmulatorState:
+def build_state(
+    engine: EngineLike,
+    make_request: MakeRequest,
+    *,
+    model_name: str,
+    max_model_len: int,
+    block_size: int,
+    vocab_size: int | None = None,
+    cache_config: dict[str, str] | None = None,
+    enable_control_endpoints: bool = False,
+) -> EmulatorState:
     metrics = EngineMetrics(model_name, max_model_len=max_model_len, cache_config=cache_config)
     driver = Driver(engine, metrics, make_request)
-    return EmulatorState(model_name=model_name, max_model_len=max_model_len, block_size=block_size,
-                         driver=driver, vocab_size=vocab_size, enable_control_endpoints=enable_control_endpoints)
+    return EmulatorState(
+        model_name=model_name,
+        max_model_len=max_model_len,
+        block_size=block_size,
+        driver=driver,
+        vocab_size=vocab_size,
+        enable_control_endpoints=enable_control_endpoints,
+    )

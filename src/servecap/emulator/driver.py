@@ -110,9 +110,13 @@ class Stream:
 
 
 class Driver:
-    def __init__(self, engine: EngineLike, metrics: EngineMetrics,
-                 make_request: Callable[[int, int, int, Any], Any],
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        engine: EngineLike,
+        metrics: EngineMetrics,
+        make_request: Callable[[int, int, int, Any], Any],
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.engine = engine
         self.metrics = metrics
         self._make_request = make_request
@@ -181,8 +185,15 @@ class Driver:
                 await self._task
             self._task = None
 
-    def submit(self, request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: Any,
-               received_s: float | None = None, max_tokens_param: int | None = None) -> Stream | None:
+    def submit(
+        self,
+        request_id: int,
+        prompt_tokens: int,
+        output_tokens: int,
+        prefix_key: Any,
+        received_s: float | None = None,
+        max_tokens_param: int | None = None,
+    ) -> Stream | None:
         """Add a request that reached the server at ``received_s`` (engine time; default now);
         None when the engine rejects it (waiting queue full)."""
         self.ensure_started()
@@ -276,8 +287,9 @@ class Driver:
             if timer is not None:
                 timer.close()
 
-    async def _sleep_until(self, loop: asyncio.AbstractEventLoop, timer: PreciseTimer | None, end: float, *,
-                           wakeable: bool) -> bool:
+    async def _sleep_until(
+        self, loop: asyncio.AbstractEventLoop, timer: PreciseTimer | None, end: float, *, wakeable: bool
+    ) -> bool:
         """Until engine time ``end`` (True), or until :meth:`submit` wakes us (False, only when
         ``wakeable``). When already late, the loop still gets one turn (the server's other
         work must not starve behind a backlog of steps)."""

@@ -89,8 +89,9 @@ class EngineMetrics:
     :data:`servecap.specs.vllm_metrics.CACHE_CONFIG_LABELS`); None leaves that series out (the
     fixed-latency reference has no cache)."""
 
-    def __init__(self, model_name: str, *, max_model_len: int = 1 << 20,
-                 cache_config: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, model_name: str, *, max_model_len: int = 1 << 20, cache_config: dict[str, str] | None = None
+    ) -> None:
         self.model_name = model_name
         self.labels = [model_name, "0"]
         self.cache_config = cache_config
@@ -152,15 +153,17 @@ class EngineMetrics:
         yield gauge(vm.KV_CACHE_USAGE_PERC, self.kv_usage)
         yield gauge(vm.GPU_CACHE_USAGE_PERC, self.kv_usage)
         if self.cache_config is not None:
-            info = GaugeMetricFamily(vm.CACHE_CONFIG_INFO.name, vm.CACHE_CONFIG_INFO.documentation,
-                                     labels=list(self.cache_config))
+            info = GaugeMetricFamily(
+                vm.CACHE_CONFIG_INFO.name, vm.CACHE_CONFIG_INFO.documentation, labels=list(self.cache_config)
+            )
             info.add_metric(list(self.cache_config.values()), 1.0)
             yield info
         yield counter(vm.PROMPT_TOKENS, self.prompt_tokens)
         yield counter(vm.GENERATION_TOKENS, self.generation_tokens)
         yield counter(vm.NUM_PREEMPTIONS, self.preemptions)
-        success = CounterMetricFamily(vm.REQUEST_SUCCESS.name, vm.REQUEST_SUCCESS.documentation,
-                                      labels=[*names, vm.FINISHED_REASON])
+        success = CounterMetricFamily(
+            vm.REQUEST_SUCCESS.name, vm.REQUEST_SUCCESS.documentation, labels=[*names, vm.FINISHED_REASON]
+        )
         for reason, n in self.success.items():
             success.add_metric([*lab, reason], n)
         yield success
@@ -186,8 +189,9 @@ class EngineMetrics:
             (vm.REQUEST_DECODE_TIME, self.decode),
         ):
             yield hist(spec.name, spec.documentation, h)
-        yield hist(TOKEN_LAG, "Delay between a token's engine-scheduled time and its hand-off to the stream.",
-                   self.token_lag)
+        yield hist(
+            TOKEN_LAG, "Delay between a token's engine-scheduled time and its hand-off to the stream.", self.token_lag
+        )
 
 
 class _Collector:

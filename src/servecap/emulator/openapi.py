@@ -33,8 +33,10 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 
 def _error(description: str) -> dict[str, Any]:
-    return {"description": description,
-            "content": {"application/json": {"schema": {"$ref": _REF.format(model="ErrorResponse")}}}}
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": _REF.format(model="ErrorResponse")}}},
+    }
 
 
 def openapi_schema(api: FastAPI) -> dict[str, Any]:
@@ -44,22 +46,32 @@ def openapi_schema(api: FastAPI) -> dict[str, Any]:
     components["ErrorResponse"] = ERROR_SCHEMA
     for op in (o for path in schema.get("paths", {}).values() for o in path.values()):
         op.get("responses", {}).pop("422", None)  # FastAPI's default; validation errors are 400 here
-    for path, model, op_id in (("/v1/completions", CompletionRequest, "create_completion"),
-                               ("/v1/chat/completions", ChatRequest, "create_chat_completion")):
+    for path, model, op_id in (
+        ("/v1/completions", CompletionRequest, "create_completion"),
+        ("/v1/chat/completions", ChatRequest, "create_chat_completion"),
+    ):
         body = model.model_json_schema(ref_template=_REF)
         components.update(body.pop("$defs", {}))
         components[model.__name__] = body
-        schema.setdefault("paths", {})[path] = {"post": {
-            "operationId": op_id,
-            "requestBody": {"required": True, "content": {
-                "application/json": {"schema": {"$ref": _REF.format(model=model.__name__)}}}},
-            "responses": {
-                "200": {"description": "The completion: one JSON body, or server-sent events when stream is true",
-                        "content": {"application/json": {"schema": {"type": "object"}},
-                                    "text/event-stream": {"schema": {"type": "string"}}}},
-                "400": _error("Invalid request body"),
-                "404": _error("Unknown model"),
-                "503": _error("Waiting queue full"),
-            },
-        }}
+        schema.setdefault("paths", {})[path] = {
+            "post": {
+                "operationId": op_id,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"$ref": _REF.format(model=model.__name__)}}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "The completion: one JSON body, or server-sent events when stream is true",
+                        "content": {
+                            "application/json": {"schema": {"type": "object"}},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    "400": _error("Invalid request body"),
+                    "404": _error("Unknown model"),
+                    "503": _error("Waiting queue full"),
+                },
+            }
+        }
     return schema

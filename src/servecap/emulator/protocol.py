@@ -96,8 +96,9 @@ class _Sampling(_Strict):
     @model_validator(mode="after")
     def _min_within_max(self) -> _Sampling:
         if self.max_tokens is not None and self.min_tokens > self.max_tokens:
-            raise ValueError(f"min_tokens must be less than or equal to max_tokens={self.max_tokens}, "
-                             f"got {self.min_tokens}")
+            raise ValueError(
+                f"min_tokens must be less than or equal to max_tokens={self.max_tokens}, got {self.min_tokens}"
+            )
         if (isinstance(self.stop, list) and any(not x for x in self.stop)) or self.stop == "":
             raise ValueError("stop cannot contain an empty string")
         return self

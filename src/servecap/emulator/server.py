@@ -61,10 +61,15 @@ class SimEngineAdapter:
         return self._sched
 
 
-def engine_state(plan: Any, *, model_name: str, enable_prefix_caching: bool = True,
-                 waiting_queue_limit: int | None = None,
-                 deployment_options: dict[str, Any] | None = None,
-                 enable_control_endpoints: bool = False) -> EmulatorState:
+def engine_state(
+    plan: Any,
+    *,
+    model_name: str,
+    enable_prefix_caching: bool = True,
+    waiting_queue_limit: int | None = None,
+    deployment_options: dict[str, Any] | None = None,
+    enable_control_endpoints: bool = False,
+) -> EmulatorState:
     """State around :class:`servecap.sim.Engine` for one planned replica (same code as simulate).
 
     ``deployment_options``: the ``servecap emulate`` flags that built ``plan`` (served at
@@ -75,8 +80,9 @@ def engine_state(plan: Any, *, model_name: str, enable_prefix_caching: bool = Tr
     from servecap.sim.engine import Engine, EngineRequest
     from servecap.sim.setup import engine_setup_from_plan
 
-    setup = engine_setup_from_plan(plan, enable_prefix_caching=enable_prefix_caching,
-                                   waiting_queue_limit=waiting_queue_limit)
+    setup = engine_setup_from_plan(
+        plan, enable_prefix_caching=enable_prefix_caching, waiting_queue_limit=waiting_queue_limit
+    )
     engine = SimEngineAdapter(Engine(setup))
 
     def make(request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: Any) -> Any:
@@ -91,19 +97,38 @@ def engine_state(plan: Any, *, model_name: str, enable_prefix_caching: bool = Tr
         "num_gpu_blocks": str(setup.num_gpu_blocks),
         "engine": "0",
     }
-    state = build_state(engine, make, model_name=model_name, max_model_len=dep.engine.max_model_len,
-                        block_size=plan.layout.block_size, vocab_size=dep.model.vocab_size,
-                        cache_config=cache_config, enable_control_endpoints=enable_control_endpoints)
+    state = build_state(
+        engine,
+        make,
+        model_name=model_name,
+        max_model_len=dep.engine.max_model_len,
+        block_size=plan.layout.block_size,
+        vocab_size=dep.model.vocab_size,
+        cache_config=cache_config,
+        enable_control_endpoints=enable_control_endpoints,
+    )
     if deployment_options is not None:
         state.deployment = {**deployment_options, "enable_prefix_caching": setup.enable_prefix_caching}
     return state
 
 
-def fixed_state(ttft_s: float, itl_s: float, *, model_name: str, max_model_len: int = 1 << 20,
-                enable_control_endpoints: bool = False) -> EmulatorState:
+def fixed_state(
+    ttft_s: float,
+    itl_s: float,
+    *,
+    model_name: str,
+    max_model_len: int = 1 << 20,
+    enable_control_endpoints: bool = False,
+) -> EmulatorState:
     engine = FixedDelayEngine(ttft_s, itl_s)
-    return build_state(engine, engine.make_request, model_name=model_name, max_model_len=max_model_len,
-                       block_size=16, enable_control_endpoints=enable_control_endpoints)
+    return build_state(
+        engine,
+        engine.make_request,
+        model_name=model_name,
+        max_model_len=max_model_len,
+        block_size=16,
+        enable_control_endpoints=enable_control_endpoints,
+    )
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -115,8 +140,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 def uvicorn_config(state: EmulatorState, host: str, port: int, **kw: Any) -> Any:
     import uvicorn
 
-    return uvicorn.Config(create_app(state), host=host, port=port, log_level="warning",
-                          access_log=False, timeout_keep_alive=30, backlog=4096, lifespan="on", **kw)
+    return uvicorn.Config(
+        create_app(state),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=30,
+        backlog=4096,
+        lifespan="on",
+        **kw,
+    )
 
 
 class ServerThread:
@@ -162,8 +196,9 @@ class ServerProcess:
     the client); waits for /health, terminates it on exit. A harness for tests and benchmarks
     on loopback, so its control endpoints are on unless ``control_endpoints=False``."""
 
-    def __init__(self, args: list[str], host: str = "127.0.0.1", start_timeout_s: float = 60.0, *,
-                 control_endpoints: bool = True) -> None:
+    def __init__(
+        self, args: list[str], host: str = "127.0.0.1", start_timeout_s: float = 60.0, *, control_endpoints: bool = True
+    ) -> None:
         self.host, self.port = host, free_port(host)
         self.args = [*args, "--enable-control-endpoints"] if control_endpoints else list(args)
         self.start_timeout_s = start_timeout_s
@@ -180,7 +215,9 @@ class ServerProcess:
 
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "servecap", "emulate", *self.args, "--host", self.host, "--port", str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + self.start_timeout_s
         while True:
             if self.proc.poll() is not None:
