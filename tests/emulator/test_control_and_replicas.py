@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servecap.emulator.server import fixed_state, free_port
+from servecap.emulator.server import ServerProcess, fixed_state, free_ports
 from servecap.measure.asgi_stream import StreamingASGITransport
 
 
@@ -40,95 +39,50 @@ def test_emulate_binds_loopback_and_control_is_off_by_default() -> None:
     assert defaults["replicas"] == 1
 
 
-def _consecutive_free_ports(n: int) -> int:
-    for _ in range(50):
-        base = free_port()
-        if base + n - 1 > 65535:
-            continue
-        try:
-            for p in range(base, base + n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no consecutive free ports")
-
-
 def _alive(pid: int) -> bool:
+    """Running (a zombie has exited: it only waits for its parent to reap it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # a zombie still answers kill(0): it has exited
     stat = Path(f"/proc/{pid}/stat")
     return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
 
 
-def test_two_replicas_serve_independently_and_stop_on_ctrl_c(tmp_path: Path) -> None:
-    base = _consecutive_free_ports(2)
-    err = (tmp_path / "stderr.txt").open("w+")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")]),
-    }
-    parent = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "servecap",
-            "emulate",
-            "--fixed-ttft-s",
-            "0.002",
-            "--fixed-itl-s",
-            "0.001",
-            "--served-model-name",
-            "m",
-            "--replicas",
-            "2",
-            "--port",
-            str(base),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=err,
-        env=env,
-    )
-    urls = [f"http://127.0.0.1:{base + i}" for i in range(2)]
-    try:
-        deadline = time.monotonic() + 60.0
-        up: set[str] = set()
-        while len(up) < 2:
-            assert parent.poll() is None, (tmp_path / "stderr.txt").read_text()
-            assert time.monotonic() < deadline, "replicas did not start"
-            for u in urls:
-                try:
-                    if httpx.get(u + "/health", timeout=1.0).status_code == 200:
-                        up.add(u)
-                except httpx.TransportError:
-                    pass
-            time.sleep(0.1)
-        for u in urls:  # each its own engine: each saw exactly its own request
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().split(") ", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_two_replicas_serve_independently_and_stop_on_ctrl_c() -> None:
+    args = ["--fixed-ttft-s", "0.002", "--fixed-itl-s", "0.001", "--served-model-name", "m"]
+    with ServerProcess(args, replicas=2) as srv:
+        assert srv.urls == [f"http://127.0.0.1:{srv.port}", f"http://127.0.0.1:{srv.port + 1}"]
+        for u in srv.urls:  # each its own engine: each saw exactly its own request
             r = httpx.post(u + "/v1/completions", json={"model": "m", "prompt": "abcd", "max_tokens": 3}, timeout=10)
             assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
             metrics = httpx.get(u + "/metrics", timeout=5).text
             assert 'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 1.0' in metrics
-        err.seek(0)
-        pids = [int(line.rsplit("pid ", 1)[1].rstrip(")\n")) for line in err if "(pid " in line]
-        assert len(pids) == 2 and all(_alive(p) for p in pids)
-        parent.send_signal(signal.SIGINT)  # Ctrl-C
-        assert parent.wait(timeout=20) == 0
+        children = [p for p in _children(srv.proc.pid) if _alive(p)]
+        replicas = [p for p in children if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(replicas) == 2
+        srv.proc.send_signal(signal.SIGINT)  # Ctrl-C
+        assert srv.proc.wait(timeout=20) == 0
         deadline = time.monotonic() + 10.0
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        while any(_alive(p) for p in children) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(_alive(p) for p in pids), "a replica outlived its parent"
-        for u in urls:
+        assert not any(_alive(p) for p in children), "a child outlived its parent"
+        for u in srv.urls:
             with pytest.raises(httpx.TransportError):
                 httpx.get(u + "/health", timeout=1.0)
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.wait()
-        err.close()
 
 
 def test_replicas_refuse_a_busy_port_before_starting_any() -> None:
@@ -137,7 +91,7 @@ def test_replicas_refuse_a_busy_port_before_starting_any() -> None:
     from servecap.cli.main import cli
     from servecap.errors import ServecapError
 
-    base = _consecutive_free_ports(2)
+    base = free_ports(2)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", base + 1))
         busy.listen()

@@ -5,6 +5,7 @@ comes in OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``).""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import schemathesis
@@ -32,7 +33,7 @@ def server() -> Iterator[ServerThread]:
 
 @schema.parametrize()
 @settings(max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
-def test_no_server_errors_and_openai_errors(case: schemathesis.Case, server: ServerThread) -> None:
+def test_no_server_errors_and_openai_errors(case: schemathesis.Case[Any], server: ServerThread) -> None:
     response = case.call(base_url=server.url, timeout=10)
     assert response.status_code < 500, (response.status_code, response.text[:500])
     if response.status_code >= 400:

@@ -137,6 +137,22 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(n: int, host: str = "127.0.0.1") -> int:
+    """The first of ``n`` consecutive ports free on ``host`` now (for ``emulate --replicas``)."""
+    for _ in range(100):
+        base = free_port(host)
+        if base + n - 1 > 65535:
+            continue
+        try:
+            for p in range(base + 1, base + n):
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    s.bind((host, p))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError(f"no {n} consecutive free ports on {host}")
+
+
 def uvicorn_config(state: EmulatorState, host: str, port: int, **kw: Any) -> Any:
     import uvicorn
 
@@ -194,19 +210,34 @@ class ServerThread:
 class ServerProcess:
     """``servecap emulate ARGS`` in a child process on a free 127.0.0.1 port (no shared GIL with
     the client); waits for /health, terminates it on exit. A harness for tests and benchmarks
-    on loopback, so its control endpoints are on unless ``control_endpoints=False``."""
+    on loopback, so its control endpoints are on unless ``control_endpoints=False``.
+    ``replicas``: ``emulate --replicas N`` on N consecutive free ports (:attr:`urls`); exit
+    stops the parent, which stops every replica."""
 
     def __init__(
-        self, args: list[str], host: str = "127.0.0.1", start_timeout_s: float = 60.0, *, control_endpoints: bool = True
+        self,
+        args: list[str],
+        host: str = "127.0.0.1",
+        start_timeout_s: float = 60.0,
+        *,
+        control_endpoints: bool = True,
+        replicas: int = 1,
     ) -> None:
-        self.host, self.port = host, free_port(host)
+        self.host, self.replicas = host, replicas
+        self.port = free_port(host) if replicas == 1 else free_ports(replicas, host)
         self.args = [*args, "--enable-control-endpoints"] if control_endpoints else list(args)
+        if replicas > 1:
+            self.args += ["--replicas", str(replicas)]
         self.start_timeout_s = start_timeout_s
         self.proc: Any = None
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"http://{self.host}:{self.port + i}" for i in range(self.replicas)]
 
     def __enter__(self) -> ServerProcess:
         import subprocess
@@ -219,18 +250,20 @@ class ServerProcess:
             stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + self.start_timeout_s
-        while True:
+        waiting = list(self.urls)
+        while waiting:
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
                 raise RuntimeError(f"emulator exited with {self.proc.returncode}: {err[-2000:]}")
             try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1.0):
-                    return self
+                with urllib.request.urlopen(waiting[0] + "/health", timeout=1.0):
+                    waiting.pop(0)
             except OSError:
                 if time.monotonic() > deadline:
                     self.__exit__()
-                    raise RuntimeError(f"emulator did not answer on {self.url}") from None
+                    raise RuntimeError(f"emulator did not answer on {waiting[0]}") from None
                 time.sleep(0.05)
+        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None and self.proc.poll() is None:
