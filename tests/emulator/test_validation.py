@@ -160,3 +160,19 @@ async def test_an_internal_error_still_answers_in_openai_shape() -> None:
         "param": None,
         "code": 500,
     }
+
+
+async def test_nulls_and_defaults_as_vllm(client: httpx.AsyncClient) -> None:
+    body = {"model": "m", "prompt": "hello", "max_tokens": 2, "stream": True, "stream_options": {}}
+    r = await client.post("/v1/completions", json=body)
+    assert '"usage":{"prompt_tokens":2' in r.text  # include_usage defaults to true, as in vLLM
+    body = {
+        "model": "m",
+        "prompt": "hello",
+        "max_tokens": 2,
+        "stream": None,
+        "echo": None,
+        "stream_options": {"include_usage": None},
+    }
+    r = await client.post("/v1/completions", json=body)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2

@@ -55,8 +55,10 @@ class _Strict(BaseModel):
 
 
 class StreamOptions(_Strict):
-    include_usage: bool = False
-    continuous_usage_stats: bool = False
+    """vLLM's defaults: usage on when ``stream_options`` is given; null allowed."""
+
+    include_usage: bool | None = True
+    continuous_usage_stats: bool | None = False
 
 
 TokenId = Annotated[int, Field(ge=0)]
@@ -71,7 +73,7 @@ class _Sampling(_Strict):
 
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
-    stream: bool = False
+    stream: bool | None = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = True
     min_tokens: int = Field(default=0, ge=0)
@@ -111,7 +113,7 @@ class CompletionRequest(_Sampling):
     refused ``best_of > 1`` and has since removed the field)."""
 
     prompt: str | list[str] | list[TokenId] | list[list[TokenId]]
-    echo: bool = False
+    echo: bool | None = False
     suffix: str | None = None
     logprobs: int | None = Field(default=None, ge=-1)
 
