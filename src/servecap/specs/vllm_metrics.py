@@ -26,6 +26,12 @@ the same); a histogram ``X`` is exposed as ``X_bucket{le=...}``, ``X_sum`` and `
 
 Versions are strings like ``"0.11"``; ``since=None`` means "as far back as V1's and V0's
 metrics go" and ``until=None`` "still exposed by default in the newest version read" (0.12).
+``since`` is the first version in which the files read show the metric (an earlier release
+may have it too).
+
+Buckets are V1's. Early V0 releases (0.4's ``vllm/engine/metrics.py``) had shorter sets
+(TTFT up to 10 s, time per output token up to 2.5 s, e2e latency 1 to 60 s), so a reader of a
+live server takes the bucket bounds from its exposition (the ``le`` labels), never from here.
 Pure data: no prometheus_client here.
 """
 
