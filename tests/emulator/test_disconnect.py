@@ -51,3 +51,27 @@ def test_disconnect_frees_kv_blocks_and_running_drops(engine_server: ServerThrea
     assert aborts == [1.0]
     running = [s.value for s in fams["vllm:num_requests_running"].samples]
     assert running == [0.0]
+
+
+async def test_fixed_reference_drops_a_left_request_too() -> None:
+    from servecap.emulator.server import fixed_state
+    from servecap.measure.asgi_stream import StreamingASGITransport
+
+    st = fixed_state(0.001, 0.01, model_name="m")
+    async with httpx.AsyncClient(transport=StreamingASGITransport(st.driver_app()), base_url="http://e") as c:
+        body = {"model": "m", "prompt": "hello", "max_tokens": 1000, "stream": True}
+        async with c.stream("POST", "/v1/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: {"):
+                    break
+        for _ in range(100):
+            if not st.driver.engine.has_work():
+                break
+            await asyncio.sleep(0.01)
+        text = (await c.get("/metrics")).text
+    await st.driver.stop()
+    assert not st.driver.engine.has_work() and not st.driver.streams
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert [s.value for s in fams["vllm:num_requests_running"].samples] == [0.0]
+    aborts = [s.value for s in fams["vllm:request_success"].samples if s.labels["finished_reason"] == "abort"]
+    assert aborts == [1.0]
