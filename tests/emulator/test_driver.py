@@ -79,13 +79,19 @@ async def test_fixed_engine_wakes_for_a_request_that_arrives_while_it_sleeps() -
 
 
 def test_fast_histograms_expose_prometheus_format() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
     m = EngineMetrics("m")
     m.ttft.observe(0.003)
     m.ttft.observe_many([0.003, 0.5, 1e6])
     text = m.exposition().decode()
-    assert 'vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="m"} 0.0' in text
-    assert 'vllm:time_to_first_token_seconds_bucket{le="0.005",model_name="m"} 2.0' in text
-    assert 'vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 4.0' in text
-    assert 'vllm:time_to_first_token_seconds_count{model_name="m"} 4.0' in text
+    assert 'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="m"} 0.0' in text
+    assert 'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.005",model_name="m"} 2.0' in text
+    assert 'vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 4.0' in text
+    assert 'vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 4.0' in text
     assert "# TYPE vllm:inter_token_latency_seconds histogram" in text
-    assert 'vllm:num_requests_running{model_name="m"} 0.0' in text
+    assert 'vllm:num_requests_running{engine="0",model_name="m"} 0.0' in text
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert fams["vllm:request_success"].type == "counter"
+    reasons = {s.labels["finished_reason"] for s in fams["vllm:request_success"].samples}
+    assert reasons == {"stop", "length", "abort"}

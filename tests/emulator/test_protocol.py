@@ -25,8 +25,13 @@ async def test_routes_errors_streams_and_metrics() -> None:
         whole = (await c.post("/v1/completions", json={"model": "m", "prompt": "abcdefgh", "max_tokens": 3})).json()
         assert whole["usage"] == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
         assert whole["choices"][0]["finish_reason"] == "length"
-        body = {"model": "m", "messages": [{"role": "user", "content": "x" * 40}], "max_tokens": 4,
-                "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": "x" * 40}],
+            "max_tokens": 4,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         r = await c.post("/v1/chat/completions", json=body)
         events = [line[6:] for line in r.text.split("\n\n") if line.startswith("data: ")]
         assert events[-1] == "[DONE]"
@@ -35,12 +40,20 @@ async def test_routes_errors_streams_and_metrics() -> None:
         assert sum(1 for ch in chunks if ch["choices"] and ch["choices"][0]["delta"].get("content")) == 4
         assert chunks[-1]["usage"] == {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14}
         metrics = (await c.get("/metrics")).text
-        for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                     "vllm:gpu_cache_usage_perc", "vllm:time_to_first_token_seconds_bucket",
-                     "vllm:time_per_output_token_seconds", "vllm:e2e_request_latency_seconds",
-                     "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total"):
+        for name in (
+            "vllm:num_requests_running",
+            "vllm:num_requests_waiting",
+            "vllm:kv_cache_usage_perc",
+            "vllm:gpu_cache_usage_perc",
+            "vllm:time_to_first_token_seconds_bucket",
+            "vllm:time_per_output_token_seconds",
+            "vllm:e2e_request_latency_seconds",
+            "vllm:prompt_tokens_total",
+            "vllm:generation_tokens_total",
+            "vllm:num_preemptions_total",
+        ):
             assert name in metrics, name
-        assert 'vllm:generation_tokens_total{model_name="m"} 7.0' in metrics
+        assert 'vllm:generation_tokens_total{engine="0",model_name="m"} 7.0' in metrics
     await st.driver.stop()
 
 
@@ -57,8 +70,10 @@ async def test_timing_usage_whole_bodies_and_methods() -> None:
         timing = chunks[-1]["servecap_timing"]
         assert chunks[-1]["usage"]["completion_tokens"] == 3 and len(timing["token_times_s"]) == 3
         assert timing["first_token_s"] - timing["received_s"] >= 0.002 - 1e-9
-        chat = await c.post("/v1/chat/completions", json={
-            "model": "m", "messages": [{"role": "user", "content": "abcd"}], "max_tokens": 2})
+        chat = await c.post(
+            "/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "abcd"}], "max_tokens": 2},
+        )
         assert chat.json()["choices"][0]["message"] == {"role": "assistant", "content": " the and"}
         assert chat.json()["usage"] == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
     await st.driver.stop()

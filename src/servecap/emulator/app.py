@@ -3,7 +3,12 @@
 Routes: ``GET /v1/models``, ``POST /v1/completions``, ``POST /v1/chat/completions`` (streaming
 SSE ending in ``data: [DONE]``, or one JSON body), ``GET /metrics`` (Prometheus, vLLM's names),
 ``GET /health``, ``GET /servecap/stats`` (the emulator's own timing error, JSON),
-``GET /servecap/deployment`` (the deployment flags it emulates, for ``servecap bench``).
+``GET /servecap/deployment`` (the deployment flags it emulates, for ``servecap bench``),
+``GET /openapi.json``; ``POST /servecap/stats/reset`` only with ``enable_control_endpoints``.
+
+Every error, malformed or too deeply nested JSON included, is answered in OpenAI's shape
+(``{"error": {...}}``); a client that disconnects mid-request has its request aborted in the
+engine (its KV blocks freed), as vLLM does.
 
 Every output is ``max_tokens`` tokens of deterministic filler (fixed lengths, as with vLLM's
 ``ignore_eos``); prompt lengths are counted without a tokenizer (see
@@ -42,6 +47,7 @@ from servecap.emulator.protocol import (
     filler_text,
     filler_token,
     prompt_key,
+    prompt_token_ids,
 )
 
 Scope = MutableMapping[str, Any]
@@ -81,11 +87,26 @@ def prefix_block_hashes(units: str | list[int], block_size: int) -> tuple[int, .
 
 
 class EmulatorState:
-    def __init__(self, *, model_name: str, max_model_len: int, block_size: int, driver: Driver) -> None:
+    """One emulated server. ``vocab_size``: prompt token ids must be below it (None: not
+    checked); ``enable_control_endpoints``: serve ``POST /servecap/stats/reset`` (off by
+    default: a control endpoint changes server state and is never open unless asked for)."""
+
+    def __init__(
+        self,
+        *,
+        model_name: str,
+        max_model_len: int,
+        block_size: int,
+        driver: Driver,
+        vocab_size: int | None = None,
+        enable_control_endpoints: bool = False,
+    ) -> None:
         self.model_name = model_name
         self.max_model_len = max_model_len
         self.block_size = block_size
         self.driver = driver
+        self.vocab_size = vocab_size
+        self.enable_control_endpoints = enable_control_endpoints
         self.created = int(time.time())
         self.deployment: dict[str, Any] | None = None  # the emulate flags (engine mode only)
         self._app: Any = None
@@ -98,6 +119,7 @@ class EmulatorState:
 
 
 # ---- writing a stream ------------------------------------------------------------------------
+
 
 def _tails(chat: bool) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
     """The bytes after a chunk's per-request head, for filler token i % 10: (mid, last)."""
@@ -143,8 +165,7 @@ class _Resume:
 
 def _usage(s: Stream) -> dict[str, Any]:
     n = len(s.token_times_s)
-    u: dict[str, Any] = {"prompt_tokens": s.prompt_tokens, "total_tokens": s.prompt_tokens + n,
-                         "completion_tokens": n}
+    u: dict[str, Any] = {"prompt_tokens": s.prompt_tokens, "total_tokens": s.prompt_tokens + n, "completion_tokens": n}
     if s.cached_prompt_tokens:
         u["prompt_tokens_details"] = {"cached_tokens": s.cached_prompt_tokens}
     return u
@@ -157,10 +178,15 @@ def _timing(s: Stream, t0: float) -> dict[str, Any]:
     """The ``servecap_timing`` object; its ``token_times_s`` is a placeholder that
     :func:`_dumps` fills (hundreds of floats: ``%.9f`` is half the cost of ``repr``)."""
     times = s.token_times_s
-    return {"clock": "perf_counter", "received_s": t0 + s.received_s,
-            "first_token_s": t0 + times[0] if times else None,
-            "end_s": t0 + times[-1] if times else None, "preemptions": s.preemptions,
-            "cached_tokens": s.cached_prompt_tokens, "token_times_s": _TIMES}
+    return {
+        "clock": "perf_counter",
+        "received_s": t0 + s.received_s,
+        "first_token_s": t0 + times[0] if times else None,
+        "end_s": t0 + times[-1] if times else None,
+        "preemptions": s.preemptions,
+        "cached_tokens": s.cached_prompt_tokens,
+        "token_times_s": _TIMES,
+    }
 
 
 def _dumps(obj: dict[str, Any], s: Stream, t0: float) -> bytes:
@@ -258,9 +284,17 @@ class _WholeWriter:
 
 async def _send_json(send: Send, status: int, obj: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     raw = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode()),
-                            *(headers or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(raw)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": raw, "more_body": False})
 
 
@@ -280,6 +314,41 @@ async def _read_body(receive: Receive) -> bytes | None:
             return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+async def _disconnected(receive: Receive) -> None:
+    """Returns when the client has gone (``http.disconnect``; uvicorn also sends it once the
+    response is complete, when the request has finished anyway)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _until_done(done: asyncio.Future[None], watcher: asyncio.Future[None]) -> bool:
+    """Wait for the response to be complete (True) or the client to leave first (False)."""
+    if not done.done():
+        await asyncio.wait((done, watcher), return_when=asyncio.FIRST_COMPLETED)
+    return done.done()
+
+
+def validation_message(err: ValidationError) -> tuple[str, str | None]:
+    """One line for a pydantic error, naming the field: the most specific of its errors (a
+    broken range rather than a type mismatch with some other member of a union), with the
+    union members' tags left out of the field's path."""
+    errors = err.errors(include_url=False)
+
+    def rank(e: Any) -> tuple[int, int]:
+        generic = e["type"].endswith("_type") or e["type"] in ("union_tag_invalid", "literal_error")
+        return (0 if generic else 1, len(e["loc"]))
+
+    best = max(errors, key=rank)
+    loc = [str(p) for p in best["loc"] if not (isinstance(p, str) and ("[" in p or p in _TAGS))]
+    field = ".".join(loc)
+    if best["type"] == "json_invalid":
+        return f"request body is not valid JSON: {best['ctx'].get('error', best['msg'])}", None
+    return (f"{field}: {best['msg']}" if field else f"request body: {best['msg']}"), field or None
+
+
+_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none", "constrained-int", "constrained-float"})
+
+
 class Completions:
     """``POST /v1/completions`` and ``POST /v1/chat/completions`` as raw ASGI."""
 
@@ -294,23 +363,21 @@ class Completions:
         body = await _read_body(receive)
         if body is None:
             return
-        try:
-            raw = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            await _send_err(send, 400, "request body is not valid JSON")
-            return
-        if not isinstance(raw, dict):
-            await _send_err(send, 400, "request body must be a JSON object")
-            return
         model_cls: type[ChatRequest] | type[CompletionRequest] = ChatRequest if chat else CompletionRequest
         try:
-            req = model_cls.model_validate(raw)
+            req = model_cls.model_validate_json(body)
         except ValidationError as err:
-            first = err.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            await _send_err(send, 400, f"{loc}: {first['msg']}", param=loc or None)
+            message, param = validation_message(err)
+            await _send_err(send, 400, message, param=param)
             return
-        if req.model != st.model_name:
+        if isinstance(req, CompletionRequest) and st.vocab_size is not None:
+            ids = prompt_token_ids(req)
+            if ids and max(ids) >= st.vocab_size:
+                await _send_err(
+                    send, 400, f"Token id {max(ids)} is out of vocabulary (vocab_size {st.vocab_size})", param="prompt"
+                )
+                return
+        if req.model is not None and req.model != st.model_name:
             await _send_err(send, 404, f"The model `{req.model}` does not exist.", param="model")
             return
         prompt = chat_prompt_tokens(req) if isinstance(req, ChatRequest) else completion_prompt_tokens(req)
@@ -320,81 +387,132 @@ class Completions:
         max_tokens = req.max_tokens
         if isinstance(req, ChatRequest) and req.max_completion_tokens is not None:
             max_tokens = req.max_completion_tokens
+        max_tokens_param = max_tokens
         if max_tokens is None:
             max_tokens = 16 if not chat else max(1, st.max_model_len - prompt)
         if prompt + max_tokens > st.max_model_len:
-            await _send_err(send, 400, f"This model's maximum context length is {st.max_model_len} tokens. "
-                            f"However, you requested {prompt + max_tokens} tokens ({prompt} in the messages, "
-                            f"{max_tokens} in the completion). Please reduce the length of the messages or "
-                            "completion.", param="max_tokens")
+            await _send_err(
+                send,
+                400,
+                f"This model's maximum context length is {st.max_model_len} tokens. "
+                f"However, you requested {prompt + max_tokens} tokens ({prompt} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                "completion.",
+                param="max_tokens",
+            )
             return
         keys = prefix_block_hashes(prompt_key(req), st.block_size)
         rid_num = driver.next_request_id()
-        stream = driver.submit(rid_num, prompt, max_tokens, keys or None, received_s)
+        stream = driver.submit(rid_num, prompt, max_tokens, keys or None, received_s, max_tokens_param=max_tokens_param)
         if stream is None:
             await _send_err(send, 503, "the server is overloaded: waiting queue full")
             return
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{rid_num}"
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        watcher = asyncio.ensure_future(_disconnected(receive))
         try:
             if req.stream:
-                await self._stream(send, stream, rid, chat, include_usage, req.servecap_timing)
+                await self._stream(send, stream, rid, chat, include_usage, req.servecap_timing, watcher)
             else:
-                await self._whole(send, stream, rid, chat, req.servecap_timing)
+                await self._whole(send, stream, rid, chat, req.servecap_timing, watcher)
         finally:
+            watcher.cancel()
             if not stream.finished:
                 driver.abandon(stream)
 
-    async def _stream(self, send: Send, stream: Stream, rid: str, chat: bool, include_usage: bool,
-                      timing: bool) -> None:
+    async def _stream(
+        self,
+        send: Send,
+        stream: Stream,
+        rid: str,
+        chat: bool,
+        include_usage: bool,
+        timing: bool,
+        watcher: asyncio.Future[None],
+    ) -> None:
         st = self.state
         obj_name = "chat.completion.chunk" if chat else "text_completion"
-        head = (f'data: {{"id":"{rid}","object":"{obj_name}","created":{st.created},'
-                f'"model":{self._model_json},"choices":[{{"index":0,').encode()
+        head = (
+            f'data: {{"id":"{rid}","object":"{obj_name}","created":{st.created},'
+            f'"model":{self._model_json},"choices":[{{"index":0,'
+        ).encode()
         t0 = st.driver.t0
 
         def final(s: Stream) -> bytes:
             if not (include_usage or timing):
                 return _DONE
-            obj: dict[str, Any] = {"id": rid, "object": obj_name, "created": st.created, "model": st.model_name,
-                                   "choices": [], "usage": _usage(s)}
+            obj: dict[str, Any] = {
+                "id": rid,
+                "object": obj_name,
+                "created": st.created,
+                "model": st.model_name,
+                "choices": [],
+                "usage": _usage(s),
+            }
             if timing:
                 obj["servecap_timing"] = _timing(s, t0)
             return b"data: " + _dumps(obj, s, t0) + b"\n\n" + _DONE
 
         writer = SseWriter(send, head, chat, final)
         stream.writer = writer  # tokens from now on are queued until the head is out
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream; charset=utf-8"),
-                                (b"cache-control", b"no-cache"), (b"x-request-id", rid.encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-request-id", rid.encode()),
+                ],
+            }
+        )
         if chat:
             role = head + b'"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
             pending = writer._pending
             assert pending is not None
             pending.insert(0, role)
         await writer.flush()
-        await writer.done
+        if not await _until_done(writer.done, watcher):
+            return
 
-    async def _whole(self, send: Send, stream: Stream, rid: str, chat: bool, timing: bool) -> None:
+    async def _whole(
+        self, send: Send, stream: Stream, rid: str, chat: bool, timing: bool, watcher: asyncio.Future[None]
+    ) -> None:
         st = self.state
         writer = _WholeWriter()
         stream.writer = writer
-        await writer.done
+        if not await _until_done(writer.done, watcher):
+            return
         text = filler_text(len(stream.token_times_s))
         if chat:
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
-                                      "logprobs": None, "finish_reason": "length"}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": "length",
+            }
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None}
             obj = "text_completion"
-        body: dict[str, Any] = {"id": rid, "object": obj, "created": st.created, "model": st.model_name,
-                                "choices": [choice], "usage": _usage(stream)}
+        body: dict[str, Any] = {
+            "id": rid,
+            "object": obj,
+            "created": st.created,
+            "model": st.model_name,
+            "choices": [choice],
+            "usage": _usage(stream),
+        }
         if timing:
             body["servecap_timing"] = _timing(stream, st.driver.t0)
         raw = _dumps(body, stream, st.driver.t0)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": raw, "more_body": False})
 
 
@@ -419,16 +537,31 @@ class EmulatorApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
-        if scope["type"] == "http" and scope["method"] == "POST":
-            path = scope["path"]
-            if path == "/v1/completions":
-                await self.completions(scope, receive, send, False)
-                return
-            if path == "/v1/chat/completions":
-                await self.completions(scope, receive, send, True)
-                return
-        await self.api(scope, receive, send)
+        if scope["type"] != "http":
+            await self.api(scope, receive, send)
+            return
+        started = False
 
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            if scope["method"] == "POST":
+                path = scope["path"]
+                if path == "/v1/completions":
+                    await self.completions(scope, receive, tracked, False)
+                    return
+                if path == "/v1/chat/completions":
+                    await self.completions(scope, receive, tracked, True)
+                    return
+            await self.api(scope, receive, tracked)
+        except Exception as err:  # a bug must still answer in OpenAI's shape, never a bare 500
+            if started:
+                raise
+            await _send_err(send, 500, f"internal error: {type(err).__name__}")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         """A server process (uvicorn runs the lifespan; in-process tests do not): the garbage
@@ -445,10 +578,17 @@ class EmulatorApp:
 
 def create_app(state: EmulatorState) -> EmulatorApp:
     """The ASGI app over one emulated engine (the driver starts on the first request)."""
+    from fastapi.exceptions import RequestValidationError
     from starlette.routing import Route
 
     app = FastAPI(title="servecap emulator", docs_url=None, redoc_url=None, openapi_url=None)
     completions = Completions(state)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        loc = ".".join(str(p) for p in first["loc"])
+        return _err(400, f"{loc}: {first['msg']}", param=loc or None)
 
     @app.exception_handler(404)
     async def _not_found(request: Request, exc: Exception) -> JSONResponse:
@@ -464,9 +604,20 @@ def create_app(state: EmulatorState) -> EmulatorApp:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{
-            "id": state.model_name, "object": "model", "created": state.created, "owned_by": "servecap",
-            "root": state.model_name, "parent": None, "max_model_len": state.max_model_len}]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": state.model_name,
+                    "object": "model",
+                    "created": state.created,
+                    "owned_by": "servecap",
+                    "root": state.model_name,
+                    "parent": None,
+                    "max_model_len": state.max_model_len,
+                }
+            ],
+        }
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -482,11 +633,19 @@ def create_app(state: EmulatorState) -> EmulatorApp:
         def q(xs: list[float], p: float) -> float | None:
             return xs[min(len(xs) - 1, int(p * (len(xs) - 1) + 0.5))] if xs else None
 
-        return {"tokens": len(lags), "token_lag_p50_s": q(lags, 0.5), "token_lag_p99_s": q(lags, 0.99),
-                "token_lag_max_s": lags[-1] if lags else None,
-                "step_lag_p50_s": q(steps, 0.5), "step_lag_p99_s": q(steps, 0.99),
-                "write_s_per_token": d.write_s / d.writes if d.writes else None, "steps": d.steps,
-                "num_running": d.num_running, "num_waiting": d.num_waiting, "open_streams": len(d.streams)}
+        return {
+            "tokens": len(lags),
+            "token_lag_p50_s": q(lags, 0.5),
+            "token_lag_p99_s": q(lags, 0.99),
+            "token_lag_max_s": lags[-1] if lags else None,
+            "step_lag_p50_s": q(steps, 0.5),
+            "step_lag_p99_s": q(steps, 0.99),
+            "write_s_per_token": d.write_s / d.writes if d.writes else None,
+            "steps": d.steps,
+            "num_running": d.num_running,
+            "num_waiting": d.num_waiting,
+            "open_streams": len(d.streams),
+        }
 
     @app.get("/servecap/deployment")
     async def deployment() -> Response:
@@ -494,13 +653,21 @@ def create_app(state: EmulatorState) -> EmulatorApp:
             return _err(404, "this emulator runs a fixed-latency reference, not a deployment")
         return JSONResponse(state.deployment)
 
-    @app.post("/servecap/stats/reset")
-    async def stats_reset() -> dict[str, Any]:
-        d = state.driver
-        d.lags_s.clear()
-        d.step_lags_s.clear()
-        d.write_s, d.writes = 0.0, 0
-        return {"ok": True}
+    if state.enable_control_endpoints:
+
+        @app.post("/servecap/stats/reset")
+        async def stats_reset() -> dict[str, Any]:
+            d = state.driver
+            d.lags_s.clear()
+            d.step_lags_s.clear()
+            d.write_s, d.writes = 0.0, 0
+            return {"ok": True}
+
+    @app.get("/openapi.json")
+    async def openapi() -> dict[str, Any]:
+        from servecap.emulator.openapi import openapi_schema
+
+        return openapi_schema(app)
 
     app.router.routes.append(Route("/v1/completions", _Route(completions, False), methods=["POST"]))
     app.router.routes.append(Route("/v1/chat/completions", _Route(completions, True), methods=["POST"]))
@@ -510,8 +677,24 @@ def create_app(state: EmulatorState) -> EmulatorApp:
 MakeRequest = Callable[[int, int, int, Any], Any]
 
 
-def build_state(engine: EngineLike, make_request: MakeRequest, *, model_name: str, max_model_len: int,
-                block_size: int) -> EmulatorState:
-    driver = Driver(engine, EngineMetrics(model_name), make_request)
-    return EmulatorState(model_name=model_name, max_model_len=max_model_len, block_size=block_size,
-                         driver=driver)
+def build_state(
+    engine: EngineLike,
+    make_request: MakeRequest,
+    *,
+    model_name: str,
+    max_model_len: int,
+    block_size: int,
+    vocab_size: int | None = None,
+    cache_config: dict[str, str] | None = None,
+    enable_control_endpoints: bool = False,
+) -> EmulatorState:
+    metrics = EngineMetrics(model_name, max_model_len=max_model_len, cache_config=cache_config)
+    driver = Driver(engine, metrics, make_request)
+    return EmulatorState(
+        model_name=model_name,
+        max_model_len=max_model_len,
+        block_size=block_size,
+        driver=driver,
+        vocab_size=vocab_size,
+        enable_control_endpoints=enable_control_endpoints,
+    )

@@ -65,10 +65,17 @@ class StepLike(Protocol):
 
 
 class EngineLike(Protocol):
-    """What the driver calls. An engine may also offer ``cached_tokens() -> {request id:
-    prompt tokens served from the prefix cache}`` for requests that finished in the last step
-    (reported as ``usage.prompt_tokens_details.cached_tokens``), and ``next_event_s()`` (see
-    the module docstring)."""
+    """What the driver calls. An engine may also offer:
+
+    - ``cached_tokens() -> {request id: prompt tokens served from the prefix cache}`` and
+      ``scheduled_times() -> {request id: engine time first scheduled}`` for the requests
+      that finished in the last step (``usage.prompt_tokens_details.cached_tokens``; the
+      queue, prefill and inference histograms; without it a request counts as scheduled on
+      arrival);
+    - ``stats`` (:class:`servecap.sim.EngineStats`): the prefix-cache counters and the state
+      gauges after an abort;
+    - ``abort(request id) -> bool``: drop a request whose client left, freeing its KV blocks;
+    - ``next_event_s()`` (see the module docstring)."""
 
     def add_request(self, req: Any, now_s: float) -> bool: ...
     def has_work(self) -> bool: ...
@@ -98,13 +105,18 @@ class Stream:
     preemptions: int = 0
     cached_prompt_tokens: int = 0
     abandoned: bool = False
+    max_tokens_param: int | None = None  # the request's max_tokens, when it gave one
     writer: Writer | None = None
 
 
 class Driver:
-    def __init__(self, engine: EngineLike, metrics: EngineMetrics,
-                 make_request: Callable[[int, int, int, Any], Any],
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        engine: EngineLike,
+        metrics: EngineMetrics,
+        make_request: Callable[[int, int, int, Any], Any],
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.engine = engine
         self.metrics = metrics
         self._make_request = make_request
@@ -126,6 +138,11 @@ class Driver:
         self._last_gc = 0.0
         get_hits = getattr(engine, "cached_tokens", None)
         self._hits: Callable[[], Mapping[Any, int]] | None = get_hits if callable(get_hits) else None
+        get_sched = getattr(engine, "scheduled_times", None)
+        self._sched: Callable[[], Mapping[Any, float]] | None = get_sched if callable(get_sched) else None
+        abort = getattr(engine, "abort", None)
+        self._abort: Callable[[Any], bool] | None = abort if callable(abort) else None
+        self._has_stats = hasattr(engine, "stats")
         next_event = getattr(engine, "next_event_s", None)
         self._next_event: Callable[[], float] | None = next_event if callable(next_event) else None
 
@@ -168,8 +185,15 @@ class Driver:
                 await self._task
             self._task = None
 
-    def submit(self, request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: Any,
-               received_s: float | None = None) -> Stream | None:
+    def submit(
+        self,
+        request_id: int,
+        prompt_tokens: int,
+        output_tokens: int,
+        prefix_key: Any,
+        received_s: float | None = None,
+        max_tokens_param: int | None = None,
+    ) -> Stream | None:
         """Add a request that reached the server at ``received_s`` (engine time; default now);
         None when the engine rejects it (waiting queue full)."""
         self.ensure_started()
@@ -182,18 +206,36 @@ class Driver:
         req = self._make_request(request_id, prompt_tokens, output_tokens, prefix_key)
         if not self.engine.add_request(req, now):
             return None
-        stream = Stream(request_id, prompt_tokens, output_tokens, received_s=now)
+        stream = Stream(request_id, prompt_tokens, output_tokens, received_s=now, max_tokens_param=max_tokens_param)
         self.streams[request_id] = stream
-        self.metrics.prompt_tokens.inc(prompt_tokens)
         w = self._wake
         if w is not None and not w.done():
             w.set_result(False)  # idle, or asleep until a later event: re-plan
         return stream
 
     def abandon(self, stream: Stream) -> None:
-        """The client went away: its tokens are dropped (the engine still computes them)."""
+        """The client went away: the engine drops the request and frees its KV blocks (as
+        vLLM aborts a request whose connection closed), counted as finished with reason
+        ``abort``. An engine without ``abort`` keeps computing it; its tokens are dropped."""
+        if stream.abandoned or stream.finished:
+            return
         stream.abandoned = True
         stream.writer = None
+        if self._abort is None:
+            return
+        self.streams.pop(stream.request_id, None)
+        if self._abort(stream.request_id):
+            self.metrics.success["abort"] += 1
+            self._refresh_state()
+
+    def _refresh_state(self, st: Any = None) -> None:
+        """The state gauges from the engine's counters."""
+        if not self._has_stats:
+            return
+        if st is None:
+            st = self.engine.stats  # type: ignore[attr-defined]
+        self.num_running, self.num_waiting = st.num_running, st.num_waiting
+        self.metrics.state = (st.num_running, st.num_waiting, st.kv_blocks_used, st.kv_blocks_total)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -216,6 +258,8 @@ class Driver:
                     end = next_event()
                     if not await self._sleep_until(loop, timer, end, wakeable=True):
                         continue  # a request arrived: its first token may come first
+                    if not self.engine.has_work():
+                        continue  # its clients left while it slept
                     # every event due by now goes out in this turn (up to BATCH_S of work)
                     stop = clock() + BATCH_S
                     while True:
@@ -243,8 +287,9 @@ class Driver:
             if timer is not None:
                 timer.close()
 
-    async def _sleep_until(self, loop: asyncio.AbstractEventLoop, timer: PreciseTimer | None, end: float, *,
-                           wakeable: bool) -> bool:
+    async def _sleep_until(
+        self, loop: asyncio.AbstractEventLoop, timer: PreciseTimer | None, end: float, *, wakeable: bool
+    ) -> bool:
         """Until engine time ``end`` (True), or until :meth:`submit` wakes us (False, only when
         ``wakeable``). When already late, the loop still gets one turn (the server's other
         work must not starve behind a backlog of steps)."""
@@ -294,22 +339,24 @@ class Driver:
                     s.cached_prompt_tokens = n
         firsts = out.first_tokens
         ttft = m.ttft
+        prompt_tokens = n_firsts = 0
         for rid in firsts:  # first: they set TTFT
             s = streams.get(rid)
             if s is None:
                 continue
             s.token_times_s.append(end)
             ttft.observe(end - s.received_s)
+            prompt_tokens += s.prompt_tokens
+            n_firsts += 1
             w = s.writer
             if w is not None:
                 w.token(s, 0)
                 lags.append(clock() - due)
-        n_tokens = len(firsts)
+        n_tokens = n_firsts
         itls: list[float] = []
         for rid in out.decoded:
             s = streams.get(rid)
             if s is None:
-                n_tokens += 1
                 continue
             times = s.token_times_s
             if times:
@@ -325,39 +372,65 @@ class Driver:
                 lags.append(clock() - due)
         if itls:
             m.itl.observe_many(itls)
-        if n_tokens:
-            m.generation_tokens.inc(n_tokens)
+        m.prompt_tokens += prompt_tokens
+        m.generation_tokens += n_tokens
+        m.iteration_tokens.observe(prompt_tokens + n_tokens)
         if out.preempted:
             for rid in out.preempted:
                 s = streams.get(rid)
                 if s is not None:
                     s.preemptions += 1
-            m.preemptions.inc(len(out.preempted))
+            m.preemptions += len(out.preempted)
         finished = out.finished
         if finished:
             ends: list[Stream] = []
+            sched = self._sched() if self._sched is not None else {}
+            done = 0
             for rid in finished:
                 s = streams.pop(rid, None)
                 if s is None:
                     continue
                 s.finished = True
-                times = s.token_times_s
-                m.e2e.observe(end - s.received_s)
-                if len(times) > 1:
-                    m.tpot.observe((end - times[0]) / (len(times) - 1))
+                done += 1
+                self._observe_finished(s, end, sched.get(rid))
                 if s.writer is not None:
                     ends.append(s)
-            m.success_length.inc(len(finished))
+            m.success["length"] += done
             if ends:  # usage chunks after this step's tokens, a batch per loop turn
                 asyncio.get_running_loop().call_soon(self._finish_streams, ends, 0)
-        self.num_running, self.num_waiting = out.num_running, out.num_waiting
-        m.state = (out.num_running, out.num_waiting, out.kv_blocks_used, out.kv_blocks_total)  # gauges, at scrape
+        if self._has_stats:  # the engine's state now (a client may have left since the step began)
+            st: Any = self.engine.stats  # type: ignore[attr-defined]
+            m.prefix_queries, m.prefix_hits = st.prefix_cache_query_tokens, st.prefix_cache_hit_tokens
+            self._refresh_state(st)
+        else:
+            self.num_running, self.num_waiting = out.num_running, out.num_waiting
+            m.state = (out.num_running, out.num_waiting, out.kv_blocks_used, out.kv_blocks_total)  # gauges, at scrape
         if lags:
             self.lags_s.extend(lags)
             self.step_lags_s.append(lags[0])
             self.write_s += lags[-1] - lags[0]
             self.writes += len(lags) - 1
             m.token_lag.observe_many(lags)
+
+    def _observe_finished(self, s: Stream, end: float, scheduled_s: float | None) -> None:
+        """vLLM's per-request histograms (``FinishedRequestStats``): queue = arrival to first
+        scheduled, prefill = scheduled to first token, decode = first to last token,
+        inference = scheduled to last token, mean time per output token = decode / (n - 1)."""
+        m, times = self.metrics, s.token_times_s
+        first = times[0] if times else end
+        sched = s.received_s if scheduled_s is None else min(max(scheduled_s, s.received_s), first)
+        m.e2e.observe(end - s.received_s)
+        m.queue.observe(sched - s.received_s)
+        m.prefill.observe(first - sched)
+        m.decode.observe(end - first)
+        m.inference.observe(end - sched)
+        if len(times) > 1:
+            m.request_tpot.observe((end - first) / (len(times) - 1))
+        m.request_prompt_tokens.observe(s.prompt_tokens)
+        m.request_generation_tokens.observe(len(times))
+        m.request_n.observe(1)
+        if s.max_tokens_param is not None:
+            m.request_max_tokens.observe(s.max_tokens_param)
 
 
 FINISH_BATCH = 32  # final (usage) chunks written per turn of the loop

@@ -36,6 +36,21 @@ class FixedStep:
     prefix_cache_hit_tokens: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class FixedStats:
+    """The counters the driver reads, in :class:`servecap.sim.EngineStats`' names (no KV
+    cache, no queue: those stay zero)."""
+
+    num_running: int
+    steps: int
+    num_waiting: int = 0
+    kv_blocks_used: int = 0
+    kv_blocks_total: int = 1
+    preemptions: int = 0
+    prefix_cache_hit_tokens: int = 0
+    prefix_cache_query_tokens: int = 0
+
+
 class FixedDelayEngine:
     """Requests wait in a heap keyed by their next token time, so a step costs O(log n) per
     token it emits, not O(n) in the open requests (1,000 streams at 20 ms ITL are 50,000
@@ -47,6 +62,7 @@ class FixedDelayEngine:
         self.ttft_s, self.itl_s = ttft_s, itl_s
         self._heap: list[tuple[float, int, FixedRequest]] = []
         self._seq = 0
+        self.steps = 0
 
     @staticmethod
     def make_request(request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: object) -> FixedRequest:
@@ -58,6 +74,19 @@ class FixedDelayEngine:
         self._seq += 1
         return True
 
+    @property
+    def stats(self) -> FixedStats:
+        return FixedStats(num_running=len(self._heap), steps=self.steps)
+
+    def abort(self, request_id: int) -> bool:
+        """Drop a request (its client left); False if it is not queued."""
+        kept = [e for e in self._heap if e[2].request_id != request_id]
+        if len(kept) == len(self._heap):
+            return False
+        heapq.heapify(kept)
+        self._heap = kept
+        return True
+
     def has_work(self) -> bool:
         return bool(self._heap)
 
@@ -67,6 +96,9 @@ class FixedDelayEngine:
 
     def step(self, now_s: float) -> FixedStep:
         heap = self._heap
+        self.steps += 1
+        if not heap:  # every request was aborted while the driver slept
+            return FixedStep(duration_s=0.0)
         t = heap[0][0]
         out = FixedStep(duration_s=max(0.0, t - now_s), num_running=len(heap))
         while heap and heap[0][0] <= t + 1e-9:
@@ -79,4 +111,5 @@ class FixedDelayEngine:
                 r.next_s += self.itl_s
                 heapq.heappush(heap, (r.next_s, self._seq, r))
                 self._seq += 1
+        out.num_running = len(heap)
         return out

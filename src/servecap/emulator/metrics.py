@@ -1,22 +1,31 @@
-"""Prometheus metrics with vLLM's names, so dashboards and autoscalers built for vLLM work.
+"""The emulator's Prometheus metrics: every vLLM series the emulator can know, with vLLM's
+names, labels and buckets from :mod:`servecap.specs.vllm_metrics`.
 
-Names follow vLLM's ``vllm/v1/metrics/loggers.py`` (PrometheusStatLogger): gauges
-``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``
-(and the older ``vllm:gpu_cache_usage_perc``, a fraction in [0, 1] despite the name);
-counters ``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``,
-``vllm:num_preemptions_total``, ``vllm:request_success_total``,
-``vllm:prefix_cache_queries_total``/``vllm:prefix_cache_hits_total``; histograms
-``vllm:time_to_first_token_seconds``, ``vllm:time_per_output_token_seconds``,
-``vllm:inter_token_latency_seconds``, ``vllm:e2e_request_latency_seconds``,
-``vllm:request_queue_time_seconds``. Every series has the ``model_name`` label.
+It exposes what vLLM 0.11 exposes with ``--show-hidden-metrics-for-version=0.10`` (the current
+names and the older aliases side by side, each alias carrying the same value), so a dashboard
+or autoscaler built for any vLLM version from 0.8 on reads it. Labels: ``model_name`` and
+``engine="0"`` on every series. What the emulator cannot know is left out: multimodal and
+external (KV connector) cache counters, speculative decoding, LoRA, sleep state, and V0's
+swapped requests and CPU cache.
 
-One extra histogram, ``servecap:emulator_token_lag_seconds``: how late each token was written to
-its connection against the engine's schedule (the emulator's own timing error).
+When each series moves (vLLM's ``IterationStats``/``FinishedRequestStats`` semantics):
 
-The histograms are observed per token (inter-token latency, the emulator's lag) in the
-driver's hot path, so they are :class:`FastHistogram` objects: plain bucket counts behind
-``bisect`` (about 0.2 µs an observation, no lock, the driver is one task), exposed through a
-collector in the same Prometheus format as ``prometheus_client.Histogram``.
+- per step: ``vllm:iteration_tokens_total`` (prompt tokens of requests whose first token
+  came in the step + tokens generated in the step), gauges (read at scrape);
+- per first token: ``vllm:prompt_tokens`` (the whole prompt, cached part included), TTFT;
+- per later token: ``vllm:generation_tokens`` (first tokens too), inter-token latency;
+- per finished request: ``vllm:request_success{finished_reason="length"}``, e2e, queue,
+  prefill, decode, inference times, the per-request mean time per output token, the
+  request's prompt/generation token counts, its ``max_tokens`` and ``n`` (always 1);
+- per client disconnect: ``vllm:request_success{finished_reason="abort"}``;
+- prefix-cache queries and hits: the engine's own token counters, copied after each step.
+
+One extra histogram, ``servecap:emulator_token_lag_seconds``: how late each token was written
+to its connection against the engine's schedule (the emulator's own timing error).
+
+Everything is a plain number or a :class:`FastHistogram` (bucket counts behind ``bisect``,
+about 0.2 µs an observation, no lock: the driver is one task), turned into Prometheus text by
+one collector at scrape time.
 """
 
 from __future__ import annotations
@@ -24,29 +33,34 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.utils import floatToGoString
 
-_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-_TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
-                 7.5, 10.0, 20.0, 40.0, 80.0)
-_E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
-_LAG_BUCKETS = (0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5)
+from servecap.specs import vllm_metrics as vm
+
+_LAG_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5)
+TOKEN_LAG = "servecap:emulator_token_lag_seconds"
 
 
 class FastHistogram:
     """One histogram series (buckets are upper bounds, ``le``, as in Prometheus)."""
 
-    __slots__ = ("_bounds", "counts", "doc", "name", "sum")
+    __slots__ = ("_bounds", "counts", "sum")
 
-    def __init__(self, name: str, doc: str, buckets: tuple[float, ...]) -> None:
-        self.name, self.doc = name, doc
+    def __init__(self, buckets: tuple[float, ...]) -> None:
         self._bounds = list(buckets)
         self.counts = [0] * (len(buckets) + 1)  # the last: above every bound (+Inf)
         self.sum = 0.0
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
 
     def observe(self, value: float) -> None:
         self.counts[bisect_left(self._bounds, value)] += 1
@@ -59,82 +73,130 @@ class FastHistogram:
             total += v
         self.sum += total
 
-    def family(self, model_name: str) -> HistogramMetricFamily:
-        fam = HistogramMetricFamily(self.name, self.doc, labels=["model_name"])
+    def add_to(self, fam: HistogramMetricFamily, labels: list[str]) -> None:
         acc, buckets = 0, []
         for bound, n in zip(self._bounds, self.counts, strict=False):
             acc += n
             buckets.append((floatToGoString(bound), float(acc)))  # type: ignore[no-untyped-call]
         buckets.append(("+Inf", float(acc + self.counts[-1])))
-        fam.add_metric([model_name], buckets, self.sum)
-        return fam
-
-
-class _Histograms:
-    """A collector over the fast histograms of one model."""
-
-    def __init__(self, model_name: str, hists: list[FastHistogram]) -> None:
-        self.model_name, self.hists = model_name, hists
-
-    def collect(self) -> Iterator[Metric]:
-        for h in self.hists:
-            yield h.family(self.model_name)
+        fam.add_metric(labels, buckets, self.sum)
 
 
 class EngineMetrics:
-    """The emulator's metrics in their own registry (one per app; nothing global)."""
+    """The emulator's metrics in their own registry (one per app; nothing global).
 
-    def __init__(self, model_name: str) -> None:
-        self.registry = CollectorRegistry()
-        r, lab = self.registry, ["model_name"]
+    ``cache_config``: the ``vllm:cache_config_info`` labels (see
+    :data:`servecap.specs.vllm_metrics.CACHE_CONFIG_LABELS`); None leaves that series out (the
+    fixed-latency reference has no cache)."""
+
+    def __init__(
+        self, model_name: str, *, max_model_len: int = 1 << 20, cache_config: dict[str, str] | None = None
+    ) -> None:
         self.model_name = model_name
+        self.labels = [model_name, "0"]
+        self.cache_config = cache_config
         # the engine's latest (running, waiting, KV blocks used, KV blocks total), set by the
-        # driver after every step and copied into the gauges when scraped
+        # driver after every step and read at scrape
         self.state: tuple[int, int, int, int] = (0, 0, 0, 1)
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.preemptions = 0
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+        self.success = dict.fromkeys(vm.FINISH_REASONS, 0)
+        self.ttft = FastHistogram(vm.TIME_TO_FIRST_TOKEN.buckets)
+        self.itl = FastHistogram(vm.INTER_TOKEN_LATENCY.buckets)
+        self.request_tpot = FastHistogram(vm.REQUEST_TIME_PER_OUTPUT_TOKEN.buckets)
+        self.e2e = FastHistogram(vm.E2E_REQUEST_LATENCY.buckets)
+        self.queue = FastHistogram(vm.REQUEST_QUEUE_TIME.buckets)
+        self.prefill = FastHistogram(vm.REQUEST_PREFILL_TIME.buckets)
+        self.decode = FastHistogram(vm.REQUEST_DECODE_TIME.buckets)
+        self.inference = FastHistogram(vm.REQUEST_INFERENCE_TIME.buckets)
+        self.iteration_tokens = FastHistogram(vm.ITERATION_TOKENS.buckets)
+        self.request_prompt_tokens = FastHistogram(vm.REQUEST_PROMPT_TOKENS.buckets_for(max_model_len))
+        self.request_generation_tokens = FastHistogram(vm.REQUEST_GENERATION_TOKENS.buckets_for(max_model_len))
+        self.request_max_tokens = FastHistogram(vm.REQUEST_PARAMS_MAX_TOKENS.buckets_for(max_model_len))
+        self.request_n = FastHistogram(vm.REQUEST_PARAMS_N.buckets)
+        self.token_lag = FastHistogram(_LAG_BUCKETS_S)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(self))
 
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(name, doc, lab, registry=r)
-
-        def counter(name: str, doc: str, extra: list[str] | None = None) -> Counter:
-            return Counter(name, doc, lab + (extra or []), registry=r)
-
-        hists: list[FastHistogram] = []
-
-        def hist(name: str, doc: str, buckets: tuple[float, ...]) -> FastHistogram:
-            hists.append(FastHistogram(name, doc, buckets))
-            return hists[-1]
-
-        self.running = gauge("vllm:num_requests_running", "Requests in the running batch.").labels(model_name)
-        self.waiting = gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled.").labels(model_name)
-        self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage; 1 means 100 percent.").labels(model_name)
-        self.gpu_cache_usage = gauge(
-            "vllm:gpu_cache_usage_perc", "KV-cache usage (older name); 1 means 100 percent."
-        ).labels(model_name)
-        self.prompt_tokens = counter("vllm:prompt_tokens", "Prefill tokens processed.").labels(model_name)
-        self.generation_tokens = counter("vllm:generation_tokens", "Generation tokens produced.").labels(model_name)
-        self.preemptions = counter("vllm:num_preemptions", "Cumulative preemptions.").labels(model_name)
-        self._success = counter("vllm:request_success", "Finished requests.", ["finished_reason"])
-        self.success_length = self._success.labels(model_name, "length")
-        self.success_abort = self._success.labels(model_name, "abort")
-        self.prefix_queries = counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.").labels(model_name)
-        self.prefix_hits = counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.").labels(model_name)
-        self.ttft = hist("vllm:time_to_first_token_seconds", "Time to first token.", _TTFT_BUCKETS)
-        self.tpot = hist("vllm:time_per_output_token_seconds", "Mean time per output token of a request.", _TPOT_BUCKETS)
-        self.itl = hist("vllm:inter_token_latency_seconds", "Time between consecutive tokens.", _TPOT_BUCKETS)
-        self.e2e = hist("vllm:e2e_request_latency_seconds", "Request latency, arrival to last token.", _E2E_BUCKETS)
-        self.queue = hist("vllm:request_queue_time_seconds", "Time waiting before first scheduled.", _E2E_BUCKETS)
-        self.token_lag = hist(
-            "servecap:emulator_token_lag_seconds",
-            "Delay between a token's engine-scheduled time and its hand-off to the stream.",
-            _LAG_BUCKETS,
-        )
-        r.register(_Histograms(model_name, hists))
+    @property
+    def kv_usage(self) -> float:
+        _, _, used, total = self.state
+        return used / total if total else 0.0
 
     def exposition(self) -> bytes:
-        running, waiting, used, total = self.state
-        self.running.set(running)
-        self.waiting.set(waiting)
-        usage = used / total if total else 0.0
-        self.kv_usage.set(usage)
-        self.gpu_cache_usage.set(usage)
         return generate_latest(self.registry)
+
+    def families(self) -> Iterator[Metric]:
+        lab, names = self.labels, (vm.MODEL_NAME, vm.ENGINE)
+        running, waiting, _, _ = self.state
+
+        def gauge(spec: vm.MetricSpec, value: float) -> Metric:
+            fam = GaugeMetricFamily(spec.name, spec.documentation, labels=names)
+            fam.add_metric(lab, value)
+            return fam
+
+        def counter(spec: vm.MetricSpec, value: float) -> Metric:
+            fam = CounterMetricFamily(spec.name, spec.documentation, labels=names)
+            fam.add_metric(lab, value)
+            return fam
+
+        def hist(spec_name: str, doc: str, h: FastHistogram) -> Metric:
+            fam = HistogramMetricFamily(spec_name, doc, labels=names)
+            h.add_to(fam, lab)
+            return fam
+
+        yield gauge(vm.NUM_REQUESTS_RUNNING, running)
+        yield gauge(vm.NUM_REQUESTS_WAITING, waiting)
+        yield gauge(vm.KV_CACHE_USAGE_PERC, self.kv_usage)
+        yield gauge(vm.GPU_CACHE_USAGE_PERC, self.kv_usage)
+        if self.cache_config is not None:
+            info = GaugeMetricFamily(
+                vm.CACHE_CONFIG_INFO.name, vm.CACHE_CONFIG_INFO.documentation, labels=list(self.cache_config)
+            )
+            info.add_metric(list(self.cache_config.values()), 1.0)
+            yield info
+        yield counter(vm.PROMPT_TOKENS, self.prompt_tokens)
+        yield counter(vm.GENERATION_TOKENS, self.generation_tokens)
+        yield counter(vm.NUM_PREEMPTIONS, self.preemptions)
+        success = CounterMetricFamily(
+            vm.REQUEST_SUCCESS.name, vm.REQUEST_SUCCESS.documentation, labels=[*names, vm.FINISHED_REASON]
+        )
+        for reason, n in self.success.items():
+            success.add_metric([*lab, reason], n)
+        yield success
+        yield counter(vm.PREFIX_CACHE_QUERIES, self.prefix_queries)
+        yield counter(vm.PREFIX_CACHE_HITS, self.prefix_hits)
+        yield counter(vm.GPU_PREFIX_CACHE_QUERIES, self.prefix_queries)
+        yield counter(vm.GPU_PREFIX_CACHE_HITS, self.prefix_hits)
+        for spec, h in (
+            (vm.ITERATION_TOKENS, self.iteration_tokens),
+            (vm.REQUEST_PROMPT_TOKENS, self.request_prompt_tokens),
+            (vm.REQUEST_GENERATION_TOKENS, self.request_generation_tokens),
+            (vm.REQUEST_MAX_NUM_GENERATION_TOKENS, self.request_generation_tokens),  # n = 1: the same
+            (vm.REQUEST_PARAMS_N, self.request_n),
+            (vm.REQUEST_PARAMS_MAX_TOKENS, self.request_max_tokens),
+            (vm.TIME_TO_FIRST_TOKEN, self.ttft),
+            (vm.INTER_TOKEN_LATENCY, self.itl),
+            (vm.TIME_PER_OUTPUT_TOKEN, self.itl),  # the older name of the same observations
+            (vm.REQUEST_TIME_PER_OUTPUT_TOKEN, self.request_tpot),
+            (vm.E2E_REQUEST_LATENCY, self.e2e),
+            (vm.REQUEST_QUEUE_TIME, self.queue),
+            (vm.REQUEST_INFERENCE_TIME, self.inference),
+            (vm.REQUEST_PREFILL_TIME, self.prefill),
+            (vm.REQUEST_DECODE_TIME, self.decode),
+        ):
+            yield hist(spec.name, spec.documentation, h)
+        yield hist(
+            TOKEN_LAG, "Delay between a token's engine-scheduled time and its hand-off to the stream.", self.token_lag
+        )
+
+
+class _Collector:
+    def __init__(self, metrics: EngineMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        return self.metrics.families()

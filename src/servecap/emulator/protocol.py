@@ -1,8 +1,16 @@
 """The OpenAI API as vLLM serves it: request bodies, response chunks and error bodies.
 
-Request models list the fields OpenAI and vLLM accept; sampling fields are accepted and
-ignored (the emulator produces filler text). Unknown fields are rejected with a 400 naming the
-field (pydantic ``extra="forbid"``), unlike vLLM, which logs and ignores them.
+One pydantic model per endpoint lists the fields OpenAI and vLLM accept, with vLLM's ranges;
+sampling fields are then ignored (the emulator produces filler text). Where the emulator is
+stricter than vLLM it says so with a 400, so a load test that passes against the emulator does
+not fail against vLLM for its request bodies:
+
+- unknown fields are rejected, naming the field (vLLM logs and ignores them);
+- types are strict: ``"max_tokens": "16"`` or ``true`` is refused (vLLM's models are pydantic's
+  lax mode, which turns them into 16 and 1);
+- ``Infinity``/``NaN`` are refused for every number (vLLM refuses them where a range is
+  checked: temperature, penalties, top_p);
+- ``n`` must be 1.
 
 Non-standard extension fields (documented in docs/measure.md):
 
@@ -18,9 +26,9 @@ Non-standard extension fields (documented in docs/measure.md):
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CHARS_PER_TOKEN = 4
 
@@ -37,66 +45,116 @@ def estimate_text_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
 
 
-class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    include_usage: bool = False
-    continuous_usage_stats: bool = False
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-class _Sampling(BaseModel):
-    """Fields accepted for compatibility and ignored by the emulator."""
+class _Strict(BaseModel):
+    """Strict types (no ``"16"`` for 16, no ``true`` for 1), no Infinity/NaN, no unknown keys."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
-    model: str
+
+class StreamOptions(_Strict):
+    """vLLM's defaults: usage on when ``stream_options`` is given; null allowed."""
+
+    include_usage: bool | None = True
+    continuous_usage_stats: bool | None = False
+
+
+TokenId = Annotated[int, Field(ge=0)]
+
+
+class _Sampling(_Strict):
+    """The sampling fields of both endpoints, with vLLM's ranges (``SamplingParams._verify_args``
+    in ``vllm/sampling_params.py``: temperature finite in [0, 2], top_p in (0, 1], top_k 0 or
+    -1 (off) or at least 1, min_p in [0, 1], presence/frequency penalty in [-2, 2], repetition
+    penalty finite and > 0, max_tokens >= 1, 0 <= min_tokens <= max_tokens, seed an int64).
+    Accepted and otherwise ignored by the emulator (its output is filler)."""
+
+    model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
-    stream: bool = False
+    stream: bool | None = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = True
     min_tokens: int = Field(default=0, ge=0)
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    min_p: float | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=-1)
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     n: int = Field(default=1, ge=1, le=1)
     stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
-    seed: int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    repetition_penalty: float | None = None
+    stop_token_ids: list[TokenId] | None = None
+    seed: int | None = Field(default=None, ge=_INT64_MIN, le=_INT64_MAX)
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    repetition_penalty: float | None = Field(default=None, gt=0.0)
     logit_bias: dict[str, float] | None = None
-    logprobs: Any = None
     user: str | None = None
     skip_special_tokens: bool | None = None
     include_stop_str_in_output: bool | None = None
     servecap_prompt_tokens: int | None = Field(default=None, ge=1)
     servecap_timing: bool = False
 
+    @model_validator(mode="after")
+    def _min_within_max(self) -> _Sampling:
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError(
+                f"min_tokens must be less than or equal to max_tokens={self.max_tokens}, got {self.min_tokens}"
+            )
+        if (isinstance(self.stop, list) and any(not x for x in self.stop)) or self.stop == "":
+            raise ValueError("stop cannot contain an empty string")
+        return self
+
 
 class CompletionRequest(_Sampling):
-    prompt: str | list[str] | list[int] | list[list[int]]
-    echo: bool = False
+    """``POST /v1/completions``. ``prompt``: text, texts, token ids (``>= 0``, below the
+    model's vocabulary size: checked by the app) or lists of them, as vLLM's
+    ``list[Annotated[int, Field(ge=0)]]``. ``best_of`` is refused as an unknown field (vLLM V1
+    refused ``best_of > 1`` and has since removed the field)."""
+
+    prompt: str | list[str] | list[TokenId] | list[list[TokenId]]
+    echo: bool | None = False
     suffix: str | None = None
-    best_of: int | None = None
+    logprobs: int | None = Field(default=None, ge=-1)
+
+
+class ContentPart(BaseModel):
+    """One part of a chat message's content (text read; images and the rest carried)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    type: str
+    text: str | None = None
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")  # tool calls, names, images: carried, not read
+    model_config = ConfigDict(extra="allow", strict=True)  # tool calls, names: carried, not read
 
     role: Literal["system", "user", "assistant", "tool", "developer", "function"]
-    content: str | list[dict[str, Any]] | None = None
+    content: str | list[ContentPart] | None = None
 
 
 class ChatRequest(_Sampling):
+    """``POST /v1/chat/completions``."""
+
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    top_logprobs: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0)
     tools: list[dict[str, Any]] | None = None
-    tool_choice: Any = None
+    tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
+
+
+def prompt_token_ids(req: CompletionRequest) -> list[int]:
+    """Every token id a completions prompt gives (none for text)."""
+    p = req.prompt
+    if isinstance(p, list) and p and isinstance(p[0], int):
+        return [x for x in p if isinstance(x, int)]
+    if isinstance(p, list) and p and isinstance(p[0], list):
+        return [x for part in p if isinstance(part, list) for x in part]
+    return []
 
 
 def completion_prompt_tokens(req: CompletionRequest) -> int:
@@ -127,9 +185,8 @@ def chat_prompt_tokens(req: ChatRequest) -> int:
             total += estimate_text_tokens(c)
         elif isinstance(c, list):
             for part in c:
-                text = part.get("text")
-                if isinstance(text, str):
-                    total += estimate_text_tokens(text)
+                if part.text is not None:
+                    total += estimate_text_tokens(part.text)
     return total
 
 

@@ -14,17 +14,22 @@ from servecap.emulator.fixed import FixedDelayEngine
 
 
 class SimEngineAdapter:
-    """:class:`servecap.sim.Engine` as the driver sees it, plus per-request prefix-cache hits.
+    """:class:`servecap.sim.Engine` as the driver sees it, plus per-request prefix-cache hits
+    and first-scheduled times.
 
     After each step it drains ``take_finished()`` (the engine keeps every finished request
     there until asked: a long-running server must ask) and reports, for each request that
     finished in the step, the prompt tokens it found in the prefix cache (its
-    ``cached_tokens``), which the final usage chunk carries. Only public engine API is used.
+    ``cached_tokens``, carried by the final usage chunk) and when it was first scheduled (its
+    ``sched_s``, for the queue/prefill/inference histograms). Otherwise only the engine's
+    public API is used (``add_request``, ``has_work``, ``step``, ``take_finished``, ``abort``,
+    ``stats``).
     """
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
         self._hits: dict[Any, int] = {}
+        self._sched: dict[Any, float] = {}
 
     def add_request(self, req: Any, now_s: float) -> bool:
         return bool(self.engine.add_request(req, now_s))
@@ -35,42 +40,95 @@ class SimEngineAdapter:
     def step(self, now_s: float) -> Any:
         out = self.engine.step(now_s)
         done = self.engine.take_finished()
-        self._hits = {r.rid: int(getattr(r, "cached_tokens", 0) or 0) for r in done} if done else {}
+        if done:
+            self._hits = {r.rid: int(getattr(r, "cached_tokens", 0) or 0) for r in done}
+            self._sched = {r.rid: s for r in done if (s := getattr(r, "sched_s", None)) is not None}
+        else:
+            self._hits, self._sched = {}, {}
         return out
+
+    def abort(self, request_id: Any) -> bool:
+        return bool(self.engine.abort(request_id))
+
+    @property
+    def stats(self) -> Any:
+        return self.engine.stats
 
     def cached_tokens(self) -> dict[Any, int]:
         return self._hits
 
+    def scheduled_times(self) -> dict[Any, float]:
+        return self._sched
 
-def engine_state(plan: Any, *, model_name: str, enable_prefix_caching: bool = True,
-                 waiting_queue_limit: int | None = None,
-                 deployment_options: dict[str, Any] | None = None) -> EmulatorState:
+
+def engine_state(
+    plan: Any,
+    *,
+    model_name: str,
+    enable_prefix_caching: bool = True,
+    waiting_queue_limit: int | None = None,
+    deployment_options: dict[str, Any] | None = None,
+    enable_control_endpoints: bool = False,
+) -> EmulatorState:
     """State around :class:`servecap.sim.Engine` for one planned replica (same code as simulate).
 
     ``deployment_options``: the ``servecap emulate`` flags that built ``plan`` (served at
-    ``GET /servecap/deployment`` so ``servecap bench`` can store them with its runs)."""
+    ``GET /servecap/deployment`` so ``servecap bench`` can store them with its runs). Prompt
+    token ids are checked against the model's vocabulary; ``vllm:cache_config_info`` carries
+    the replica's block size, KV dtype (vLLM's ``auto`` for the model's own 16-bit type),
+    prefix caching, memory utilization and KV block count."""
     from servecap.sim.engine import Engine, EngineRequest
     from servecap.sim.setup import engine_setup_from_plan
 
-    setup = engine_setup_from_plan(plan, enable_prefix_caching=enable_prefix_caching,
-                                   waiting_queue_limit=waiting_queue_limit)
+    setup = engine_setup_from_plan(
+        plan, enable_prefix_caching=enable_prefix_caching, waiting_queue_limit=waiting_queue_limit
+    )
     engine = SimEngineAdapter(Engine(setup))
 
     def make(request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: Any) -> Any:
         return EngineRequest(request_id, prompt_tokens, output_tokens, prefix_key=prefix_key)
 
     dep = plan.deployment
-    state = build_state(engine, make, model_name=model_name, max_model_len=dep.engine.max_model_len,
-                        block_size=plan.layout.block_size)
+    cache_config = {
+        "block_size": str(plan.layout.block_size),
+        "cache_dtype": "auto" if dep.kv_dtype.name in ("bf16", "fp16", "fp32") else dep.kv_dtype.name,
+        "enable_prefix_caching": str(bool(setup.enable_prefix_caching)),
+        "gpu_memory_utilization": str(dep.engine.gpu_memory_utilization),
+        "num_gpu_blocks": str(setup.num_gpu_blocks),
+        "engine": "0",
+    }
+    state = build_state(
+        engine,
+        make,
+        model_name=model_name,
+        max_model_len=dep.engine.max_model_len,
+        block_size=plan.layout.block_size,
+        vocab_size=dep.model.vocab_size,
+        cache_config=cache_config,
+        enable_control_endpoints=enable_control_endpoints,
+    )
     if deployment_options is not None:
         state.deployment = {**deployment_options, "enable_prefix_caching": setup.enable_prefix_caching}
     return state
 
 
-def fixed_state(ttft_s: float, itl_s: float, *, model_name: str, max_model_len: int = 1 << 20) -> EmulatorState:
+def fixed_state(
+    ttft_s: float,
+    itl_s: float,
+    *,
+    model_name: str,
+    max_model_len: int = 1 << 20,
+    enable_control_endpoints: bool = False,
+) -> EmulatorState:
     engine = FixedDelayEngine(ttft_s, itl_s)
-    return build_state(engine, engine.make_request, model_name=model_name, max_model_len=max_model_len,
-                       block_size=16)
+    return build_state(
+        engine,
+        engine.make_request,
+        model_name=model_name,
+        max_model_len=max_model_len,
+        block_size=16,
+        enable_control_endpoints=enable_control_endpoints,
+    )
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -79,11 +137,36 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(n: int, host: str = "127.0.0.1") -> int:
+    """The first of ``n`` consecutive ports free on ``host`` now (for ``emulate --replicas``)."""
+    for _ in range(100):
+        base = free_port(host)
+        if base + n - 1 > 65535:
+            continue
+        try:
+            for p in range(base + 1, base + n):
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    s.bind((host, p))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError(f"no {n} consecutive free ports on {host}")
+
+
 def uvicorn_config(state: EmulatorState, host: str, port: int, **kw: Any) -> Any:
     import uvicorn
 
-    return uvicorn.Config(create_app(state), host=host, port=port, log_level="warning",
-                          access_log=False, timeout_keep_alive=30, backlog=4096, lifespan="on", **kw)
+    return uvicorn.Config(
+        create_app(state),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=30,
+        backlog=4096,
+        lifespan="on",
+        **kw,
+    )
 
 
 class ServerThread:
@@ -126,16 +209,35 @@ class ServerThread:
 
 class ServerProcess:
     """``servecap emulate ARGS`` in a child process on a free 127.0.0.1 port (no shared GIL with
-    the client); waits for /health, terminates it on exit."""
+    the client); waits for /health, terminates it on exit. A harness for tests and benchmarks
+    on loopback, so its control endpoints are on unless ``control_endpoints=False``.
+    ``replicas``: ``emulate --replicas N`` on N consecutive free ports (:attr:`urls`); exit
+    stops the parent, which stops every replica."""
 
-    def __init__(self, args: list[str], host: str = "127.0.0.1", start_timeout_s: float = 60.0) -> None:
-        self.host, self.port = host, free_port(host)
-        self.args, self.start_timeout_s = args, start_timeout_s
+    def __init__(
+        self,
+        args: list[str],
+        host: str = "127.0.0.1",
+        start_timeout_s: float = 60.0,
+        *,
+        control_endpoints: bool = True,
+        replicas: int = 1,
+    ) -> None:
+        self.host, self.replicas = host, replicas
+        self.port = free_port(host) if replicas == 1 else free_ports(replicas, host)
+        self.args = [*args, "--enable-control-endpoints"] if control_endpoints else list(args)
+        if replicas > 1:
+            self.args += ["--replicas", str(replicas)]
+        self.start_timeout_s = start_timeout_s
         self.proc: Any = None
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"http://{self.host}:{self.port + i}" for i in range(self.replicas)]
 
     def __enter__(self) -> ServerProcess:
         import subprocess
@@ -144,20 +246,24 @@ class ServerProcess:
 
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "servecap", "emulate", *self.args, "--host", self.host, "--port", str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + self.start_timeout_s
-        while True:
+        waiting = list(self.urls)
+        while waiting:
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
                 raise RuntimeError(f"emulator exited with {self.proc.returncode}: {err[-2000:]}")
             try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1.0):
-                    return self
+                with urllib.request.urlopen(waiting[0] + "/health", timeout=1.0):
+                    waiting.pop(0)
             except OSError:
                 if time.monotonic() > deadline:
                     self.__exit__()
-                    raise RuntimeError(f"emulator did not answer on {self.url}") from None
+                    raise RuntimeError(f"emulator did not answer on {waiting[0]}") from None
                 time.sleep(0.05)
+        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None and self.proc.poll() is None:
