@@ -156,3 +156,9 @@ def test_bad_job_input_fails_before_queueing(client: TestClient) -> None:
     failed = client.post("/api/v1/simulate", json={"model": "meta-llama/Llama-3.1-70B", "gpu": "H100", "rate": 1})
     snap = _wait(client, failed.json()["id"])
     assert snap["state"] == "failed" and "weights_bytes_per_gpu" in snap["error"]
+
+
+def test_capacity_with_chat_users_refuses_a_request_count(client: TestClient) -> None:
+    r = client.post("/api/v1/capacity", json={"gpu": "H100", "model": "meta-llama/Llama-3.1-8B", "num_requests": 300})
+    snap = _wait(client, r.json()["id"])
+    assert snap["state"] == "failed" and snap["error"].startswith("num_requests=300: capacity with chat users")

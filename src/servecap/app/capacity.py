@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 
 from servecap.app.flags import DeploymentFlags, StreamFlags
 from servecap.app.simulate import Built
+from servecap.errors import ServecapError
 from servecap.progress import ProgressFn
 from servecap.specs.perf import CostInputs, RequestShape, Slo
 
@@ -240,7 +241,16 @@ def capacity_from_flags(
         assert INTERACTIVE_SLO.ttft_s is not None and INTERACTIVE_SLO.tpot_s is not None
         ttft_slo_ms, tpot_slo_ms = INTERACTIVE_SLO.ttft_s * 1e3, INTERACTIVE_SLO.tpot_s * 1e3
     slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
-    if workload is None and closed and duration_s is None and num_requests is None:
+    if workload is None and closed and num_requests is not None:
+        # a fixed request count ends a run of many users before they load the server, and every
+        # larger count would then "meet" the SLOs: chat users run for a duration instead
+        raise ServecapError(
+            "num_requests",
+            num_requests,
+            "capacity with chat users runs for --duration-s (default 600 s), not a request count; "
+            "use --duration-s, or --rate for an open loop",
+        )
+    if workload is None and closed and duration_s is None:
         duration_s = 600.0
     built = build(
         deployment=deployment,
