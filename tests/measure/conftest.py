@@ -19,6 +19,7 @@ def fixed() -> EmulatorState:
 @pytest.fixture(scope="session")
 def fixed_server() -> Iterator[ServerProcess]:
     """A real server on 127.0.0.1 in a child process."""
-    with ServerProcess(["--fixed-ttft-s", str(TTFT_S), "--fixed-itl-s", str(ITL_S),
-                        "--served-model-name", "fixed"]) as srv:
+    with ServerProcess(
+        ["--fixed-ttft-s", str(TTFT_S), "--fixed-itl-s", str(ITL_S), "--served-model-name", "fixed"]
+    ) as srv:
         yield srv

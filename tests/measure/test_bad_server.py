@@ -12,8 +12,10 @@ from servecap.measure.bench import summarize_traces
 from servecap.measure.loadgen import LoadConfig, run_open_loop
 from servecap.measure.records import error_counts
 
-_OK = (b'data: {"choices":[{"index":0,"text":" the"}]}\n\n'
-       b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+_OK = (
+    b'data: {"choices":[{"index":0,"text":" the"}]}\n\n'
+    b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}\n\ndata: [DONE]\n\n'
+)
 _HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
 
 
@@ -65,7 +67,7 @@ async def test_bad_server_behaviours_become_errors_and_nothing_is_lost() -> None
     ok = [t for t in res.traces if t.ok]
     assert len(ok) == 2 and ok[0].usage_output_tokens == 1
     summary, _ = summarize_traces(res.traces, None)
-    assert summary["num_requests"] == 10 and summary["completed"] == 2
+    assert summary.num_requests == 10 and summary.completed == 2
 
 
 async def test_connection_refused_is_recorded() -> None:

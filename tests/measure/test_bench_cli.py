@@ -16,8 +16,16 @@ from servecap.cli.main import cli
 from servecap.emulator.server import ServerProcess, free_port
 from servecap.errors import ServecapError
 
-ENGINE_ARGS = ["--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--max-model-len", "4096",
-               "--served-model-name", "llama"]
+ENGINE_ARGS = [
+    "--model",
+    "meta-llama/Llama-3.1-8B",
+    "--gpu",
+    "H100",
+    "--max-model-len",
+    "4096",
+    "--served-model-name",
+    "llama",
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,20 +37,27 @@ def engine_server() -> Iterator[ServerProcess]:
 
 def test_unreachable_endpoint_is_one_line_and_exit_2() -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    proc = subprocess.run([sys.executable, "-m", "servecap", "bench", url, "--rate", "1", "--num-requests", "1",
-                           "--no-store"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "servecap", "bench", url, "--rate", "1", "--num-requests", "1", "--no-store"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: url='{url}': cannot connect"), proc.stderr
 
 
-@pytest.mark.parametrize(("args", "field"), [
-    (["--endpoint", "grpc"], "endpoint"),
-    (["--rate", "abc"], "rate"),
-    (["--rate", "1,2", "--concurrency", "3,4"], "concurrency"),
-    (["--rate", "1", "--warmup-s", "-1"], "warmup_s"),
-    (["--rate", "1", "--timeout-s", "0"], "timeout_s"),
-])
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--endpoint", "grpc"], "endpoint"),
+        (["--rate", "abc"], "rate"),
+        (["--rate", "1,2", "--concurrency", "3,4"], "concurrency"),
+        (["--rate", "1", "--warmup-s", "-1"], "warmup_s"),
+        (["--rate", "1", "--timeout-s", "0"], "timeout_s"),
+    ],
+)
 def test_bench_bad_flags_name_the_field(args: list[str], field: str) -> None:
     res = CliRunner().invoke(cli, ["bench", "http://127.0.0.1:9", *args, "--no-store"])
     assert isinstance(res.exception, ServecapError), res.output
@@ -69,9 +84,26 @@ def test_bench_sweep_against_the_engine_emulator(engine_server: ServerProcess, t
     """A rate sweep over a real socket: stored runs with the emulator's deployment, listed,
     exported, and compared with the simulator."""
     db = str(tmp_path / "runs.sqlite")
-    res = CliRunner().invoke(cli, ["bench", engine_server.url, "--rate", "10,20", "--arrival", "constant",
-                                   "--num-requests", "12", "--prompt-tokens", "200", "--output-tokens", "16",
-                                   "--db", db, "--json"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "bench",
+            engine_server.url,
+            "--rate",
+            "10,20",
+            "--arrival",
+            "constant",
+            "--num-requests",
+            "12",
+            "--prompt-tokens",
+            "200",
+            "--output-tokens",
+            "16",
+            "--db",
+            db,
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     sweep = json.loads(res.output)
     assert [r["rate"] for r in sweep["runs"]] == [10.0, 20.0]
@@ -90,8 +122,23 @@ def test_bench_sweep_against_the_engine_emulator(engine_server: ServerProcess, t
     assert rows["completed"]["predicted"] == 12
     # the emulator runs the simulator's engine: decode timing agrees within client noise
     assert abs(rows["tpot_s.p50"]["error"]) < 0.2
-    human = CliRunner().invoke(cli, ["bench", engine_server.url, "--concurrency", "2", "--num-requests", "4",
-                                     "--prompt-tokens", "50", "--output-tokens", "4", "--db", db])
+    human = CliRunner().invoke(
+        cli,
+        [
+            "bench",
+            engine_server.url,
+            "--concurrency",
+            "2",
+            "--num-requests",
+            "4",
+            "--prompt-tokens",
+            "50",
+            "--output-tokens",
+            "4",
+            "--db",
+            db,
+        ],
+    )
     assert human.exit_code == 0 and "completed" in human.output
     res = CliRunner().invoke(cli, ["accuracy", "last", "--db", db])
     assert isinstance(res.exception, ServecapError) and "fixed-concurrency" in str(res.exception)
@@ -107,18 +154,48 @@ def test_bench_and_simulate_flags_give_the_same_request_stream(engine_server: Se
     from servecap.specs import Slo
     from servecap.workload import WorkloadSpec, generate_requests
 
-    flags = ["--rate", "4", "--arrival", "gamma", "--cv", "2", "--prompt-tokens", "120", "--prompt-sigma", "0.5",
-             "--output-tokens", "6", "--output-sigma", "0.3", "--num-requests", "8", "--seed", "7"]
+    flags = [
+        "--rate",
+        "4",
+        "--arrival",
+        "gamma",
+        "--cv",
+        "2",
+        "--prompt-tokens",
+        "120",
+        "--prompt-sigma",
+        "0.5",
+        "--output-tokens",
+        "6",
+        "--output-sigma",
+        "0.3",
+        "--num-requests",
+        "8",
+        "--seed",
+        "7",
+    ]
     db = str(tmp_path / "runs.sqlite")
     res = CliRunner().invoke(cli, ["bench", engine_server.url, *flags, "--db", db, "--json"])
     assert res.exit_code == 0, res.output
     shown = json.loads(CliRunner().invoke(cli, ["runs", "show", "last", "--db", db]).output)
     measured = WorkloadSpec.model_validate(shown["settings"]["workload"])
-    built = build(deployment=DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096),
-                  calibration=None, workload=None, rate=4.0, users=None, think_time_s=None,
-                  stream=StreamFlags(prompt_tokens=120, output_tokens=6, prompt_sigma=0.5, output_sigma=0.3,
-                                     arrival="gamma", cv=2.0), duration_s=None,
-                  num_requests=8, slo=Slo(), no_prefix_caching=False, max_waiting=None, policy="fcfs")
+    built = build(
+        deployment=DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096),
+        calibration=None,
+        workload=None,
+        rate=4.0,
+        users=None,
+        think_time_s=None,
+        stream=StreamFlags(
+            prompt_tokens=120, output_tokens=6, prompt_sigma=0.5, output_sigma=0.3, arrival="gamma", cv=2.0
+        ),
+        duration_s=None,
+        num_requests=8,
+        slo=Slo(),
+        no_prefix_caching=False,
+        max_waiting=None,
+        policy="fcfs",
+    )
     assert measured == built.workload
     a = generate_requests(measured, np.random.default_rng(7))
     b = generate_requests(built.workload, np.random.default_rng(7))

@@ -16,7 +16,7 @@ from servecap.cli.options import DeploymentFlags, deployment_from_options
 from servecap.core.plan import plan
 from servecap.emulator.server import engine_state
 from servecap.errors import ServecapError
-from servecap.measure.asgi_stream import StreamingASGITransport
+from servecap.measure.asgi_stream import AsgiClient
 from servecap.measure.bench import run_bench
 from servecap.measure.calibrate import (
     StepSample,
@@ -26,20 +26,25 @@ from servecap.measure.calibrate import (
     step_samples,
 )
 from servecap.measure.loadgen import LoadConfig
-from servecap.measure.store import RunStore
+from servecap.results.store import RunStore
 from servecap.specs.perf import Efficiency
 from servecap.workload import WorkloadSpec
 
-TRUE = Efficiency(bandwidth_efficiency=0.7, compute_efficiency=0.5, step_overhead_s=0.003,
-                  prefill_s_per_token=4e-6)
-DEPLOYMENT: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "max_model_len": 4096,
-                              "enable_prefix_caching": True}
-SPEC = WorkloadSpec.model_validate({
-    "arrival": {"kind": "poisson", "rate_per_s": 20.0},
-    "prompt_tokens": {"kind": "uniform", "low": 16, "high": 1500},
-    "output_tokens": {"kind": "uniform", "low": 16, "high": 64},
-    "num_requests": 60,
-})
+TRUE = Efficiency(bandwidth_efficiency=0.7, compute_efficiency=0.5, step_overhead_s=0.003, prefill_s_per_token=4e-6)
+DEPLOYMENT: dict[str, Any] = {
+    "model": "meta-llama/Llama-3.1-8B",
+    "gpu": "H100",
+    "max_model_len": 4096,
+    "enable_prefix_caching": True,
+}
+SPEC = WorkloadSpec.model_validate(
+    {
+        "arrival": {"kind": "poisson", "rate_per_s": 20.0},
+        "prompt_tokens": {"kind": "uniform", "low": 16, "high": 1500},
+        "output_tokens": {"kind": "uniform", "low": 16, "high": 64},
+        "num_requests": 60,
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +58,32 @@ def emulated_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
     async def go() -> Any:
         try:
-            return await run_bench(cfg, SPEC, seed=1, transport=StreamingASGITransport(state.driver_app()))
+            return await run_bench(cfg, SPEC, seed=1, transport=AsgiClient(state.driver_app()))
         finally:
             await state.driver.stop()
 
     out = asyncio.run(go())
     assert out.errors == {}
     db = tmp_path_factory.mktemp("cal") / "runs.sqlite"
-    settings = {"workload": SPEC.model_dump(mode="json", by_alias=True), "seed": 1, "concurrency": None,
-                "warmup_s": 0.0, "cooldown_s": 0.0, "slo": None, "deployment": DEPLOYMENT}
-    RunStore(db).save_run(run_id="cal-1", url="http://emulator", model="m", mode="open", settings=settings,
-                          traces=out.traces, summary=out.summary, checks=[], client={},
-                          wall_duration_s=out.result.wall_duration_s)
+    settings = {
+        "workload": SPEC.model_dump(mode="json", by_alias=True),
+        "seed": 1,
+        "concurrency": None,
+        "warmup_s": 0.0,
+        "cooldown_s": 0.0,
+        "slo": None,
+        "deployment": DEPLOYMENT,
+    }
+    RunStore(db).save_measured(
+        run_id="cal-1",
+        url="http://emulator",
+        model="m",
+        mode="open",
+        settings=settings,
+        requests=out.requests(),
+        summary=out.summary,
+        wall_duration_s=out.result.wall_duration_s,
+    )
     return db, "cal-1"
 
 
@@ -81,8 +100,9 @@ def test_calibrate_cli_recovers_the_emulators_coefficients(emulated_run: tuple[P
     for name in ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s", "prefill_s_per_token"):
         assert getattr(got, name) == pytest.approx(getattr(TRUE, name), rel=0.05), name
     # the file is what plan accepts
-    res = CliRunner().invoke(cli, ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100",
-                                   "--calibration", str(out), "--json"])
+    res = CliRunner().invoke(
+        cli, ["plan", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H100", "--calibration", str(out), "--json"]
+    )
     assert res.exit_code == 0, res.output
 
 
@@ -92,8 +112,12 @@ def test_client_clock_fit_is_close(emulated_run: tuple[Path, str]) -> None:
     (typically within 3-5%; docs/measure.md)."""
     db, run = emulated_run
     dep, _ = deployment_from_options(DeploymentFlags(model=DEPLOYMENT["model"], gpu="H100", max_model_len=4096))
-    fit, stats, used = calibrate_runs([RunStore(db).get_traces(run)], plan(dep).step, source="client",
-                                      max_num_batched_tokens=dep.engine.max_num_batched_tokens)
+    fit, stats, used = calibrate_runs(
+        [RunStore(db).get_requests(run)],
+        plan(dep).step,
+        source="client",
+        max_num_batched_tokens=dep.engine.max_num_batched_tokens,
+    )
     assert used == "client" and stats[0].usable > 100
     assert fit.efficiency.bandwidth_efficiency == pytest.approx(0.7, rel=0.5)
     assert fit.efficiency.compute_efficiency == pytest.approx(0.5, rel=0.5)
@@ -103,9 +127,20 @@ def test_client_clock_fit_is_close(emulated_run: tuple[Path, str]) -> None:
 def test_accuracy_cli_side_by_side(emulated_run: tuple[Path, str], tmp_path: Path) -> None:
     db, run = emulated_run
     cal = tmp_path / "true.json"
-    cal.write_text(json.dumps({"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "coefficients": {
-        "bandwidth_efficiency": 0.7, "compute_efficiency": 0.5, "step_overhead_s": 0.003,
-        "prefill_s_per_token": 4e-6}}))
+    cal.write_text(
+        json.dumps(
+            {
+                "model": "meta-llama/Llama-3.1-8B",
+                "gpu": "H100",
+                "coefficients": {
+                    "bandwidth_efficiency": 0.7,
+                    "compute_efficiency": 0.5,
+                    "step_overhead_s": 0.003,
+                    "prefill_s_per_token": 4e-6,
+                },
+            }
+        )
+    )
     res = CliRunner().invoke(cli, ["accuracy", run, "--db", str(db), "--calibration", str(cal), "--json"])
     assert res.exit_code == 0, res.output
     rows = {r["metric"]: r for r in json.loads(res.output)["metrics"]}
@@ -118,7 +153,11 @@ def test_accuracy_cli_side_by_side(emulated_run: tuple[Path, str], tmp_path: Pat
 
 
 def _sample(m: float, c: float, p: int, eff: Efficiency) -> StepSample:
-    dur = max(m / eff.bandwidth_efficiency, c / eff.compute_efficiency) + eff.step_overhead_s + eff.prefill_s_per_token * p
+    dur = (
+        max(m / eff.bandwidth_efficiency, c / eff.compute_efficiency)
+        + eff.step_overhead_s
+        + eff.prefill_s_per_token * p
+    )
     return StepSample(0.0, dur, m, c, 0.0, p, p + 1, 1)
 
 
@@ -141,8 +180,19 @@ def test_noisy_collinear_prefill_cost_is_not_fitted() -> None:
     eff = Efficiency(bandwidth_efficiency=0.8, compute_efficiency=0.6, step_overhead_s=0.002)
     steps = [_sample(0.005 + 0.0002 * (i % 10), 0.0001, 0, eff) for i in range(400)]
     steps += [_sample(0.005, 2e-5 * p + 1e-10 * p * p, p, eff) for p in range(1000, 8000, 20)]  # ~ prompt
-    noisy = [StepSample(x.end_s, x.duration_s + float(rng.normal(0, 5e-4)), x.memory_s, x.compute_s, x.comm_s,
-                        x.prompt_tokens, x.num_tokens, x.num_decodes) for x in steps]
+    noisy = [
+        StepSample(
+            x.end_s,
+            x.duration_s + float(rng.normal(0, 5e-4)),
+            x.memory_s,
+            x.compute_s,
+            x.comm_s,
+            x.prompt_tokens,
+            x.num_tokens,
+            x.num_decodes,
+        )
+        for x in steps
+    ]
     fit = fit_coefficients(noisy)
     assert "prefill_s_per_token" in fit.fixed and fit.efficiency.prefill_s_per_token == 0.0
     assert fit.efficiency.compute_efficiency == pytest.approx(0.6, rel=0.05)
@@ -165,9 +215,11 @@ def test_steps_from_token_times() -> None:
     cost = plan(dep).step
     # request 0 decodes at 10, 20, 30 ms; request 1 is prefilled in the step ending at 30 ms
     # (first token) and decodes at 40 ms; request 2 has a prompt too big for one step
-    lines = [Timeline(100, 0, 0.0, (0.010, 0.020, 0.030)),
-             Timeline(50, 16, 0.015, (0.030, 0.040)),
-             Timeline(9000, 0, 0.025, (0.0601,))]
+    lines = [
+        Timeline(100, 0, 0.0, (0.010, 0.020, 0.030)),
+        Timeline(50, 16, 0.015, (0.030, 0.040)),
+        Timeline(9000, 0, 0.025, (0.0601,)),
+    ]
     samples, stats = step_samples(lines, cost, max_num_batched_tokens=8192, gap_s=1e-3)
     assert stats.steps == 5
     # 20 ms: decode of request 0 (context 101); 30 ms: its decode + 34-token prefill of request 1;

@@ -9,7 +9,7 @@ from loadgen_helpers import ITL_S, TTFT_S, reqs
 
 from servecap.emulator.app import EmulatorState
 from servecap.emulator.server import ServerProcess
-from servecap.measure.asgi_stream import StreamingASGITransport
+from servecap.measure.asgi_stream import AsgiClient
 from servecap.measure.checks import run_checks
 from servecap.measure.loadgen import LoadConfig, run_closed_loop, run_open_loop
 
@@ -22,7 +22,7 @@ def _median_errors(traces: list) -> tuple[float, float]:  # type: ignore[type-ar
 
 async def test_known_delays_measured_back_in_process(fixed: EmulatorState) -> None:
     cfg = LoadConfig(base_url="http://emulator", model="fixed")
-    res = await run_open_loop(cfg, reqs(40, 100.0), transport=StreamingASGITransport(fixed.driver_app()))
+    res = await run_open_loop(cfg, reqs(40, 100.0), transport=AsgiClient(fixed.driver_app()))
     await fixed.driver.stop()
     assert all(t.ok for t in res.traces), [t.error_detail for t in res.traces if not t.ok]
     ttft_err, itl_err = _median_errors(res.traces)

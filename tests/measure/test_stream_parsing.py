@@ -20,18 +20,31 @@ def _chunk(i: int, chat: bool, text: str = " the", last: bool = False) -> bytes:
     head = 'data: {"id":"x-1","object":"o","created":1,"model":"m","choices":[{"index":0,'
     reason = '"length"' if last else "null"
     if chat:
-        return (head + f'"delta":{{"content":{json.dumps(text)}}},"logprobs":null,"finish_reason":{reason}}}]}}\n\n').encode()
+        return (
+            head + f'"delta":{{"content":{json.dumps(text)}}},"logprobs":null,"finish_reason":{reason}}}]}}\n\n'
+        ).encode()
     return (head + f'"text":{json.dumps(text)},"logprobs":null,"finish_reason":{reason}}}]}}\n\n').encode()
 
 
 def _stream(chat: bool) -> bytes:
     role = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n' if chat else b""
-    usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 4,
-                                      "prompt_tokens_details": {"cached_tokens": 2}},
-             "servecap_timing": {"first_token_s": 1.0}}
-    return (role + _chunk(0, chat) + b": keep-alive\n\n" + _chunk(1, chat, text='say "hi"\\n')
-            + _chunk(2, chat, text="") + b'data: {"choices":[{"index":0,"text":" a"},{"index":1,"text":" b"}]}\n\n'
-            + _chunk(3, chat, last=True) + b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
+    usage = {
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 4, "prompt_tokens_details": {"cached_tokens": 2}},
+        "servecap_timing": {"first_token_s": 1.0},
+    }
+    return (
+        role
+        + _chunk(0, chat)
+        + b": keep-alive\n\n"
+        + _chunk(1, chat, text='say "hi"\\n')
+        + _chunk(2, chat, text="")
+        + b'data: {"choices":[{"index":0,"text":" a"},{"index":1,"text":" b"}]}\n\n'
+        + _chunk(3, chat, last=True)
+        + b"data: "
+        + json.dumps(usage).encode()
+        + b"\n\ndata: [DONE]\n\n"
+    )
 
 
 def _consume(pieces: list[bytes], collect: bool = False) -> Trace:
@@ -53,8 +66,14 @@ def test_fast_and_general_paths_agree_for_every_split(chat: bool) -> None:
     assert reference.server_timing == {"first_token_s": 1.0}
     for cut in range(1, len(raw)):
         t = _consume([raw[:cut], raw[cut:]])
-        assert (t.error, t.chunks, len(t.token_times_s), t.usage_output_tokens, t.cached_prompt_tokens,
-                t.server_timing) == (None, 5, 5, 4, 2, {"first_token_s": 1.0}), cut
+        assert (
+            t.error,
+            t.chunks,
+            len(t.token_times_s),
+            t.usage_output_tokens,
+            t.cached_prompt_tokens,
+            t.server_timing,
+        ) == (None, 5, 5, 4, 2, {"first_token_s": 1.0}), cut
 
 
 def test_garbage_and_errors_in_the_fast_path() -> None:
@@ -102,8 +121,15 @@ async def test_in_process_client_stalls_and_failures_become_errors() -> None:
 
     for app, kind in ((silent, "timeout"), (broken, "broken_stream")):
         trace = Trace("1", 0.0, 5, 4)
-        await stream_request(AsgiClient(app), "http://e/v1/completions", {"stream": True}, trace, t0=0.0,
-                             total_timeout_s=5.0, stall_timeout_s=0.05)
+        await stream_request(
+            AsgiClient(app),
+            "http://e/v1/completions",
+            {"stream": True},
+            trace,
+            t0=0.0,
+            total_timeout_s=5.0,
+            stall_timeout_s=0.05,
+        )
         assert trace.error == kind, (kind, trace.error_detail)
         assert kind != "timeout" or "no bytes for 0.05 s" in trace.error_detail
         assert trace.end_s is not None

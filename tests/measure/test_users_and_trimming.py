@@ -10,7 +10,7 @@ from loadgen_helpers import Req
 from servecap.cli.options import DeploymentFlags, deployment_from_options
 from servecap.core.plan import plan
 from servecap.emulator.server import engine_state
-from servecap.measure.asgi_stream import StreamingASGITransport
+from servecap.measure.asgi_stream import AsgiClient
 from servecap.measure.bench import run_bench, summarize_traces
 from servecap.measure.loadgen import LoadConfig, make_trace, mark_trimmed
 from servecap.workload import WorkloadSpec
@@ -19,12 +19,17 @@ from servecap.workload import WorkloadSpec
 async def test_chat_users_think_and_hit_the_prefix_cache() -> None:
     dep, _ = deployment_from_options(DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096))
     state = engine_state(plan(dep), model_name="m")
-    spec = WorkloadSpec.model_validate({
-        "users": {"count": 2, "think_time_s": 0.1, "turns": 3, "start_spread_s": 0.0},
-        "prompt_tokens": 64, "output_tokens": 8, "num_requests": 6})
+    spec = WorkloadSpec.model_validate(
+        {
+            "users": {"count": 2, "think_time_s": 0.1, "turns": 3, "start_spread_s": 0.0},
+            "prompt_tokens": 64,
+            "output_tokens": 8,
+            "num_requests": 6,
+        }
+    )
     cfg = LoadConfig(base_url="http://e", model="m", endpoint="chat")
     try:
-        out = await run_bench(cfg, spec, seed=3, transport=StreamingASGITransport(state.driver_app()))
+        out = await run_bench(cfg, spec, seed=3, transport=AsgiClient(state.driver_app()))
     finally:
         await state.driver.stop()
     traces = out.traces
@@ -53,6 +58,6 @@ def test_warmup_and_cooldown_requests_are_stored_but_not_summarized() -> None:
     # kept: scheduled in [2, 9 - 3] s
     assert [t.scheduled_s for t in traces if not t.trimmed] == [2.0, 3.0, 4.0, 5.0, 6.0]
     summary, window = summarize_traces(traces, None)
-    assert summary["num_requests"] == 5 and summary["completed"] == 5
+    assert summary.num_requests == 5 and summary.completed == 5
     assert window == pytest.approx(6.2 - 2.0)
-    assert summary["throughput_req_s"] == pytest.approx(5 / 4.2)
+    assert summary.throughput_req_s == pytest.approx(5 / 4.2)

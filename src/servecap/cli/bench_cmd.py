@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
+import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,29 +21,8 @@ from servecap.cli.options import (
     slo_options,
 )
 
-
-def deployment_from_settings(d: dict[str, Any]) -> tuple[Any, list[str], bool]:
-    """(Deployment, notes, prefix caching on) from a run's stored ``settings["deployment"]``."""
-    from servecap.cli.options import DeploymentFlags, deployment_from_options
-
-    dep, notes = deployment_from_options(DeploymentFlags.from_settings(d))
-    return dep, notes, bool(d.get("enable_prefix_caching", True))
-
-
-def _server_deployment(url: str, api_key: str | None) -> dict[str, Any] | None:
-    """The emulator's own deployment (``GET /servecap/deployment``); None from other servers."""
-    import httpx
-
-    base = url.rstrip("/").removesuffix("/v1")
-    try:
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else None
-        resp = httpx.get(base + "/servecap/deployment", timeout=5.0, headers=headers)
-        if resp.status_code != 200:
-            return None
-        data = resp.json()
-    except (httpx.HTTPError, ValueError):
-        return None
-    return data if isinstance(data, dict) and "gpu" in data else None
+if TYPE_CHECKING:
+    from servecap.progress import Progress, ProgressFn
 
 
 def _floats(field: str, text: str | None) -> list[float | None]:
@@ -60,47 +41,102 @@ def _floats(field: str, text: str | None) -> list[float | None]:
 
 @click.command("bench")
 @click.argument("url", type=click.STRING)
-@click.option("--model", "-m", type=click.STRING, default=None,
-              help="Model name to request (default: the server's first /v1/models entry).")
+@click.option(
+    "--model",
+    "-m",
+    type=click.STRING,
+    default=None,
+    help="Model name to request (default: the server's first /v1/models entry).",
+)
 @click.option("--workload", type=PATH, default=None, help="Workload file (YAML/JSON), as for simulate.")
-@click.option("--rate", type=click.STRING, default=None,
-              help="Requests/s (open loop); a comma list sweeps, e.g. 1,2,4.")
+@click.option(
+    "--rate", type=click.STRING, default=None, help="Requests/s (open loop); a comma list sweeps, e.g. 1,2,4."
+)
 @request_stream_options
 @click.option("--num-requests", type=click.INT, default=None, help="Requests to send.")
 @click.option("--duration-s", type=click.FLOAT, default=None, help="Stop starting requests after this many seconds.")
 @click.option("--users", type=click.INT, default=None, help="Closed loop: chat users.")
 @click.option("--think-time-s", type=click.FLOAT, default=None, help="Chat users' think time.")
-@click.option("--concurrency", type=click.STRING, default=None,
-              help="Closed loop with N workers; a comma list sweeps.")
+@click.option("--concurrency", type=click.STRING, default=None, help="Closed loop with N workers; a comma list sweeps.")
 @click.option("--seed", type=click.INT, default=0, help="Workload RNG seed (same stream as simulate).")
 @click.option("--endpoint", type=click.STRING, default="completions", help="completions|chat.")
-@click.option("--warmup-s", type=click.FLOAT, default=0.0,
-              help="Exclude requests scheduled in the first N s from the summary.")
+@click.option(
+    "--warmup-s", type=click.FLOAT, default=0.0, help="Exclude requests scheduled in the first N s from the summary."
+)
 @click.option("--cooldown-s", type=click.FLOAT, default=0.0, help="Exclude requests scheduled in the last N s.")
 @click.option("--timeout-s", type=click.FLOAT, default=600.0, help="Total deadline per request.")
-@click.option("--stall-timeout-s", type=click.FLOAT, default=60.0,
-              help="Timeout when no bytes arrive for this long.")
+@click.option("--stall-timeout-s", type=click.FLOAT, default=60.0, help="Timeout when no bytes arrive for this long.")
 @slo_options(None, None, "for goodput")
 @click.option("--label", type=click.STRING, default="", help="A note stored with the run.")
 @db_option
 @click.option("--no-store", is_flag=True, default=False, help="Do not save the run.")
-@click.option("--api-key", type=click.STRING, default=None, envvar="OPENAI_API_KEY", show_envvar=True,
-              help="Bearer token.")
-@click.option("--model-id", type=click.STRING, default=None,
-              help="Deployment: catalog id or config.json of the served model (default: --model).")
+@click.option(
+    "--api-key", type=click.STRING, default=None, envvar="OPENAI_API_KEY", show_envvar=True, help="Bearer token."
+)
+@click.option(
+    "--model-id",
+    type=click.STRING,
+    default=None,
+    help="Deployment: catalog id or config.json of the served model (default: --model).",
+)
 @hardware_options
-@click.option("--no-enable-prefix-caching", "no_prefix_caching", is_flag=True, default=False,
-              help="Deployment: the server runs without prefix caching.")
-@click.option("--server-timing/--no-server-timing", default=None,
-              help="Ask for the emulator's servecap_timing (default: on when the server is servecap emulate).")
+@click.option(
+    "--no-enable-prefix-caching",
+    "no_prefix_caching",
+    is_flag=True,
+    default=False,
+    help="Deployment: the server runs without prefix caching.",
+)
+@click.option(
+    "--server-timing/--no-server-timing",
+    default=None,
+    help="Ask for the emulator's servecap_timing (default: on when the server is servecap emulate).",
+)
+@click.option(
+    "--max-error-fraction",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.1,
+    help="Exit non-zero (and stop a sweep) when more than this share of a run's requests fail.",
+)
+@click.option(
+    "--share-prefixes-across-runs",
+    is_flag=True,
+    default=False,
+    help="Shared-prefix groups keep the same text in every run (prompts are otherwise unique per run, "
+    "so a server's prefix cache cannot answer one run from another).",
+)
 @json_option
 def bench(
-    *, url: str, model: str | None, workload: Path | None, rate: str | None, stream: StreamFlags, num_requests: int | None, duration_s: float | None, users: int | None,
-    think_time_s: float | None, concurrency: str | None, seed: int, endpoint: str, warmup_s: float,
-    cooldown_s: float, timeout_s: float, stall_timeout_s: float, ttft_slo_ms: float | None,
-    tpot_slo_ms: float | None, label: str, db: Path | None, no_store: bool, api_key: str | None,
-    model_id: str | None, deployment: DeploymentFlags, no_prefix_caching: bool,
-    server_timing: bool | None, as_json: bool,
+    *,
+    url: str,
+    model: str | None,
+    workload: Path | None,
+    rate: str | None,
+    stream: StreamFlags,
+    num_requests: int | None,
+    duration_s: float | None,
+    users: int | None,
+    think_time_s: float | None,
+    concurrency: str | None,
+    seed: int,
+    endpoint: str,
+    warmup_s: float,
+    cooldown_s: float,
+    timeout_s: float,
+    stall_timeout_s: float,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    label: str,
+    db: Path | None,
+    no_store: bool,
+    api_key: str | None,
+    model_id: str | None,
+    deployment: DeploymentFlags,
+    no_prefix_caching: bool,
+    server_timing: bool | None,
+    max_error_fraction: float,
+    share_prefixes_across_runs: bool,
+    as_json: bool,
 ) -> None:
     """Send a workload to an OpenAI-compatible server and measure TTFT, ITL, TPOT, E2E, throughput.
 
@@ -108,11 +144,8 @@ def bench(
     (--gpu and the flags of `servecap plan`; --model-id when the served name is not a catalog
     id) to store it with the run for `servecap calibrate` and `servecap accuracy`; against
     `servecap emulate` it is read from the server."""
-    from servecap.cli.inputs import slo_from_ms
+    from servecap.app.bench import BenchRequest, BenchStep, SloModel, bench
     from servecap.errors import ServecapError
-    from servecap.measure.bench import planned_requests
-    from servecap.measure.loadgen import LoadConfig
-    from servecap.measure.store import RunStore, new_run_id
     from servecap.workload import load_workload, workload_from_flags
 
     if endpoint not in ("completions", "chat"):
@@ -131,69 +164,72 @@ def bench(
             raise ServecapError(name, val, "must be > 0")
     if num_requests is not None and num_requests < 1:
         raise ServecapError("num_requests", num_requests, "must be >= 1")
-    _reachable(url)
-    store = None if no_store else RunStore(db)
-    model_name = model or _first_model(url, api_key)
-    dep_settings: dict[str, Any] | None = None
-    if deployment.gpu is not None or model_id is not None:
-        dep_settings = {**deployment.with_model(model_id or model_name).to_settings(),
-                        "enable_prefix_caching": not no_prefix_caching}
-        deployment_from_settings(dep_settings)  # a bad flag fails now, not at calibration
-    emulated = _server_deployment(url, api_key)
-    if dep_settings is None:
-        dep_settings = emulated
-    extra: dict[str, Any] = {}
-    if server_timing if server_timing is not None else emulated is not None:
-        extra["servecap_timing"] = True
-    slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms) if (ttft_slo_ms or tpot_slo_ms) else None
-    sweep_id = new_run_id() if len(rates) > 1 or len(concs) > 1 else None
-    results: list[dict[str, Any]] = []
+    if workload is not None and rate is not None:
+        raise ServecapError("rate", rate, "give --workload or --rate, not both")
+    steps = []
     for r in rates:
         for c in concs:
             if workload is not None:
-                if r is not None:
-                    raise ServecapError("rate", rate, "give --workload or --rate, not both")
                 spec = load_workload(workload)
             elif r is not None or users is not None:
-                spec = workload_from_flags(rate=r, num_requests=num_requests, duration_s=duration_s, users=users,
-                                           think_time_s=think_time_s, **stream.workload_kwargs())
+                spec = workload_from_flags(
+                    rate=r,
+                    num_requests=num_requests,
+                    duration_s=duration_s,
+                    users=users,
+                    think_time_s=think_time_s,
+                    **stream.workload_kwargs(),
+                )
             else:
                 spec = _concurrency_spec(c, stream.prompt_tokens, stream.output_tokens, num_requests, duration_s)
-            cfg = LoadConfig(base_url=url, model=model_name, endpoint=endpoint,  # type: ignore[arg-type]
-                             request_timeout_s=timeout_s, stall_timeout_s=stall_timeout_s,
-                             warmup_s=warmup_s, cooldown_s=cooldown_s, api_key=api_key,
-                             max_connections=max(4096, int(c or 0)), extra_body=extra)
-            settings = {"url": url, "model": model_name, "workload": spec.model_dump(mode="json", by_alias=True),
-                        "seed": seed, "concurrency": None if c is None else int(c), "endpoint": endpoint,
-                        "warmup_s": warmup_s, "cooldown_s": cooldown_s, "timeout_s": timeout_s,
-                        "slo": None if slo is None else {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
-                        "deployment": dep_settings, "server_timing": bool(extra)}
-            total = planned_requests(spec, seed)
-            outcome = _run_with_progress(cfg, spec, seed, None if c is None else int(c), slo, total, quiet=as_json)
-            run_id = new_run_id()
-            if store is not None:
-                store.save_run(run_id=run_id, url=url, model=model_name, mode=outcome.result.mode,
-                               settings=settings, traces=outcome.traces, summary=outcome.summary,
-                               checks=[ch.as_dict() for ch in outcome.checks],
-                               client=_client_dict(outcome.result.client),
-                               wall_duration_s=outcome.result.wall_duration_s,
-                               interrupted=outcome.result.interrupted, label=label, sweep_id=sweep_id,
-                               created_at=outcome.result.started_at)
-            results.append({"run_id": run_id if store is not None else None, "rate": r,
-                            "concurrency": None if c is None else int(c), "summary": outcome.summary,
-                            "errors": outcome.errors, "checks": [ch.as_dict() for ch in outcome.checks]})
-            if not as_json:
-                _render(run_id if store is not None else "(not stored)", outcome, store)
-            if outcome.result.interrupted:
-                break
+            steps.append(BenchStep(workload=spec, rate=r, concurrency=None if c is None else int(c)))
+    dep_settings: dict[str, Any] | None = None
+    if deployment.gpu is not None or model_id is not None:
+        # (no model named: the app fills in the served model's name once it knows it)
+        dep_settings = {
+            **deployment.with_model(model_id or model).to_settings(),
+            "enable_prefix_caching": not no_prefix_caching,
+        }
+    slo = (
+        SloModel(ttft_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None, tpot_s=tpot_slo_ms / 1e3 if tpot_slo_ms else None)
+        if (ttft_slo_ms or tpot_slo_ms)
+        else None
+    )
+    req = BenchRequest(
+        url=url,
+        model=model,
+        steps=steps,
+        seed=seed,
+        endpoint=endpoint,  # type: ignore[arg-type]
+        warmup_s=warmup_s,
+        cooldown_s=cooldown_s,
+        timeout_s=timeout_s,
+        stall_timeout_s=stall_timeout_s,
+        slo=slo,
+        label=label,
+        db=db,
+        store=not no_store,
+        api_key=api_key,
+        deployment=dep_settings,
+        server_timing=server_timing,
+        max_error_fraction=max_error_fraction,
+        share_prefixes_across_runs=share_prefixes_across_runs,
+    )
+    with progress_reporter(quiet=as_json) as report:
+        resp = bench(req, report)
     if as_json:
-        if len(results) == 1:
-            one = dict(results[0]["summary"])
-            one.update({"run_id": results[0]["run_id"], "errors": results[0]["errors"],
-                        "checks": results[0]["checks"]})
-            click.echo(json.dumps(one))
-        else:
-            click.echo(json.dumps({"sweep_id": sweep_id, "runs": results}))
+        click.echo(resp.model_dump_json())
+    else:
+        for run in resp.runs:
+            _render(run, resp.db)
+    ctx = click.get_current_context()
+    if resp.interrupted:
+        last = resp.runs[-1]
+        click.echo("interrupted" + (f": the partial run is stored as {last.run_id}" if last.run_id else ""), err=True)
+        ctx.exit(130)
+    if resp.failure is not None:
+        click.echo(f"error: {resp.failure}", err=True)
+        ctx.exit(1)
 
 
 def _concurrency_spec(c: float | None, prompt: int, output: int, n: int | None, dur: float | None) -> Any:
@@ -203,114 +239,112 @@ def _concurrency_spec(c: float | None, prompt: int, output: int, n: int | None, 
 
     if c is None:
         raise ServecapError("rate", None, "give --rate, --concurrency, --users or --workload")
-    return workload_from_flags(rate=1.0, arrival="constant", prompt_tokens=prompt, output_tokens=output,
-                               num_requests=n, duration_s=None if n is not None else dur)
+    return workload_from_flags(
+        rate=1.0,
+        arrival="constant",
+        prompt_tokens=prompt,
+        output_tokens=output,
+        num_requests=n,
+        duration_s=None if n is not None else dur,
+    )
 
 
-def _reachable(url: str) -> None:
-    """Fail fast, in one line, when nothing listens at the URL (rather than a run of errors)."""
-    import socket
-    from urllib.parse import urlsplit
+@contextlib.contextmanager
+def progress_reporter(*, quiet: bool, every_s: float = 5.0) -> Iterator[ProgressFn | None]:
+    """A :data:`~servecap.progress.ProgressFn` that draws a rich bar on a terminal and, when
+    stderr is not one, prints a plain line to stderr every ``every_s`` seconds (and the first
+    and last event of each stage); nothing when ``quiet``."""
+    import time
 
-    from servecap.errors import ServecapError
-
-    u = urlsplit(url)
-    if not u.hostname:
-        raise ServecapError("url", url, "has no host")
-    try:
-        port = u.port or (443 if u.scheme == "https" else 80)
-        with socket.create_connection((u.hostname, port), timeout=5.0):
-            pass
-    except ValueError:
-        raise ServecapError("url", url, "bad port") from None
-    except OSError as err:
-        raise ServecapError("url", url, f"cannot connect: {err.strerror or err}") from None
-
-
-def _first_model(url: str, api_key: str | None) -> str:
-    import httpx
-
-    from servecap.errors import ServecapError
-
-    base = url.rstrip("/").removesuffix("/v1")
-    try:
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else None
-        resp = httpx.get(base + "/v1/models", timeout=10.0, headers=headers)
-        data = resp.json().get("data") or []
-        return str(data[0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, AttributeError) as err:
-        raise ServecapError("model", None, f"not given and {base}/v1/models did not name one ({type(err).__name__}); pass --model") from None
-
-
-def _client_dict(c: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(c)
-
-
-def _run_with_progress(cfg: Any, spec: Any, seed: int, concurrency: int | None, slo: Any, total: int | None,
-                       *, quiet: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from servecap.measure.bench import run_bench
-
-    async def go(on_done: Any) -> Any:
-        return await run_bench(cfg, spec, seed=seed, concurrency=concurrency, slo=slo, on_done=on_done)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bars
 
     if quiet:
-        return _run_loop(go(None))
-    errors = 0
-    with Progress(TextColumn("[bold]bench"), BarColumn(), MofNCompleteColumn(), TextColumn("errors {task.fields[errors]}"),
-                  TimeElapsedColumn(), transient=True) as progress:
-        task = progress.add_task("requests", total=total, errors=0)
+        yield None
+        return
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        last: dict[str, float] = {}
 
-        def on_done(trace: Any) -> None:
-            nonlocal errors
-            if trace.error is not None:
-                errors += 1
-            progress.update(task, advance=1, errors=errors)
+        def line(ev: Progress) -> None:
+            now = time.monotonic()
+            finished = ev.total is not None and ev.done >= ev.total
+            if ev.stage in last and now - last[ev.stage] < every_s and not finished and ev.done:
+                return
+            last[ev.stage] = now
+            of = f"/{ev.total}" if ev.total is not None else ""
+            note = f" ({ev.message})" if ev.message else ""
+            print(f"{ev.stage}: {ev.done}{of} {ev.unit}{note}", file=sys.stderr, flush=True)
 
-        return _run_loop(go(on_done))
+        yield line
+        return
+    with Bars(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[note]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bars:
+        tasks: dict[str, Any] = {}
+
+        def bar(ev: Progress) -> None:
+            if ev.stage not in tasks:
+                tasks[ev.stage] = bars.add_task(ev.stage, total=ev.total, note="")
+            bars.update(tasks[ev.stage], completed=ev.done, total=ev.total, note=ev.message)
+
+        yield bar
 
 
-def _run_loop(coro: Any) -> Any:
-    """Run the load generator on uvloop where it is installed (about a quarter less client CPU
-    per token at 2,000 streams), else on asyncio's default loop."""
-    import asyncio
-
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
-
-
-def _render(run_id: str, outcome: Any, store: Any) -> None:
+def _render(run: Any, db: str | None) -> None:
+    """One run as a table; piped output is plain and never truncated (rich wraps, never cuts)."""
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
-    s = outcome.summary
-    t = Table(title=f"run {run_id} — {s['completed']}/{s['num_requests']} completed, "
-                    f"{outcome.measured_window_s:.1f} s window")
-    t.add_column("metric")
+    con = Console(soft_wrap=True)
+    s = run.summary
+    title = (
+        f"run {run.run_id or '(not stored)'}: {s['completed']}/{s['num_requests']} completed, "
+        f"{run.measured_window_s:.1f} s window" + (" (interrupted)" if run.interrupted else "")
+    )
+    t = Table(title=title, title_justify="left")
+    t.add_column("metric", no_wrap=True)
     for col in ("p50", "p90", "p99", "mean"):
-        t.add_column(col, justify="right")
+        t.add_column(col, justify="right", no_wrap=True)
     for name in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
         p = s[name]
-        t.add_row(name.removesuffix("_s") + " (ms)", *("-" if p[k] is None else f"{p[k] * 1e3:.1f}" for k in ("p50", "p90", "p99", "mean")))
+        t.add_row(
+            name.removesuffix("_s") + " (ms)",
+            *("-" if p[k] is None else f"{p[k] * 1e3:.1f}" for k in ("p50", "p90", "p99", "mean")),
+        )
     con.print(t)
     good = s.get("goodput_req_s")
-    con.print(f"throughput {s['throughput_req_s']:.2f} req/s, {s['output_tokens_per_s']:.1f} output tok/s"
-              + (f", goodput {good:.2f} req/s" if good is not None else ""))
-    if outcome.errors:
-        con.print("[red]errors:[/red] " + ", ".join(f"{k} {v}" for k, v in outcome.errors.items()))
-    if s.get("multi_token_chunk_requests"):
-        con.print(f"[yellow]{s['multi_token_chunk_requests']} requests received chunks carrying several tokens "
-                  "(their ITL is not observable per token)[/yellow]")
-    for ch in outcome.checks:
+    con.print(
+        f"throughput {s['throughput_req_s']:.2f} req/s, {s['output_tokens_per_s']:.1f} output tok/s"
+        + (f", goodput {good:.2f} req/s" if good is not None else "")
+    )
+    hit = run.prefix_cache_hit_rate
+    con.print(
+        "prefix-cache hit rate "
+        + (
+            "unknown (the server reports no cached tokens; vLLM does with --enable-prompt-tokens-details)"
+            if hit is None
+            else f"{hit:.1%} (the server's cached prompt tokens)"
+        )
+    )
+    if run.errors:
+        con.print("[red]errors:[/red] " + ", ".join(f"{k} {v}" for k, v in run.errors.items()))
+    if run.first_error:
+        con.print(f"[red]first error:[/red] {run.first_error}", markup=True, highlight=False)
+    if run.multi_token_chunk_requests:
+        con.print(
+            f"[yellow]{run.multi_token_chunk_requests} requests received chunks carrying several tokens "
+            "(their ITL is not observable per token)[/yellow]"
+        )
+    for ch in run.checks:
         mark = "[green]ok[/green]" if ch.ok else "[yellow]WARN[/yellow]"
         con.print(f"  {mark} {ch.name}: {ch.message}")
-    if store is not None:
-        con.print(f"stored in {store.path}")
+    if run.run_id and db:
+        con.print(f"stored in {db}")

@@ -132,6 +132,7 @@ _EXTRA_FOR_MODULE = {
     "yaml": "sim",
     "plotly": "sim",
     "httpx": "measure",
+    "httptools": "measure",
     "platformdirs": "measure",
     "fastapi": "serve",
     "uvicorn": "serve",

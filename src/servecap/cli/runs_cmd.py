@@ -1,8 +1,8 @@
-"""``servecap runs``: list, show, export and delete stored bench runs."""
+"""``servecap runs``: list, show, export and delete stored runs (measured and simulated)."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -13,33 +13,46 @@ from servecap.cli.options import PATH, db_option, json_option
 run_argument = click.argument("run", type=click.STRING)
 
 
-@click.group("runs", cls=LazyGroup, invoke_without_command=True, no_args_is_help=False,
-             help="Stored bench runs: list (default), show, export, delete.")
+@click.group(
+    "runs",
+    cls=LazyGroup,
+    invoke_without_command=True,
+    no_args_is_help=False,
+    help="Stored bench runs: list (default), show, export, delete.",
+)
 @db_option
-@click.option("--limit", type=click.INT, default=50)
+@click.option("--limit", type=click.IntRange(min=1), default=50)
+@click.option("--kind", type=click.Choice(["measured", "simulated"]), default=None, help="Only runs of this kind.")
 @json_option
 @click.pass_context
-def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None:
+def runs(ctx: click.Context, db: Path | None, limit: int, kind: str | None, as_json: bool) -> None:
     """List stored runs, newest first."""
     if ctx.invoked_subcommand is not None:
+        return
+    from servecap.app.runs import ListRunsRequest, list_runs
+
+    path, rows = list_runs(ListRunsRequest(db=db, limit=limit, kind=kind))  # type: ignore[arg-type]
+    if as_json:
+        click.echo(rows.model_dump_json())
         return
     from rich.console import Console
     from rich.table import Table
 
-    from servecap.measure.store import RunStore
-
-    store = RunStore(db)
-    rows = store.list_runs(limit)
-    if as_json:
-        click.echo(json.dumps([{"run_id": r.run_id, "created_at": r.created_at, "url": r.url, "model": r.model,
-                                "mode": r.mode, "label": r.label, "sweep_id": r.sweep_id,
-                                "num_requests": r.num_requests, "num_errors": r.num_errors,
-                                "summary": r.summary} for r in rows]))
-        return
-    t = Table(title=f"runs in {store.path}")
-    for col in ("run", "created", "model", "mode", "requests", "errors", "req/s", "ttft p50 ms", "tpot p50 ms", "label"):
-        t.add_column(col)
-    for r in rows:
+    headers = (
+        "run",
+        "kind",
+        "created",
+        "model",
+        "mode",
+        "requests",
+        "errors",
+        "req/s",
+        "ttft p50 ms",
+        "tpot p50 ms",
+        "label",
+    )
+    cells = []
+    for r in rows.root:
         s = r.summary
 
         def ms(name: str, s: dict[str, object] = s) -> str:
@@ -47,9 +60,48 @@ def runs(ctx: click.Context, db: Path | None, limit: int, as_json: bool) -> None
             p50 = v.get("p50") if isinstance(v, dict) else None
             return "-" if p50 is None else f"{float(p50) * 1e3:.1f}"
 
-        t.add_row(r.run_id, r.created_at, r.model, r.mode, str(r.num_requests), str(r.num_errors),
-                  f"{float(s.get('throughput_req_s') or 0.0):.2f}", ms("ttft_s"), ms("tpot_s"), r.label)
-    Console().print(t)
+        mode = r.mode + (" (interrupted)" if r.interrupted else "")
+        cells.append(
+            (
+                r.run_id,
+                r.kind,
+                r.created_at,
+                r.model,
+                mode,
+                f"{r.num_requests:,}",
+                f"{r.num_errors:,}",
+                f"{float(s.get('throughput_req_s') or 0.0):.2f}",
+                ms("ttft_s"),
+                ms("tpot_s"),
+                r.label,
+            )
+        )
+    console = Console(soft_wrap=True)
+    if not console.is_terminal:  # piped: plain aligned columns, every cell whole
+        click.echo(f"runs in {path}")
+        click.echo(plain_table(headers, cells))
+        return
+    t = Table(title=f"runs in {path}", title_justify="left")
+    for col in headers:  # a narrow terminal folds cells onto more lines; it never cuts them
+        t.add_column(col, overflow="fold", justify="right" if col in _NUMERIC else "left")
+    for row in cells:
+        t.add_row(*row)
+    console.print(t)
+
+
+_NUMERIC = frozenset({"requests", "errors", "req/s", "ttft p50 ms", "tpot p50 ms"})
+
+
+def plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
+    """Columns padded to their widest cell, two spaces apart (numbers right-aligned): for pipes
+    and files, where nothing may be cut to fit a width."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        out = [c.rjust(w) if h in _NUMERIC else c.ljust(w) for c, w, h in zip(cells, widths, headers, strict=True)]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])
 
 
 @runs.command("show")
@@ -59,34 +111,23 @@ def show(run: str, db: Path | None) -> None:
     """One run's settings, summary and self-checks as JSON.
 
     RUN is a run id, unique prefix, or 'last'."""
-    from dataclasses import asdict
+    from servecap.app.runs import show_run
 
-    from servecap.measure.store import RunStore
-
-    click.echo(json.dumps(asdict(RunStore(db).get_run(run)), indent=2))
+    click.echo(show_run(run, db).model_dump_json(indent=2))
 
 
 @runs.command("export")
 @run_argument
-@click.option("--format", "fmt", type=click.STRING, default="json", help="json|csv.")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", help="Output format.")
 @click.option("--output", "-o", type=PATH, default=None, help="File (default: stdout).")
 @db_option
 def export(run: str, fmt: str, output: Path | None, db: Path | None) -> None:
     """Export a run with every per-request record (JSON: settings + summary + requests; CSV: requests).
 
     RUN is a run id, unique prefix, or 'last'."""
-    from servecap.errors import ServecapError
-    from servecap.measure.store import RunStore, export_csv, export_json
+    from servecap.app.runs import export_run
 
-    store = RunStore(db)
-    row = store.get_run(run)
-    traces = store.get_traces(row.run_id)
-    if fmt == "json":
-        text = export_json(row, traces)
-    elif fmt == "csv":
-        text = export_csv(traces)
-    else:
-        raise ServecapError("format", fmt, "must be json or csv")
+    text = export_run(run, fmt, db)
     if output is None:
         click.echo(text)
     else:
@@ -100,6 +141,6 @@ def delete(run: str, db: Path | None) -> None:
     """Delete a run and its records.
 
     RUN is a run id or unique prefix."""
-    from servecap.measure.store import RunStore
+    from servecap.app.runs import delete_run
 
-    click.echo(f"deleted {RunStore(db).delete_run(run)}")
+    click.echo(f"deleted {delete_run(run, db)}")

@@ -15,14 +15,17 @@ from typing import Any
 
 import httpx
 
+from servecap.measure.transport import OnData, OnSent, OnStatus, ProtocolError, StallTimeout
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 AsgiApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
 
 
 class _Body(httpx.AsyncByteStream):
-    def __init__(self, queue: asyncio.Queue[bytes | None], task: asyncio.Task[None],
-                 disconnected: asyncio.Event) -> None:
+    def __init__(
+        self, queue: asyncio.Queue[bytes | None], task: asyncio.Task[None], disconnected: asyncio.Event
+    ) -> None:
         self._queue, self._task, self._disconnected = queue, task, disconnected
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -49,12 +52,18 @@ class StreamingASGITransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
         scope: Scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-            "method": request.method, "scheme": request.url.scheme,
-            "path": request.url.path, "raw_path": request.url.raw_path.split(b"?")[0],
-            "query_string": request.url.query, "root_path": "",
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": request.method,
+            "scheme": request.url.scheme,
+            "path": request.url.path,
+            "raw_path": request.url.raw_path.split(b"?")[0],
+            "query_string": request.url.query,
+            "root_path": "",
             "headers": [(k.lower(), v) for k, v in request.headers.raw],
-            "client": self.client, "server": (request.url.host, request.url.port or 80),
+            "client": self.client,
+            "server": (request.url.host, request.url.port or 80),
         }
         queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         started: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] = asyncio.get_running_loop().create_future()
@@ -89,8 +98,7 @@ class StreamingASGITransport(httpx.AsyncBaseTransport):
 
         task = asyncio.create_task(run())
         status, headers = await started
-        return httpx.Response(status, headers=headers, stream=_Body(queue, task, disconnected),
-                              request=request)
+        return httpx.Response(status, headers=headers, stream=_Body(queue, task, disconnected), request=request)
 
 
 class _AsgiTarget:
@@ -107,11 +115,13 @@ class AsgiClient:
     """The load generator's in-process client: calls the ASGI app directly in the request's
     own task and hands every body message to ``on_data`` inside the app's ``send`` (so a
     token is timestamped the moment the server writes it: no queue, no task switch, no httpx
-    per chunk). Same interface as :class:`servecap.measure.http1.RawClient`; picked by the
-    load generator when it is given a :class:`StreamingASGITransport`."""
+    per chunk). A :class:`servecap.measure.transport.Transport`, like
+    :class:`servecap.measure.http1.RawClient`; used by the
+    load generator when it is given one as its transport."""
 
-    def __init__(self, app: AsgiApp, *, headers: dict[str, str] | None = None,
-                 client: tuple[str, int] = ("127.0.0.1", 12345)) -> None:
+    def __init__(
+        self, app: AsgiApp, *, headers: dict[str, str] | None = None, client: tuple[str, int] = ("127.0.0.1", 12345)
+    ) -> None:
         self.app, self.client = app, client
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
 
@@ -124,20 +134,34 @@ class AsgiClient:
     async def aclose(self) -> None:
         return None
 
-    def request_bytes(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[_AsgiTarget, bytes]:
+    def prepare(self, method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[_AsgiTarget, bytes]:
         hdrs = {"content-length": str(len(body)), **self.headers, **{k.lower(): v for k, v in headers.items()}}
         return _AsgiTarget(method, url, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in hdrs.items()]), body
 
-    async def stream(self, target: _AsgiTarget, payload: bytes, on_status: Callable[[int], None],
-                     on_data: Callable[[bytes], object], *, stall_timeout_s: float,
-                     on_sent: Callable[[], None] | None = None) -> None:
-        from servecap.measure.http1 import ProtocolError, StallTimeout
+    async def stream(
+        self,
+        prepared: tuple[_AsgiTarget, bytes],
+        on_status: OnStatus,
+        on_data: OnData,
+        *,
+        stall_timeout_s: float,
+        on_sent: OnSent | None = None,
+    ) -> None:
+        target, payload = prepared
 
         scope: Scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": target.method,
-            "scheme": "http", "path": target.path, "raw_path": target.path.encode(),
-            "query_string": target.query, "root_path": "", "headers": target.headers,
-            "client": self.client, "server": target.host,
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": target.method,
+            "scheme": "http",
+            "path": target.path,
+            "raw_path": target.path.encode(),
+            "query_string": target.query,
+            "root_path": "",
+            "headers": target.headers,
+            "client": self.client,
+            "server": target.host,
         }
         loop = asyncio.get_running_loop()
         ended = asyncio.Event()

@@ -41,7 +41,7 @@ client hiccup) are dropped once and the fit repeated. A coefficient the data can
 (no compute-bound step, no prefill of varied length) keeps its starting value and is named in
 ``FitResult.fixed``. The all-reduce latency is not fitted (kept from the defaults).
 
-**Which clock.** Token times are the client's arrival times (``Trace.token_times_s``); when the
+**Which clock.** Token times are the client's arrival times (``MeasuredRequest.token_times_s``); when the
 server reported its own schedule (the emulator's opt-in ``servecap_timing.token_times_s``),
 ``source="server"`` uses that instead, free of network and client jitter (``auto`` picks it
 when every request has it). Client times carry a jitter of roughly a millisecond, so fits from
@@ -58,7 +58,7 @@ import numpy as np
 
 from servecap.core.roofline import BatchShape, StepCost, prefill_batch
 from servecap.errors import ServecapError
-from servecap.measure.trace import Trace
+from servecap.results.measured import MeasuredRequest
 from servecap.specs.perf import Efficiency
 
 Source = Literal["auto", "client", "server"]
@@ -111,16 +111,17 @@ class FitResult:
     notes: tuple[str, ...] = field(default=())
 
 
-def timelines(traces: Sequence[Trace], source: Source = "auto") -> tuple[list[Timeline], str]:
+def timelines(traces: Sequence[MeasuredRequest], source: Source = "auto") -> tuple[list[Timeline], str]:
     """Each request's token times from the client or from the server's own report; returns
     the timelines and the source used. Requests without tokens are skipped."""
     served = [t for t in traces if t.token_times_s]
     has_server = bool(served) and all(
-        isinstance(t.server_timing, dict) and isinstance(t.server_timing.get("token_times_s"), list)
-        for t in served)
+        isinstance(t.server_timing, dict) and isinstance(t.server_timing.get("token_times_s"), list) for t in served
+    )
     if source == "server" and not has_server:
-        raise ServecapError("source", source, "the run has no server token times (the emulator's "
-                            "servecap_timing); use client")
+        raise ServecapError(
+            "source", source, "the run has no server token times (the emulator's servecap_timing); use client"
+        )
     use_server = source == "server" or (source == "auto" and has_server)
     out: list[Timeline] = []
     for t in served:
@@ -132,7 +133,7 @@ def timelines(traces: Sequence[Trace], source: Source = "auto") -> tuple[list[Ti
         else:
             times = tuple(t.token_times_s)
             sent = t.sent_s if t.sent_s is not None else t.scheduled_s
-            cached = t.cached_prompt_tokens
+            cached = t.cached_prompt_tokens or 0
         if times:
             out.append(Timeline(t.measured_prompt_tokens, cached, sent, times))
     return out, "server" if use_server else "client"
@@ -147,9 +148,14 @@ def default_gap_s(lines: Sequence[Timeline]) -> float:
     return max(1e-4, 0.25 * float(np.median(gaps)))
 
 
-def step_samples(lines: Sequence[Timeline], cost: StepCost, *, max_num_batched_tokens: int,
-                 allreduce_latency_s: float = 10e-6, gap_s: float | None = None,
-                 ) -> tuple[list[StepSample], StepStats]:
+def step_samples(
+    lines: Sequence[Timeline],
+    cost: StepCost,
+    *,
+    max_num_batched_tokens: int,
+    allreduce_latency_s: float = 10e-6,
+    gap_s: float | None = None,
+) -> tuple[list[StepSample], StepStats]:
     """The usable steps of one run (see the module docstring, steps 1-4)."""
     gap = default_gap_s(lines) if gap_s is None else gap_s
     events = sorted((t, r, i) for r, ln in enumerate(lines) for i, t in enumerate(ln.token_times_s))
@@ -189,8 +195,13 @@ def step_samples(lines: Sequence[Timeline], cost: StepCost, *, max_num_batched_t
             while j >= 1 and starts[j - 1] >= sent_min:
                 tainted[j] = True
                 j -= 1
-    eff1 = Efficiency(bandwidth_efficiency=1.0, compute_efficiency=1.0, step_overhead_s=0.0,
-                      allreduce_latency_s=allreduce_latency_s, prefill_s_per_token=0.0)
+    eff1 = Efficiency(
+        bandwidth_efficiency=1.0,
+        compute_efficiency=1.0,
+        step_overhead_s=0.0,
+        allreduce_latency_s=allreduce_latency_s,
+        prefill_s_per_token=0.0,
+    )
     window = cost.window_tokens
     out: list[StepSample] = []
     contiguous = 0
@@ -224,19 +235,26 @@ def step_samples(lines: Sequence[Timeline], cost: StepCost, *, max_num_batched_t
             prompt += chunk
         shape = BatchShape(nt, ns, kv, wkv, pairs, wpairs, prompt)
         st = cost.step_time(shape, eff1)
-        out.append(StepSample(starts[k], starts[k] - starts[k - 1], st.memory_s, st.compute_s,
-                              st.comm_s, prompt, nt, len(decoding)))
+        out.append(
+            StepSample(
+                starts[k], starts[k] - starts[k - 1], st.memory_s, st.compute_s, st.comm_s, prompt, nt, len(decoding)
+            )
+        )
     return out, StepStats(n, len(out), contiguous, sum(tainted))
 
 
-def fit_coefficients(samples: Sequence[StepSample], start: Efficiency | None = None, *,
-                     fit_prefill: bool = True) -> FitResult:
+def fit_coefficients(
+    samples: Sequence[StepSample], start: Efficiency | None = None, *, fit_prefill: bool = True
+) -> FitResult:
     """Least-squares fit of ``(1/bandwidth_eff, 1/compute_eff, overhead, prefill/token)`` to
     the steps' durations (alternating classification, one outlier pass; module docstring)."""
     eff0 = start or Efficiency()
     if len(samples) < 4:
-        raise ServecapError("runs", len(samples), "too few usable steps to fit (need at least 4; "
-                            "measure a run with several requests decoding at once)")
+        raise ServecapError(
+            "runs",
+            len(samples),
+            "too few usable steps to fit (need at least 4; measure a run with several requests decoding at once)",
+        )
     m = np.array([s.memory_s for s in samples])
     c = np.array([s.compute_s for s in samples])
     y = np.array([s.duration_s - s.comm_s for s in samples])
@@ -251,8 +269,7 @@ def fit_coefficients(samples: Sequence[StepSample], start: Efficiency | None = N
         mem = a * m >= b * c
         for _ in range(_MAX_ITER):
             iterations += 1
-            a, b, o, q, fixed = _solve(m[keep], c[keep], p[keep], y[keep], mem[keep], (a, b, o, q),
-                                       fit_prefill)
+            a, b, o, q, fixed = _solve(m[keep], c[keep], p[keep], y[keep], mem[keep], (a, b, o, q), fit_prefill)
             new = a * m >= b * c
             if np.array_equal(new, mem):
                 break
@@ -271,10 +288,24 @@ def fit_coefficients(samples: Sequence[StepSample], start: Efficiency | None = N
     ss_tot = float(np.sum((yk - yk.mean()) ** 2))
     r2 = 1.0 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else 1.0
     mem = (a * m >= b * c)[keep]
-    eff = Efficiency(bandwidth_efficiency=1.0 / a, compute_efficiency=1.0 / b, step_overhead_s=o,
-                     allreduce_latency_s=eff0.allreduce_latency_s, prefill_s_per_token=q)
-    return FitResult(eff, int(keep.sum()), int(mem.sum()), int((~mem).sum()),
-                     float(np.sqrt(np.mean(resid**2))), r2, dropped, tuple(sorted(fixed)), iterations)
+    eff = Efficiency(
+        bandwidth_efficiency=1.0 / a,
+        compute_efficiency=1.0 / b,
+        step_overhead_s=o,
+        allreduce_latency_s=eff0.allreduce_latency_s,
+        prefill_s_per_token=q,
+    )
+    return FitResult(
+        eff,
+        int(keep.sum()),
+        int(mem.sum()),
+        int((~mem).sum()),
+        float(np.sqrt(np.mean(resid**2))),
+        r2,
+        dropped,
+        tuple(sorted(fixed)),
+        iterations,
+    )
 
 
 _MAX_RELATIVE_SE = 0.25  # a coefficient known to worse than +-25% (one standard error) is not fitted
@@ -295,20 +326,25 @@ def _relative_se(x: np.ndarray, y: np.ndarray, sol: np.ndarray, i: int) -> float
     return float(np.sqrt(max(cov[i, i], 0.0)) / abs(sol[i]))
 
 
-_NAMES = {"a": "bandwidth_efficiency", "b": "compute_efficiency", "o": "step_overhead_s",
-          "q": "prefill_s_per_token"}
+_NAMES = {"a": "bandwidth_efficiency", "b": "compute_efficiency", "o": "step_overhead_s", "q": "prefill_s_per_token"}
 
 
-def _solve(m: np.ndarray, c: np.ndarray, p: np.ndarray, y: np.ndarray, mem: np.ndarray,
-           cur: tuple[float, float, float, float], fit_prefill: bool,
-           ) -> tuple[float, float, float, float, set[str]]:
+def _solve(
+    m: np.ndarray,
+    c: np.ndarray,
+    p: np.ndarray,
+    y: np.ndarray,
+    mem: np.ndarray,
+    cur: tuple[float, float, float, float],
+    fit_prefill: bool,
+) -> tuple[float, float, float, float, set[str]]:
     """One linear least-squares solve with the classification ``mem`` held fixed. A column the
     data cannot determine (no step in its regime, no varied prefill, rank deficiency) keeps its
     value in ``cur`` and is reported; a negative overhead or per-token cost is pinned at 0."""
-    val = dict(zip("abo" "q", cur, strict=True))
+    val = dict(zip("aboq", cur, strict=True))
     cols = {"a": np.where(mem, m, 0.0), "b": np.where(mem, 0.0, c), "o": np.ones_like(y), "q": p}
-    free = [n for n in "abo" "q" if np.any(cols[n] != 0) and (n != "q" or fit_prefill)]
-    undetermined = {n for n in "abo" "q" if n not in free and (n != "q" or fit_prefill)}
+    free = [n for n in "aboq" if np.any(cols[n] != 0) and (n != "q" or fit_prefill)]
+    undetermined = {n for n in "aboq" if n not in free and (n != "q" or fit_prefill)}
     while free:
         x = np.column_stack([cols[n] for n in free])
         if np.linalg.matrix_rank(x) < len(free):
@@ -316,7 +352,7 @@ def _solve(m: np.ndarray, c: np.ndarray, p: np.ndarray, y: np.ndarray, mem: np.n
             free.remove(drop)
             undetermined.add(drop)
             continue
-        rhs = y - sum((val[n] * cols[n] for n in "abo" "q" if n not in free), np.zeros_like(y))
+        rhs = y - sum((val[n] * cols[n] for n in "aboq" if n not in free), np.zeros_like(y))
         sol, *_ = np.linalg.lstsq(x, rhs, rcond=None)
         got = dict(zip(free, (float(v) for v in sol), strict=True))
         neg = [n for n in ("o", "q") if got.get(n, 0.0) < 0]
@@ -333,14 +369,25 @@ def _solve(m: np.ndarray, c: np.ndarray, p: np.ndarray, y: np.ndarray, mem: np.n
         val.update(got)
         break
     if val["a"] <= 0 or val["b"] <= 0:
-        raise ServecapError("runs", "fit", "the fit gave a non-positive efficiency: the steps do not "
-                            "follow the roofline model (wrong deployment for these runs?)")
+        raise ServecapError(
+            "runs",
+            "fit",
+            "the fit gave a non-positive efficiency: the steps do not "
+            "follow the roofline model (wrong deployment for these runs?)",
+        )
     return val["a"], val["b"], val["o"], val["q"], {_NAMES[n] for n in undetermined}
 
 
-def calibrate_runs(runs: Sequence[Sequence[Trace]], cost: StepCost, *, max_num_batched_tokens: int,
-                   start: Efficiency | None = None, source: Source = "auto", fit_prefill: bool = True,
-                   gap_s: float | None = None) -> tuple[FitResult, list[StepStats], str]:
+def calibrate_runs(
+    runs: Sequence[Sequence[MeasuredRequest]],
+    cost: StepCost,
+    *,
+    max_num_batched_tokens: int,
+    start: Efficiency | None = None,
+    source: Source = "auto",
+    fit_prefill: bool = True,
+    gap_s: float | None = None,
+) -> tuple[FitResult, list[StepStats], str]:
     """Steps of every run pooled, then one fit; also each run's step statistics and the clock
     used (``server`` only when every run has the server's times)."""
     eff0 = start or Efficiency()
@@ -356,8 +403,13 @@ def calibrate_runs(runs: Sequence[Sequence[Trace]], cost: StepCost, *, max_num_b
     samples: list[StepSample] = []
     stats: list[StepStats] = []
     for lines in lines_per_run:
-        s, st = step_samples(lines, cost, max_num_batched_tokens=max_num_batched_tokens,
-                             allreduce_latency_s=eff0.allreduce_latency_s, gap_s=gap_s)
+        s, st = step_samples(
+            lines,
+            cost,
+            max_num_batched_tokens=max_num_batched_tokens,
+            allreduce_latency_s=eff0.allreduce_latency_s,
+            gap_s=gap_s,
+        )
         samples += s
         stats.append(st)
     return fit_coefficients(samples, eff0, fit_prefill=fit_prefill), stats, used.pop()

@@ -12,6 +12,12 @@ Each check returns a :class:`Check` (name, ok, measured value, limit, message):
   flight, integrated live from its in-flight counter; λW is computed from the stored records
   (completed+failed per second x mean time in system). They must agree within 5%: a mismatch
   means lost or double-counted records, or timestamps on two clocks.
+- **prefix_cache**: prompt tokens the server reports as cached (``usage.prompt_tokens_details.
+  cached_tokens``) beyond what the workload itself shares (a request's shared-prefix tokens;
+  the whole prompt for a chat turn after the first, which resends the conversation). Prompts
+  carry a per-run nonce, so any more than ``tolerance`` (default 5%) of the run's prompt
+  tokens means the server's cache was primed by another run or client: the TTFTs are lower
+  than fresh prompts would get.
 - **client_bottleneck**: the client's event loop was late (p99 lateness of a 5 ms timer above
   ``loop_lag_limit_s``, default 5 ms) or its process used more than 90% of a core: the timings
   measure the client, not the server.
@@ -25,6 +31,7 @@ from typing import Any
 
 from servecap.measure.loadgen import ClientStats
 from servecap.measure.trace import Trace
+from servecap.results.stats import percentile
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +44,6 @@ class Check:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _q(xs: Sequence[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))] if s else 0.0
 
 
 def rate_check(traces: Sequence[Trace], tolerance: float = 0.05) -> Check:
@@ -63,16 +65,15 @@ def lag_check(traces: Sequence[Trace], limit_s: float = 0.010) -> Check:
     lags = [t.sent_s - t.scheduled_s for t in traces if t.sent_s is not None]
     if not lags:
         return Check("dispatch_lag", True, None, limit_s, "no requests sent")
-    p99 = _q(lags, 0.99)
+    p99 = percentile(lags, 99)
     ok = p99 <= limit_s
-    msg = f"dispatch lag p50 {_q(lags, 0.5) * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms, max {max(lags) * 1e3:.2f} ms"
+    msg = f"dispatch lag p50 {percentile(lags, 50) * 1e3:.2f} ms, p99 {p99 * 1e3:.2f} ms, max {max(lags) * 1e3:.2f} ms"
     if not ok:
         msg += ": the client fell behind its schedule (the server saw less load than intended)"
     return Check("dispatch_lag", ok, p99, limit_s, msg)
 
 
-def littles_law_check(traces: Sequence[Trace], client: ClientStats, wall_s: float,
-                      tolerance: float = 0.05) -> Check:
+def littles_law_check(traces: Sequence[Trace], client: ClientStats, wall_s: float, tolerance: float = 0.05) -> Check:
     done = [t for t in traces if t.sent_s is not None and t.end_s is not None]
     if not done or wall_s <= 0:
         return Check("littles_law", True, None, tolerance, "no completed requests")
@@ -90,16 +91,50 @@ def littles_law_check(traces: Sequence[Trace], client: ClientStats, wall_s: floa
 
 def client_check(client: ClientStats, loop_lag_limit_s: float = 0.005, cpu_limit: float = 0.9) -> Check:
     busy = client.loop_lag_p99_s > loop_lag_limit_s or client.cpu_fraction > cpu_limit
-    msg = (f"client event-loop lateness p99 {client.loop_lag_p99_s * 1e3:.2f} ms, "
-           f"CPU {client.cpu_fraction:.0%} of a core")
+    msg = (
+        f"client event-loop lateness p99 {client.loop_lag_p99_s * 1e3:.2f} ms, CPU {client.cpu_fraction:.0%} of a core"
+    )
     if busy:
         msg += ": the client, not the server, may be the bottleneck (timings include client delay)"
     return Check("client_bottleneck", not busy, client.loop_lag_p99_s, loop_lag_limit_s, msg)
+
+
+def expected_cached_tokens(t: Trace) -> int:
+    """The most prompt tokens of ``t`` the workload itself lets a prefix cache hold."""
+    if t.turn > 1:
+        return t.measured_prompt_tokens
+    return t.prefix_tokens if t.prefix_group is not None else 0
+
+
+def prefix_cache_check(traces: Sequence[Trace], tolerance: float = 0.05) -> Check:
+    reported = [t for t in traces if t.cached_prompt_tokens is not None and t.sent_s is not None]
+    if not reported:
+        return Check(
+            "prefix_cache",
+            True,
+            None,
+            tolerance,
+            "the server reported no cached-token counts (usage.prompt_tokens_details); hit rate unknown",
+        )
+    prompt = sum(t.measured_prompt_tokens for t in reported)
+    cached = sum(t.cached_prompt_tokens or 0 for t in reported)
+    extra = [max(0, (t.cached_prompt_tokens or 0) - expected_cached_tokens(t)) for t in reported]
+    unexpected = sum(extra) / prompt if prompt else 0.0
+    ok = unexpected <= tolerance
+    rate = cached / prompt if prompt else 0.0
+    msg = f"prefix-cache hit rate {rate:.1%} ({cached:,} of {prompt:,} prompt tokens cached)"
+    if not ok:
+        msg += (
+            f"; {sum(1 for e in extra if e):,} requests found {sum(extra):,} tokens cached that this run's "
+            "workload does not share: another run or client primed the server's cache, so TTFT is lower "
+            "than for fresh prompts"
+        )
+    return Check("prefix_cache", ok, unexpected, tolerance, msg)
 
 
 def run_checks(traces: Sequence[Trace], client: ClientStats, wall_s: float, *, open_loop: bool) -> list[Check]:
     out = []
     if open_loop:
         out += [rate_check(traces), lag_check(traces)]
-    out += [littles_law_check(traces, client, wall_s), client_check(client)]
+    out += [littles_law_check(traces, client, wall_s), prefix_cache_check(traces), client_check(client)]
     return out

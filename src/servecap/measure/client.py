@@ -14,12 +14,9 @@ import json
 import time
 from typing import Any
 
-import httpx
-
-from servecap.measure.asgi_stream import AsgiClient
-from servecap.measure.http1 import ConnectError, HttpError, ProtocolError, RawClient, StallTimeout
 from servecap.measure.sse import SseParser
 from servecap.measure.trace import Trace
+from servecap.measure.transport import ConnectError, HttpError, StallTimeout, Transport
 
 _MAX_ERROR_BODY = 2000
 
@@ -159,6 +156,9 @@ class _Consumer:
         timing = obj.get("servecap_timing")
         if isinstance(timing, dict):
             trace.server_timing = timing
+            cached = timing.get("cached_tokens")
+            if trace.cached_prompt_tokens is None and isinstance(cached, int):
+                trace.cached_prompt_tokens = cached  # the emulator's usage leaves out a zero
 
     def _stop(self, kind: str, detail: str, now: float) -> None:
         self.trace.error, self.trace.error_detail, self.trace.end_s = kind, detail, now
@@ -178,18 +178,16 @@ class _Consumer:
         if not self.done:
             trace.error = "broken_stream"
             buffered = self.buffered_bytes
-            trace.error_detail = (f"stream ended without [DONE] after {trace.chunks} chunks"
-                                  + (f" ({buffered} bytes of an unfinished event)" if buffered else ""))
+            trace.error_detail = f"stream ended without [DONE] after {trace.chunks} chunks" + (
+                f" ({buffered} bytes of an unfinished event)" if buffered else ""
+            )
             return
         if trace.usage_output_tokens is not None and trace.usage_output_tokens > trace.chunks:
             trace.multi_token_chunks = trace.usage_output_tokens - trace.chunks
 
 
-Client = httpx.AsyncClient | RawClient | AsgiClient
-
-
 async def stream_request(
-    client: Client,
+    client: Transport,
     url: str,
     body: dict[str, Any],
     trace: Trace,
@@ -200,11 +198,11 @@ async def stream_request(
     headers: dict[str, str] | None = None,
     collect_text: bool = False,
 ) -> Trace:
-    """POST ``body`` to ``url`` and fill ``trace``; errors become ``trace.error``.
+    """POST ``body`` to ``url`` over ``client`` and fill ``trace``; errors become ``trace.error``.
 
     ``sent_s`` is taken when the request is handed to a ready connection (after a pooled
     connection is picked or a new one opened), so connection set-up is not counted as server
-    latency; with httpx (the in-process transport) it is taken before the call."""
+    latency."""
     payload = json.dumps(body, separators=(",", ":")).encode()
     hdrs = {"content-type": "application/json", "accept": "text/event-stream"}
     if headers:
@@ -212,22 +210,19 @@ async def stream_request(
     clock = time.perf_counter
     try:
         async with asyncio.timeout(total_timeout_s):
-            if isinstance(client, RawClient | AsgiClient):
-                await _raw(client, url, payload, hdrs, trace, t0, collect_text, stall_timeout_s, bool(body.get("stream", True)))
-            else:
-                await _httpx(client, url, payload, hdrs, trace, t0, collect_text, bool(body.get("stream", True)))
+            await _send(
+                client, url, payload, hdrs, trace, t0, collect_text, stall_timeout_s, bool(body.get("stream", True))
+            )
     except TimeoutError:
         trace.error, trace.error_detail = "timeout", f"no complete response within {total_timeout_s:g} s"
-    except (httpx.TimeoutException, StallTimeout) as err:
+    except StallTimeout as err:
         trace.error, trace.error_detail = "timeout", f"{type(err).__name__}: {err}"
-    except (httpx.ConnectError, ConnectError) as err:
+    except ConnectError as err:
         trace.error, trace.error_detail = "connect_error", str(err) or type(err).__name__
-    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, ProtocolError) as err:
-        trace.error, trace.error_detail = "broken_stream", f"{type(err).__name__}: {err}"
-    except (httpx.HTTPError, HttpError) as err:
+    except HttpError as err:
         trace.error, trace.error_detail = "broken_stream", f"{type(err).__name__}: {err}"
     except asyncio.CancelledError:
-        trace.error, trace.error_detail = "client_error", "cancelled"
+        trace.error, trace.error_detail = "interrupted", "in flight when the run was interrupted"
         trace.end_s = clock() - t0
         raise
     except Exception as err:  # a client bug must not lose the record
@@ -237,10 +232,18 @@ async def stream_request(
     return trace
 
 
-async def _raw(client: RawClient | AsgiClient, url: str, payload: bytes, hdrs: dict[str, str], trace: Trace, t0: float,
-               collect: bool, stall_s: float, stream: bool) -> None:
-    target: Any
-    target, data = client.request_bytes("POST", url, payload, hdrs)
+async def _send(
+    client: Transport,
+    url: str,
+    payload: bytes,
+    hdrs: dict[str, str],
+    trace: Trace,
+    t0: float,
+    collect: bool,
+    stall_s: float,
+    stream: bool,
+) -> None:
+    prepared = client.prepare("POST", url, payload, hdrs)
     c = _Consumer(trace, t0, collect)
 
     def on_sent() -> None:
@@ -251,34 +254,16 @@ async def _raw(client: RawClient | AsgiClient, url: str, payload: bytes, hdrs: d
             trace.http_status = c.status = status
 
     if stream:
-        await client.stream(target, data, on_status, c.feed, stall_timeout_s=stall_s, on_sent=on_sent)
+        await client.stream(prepared, on_status, c.feed, stall_timeout_s=stall_s, on_sent=on_sent)
         c.finish()
         return
     parts: list[bytes] = []
-    await client.stream(target, data, on_status, parts.append, stall_timeout_s=stall_s, on_sent=on_sent)
+    await client.stream(prepared, on_status, parts.append, stall_timeout_s=stall_s, on_sent=on_sent)
     if c.status != 200:
         c.error_body = b"".join(parts)
         c.finish()
         return
     _whole(b"".join(parts), trace, time.perf_counter() - t0)
-
-
-async def _httpx(client: httpx.AsyncClient, url: str, payload: bytes, hdrs: dict[str, str], trace: Trace,
-                 t0: float, collect: bool, stream: bool) -> None:
-    trace.sent_s = time.perf_counter() - t0
-    async with client.stream("POST", url, content=payload, headers=hdrs) as resp:
-        trace.http_status = resp.status_code
-        c = _Consumer(trace, t0, collect)
-        c.status = resp.status_code
-        if resp.status_code != 200 or stream:
-            async for part in resp.aiter_raw():
-                c.feed(part)
-                if c.stopped or c.done or len(c.error_body) > _MAX_ERROR_BODY:
-                    break
-            c.finish()
-            return
-        raw = await resp.aread()
-        _whole(raw, trace, time.perf_counter() - t0)
 
 
 def _whole(raw: bytes, trace: Trace, now: float) -> None:

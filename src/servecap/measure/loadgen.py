@@ -20,19 +20,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import httpx
-
-from servecap.measure.asgi_stream import AsgiClient, StreamingASGITransport
-from servecap.measure.client import Client, stream_request
+from servecap.measure.client import stream_request
 from servecap.measure.http1 import RawClient
 from servecap.measure.payload import Endpoint, build_body, endpoint_path, prompt_text
 from servecap.measure.trace import Trace
+from servecap.measure.transport import Transport
+from servecap.results.stats import percentile
 
 
 class RequestLike(Protocol):
@@ -52,6 +52,11 @@ class RequestLike(Protocol):
     def prefix_tokens(self) -> int: ...
 
 
+def new_nonce() -> str:
+    """A short random tag, unique per run (8 hex digits: two tokens of prompt)."""
+    return secrets.token_hex(4)
+
+
 @dataclass(frozen=True, slots=True)
 class LoadConfig:
     base_url: str  # e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted)
@@ -61,11 +66,19 @@ class LoadConfig:
     request_timeout_s: float = 600.0  # total deadline of one request (slow-loris guard)
     connect_timeout_s: float = 10.0
     stall_timeout_s: float = 60.0  # no bytes for this long: timeout
-    max_connections: int = 4096
     warmup_s: float = 0.0  # requests scheduled before this are stored, not summarized
     cooldown_s: float = 0.0  # requests scheduled in the last cooldown_s likewise
     extra_body: dict[str, Any] = field(default_factory=dict)
     api_key: str | None = None
+    # Prompts carry this run's nonce, so no two runs (nor two steps of a sweep) send the same
+    # prompt and a server's prefix cache cannot answer one run from another's requests.
+    run_nonce: str = field(default_factory=new_nonce)
+    # Shared-prefix groups share within the run; across runs only when this is True.
+    share_prefixes_across_runs: bool = False
+
+    @property
+    def prefix_nonce(self) -> str:
+        return "" if self.share_prefixes_across_runs else self.run_nonce
 
     @property
     def url(self) -> str:
@@ -105,13 +118,6 @@ async def _quiet() -> Any:
         yield
 
 
-def _quantile(xs: Sequence[float], q: float) -> float:
-    if not xs:
-        return 0.0
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
-
-
 class _Monitor:
     """Event-loop lateness, CPU share and the in-flight integral."""
 
@@ -144,8 +150,8 @@ class _Monitor:
         self._stop = True
         cpu = time.process_time() - self._cpu0
         return ClientStats(
-            loop_lag_p50_s=_quantile(self.lags, 0.5),
-            loop_lag_p99_s=_quantile(self.lags, 0.99),
+            loop_lag_p50_s=percentile(self.lags, 50, empty=0.0),
+            loop_lag_p99_s=percentile(self.lags, 99, empty=0.0),
             loop_lag_max_s=max(self.lags, default=0.0),
             cpu_fraction=cpu / wall_s if wall_s > 0 else 0.0,
             in_flight_area=self.area,
@@ -184,25 +190,35 @@ def make_trace(spec: RequestLike) -> Trace:
 
 
 def body_for(cfg: LoadConfig, trace: Trace) -> dict[str, Any]:
-    text = prompt_text(trace.prompt_tokens, unique=trace.request_id, prefix_group=trace.prefix_group,
-                       prefix_tokens=trace.prefix_tokens)
-    return build_body(cfg.endpoint, model=cfg.model, prompt=text, max_tokens=max(1, trace.output_tokens),
-                      stream=cfg.stream, extra=cfg.extra_body)
+    text = prompt_text(
+        trace.prompt_tokens,
+        unique=f"{cfg.run_nonce}-{trace.request_id}",
+        prefix_group=trace.prefix_group,
+        prefix_tokens=trace.prefix_tokens,
+        group_tag=cfg.prefix_nonce,
+    )
+    return build_body(
+        cfg.endpoint,
+        model=cfg.model,
+        prompt=text,
+        max_tokens=max(1, trace.output_tokens),
+        stream=cfg.stream,
+        extra=cfg.extra_body,
+    )
 
 
-def make_client(cfg: LoadConfig, transport: httpx.AsyncBaseTransport | None, pool: int) -> Client:
-    """The HTTP client of a run: :class:`~servecap.measure.http1.RawClient` (keep-alive HTTP/1.1,
-    low overhead) against a URL, or an httpx client over ``transport`` (in-process tests).
-    Either way one client holds every concurrent stream (no pool waits)."""
-    headers = {"authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else None
-    if transport is None:
-        return RawClient(connect_timeout_s=cfg.connect_timeout_s, headers=headers)
-    if isinstance(transport, StreamingASGITransport):
-        return AsgiClient(transport.app, headers=headers, client=transport.client)
-    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
-    timeout = httpx.Timeout(connect=cfg.connect_timeout_s, read=cfg.stall_timeout_s,
-                            write=cfg.connect_timeout_s, pool=None)
-    return httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport, headers=headers)
+def open_transport(cfg: LoadConfig, transport: Transport | None) -> Transport:
+    """The run's one transport, chosen here: the one given (in-process tests pass an
+    :class:`~servecap.measure.asgi_stream.AsgiClient`), else a
+    :class:`~servecap.measure.http1.RawClient` (keep-alive HTTP/1.1, low overhead) for the
+    URL. Either way one client holds every concurrent stream (no pool waits)."""
+    if transport is not None:
+        return transport
+    return RawClient(connect_timeout_s=cfg.connect_timeout_s)
+
+
+def auth_headers(cfg: LoadConfig) -> dict[str, str] | None:
+    return {"authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else None
 
 
 def mark_trimmed(traces: list[Trace], cfg: LoadConfig) -> None:
@@ -211,28 +227,37 @@ def mark_trimmed(traces: list[Trace], cfg: LoadConfig) -> None:
         return
     last = max(t.scheduled_s for t in traces)
     for t in traces:
-        t.trimmed = t.scheduled_s < cfg.warmup_s or t.scheduled_s > last - cfg.cooldown_s
+        t.trimmed = t.trimmed or t.scheduled_s < cfg.warmup_s or t.scheduled_s > last - cfg.cooldown_s
 
 
-async def _one(client: Client, cfg: LoadConfig, trace: Trace, t0: float, mon: _Monitor,
-               on_done: OnDone | None) -> None:
+async def _one(
+    client: Transport, cfg: LoadConfig, trace: Trace, t0: float, mon: _Monitor, on_done: OnDone | None
+) -> None:
     mon.change(+1)
     try:
-        await stream_request(client, cfg.url, body_for(cfg, trace), trace, t0=t0,
-                             total_timeout_s=cfg.request_timeout_s, stall_timeout_s=cfg.stall_timeout_s)
+        await stream_request(
+            client,
+            cfg.url,
+            body_for(cfg, trace),
+            trace,
+            t0=t0,
+            headers=auth_headers(cfg),
+            total_timeout_s=cfg.request_timeout_s,
+            stall_timeout_s=cfg.stall_timeout_s,
+        )
     finally:
         mon.change(-1)
         if on_done is not None:
             on_done(trace)
 
 
-async def run_open_loop(cfg: LoadConfig, specs: Sequence[RequestLike], *,
-                        transport: httpx.AsyncBaseTransport | None = None,
-                        on_done: OnDone | None = None) -> RunResult:
+async def run_open_loop(
+    cfg: LoadConfig, specs: Sequence[RequestLike], *, transport: Transport | None = None, on_done: OnDone | None = None
+) -> RunResult:
     """Send each request at its scheduled time (absolute, from the run's start)."""
     traces = sorted((make_trace(s) for s in specs), key=lambda t: t.scheduled_s)
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    async with make_client(cfg, transport, cfg.max_connections) as client, _quiet():
+    async with open_transport(cfg, transport) as client, _quiet():
         t0 = time.perf_counter()
         mon = _Monitor(t0)
         mon_task = asyncio.create_task(mon.run())
@@ -253,15 +278,21 @@ async def run_open_loop(cfg: LoadConfig, specs: Sequence[RequestLike], *,
             wall = time.perf_counter() - t0
             stats = mon.stats(wall)
             mon_task.cancel()
-    _close_unsent(traces, wall)
+    if interrupted:
+        traces = settle_interrupted(traces, wall)
     mark_trimmed(traces, cfg)
     return RunResult(traces, "open", started, wall, stats, interrupted, t0)
 
 
-async def run_closed_loop(cfg: LoadConfig, specs: Sequence[RequestLike], concurrency: int, *,
-                          duration_s: float | None = None,
-                          transport: httpx.AsyncBaseTransport | None = None,
-                          on_done: OnDone | None = None) -> RunResult:
+async def run_closed_loop(
+    cfg: LoadConfig,
+    specs: Sequence[RequestLike],
+    concurrency: int,
+    *,
+    duration_s: float | None = None,
+    transport: Transport | None = None,
+    on_done: OnDone | None = None,
+) -> RunResult:
     """``concurrency`` workers; each takes the next request when its previous one ends.
 
     The requests' lengths and prefixes come from ``specs`` in order; their arrival times are
@@ -271,7 +302,7 @@ async def run_closed_loop(cfg: LoadConfig, specs: Sequence[RequestLike], concurr
     order = iter(pending)
     done: list[Trace] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    async with make_client(cfg, transport, max(concurrency, 1)) as client, _quiet():
+    async with open_transport(cfg, transport) as client, _quiet():
         t0 = time.perf_counter()
         mon = _Monitor(t0)
         mon_task = asyncio.create_task(mon.run())
@@ -292,6 +323,8 @@ async def run_closed_loop(cfg: LoadConfig, specs: Sequence[RequestLike], concurr
             wall = time.perf_counter() - t0
             stats = mon.stats(wall)
             mon_task.cancel()
+    if interrupted:
+        done = settle_interrupted(done, wall)
     mark_trimmed(done, cfg)
     return RunResult(done, "closed", started, wall, stats, interrupted, t0)
 
@@ -303,9 +336,9 @@ class UsersLike(Protocol):
     def next_turn(self, user_id: int, finished_at_s: float) -> Any: ...
 
 
-async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
-                         transport: httpx.AsyncBaseTransport | None = None,
-                         on_done: OnDone | None = None) -> RunResult:
+async def run_chat_users(
+    cfg: LoadConfig, users: UsersLike, *, transport: Transport | None = None, on_done: OnDone | None = None
+) -> RunResult:
     """Closed loop of chat users (:class:`servecap.workload.ClosedLoopUsers`): each user sends
     a turn at its scheduled time (start offset, or the previous answer's end plus a think time)
     and waits for the answer. A turn's prompt is the conversation so far — the previous prompt
@@ -315,7 +348,7 @@ async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
     started = datetime.now(UTC).isoformat(timespec="seconds")
     firsts = users.first_turns()
     history: dict[int, str] = {}
-    async with make_client(cfg, transport, max(1, len(firsts))) as client, _quiet():
+    async with open_transport(cfg, transport) as client, _quiet():
         t0 = time.perf_counter()
         mon = _Monitor(t0)
         mon_task = asyncio.create_task(mon.run())
@@ -330,17 +363,34 @@ async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
                 traces.append(trace)
                 conv = getattr(spec, "conversation_id", None)
                 past = history.get(conv, "") if conv is not None and spec.history_tokens else ""
-                new = prompt_text(max(1, trace.prompt_tokens - len(past) // 4), unique=trace.request_id,
-                                  prefix_group=None if past else trace.prefix_group,
-                                  prefix_tokens=0 if past else trace.prefix_tokens)
-                body = build_body(cfg.endpoint, model=cfg.model, prompt=past + new,
-                                  max_tokens=max(1, trace.output_tokens), stream=cfg.stream,
-                                  extra=cfg.extra_body)
+                new = prompt_text(
+                    max(1, trace.prompt_tokens - len(past) // 4),
+                    unique=f"{cfg.run_nonce}-{trace.request_id}",
+                    prefix_group=None if past else trace.prefix_group,
+                    prefix_tokens=0 if past else trace.prefix_tokens,
+                    group_tag=cfg.prefix_nonce,
+                )
+                body = build_body(
+                    cfg.endpoint,
+                    model=cfg.model,
+                    prompt=past + new,
+                    max_tokens=max(1, trace.output_tokens),
+                    stream=cfg.stream,
+                    extra=cfg.extra_body,
+                )
                 mon.change(+1)
                 try:
-                    await stream_request(client, cfg.url, body, trace, t0=t0,
-                                         total_timeout_s=cfg.request_timeout_s,
-                                         stall_timeout_s=cfg.stall_timeout_s, collect_text=True)
+                    await stream_request(
+                        client,
+                        cfg.url,
+                        body,
+                        trace,
+                        t0=t0,
+                        headers=auth_headers(cfg),
+                        total_timeout_s=cfg.request_timeout_s,
+                        stall_timeout_s=cfg.stall_timeout_s,
+                        collect_text=True,
+                    )
                 finally:
                     mon.change(-1)
                     if on_done is not None:
@@ -358,17 +408,26 @@ async def run_chat_users(cfg: LoadConfig, users: UsersLike, *,
             stats = mon.stats(wall)
             mon_task.cancel()
     traces.sort(key=lambda t: t.scheduled_s)
+    if interrupted:
+        traces = settle_interrupted(traces, wall)
     mark_trimmed(traces, cfg)
     return RunResult(traces, "users", started, wall, stats, interrupted, t0)
 
 
-def _close_unsent(traces: list[Trace], wall_s: float) -> None:
-    """Requests never sent (run interrupted) still get a record, with an error."""
+def settle_interrupted(traces: list[Trace], wall_s: float) -> list[Trace]:
+    """After Ctrl-C: requests never sent are not part of the run (dropped, not errors); those
+    cut off in flight keep their record with the error ``interrupted`` and are left out of the
+    summary (``trimmed``), since the server did not fail them."""
+    kept = []
     for t in traces:
-        if t.sent_s is None and t.error is None:
-            t.error, t.error_detail = "client_error", "not sent: run interrupted"
+        if t.sent_s is None:
+            continue
+        if t.error == "interrupted":
+            t.trimmed = True
         if t.end_s is None:
             t.end_s = wall_s
+        kept.append(t)
+    return kept
 
 
 async def _cancel_all(tasks: list[asyncio.Task[Any]]) -> None:

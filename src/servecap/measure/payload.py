@@ -4,7 +4,8 @@ The prompt is filler text of 4-character words (`` the``): one token per word fo
 tokenizers of Llama, Qwen, Mistral and GPT models, and exactly N by the emulator's
 ``ceil(characters / 4)`` estimate. Each prompt starts with a marker unique to the request (or
 to its prefix group, for requests sharing a prefix), so a server's prefix cache shares exactly
-the intended prefix and nothing more. Servers count tokens their own way (chat templates add a
+the intended prefix and nothing more. The load generator puts a per-run nonce in both markers,
+so a second run (or the next step of a sweep) never finds the first one's prompts cached. Servers count tokens their own way (chat templates add a
 few); the load generator takes prompt and output counts from the server's ``usage``.
 """
 
@@ -23,15 +24,17 @@ def _marker(tag: str, tokens: int) -> str:
     return text[: max(0, tokens) * 4]
 
 
-def prompt_text(prompt_tokens: int, *, unique: str, prefix_group: int | None = None,
-                prefix_tokens: int = 0) -> str:
+def prompt_text(
+    prompt_tokens: int, *, unique: str, prefix_group: int | None = None, prefix_tokens: int = 0, group_tag: str = ""
+) -> str:
     """Filler prompt of ``prompt_tokens`` 4-character units; the first ``prefix_tokens`` are
-    shared by the group, the rest start with a per-request marker."""
+    shared by the group (its marker is ``g<group_tag>-<group>``: a per-run tag keeps groups
+    from sharing across runs), the rest start with a per-request marker (``unique``)."""
     n = max(1, prompt_tokens)
     k = min(max(0, prefix_tokens), n) if prefix_group is not None else 0
     prefix = ""
     if k:
-        head = _marker(f"g{prefix_group}", k)
+        head = _marker(f"g{group_tag}-{prefix_group}" if group_tag else f"g{prefix_group}", k)
         prefix = head + _WORD * (k - len(head) // 4)
     rest_n = n - k
     rest = ""
@@ -41,12 +44,25 @@ def prompt_text(prompt_tokens: int, *, unique: str, prefix_group: int | None = N
     return prefix + rest
 
 
-def build_body(endpoint: Endpoint, *, model: str, prompt: str, max_tokens: int, stream: bool = True,
-               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_body(
+    endpoint: Endpoint,
+    *,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    stream: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """An OpenAI request body: fixed output length (``ignore_eos``, ``min_tokens``) and usage
     in the stream (``stream_options.include_usage``)."""
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": stream,
-                            "ignore_eos": True, "min_tokens": max_tokens, "temperature": 0.0}
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "stream": stream,
+        "ignore_eos": True,
+        "min_tokens": max_tokens,
+        "temperature": 0.0,
+    }
     if stream:
         body["stream_options"] = {"include_usage": True}
     if endpoint == "chat":

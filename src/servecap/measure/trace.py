@@ -1,4 +1,6 @@
-"""What the client saw of one request: every timestamp, the usage counts, and how it failed.
+"""What the client sees of one request while it runs: every timestamp, the usage counts, and
+how it failed (mutable, filled in by the client's callbacks; :meth:`Trace.freeze` gives the
+stored :class:`~servecap.results.measured.MeasuredRequest`).
 
 Times are seconds since the run's start on the client's monotonic clock
 (:func:`time.perf_counter`). ``scheduled_s`` is when the workload said the request arrives,
@@ -7,8 +9,10 @@ Times are seconds since the run's start on the client's monotonic clock
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from servecap.results.measured import MeasuredRequest
 
 # Error kinds (each request has at most one; None means it completed).
 ERROR_KINDS = (
@@ -19,6 +23,7 @@ ERROR_KINDS = (
     "bad_json",  # a data: line that is not JSON
     "server_error",  # an {"error": ...} object inside the stream
     "client_error",  # anything else raised on the client side (a bug: reported, not hidden)
+    "interrupted",  # in flight when the run was interrupted (Ctrl-C): kept, not summarized
 )
 
 
@@ -39,7 +44,7 @@ class Trace:
     token_times_s: list[float] = field(default_factory=list)
     usage_prompt_tokens: int | None = None
     usage_output_tokens: int | None = None
-    cached_prompt_tokens: int = 0
+    cached_prompt_tokens: int | None = None  # None: the server did not report it
     chunks: int = 0  # content-bearing chunks received
     multi_token_chunks: int = 0  # tokens that arrived sharing a chunk with another
     error: str | None = None
@@ -52,6 +57,12 @@ class Trace:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def freeze(self) -> MeasuredRequest:
+        """The finished request as the shared, immutable measured record."""
+        kw = {name: getattr(self, name) for name in _MEASURED_FIELDS}
+        kw["token_times_s"] = tuple(self.token_times_s)
+        return MeasuredRequest(**kw)
 
     @property
     def measured_prompt_tokens(self) -> int:
@@ -72,3 +83,6 @@ class Trace:
         if self.first_token_s is None or self.sent_s is None:
             return None
         return self.first_token_s - self.sent_s
+
+
+_MEASURED_FIELDS = tuple(f.name for f in fields(MeasuredRequest))

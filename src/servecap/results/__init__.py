@@ -1,7 +1,8 @@
 """One result schema for simulated and measured runs: per-request records and run summaries."""
 
+from servecap.results.measured import MeasuredRequest
 from servecap.results.record import RequestRecord
-from servecap.results.stats import Percentiles, percentiles, weighted_percentiles
+from servecap.results.stats import Percentiles, percentile, percentiles, weighted_percentiles
 from servecap.results.summary import (
     RecordColumns,
     RunSummary,
@@ -9,11 +10,13 @@ from servecap.results.summary import (
     columns_from_records,
     summarize,
     summarize_columns,
+    summary_from_json_dict,
     summary_to_json_dict,
 )
 from servecap.specs.perf import Slo
 
 __all__ = [
+    "MeasuredRequest",
     "Percentiles",
     "RecordColumns",
     "RequestRecord",
@@ -21,9 +24,11 @@ __all__ = [
     "Slo",
     "TimeSeries",
     "columns_from_records",
+    "percentile",
     "percentiles",
     "summarize",
     "summarize_columns",
+    "summary_from_json_dict",
     "summary_to_json_dict",
     "weighted_percentiles",
 ]

@@ -1,4 +1,4 @@
-"""Percentiles, plain and weighted (numpy's default "linear" method, Hyndman and Fan type 7)."""
+"""Percentiles, one and several, plain and weighted (numpy's default "linear" method, Hyndman and Fan type 7)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,17 @@ class Percentiles:
 
 
 EMPTY = Percentiles(None, None, None, None, None, None, 0)
+
+
+def percentile(values: ArrayLike, q: float, *, empty: float = float("nan")) -> float:
+    """The ``q``-th percentile (0-100) of ``values``, NaNs ignored, ``empty`` when there are
+    none: numpy's "linear" method (Hyndman and Fan type 7), the one :func:`percentiles` uses.
+    The project's one percentile function (load generator, self-checks, benchmarks)."""
+    arr = np.asarray(values, dtype=np.float64)
+    arr = arr[~np.isnan(arr)]
+    if arr.size == 0:
+        return empty
+    return float(np.percentile(arr, q))
 
 
 def percentiles(values: ArrayLike) -> Percentiles:

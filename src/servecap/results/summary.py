@@ -210,6 +210,7 @@ def summary_to_json_dict(summary: RunSummary, *, include_timeseries: bool = Fals
             "max_queue_depth": summary.max_queue_depth,
             "prefix_cache_hit_rate": summary.prefix_cache_hit_rate,
             "cached_prompt_tokens": summary.cached_prompt_tokens,
+            "prompt_tokens": summary.prompt_tokens,
         }
     )
     for name in _LATENCIES:
@@ -220,3 +221,67 @@ def summary_to_json_dict(summary: RunSummary, *, include_timeseries: bool = Fals
     if include_timeseries and summary.timeseries is not None:
         d["timeseries"] = summary.timeseries.to_dict()
     return d
+
+
+def _percentiles_from(d: object) -> Percentiles:
+    if not isinstance(d, dict):
+        return EMPTY
+    return Percentiles(
+        d.get("p50"), d.get("p90"), d.get("p95"), d.get("p99"), d.get("mean"), d.get("max"), int(d.get("count") or 0)
+    )
+
+
+def summary_from_json_dict(d: dict[str, Any]) -> RunSummary:
+    """The inverse of :func:`summary_to_json_dict` (a stored summary read back, typed). Keys a
+    summary written by an older version lacks read as unknown (``None``, 0); ``extra`` keeps
+    any numeric key this schema does not name."""
+    slo_d = d.get("slo")
+    slo = Slo(slo_d.get("ttft_s"), slo_d.get("tpot_s")) if isinstance(slo_d, dict) else None
+    known = set(RunSummary.__dataclass_fields__) | {"extra", "timeseries"}
+    extra = {k: float(v) for k, v in (d.get("extra") or {}).items() if isinstance(v, int | float)}
+    extra.update(
+        {k: float(v) for k, v in d.items() if k not in known and isinstance(v, int | float) and not isinstance(v, bool)}
+    )
+    ts = d.get("timeseries")
+    timeseries = None
+    if isinstance(ts, dict):
+        timeseries = TimeSeries(
+            tuple(ts.get("time_s", ())),
+            tuple(ts.get("kv_utilization", ())),
+            tuple(ts.get("queue_depth", ())),
+            tuple(ts.get("running", ())),
+        )
+
+    def opt(key: str) -> Any:
+        return d.get(key)
+
+    return RunSummary(
+        num_requests=int(d.get("num_requests") or 0),
+        completed=int(d.get("completed") or 0),
+        duration_s=float(d.get("duration_s") or 0.0),
+        ttft_s=_percentiles_from(d.get("ttft_s")),
+        tpot_s=_percentiles_from(d.get("tpot_s")),
+        itl_s=_percentiles_from(d.get("itl_s")),
+        e2e_s=_percentiles_from(d.get("e2e_s")),
+        queue_time_s=_percentiles_from(d.get("queue_time_s")),
+        throughput_req_s=float(d.get("throughput_req_s") or 0.0),
+        input_tokens_per_s=float(d.get("input_tokens_per_s") or 0.0),
+        output_tokens_per_s=float(d.get("output_tokens_per_s") or 0.0),
+        goodput_req_s=opt("goodput_req_s"),
+        slo_attainment=opt("slo_attainment"),
+        slo=slo,
+        preemptions=int(d.get("preemptions") or 0),
+        rejected=int(d.get("rejected") or 0),
+        errors={str(k): int(v) for k, v in (d.get("errors") or {}).items()},
+        cached_prompt_tokens=int(d.get("cached_prompt_tokens") or 0),
+        prompt_tokens=int(d.get("prompt_tokens") or 0),
+        mean_batch_size=opt("mean_batch_size"),
+        max_batch_size=opt("max_batch_size"),
+        mean_kv_utilization=opt("mean_kv_utilization"),
+        max_kv_utilization=opt("max_kv_utilization"),
+        mean_queue_depth=opt("mean_queue_depth"),
+        max_queue_depth=opt("max_queue_depth"),
+        prefix_cache_hit_rate=opt("prefix_cache_hit_rate"),
+        timeseries=timeseries,
+        extra=extra,
+    )

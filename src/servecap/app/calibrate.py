@@ -1,0 +1,148 @@
+"""The ``calibrate`` use case: fit the step-time coefficients to stored runs of one deployment
+and write a calibration file (``servecap.calibration/1``).
+
+Each request's prefill is priced at its uncached prompt (``prompt - cached``, the server's
+``usage`` cached tokens), so the measured prefix-cache hits enter the fit request by request;
+the response reports each run's measured hit rate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from servecap.errors import ServecapError
+
+
+class CalibrateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    runs: list[str] = Field(min_length=1)  # run ids, unique prefixes or "last", of one deployment
+    output: Path = Path("calibration.json")
+    source: Literal["auto", "client", "server"] = "auto"
+    fit_prefill: bool = True
+    db: Path | None = None
+
+
+class RunSteps(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    steps: int
+    usable: int
+    tainted: int
+    prefix_cache_hit_rate: float | None
+
+
+class CalibrateResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    output: str
+    model: str
+    gpu: str
+    num_gpus: int
+    source: str
+    coefficients: dict[str, float]
+    defaults: dict[str, float]
+    num_samples: int
+    memory_bound: int
+    compute_bound: int
+    rmse_s: float
+    r2: float
+    dropped_outliers: int
+    not_determined: list[str]
+    steps: list[RunSteps]
+
+
+def calibrate(req: CalibrateRequest) -> CalibrateResponse:
+    from datetime import UTC, datetime
+
+    from servecap.app.runs import deployment_from_settings, stored_deployment
+    from servecap.calibration import CalibrationFile, Coefficients, FitSummary
+    from servecap.core.plan import plan
+    from servecap.measure.bench import measured_hit_rate
+    from servecap.measure.calibrate import calibrate_runs
+    from servecap.results.store import RunStore
+    from servecap.specs.perf import Efficiency
+
+    store = RunStore(req.db)
+    rows, requests = [], []
+    deployment: dict[str, Any] | None = None
+    for name in req.runs:
+        row = store.get_run(name)
+        key = {k: v for k, v in stored_deployment(row).items() if k != "calibration"}
+        if deployment is not None and key != deployment:
+            raise ServecapError("run", row.run_id, "was measured on another deployment than the first run")
+        deployment = key
+        rows.append(row)
+        requests.append(store.get_requests(row.run_id))
+    assert deployment is not None
+    dep, _notes, _caching = deployment_from_settings(deployment)
+    start = Efficiency()
+    fit, stats, used = calibrate_runs(
+        requests,
+        plan(dep, efficiency=start).step,
+        max_num_batched_tokens=dep.engine.max_num_batched_tokens,
+        start=start,
+        source=req.source,
+        fit_prefill=req.fit_prefill,
+    )
+    e = fit.efficiency
+    try:
+        coeffs = Coefficients(
+            bandwidth_efficiency=e.bandwidth_efficiency,
+            compute_efficiency=e.compute_efficiency,
+            step_overhead_s=e.step_overhead_s,
+            prefill_s_per_token=e.prefill_s_per_token,
+            allreduce_latency_s=e.allreduce_latency_s,
+        )
+    except ValueError as err:
+        raise ServecapError(
+            "runs",
+            ",".join(r.run_id for r in rows),
+            f"fitted coefficients out of range ({err.__class__.__name__}): {e}",
+        ) from None
+    cal = CalibrationFile(
+        model=dep.model.id,
+        gpu=dep.gpu.id,
+        tp=dep.parallelism.tp,
+        pp=dep.parallelism.pp,
+        weights_dtype=str(deployment.get("weights_dtype") or "auto"),
+        kv_cache_dtype=str(deployment.get("kv_cache_dtype") or "auto"),
+        coefficients=coeffs,
+        fit=FitSummary(runs=[r.run_id for r in rows], num_samples=fit.num_samples, rmse_s=fit.rmse_s, r2=fit.r2),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    try:
+        req.output.write_text(cal.to_json() + "\n", encoding="utf-8")
+    except OSError as err:
+        raise ServecapError("output", str(req.output), f"cannot write: {err.strerror}") from None
+    names = ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s", "prefill_s_per_token")
+    return CalibrateResponse(
+        output=str(req.output),
+        model=dep.model.id,
+        gpu=dep.gpu.id,
+        num_gpus=dep.num_gpus,
+        source=used,
+        coefficients=coeffs.model_dump(),
+        defaults={n: float(getattr(start, n)) for n in names},
+        num_samples=fit.num_samples,
+        memory_bound=fit.num_memory_bound,
+        compute_bound=fit.num_compute_bound,
+        rmse_s=fit.rmse_s,
+        r2=fit.r2,
+        dropped_outliers=fit.dropped_outliers,
+        not_determined=list(fit.fixed),
+        steps=[
+            RunSteps(
+                run_id=r.run_id,
+                steps=s.steps,
+                usable=s.usable,
+                tainted=s.tainted,
+                prefix_cache_hit_rate=measured_hit_rate([t for t in reqs if not t.trimmed]),
+            )
+            for r, s, reqs in zip(rows, stats, requests, strict=True)
+        ],
+    )

@@ -1,0 +1,106 @@
+"""The ``runs`` use cases: list, show, export and delete stored runs, and what the other
+use cases read from a stored run (its deployment, its measured prefix-cache hit rate).
+
+Responses are pydantic models: ``servecap runs --json`` prints ``list_runs(...).model_dump_json()``
+(a JSON array), ``servecap runs show`` prints :func:`show_run`'s model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from servecap.errors import ServecapError
+from servecap.results.store import RunStore, StoredRun, export_csv, export_json, run_dict
+
+
+class RunInfo(BaseModel):
+    """One stored run in a listing (its summary in ``summary_to_json_dict`` form)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    kind: Literal["measured", "simulated"]
+    created_at: str
+    url: str
+    model: str
+    mode: str
+    label: str
+    sweep_id: str | None
+    num_requests: int
+    num_errors: int
+    interrupted: bool
+    summary: dict[str, Any]
+
+
+class RunList(RootModel[list[RunInfo]]):
+    pass
+
+
+class RunDetail(RunInfo):
+    settings: dict[str, Any]
+    checks: list[dict[str, Any]]
+    client: dict[str, Any]
+    wall_duration_s: float
+
+
+class ListRunsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    db: Path | None = None
+    limit: int = Field(default=50, ge=1)
+    kind: Literal["measured", "simulated"] | None = None
+
+
+def _info(run: StoredRun) -> dict[str, Any]:
+    d = run_dict(run)
+    return {k: d[k] for k in RunInfo.model_fields}
+
+
+def list_runs(req: ListRunsRequest) -> tuple[str, RunList]:
+    """The store's path and its runs, newest first."""
+    store = RunStore(req.db)
+    return str(store.path), RunList([RunInfo(**_info(r)) for r in store.list_runs(req.limit, req.kind)])
+
+
+def show_run(run: str, db: Path | None = None) -> RunDetail:
+    return RunDetail(**{k: v for k, v in run_dict(RunStore(db).get_run(run)).items() if k in RunDetail.model_fields})
+
+
+def export_run(run: str, fmt: str, db: Path | None = None) -> str:
+    """A run with every request: JSON (settings, summary, requests) or CSV (requests)."""
+    if fmt not in ("json", "csv"):
+        raise ServecapError("format", fmt, "must be json or csv")
+    store = RunStore(db)
+    row = store.get_run(run)
+    requests = store.get_requests(row.run_id)
+    return export_json(row, requests) if fmt == "json" else export_csv(requests)
+
+
+def delete_run(run: str, db: Path | None = None) -> str:
+    return RunStore(db).delete_run(run)
+
+
+def deployment_from_settings(settings: dict[str, Any]) -> tuple[Any, list[str], bool]:
+    """(Deployment, notes on defaults, prefix caching on) from a run's stored ``settings["deployment"]``."""
+    from servecap.app.flags import DeploymentFlags, deployment_from_flags
+
+    dep, notes = deployment_from_flags(DeploymentFlags.from_settings(settings))
+    return dep, notes, bool(settings.get("enable_prefix_caching", True))
+
+
+def stored_deployment(run: StoredRun) -> dict[str, Any]:
+    """A measured run's stored deployment settings (an error says how to store one)."""
+    if run.kind != "measured":
+        raise ServecapError("run", run.run_id, f"is a {run.kind} run, not a measurement")
+    dep = run.settings.get("deployment")
+    if not isinstance(dep, dict):
+        raise ServecapError(
+            "run",
+            run.run_id,
+            "has no stored deployment: bench it with --gpu and the "
+            "deployment flags of `servecap plan` (automatic against `servecap emulate`)",
+        )
+    return dep
