@@ -19,7 +19,7 @@ CATALOG = Path(__file__).parents[2] / "src/servecap/catalog/data/models"
 
 @pytest.fixture()
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(ServeSettings(data_dir=tmp_path))) as c:
+    with TestClient(create_app(ServeSettings(data_dir=tmp_path, db=tmp_path / "runs.sqlite"))) as c:
         yield c
 
 
@@ -138,7 +138,14 @@ def test_simulate_job_matches_the_cli(client: TestClient) -> None:
     )
     result = dict(snap["result"])
     assert result.pop("timeseries")["time_s"]
+    run_id = result.pop("run_id")
     assert result == want
+    runs = client.get("/api/v1/runs", params={"kind": "simulated"}).json()
+    assert [r["run_id"] for r in runs] == [run_id]
+    assert runs[0]["summary"]["completed"] == want["completed"]
+    detail = client.get(f"/api/v1/runs/{run_id}").json()
+    assert detail["settings"]["rate"] == 5
+    assert client.get("/api/v1/runs/nope").status_code in (400, 404)
 
 
 def test_job_events_stream_ends_with_the_result(client: TestClient) -> None:

@@ -20,6 +20,7 @@ def simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
     from servecap.app.simulate import build, simulate
 
     model_path = payload.pop("_model_path", None)
+    db = payload.pop("_db", None)
     body = SimulateBody.model_validate(payload)
     slo = slo_from_ms(body.ttft_slo_ms, body.tpot_slo_ms)
     built = build(
@@ -41,6 +42,7 @@ def simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
     has_slo = body.ttft_slo_ms is not None or body.tpot_slo_ms is not None
     response, result = simulate(built, seed=body.seed, slo=slo if has_slo else None, progress=progress)
     data: dict[str, Any] = json.loads(response.model_dump_json())
+    data["run_id"] = _store(db, body, result)
     data["timeseries"] = _timeseries(result)
     return data
 
@@ -49,6 +51,7 @@ def capacity_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
     from servecap.app.capacity import capacity_from_flags
 
     model_path = payload.pop("_model_path", None)
+    payload.pop("_db", None)
     body = CapacityBody.model_validate(payload)
     response, _built, _slo = capacity_from_flags(
         deployment=body.flags(model_path),
@@ -70,6 +73,25 @@ def capacity_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
     )
     result: dict[str, Any] = json.loads(response.model_dump_json())
     return result
+
+
+def _store(db: str | None, body: SimulateBody, result: Any) -> str:
+    """Keep the simulation in the run store (kind "simulated"), as the runs page lists it."""
+    from pathlib import Path
+
+    from servecap.results.store import RunStore, new_run_id
+
+    settings = body.model_dump()
+    settings["deployment"] = body.flags().to_settings()
+    return RunStore(Path(db) if db else None).save_simulated(
+        run_id=new_run_id(),
+        model=body.model or "",
+        mode="open" if body.users is None else "chat users",
+        settings=settings,
+        records=result.records(),
+        summary=result.summary,
+        label="web",
+    )
 
 
 def _timeseries(result: Any) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,6 +32,7 @@ class ServeSettings:
     """Where the server keeps its files, and its limits."""
 
     data_dir: Path
+    db: Path | None = None  # the run store (None: the user's default, as `servecap runs`)
     max_running_jobs: int = 2
     max_queued_jobs: int = 16
 
@@ -135,6 +136,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     def submit(kind: str, fn: JobFn, body: SimulateBody) -> JSONResponse:
         payload = body.model_dump()
         payload["_model_path"] = resolve_model_name(settings.upload_dir, body.model)
+        payload["_db"] = str(settings.db) if settings.db is not None else None
         job = jobs().submit(kind, fn, payload)
         return JSONResponse(status_code=202, content=job.snapshot(), headers={"Location": f"{API}/jobs/{job.id}"})
 
@@ -172,6 +174,42 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 yield f"event: {kind}\ndata: {json.dumps(snap)}\n\n".encode()
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    # -- stored runs ----------------------------------------------------------------------------
+
+    @app.get(f"{API}/runs")
+    def runs(
+        kind: Literal["measured", "simulated"] | None = None, limit: int = Query(default=50, ge=1, le=1000)
+    ) -> list[dict[str, Any]]:
+        """Stored runs, newest first (``servecap runs --json``)."""
+        from servecap.app.runs import ListRunsRequest, list_runs
+
+        _path, listing = list_runs(ListRunsRequest(db=settings.db, limit=limit, kind=kind))
+        return [json.loads(r.model_dump_json()) for r in listing.root]
+
+    @app.get(f"{API}/runs/{{run_id}}")
+    def run(run_id: str) -> dict[str, Any]:
+        """One run with its settings and checks (``servecap runs show --json``)."""
+        from servecap.app.runs import show_run
+
+        detail: dict[str, Any] = json.loads(show_run(run_id, settings.db).model_dump_json())
+        return detail
+
+    @app.get(f"{API}/runs/{{run_id}}/requests")
+    def run_requests(run_id: str) -> dict[str, Any]:
+        """Every request of a run with its token times (``servecap runs export --format json``)."""
+        from servecap.app.runs import export_run
+
+        exported: dict[str, Any] = json.loads(export_run(run_id, "json", settings.db))
+        return exported
+
+    @app.get(f"{API}/runs/{{run_id}}/accuracy")
+    def run_accuracy(run_id: str) -> dict[str, Any]:
+        """A measured run next to the simulator's prediction (``servecap accuracy --json``)."""
+        from servecap.app.accuracy import AccuracyRequest, accuracy
+
+        result: dict[str, Any] = json.loads(accuracy(AccuracyRequest(run=run_id, db=settings.db)).model_dump_json())
+        return result
 
     return app
 

@@ -27,6 +27,10 @@ def mount_web(app: FastAPI) -> None:
     def index() -> RedirectResponse:
         return RedirectResponse("/plan")
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return FileResponse(_STATIC / "favicon.svg", media_type="image/svg+xml")
+
     def page_route(name: str) -> None:
         @app.get(f"/{name}", include_in_schema=False, name=f"page_{name}")
         def page() -> FileResponse:

@@ -44,7 +44,7 @@ function render(p) {
     ["kept free (1 − utilization)", total - requested]];
   Plotly.newPlot("memory", parts.map(([name, bytes]) => ({
     type: "bar", orientation: "h", name, x: [bytes / 1e9], y: ["GPU memory"], hovertemplate: `${name}: %{x:.2f} GB<extra></extra>`,
-  })), { ...PLOT_LAYOUT, barmode: "stack", height: 220, xaxis: { title: { text: "GB per GPU" } }, yaxis: { showticklabels: false } }, PLOT_CONFIG);
+  })), { ...PLOT_LAYOUT, barmode: "stack", height: 230, margin: { l: 20, r: 20, t: 10, b: 50 }, legend: { orientation: "h", y: 1.35, traceorder: "normal" }, xaxis: { title: { text: "GB per GPU (of " + gb(total) + " GB)" } }, yaxis: { showticklabels: false } }, PLOT_CONFIG);
 }
 
 const ui = page("plan", form, async (state) => render(await api("/plan", bodyFrom(state, SPEC))));

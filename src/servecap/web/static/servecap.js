@@ -142,7 +142,7 @@ async function runJob(path, body, progressEl, labelEl, cancelBtn) {
         const snap = JSON.parse(ev.data);
         const p = snap.progress;
         if (p && p.total) { progressEl.max = p.total; progressEl.value = p.done; }
-        labelEl.textContent = p ? `${snap.state}: ${num(p.done)}${p.total ? " of " + num(p.total) : ""} ${p.unit}` : snap.state;
+        labelEl.textContent = p ? `${snap.state}: ${num(p.done)}${p.total ? " of " + num(p.total) : ""} ${p.unit}${p.message ? " — " + p.message : ""}` : snap.state;
         if (snap.state === "done") { events.close(); resolve(snap.result); }
         if (snap.state === "failed" || snap.state === "cancelled") { events.close(); reject(new ApiError(snap.error || snap.state)); }
       };
