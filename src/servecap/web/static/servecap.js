@@ -1,7 +1,7 @@
 // servecap web UI: shared helpers. Every number comes from /api/v1; this file only lays them out.
 "use strict";
 
-const PAGES = [["plan", "Plan"], ["compare", "Compare GPUs"], ["simulate", "Simulate"], ["fleet", "Fleet"], ["runs", "Runs"]];
+const PAGES = [["plan", "Plan"], ["compare", "Compare GPUs"], ["simulate", "Simulate"], ["runs", "Runs"]];
 
 function header(current) {
   const nav = PAGES.map(([p, t]) => `<a href="/${p}" class="${p === current ? "current" : ""}">${t}</a>`).join("");
@@ -57,9 +57,9 @@ function fillForm(form, params) {
     if (!el.name || el.type === "file") continue;
     if (!params.has(el.name)) continue;
     const v = params.get(el.name);
-    if (el.type === "checkbox") el.checked = v === "1";
-    else if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === v)) el.add(new Option(v, v));
-    else el.value = v;
+    if (el.type === "checkbox") { el.checked = v === "1"; continue; }
+    if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === v)) el.add(new Option(v, v));
+    el.value = v;
   }
 }
 
