@@ -18,6 +18,7 @@ import itertools
 import multiprocessing
 import secrets
 import time
+import traceback
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
@@ -88,7 +89,8 @@ def _child(fn: JobFn, payload: dict[str, Any], conn: Connection) -> None:
         conn.send(("done", fn(payload, progress)))
     except ServecapError as exc:
         conn.send(("failed", str(exc)))
-    except Exception as exc:  # a bug: one line for the client, never a traceback in a page
+    except Exception as exc:  # a bug: one line for the client, the traceback in the server's log
+        traceback.print_exc()
         conn.send(("failed", f"internal error: {type(exc).__name__}: {exc}"))
     finally:
         conn.close()

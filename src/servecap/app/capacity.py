@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from servecap.app.flags import StreamFlags
+from servecap.app.flags import DeploymentFlags, StreamFlags
 from servecap.app.simulate import Built
+from servecap.errors import ServecapError
 from servecap.progress import ProgressFn
 from servecap.specs.perf import CostInputs, RequestShape, Slo
 
@@ -207,3 +209,67 @@ def _why(
             "under these assumptions"
         )
     return line
+
+
+def capacity_from_flags(
+    *,
+    deployment: DeploymentFlags,
+    calibration: Path | None,
+    workload: Path | None,
+    closed: bool,
+    target: float | None,
+    think_time_s: float | None,
+    turns: int | None,
+    stream: StreamFlags,
+    duration_s: float | None,
+    num_requests: int | None,
+    seed: int,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    no_prefix_caching: bool,
+    policy: str,
+    progress: ProgressFn | None = None,
+) -> tuple[CapacityResponse, Built, Slo]:
+    """``servecap capacity`` (and ``POST /api/v1/capacity``) from its flags: the default
+    interactive SLO when none is given (checked at p99), a 600 s run of chat users unless told
+    otherwise; returns the response, the built run and the SLO used."""
+    from servecap.app.inputs import slo_from_ms
+    from servecap.app.simulate import build
+    from servecap.specs.perf import INTERACTIVE_SLO
+
+    if ttft_slo_ms is None and tpot_slo_ms is None:
+        assert INTERACTIVE_SLO.ttft_s is not None and INTERACTIVE_SLO.tpot_s is not None
+        ttft_slo_ms, tpot_slo_ms = INTERACTIVE_SLO.ttft_s * 1e3, INTERACTIVE_SLO.tpot_s * 1e3
+    slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
+    if workload is None and closed and num_requests is not None:
+        # a fixed request count ends a run of many users before they load the server, and every
+        # larger count would then "meet" the SLOs: chat users run for a duration instead
+        raise ServecapError(
+            "num_requests",
+            num_requests,
+            "capacity with chat users runs for --duration-s (default 600 s), not a request count; "
+            "use --duration-s, or --rate for an open loop",
+        )
+    if workload is None and closed and duration_s is None:
+        duration_s = 600.0
+    built = build(
+        deployment=deployment,
+        calibration=calibration,
+        workload=workload,
+        rate=None if workload is not None or closed else 1.0,
+        users=None if workload is not None or not closed else 1,
+        think_time_s=think_time_s,
+        stream=stream,
+        duration_s=duration_s,
+        num_requests=num_requests,
+        slo=slo,
+        no_prefix_caching=no_prefix_caching,
+        max_waiting=None,
+        policy=policy,
+        default_num_requests=2000,
+        turns=turns,
+    )
+    response = capacity(
+        built, slo, seed=seed, stream=stream if workload is None else None, target=target, progress=progress
+    )
+    return response, built, slo

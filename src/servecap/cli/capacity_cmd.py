@@ -85,13 +85,10 @@ def capacity_command(
     it; and a load-latency table showing where queueing takes over."""
     from rich.table import Table
 
-    from servecap.app.capacity import capacity
-    from servecap.app.inputs import slo_from_ms
-    from servecap.app.simulate import build
+    from servecap.app.capacity import capacity_from_flags
     from servecap.cli.console import make_console, print_table, progress_reporter
     from servecap.cli.simulate_cmd import _context, _ms, write_html
     from servecap.errors import ServecapError
-    from servecap.specs.perf import INTERACTIVE_SLO
 
     if users is not None and rate is not None:
         raise ServecapError("rate", rate, "give --users (closed loop) or --rate (open loop), not both")
@@ -99,32 +96,24 @@ def capacity_command(
         if value is not None and value < 0:
             raise ServecapError(name, value, "must be a positive target (or the flag alone to search)")
     closed = rate is None
-    target = users if closed else rate
-    if ttft_slo_ms is None and tpot_slo_ms is None:
-        ttft_slo_ms, tpot_slo_ms = INTERACTIVE_SLO.ttft_s * 1e3, INTERACTIVE_SLO.tpot_s * 1e3  # type: ignore[operator]
-    slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
-    if workload is None and closed and duration_s is None and num_requests is None:
-        duration_s = 600.0
-    built = build(
-        deployment=deployment,
-        calibration=calibration,
-        workload=workload,
-        rate=None if workload is not None or closed else 1.0,
-        users=None if workload is not None or not closed else 1,
-        think_time_s=think_time_s,
-        stream=stream,
-        duration_s=duration_s,
-        num_requests=num_requests,
-        slo=slo,
-        no_prefix_caching=no_prefix_caching,
-        max_waiting=None,
-        policy=policy,
-        default_num_requests=2000,
-        turns=turns,
-    )
     with progress_reporter(make_console(stderr=True)) as progress:
-        response = capacity(
-            built, slo, seed=seed, stream=stream if workload is None else None, target=target or None, progress=progress
+        response, built, slo = capacity_from_flags(
+            deployment=deployment,
+            calibration=calibration,
+            workload=workload,
+            closed=closed,
+            target=(users if closed else rate) or None,
+            think_time_s=think_time_s,
+            turns=turns,
+            stream=stream,
+            duration_s=duration_s,
+            num_requests=num_requests,
+            seed=seed,
+            ttft_slo_ms=ttft_slo_ms,
+            tpot_slo_ms=tpot_slo_ms,
+            no_prefix_caching=no_prefix_caching,
+            policy=policy,
+            progress=progress,
         )
     dep = built.plan.deployment
     unit = response.unit

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -16,24 +15,13 @@ from servecap.cli import options as o
 @o.json_option
 def gpus_command(gpu_file: Path | None, as_json: bool) -> None:
     """List the GPU catalog (and a --gpu-file's rows)."""
-    from dataclasses import asdict
-
+    from servecap.app.catalog import gpu_rows
     from servecap.catalog import gpu_catalog, load_gpu_file
 
     gpus = list(gpu_catalog()) + (load_gpu_file(gpu_file) if gpu_file else [])
     if as_json:
         click.echo(
-            json.dumps(
-                [
-                    {
-                        **asdict(g),
-                        "total_memory_bytes": g.total_memory_bytes,
-                        "total_memory_basis": g.total_memory_basis,
-                    }
-                    for g in gpus
-                ],
-                indent=2,
-            )
+            json.dumps(gpu_rows(gpu_file), indent=2)
         )
         return
     from rich.table import Table
@@ -70,30 +58,9 @@ def gpus_command(gpu_file: Path | None, as_json: bool) -> None:
 @o.json_option
 def models_command(as_json: bool) -> None:
     """List the model catalog with parameters and KV bytes per token."""
-    from servecap.catalog.models import load_catalog_model, model_catalog
-    from servecap.core.kv import kv_bytes_per_token, resolve_kv_dtype, sliding_bytes_per_token, state_bytes_per_request
-    from servecap.core.params import param_counts
+    from servecap.app.catalog import model_rows
 
-    rows: list[dict[str, Any]] = []
-    for row in model_catalog():
-        m = load_catalog_model(row.id)
-        p = param_counts(m)
-        kv = resolve_kv_dtype("auto", m)
-        kinds = sorted({layer.mixer.value for layer in m.layers})
-        rows.append(
-            {
-                "id": row.id,
-                "model_type": m.model_type,
-                "layers": m.num_layers,
-                "layer_kinds": kinds,
-                "params_total": p.total,
-                "params_active": p.active,
-                "kv_bytes_per_token": kv_bytes_per_token(m, 1, kv),
-                "sliding_kv_bytes_per_token": sliding_bytes_per_token(m, 1, kv),
-                "state_bytes_per_request": state_bytes_per_request(m, 1),
-                "max_position_embeddings": m.max_position_embeddings,
-            }
-        )
+    rows = model_rows()
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

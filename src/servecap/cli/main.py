@@ -70,6 +70,10 @@ COMMANDS: Mapping[str, LazyCommand] = {
         "run's workload, seed and deployment, optionally with a calibration).",
     ),
     "runs": LazyCommand("servecap.cli.runs_cmd:runs", "Stored bench runs: list (default), show, export, delete."),
+    "serve": LazyCommand(
+        "servecap.cli.serve_cmd:serve",
+        "The web app and its JSON API (/api/v1): plan, compare, simulate, capacity and stored runs in a browser.",
+    ),
 }
 
 

@@ -1,0 +1,127 @@
+"""Request bodies of the HTTP API: the CLI's flags as JSON fields (same names, same meaning).
+
+pydantic models with ``extra="forbid"`` (an unknown key is a 400 naming it) and bounds that keep
+one request from exhausting the server (``MAX_SIM_REQUESTS``); each converts to the use case's
+own request in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from servecap.app.flags import DeploymentFlags, StreamFlags
+
+MAX_SIM_REQUESTS = 200_000
+MAX_USERS = 100_000
+
+
+class DeploymentBody(BaseModel):
+    """The deployment flags of ``servecap plan`` (``model`` may be a catalog id or an uploaded
+    config's ``upload:<id>``; file paths are not accepted over HTTP)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(default=None, max_length=200)
+    gpu: str | None = Field(default=None, max_length=100)
+    num_gpus: int | None = Field(default=None, ge=1, le=1024)
+    tp: int | None = Field(default=None, ge=1, le=1024)
+    pp: int = Field(default=1, ge=1, le=64)
+    weights_dtype: str | None = Field(default=None, max_length=20)
+    kv_cache_dtype: str = Field(default="auto", max_length=20)
+    max_model_len: int | None = Field(default=None, ge=1, le=16_777_216)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
+    block_size: int | None = Field(default=None, ge=1, le=1024)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=16_777_216)
+    rope_scaling: str | None = Field(default=None, max_length=300)
+
+    def flags(self, model_path: str | None = None) -> DeploymentFlags:
+        data = self.model_dump(include=set(DeploymentBody.model_fields))
+        if model_path is not None:
+            data["model"] = model_path
+        return DeploymentFlags(**data)
+
+
+class PlanBody(DeploymentBody):
+    prompt_tokens: int = Field(default=1024, ge=1, le=16_777_216)
+    output_tokens: int = Field(default=128, ge=1, le=16_777_216)
+    turns: int = Field(default=1, ge=1, le=1000)
+    duty_cycle: float | None = Field(default=None, gt=0, le=1)
+    think_time_s: float | None = Field(default=None, ge=0, le=86_400)
+    ttft_slo_ms: float | None = Field(default=None, gt=0)
+    tpot_slo_ms: float | None = Field(default=None, gt=0)
+    no_slo: bool = False
+    price_per_hour: float | None = Field(default=None, gt=0)
+    purchase_price: float | None = Field(default=None, gt=0)
+    peak_users: int | None = Field(default=None, ge=1, le=100_000_000)
+    peak_tok_s: float | None = Field(default=None, gt=0)
+
+
+class CompareBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(default="meta-llama/Llama-3.1-70B", max_length=200)
+    gpus: list[str] | None = Field(default=None, max_length=64)
+    counts: list[int] = Field(default=[1, 2, 4, 8], min_length=1, max_length=8)
+    weights_dtypes: list[str] = Field(default=["auto", "fp8", "int4"], min_length=1, max_length=6)
+    kv_dtypes: list[str] = Field(default=["auto", "fp8"], min_length=1, max_length=4)
+    max_model_len: int | None = Field(default=None, ge=1, le=16_777_216)
+    prompt_tokens: int = Field(default=1024, ge=1, le=16_777_216)
+    output_tokens: int = Field(default=128, ge=1, le=16_777_216)
+    duty_cycle: float = Field(default=0.2, gt=0, le=1)
+    ttft_slo_ms: float | None = Field(default=None, gt=0)
+    tpot_slo_ms: float | None = Field(default=None, gt=0)
+    price_per_hour: float | None = Field(default=None, gt=0)
+    gpu_prices: dict[str, float] = Field(default={}, max_length=64)
+
+
+class SimulateBody(DeploymentBody):
+    """``servecap simulate``'s flags: an open loop at ``rate`` req/s, or ``users`` chat users."""
+
+    rate: float | None = Field(default=None, gt=0, le=100_000)
+    users: int | None = Field(default=None, ge=1, le=MAX_USERS)
+    think_time_s: float | None = Field(default=None, ge=0, le=86_400)
+    turns: int | None = Field(default=None, ge=1, le=1000)
+    prompt_tokens: int = Field(default=1024, ge=1, le=16_777_216)
+    output_tokens: int = Field(default=128, ge=1, le=16_777_216)
+    prompt_sigma: float | None = Field(default=None, ge=0, le=5)
+    output_sigma: float | None = Field(default=None, ge=0, le=5)
+    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
+    cv: float | None = Field(default=None, gt=0, le=100)
+    num_requests: int | None = Field(default=None, ge=1, le=MAX_SIM_REQUESTS)
+    duration_s: float | None = Field(default=None, gt=0, le=86_400)
+    ttft_slo_ms: float | None = Field(default=None, gt=0)
+    tpot_slo_ms: float | None = Field(default=None, gt=0)
+    no_prefix_caching: bool = False
+    max_waiting: int | None = Field(default=None, ge=0)
+    policy: Literal["fcfs", "priority"] = "fcfs"
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+    def stream(self) -> StreamFlags:
+        return StreamFlags(
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            prompt_sigma=self.prompt_sigma,
+            output_sigma=self.output_sigma,
+            arrival=self.arrival,
+            cv=self.cv,
+        )
+
+
+class CapacityBody(SimulateBody):
+    """``servecap capacity``: search the most users (``closed_loop``) or req/s within the SLOs."""
+
+    closed_loop: bool = True
+    target: float | None = Field(default=None, gt=0)
+
+
+class UploadBody(BaseModel):
+    """A model's ``config.json`` (its JSON object, as the hub ships it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: dict[str, object]
+    name: str | None = Field(default=None, max_length=100)

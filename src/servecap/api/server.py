@@ -1,0 +1,226 @@
+"""The FastAPI application: routes under ``/api/v1/``, errors in one shape, jobs for long work.
+
+``create_app(settings)`` builds it; ``servecap serve`` mounts the web UI beside it and runs it
+with uvicorn. Sync routes (plan, compare, catalogs) run in FastAPI's thread pool; simulations run
+as jobs in child processes, so neither stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from servecap.api.bodies import CapacityBody, CompareBody, DeploymentBody, PlanBody, SimulateBody, UploadBody
+from servecap.api.jobfns import capacity_job, simulate_job
+from servecap.api.jobs import JobFn, JobManager, JobQueueFull
+from servecap.api.uploads import resolve_model_name, store_config
+from servecap.errors import ServecapError, from_validation_error
+
+API = "/api/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """Where the server keeps its files, and its limits."""
+
+    data_dir: Path
+    db: Path | None = None  # the run store (None: the user's default, as `servecap runs`)
+    max_running_jobs: int = 2
+    max_queued_jobs: int = 16
+
+    @property
+    def upload_dir(self) -> Path:
+        return self.data_dir / "uploads"
+
+
+def _error(status: int, err: ServecapError) -> JSONResponse:
+    value = err.value if isinstance(err.value, str | int | float | bool) or err.value is None else str(err.value)
+    return JSONResponse(
+        status_code=status, content={"error": {"message": str(err), "field": err.field, "value": value}}
+    )
+
+
+def create_app(settings: ServeSettings) -> FastAPI:
+    jobs_holder: dict[str, JobManager] = {}
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        jobs_holder["jobs"] = JobManager(max_running=settings.max_running_jobs, max_queued=settings.max_queued_jobs)
+        try:
+            yield
+        finally:
+            await jobs_holder["jobs"].shutdown()
+
+    app = FastAPI(
+        title="servecap",
+        summary="How many users can this GPU or fleet serve, at what latency and cost.",
+        version=_version(),
+        lifespan=lifespan,
+    )
+
+    def jobs() -> JobManager:
+        return jobs_holder["jobs"]
+
+    @app.exception_handler(ServecapError)
+    async def on_servecap_error(_request: Request, exc: ServecapError) -> JSONResponse:
+        if isinstance(exc, JobQueueFull):
+            return _error(429, exc)
+        return _error(404 if exc.field == "job_id" else 400, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        err = from_validation_error(exc)
+        # FastAPI prefixes the location with "body"/"query"; the CLI's message names the field alone
+        field = err.field.removeprefix("body.").removeprefix("query.")
+        return _error(400, ServecapError(field if field != "body" else "body", err.value, err.problem))
+
+    # -- catalogs -------------------------------------------------------------------------------
+
+    @app.get(f"{API}/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok", "version": _version()}
+
+    @app.get(f"{API}/gpus")
+    def gpus(q: str | None = Query(default=None, max_length=100)) -> list[dict[str, Any]]:
+        """The GPU catalog (``servecap gpus --json``), optionally searched by name."""
+        from servecap.app.catalog import gpu_rows
+
+        return gpu_rows(query=q)
+
+    @app.get(f"{API}/models")
+    def models(q: str | None = Query(default=None, max_length=100)) -> list[dict[str, Any]]:
+        """The model catalog (``servecap models --json``), optionally searched by name."""
+        from servecap.app.catalog import model_rows
+
+        return model_rows(query=q)
+
+    @app.post(f"{API}/models/upload")
+    def upload(body: UploadBody) -> dict[str, Any]:
+        """Keep a ``config.json``; plan with the returned ``model`` name (``upload:<id>``)."""
+        name, _path = store_config(settings.upload_dir, body.config)
+        return {"model": name}
+
+    # -- closed-form ----------------------------------------------------------------------------
+
+    @app.post(f"{API}/plan")
+    def plan(body: PlanBody) -> dict[str, Any]:
+        """``servecap plan --json`` for the same flags (docs/json-schema.md)."""
+        from servecap.app.plan import PlanRequest
+        from servecap.app.plan import plan as run_plan
+
+        fields = body.model_dump(exclude=set(_DEPLOYMENT_FIELDS))
+        request = PlanRequest(deployment=body.flags(resolve_model_name(settings.upload_dir, body.model)), **fields)
+        return run_plan(request).to_dict()
+
+    @app.post(f"{API}/compare")
+    def compare(body: CompareBody) -> dict[str, Any]:
+        """``servecap compare --json``: GPUs x counts x dtypes ranked by $/user."""
+        from servecap.app.compare import compare as run_compare
+        from servecap.app.compare import compare_request
+
+        values = body.model_dump()
+        values["model"] = resolve_model_name(settings.upload_dir, body.model)
+        result: dict[str, Any] = json.loads(run_compare(compare_request(**values)).model_dump_json(by_alias=True))
+        return result
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def submit(kind: str, fn: JobFn, body: SimulateBody) -> JSONResponse:
+        payload = body.model_dump()
+        payload["_model_path"] = resolve_model_name(settings.upload_dir, body.model)
+        payload["_db"] = str(settings.db) if settings.db is not None else None
+        job = jobs().submit(kind, fn, payload)
+        return JSONResponse(status_code=202, content=job.snapshot(), headers={"Location": f"{API}/jobs/{job.id}"})
+
+    @app.post(f"{API}/simulate", status_code=202)
+    async def simulate(body: SimulateBody) -> JSONResponse:
+        """Start ``servecap simulate`` as a job; its result is ``simulate --json`` plus the time series."""
+        return submit("simulate", simulate_job, body)
+
+    @app.post(f"{API}/capacity", status_code=202)
+    async def capacity(body: CapacityBody) -> JSONResponse:
+        """Start ``servecap capacity`` as a job; its result is ``capacity --json``."""
+        return submit("capacity", capacity_job, body)
+
+    @app.get(f"{API}/jobs")
+    async def list_jobs() -> list[dict[str, Any]]:
+        return [{**j.snapshot(), "result": None} for j in jobs().list()]
+
+    @app.get(f"{API}/jobs/{{job_id}}")
+    async def get_job(job_id: str) -> dict[str, Any]:
+        return jobs().get(job_id).snapshot()
+
+    @app.delete(f"{API}/jobs/{{job_id}}")
+    async def cancel_job(job_id: str) -> dict[str, Any]:
+        return jobs().cancel(job_id).snapshot()
+
+    @app.get(f"{API}/jobs/{{job_id}}/events")
+    async def job_events(job_id: str) -> StreamingResponse:
+        """Server-sent events: one ``progress`` event per change, then ``done``/``failed``/``cancelled``."""
+        manager = jobs()
+        manager.get(job_id)  # 404 before the stream starts
+
+        async def stream() -> AsyncIterator[bytes]:
+            async for snap in manager.events(job_id):
+                kind = snap["state"] if snap["state"] in ("done", "failed", "cancelled") else "progress"
+                yield f"event: {kind}\ndata: {json.dumps(snap)}\n\n".encode()
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    # -- stored runs ----------------------------------------------------------------------------
+
+    @app.get(f"{API}/runs")
+    def runs(
+        kind: Literal["measured", "simulated"] | None = None, limit: int = Query(default=50, ge=1, le=1000)
+    ) -> list[dict[str, Any]]:
+        """Stored runs, newest first (``servecap runs --json``)."""
+        from servecap.app.runs import ListRunsRequest, list_runs
+
+        _path, listing = list_runs(ListRunsRequest(db=settings.db, limit=limit, kind=kind))
+        return [json.loads(r.model_dump_json()) for r in listing.root]
+
+    @app.get(f"{API}/runs/{{run_id}}")
+    def run(run_id: str) -> dict[str, Any]:
+        """One run with its settings and checks (``servecap runs show --json``)."""
+        from servecap.app.runs import show_run
+
+        detail: dict[str, Any] = json.loads(show_run(run_id, settings.db).model_dump_json())
+        return detail
+
+    @app.get(f"{API}/runs/{{run_id}}/requests")
+    def run_requests(run_id: str) -> dict[str, Any]:
+        """Every request of a run with its token times (``servecap runs export --format json``)."""
+        from servecap.app.runs import export_run
+
+        exported: dict[str, Any] = json.loads(export_run(run_id, "json", settings.db))
+        return exported
+
+    @app.get(f"{API}/runs/{{run_id}}/accuracy")
+    def run_accuracy(run_id: str) -> dict[str, Any]:
+        """A measured run next to the simulator's prediction (``servecap accuracy --json``)."""
+        from servecap.app.accuracy import AccuracyRequest, accuracy
+
+        result: dict[str, Any] = json.loads(accuracy(AccuracyRequest(run=run_id, db=settings.db)).model_dump_json())
+        return result
+
+    return app
+
+
+_DEPLOYMENT_FIELDS = frozenset(DeploymentBody.model_fields)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("servecap")
+    except PackageNotFoundError:
+        return "0+unknown"

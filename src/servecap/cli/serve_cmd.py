@@ -1,0 +1,37 @@
+"""`servecap serve`: the web app and its JSON API on one port."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from servecap.cli.options import db_option
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True, help="Port to listen on.")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where uploaded config.json files are kept [default: the user's data directory].",
+)
+@db_option
+@click.option("--max-jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Simulations run at once.")
+@click.option("--max-queued", type=click.IntRange(0, 10_000), default=16, show_default=True, help="Jobs that may wait.")
+def serve(host: str, port: int, data_dir: Path | None, db: Path | None, max_jobs: int, max_queued: int) -> None:
+    """Serve the web UI (/plan, /compare, /simulate, /fleet, /runs) and the JSON API (/api/v1,
+    OpenAPI at /openapi.json) from the same library the CLI uses."""
+    import uvicorn
+
+    from servecap.api import ServeSettings, create_app
+    from servecap.results.store import default_db_path
+    from servecap.web import mount_web
+
+    data = data_dir if data_dir is not None else default_db_path().parent / "web"
+    app = create_app(ServeSettings(data_dir=data, db=db, max_running_jobs=max_jobs, max_queued_jobs=max_queued))
+    mount_web(app)
+    click.echo(f"servecap: serving the web app on http://{host}:{port}/ (API at /api/v1, Ctrl-C to stop)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,202 @@
+// servecap web UI: shared helpers. Every number comes from /api/v1; this file only lays them out.
+"use strict";
+
+const PAGES = [["plan", "Plan"], ["compare", "Compare GPUs"], ["simulate", "Simulate"], ["runs", "Runs"]];
+
+function header(current) {
+  const nav = PAGES.map(([p, t]) => `<a href="/${p}" class="${p === current ? "current" : ""}">${t}</a>`).join("");
+  document.body.insertAdjacentHTML("afterbegin",
+    `<header><a class="brand" href="/plan">servecap</a><nav>${nav}</nav>` +
+    `<span class="muted">How many users can this GPU or fleet serve, at what latency and cost</span></header>`);
+}
+
+function esc(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+
+// Numbers: never truncated, thousands separators, a fixed number of decimals.
+function num(x, digits = 0) {
+  if (x === null || x === undefined || Number.isNaN(x)) return "–";
+  return Number(x).toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+const ms = (s, d = 1) => (s === null || s === undefined ? "–" : num(s * 1e3, d));
+const gb = (b, d = 1) => (b === null || b === undefined ? "–" : num(b / 1e9, d));
+const usd = (x, d = 2) => (x === null || x === undefined ? "–" : "$" + num(x, d));
+
+class ApiError extends Error {}
+
+async function api(path, body, method) {
+  const init = { method: method || (body === undefined ? "GET" : "POST"), headers: {} };
+  if (body !== undefined) { init.headers["content-type"] = "application/json"; init.body = JSON.stringify(body); }
+  const r = await fetch("/api/v1" + path, init);
+  let data = null;
+  try { data = await r.json(); } catch (e) { throw new ApiError(`the server answered ${r.status} with no JSON`); }
+  if (!r.ok) throw new ApiError(data && data.error ? data.error.message : `the server answered ${r.status}`);
+  return data;
+}
+
+function showError(el, message) {
+  el.textContent = message;
+  el.classList.toggle("hidden", !message);
+}
+
+// ---- form <-> URL: each page's state lives in the query string --------------------------------
+
+function formState(form) {
+  const state = {};
+  for (const el of form.elements) {
+    if (!el.name || el.type === "file") continue;
+    if (el.type === "checkbox") { if (el.checked) state[el.name] = "1"; continue; }
+    if (el.value !== "") state[el.name] = el.value;
+  }
+  return state;
+}
+
+function fillForm(form, params) {
+  for (const el of form.elements) {
+    if (!el.name || el.type === "file") continue;
+    if (!params.has(el.name)) continue;
+    const v = params.get(el.name);
+    if (el.type === "checkbox") { el.checked = v === "1"; continue; }
+    if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === v)) el.add(new Option(v, v));
+    el.value = v;
+  }
+}
+
+function saveState(form) {
+  const qs = new URLSearchParams(formState(form)).toString();
+  history.replaceState(null, "", location.pathname + (qs ? "?" + qs : ""));
+}
+
+// Body for the API: numbers where the field is numeric, lists split on commas.
+function bodyFrom(state, spec) {
+  const body = {};
+  for (const [k, v] of Object.entries(state)) {
+    const kind = spec[k];
+    if (kind === undefined) continue;
+    if (kind === "int") body[k] = parseInt(v, 10);
+    else if (kind === "float") body[k] = parseFloat(v);
+    else if (kind === "bool") body[k] = v === "1";
+    else if (kind === "list") body[k] = v.split(",").map((s) => s.trim()).filter(Boolean);
+    else if (kind === "intlist") body[k] = v.split(",").map((s) => parseInt(s.trim(), 10)).filter((n) => !Number.isNaN(n));
+    else body[k] = v;
+    if ((kind === "int" || kind === "float") && Number.isNaN(body[k])) body[k] = v; // let the API name the bad value
+  }
+  return body;
+}
+
+async function fillCatalogs(modelSelect, gpuSelect) {
+  const [models, gpus] = await Promise.all([api("/models"), api("/gpus")]);
+  if (modelSelect) for (const m of models) modelSelect.add(new Option(m.id, m.id));
+  if (gpuSelect) for (const g of gpus) gpuSelect.add(new Option(`${g.id} (${num(g.memory_gb)} GB)`, g.id));
+}
+
+// An uploaded config.json becomes a model name (upload:<id>) the server keeps by content.
+function wireUpload(fileInput, modelSelect, errorEl) {
+  if (!fileInput) return;
+  fileInput.addEventListener("change", async () => {
+    const file = fileInput.files[0];
+    if (!file) return;
+    try {
+      const config = JSON.parse(await file.text());
+      const out = await api("/models/upload", { config, name: file.name });
+      modelSelect.add(new Option(`${file.name} (${out.model})`, out.model));
+      modelSelect.value = out.model;
+      showError(errorEl, "");
+    } catch (e) {
+      showError(errorEl, e instanceof SyntaxError ? `config.json: not valid JSON (${e.message})` : e.message);
+    }
+  });
+}
+
+function table(columns, rows) {
+  const head = "<tr>" + columns.map((c) => `<th>${esc(c[0])}</th>`).join("") + "</tr>";
+  const body = rows.map((r) => "<tr>" + columns.map((c) => `<td>${c[1](r)}</td>`).join("") + "</tr>").join("");
+  return `<div class="tablewrap"><table>${head}${body}</table></div>`;
+}
+
+function cards(items) {
+  return `<div class="cards">${items.map(([k, v]) => `<div class="card"><div class="k">${esc(k)}</div><div class="v">${v}</div></div>`).join("")}</div>`;
+}
+
+function notes(list) {
+  return list && list.length ? `<ul class="notes">${list.map((n) => `<li>${esc(n)}</li>`).join("")}</ul>` : "";
+}
+
+const PLOT_LAYOUT = { margin: { l: 64, r: 20, t: 40, b: 56 }, font: { size: 13 }, legend: { orientation: "h", y: -0.25 } };
+const PLOT_CONFIG = { displaylogo: false, responsive: true };
+
+// A job: submit, follow its server-sent events into a progress bar, return the result.
+async function runJob(path, body, progressEl, labelEl, cancelBtn) {
+  const job = await api(path, body);
+  progressEl.classList.remove("hidden");
+  progressEl.removeAttribute("value");
+  labelEl.textContent = "queued";
+  cancelBtn.classList.remove("hidden");
+  const cancel = () => api(`/jobs/${job.id}`, undefined, "DELETE");
+  cancelBtn.onclick = cancel;
+  try {
+    return await new Promise((resolve, reject) => {
+      const events = new EventSource(`/api/v1/jobs/${job.id}/events`);
+      const onSnap = (ev) => {
+        const snap = JSON.parse(ev.data);
+        const p = snap.progress;
+        if (p && p.total) { progressEl.max = p.total; progressEl.value = p.done; }
+        labelEl.textContent = p ? `${snap.state}: ${num(p.done)}${p.total ? " of " + num(p.total) : ""} ${p.unit}${p.message ? " — " + p.message : ""}` : snap.state;
+        if (snap.state === "done") { events.close(); resolve(snap.result); }
+        if (snap.state === "failed" || snap.state === "cancelled") { events.close(); reject(new ApiError(snap.error || snap.state)); }
+      };
+      for (const kind of ["progress", "done", "failed", "cancelled"]) events.addEventListener(kind, onSnap);
+      events.onerror = () => { events.close(); reject(new ApiError("lost the connection to the job's progress")); };
+    });
+  } finally {
+    progressEl.classList.add("hidden");
+    cancelBtn.classList.add("hidden");
+  }
+}
+
+// Wire a page: fill from the URL, run on submit (and at load when the URL has state).
+function page(name, form, run) {
+  header(name);
+  const errorEl = document.getElementById("error");
+  const go = async () => {
+    saveState(form);
+    showError(errorEl, "");
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    try { await run(formState(form)); }
+    catch (e) { showError(errorEl, e.message); }
+    finally { button.disabled = false; }
+  };
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); go(); });
+  return { go, errorEl, restore: () => { const p = new URLSearchParams(location.search); fillForm(form, p); return [...p.keys()].length > 0; } };
+}
+
+// The deployment fields every page shares (the flags of `servecap plan`).
+const DEPLOYMENT_SPEC = {
+  model: "str", gpu: "str", num_gpus: "int", tp: "int", weights_dtype: "str", kv_cache_dtype: "str",
+  max_model_len: "int", gpu_memory_utilization: "float", max_num_seqs: "int", rope_scaling: "str",
+};
+
+function deploymentFields(el) {
+  const dtype = (name, values) => `<select name="${name}">${values.map((v) => `<option value="${v}">${v || "model's"}</option>`).join("")}</select>`;
+  el.innerHTML = `<fieldset><legend>Deployment</legend>
+    <label>Model<select name="model" id="model"></select></label>
+    <label>…or config.json<input type="file" id="config-file" accept=".json,application/json"></label>
+    <label>GPU<select name="gpu" id="gpu"></select></label>
+    <label>GPUs (TP)<input name="num_gpus" type="number" min="1" placeholder="1"></label>
+    <label>Weights dtype${dtype("weights_dtype", ["", "bf16", "fp16", "fp8", "int8", "int4"])}</label>
+    <label>KV cache dtype${dtype("kv_cache_dtype", ["auto", "fp8"])}</label>
+    <label>Context <span class="unit">tokens</span><input name="max_model_len" type="number" min="1" placeholder="model's"></label>
+    <label>GPU memory share<input name="gpu_memory_utilization" type="number" step="0.01" min="0.05" max="1" placeholder="0.9"></label>
+    <label>max_num_seqs<input name="max_num_seqs" type="number" min="1" placeholder="vLLM's"></label>
+  </fieldset>`;
+}
+
+async function deploymentReady(form, errorEl) {
+  const model = form.querySelector("#model"), gpu = form.querySelector("#gpu");
+  model.add(new Option("(built-in example)", ""));
+  gpu.add(new Option("(built-in example)", ""));
+  await fillCatalogs(model, gpu);
+  wireUpload(form.querySelector("#config-file"), model, errorEl);
+}

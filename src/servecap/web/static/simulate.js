@@ -1,0 +1,82 @@
+"use strict";
+const form = document.getElementById("form");
+deploymentFields(document.getElementById("deployment"));
+const SPEC = { ...DEPLOYMENT_SPEC, rate: "float", users: "int", think_time_s: "float", prompt_tokens: "int", output_tokens: "int",
+  num_requests: "int", ttft_slo_ms: "float", tpot_slo_ms: "float", seed: "int" };
+const progressEl = document.getElementById("progress"), labelEl = document.getElementById("progress-label");
+const cancelBtn = document.getElementById("cancel");
+
+function pct(dist) { return dist ? [ms(dist.p50), ms(dist.p90), ms(dist.p99), ms(dist.mean)] : ["–", "–", "–", "–"]; }
+
+function sloLines(slo, axis) {
+  const shapes = [];
+  for (const [name, value] of [["TTFT", slo && slo.ttft_s], ["TPOT", slo && slo.tpot_s]]) {
+    if (value) shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: axis(name), y0: value * 1e3, y1: value * 1e3,
+      line: { dash: "dash", width: 2, color: name === "TTFT" ? "#b42318" : "#6941c6" } });
+  }
+  return shapes;
+}
+
+function renderSimulation(r) {
+  const el = document.getElementById("result");
+  const check = r.load_check;
+  el.innerHTML = `
+    ${check && check.message ? `<div class="error" id="overload">${esc(check.message)}</div>` : ""}
+    <p class="answer" id="answer">${num(r.completed)} of ${num(r.num_requests)} requests completed:
+      p99 TTFT <strong>${ms(r.ttft_s && r.ttft_s.p99)}</strong> ms, p99 TPOT <strong>${ms(r.tpot_s && r.tpot_s.p99)}</strong> ms,
+      ${num(r.throughput_req_s, 2)} req/s, ${num(r.output_tokens_per_s)} output tokens/s.</p>
+    <p class="muted">${esc(r.model)} on ${esc(r.gpu)}, seed ${num(r.seed)}. Mean batch ${num(r.mean_batch_size, 1)},
+      KV use ${num(100 * r.mean_kv_utilization, 1)}% mean / ${num(100 * r.max_kv_utilization, 1)}% max, preemptions ${num(r.preemptions)},
+      prefix-cache hit rate ${num(100 * (r.prefix_cache_hit_rate || 0), 1)}%.</p>
+    ${table([["latency (ms)", (x) => esc(x[0])], ["p50", (x) => x[1][0]], ["p90", (x) => x[1][1]], ["p99", (x) => x[1][2]], ["mean", (x) => x[1][3]]],
+      [["TTFT", pct(r.ttft_s)], ["TPOT", pct(r.tpot_s)], ["ITL", pct(r.itl_s)], ["E2E", pct(r.e2e_s)], ["queue", pct(r.queue_time_s)]])}
+    <div id="series" class="plot"></div>${notes(r.notes)}`;
+  const ts = r.timeseries;
+  if (ts && ts.time_s.length) {
+    Plotly.newPlot("series", [
+      { x: ts.time_s, y: ts.running, name: "running (batch)", mode: "lines", line: { width: 2 } },
+      { x: ts.time_s, y: ts.queue_depth, name: "waiting", mode: "lines", line: { dash: "dot", width: 2 } },
+      { x: ts.time_s, y: ts.kv_utilization.map((u) => 100 * u), name: "KV use (%)", mode: "lines", yaxis: "y2", line: { dash: "dash" } },
+    ], { ...PLOT_LAYOUT, title: { text: "Batch, queue and KV cache over the run" }, xaxis: { title: { text: "time (s)" } },
+      yaxis: { title: { text: "requests" } }, yaxis2: { title: { text: "KV use (%)" }, overlaying: "y", side: "right", range: [0, 100] } }, PLOT_CONFIG);
+  }
+}
+
+function renderCapacity(r) {
+  const el = document.getElementById("result");
+  const fmt = (x) => (r.closed_loop ? num(x) : num(x, 2));
+  el.innerHTML = `
+    <p class="answer" id="answer">Simulated capacity: <strong id="capacity">${fmt(r.max_load)}</strong> ${esc(r.unit)} per replica
+      within p${num(r.slo.percentile)} TTFT ≤ ${ms(r.slo.ttft_s, 0)} ms and TPOT ≤ ${ms(r.slo.tpot_s, 0)} ms
+      ${r.replicas_for_target ? `; ${fmt(r.target)} ${esc(r.unit)} need <strong>${num(r.replicas_for_target)}</strong> replicas` : ""}.</p>
+    <p class="muted">${esc(r.why)}</p>
+    <div id="curve" class="plot"></div>
+    ${table([["assumption", (a) => esc(a.name)], ["plan", (a) => esc(a.plan || "–")], ["closed form", (a) => esc(a.closed_form)],
+      ["simulated", (a) => esc(a.simulated)]], r.assumptions)}
+    ${table([[r.unit, (x) => fmt(x.load)], ["TTFT p99 ms", (x) => ms(x.ttft_p99_s)], ["TPOT p99 ms", (x) => ms(x.tpot_p99_s)],
+      ["E2E p99 ms", (x) => ms(x.e2e_p99_s, 0)], ["batch", (x) => num(x.mean_batch_size, 1)], ["meets SLOs", (x) => (x.meets_slo ? "yes" : "no")]],
+      [...r.table].sort((a, b) => a.load - b.load))}${notes(r.notes)}`;
+  const rows = [...r.table].sort((a, b) => a.load - b.load);
+  Plotly.newPlot("curve", [
+    { x: rows.map((x) => x.load), y: rows.map((x) => x.ttft_p99_s * 1e3), name: "TTFT p99", mode: "lines+markers", marker: { symbol: "circle" } },
+    { x: rows.map((x) => x.load), y: rows.map((x) => x.tpot_p99_s * 1e3), name: "TPOT p99", mode: "lines+markers", yaxis: "y2",
+      marker: { symbol: "square" }, line: { dash: "dot" } },
+  ], { ...PLOT_LAYOUT, title: { text: "Load–latency curve (dashed: the SLOs)" }, xaxis: { title: { text: r.unit } },
+    yaxis: { title: { text: "TTFT p99 (ms)" }, type: "log" }, yaxis2: { title: { text: "TPOT p99 (ms)" }, overlaying: "y", side: "right", type: "log" },
+    shapes: [...sloLines(r.slo, (n) => (n === "TTFT" ? "y" : "y2")),
+      { type: "line", x0: r.max_load, x1: r.max_load, yref: "paper", y0: 0, y1: 1, line: { color: "#1a7f37", width: 2 } }] }, PLOT_CONFIG);
+}
+
+const ui = page("simulate", form, async (state) => {
+  const body = bodyFrom(state, SPEC);
+  if (state.mode === "capacity") {
+    delete body.num_requests;
+    if (body.rate !== undefined) { body.closed_loop = false; body.target = body.rate; delete body.rate; }
+    if (body.users !== undefined) { body.target = body.users; delete body.users; }
+    renderCapacity(await runJob("/capacity", body, progressEl, labelEl, cancelBtn));
+  } else {
+    renderSimulation(await runJob("/simulate", body, progressEl, labelEl, cancelBtn));
+  }
+  labelEl.textContent = "";
+});
+deploymentReady(form, ui.errorEl).then(() => { if (ui.restore()) ui.go(); }).catch((e) => showError(ui.errorEl, e.message));

@@ -1,0 +1,106 @@
+"""A real server (uvicorn on 127.0.0.1, a free port) and a real headless browser (Debian's
+chromium driven by Playwright) for the web UI's tests. Screenshots go to
+``$SERVECAP_ARTIFACTS`` (default ``build/artifacts``) for a person to look at."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(os.environ.get("SERVECAP_ARTIFACTS", Path(__file__).parents[2] / "build" / "artifacts"))
+
+
+def _require_browser() -> Any:
+    """Playwright's sync API, or a skip (a failure under CI, which installs both)."""
+    missing = []
+    try:
+        from playwright import sync_api
+    except ImportError:
+        missing.append("the playwright package")
+        sync_api = None
+    if not shutil.which(CHROMIUM):
+        missing.append(f"{CHROMIUM} (Debian's chromium package)")
+    if missing:
+        message = "browser tests need " + " and ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return sync_api
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import uvicorn
+
+    from servecap.api import ServeSettings, create_app
+    from servecap.web import mount_web
+
+    data = tmp_path_factory.mktemp("web")
+    app = create_app(ServeSettings(data_dir=data, db=data / "runs.sqlite"))
+    mount_web(app)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the web server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    sync_api = _require_browser()
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Page:
+    """A browser page that records console errors and failed requests."""
+
+    def __init__(self, browser: Any, width: int, height: int = 900) -> None:
+        self.page = browser.new_page(viewport={"width": width, "height": height})
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def shot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def close(self) -> None:
+        self.page.close()
+
+
+@pytest.fixture()
+def desktop(browser: Any) -> Iterator[Page]:
+    page = Page(browser, 1280)
+    yield page
+    page.close()

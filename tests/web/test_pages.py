@@ -1,0 +1,148 @@
+"""The web UI in a real browser: every page loads clean, forms give the CLI's numbers, a shared
+link restores the view, bad input shows the CLI's one-line error, a simulation shows progress."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from click.testing import CliRunner
+from tests.web.conftest import Page
+
+from servecap.cli.main import cli
+from servecap.web import PAGES
+
+pytestmark = pytest.mark.browser
+
+
+def _cli(*args: str) -> dict[str, Any]:
+    out = CliRunner().invoke(cli, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)  # type: ignore[no-any-return]
+
+
+def _users(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+@pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_loads_without_console_errors(browser: Any, server_url: str, name: str, width: int) -> None:
+    page = Page(browser, width)
+    try:
+        page.page.goto(f"{server_url}/{name}")
+        page.page.wait_for_load_state("networkidle")
+        assert page.page.locator("header nav a.current").inner_text()
+        page.shot(f"{name}-{'desktop' if width > 800 else 'phone'}")
+        assert page.errors == []
+        # no page is wider than the screen (tables scroll inside their box)
+        assert page.page.evaluate("document.documentElement.scrollWidth") <= width
+    finally:
+        page.close()
+
+
+def test_plan_form_gives_the_cli_numbers(desktop: Page, server_url: str) -> None:
+    pg = desktop.page
+    pg.goto(f"{server_url}/plan")
+    pg.wait_for_load_state("networkidle")
+    want = _cli("plan", "-m", "meta-llama/Llama-3.1-70B", "-g", "H200", "--weights-dtype", "fp8", "-l", "8192")
+    pg.select_option("#model", "meta-llama/Llama-3.1-70B")
+    pg.select_option("#gpu", want["gpu"])
+    pg.select_option("select[name=weights_dtype]", "fp8")
+    pg.fill("input[name=max_model_len]", "8192")
+    pg.click("button[type=submit]")
+    pg.wait_for_selector("#users-served")
+    assert _users(pg.inner_text("#users-served")) == want["users_served"]
+    assert f"{want['kv_cache_tokens']:,}" in pg.inner_text("#result")
+    assert "model=meta-llama%2FLlama-3.1-70B" in pg.url and "weights_dtype=fp8" in pg.url
+    desktop.shot("plan-worked-example")
+    assert desktop.errors == []
+
+
+def test_a_shared_link_restores_the_view(desktop: Page, server_url: str) -> None:
+    query = urlencode({"model": "Qwen/Qwen3-8B", "gpu": "L40S", "max_model_len": "16384", "tpot_slo_ms": "50"})
+    pg = desktop.page
+    pg.goto(f"{server_url}/plan?{query}")
+    pg.wait_for_selector("#users-served")
+    assert pg.input_value("#model") == "Qwen/Qwen3-8B"
+    assert pg.input_value("input[name=tpot_slo_ms]") == "50"
+    want = _cli("plan", "-m", "Qwen/Qwen3-8B", "-g", "L40S", "-l", "16384", "--tpot-slo-ms", "50")
+    assert _users(pg.inner_text("#users-served")) == want["users_served"]
+
+
+def test_bad_input_shows_the_cli_error(desktop: Page, server_url: str) -> None:
+    pg = desktop.page
+    pg.goto(f"{server_url}/plan?" + urlencode({"model": "meta-llama/Llama-3.1-70B", "gpu": "H100"}))
+    pg.wait_for_selector("#error:not(.hidden)")
+    text = pg.inner_text("#error")
+    assert text.startswith("weights_bytes_per_gpu=") and "try --weights-dtype fp8" in text
+    pg.goto(f"{server_url}/plan?" + urlencode({"gpu": "H9000"}))
+    pg.wait_for_selector("#error:not(.hidden)")
+    assert pg.inner_text("#error").startswith("gpu='H9000': unknown GPU")
+    desktop.shot("plan-error")
+
+
+def test_compare_ranks_like_the_cli(desktop: Page, server_url: str) -> None:
+    pg = desktop.page
+    query = urlencode(
+        {"model": "meta-llama/Llama-3.1-8B", "gpus": "H100,L40S,A100-80GB", "counts": "1", "tpot_slo_ms": "50"}
+    )
+    pg.goto(f"{server_url}/compare?{query}")
+    pg.wait_for_selector("#answer")
+    want = _cli(
+        "compare",
+        "-m",
+        "meta-llama/Llama-3.1-8B",
+        "--gpus",
+        "H100,L40S,A100-80GB",
+        "--counts",
+        "1",
+        "--tpot-slo-ms",
+        "50",
+    )
+    best = want["candidates"][0]
+    answer = pg.inner_text("#answer")
+    assert best["gpu"] in answer and f"{best['users_served']:,}" in answer
+    desktop.shot("compare-result")
+    assert desktop.errors == []
+
+
+def test_a_simulation_shows_progress_then_its_result(desktop: Page, server_url: str) -> None:
+    pg = desktop.page
+    query = urlencode(
+        {
+            "model": "meta-llama/Llama-3.1-8B",
+            "gpu": "H100-SXM",
+            "max_model_len": "8192",
+            "rate": "20",
+            "num_requests": "4000",
+            "seed": "1",
+            "mode": "simulate",
+        }
+    )
+    pg.goto(f"{server_url}/simulate?{query}")
+    pg.wait_for_selector("#progress:not(.hidden)", timeout=30_000)
+    pg.wait_for_selector("#answer", timeout=120_000)
+    want = _cli(
+        "simulate",
+        "-m",
+        "meta-llama/Llama-3.1-8B",
+        "-g",
+        "H100",
+        "-l",
+        "8192",
+        "--rate",
+        "20",
+        "--num-requests",
+        "4000",
+        "--seed",
+        "1",
+    )
+    answer = pg.inner_text("#answer")
+    assert re.search(rf"{want['completed']:,} of {want['num_requests']:,} requests", answer)
+    assert f"{want['ttft_s']['p99'] * 1e3:,.1f}" in answer
+    desktop.shot("simulate-result")
+    assert desktop.errors == []
