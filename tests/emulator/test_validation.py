@@ -46,8 +46,7 @@ CASES = [
     ("/v1/completions", {"top_p": 1.5}, "top_p"),  # in (0, 1]
     ("/v1/completions", {"top_p": 0}, "top_p"),
     ("/v1/chat/completions", {"top_p": 1.01}, "top_p"),
-    ("/v1/completions", {"best_of": 2}, "best_of"),  # V1 refused best_of > 1; the field is gone
-    ("/v1/completions", {"best_of": 1}, "best_of"),
+    ("/v1/completions", {"best_of": 2}, "best_of"),  # vLLM's V1 engine refused best_of > 1
     ("/v1/completions", {"presence_penalty": 3}, "presence_penalty"),
     ("/v1/completions", {"repetition_penalty": 0}, "repetition_penalty"),
     ("/v1/completions", {"min_p": 1.5}, "min_p"),
@@ -142,6 +141,36 @@ async def test_valid_requests_still_pass(client: httpx.AsyncClient) -> None:
     assert (await client.post("/v1/completions", json=ok)).status_code == 200
     chat = {"messages": CHAT, "max_completion_tokens": 2, "temperature": 2, "logprobs": False}
     assert (await client.post("/v1/chat/completions", json=chat)).status_code == 200  # model optional, as vLLM
+
+
+async def test_unknown_fields_are_ignored_as_vllm_does(client: httpx.AsyncClient) -> None:
+    """The fields vLLM's router (vllm-router 0.1.x) adds when it forwards a request, and best_of=1:
+    vLLM serves these (it logs the unknown ones), so the emulator must too."""
+    completion = {
+        "model": "m",
+        "prompt": "hello",
+        "max_tokens": 2,
+        "echo": False,
+        "no_stop_trim": False,
+        "ignore_eos": False,
+        "skip_special_tokens": True,
+        "return_hidden_states": False,
+        "best_of": 1,
+    }
+    assert (await client.post("/v1/completions", json=completion)).status_code == 200
+    chat = {
+        "messages": CHAT,
+        "max_tokens": 2,
+        "stream": False,
+        "logprobs": False,
+        "no_stop_trim": False,
+        "continue_final_message": False,
+        "separate_reasoning": True,
+        "stream_reasoning": True,
+        "return_hidden_states": False,
+        "include_reasoning": True,
+    }
+    assert (await client.post("/v1/chat/completions", json=chat)).status_code == 200
 
 
 async def test_an_internal_error_still_answers_in_openai_shape() -> None:

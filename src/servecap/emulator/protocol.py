@@ -25,6 +25,8 @@ Non-standard extension fields (documented in docs/measure.md):
 
 from __future__ import annotations
 
+import logging
+
 import math
 from typing import Annotated, Any, Literal
 
@@ -45,13 +47,26 @@ def estimate_text_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
 
 
+_log = logging.getLogger("servecap.emulator")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class _Strict(BaseModel):
-    """Strict types (no ``"16"`` for 16, no ``true`` for 1), no Infinity/NaN, no unknown keys."""
+    """Strict types (no ``"16"`` for 16, no ``true`` for 1), no Infinity/NaN.
 
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    Unknown keys are accepted and ignored with a logged warning, as vLLM's OpenAI server does
+    (``OpenAIBaseModel`` in ``vllm/entrypoints/openai/protocol.py``: ``extra="allow"`` and "The
+    following fields were present in the request but ignored"): routers add their own fields
+    (vLLM's router forwards ``no_stop_trim``, ``return_hidden_states``, ``separate_reasoning``, ...)
+    and the real server serves such requests."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _log_ignored(self) -> _Strict:
+        if self.model_extra:
+            _log.warning("the following fields were present in the request but ignored: %s", sorted(self.model_extra))
+        return self
 
 
 class StreamOptions(_Strict):
@@ -92,6 +107,7 @@ class _Sampling(_Strict):
     user: str | None = None
     skip_special_tokens: bool | None = None
     include_stop_str_in_output: bool | None = None
+    best_of: int | None = Field(default=None, ge=1, le=1)  # vLLM's V1 engine refused best_of > 1
     servecap_prompt_tokens: int | None = Field(default=None, ge=1)
     servecap_timing: bool = False
 
@@ -109,8 +125,8 @@ class _Sampling(_Strict):
 class CompletionRequest(_Sampling):
     """``POST /v1/completions``. ``prompt``: text, texts, token ids (``>= 0``, below the
     model's vocabulary size: checked by the app) or lists of them, as vLLM's
-    ``list[Annotated[int, Field(ge=0)]]``. ``best_of`` is refused as an unknown field (vLLM V1
-    refused ``best_of > 1`` and has since removed the field)."""
+    ``list[Annotated[int, Field(ge=0)]]``. ``best_of`` above 1 is refused, as vLLM's V1 engine
+    refused it."""
 
     prompt: str | list[str] | list[TokenId] | list[list[TokenId]]
     echo: bool | None = False
