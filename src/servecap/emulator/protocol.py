@@ -26,7 +26,6 @@ Non-standard extension fields (documented in docs/measure.md):
 from __future__ import annotations
 
 import logging
-
 import math
 from typing import Annotated, Any, Literal
 
