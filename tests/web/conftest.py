@@ -69,8 +69,10 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         thread.join(timeout=30)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One browser per test module: Playwright's sync API holds an event loop while it runs, which
+    must be gone before other modules' asyncio tests start."""
     sync_api = _require_browser()
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -85,6 +87,7 @@ class Page:
 
     def __init__(self, browser: Any, width: int, height: int = 900) -> None:
         self.page = browser.new_page(viewport={"width": width, "height": height})
+        self.page.set_default_timeout(90_000)  # generous: CI machines have two busy cores
         self.errors: list[str] = []
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))

@@ -33,8 +33,8 @@ def _users(text: str) -> int:
 def test_every_page_loads_without_console_errors(browser: Any, server_url: str, name: str, width: int) -> None:
     page = Page(browser, width)
     try:
-        page.page.goto(f"{server_url}/{name}")
-        page.page.wait_for_load_state("networkidle")
+        page.page.goto(f"{server_url}/{name}", wait_until="load")
+        page.page.wait_for_function("document.querySelector('#model, select[name=kind]').options.length > 1")
         assert page.page.locator("header nav a.current").inner_text()
         page.shot(f"{name}-{'desktop' if width > 800 else 'phone'}")
         assert page.errors == []
@@ -46,8 +46,7 @@ def test_every_page_loads_without_console_errors(browser: Any, server_url: str, 
 
 def test_plan_form_gives_the_cli_numbers(desktop: Page, server_url: str) -> None:
     pg = desktop.page
-    pg.goto(f"{server_url}/plan")
-    pg.wait_for_load_state("networkidle")
+    pg.goto(f"{server_url}/plan", wait_until="load")
     want = _cli("plan", "-m", "meta-llama/Llama-3.1-70B", "-g", "H200", "--weights-dtype", "fp8", "-l", "8192")
     pg.select_option("#model", "meta-llama/Llama-3.1-70B")
     pg.select_option("#gpu", want["gpu"])

@@ -72,7 +72,8 @@ COMMANDS: Mapping[str, LazyCommand] = {
     "runs": LazyCommand("servecap.cli.runs_cmd:runs", "Stored bench runs: list (default), show, export, delete."),
     "serve": LazyCommand(
         "servecap.cli.serve_cmd:serve",
-        "The web app and its JSON API (/api/v1): plan, compare, simulate, capacity and stored runs in a browser.",
+        "Serve the web UI (/plan, /compare, /simulate, /runs) and the JSON API (/api/v1, OpenAPI at /openapi.json) "
+        "from the same library the CLI uses.",
     ),
 }
 
