@@ -51,6 +51,11 @@ COMMANDS: Mapping[str, LazyCommand] = {
                             "Measured vs predicted, per metric, with the error (prediction: `servecap simulate` of the "
                             "run's workload, seed and deployment, optionally with a calibration)."),
     "runs": LazyCommand("servecap.cli.runs_cmd:runs", "Stored bench runs: list (default), show, export, delete."),
+    "monitor": LazyCommand("servecap.cli.monitor_cmd:monitor_command",
+                           "Watch live vLLM/SGLang servers' /metrics: rates, queue, KV usage, latency percentiles and "
+                           "headroom."),
+    "export": LazyCommand("servecap.cli.export_cmd:export_group",
+                          "Write monitoring configuration from a plan: a Grafana dashboard or Prometheus alert rules."),
 }
 
 
@@ -106,7 +111,7 @@ def cli() -> None:
 # Optional dependencies (pyproject extras) -> the extra that installs them.
 _EXTRA_FOR_MODULE = {
     "numpy": "sim", "yaml": "sim", "plotly": "sim",
-    "httpx": "measure", "platformdirs": "measure",
+    "httpx": "measure", "platformdirs": "measure", "promql_parser": "dev",
     "fastapi": "serve", "uvicorn": "serve", "prometheus_client": "serve",
 }
 
