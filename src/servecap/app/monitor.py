@@ -74,20 +74,31 @@ def _window(w: WindowStats | None) -> WindowReport | None:
     if w is None:
         return None
     return WindowReport(
-        window_s=w.window_s, running=w.running, waiting=w.waiting, kv_usage=w.kv_usage,
-        request_rate_per_s=w.request_rate_per_s, prompt_tok_s=w.prompt_tok_s,
-        generation_tok_s=w.generation_tok_s, preemptions_per_s=w.preemptions_per_s,
-        prefix_hit_rate=w.prefix_hit_rate, latency_s=w.latency_s,
-    )  # fmt: skip
+        window_s=w.window_s,
+        running=w.running,
+        waiting=w.waiting,
+        kv_usage=w.kv_usage,
+        request_rate_per_s=w.request_rate_per_s,
+        prompt_tok_s=w.prompt_tok_s,
+        generation_tok_s=w.generation_tok_s,
+        preemptions_per_s=w.preemptions_per_s,
+        prefix_hit_rate=w.prefix_hit_rate,
+        latency_s=w.latency_s,
+    )
 
 
 def _headroom(h: Headroom) -> HeadroomReport:
     return HeadroomReport(
-        replicas_up=h.replicas_up, load_per_replica=h.load_per_replica,
-        capacity_per_replica=h.capacity.requests_per_replica, capacity_source=h.capacity.source,
-        limited_by=h.capacity.limited_by, utilization=h.utilization, traffic_headroom=h.traffic_headroom,
-        queueing=h.queueing, summary=h.summary(),
-    )  # fmt: skip
+        replicas_up=h.replicas_up,
+        load_per_replica=h.load_per_replica,
+        capacity_per_replica=h.capacity.requests_per_replica,
+        capacity_source=h.capacity.source,
+        limited_by=h.capacity.limited_by,
+        utilization=h.utilization,
+        traffic_headroom=h.traffic_headroom,
+        queueing=h.queueing,
+        summary=h.summary(),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +119,11 @@ def validate(settings: MonitorSettings) -> MonitorSettings:
     """Normalized URLs (``/metrics`` added) and checked numbers, or one :class:`ServecapError`."""
     if not settings.urls:
         raise ServecapError("url", "", "give at least one server URL, e.g. http://127.0.0.1:8000")
-    for name, value in (("interval_s", settings.interval_s), ("window_s", settings.window_s),
-                        ("timeout_s", settings.timeout_s)):  # fmt: skip
+    for name, value in (
+        ("interval_s", settings.interval_s),
+        ("window_s", settings.window_s),
+        ("timeout_s", settings.timeout_s),
+    ):
         if not 0 < value <= 86_400:
             raise ServecapError(name, value, "must be a positive number of seconds (at most a day)")
     if settings.duration_s is not None and not 0 < settings.duration_s <= 30 * 86_400:
@@ -137,10 +151,14 @@ def report(tick: Tick, settings: MonitorSettings, notes: list[str]) -> MonitorRe
     """The tick as a :class:`MonitorReport` (headroom when a capacity is known and a window exists)."""
     targets = [
         TargetReport(
-            url=t.url, up=t.up, error=t.error, down_count=t.down_count,
+            url=t.url,
+            up=t.up,
+            error=t.error,
+            down_count=t.down_count,
             engine=t.snapshot.engine if t.snapshot else None,
-            model_name=t.snapshot.model_name if t.snapshot else None, window=_window(t.stats),
-        )  # fmt: skip
+            model_name=t.snapshot.model_name if t.snapshot else None,
+            window=_window(t.stats),
+        )
         for t in tick.targets
     ]
     hr = None
@@ -148,9 +166,14 @@ def report(tick: Tick, settings: MonitorSettings, notes: list[str]) -> MonitorRe
     if cap is not None and tick.fleet is not None and tick.replicas_up:
         hr = _headroom(headroom(tick.fleet, tick.replicas_up, cap))
     return MonitorReport(
-        time_s=tick.time_s, replicas_up=tick.replicas_up, replicas_down=len(tick.targets) - tick.replicas_up,
-        targets=targets, fleet=_window(tick.fleet), headroom=hr, notes=list(notes),
-    )  # fmt: skip
+        time_s=tick.time_s,
+        replicas_up=tick.replicas_up,
+        replicas_down=len(tick.targets) - tick.replicas_up,
+        targets=targets,
+        fleet=_window(tick.fleet),
+        headroom=hr,
+        notes=list(notes),
+    )
 
 
 def _store(store: MonitorStore, tick: Tick) -> None:

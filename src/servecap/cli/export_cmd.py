@@ -11,8 +11,14 @@ import click
 from servecap.cli import options as o
 
 
-def _thresholds(plan_file: Path | None, deployment: o.DeploymentFlags, prompt_tokens: int, output_tokens: int,
-                ttft_slo_ms: float | None, tpot_slo_ms: float | None) -> tuple[Any, str]:  # fmt: skip
+def _thresholds(
+    plan_file: Path | None,
+    deployment: o.DeploymentFlags,
+    prompt_tokens: int,
+    output_tokens: int,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+) -> tuple[Any, str]:
     from servecap.cli.inputs import request_shape, slo_from_ms
     from servecap.errors import ServecapError
     from servecap.monitor.thresholds import thresholds_from_plan
@@ -65,8 +71,15 @@ def export_group() -> None:
 
 @export_group.command("grafana")
 @_common
-def grafana(plan_file: Path | None, deployment: o.DeploymentFlags, prompt_tokens: int, output_tokens: int,
-            ttft_slo_ms: float | None, tpot_slo_ms: float | None, out: Path | None) -> None:  # fmt: skip
+def grafana(
+    plan_file: Path | None,
+    deployment: o.DeploymentFlags,
+    prompt_tokens: int,
+    output_tokens: int,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    out: Path | None,
+) -> None:
     """A Grafana dashboard (JSON): queue depth, running, KV usage, TTFT/ITL p99 with the SLO line, token rates, preemptions."""
     from servecap.monitor.exports import grafana_dashboard
 
@@ -76,8 +89,15 @@ def grafana(plan_file: Path | None, deployment: o.DeploymentFlags, prompt_tokens
 
 @export_group.command("alerts")
 @_common
-def alerts(plan_file: Path | None, deployment: o.DeploymentFlags, prompt_tokens: int, output_tokens: int,
-           ttft_slo_ms: float | None, tpot_slo_ms: float | None, out: Path | None) -> None:  # fmt: skip
+def alerts(
+    plan_file: Path | None,
+    deployment: o.DeploymentFlags,
+    prompt_tokens: int,
+    output_tokens: int,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    out: Path | None,
+) -> None:
     """Prometheus alerting rules (YAML): queue depth, KV usage, TTFT/ITL p99 over the SLO, preemptions."""
     import yaml
 

@@ -111,7 +111,7 @@ def cli() -> None:
 # Optional dependencies (pyproject extras) -> the extra that installs them.
 _EXTRA_FOR_MODULE = {
     "numpy": "sim", "yaml": "sim", "plotly": "sim",
-    "httpx": "measure", "platformdirs": "measure", "promql_parser": "dev",
+    "httpx": "measure", "platformdirs": "measure",
     "fastapi": "serve", "uvicorn": "serve", "prometheus_client": "serve",
 }
 

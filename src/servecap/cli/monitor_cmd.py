@@ -26,8 +26,20 @@ def render(r: MonitorReport) -> Any:
     from rich.text import Text
 
     table = Table(title=f"servecap monitor  t={r.time_s:.0f}s  up {r.replicas_up}, down {r.replicas_down}")
-    for col in ("target", "req/s", "prompt tok/s", "gen tok/s", "running", "waiting", "KV %", "preempt/s",
-                "prefix hit", "TTFT p50/p99 ms", "ITL p50/p99 ms", "E2E p99 s"):  # fmt: skip
+    for col in (
+        "target",
+        "req/s",
+        "prompt tok/s",
+        "gen tok/s",
+        "running",
+        "waiting",
+        "KV %",
+        "preempt/s",
+        "prefix hit",
+        "TTFT p50/p99 ms",
+        "ITL p50/p99 ms",
+        "E2E p99 s",
+    ):
         table.add_column(col, justify="left" if col == "target" else "right")
 
     def row(name: str, w: object | None, style: str | None = None) -> None:
@@ -38,13 +50,20 @@ def render(r: MonitorReport) -> Any:
             return
         lat = w.latency_s
         table.add_row(
-            name, _fmt(w.request_rate_per_s, ".2f"), _fmt(w.prompt_tok_s, ".0f"), _fmt(w.generation_tok_s, ".0f"),
-            _fmt(w.running, ".0f"), _fmt(w.waiting, ".0f"), _fmt(w.kv_usage, ".1f", 100),
-            _fmt(w.preemptions_per_s, ".2f"), _fmt(w.prefix_hit_rate, ".0%"),
+            name,
+            _fmt(w.request_rate_per_s, ".2f"),
+            _fmt(w.prompt_tok_s, ".0f"),
+            _fmt(w.generation_tok_s, ".0f"),
+            _fmt(w.running, ".0f"),
+            _fmt(w.waiting, ".0f"),
+            _fmt(w.kv_usage, ".1f", 100),
+            _fmt(w.preemptions_per_s, ".2f"),
+            _fmt(w.prefix_hit_rate, ".0%"),
             f"{_fmt(lat.get('ttft', {}).get('p50'), '.0f', 1e3)}/{_fmt(lat.get('ttft', {}).get('p99'), '.0f', 1e3)}",
             f"{_fmt(lat.get('itl', {}).get('p50'), '.1f', 1e3)}/{_fmt(lat.get('itl', {}).get('p99'), '.1f', 1e3)}",
-            _fmt(lat.get("e2e", {}).get("p99"), ".2f"), style=style,
-        )  # fmt: skip
+            _fmt(lat.get("e2e", {}).get("p99"), ".2f"),
+            style=style,
+        )
 
     for t in r.targets:
         if t.up:
@@ -64,7 +83,9 @@ def render(r: MonitorReport) -> Any:
 @click.argument("urls", nargs=-1, required=True)
 @click.option("--interval-s", type=click.FLOAT, default=2.0, help="Seconds between scrapes.")
 @click.option("--window-s", type=click.FLOAT, default=60.0, help="Window for rates and percentiles (seconds).")
-@click.option("--duration-s", type=click.FLOAT, default=None, help="Stop after this many seconds (default: until Ctrl-C).")
+@click.option(
+    "--duration-s", type=click.FLOAT, default=None, help="Stop after this many seconds (default: until Ctrl-C)."
+)
 @click.option("--once", is_flag=True, default=False, help="Two scrapes one interval apart, print, exit.")
 @click.option("--timeout-s", type=click.FLOAT, default=2.0, help="Per-scrape timeout (seconds).")
 @o.deployment_options
@@ -110,17 +131,28 @@ def monitor_command(
 
         dep, _ = o.deployment_from_options(deployment)
         eff, _ = o.efficiency_from_options(calibration)
-        p = plan(dep, request=request_shape(prompt_tokens, output_tokens), slo=slo_from_ms(ttft_slo_ms, tpot_slo_ms),
-                 efficiency=eff)  # fmt: skip
+        p = plan(
+            dep,
+            request=request_shape(prompt_tokens, output_tokens),
+            slo=slo_from_ms(ttft_slo_ms, tpot_slo_ms),
+            efficiency=eff,
+        )
         capacity = capacity_from_plan(p.batch, p.batch_limited_by)
     elif prompt_tokens < 1 or output_tokens < 1:
         raise ServecapError("prompt_tokens/output_tokens", (prompt_tokens, output_tokens), "must be >= 1")
     settings = validate(
         MonitorSettings(
-            urls=urls, interval_s=interval_s, window_s=window_s if not once else max(window_s, interval_s),
-            duration_s=duration_s, once=once, db=db, store=not no_store, capacity=capacity,
-            tokens_per_request=prompt_tokens + output_tokens, timeout_s=timeout_s,
-        )  # fmt: skip
+            urls=urls,
+            interval_s=interval_s,
+            window_s=window_s,
+            duration_s=duration_s,
+            once=once,
+            db=db,
+            store=not no_store,
+            capacity=capacity,
+            tokens_per_request=prompt_tokens + output_tokens,
+            timeout_s=timeout_s,
+        )
     )
     if once or as_json:
         last = asyncio.run(run_monitor(settings, lambda r: None))

@@ -19,8 +19,9 @@ from servecap.monitor.thresholds import Thresholds
 DATASOURCE = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
 
 
-def _panel(pid: int, title: str, exprs: list[tuple[str, str]], unit: str, threshold: float | None,
-           x: int, y: int) -> dict[str, Any]:
+def _panel(
+    pid: int, title: str, exprs: list[tuple[str, str]], unit: str, threshold: float | None, x: int, y: int
+) -> dict[str, Any]:
     defaults: dict[str, Any] = {"unit": unit, "custom": {"drawStyle": "line", "lineWidth": 1}}
     if threshold is not None:
         defaults["custom"]["thresholdsStyle"] = {"mode": "line"}
@@ -48,18 +49,40 @@ def grafana_dashboard(t: Thresholds, *, source: str) -> dict[str, Any]:
     m = t.model
     specs: list[tuple[str, list[tuple[str, str]], str, float | None]] = [
         ("Queue depth (waiting requests)", [(promql.queue_depth(m), "{{instance}}")], "short", t.queue_depth),
-        ("Running requests (plan batch " + str(t.batch) + ")", [(promql.running(m), "{{instance}}")], "short", t.running),
+        (
+            "Running requests (plan batch " + str(t.batch) + ")",
+            [(promql.running(m), "{{instance}}")],
+            "short",
+            t.running,
+        ),
         ("KV-cache usage", [(promql.kv_usage(m), "{{instance}}")], "percentunit", t.kv_usage),
-        ("TTFT p50 / p99", [(promql.ttft(0.5, m), "p50 {{instance}}"), (promql.ttft(0.99, m), "p99 {{instance}}")],
-         "s", t.ttft_p99_s),
-        ("Inter-token latency p50 / p99", [(promql.itl(0.5, m), "p50 {{instance}}"), (promql.itl(0.99, m), "p99 {{instance}}")],
-         "s", t.itl_p99_s),
-        ("Token rates", [(promql.tokens(m, "prompt"), "prompt {{instance}}"),
-                         (promql.tokens(m, "generation"), "generation {{instance}}")], "short", None),
+        (
+            "TTFT p50 / p99",
+            [(promql.ttft(0.5, m), "p50 {{instance}}"), (promql.ttft(0.99, m), "p99 {{instance}}")],
+            "s",
+            t.ttft_p99_s,
+        ),
+        (
+            "Inter-token latency p50 / p99",
+            [(promql.itl(0.5, m), "p50 {{instance}}"), (promql.itl(0.99, m), "p99 {{instance}}")],
+            "s",
+            t.itl_p99_s,
+        ),
+        (
+            "Token rates",
+            [
+                (promql.tokens(m, "prompt"), "prompt {{instance}}"),
+                (promql.tokens(m, "generation"), "generation {{instance}}"),
+            ],
+            "short",
+            None,
+        ),
         ("Preemptions per second", [(promql.preemptions(m), "{{instance}}")], "short", None),
-    ]  # fmt: skip
-    panels = [_panel(i + 1, title, exprs, unit, thr, 12 * (i % 2), 8 * (i // 2))
-              for i, (title, exprs, unit, thr) in enumerate(specs)]  # fmt: skip
+    ]
+    panels = [
+        _panel(i + 1, title, exprs, unit, thr, 12 * (i % 2), 8 * (i // 2))
+        for i, (title, exprs, unit, thr) in enumerate(specs)
+    ]
     return {
         "title": f"servecap: {m}",
         "uid": None,
@@ -81,17 +104,42 @@ def alert_rules(t: Thresholds, *, source: str) -> dict[str, Any]:
     ttft_what = "the TTFT SLO" if t.ttft_from_slo else "twice the planned TTFT"
     itl_what = "the TPOT SLO" if t.itl_from_slo else "twice the planned TPOT"
     rules = [
-        ("VllmQueueDepthHigh", f"{promql.queue_depth(m)} > {t.queue_depth}", "5m", "warning",
-         f"more than {t.queue_depth} requests waiting on {{{{ $labels.instance }}}} (a tenth of the plan batch {t.batch})"),
-        ("VllmKvCacheUsageHigh", f"{promql.kv_usage(m)} > {t.kv_usage:g}", "5m", "warning",
-         f"KV-cache usage above {t.kv_usage:.0%} on {{{{ $labels.instance }}}}: longer or more requests than planned"),
-        ("VllmTtftP99OverSlo", f"{promql.ttft(0.99, m)} > {t.ttft_p99_s:g}", "5m", "critical",
-         f"p99 time to first token above {t.ttft_p99_s:g} s ({ttft_what}) on {{{{ $labels.instance }}}}"),
-        ("VllmItlP99OverSlo", f"{promql.itl(0.99, m)} > {t.itl_p99_s:g}", "5m", "critical",
-         f"p99 inter-token latency above {t.itl_p99_s:g} s ({itl_what}) on {{{{ $labels.instance }}}}"),
-        ("VllmPreempting", f"{promql.preemptions(m)} > {t.preemptions_per_s:g}", "10m", "warning",
-         "requests are being preempted on {{ $labels.instance }}: the KV pool is over-committed"),
-    ]  # fmt: skip
+        (
+            "VllmQueueDepthHigh",
+            f"{promql.queue_depth(m)} > {t.queue_depth}",
+            "5m",
+            "warning",
+            f"more than {t.queue_depth} requests waiting on {{{{ $labels.instance }}}} (a tenth of the plan batch {t.batch})",
+        ),
+        (
+            "VllmKvCacheUsageHigh",
+            f"{promql.kv_usage(m)} > {t.kv_usage:g}",
+            "5m",
+            "warning",
+            f"KV-cache usage above {t.kv_usage:.0%} on {{{{ $labels.instance }}}}: longer or more requests than planned",
+        ),
+        (
+            "VllmTtftP99OverSlo",
+            f"{promql.ttft(0.99, m)} > {t.ttft_p99_s:g}",
+            "5m",
+            "critical",
+            f"p99 time to first token above {t.ttft_p99_s:g} s ({ttft_what}) on {{{{ $labels.instance }}}}",
+        ),
+        (
+            "VllmItlP99OverSlo",
+            f"{promql.itl(0.99, m)} > {t.itl_p99_s:g}",
+            "5m",
+            "critical",
+            f"p99 inter-token latency above {t.itl_p99_s:g} s ({itl_what}) on {{{{ $labels.instance }}}}",
+        ),
+        (
+            "VllmPreempting",
+            f"{promql.preemptions(m)} > {t.preemptions_per_s:g}",
+            "10m",
+            "warning",
+            "requests are being preempted on {{ $labels.instance }}: the KV pool is over-committed",
+        ),
+    ]
     return {
         "groups": [
             {

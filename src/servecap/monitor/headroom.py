@@ -72,7 +72,12 @@ def capacity_from_cache_config(cache: CacheConfig, tokens_per_request: int) -> C
         raise ServecapError("tokens_per_request", tokens_per_request, "must be >= 1")
     blocks = math.ceil(tokens_per_request / cache.block_size)
     n = cache.num_gpu_blocks // blocks
-    return Capacity(float(n), "cache_config_info", f"KV pool of {cache.num_gpu_blocks} blocks x {cache.block_size} tokens at {tokens_per_request} tokens/request", 1.0)
+    return Capacity(
+        float(n),
+        "cache_config_info",
+        f"KV pool of {cache.num_gpu_blocks} blocks x {cache.block_size} tokens at {tokens_per_request} tokens/request",
+        1.0,
+    )
 
 
 def headroom(fleet: WindowStats, replicas_up: int, capacity: Capacity) -> Headroom:

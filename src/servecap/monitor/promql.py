@@ -49,8 +49,7 @@ def itl(q: float, model: str) -> str:
     new, old = v.names_for(v.INTER_TOKEN_LATENCY)[:2]
     sel = selector(model)
     return (
-        f"histogram_quantile({q:g}, sum by (le, instance) "
-        f"(rate({new}_bucket{sel}[5m]) or rate({old}_bucket{sel}[5m])))"
+        f"histogram_quantile({q:g}, sum by (le, instance) (rate({new}_bucket{sel}[5m]) or rate({old}_bucket{sel}[5m])))"
     )
 
 

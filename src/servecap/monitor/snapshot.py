@@ -105,7 +105,12 @@ def parse_exposition(text: str, *, url: str, time_s: float) -> Snapshot:
     for q in QUANTITIES:
         # an untyped counter keeps its "_total" in the family name
         found = next(
-            ((f, fam) for f in q.families for fam in (f, f + "_total") if fam in families and (fam == f or q.kind == "counter")),
+            (
+                (f, fam)
+                for f in q.families
+                for fam in (f, f + "_total")
+                if fam in families and (fam == f or q.kind == "counter")
+            ),
             None,
         )
         if found is None:

@@ -34,10 +34,26 @@ _SAMPLES = """CREATE TABLE IF NOT EXISTS monitor_samples (
 _INDEX = "CREATE INDEX IF NOT EXISTS monitor_samples_session ON monitor_samples(session_id, time_s)"
 
 SAMPLE_COLUMNS = (
-    "session_id", "url", "time_s", "up", "error", "running", "waiting", "kv_usage", "request_rate_per_s",
-    "prompt_tok_s", "generation_tok_s", "preemptions_per_s", "prefix_hit_rate", "ttft_p50_s", "ttft_p99_s",
-    "itl_p50_s", "itl_p99_s", "e2e_p50_s", "e2e_p99_s",
-)  # fmt: skip
+    "session_id",
+    "url",
+    "time_s",
+    "up",
+    "error",
+    "running",
+    "waiting",
+    "kv_usage",
+    "request_rate_per_s",
+    "prompt_tok_s",
+    "generation_tok_s",
+    "preemptions_per_s",
+    "prefix_hit_rate",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "itl_p50_s",
+    "itl_p99_s",
+    "e2e_p50_s",
+    "e2e_p99_s",
+)
 
 
 def default_path() -> Path:
@@ -65,10 +81,26 @@ class MonitorStore:
 
     def add_up(self, w: WindowStats, time_s: float) -> None:
         row = (
-            self.session_id, w.url, time_s, 1, None, w.running, w.waiting, w.kv_usage, w.request_rate_per_s,
-            w.prompt_tok_s, w.generation_tok_s, w.preemptions_per_s, w.prefix_hit_rate,
-            w.p("ttft", 0.5), w.p("ttft", 0.99), w.p("itl", 0.5), w.p("itl", 0.99), w.p("e2e", 0.5), w.p("e2e", 0.99),
-        )  # fmt: skip
+            self.session_id,
+            w.url,
+            time_s,
+            1,
+            None,
+            w.running,
+            w.waiting,
+            w.kv_usage,
+            w.request_rate_per_s,
+            w.prompt_tok_s,
+            w.generation_tok_s,
+            w.preemptions_per_s,
+            w.prefix_hit_rate,
+            w.p("ttft", 0.5),
+            w.p("ttft", 0.99),
+            w.p("itl", 0.5),
+            w.p("itl", 0.99),
+            w.p("e2e", 0.5),
+            w.p("e2e", 0.99),
+        )
         self._insert(row)
 
     def add_down(self, url: str, time_s: float, error: str) -> None:
