@@ -128,3 +128,22 @@ def test_cli_bad_input_is_one_line(args: list[str], field: str) -> None:
     res = _cli("monitor", *args, "--once", "--no-store")
     assert res.returncode == 2
     assert res.stderr.startswith("error: " + field) and res.stderr.count("\n") == 1
+
+
+def test_cli_live_dashboard_bounded(emulator: str, tmp_path: Path) -> None:
+    res = _cli(
+        "monitor",
+        emulator,
+        "--interval-s",
+        "0.3",
+        "--window-s",
+        "1",
+        "--duration-s",
+        "1.2",
+        "--db",
+        str(tmp_path / "m.sqlite"),
+    )
+    assert res.returncode == 0, res.stderr
+    assert "servecap monitor" in res.stdout and "headroom" in res.stdout
+    rows = sqlite3.connect(tmp_path / "m.sqlite").execute("SELECT count(*) FROM monitor_samples").fetchone()
+    assert rows[0] >= 2
