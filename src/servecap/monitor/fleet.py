@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from servecap.monitor.names import HISTOGRAMS
 from servecap.monitor.quantile import histogram_quantile
 from servecap.monitor.snapshot import Histogram, Snapshot
-from servecap.monitor.window import PERCENTILES, WindowStats, _pname, window_stats
+from servecap.monitor.window import PERCENTILES, WindowStats, pname, window_stats
 
 
 def _add(a: float | None, b: float | None) -> float | None:
@@ -64,7 +64,7 @@ def fleet_window(pairs: Sequence[tuple[Snapshot, Snapshot]]) -> WindowStats:
                     merged.count + delta.count,
                 )
         if merged is not None:
-            latency[key] = {_pname(q): histogram_quantile(q, merged.bounds, merged.cumulative) for q in PERCENTILES}
+            latency[key] = {pname(q): histogram_quantile(q, merged.bounds, merged.cumulative) for q in PERCENTILES}
     return WindowStats(
         url="fleet",
         window_s=max(w.window_s for w in per),

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from servecap.errors import ServecapError
 from servecap.monitor.snapshot import Snapshot, parse_exposition
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +38,9 @@ def metrics_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
-async def scrape_one(client: object, url: str, time_s: float) -> Snapshot | Down:
+async def scrape_one(client: httpx.AsyncClient, url: str, time_s: float) -> Snapshot | Down:
     import httpx
 
-    assert isinstance(client, httpx.AsyncClient)
     try:
         resp = await client.get(url)
     except httpx.HTTPError as err:

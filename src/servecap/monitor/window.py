@@ -38,10 +38,11 @@ class WindowStats:
     latency_s: dict[str, dict[str, float | None]]  # "ttft" -> {"p50": .., "p90": .., "p99": ..}
 
     def p(self, metric: str, q: float) -> float | None:
-        return self.latency_s.get(metric, {}).get(_pname(q))
+        return self.latency_s.get(metric, {}).get(pname(q))
 
 
-def _pname(q: float) -> str:
+def pname(q: float) -> str:
+    """The key of a percentile: "p50" for 0.5, "p99" for 0.99."""
     return f"p{q * 100:g}"
 
 
@@ -74,7 +75,7 @@ def window_stats(start: Snapshot, end: Snapshot) -> WindowStats:
             continue
         h_start = start.histograms.get(key)
         delta = h_end.minus(h_start) if h_start is not None else h_end
-        latency[key] = {_pname(q): histogram_quantile(q, delta.bounds, delta.cumulative) for q in PERCENTILES}
+        latency[key] = {pname(q): histogram_quantile(q, delta.bounds, delta.cumulative) for q in PERCENTILES}
     return WindowStats(
         url=end.url,
         window_s=span,
