@@ -70,6 +70,14 @@ COMMANDS: Mapping[str, LazyCommand] = {
         "run's workload, seed and deployment, optionally with a calibration).",
     ),
     "runs": LazyCommand("servecap.cli.runs_cmd:runs", "Stored bench runs: list (default), show, export, delete."),
+    "monitor": LazyCommand(
+        "servecap.cli.monitor_cmd:monitor_command",
+        "Watch live vLLM/SGLang servers' /metrics: rates, queue, KV usage, latency percentiles and headroom.",
+    ),
+    "export": LazyCommand(
+        "servecap.cli.export_cmd:export_group",
+        "Write monitoring configuration from a plan: a Grafana dashboard or Prometheus alert rules.",
+    ),
     "serve": LazyCommand(
         "servecap.cli.serve_cmd:serve",
         "Serve the web UI (/plan, /compare, /simulate, /runs) and the JSON API (/api/v1, OpenAPI at /openapi.json) "

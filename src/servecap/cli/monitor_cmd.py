@@ -1,0 +1,178 @@
+"""`servecap monitor`: watch live vLLM/SGLang servers' /metrics, with headroom against the plan."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from servecap.cli import options as o
+
+if TYPE_CHECKING:
+    from servecap.app.monitor import MonitorReport
+
+
+def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
+    return "-" if value is None else format(value * scale, spec)
+
+
+def render(r: MonitorReport) -> Any:
+    """A rich table: one row per replica and one for the fleet, then the headroom line."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"servecap monitor  t={r.time_s:.0f}s  up {r.replicas_up}, down {r.replicas_down}")
+    for col in (
+        "target",
+        "req/s",
+        "prompt tok/s",
+        "gen tok/s",
+        "running",
+        "waiting",
+        "KV %",
+        "preempt/s",
+        "prefix hit",
+        "TTFT p50/p99 ms",
+        "ITL p50/p99 ms",
+        "E2E p99 s",
+    ):
+        table.add_column(col, justify="left" if col == "target" else "right")
+
+    def row(name: str, w: object | None, style: str | None = None) -> None:
+        from servecap.app.monitor import WindowReport
+
+        if not isinstance(w, WindowReport):
+            table.add_row(name, *(["…"] * 11), style=style)
+            return
+        lat = w.latency_s
+        table.add_row(
+            name,
+            _fmt(w.request_rate_per_s, ".2f"),
+            _fmt(w.prompt_tok_s, ".0f"),
+            _fmt(w.generation_tok_s, ".0f"),
+            _fmt(w.running, ".0f"),
+            _fmt(w.waiting, ".0f"),
+            _fmt(w.kv_usage, ".1f", 100),
+            _fmt(w.preemptions_per_s, ".2f"),
+            _fmt(w.prefix_hit_rate, ".0%"),
+            f"{_fmt(lat.get('ttft', {}).get('p50'), '.0f', 1e3)}/{_fmt(lat.get('ttft', {}).get('p99'), '.0f', 1e3)}",
+            f"{_fmt(lat.get('itl', {}).get('p50'), '.1f', 1e3)}/{_fmt(lat.get('itl', {}).get('p99'), '.1f', 1e3)}",
+            _fmt(lat.get("e2e", {}).get("p99"), ".2f"),
+            style=style,
+        )
+
+    for t in r.targets:
+        if t.up:
+            row(t.url, t.window)
+        else:
+            table.add_row(t.url, f"DOWN ({t.down_count}x): {t.error}", *([""] * 10), style="red")
+    if len(r.targets) > 1:
+        row("fleet", r.fleet, style="bold")
+    parts: list[Any] = [table]
+    if r.headroom is not None:
+        parts.append(Text("headroom: " + r.headroom.summary))
+    parts.extend(Text(n, style="dim") for n in r.notes)
+    return Group(*parts)
+
+
+@click.command("monitor")
+@click.argument("urls", nargs=-1, required=True)
+@click.option("--interval-s", type=click.FLOAT, default=2.0, help="Seconds between scrapes.")
+@click.option("--window-s", type=click.FLOAT, default=60.0, help="Window for rates and percentiles (seconds).")
+@click.option(
+    "--duration-s", type=click.FLOAT, default=None, help="Stop after this many seconds (default: until Ctrl-C)."
+)
+@click.option("--once", is_flag=True, default=False, help="Two scrapes one interval apart, print, exit.")
+@click.option("--timeout-s", type=click.FLOAT, default=2.0, help="Per-scrape timeout (seconds).")
+@o.deployment_options
+@click.option("--prompt-tokens", "-p", type=click.INT, default=1024, help="Typical prompt length (capacity).")
+@click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length (capacity).")
+@o.slo_options(None, None, "the batch the headroom is measured against")
+@o.calibration_option
+@o.db_option
+@click.option("--no-store", is_flag=True, default=False, help="Do not write the time series to the database.")
+@o.json_option
+def monitor_command(
+    urls: tuple[str, ...],
+    interval_s: float,
+    window_s: float,
+    duration_s: float | None,
+    once: bool,
+    timeout_s: float,
+    deployment: o.DeploymentFlags,
+    prompt_tokens: int,
+    output_tokens: int,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    calibration: Path | None,
+    db: Path | None,
+    no_store: bool,
+    as_json: bool,
+) -> None:
+    """Watch live vLLM/SGLang servers' /metrics: rates, queue, KV usage, latency percentiles and headroom.
+
+    Give the deployment (--model/--gpu and the plan's flags) for headroom against the plan's
+    SLO batch; without it, headroom comes from vllm:cache_config_info's KV pool where the server
+    exposes it. A server that stops answering is shown as down and counted. With --once, exits
+    non-zero only when every target is down.
+    """
+    from servecap.app.monitor import MonitorSettings, run_monitor, validate
+    from servecap.errors import ServecapError
+
+    capacity = None
+    if deployment.model is not None or deployment.gpu is not None:
+        from servecap.cli.inputs import request_shape, slo_from_ms
+        from servecap.core.plan import plan
+        from servecap.monitor.headroom import capacity_from_plan
+
+        dep, _ = o.deployment_from_options(deployment)
+        eff, _ = o.efficiency_from_options(calibration)
+        p = plan(
+            dep,
+            request=request_shape(prompt_tokens, output_tokens),
+            slo=slo_from_ms(ttft_slo_ms, tpot_slo_ms),
+            efficiency=eff,
+        )
+        capacity = capacity_from_plan(p.batch, p.batch_limited_by)
+    elif prompt_tokens < 1 or output_tokens < 1:
+        raise ServecapError("prompt_tokens/output_tokens", (prompt_tokens, output_tokens), "must be >= 1")
+    settings = validate(
+        MonitorSettings(
+            urls=urls,
+            interval_s=interval_s,
+            window_s=window_s,
+            duration_s=duration_s,
+            once=once,
+            db=db,
+            store=not no_store,
+            capacity=capacity,
+            tokens_per_request=prompt_tokens + output_tokens,
+            timeout_s=timeout_s,
+        )
+    )
+    if once or as_json:
+        last = asyncio.run(run_monitor(settings, lambda r: None))
+        if as_json:
+            click.echo(json.dumps(last.model_dump(mode="json"), indent=2))
+        elif last.replicas_up:
+            from rich.console import Console
+
+            Console().print(render(last))
+        for t in last.targets:
+            if not t.up:
+                click.echo(f"error: url={t.url!r}: down ({t.error})", err=True)
+        if last.replicas_up == 0:
+            raise SystemExit(1)
+        return
+    from rich.live import Live
+
+    with Live(refresh_per_second=4) as live:
+
+        def show(r: MonitorReport) -> None:
+            live.update(render(r))
+
+        asyncio.run(run_monitor(settings, show))

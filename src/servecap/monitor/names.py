@@ -1,0 +1,61 @@
+"""Which metric family carries which quantity, for vLLM (every version in
+:mod:`servecap.specs.vllm_metrics`) and SGLang.
+
+vLLM's names come from ``specs/vllm_metrics.py`` (newest name first, then its older aliases,
+via ``names_for``). SGLang's are those of its ``sglang/srt/metrics/collector.py`` as exposed
+(captured in ``tests/fixtures/metrics/sglang_production_metrics.txt``): gauges
+``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:token_usage`` (KV pool
+fraction), ``sglang:cache_hit_rate``; counters ``sglang:prompt_tokens_total``,
+``sglang:generation_tokens_total``, ``sglang:num_requests_total``; histograms
+``sglang:time_to_first_token_seconds``, ``sglang:inter_token_latency_seconds`` (older
+``sglang:time_per_output_token_seconds``), ``sglang:e2e_request_latency_seconds``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servecap.specs import vllm_metrics as v
+
+
+@dataclass(frozen=True, slots=True)
+class Quantity:
+    """One quantity the monitor reads: the family names that may carry it, newest first."""
+
+    key: str
+    kind: str  # "gauge", "counter" or "histogram"
+    families: tuple[str, ...]
+
+
+def _q(key: str, kind: str, *families: str) -> Quantity:
+    return Quantity(key, kind, tuple(families))
+
+
+QUANTITIES: tuple[Quantity, ...] = (
+    _q("running", "gauge", *v.names_for(v.NUM_REQUESTS_RUNNING), "sglang:num_running_reqs"),
+    _q("waiting", "gauge", *v.names_for(v.NUM_REQUESTS_WAITING), "sglang:num_queue_reqs"),
+    _q("kv_usage", "gauge", *v.names_for(v.KV_CACHE_USAGE_PERC), "sglang:token_usage"),
+    _q("prompt_tokens", "counter", *v.names_for(v.PROMPT_TOKENS), "sglang:prompt_tokens"),
+    _q("generation_tokens", "counter", *v.names_for(v.GENERATION_TOKENS), "sglang:generation_tokens"),
+    _q("requests", "counter", *v.names_for(v.REQUEST_SUCCESS), "sglang:num_requests"),
+    _q("preemptions", "counter", *v.names_for(v.NUM_PREEMPTIONS), "sglang:num_retracted_requests"),
+    _q("prefix_queries", "counter", *v.names_for(v.PREFIX_CACHE_QUERIES)),
+    _q("prefix_hits", "counter", *v.names_for(v.PREFIX_CACHE_HITS)),
+    _q("ttft", "histogram", *v.names_for(v.TIME_TO_FIRST_TOKEN), "sglang:time_to_first_token_seconds"),
+    _q(
+        "itl",
+        "histogram",
+        *v.names_for(v.INTER_TOKEN_LATENCY),
+        "sglang:inter_token_latency_seconds",
+        "sglang:time_per_output_token_seconds",
+    ),
+    _q("e2e", "histogram", *v.names_for(v.E2E_REQUEST_LATENCY), "sglang:e2e_request_latency_seconds"),
+    _q("queue_time", "histogram", *v.names_for(v.REQUEST_QUEUE_TIME), "sglang:queue_time_seconds"),
+)
+
+GAUGES = tuple(q.key for q in QUANTITIES if q.kind == "gauge")
+COUNTERS = tuple(q.key for q in QUANTITIES if q.kind == "counter")
+HISTOGRAMS = tuple(q.key for q in QUANTITIES if q.kind == "histogram")
+
+SGLANG_CACHE_HIT_RATE = "sglang:cache_hit_rate"
+"""SGLang exposes a prefix-cache hit rate gauge instead of query/hit counters."""

@@ -1,0 +1,91 @@
+"""Rates and percentiles of one server over a window: the difference of two snapshots.
+
+- Counter rates: ``(c_end - c_start) / (t_end - t_start)``; a counter that went down means the
+  server restarted, and (as Prometheus' ``rate()``) the end value is taken as the increase.
+- Latency percentiles: of the histogram's delta over the window, by
+  :func:`servecap.monitor.quantile.histogram_quantile` (Prometheus' linear interpolation within
+  the bucket), i.e. what ``histogram_quantile(q, rate(X_bucket[window]))`` gives.
+- Prefix-cache hit rate: ``hits delta / queries delta`` (tokens), or SGLang's own gauge.
+- Gauges (running, waiting, KV usage): the latest value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servecap.monitor.names import HISTOGRAMS
+from servecap.monitor.quantile import histogram_quantile
+from servecap.monitor.snapshot import Snapshot
+
+PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    """One server over ``[start, end]``; ``None`` where the server does not expose the quantity
+    (or, for percentiles, nothing was observed in the window)."""
+
+    url: str
+    window_s: float
+    running: float | None
+    waiting: float | None
+    kv_usage: float | None
+    request_rate_per_s: float | None
+    prompt_tok_s: float | None
+    generation_tok_s: float | None
+    preemptions_per_s: float | None
+    prefix_hit_rate: float | None
+    latency_s: dict[str, dict[str, float | None]]  # "ttft" -> {"p50": .., "p90": .., "p99": ..}
+
+    def p(self, metric: str, q: float) -> float | None:
+        return self.latency_s.get(metric, {}).get(pname(q))
+
+
+def pname(q: float) -> str:
+    """The key of a percentile: "p50" for 0.5, "p99" for 0.99."""
+    return f"p{q * 100:g}"
+
+
+def counter_increase(start: float, end: float) -> float:
+    """The increase of a counter over a window (a reset counts the end value as the increase)."""
+    return end - start if end >= start else end
+
+
+def window_stats(start: Snapshot, end: Snapshot) -> WindowStats:
+    """Rates, hit rate and latency percentiles between two snapshots of the same server."""
+    span = end.time_s - start.time_s
+    if span <= 0:
+        raise ValueError(f"window of {span} s: the end snapshot must be later than the start")
+
+    def rate(key: str) -> float | None:
+        if key not in end.counters or key not in start.counters:
+            return None
+        return counter_increase(start.counters[key], end.counters[key]) / span
+
+    hit_rate = end.sglang_cache_hit_rate
+    if "prefix_queries" in end.counters and "prefix_queries" in start.counters:
+        dq = counter_increase(start.counters["prefix_queries"], end.counters["prefix_queries"])
+        dh = counter_increase(start.counters.get("prefix_hits", 0.0), end.counters.get("prefix_hits", 0.0))
+        hit_rate = dh / dq if dq > 0 else None
+
+    latency: dict[str, dict[str, float | None]] = {}
+    for key in HISTOGRAMS:
+        h_end = end.histograms.get(key)
+        if h_end is None:
+            continue
+        h_start = start.histograms.get(key)
+        delta = h_end.minus(h_start) if h_start is not None else h_end
+        latency[key] = {pname(q): histogram_quantile(q, delta.bounds, delta.cumulative) for q in PERCENTILES}
+    return WindowStats(
+        url=end.url,
+        window_s=span,
+        running=end.gauge("running"),
+        waiting=end.gauge("waiting"),
+        kv_usage=end.gauge("kv_usage"),
+        request_rate_per_s=rate("requests"),
+        prompt_tok_s=rate("prompt_tokens"),
+        generation_tok_s=rate("generation_tokens"),
+        preemptions_per_s=rate("preemptions"),
+        prefix_hit_rate=hit_rate,
+        latency_s=latency,
+    )

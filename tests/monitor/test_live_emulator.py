@@ -1,0 +1,149 @@
+"""The monitor against a real emulator on 127.0.0.1 (bounded: a few requests, two scrapes, ~10 s),
+a target that is down, bad input, and the SQLite time series."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from servecap.app.monitor import MonitorSettings, run_monitor
+from servecap.emulator.server import ServerThread, engine_state, free_port
+from servecap.monitor.store import read_samples
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[str]:
+    from servecap.catalog import lookup_gpu, resolve_model
+    from servecap.core.defaults import build_deployment
+    from servecap.core.plan import plan
+
+    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=2048)
+    with ServerThread(engine_state(plan(dep), model_name="m")) as srv:
+        for _ in range(4):
+            r = httpx.post(
+                srv.url + "/v1/completions", json={"model": "m", "prompt": "abcd " * 20, "max_tokens": 8}, timeout=30
+            )
+            r.raise_for_status()
+        yield srv.url
+
+
+def _dead_url() -> str:
+    return f"http://127.0.0.1:{free_port('127.0.0.1')}"
+
+
+def test_live_once_with_one_target_down(emulator: str, tmp_path: Path) -> None:
+    dead = _dead_url()
+    db = tmp_path / "runs.sqlite"
+    reports = []
+    settings = MonitorSettings(urls=(emulator, dead), interval_s=0.2, window_s=1.0, once=True, db=db, timeout_s=1.0)
+    last = asyncio.run(run_monitor(settings, reports.append))
+    assert len(reports) == 1 and last.replicas_up == 1 and last.replicas_down == 1
+    up, down = last.targets
+    assert up.up and up.engine == "vllm" and up.model_name == "m" and up.window is not None
+    assert up.window.request_rate_per_s == 0.0 and up.window.running == 0.0
+    assert not down.up and down.down_count == 2 and down.error
+    assert last.headroom is not None and last.headroom.capacity_source == "cache_config_info"
+    # the time series: one session, the live target, the down one and the fleet
+    con = sqlite3.connect(db)
+    (session,) = con.execute("SELECT session_id FROM monitor_sessions").fetchone()
+    rows = read_samples(db, session)
+    assert {(r["url"], r["up"]) for r in rows} == {(up.url, 1), (dead + "/metrics", 0), ("fleet", 1)}
+    assert con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'monitor_samples'").fetchone() == (1,)
+
+
+def test_live_traffic_shows_rates(emulator: str) -> None:
+    async def go() -> object:
+        async def load() -> None:
+            async with httpx.AsyncClient(timeout=30) as c:
+                for _ in range(6):
+                    await c.post(
+                        emulator + "/v1/completions", json={"model": "m", "prompt": "x " * 50, "max_tokens": 4}
+                    )
+
+        settings = MonitorSettings(urls=(emulator,), interval_s=1.0, window_s=2.0, once=True, store=False)
+        task = asyncio.create_task(load())
+        last = await run_monitor(settings, lambda r: None)
+        await task
+        return last
+
+    last = asyncio.run(go())
+    w = last.targets[0].window  # type: ignore[attr-defined]
+    assert w.prompt_tok_s > 0 and w.generation_tok_s > 0
+    assert w.latency_s["ttft"]["p50"] is not None
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "servecap", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_once_json_against_the_emulator(emulator: str, tmp_path: Path) -> None:
+    res = _cli(
+        "monitor",
+        emulator,
+        "--once",
+        "--json",
+        "--interval-s",
+        "0.2",
+        "--db",
+        str(tmp_path / "m.sqlite"),
+        "-m",
+        "meta-llama/Llama-3.1-8B",
+        "-g",
+        "H100",
+        "-l",
+        "2048",
+    )
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["replicas_up"] == 1 and data["headroom"]["capacity_source"] == "plan"
+    assert "of capacity" in data["headroom"]["summary"]
+
+
+def test_cli_every_target_down_exits_non_zero() -> None:
+    dead = _dead_url()
+    res = _cli("monitor", dead, "--once", "--interval-s", "0.1", "--timeout-s", "0.5", "--no-store")
+    assert res.returncode == 1
+    assert res.stderr.strip().count("\n") == 0 and dead in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["ftp://nowhere"], "url="),
+        (["http://"], "url="),
+        (["http://127.0.0.1:8000", "--interval-s", "-1"], "interval_s="),
+        (["http://127.0.0.1:8000", "--window-s", "0.5", "--interval-s", "2"], "window_s="),
+        (["http://127.0.0.1:99999"], "url="),
+    ],
+)
+def test_cli_bad_input_is_one_line(args: list[str], field: str) -> None:
+    res = _cli("monitor", *args, "--once", "--no-store")
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: " + field) and res.stderr.count("\n") == 1
+
+
+def test_cli_live_dashboard_bounded(emulator: str, tmp_path: Path) -> None:
+    res = _cli(
+        "monitor",
+        emulator,
+        "--interval-s",
+        "0.3",
+        "--window-s",
+        "1",
+        "--duration-s",
+        "1.2",
+        "--db",
+        str(tmp_path / "m.sqlite"),
+    )
+    assert res.returncode == 0, res.stderr
+    assert "servecap monitor" in res.stdout and "headroom" in res.stdout
+    rows = sqlite3.connect(tmp_path / "m.sqlite").execute("SELECT count(*) FROM monitor_samples").fetchone()
+    assert rows[0] >= 2
