@@ -79,7 +79,7 @@ COMMANDS: Mapping[str, LazyCommand] = {
         "Write monitoring configuration from a plan: a Grafana dashboard or Prometheus alert rules.",
     ),
     "serve": LazyCommand(
-        "servecap.cli.serve_cmd:serve",
+        "servecap.web.serve_cmd:serve",
         "Serve the web UI (/plan, /compare, /simulate, /runs) and the JSON API (/api/v1, OpenAPI at /openapi.json) "
         "from the same library the CLI uses.",
     ),

@@ -1,4 +1,4 @@
-"""Monitor time series in the run store's SQLite file (``servecap.measure.store.default_db_path``
+"""Monitor time series in the run store's SQLite file (``servecap.results.store.default_db_path``
 unless ``--db`` names another), in tables of their own::
 
     monitor_sessions(session_id TEXT PRIMARY KEY, started_at TEXT, urls_json TEXT)
@@ -57,7 +57,7 @@ SAMPLE_COLUMNS = (
 
 
 def default_path() -> Path:
-    from servecap.measure.store import default_db_path
+    from servecap.results.store import default_db_path
 
     return default_db_path()
 

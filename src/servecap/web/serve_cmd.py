@@ -1,4 +1,7 @@
-"""`servecap serve`: the web app and its JSON API on one port."""
+"""`servecap serve`: the web app and its JSON API on one port.
+
+The command lives with the web UI (the CLI's lazy registry names it by module path), so the CLI,
+the API and the web UI stay independent interfaces over the same use cases."""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ from pathlib import Path
 
 import click
 
-from servecap.cli.options import db_option
 
 
 @click.command("serve")
@@ -18,7 +20,12 @@ from servecap.cli.options import db_option
     default=None,
     help="Where uploaded config.json files are kept [default: the user's data directory].",
 )
-@db_option
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Run store (SQLite) [default: the one `servecap runs` uses].",
+)
 @click.option("--max-jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Simulations run at once.")
 @click.option("--max-queued", type=click.IntRange(0, 10_000), default=16, show_default=True, help="Jobs that may wait.")
 def serve(host: str, port: int, data_dir: Path | None, db: Path | None, max_jobs: int, max_queued: int) -> None:
