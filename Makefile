@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check bench clean
+.PHONY: demo test check bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,15 @@ $(VENV)/.dev-installed: pyproject.toml $(COMPILED_SIM) | $(BIN)/python
 demo: $(VENV)/.base-installed
 	$(BIN)/servecap plan
 
-test: $(VENV)/.dev-installed
+# The web UI's tests drive Debian's chromium (Playwright's own browser builds are not used):
+# installed here when missing and this user can (root with apt-get), as on CI.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "note: install Debian's chromium for the browser tests (apt-get install chromium)"; fi; }
+
+test: $(VENV)/.dev-installed browser
 	$(BIN)/python -m pytest
 
 check: $(VENV)/.dev-installed
