@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from servecap.api.bodies import CapacityBody, CompareBody, DeploymentBody, PlanBody, SimulateBody, UploadBody
+from servecap.api.cache import ResponseCache
 from servecap.api.jobfns import capacity_job, simulate_job
 from servecap.api.jobs import JobFn, JobManager, JobQueueFull
 from servecap.api.uploads import resolve_model_name, store_config
@@ -110,15 +112,25 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     # -- closed-form ----------------------------------------------------------------------------
 
-    @app.post(f"{API}/plan")
-    def plan(body: PlanBody) -> dict[str, Any]:
-        """``servecap plan --json`` for the same flags (docs/json-schema.md)."""
+    plans = ResponseCache(maxsize=4096)
+
+    def compute_plan(body: PlanBody) -> bytes:
         from servecap.app.plan import PlanRequest
         from servecap.app.plan import plan as run_plan
 
         fields = body.model_dump(exclude=set(_DEPLOYMENT_FIELDS))
         request = PlanRequest(deployment=body.flags(resolve_model_name(settings.upload_dir, body.model)), **fields)
-        return run_plan(request).to_dict()
+        return json.dumps(run_plan(request).to_dict(), separators=(",", ":")).encode()
+
+    @app.post(f"{API}/plan", response_class=JSONResponse)
+    async def plan(body: PlanBody) -> Response:
+        """``servecap plan --json`` for the same flags (docs/json-schema.md). Answers are cached by
+        body (a plan is a pure function of it); a new one is computed in the thread pool."""
+        key = body.model_dump_json()
+        content = plans.get(key)
+        if content is None:
+            content = plans.put(key, await run_in_threadpool(compute_plan, body))
+        return Response(content=content, media_type="application/json")
 
     @app.post(f"{API}/compare")
     def compare(body: CompareBody) -> dict[str, Any]:

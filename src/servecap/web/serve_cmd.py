@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 
 
-
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True, help="Port to listen on.")
