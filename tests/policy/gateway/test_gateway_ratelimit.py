@@ -6,13 +6,12 @@ import itertools
 import random
 
 import pytest
+from gateway_helpers import Req
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servecap.errors import ServecapError
 from servecap.policy.gateway import Admit, Queue, RateLimiter, Reject, TenantLimits, TokenBucket
-
-from gateway_helpers import Req
 
 EPS = 1e-9
 
