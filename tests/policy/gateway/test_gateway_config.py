@@ -9,7 +9,7 @@ import pytest
 from gateway_helpers import Req
 
 from servecap.errors import ServecapError
-from servecap.policy.gateway import Admit, ByShare, Reject, SemanticCache
+from servecap.policy.gateway import Admit, ByShare, Reject, SemanticCache, make
 from servecap.policy.gateway.config import build_gateway, gateway_from_dict
 
 FULL: dict[str, Any] = {
@@ -91,3 +91,19 @@ def test_bad_gateway_settings_name_the_field(raw: dict[str, Any], field: str, te
         build_gateway(gateway_from_dict(raw))
     assert err.value.field == field
     assert "\n" not in str(err.value)
+
+
+def test_the_documented_gateway_section_builds() -> None:
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    doc = (Path(__file__).parents[3] / "docs" / "gateway.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", doc, re.S) if b.startswith("gateway:"))
+    g = build_gateway(gateway_from_dict(yaml.safe_load(block)["gateway"]))
+    assert isinstance(g.cache, SemanticCache) and g.cache.hit_rate == pytest.approx(0.25)
+    assert g.fallback is not None and g.providers["api"].cost_usd(2_000, 500) == pytest.approx(0.0135)
+    with pytest.raises(ServecapError) as err:
+        make("cache", "semantik", hit_rate=0.1)
+    assert str(err.value) in doc
