@@ -249,3 +249,26 @@ def test_the_documented_day_of_two_tenants() -> None:
     assert abs(len(batch_t) - expected_batch) < 5 * np.sqrt(expected_batch)
     faq = a.request_class == a.class_names.index("faq")
     assert np.mean(a.duplicate_group[faq] >= 0) == pytest.approx(0.4, abs=0.01)
+
+
+def test_a_tenant_whose_schedule_ends_does_not_stop_the_others() -> None:
+    ending = {
+        "kind": "schedule",
+        "rate": {"kind": "piecewise", "steps": [{"start_s": 0, "rate_per_s": 5}, {"start_s": 10, "rate_per_s": 0}]},
+    }
+    raw: dict[str, Any] = {
+        "prompt_tokens": 10,
+        "output_tokens": 5,
+        "num_requests": 2_000,
+        "tenants": [
+            {"name": "burst", "arrival": ending},
+            {"name": "steady", "arrival": {"kind": "poisson", "rate_per_s": 10}},
+        ],
+    }
+    a = _arrays(raw)
+    assert len(a) == 2_000
+    assert np.all(a.arrival_s[a.tenant == 0] < 10.0) and 20 < np.sum(a.tenant == 0) < 90
+    only_ending = {**raw, "tenants": [{"name": "burst", "arrival": ending}, {"name": "b2", "arrival": ending}]}
+    with pytest.raises(ServecapError, match="drops to zero") as err:
+        _arrays(only_ending)
+    assert err.value.field == "workload.num_requests"

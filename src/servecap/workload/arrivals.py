@@ -23,14 +23,16 @@ def arrival_times(
     *,
     num_requests: int | None,
     duration_s: float | None,
+    strict: bool = True,
 ) -> NDArray[np.float64]:
-    """Arrival times until ``num_requests`` have arrived or ``duration_s`` is reached."""
+    """Arrival times until ``num_requests`` have arrived or ``duration_s`` is reached
+    (``strict``: see :func:`servecap.workload.schedule.schedule_times`)."""
     if num_requests is None and duration_s is None:
         raise ValueError("num_requests or duration_s is required")
     if isinstance(arrival, DiurnalArrival):
         return _diurnal(arrival, rng, num_requests, duration_s)
     if isinstance(arrival, ScheduleArrival):
-        return schedule_times(arrival, rng, num_requests=num_requests, duration_s=duration_s)
+        return schedule_times(arrival, rng, num_requests=num_requests, duration_s=duration_s, strict=strict)
     rate = arrival.rate_per_s
     if num_requests is not None:
         n = num_requests

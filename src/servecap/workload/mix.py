@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from servecap.errors import ServecapError
 from servecap.workload.arrays import RequestArrays
 from servecap.workload.arrivals import arrival_times
 from servecap.workload.dists import AnyDist, sample_tokens
@@ -131,7 +132,10 @@ def _arrivals(
     all_k: list[NDArray[np.int64]] = []
     for arrival, ks, w in streams:
         assert arrival is not None and not isinstance(arrival, TraceArrival)
-        ts = arrival_times(arrival, rng, num_requests=spec.num_requests, duration_s=spec.duration_s)
+        # one stream may end early (a schedule that drops to zero) while the others fill the count
+        ts = arrival_times(
+            arrival, rng, num_requests=spec.num_requests, duration_s=spec.duration_s, strict=len(streams) == 1
+        )
         which = rng.choice(len(ks), size=len(ts), p=w / w.sum())
         all_t.append(ts.astype(np.float64))
         all_k.append(np.asarray(ks, dtype=np.int64)[which])
@@ -139,6 +143,12 @@ def _arrivals(
     pair = np.concatenate(all_k)
     order = np.argsort(times, kind="stable")
     if spec.num_requests is not None:
+        if spec.duration_s is None and len(order) < spec.num_requests:
+            raise ServecapError(
+                "workload.num_requests",
+                spec.num_requests,
+                f"every tenant's rate schedule drops to zero after {len(order)} requests; give duration_s",
+            )
         order = order[: spec.num_requests]
     return times[order], pair[order]
 

@@ -46,8 +46,11 @@ def schedule_times(
     *,
     num_requests: int | None,
     duration_s: float | None,
+    strict: bool = True,
 ) -> NDArray[np.float64]:
-    """Sorted arrival times until ``num_requests`` have arrived or ``duration_s`` is reached."""
+    """Sorted arrival times until ``num_requests`` have arrived or ``duration_s`` is reached.
+    A schedule whose rate drops to zero for good before ``num_requests`` arrivals is an error,
+    unless ``strict`` is False (then it returns the arrivals there are)."""
     if num_requests is None and duration_s is None:
         raise ValueError("num_requests or duration_s is required")
     if duration_s is not None:
@@ -66,6 +69,8 @@ def schedule_times(
         if count >= num_requests:
             break
         if (end_s is not None and t1 >= end_s) or t1 >= _MAX_HORIZON_S:
+            if not strict:
+                break
             raise ServecapError(
                 "workload.num_requests",
                 num_requests,
