@@ -57,6 +57,17 @@ def test_semantic_rates_and_classes() -> None:
     assert c.lookup(Req(0, request_class="chat"), 0.0, rng) is None  # not a cached class
 
 
+def test_per_class_hit_rates() -> None:
+    c = SemanticCache(hit_rate=0.1, class_hit_rates={"faq": 0.6})
+    rng = random.Random(5)
+    faq = sum(c.lookup(Req(i, request_class="faq"), 0.0, rng) is not None for i in range(10_000))
+    chat = sum(c.lookup(Req(i, request_class="chat"), 0.0, rng) is not None for i in range(10_000))
+    assert faq / 10_000 == pytest.approx(0.6, abs=0.02) and chat / 10_000 == pytest.approx(0.1, abs=0.015)
+    with pytest.raises(ServecapError) as err:
+        SemanticCache(hit_rate=0.1, class_hit_rates={"faq": 1.5})
+    assert err.value.field == "gateway.cache.class_hit_rates.faq"
+
+
 def test_semantic_with_an_exact_layer() -> None:
     c = SemanticCache(hit_rate=0.0, exact=ExactCache())
     rng = random.Random(0)

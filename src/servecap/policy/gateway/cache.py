@@ -19,7 +19,7 @@ import bisect
 import math
 import random
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from servecap.errors import ServecapError
@@ -87,7 +87,8 @@ class SemanticCache:
     """Answers a request from a similar earlier one with probability ``hit_rate``; a hit is a
     false hit with probability ``false_hit_rate``. Exact repeats (a ``duplicate_group`` answered
     before) are hits of kind ``exact`` through the embedded :class:`ExactCache`. ``classes``
-    limits the cache to some request classes (None: all)."""
+    limits the cache to some request classes (None: all); ``class_hit_rates`` gives some classes
+    a hit rate of their own (an FAQ class repeats more than a coding class)."""
 
     hit_rate: float
     false_hit_rate: float = 0.0
@@ -95,10 +96,13 @@ class SemanticCache:
     classes: frozenset[str] | None = None
     skip_multi_turn: bool = False
     exact: ExactCache | None = None
+    class_hit_rates: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         _check_rate("gateway.cache.hit_rate", self.hit_rate)
         _check_rate("gateway.cache.false_hit_rate", self.false_hit_rate)
+        for cls, rate in (self.class_hit_rates or {}).items():
+            _check_rate(f"gateway.cache.class_hit_rates.{cls}", rate)
         _check_latency(self.latency_s)
 
     @classmethod
@@ -134,7 +138,11 @@ class SemanticCache:
             hit = self.exact.lookup(req, now_s)
             if hit is not None:
                 return hit
-        if rng.random() >= self.hit_rate:
+        rate = self.hit_rate
+        cls = req.request_class
+        if self.class_hit_rates is not None and cls is not None and cls in self.class_hit_rates:
+            rate = self.class_hit_rates[cls]
+        if rng.random() >= rate:
             return None
         false_hit = rng.random() < self.false_hit_rate
         return CacheHit("semantic", self.latency_s, false_hit=false_hit, stale_risk=multi)

@@ -70,6 +70,7 @@ class SemanticCacheConfig(_Model):
     kind: Literal["semantic"] = "semantic"
     hit_rate: float | None = Field(default=None, ge=0, le=1)
     false_hit_rate: float = Field(default=0.0, ge=0, le=1)
+    class_hit_rates: dict[str, Annotated[float, Field(ge=0, le=1)]] | None = None
     threshold: float | None = None
     curve: list[tuple[float, float, float]] | None = None
     latency_s: float = Field(default=0.02, ge=0)
@@ -263,6 +264,7 @@ def _cache(c: ExactCacheConfig | SemanticCacheConfig | None) -> ExactCache | Sem
         "classes": classes,
         "skip_multi_turn": c.skip_multi_turn,
         "exact": exact,
+        "class_hit_rates": c.class_hit_rates,
     }
     if c.threshold is not None:
         assert c.curve is not None
