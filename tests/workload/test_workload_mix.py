@@ -272,3 +272,19 @@ def test_a_tenant_whose_schedule_ends_does_not_stop_the_others() -> None:
     with pytest.raises(ServecapError, match="drops to zero") as err:
         _arrays(only_ending)
     assert err.value.field == "workload.num_requests"
+
+
+def test_the_expected_rate_of_a_mix() -> None:
+    from servecap.workload import workload_rate
+
+    spec = workload_from_dict(MIX)
+    t = np.array([50.0, 150.0])
+    # the shared 40/s is split 3 : 1 between acme and light; nightly adds 0 before 100 s, 20 after
+    assert workload_rate(spec, t) == pytest.approx([40.0, 60.0])
+    assert workload_rate(spec, t, tenant="acme") == pytest.approx([30.0, 30.0])
+    assert workload_rate(spec, t, tenant="nightly") == pytest.approx([0.0, 20.0])
+    with pytest.raises(ServecapError, match="not a tenant"):
+        workload_rate(spec, t, tenant="nobody")
+    counts = np.bincount(_arrays({**MIX, "num_requests": None, "duration_s": 300.0}).tenant, minlength=3)
+    expected = np.array([30 * 300, 10 * 300, 20 * 200])
+    assert np.all(np.abs(counts - expected) < 5 * np.sqrt(expected))

@@ -11,6 +11,7 @@ from servecap.workload.dists import sample, sample_tokens
 from servecap.workload.generate import RequestArrays, generate_arrays, generate_requests
 from servecap.workload.load import load_workload, workload_from_dict, workload_from_flags
 from servecap.workload.mix import TrafficClass, traffic_classes
+from servecap.workload.rate import arrival_rate, workload_rate
 from servecap.workload.request import RequestSpec, block_keys, prefix_block_keys
 from servecap.workload.schedule import integrated_rate, rate_at
 from servecap.workload.spec import WorkloadSpec
@@ -23,6 +24,7 @@ __all__ = [
     "Trace",
     "TrafficClass",
     "WorkloadSpec",
+    "arrival_rate",
     "block_keys",
     "dist_mean",
     "generate_arrays",
@@ -37,4 +39,5 @@ __all__ = [
     "traffic_classes",
     "workload_from_dict",
     "workload_from_flags",
+    "workload_rate",
 ]
