@@ -154,6 +154,8 @@ def run_simulation(built: Built, *, seed: int, slo: Slo | None, show_progress: b
         return simulate(built.setup, built.workload, rng, slo=slo)
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from servecap.progress import Progress as ProgressEvent
+
     with Progress(
         TextColumn("simulating"),
         BarColumn(),
@@ -164,8 +166,8 @@ def run_simulation(built: Built, *, seed: int, slo: Slo | None, show_progress: b
     ) as bar:
         task = bar.add_task("sim", total=total)
 
-        def tick(done: int, _total: int) -> None:
-            bar.update(task, completed=done)
+        def tick(event: ProgressEvent) -> None:
+            bar.update(task, completed=event.done)
 
         return simulate(built.setup, built.workload, rng, slo=slo, progress=tick)
 
