@@ -1,0 +1,371 @@
+"""The fleet behind the loop's :class:`~servecap.sim.server.Server` seam: replicas of one or more
+pools, a router, per-pool autoscalers, cold starts and failures, all on one simulated clock.
+
+Own events (a heap ordered by ``(time_s, seq)``): a replica becoming ready, a replica crashing,
+an autoscaler decision, a router scrape. :meth:`Fleet.advance_to` handles those due by ``t`` in
+order, first bringing every live replica up to the event's time (so an autoscaler or a scrape
+reads exact gauges, and a replica ready at ``t`` takes the requests arriving at ``t``), then runs
+the replicas to ``t``. Finished requests come back sorted by end time.
+
+Request outcomes (each request ends in exactly one): finished (``error`` None), ``"rejected"``
+or ``"too_long"`` by the replica's engine, ``"replica_failed"`` (its replica crashed and the
+setting, or its retry budget, says fail), ``"no_replica"`` (no replica could ever take it).
+Requests that find no ready replica wait at the router (in arrival order) for the next one to
+become ready; their times count from their arrival.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from bisect import insort
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from servecap.fleet.replica import DRAINING, FAILED, READY, STARTING, STOPPED, Replica, ReplicaSnapshot
+from servecap.fleet.spec import FleetSpec, Pool
+from servecap.policy.autoscalers import TargetTracking
+from servecap.policy.routers import RouteRequest, make_router
+from servecap.policy.view import ReplicaView
+from servecap.results.record import RequestRecord
+from servecap.sim.engine import Engine
+from servecap.sim.server import FinishedRequest
+from servecap.workload.request import RequestSpec, block_keys
+
+_READY, _CRASH, _TICK, _SCRAPE = 0, 1, 2, 3
+_INF = float("inf")
+
+
+class Fleet:
+    def __init__(self, spec: FleetSpec, seed: int) -> None:
+        self.spec = spec
+        self.rng = np.random.default_rng([seed, 0xF1EE7])
+        self.router = make_router(spec.router, random.Random(seed), dict(spec.router_settings))
+        self.replicas: list[Replica] = []
+        self.by_pool: list[list[Replica]] = [[] for _ in spec.pools]
+        self.ready: list[Replica] = []  # routable, by id
+        self.pending: deque[RequestSpec] = deque()  # waiting at the router for a ready replica
+        self.autoscalers: list[TargetTracking | None] = [
+            TargetTracking(p.autoscaler) if p.autoscaler is not None else None for p in spec.pools
+        ]
+        self._events: list[tuple[float, int, int, int]] = []
+        self._seq = 0
+        self.now_s = 0.0  # the time of the last advance_to (the recorder's clock)
+        self._out: list[FinishedRequest] = []
+        self._retries: dict[int, int] = {}
+        self._arrival: dict[int, RequestSpec] = {}  # requests not added at their arrival: original spec
+        self._snapshots: dict[int, ReplicaSnapshot] = {}
+        self._stale = spec.scrape_interval_s > 0 and self.router.needs_state
+        self._block_tokens = spec.pools[0].setup.block_size
+        # the requested GPUs over time, as (time, change): what the bill integrates
+        self.gpu_log: list[tuple[float, int]] = []
+        # rolling TTFT window of the time series and the autoscaler: (first token time, ttft)
+        self.recent_ttft: deque[tuple[float, float]] = deque()
+        self.scale_events: list[tuple[float, str, int, int]] = []  # (time, pool, from, to)
+        self.retried = 0
+        for pi, pool in enumerate(spec.pools):
+            for _ in range(pool.replicas):
+                self._start_replica(pi, 0.0, instant=True)
+            if pool.autoscaler is not None:
+                self._push(pool.autoscaler.interval_s, _TICK, pi)
+            for t in pool.crash_at_s:
+                self._push(t, _CRASH, -1 - pi)  # a ready replica of pool pi, chosen then
+        if self._stale:
+            self._push(spec.scrape_interval_s, _SCRAPE, 0)
+        self._scrape()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _push(self, t_s: float, kind: int, arg: int) -> None:
+        heapq.heappush(self._events, (t_s, self._seq, kind, arg))
+        self._seq += 1
+
+    def _start_replica(self, pi: int, now_s: float, *, instant: bool = False) -> Replica:
+        pool = self.spec.pools[pi]
+        r = Replica(len(self.replicas), pool.name, pi, Engine(pool.setup), now_s)
+        self.replicas.append(r)
+        self.by_pool[pi].append(r)
+        self.gpu_log.append((now_s, pool.gpus_per_replica))
+        if instant:
+            self._become_ready(r, now_s)
+        else:
+            self._push(now_s + self.cold_start_s(pool), _READY, r.replica_id)
+        return r
+
+    def cold_start_s(self, pool: Pool) -> float:
+        """One draw of the pool's cold start: the phases' sum (see :mod:`servecap.fleet.spec`)."""
+        cs = pool.cold_start
+        total = pool.weights_bytes / cs.load_bandwidth_bytes_s if math.isfinite(cs.load_bandwidth_bytes_s) else 0.0
+        for _, phase in cs.phases():
+            if phase.mean_s <= 0:
+                continue
+            if phase.cv <= 0:
+                total += phase.mean_s
+            else:
+                mu, sigma = phase.log_params()
+                total += float(self.rng.lognormal(mu, sigma))
+        return total
+
+    def _become_ready(self, r: Replica, now_s: float) -> None:
+        r.state = READY
+        r.ready_s = now_s
+        r.t_last_s = now_s
+        insort(self.ready, r, key=lambda x: x.replica_id)
+        self._snapshots[r.replica_id] = ReplicaSnapshot.of(r)
+        pool = self.spec.pools[r.pool_index]
+        if pool.mtbf_s is not None:
+            self._push(now_s + float(self.rng.exponential(pool.mtbf_s)), _CRASH, r.replica_id)
+        while self.pending and self.ready:
+            self._route(self.pending.popleft(), now_s)
+
+    def _leave(self, r: Replica) -> None:
+        if r in self.ready:
+            self.ready.remove(r)
+        self._snapshots.pop(r.replica_id, None)
+        self.router.forget(r.replica_id)
+
+    def _stop(self, r: Replica, t_s: float, state: str) -> list[tuple[RequestSpec, float]]:
+        self._leave(r)
+        self.gpu_log.append((t_s, -self.spec.pools[r.pool_index].gpus_per_replica))
+        return r.close(t_s, state)
+
+    def _crash(self, r: Replica, t_s: float) -> None:
+        if r.state not in (READY, DRAINING):
+            return
+        pool_index = r.pool_index
+        for spec, _ in self._stop(r, t_s, FAILED):
+            original = self._arrival.get(spec.request_id, spec)
+            tries = self._retries.get(spec.request_id, 0)
+            if self.spec.on_failure == "retry" and tries < self.spec.max_retries:
+                self._retries[spec.request_id] = tries + 1
+                self.retried += 1
+                self._arrival.setdefault(spec.request_id, original)
+                self._route(spec, t_s)
+            else:
+                self._fail(original, "replica_failed")
+        self._start_replica(pool_index, t_s)  # the deployment controller replaces it
+
+    def _fail(self, spec: RequestSpec, error: str) -> None:
+        original = self._arrival.pop(spec.request_id, spec)
+        self._out.append(
+            RequestRecord(
+                request_id=spec.request_id,
+                arrival_s=original.arrival_s,
+                prompt_tokens=spec.prompt_tokens,
+                output_tokens=spec.output_tokens,
+                error=error,
+                user_id=spec.user_id,
+                turn=spec.turn,
+            )
+        )
+
+    # -- routing --------------------------------------------------------------------------------
+
+    def _views(self) -> Sequence[ReplicaView]:
+        if self._stale:
+            return [self._snapshots[r.replica_id] for r in self.ready]
+        return self.ready
+
+    def _route(self, spec: RequestSpec, now_s: float) -> bool:
+        if not self.ready:
+            if self._can_get_replica():
+                if spec.arrival_s != now_s or spec.request_id in self._retries:
+                    self._arrival.setdefault(spec.request_id, spec)
+                self.pending.append(spec)
+                return True
+            self._fail(spec, "no_replica")
+            return True
+        keys = None
+        if self.router.uses_prefix and spec.prefix_group is not None:
+            keys = block_keys(
+                prefix_group=spec.prefix_group,
+                prefix_tokens=spec.prefix_tokens,
+                conversation_id=spec.conversation_id,
+                total_tokens=spec.total_tokens,
+                block_size=self._block_tokens,
+            )
+        session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
+        req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, self._block_tokens)
+        i = self.router.choose(req, self._views(), now_s)
+        r = self.ready[i]
+        if now_s != spec.arrival_s:
+            self._arrival.setdefault(spec.request_id, spec)
+            spec = RequestSpec(
+                spec.request_id,
+                now_s,
+                spec.prompt_tokens,
+                spec.output_tokens,
+                spec.prefix_group,
+                spec.prefix_tokens,
+                spec.user_id,
+                spec.turn,
+                spec.history_tokens,
+                spec.conversation_id,
+                spec.priority,
+            )
+        if r.add(spec, now_s):
+            return True
+        for rec in r.take_refused():
+            self._out.append(self._record(rec, spec))
+        return False
+
+    def _can_get_replica(self) -> bool:
+        return any(r.state == STARTING for r in self.replicas) or any(a is not None for a in self.autoscalers)
+
+    # -- the server seam ------------------------------------------------------------------------
+
+    def add(self, request: RequestSpec, now_s: float) -> bool:
+        return self._route(request, now_s)
+
+    def next_event_s(self) -> float:
+        t = self._events[0][0] if self._events else _INF
+        for r in self.ready:
+            t = min(t, r.server.next_event_s())
+        return t
+
+    def has_work(self) -> bool:
+        if self.pending:
+            return True
+        return any(r.state in (READY, DRAINING) and r.has_work() for r in self.replicas)
+
+    def take_finished(self) -> Sequence[FinishedRequest]:
+        out = self._out
+        if out:
+            self._out = []
+            out.sort(key=_end_key)
+        return out
+
+    def advance_to(self, t_s: float) -> None:
+        ev = self._events
+        while ev and ev[0][0] <= t_s:
+            te = ev[0][0]
+            self._advance_replicas(te)
+            _, _, kind, arg = heapq.heappop(ev)
+            if kind == _READY:
+                r = self.replicas[arg]
+                if r.state == STARTING:
+                    self._become_ready(r, te)
+            elif kind == _CRASH:
+                if arg >= 0:
+                    self._crash(self.replicas[arg], te)
+                else:
+                    live = [r for r in self.by_pool[-1 - arg] if r.state == READY]
+                    if live:
+                        self._crash(live[0], te)
+            elif kind == _TICK:
+                self._autoscale(arg, te)
+            else:
+                self._scrape()
+                self._push(te + self.spec.scrape_interval_s, _SCRAPE, 0)
+        self._advance_replicas(t_s)
+        self.now_s = t_s
+
+    def _advance_replicas(self, t_s: float) -> None:
+        for r in self.replicas:
+            if r.state != READY and r.state != DRAINING:
+                continue
+            for rec, spec, _ in r.advance(t_s):
+                self._out.append(self._record(rec, spec))
+            if r.state == DRAINING and not r.has_work():
+                assert r.drain_s is not None
+                self._stop(r, max(r.drain_s, r.last_finish_s), STOPPED)
+
+    def _record(self, rec: FinishedRequest, spec: RequestSpec) -> FinishedRequest:
+        first = rec.first_token_s
+        if first is not None:
+            original = self._arrival.get(rec.request_id, spec)
+            self.recent_ttft.append((first, first - original.arrival_s))
+        original_spec = self._arrival.pop(rec.request_id, None)
+        if original_spec is None:
+            return rec
+        shift = spec.arrival_s - original_spec.arrival_s
+        queue = rec.queue_time_s
+        return RequestRecord(
+            request_id=rec.request_id,
+            arrival_s=original_spec.arrival_s,
+            prompt_tokens=spec.prompt_tokens,
+            output_tokens=spec.output_tokens,
+            first_token_s=first,
+            end_s=rec.end_s,
+            cached_prompt_tokens=rec.cached_prompt_tokens,
+            preemptions=rec.preemptions,
+            queue_time_s=None if queue is None else queue + shift,
+            error=rec.error,
+            user_id=spec.user_id,
+            turn=spec.turn,
+        )
+
+    def _scrape(self) -> None:
+        self._snapshots = {r.replica_id: ReplicaSnapshot.of(r) for r in self.ready}
+
+    # -- autoscaling ----------------------------------------------------------------------------
+
+    def p99_ttft_s(self, now_s: float, window_s: float) -> float:
+        """p99 TTFT of the requests whose first token came in the last ``window_s``."""
+        q = self.recent_ttft
+        while q and q[0][0] < now_s - max(window_s, self.spec.ttft_window_s):
+            q.popleft()
+        vals = [v for t, v in q if t >= now_s - window_s]
+        return float(np.percentile(vals, 99)) if vals else 0.0
+
+    def signal(self, pi: int, name: str, now_s: float, window_s: float) -> float:
+        live = [r for r in self.by_pool[pi] if r.state == READY]
+        pending = len(self.pending)
+        if name == "num_requests_waiting":
+            return float(sum(r.num_waiting for r in live) + pending)
+        if name == "inflight":
+            return float(sum(r.num_waiting + r.num_running for r in live) + pending)
+        if name == "kv_usage":
+            return sum(r.kv_usage for r in live) / len(live) if live else (1.0 if pending else 0.0)
+        return self.p99_ttft_s(now_s, window_s)
+
+    def _autoscale(self, pi: int, now_s: float) -> None:
+        scaler = self.autoscalers[pi]
+        assert scaler is not None
+        s = scaler.settings
+        self._push(now_s + s.interval_s, _TICK, pi)
+        members = [r for r in self.by_pool[pi] if r.state in (STARTING, READY)]
+        current = len(members)
+        desired = scaler.decide(now_s, current, self.signal(pi, s.signal, now_s, s.window_s))
+        if desired == 0 and self.pending:
+            desired = 1  # KEDA's activation: any waiting work brings a pool up from zero
+        if desired == current:
+            return
+        self.scale_events.append((now_s, self.spec.pools[pi].name, current, desired))
+        if desired > current:
+            for _ in range(desired - current):
+                self._start_replica(pi, now_s)
+            return
+        # scale down: cancel starting replicas first (newest first), then drain the least loaded
+        n = current - desired
+        starting = sorted((r for r in members if r.state == STARTING), key=lambda r: -r.replica_id)
+        for r in starting[:n]:
+            self._stop(r, now_s, STOPPED)
+        n -= min(n, len(starting))
+        ready = sorted(
+            (r for r in members if r.state == READY), key=lambda r: (r.num_waiting + r.num_running, -r.replica_id)
+        )
+        for r in ready[:n]:
+            self._leave(r)
+            r.state = DRAINING
+            r.drain_s = now_s
+            if not r.has_work():
+                self._stop(r, now_s, STOPPED)
+
+    # -- gauges ---------------------------------------------------------------------------------
+
+    def gauges(self) -> tuple[float, int, int]:
+        live = self.ready
+        kv = sum(r.kv_usage for r in live) / len(live) if live else 0.0
+        return kv, sum(r.num_waiting for r in live) + len(self.pending), sum(r.num_running for r in live)
+
+    def count(self, state: str) -> int:
+        return sum(1 for r in self.replicas if r.state == state)
+
+
+def _end_key(r: FinishedRequest) -> float:
+    e = r.end_s
+    return -1.0 if e is None else e
