@@ -40,8 +40,12 @@ _INF = float("inf")
 
 
 class Fleet:
-    def __init__(self, spec: FleetSpec, seed: int) -> None:
+    def __init__(self, spec: FleetSpec, seed: int, *, ordered: bool = False) -> None:
         self.spec = spec
+        # ordered: return right after the first step that finished requests, as the seam asks
+        # (a closed-loop source schedules the next turn from it); exact for one replica, and
+        # within one step of each replica's clock for several
+        self.ordered = ordered
         self.rng = np.random.default_rng([seed, 0xF1EE7])
         self.router = make_router(spec.router, random.Random(seed), dict(spec.router_settings))
         self.replicas: list[Replica] = []
@@ -242,7 +246,8 @@ class Fleet:
         ev = self._events
         while ev and ev[0][0] <= t_s:
             te = ev[0][0]
-            self._advance_replicas(te)
+            if self._advance_replicas(te):
+                return
             _, _, kind, arg = heapq.heappop(ev)
             if kind == _READY:
                 r = self.replicas[arg]
@@ -260,18 +265,26 @@ class Fleet:
             else:
                 self._scrape()
                 self._push(te + self.spec.scrape_interval_s, _SCRAPE, 0)
-        self._advance_replicas(t_s)
+        if self._advance_replicas(t_s):
+            return
         self.now_s = t_s
 
-    def _advance_replicas(self, t_s: float) -> None:
+    def _advance_replicas(self, t_s: float) -> bool:
+        """Bring the live replicas up to ``t_s``; True when ``ordered`` stopped at a finish."""
+        early = self.ordered
+        stopped = False
         for r in self.replicas:
             if r.state != READY and r.state != DRAINING:
                 continue
-            for rec, spec, _ in r.advance(t_s):
+            done = r.advance(t_s, early=early)
+            for rec, spec, _ in done:
                 self._out.append(self._record(rec, spec))
-            if r.state == DRAINING and not r.has_work():
+            if done and early:
+                stopped = True
+            elif r.state == DRAINING and not r.has_work():
                 assert r.drain_s is not None
                 self._stop(r, max(r.drain_s, r.last_finish_s), STOPPED)
+        return stopped
 
     def _record(self, rec: FinishedRequest, spec: RequestSpec) -> FinishedRequest:
         first = rec.first_token_s

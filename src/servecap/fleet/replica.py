@@ -83,9 +83,10 @@ class Replica:
             self.routed += 1
         return ok
 
-    def advance(self, t_s: float) -> list[tuple[FinishedRequest, RequestSpec, float]]:
+    def advance(self, t_s: float, *, early: bool = False) -> list[tuple[FinishedRequest, RequestSpec, float]]:
         """Run the engine up to ``t_s`` (the seam's tie rule); the requests that finished, in
-        the order they finished, with their specs and the time they were added here."""
+        the order they finished, with their specs and the time they were added here. With
+        ``early``, stop right after the first step that finished requests (the seam's rule)."""
         server = self.server
         out: list[tuple[FinishedRequest, RequestSpec, float]] = []
         while True:
@@ -103,6 +104,8 @@ class Replica:
                 self.served_ids.append(r.request_id)
                 self.last_finish_s = end
                 out.append((r, spec, added))
+            if early:
+                return out
 
     def take_refused(self) -> Sequence[FinishedRequest]:
         return self.server.take_finished()

@@ -157,7 +157,7 @@ def simulate_fleet(
         raise ServecapError("workload", type(workload).__name__, "a WorkloadSpec or drawn RequestArrays")
     if isinstance(source, OpenLoopSource):
         horizon = source.arrival_s[-1] if source.arrival_s else 0.0
-    server = Fleet(fleet, seed)
+    server = Fleet(fleet, seed, ordered=isinstance(source, ClosedLoopSource))
     recorder = _Recorder(server)
     dt = fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
     observer = Observer(recorder, dt, progress=progress, expected_requests=source.expected_requests())
