@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -16,7 +16,7 @@ from servecap.specs import RequestShape
 from servecap.workload import RequestArrays, WorkloadSpec, workload_from_flags
 
 
-@lru_cache(maxsize=None)
+@cache
 def setup_8b(kv_cache_memory_bytes: int | None = None, max_num_seqs: int | None = None) -> EngineSetup:
     kw: dict[str, Any] = {"max_model_len": 8192}
     if kv_cache_memory_bytes is not None:
@@ -28,7 +28,15 @@ def setup_8b(kv_cache_memory_bytes: int | None = None, max_num_seqs: int | None 
 
 
 def fleet(replicas: int = 4, router: str = "round-robin", setup: EngineSetup | None = None, **kw: Any) -> FleetSpec:
-    pool_keys = ("autoscaler", "cold_start", "mtbf_s", "crash_at_s", "price_per_gpu_hour", "weights_bytes", "gpus_per_replica")
+    pool_keys = (
+        "autoscaler",
+        "cold_start",
+        "mtbf_s",
+        "crash_at_s",
+        "price_per_gpu_hour",
+        "weights_bytes",
+        "gpus_per_replica",
+    )
     pool_kw = {k: kw.pop(k) for k in list(kw) if k in pool_keys}
     pool_kw.setdefault("cold_start", INSTANT)
     pool = Pool("main", setup or setup_8b(), replicas=replicas, **pool_kw)
@@ -40,7 +48,15 @@ def open_loop(rate: float, n: int, prompt: int = 512, output: int = 128, **kw: A
 
 
 def prefix_arrays(
-    n: int, rate: float, groups: int, prefix_tokens: int, new_tokens: int, output_tokens: int, *, hot: float = 0.0, seed: int = 0
+    n: int,
+    rate: float,
+    groups: int,
+    prefix_tokens: int,
+    new_tokens: int,
+    output_tokens: int,
+    *,
+    hot: float = 0.0,
+    seed: int = 0,
 ) -> RequestArrays:
     """Poisson arrivals; every request starts with one of ``groups`` shared prefixes (uniform,
     or group 0 with probability ``hot`` and uniform otherwise)."""

@@ -54,7 +54,9 @@ def _scaled(cold_s: float, schedule: tuple[tuple[float, int], ...] = ()) -> Flee
     arr = step_arrays(5, 40, 150, 250)
     cold = ColdStart(Phase(cold_s), Phase(0.0), float("inf"), Phase(0.0), Phase(0.0))
     auto = AutoscalerSettings(target=5, interval_s=10, min_replicas=1, max_replicas=8, schedule=schedule)
-    return simulate_fleet(fleet(1, "least-outstanding", setup_8b(max_num_seqs=8), autoscaler=auto, cold_start=cold), arr, 1)
+    return simulate_fleet(
+        fleet(1, "least-outstanding", setup_8b(max_num_seqs=8), autoscaler=auto, cold_start=cold), arr, 1
+    )
 
 
 def test_longer_cold_start_longer_violation_window_and_scale_ahead_shortens_it() -> None:

@@ -119,7 +119,7 @@ class Replica:
         self.state = state
         self.stopped_s = t_s
         left = list(self.inflight.values())
-        for spec, added in left:
+        for _, added in left:
             self.sojourn_s += t_s - added
         self.inflight.clear()
         return left
@@ -148,9 +148,7 @@ class ReplicaSnapshot:
 
     @classmethod
     def of(cls, r: Replica) -> ReplicaSnapshot:
-        return cls(
-            r, r.replica_id, r.pool, r.is_ready, r.num_waiting, r.num_running, r.num_inflight_tokens, r.kv_usage
-        )
+        return cls(r, r.replica_id, r.pool, r.is_ready, r.num_waiting, r.num_running, r.num_inflight_tokens, r.kv_usage)
 
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         return self.replica.prefix_hit_blocks(block_keys)

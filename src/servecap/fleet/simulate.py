@@ -227,7 +227,9 @@ def _result(
         billed = r.billed_s(horizon)
         gpu_s += billed * pool.gpus_per_replica
         cost += billed / 3600.0 * pool.gpus_per_replica * pool.price_per_gpu_hour
-        ready_span = ((r.stopped_s if r.stopped_s is not None else horizon) - r.ready_s) if r.ready_s is not None else 0.0
+        ready_span = (
+            ((r.stopped_s if r.stopped_s is not None else horizon) - r.ready_s) if r.ready_s is not None else 0.0
+        )
         es = r.engine.stats
         stats.append(
             ReplicaStats(

@@ -124,7 +124,9 @@ class FleetSpec:
         if self.router not in ROUTERS:
             from servecap.errors import did_you_mean
 
-            raise ServecapError("router", self.router, f"one of {', '.join(ROUTERS)}" + did_you_mean(self.router, ROUTERS))
+            raise ServecapError(
+                "router", self.router, f"one of {', '.join(ROUTERS)}" + did_you_mean(self.router, ROUTERS)
+            )
         if self.scrape_interval_s < 0:
             raise ServecapError("scrape_interval_s", self.scrape_interval_s, "must be >= 0")
         if self.on_failure not in ("retry", "fail"):

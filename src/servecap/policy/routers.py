@@ -339,8 +339,10 @@ def make_router(name: str, rng: random.Random, settings: dict[str, float | int |
     """The router registered as ``name`` with ``settings`` (its constructor's keywords)."""
     cls = ROUTERS.get(name)
     if cls is None:
-        raise ServecapError("router", name, f"unknown router; one of {', '.join(ROUTERS)}" + did_you_mean(name, ROUTERS))
+        raise ServecapError(
+            "router", name, f"unknown router; one of {', '.join(ROUTERS)}" + did_you_mean(name, ROUTERS)
+        )
     try:
-        return cls(rng, **(settings or {}))  # type: ignore[arg-type]
+        return cls(rng, **(settings or {}))
     except TypeError as e:
         raise ServecapError("router_settings", dict(settings or {}), f"not settings of {name}: {e}") from None
