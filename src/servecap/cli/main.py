@@ -50,6 +50,8 @@ COMMANDS: Mapping[str, LazyCommand] = {
     "accuracy": LazyCommand("servecap.cli.accuracy_cmd:accuracy",
                             "Measured vs predicted, per metric, with the error (prediction: `servecap simulate` of the "
                             "run's workload, seed and deployment, optionally with a calibration)."),
+    "fleet": LazyCommand("servecap.cli.fleet_cmd:fleet_group",
+                         "Simulate a fleet of replicas behind a router and an autoscaler."),
     "runs": LazyCommand("servecap.cli.runs_cmd:runs", "Stored bench runs: list (default), show, export, delete."),
 }
 
