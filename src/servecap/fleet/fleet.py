@@ -56,6 +56,7 @@ class Fleet:
             TargetTracking(p.autoscaler) if p.autoscaler is not None else None for p in spec.pools
         ]
         self._events: list[tuple[float, int, int, int]] = []
+        self._due: list[tuple[float, int, int]] = []  # (next own event, version, replica id)
         self._seq = 0
         self.now_s = 0.0  # the time of the last advance_to (the recorder's clock)
         self._out: list[FinishedRequest] = []
@@ -68,6 +69,7 @@ class Fleet:
         self.gpu_log: list[tuple[float, int]] = []
         # rolling TTFT window of the time series and the autoscaler: (first token time, ttft)
         self.recent_ttft: deque[tuple[float, float]] = deque()
+        self._track_ttft = any(p.autoscaler is not None and p.autoscaler.signal == "p99_ttft_s" for p in spec.pools)
         self.scale_events: list[tuple[float, str, int, int]] = []  # (time, pool, from, to)
         self.retried = 0
         for pi, pool in enumerate(spec.pools):
@@ -211,6 +213,7 @@ class Fleet:
                 spec.priority,
             )
         if r.add(spec, now_s):
+            self._schedule(r)
             return True
         for rec in r.take_refused():
             self._out.append(self._record(rec, spec))
@@ -226,9 +229,18 @@ class Fleet:
 
     def next_event_s(self) -> float:
         t = self._events[0][0] if self._events else _INF
-        for r in self.ready:
-            t = min(t, r.server.next_event_s())
-        return t
+        due = self._due
+        while due and due[0][1] != self.replicas[due[0][2]].version:
+            heapq.heappop(due)
+        return min(t, due[0][0]) if due else t
+
+    def _schedule(self, r: Replica) -> None:
+        """(Re)file the replica under the time of its next own event (lazy deletion: an entry
+        whose version is not the replica's current one is stale)."""
+        r.version += 1
+        t = r.server.next_event_s()
+        if t < _INF:
+            heapq.heappush(self._due, (t, r.version, r.replica_id))
 
     def has_work(self) -> bool:
         if self.pending:
@@ -270,25 +282,37 @@ class Fleet:
         self.now_s = t_s
 
     def _advance_replicas(self, t_s: float) -> bool:
-        """Bring the live replicas up to ``t_s``; True when ``ordered`` stopped at a finish."""
+        """Bring the replicas whose next event is due by ``t_s`` up to ``t_s`` (the others have
+        nothing to do before it: their state is exact as it stands); True when ``ordered``
+        stopped right after a finish."""
+        due = self._due
+        replicas = self.replicas
+        batch: list[Replica] = []
+        while due and due[0][0] <= t_s:
+            _, version, rid = heapq.heappop(due)
+            r = replicas[rid]
+            if version == r.version and (r.state == READY or r.state == DRAINING):
+                batch.append(r)
         early = self.ordered
-        stopped = False
-        for r in self.replicas:
-            if r.state != READY and r.state != DRAINING:
-                continue
+        out = self._out
+        for i, r in enumerate(batch):
             done = r.advance(t_s, early=early)
             for rec, spec, _ in done:
-                self._out.append(self._record(rec, spec))
-            if done and early:
-                stopped = True
-            elif r.state == DRAINING and not r.has_work():
+                out.append(self._record(rec, spec))
+            if r.state == DRAINING and not r.has_work():
                 assert r.drain_s is not None
                 self._stop(r, max(r.drain_s, r.last_finish_s), STOPPED)
-        return stopped
+            else:
+                self._schedule(r)
+            if done and early:
+                for rest in batch[i + 1 :]:  # not advanced: file them again as they were
+                    heapq.heappush(due, (rest.server.next_event_s(), rest.version, rest.replica_id))
+                return True
+        return False
 
     def _record(self, rec: FinishedRequest, spec: RequestSpec) -> FinishedRequest:
         first = rec.first_token_s
-        if first is not None:
+        if first is not None and self._track_ttft:
             original = self._arrival.get(rec.request_id, spec)
             self.recent_ttft.append((first, first - original.arrival_s))
         original_spec = self._arrival.pop(rec.request_id, None)
@@ -319,7 +343,7 @@ class Fleet:
     def p99_ttft_s(self, now_s: float, window_s: float) -> float:
         """p99 TTFT of the requests whose first token came in the last ``window_s``."""
         q = self.recent_ttft
-        while q and q[0][0] < now_s - max(window_s, self.spec.ttft_window_s):
+        while q and q[0][0] < now_s - window_s:
             q.popleft()
         vals = [v for t, v in q if t >= now_s - window_s]
         return float(np.percentile(vals, 99)) if vals else 0.0

@@ -112,7 +112,6 @@ class _Recorder:
         self.rate: list[float] = []
         self.ready: list[int] = []
         self.starting: list[int] = []
-        self.p99: list[float] = []
         self._last_t = 0.0
         self._last_arrivals = 0
 
@@ -128,7 +127,6 @@ class _Recorder:
         self.t.append(t)
         self.ready.append(f.count("ready"))
         self.starting.append(f.count("starting"))
-        self.p99.append(f.p99_ttft_s(t, f.spec.ttft_window_s))
         return f.gauges()
 
 
@@ -265,7 +263,7 @@ def _result(
         queue_depth=tuple(observer.ts_waiting),
         running=tuple(observer.ts_running),
         kv_usage=tuple(observer.ts_kv),
-        p99_ttft_s=tuple(recorder.p99),
+        p99_ttft_s=rolling_p99(first - arrival, first, recorder.t, spec.ttft_window_s),
     )
     area = sum(r.area_s for r in fleet.replicas)
     return FleetResult(
@@ -297,3 +295,20 @@ def requested_gpu_seconds(gpu_log: Sequence[tuple[float, int]], horizon_s: float
         level += d
         t_prev = t
     return total + level * (horizon_s - t_prev)
+
+
+def rolling_p99(
+    ttft_s: np.ndarray, first_token_s: np.ndarray, times_s: Sequence[float], window_s: float
+) -> tuple[float, ...]:
+    """At each time t, the p99 TTFT of the requests whose first token came in ``(t - window_s, t]``
+    (0 when none did)."""
+    ok = np.isfinite(first_token_s)
+    order = np.argsort(first_token_s[ok], kind="stable")
+    ft = first_token_s[ok][order]
+    vals = ttft_s[ok][order]
+    out = []
+    for t in times_s:
+        lo = int(np.searchsorted(ft, t - window_s, side="right"))
+        hi = int(np.searchsorted(ft, t, side="right"))
+        out.append(float(np.percentile(vals[lo:hi], 99)) if hi > lo else 0.0)
+    return tuple(out)
