@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
-from servecap.sim.server import FinishedRequest
-from servecap.workload.request import RequestSpec, block_keys
+from servecap.sim.server import ArrivingRequest, FinishedRequest
+from servecap.workload.request import block_keys
 
 _INF = float("inf")
 
@@ -37,7 +37,7 @@ class EngineServer:
         self._start_s = 0.0  # when idle: the earliest time the next step may start
         self._out: list[FinishedRequest] = []
 
-    def add(self, request: RequestSpec, now_s: float) -> bool:
+    def add(self, request: ArrivingRequest, now_s: float) -> bool:
         total = request.prompt_tokens + request.output_tokens
         if total > self._max_model_len:
             self._refuse(request, "too_long")
@@ -61,7 +61,7 @@ class EngineServer:
             self._start_s = now_s
         return True
 
-    def _refuse(self, request: RequestSpec, error: str) -> None:
+    def _refuse(self, request: ArrivingRequest, error: str) -> None:
         self._out.append(
             RequestRecord(
                 request_id=request.request_id,
