@@ -17,6 +17,7 @@ from servecap.results import RequestRecord, Slo
 from servecap.sim import EngineSetup, SimResult
 from servecap.sim.engine import Engine
 from servecap.sim.observer import Observer
+from servecap.sim.server import ArrivingRequest
 from servecap.sim.simulate import _arrays_from_specs, engine_gauges, sim_result
 from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, TrafficSource
 from servecap.workload import ClosedLoopUsers, RequestArrays, RequestSpec, WorkloadSpec, block_keys, generate_arrays
@@ -91,7 +92,7 @@ def reference_simulate(
     return sim_result(setup, engine, source, obs, slo)
 
 
-def _add(engine: Engine, spec: RequestSpec, t: float) -> str | None:
+def _add(engine: Engine, spec: ArrivingRequest, t: float) -> str | None:
     total = spec.prompt_tokens + spec.output_tokens
     if total > engine.setup.max_model_len:
         return "too_long"

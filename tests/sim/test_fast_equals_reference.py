@@ -36,6 +36,10 @@ def _both(setup: EngineSetup, w: WorkloadSpec, seed: int, **kw: Any) -> tuple[Si
     assert fast.token_times_s == ref.token_times_s
     for name in ("horizon_s", "steps", "events", "mean_in_system", "mean_running", "admitted"):
         assert getattr(fast, name) == getattr(ref, name), name
+    # and the same loop taking every step on its own (no runs of decode-only steps)
+    steps = simulate(setup, w, np.random.default_rng(seed), fast_forward=False, **kw)
+    assert steps.decode_runs == 0
+    assert steps.records() == fast.records() and steps.summary == fast.summary and steps.engine == fast.engine
     return fast, ref
 
 

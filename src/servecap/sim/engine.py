@@ -62,6 +62,8 @@ from servecap.sim.setup import EngineSetup, prefix_caching_supported
 from servecap.sim.step_time import StepTimeModel
 from servecap.specs.model import AttentionKind
 
+_NO_IDS: list[int] = []
+
 __all__ = ["DECODING", "DONE", "PREFILLING", "WAITING", "Engine", "EngineRequest", "EngineStats", "StepOutcome"]
 
 
@@ -562,9 +564,9 @@ class Engine:
         end = now + dur
 
         # 4. apply: decodes advance and finish, prefills progress
-        first_ids: list[int] = []
-        decoded_ids: list[int] = list(decoding) if want_ids else []
-        finished_ids: list[int] = []
+        first_ids = decoded_ids = finished_ids = _NO_IDS  # appended to only when want_ids
+        if want_ids:
+            first_ids, decoded_ids, finished_ids = [], list(decoding), []
         if B:
             self._decode_step = step = step + 1
             self.itl_durations.append(dur)

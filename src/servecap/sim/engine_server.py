@@ -6,7 +6,7 @@ request arriving at that instant was added. :meth:`EngineServer.advance_to` runs
 tight loop up to the time the loop asks for, returning after each step that finished requests.
 With ``decode_runs`` a step that would be one of a run of decode-only steps with an unchanging
 batch starts the whole run instead (:meth:`Engine.advance_decode_run`, bounded by the time asked
-for): identical results, fewer iterations.
+for) when the time asked for is more than three steps away: identical results, fewer iterations.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
-from servecap.sim.server import FinishedRequest
-from servecap.workload.request import RequestSpec, block_keys
+from servecap.sim.server import ArrivingRequest, FinishedRequest
+from servecap.workload.request import block_keys
 
 _INF = float("inf")
 
@@ -36,8 +36,9 @@ class EngineServer:
         self._end_s = 0.0  # ... ending then
         self._start_s = 0.0  # when idle: the earliest time the next step may start
         self._out: list[FinishedRequest] = []
+        self._step_s = 0.0  # the last single step's duration
 
-    def add(self, request: RequestSpec, now_s: float) -> bool:
+    def add(self, request: ArrivingRequest, now_s: float) -> bool:
         total = request.prompt_tokens + request.output_tokens
         if total > self._max_model_len:
             self._refuse(request, "too_long")
@@ -61,7 +62,7 @@ class EngineServer:
             self._start_s = now_s
         return True
 
-    def _refuse(self, request: RequestSpec, error: str) -> None:
+    def _refuse(self, request: ArrivingRequest, error: str) -> None:
         self._out.append(
             RequestRecord(
                 request_id=request.request_id,
@@ -107,7 +108,8 @@ class EngineServer:
             start = self._start_s
             if start >= t_s or not engine.has_work():
                 return
-            if self.decode_runs and engine.can_fast_forward():
+            # a run pays off when it can be a few steps long (the results are the same either way)
+            if self.decode_runs and t_s - start > 3.0 * self._step_s and engine.can_fast_forward():
                 k, end = engine.advance_decode_run(start, t_s)
                 if k:
                     self.num_decode_runs += 1
@@ -117,4 +119,5 @@ class EngineServer:
             end = engine.run_step(start)
             if end <= start:
                 raise RuntimeError("the engine has work but scheduled nothing")  # a bug, not input
+            self._step_s = end - start
             self._busy, self._end_s = True, end

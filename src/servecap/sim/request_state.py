@@ -107,3 +107,8 @@ class RequestState:
     def cached_tokens(self) -> int:
         """``cached_prompt_tokens`` under the name the emulator's adapter reads."""
         return self.cached_prompt_tokens
+
+    @property
+    def sched_s(self) -> float | None:
+        """``scheduled_s`` under the name the emulator's adapter reads."""
+        return self.scheduled_s

@@ -12,6 +12,11 @@ Ties at one instant: every request arriving at ``t`` is added before any work *s
 handled by ``advance_to(t)`` — so requests arriving at the very instant a step ends are seen by
 the next step, as in vLLM.
 
+Arriving requests are handed over as :class:`ArrivingRequest` values — anything with
+:class:`~servecap.workload.RequestSpec`'s read-only fields: a ``RequestSpec`` itself (closed-loop
+turns), or the open-loop source's lighter objects (building a frozen dataclass per request cost
+more than simulating it).
+
 Finished requests come back from :meth:`Server.take_finished` as :class:`FinishedRequest`
 values — anything with those read-only attributes: the engine's own request objects (no copy
 per request), or :class:`~servecap.results.record.RequestRecord` — so a closed-loop traffic
@@ -23,7 +28,45 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from servecap.workload.request import RequestSpec
+
+class ArrivingRequest(Protocol):
+    """What a server reads of an arriving request (the fields of ``RequestSpec``)."""
+
+    @property
+    def request_id(self) -> int: ...
+
+    @property
+    def arrival_s(self) -> float: ...
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
+
+    @property
+    def prefix_group(self) -> int | None: ...
+
+    @property
+    def prefix_tokens(self) -> int: ...
+
+    @property
+    def user_id(self) -> int | None: ...
+
+    @property
+    def turn(self) -> int: ...
+
+    @property
+    def history_tokens(self) -> int: ...
+
+    @property
+    def conversation_id(self) -> int | None: ...
+
+    @property
+    def priority(self) -> int: ...
+
+    @property
+    def total_tokens(self) -> int: ...
 
 
 class FinishedRequest(Protocol):
@@ -61,7 +104,7 @@ class FinishedRequest(Protocol):
 class Server(Protocol):
     """Anything the event loop can drive on a simulated clock."""
 
-    def add(self, request: RequestSpec, now_s: float) -> bool:
+    def add(self, request: ArrivingRequest, now_s: float) -> bool:
         """Accept ``request`` arriving at ``now_s``; False when it was refused at the door (its
         record, with the reason in ``error``, comes back from the next :meth:`take_finished`)."""
         ...

@@ -15,9 +15,58 @@ from __future__ import annotations
 
 import heapq
 
+from servecap.sim.server import ArrivingRequest
 from servecap.workload import ClosedLoopUsers, RequestArrays, RequestSpec
 
 _INF = float("inf")
+
+
+class OpenLoopRequest:
+    """An open-loop arrival: :class:`~servecap.workload.RequestSpec`'s fields (the server seam's
+    :class:`~servecap.sim.server.ArrivingRequest`) in a plain class, several times cheaper to
+    build than the frozen dataclass."""
+
+    __slots__ = ("arrival_s", "output_tokens", "prefix_group", "prefix_tokens", "prompt_tokens", "request_id")
+
+    def __init__(
+        self,
+        request_id: int,
+        arrival_s: float,
+        prompt_tokens: int,
+        output_tokens: int,
+        prefix_group: int | None,
+        prefix_tokens: int,
+    ) -> None:
+        self.request_id = request_id
+        self.arrival_s = arrival_s
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.prefix_group = prefix_group
+        self.prefix_tokens = prefix_tokens
+
+    @property
+    def user_id(self) -> int | None:
+        return None
+
+    @property
+    def turn(self) -> int:
+        return 1
+
+    @property
+    def history_tokens(self) -> int:
+        return 0
+
+    @property
+    def conversation_id(self) -> int | None:
+        return None
+
+    @property
+    def priority(self) -> int:
+        return 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.output_tokens
 
 
 class TrafficSource:
@@ -27,7 +76,7 @@ class TrafficSource:
         """Time of the next arrival; ``inf`` when none is due (yet)."""
         raise NotImplementedError
 
-    def pop(self) -> RequestSpec:
+    def pop(self) -> ArrivingRequest:
         """The next arrival (``next_arrival_s()`` is finite)."""
         raise NotImplementedError
 
@@ -56,13 +105,15 @@ class OpenLoopSource(TrafficSource):
     def next_arrival_s(self) -> float:
         return self._times[self._next]
 
-    def pop(self) -> RequestSpec:
+    def pop(self) -> ArrivingRequest:
         i = self._next
         self._next = i + 1
         g = self.prefix_group[i]
         if g < 0:
-            return RequestSpec(i, self.arrival_s[i], self.prompt_tokens[i], self.output_tokens[i])
-        return RequestSpec(i, self.arrival_s[i], self.prompt_tokens[i], self.output_tokens[i], g, self.prefix_tokens[i])
+            return OpenLoopRequest(i, self.arrival_s[i], self.prompt_tokens[i], self.output_tokens[i], None, 0)
+        return OpenLoopRequest(
+            i, self.arrival_s[i], self.prompt_tokens[i], self.output_tokens[i], g, self.prefix_tokens[i]
+        )
 
     def on_finished(self, request_id: int, t_s: float) -> None:
         return None
@@ -88,7 +139,7 @@ class ClosedLoopSource(TrafficSource):
     def next_arrival_s(self) -> float:
         return self._heap[0][0] if self._heap else _INF
 
-    def pop(self) -> RequestSpec:
+    def pop(self) -> ArrivingRequest:
         return heapq.heappop(self._heap)[2]
 
     def on_finished(self, request_id: int, t_s: float) -> None:
