@@ -32,7 +32,7 @@ from servecap.policy.routers import RouteRequest, make_router
 from servecap.policy.view import ReplicaView
 from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
-from servecap.sim.server import FinishedRequest
+from servecap.sim.server import ArrivingRequest, FinishedRequest
 from servecap.workload.request import RequestSpec, block_keys
 
 _READY, _CRASH, _TICK, _SCRAPE = 0, 1, 2, 3
@@ -51,7 +51,7 @@ class Fleet:
         self.replicas: list[Replica] = []
         self.by_pool: list[list[Replica]] = [[] for _ in spec.pools]
         self.ready: list[Replica] = []  # routable, by id
-        self.pending: deque[RequestSpec] = deque()  # waiting at the router for a ready replica
+        self.pending: deque[ArrivingRequest] = deque()  # waiting at the router for a ready replica
         self.autoscalers: list[TargetTracking | None] = [
             TargetTracking(p.autoscaler) if p.autoscaler is not None else None for p in spec.pools
         ]
@@ -61,7 +61,7 @@ class Fleet:
         self.now_s = 0.0  # the time of the last advance_to (the recorder's clock)
         self._out: list[FinishedRequest] = []
         self._retries: dict[int, int] = {}
-        self._arrival: dict[int, RequestSpec] = {}  # requests not added at their arrival: original spec
+        self._arrival: dict[int, ArrivingRequest] = {}  # requests not added at their arrival: original spec
         self._snapshots: dict[int, ReplicaSnapshot] = {}
         self._stale = spec.scrape_interval_s > 0 and self.router.needs_state
         self._block_tokens = spec.pools[0].setup.block_size
@@ -133,7 +133,7 @@ class Fleet:
         self._snapshots.pop(r.replica_id, None)
         self.router.forget(r.replica_id)
 
-    def _stop(self, r: Replica, t_s: float, state: str) -> list[tuple[RequestSpec, float]]:
+    def _stop(self, r: Replica, t_s: float, state: str) -> list[tuple[ArrivingRequest, float]]:
         self._leave(r)
         self.gpu_log.append((t_s, -self.spec.pools[r.pool_index].gpus_per_replica))
         return r.close(t_s, state)
@@ -154,7 +154,7 @@ class Fleet:
                 self._fail(original, "replica_failed")
         self._start_replica(pool_index, t_s)  # the deployment controller replaces it
 
-    def _fail(self, spec: RequestSpec, error: str) -> None:
+    def _fail(self, spec: ArrivingRequest, error: str) -> None:
         original = self._arrival.pop(spec.request_id, spec)
         self._out.append(
             RequestRecord(
@@ -175,7 +175,7 @@ class Fleet:
             return [self._snapshots[r.replica_id] for r in self.ready]
         return self.ready
 
-    def _route(self, spec: RequestSpec, now_s: float) -> bool:
+    def _route(self, spec: ArrivingRequest, now_s: float) -> bool:
         if not self.ready:
             if self._can_get_replica():
                 if spec.arrival_s != now_s or spec.request_id in self._retries:
@@ -224,7 +224,7 @@ class Fleet:
 
     # -- the server seam ------------------------------------------------------------------------
 
-    def add(self, request: RequestSpec, now_s: float) -> bool:
+    def add(self, request: ArrivingRequest, now_s: float) -> bool:
         return self._route(request, now_s)
 
     def next_event_s(self) -> float:
@@ -310,7 +310,7 @@ class Fleet:
                 return True
         return False
 
-    def _record(self, rec: FinishedRequest, spec: RequestSpec) -> FinishedRequest:
+    def _record(self, rec: FinishedRequest, spec: ArrivingRequest) -> FinishedRequest:
         first = rec.first_token_s
         if first is not None and self._track_ttft:
             original = self._arrival.get(rec.request_id, spec)

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from servecap.sim.engine import Engine
 from servecap.sim.engine_server import EngineServer
-from servecap.sim.server import FinishedRequest
-from servecap.workload.request import RequestSpec
+from servecap.sim.server import ArrivingRequest, FinishedRequest
 
 STARTING, READY, DRAINING, STOPPED, FAILED = "starting", "ready", "draining", "stopped", "failed"
 
@@ -33,7 +32,7 @@ class Replica:
         self.ready_s: float | None = None
         self.drain_s: float | None = None
         self.stopped_s: float | None = None
-        self.inflight: dict[int, tuple[RequestSpec, float]] = {}  # id -> (spec, time added here)
+        self.inflight: dict[int, tuple[ArrivingRequest, float]] = {}  # id -> (spec, time added here)
         self.routed = 0
         self.version = 0  # the fleet's due-heap entries for this replica carry it (lazy deletion)
         self.served_ids: list[int] = []  # requests that finished here
@@ -75,7 +74,7 @@ class Replica:
         self.area_s += len(self.inflight) * (t_s - self.t_last_s)
         self.t_last_s = t_s
 
-    def add(self, request: RequestSpec, now_s: float) -> bool:
+    def add(self, request: ArrivingRequest, now_s: float) -> bool:
         """Hand the request to the engine at ``now_s`` (the caller advanced it to ``now_s``)."""
         ok = self.server.add(request, now_s)
         if ok:
@@ -84,12 +83,12 @@ class Replica:
             self.routed += 1
         return ok
 
-    def advance(self, t_s: float, *, early: bool = False) -> list[tuple[FinishedRequest, RequestSpec, float]]:
+    def advance(self, t_s: float, *, early: bool = False) -> list[tuple[FinishedRequest, ArrivingRequest, float]]:
         """Run the engine up to ``t_s`` (the seam's tie rule); the requests that finished, in
         the order they finished, with their specs and the time they were added here. With
         ``early``, stop right after the first step that finished requests (the seam's rule)."""
         server = self.server
-        out: list[tuple[FinishedRequest, RequestSpec, float]] = []
+        out: list[tuple[FinishedRequest, ArrivingRequest, float]] = []
         while True:
             server.advance_to(t_s)
             done = server.take_finished()
@@ -114,7 +113,7 @@ class Replica:
     def has_work(self) -> bool:
         return self.server.has_work()
 
-    def close(self, t_s: float, state: str) -> list[tuple[RequestSpec, float]]:
+    def close(self, t_s: float, state: str) -> list[tuple[ArrivingRequest, float]]:
         """Stop (or fail) at ``t_s``; returns the requests it still held."""
         self._count(t_s)
         self.state = state
