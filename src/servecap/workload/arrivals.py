@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from servecap.workload.schedule import schedule_times
+from servecap.workload.schedule_spec import ScheduleArrival
 from servecap.workload.spec import (
     ConstantArrival,
     DiurnalArrival,
@@ -12,7 +14,7 @@ from servecap.workload.spec import (
     PoissonArrival,
 )
 
-SyntheticArrival = ConstantArrival | PoissonArrival | GammaArrival | DiurnalArrival
+SyntheticArrival = ConstantArrival | PoissonArrival | GammaArrival | DiurnalArrival | ScheduleArrival
 
 
 def arrival_times(
@@ -27,6 +29,8 @@ def arrival_times(
         raise ValueError("num_requests or duration_s is required")
     if isinstance(arrival, DiurnalArrival):
         return _diurnal(arrival, rng, num_requests, duration_s)
+    if isinstance(arrival, ScheduleArrival):
+        return schedule_times(arrival, rng, num_requests=num_requests, duration_s=duration_s)
     rate = arrival.rate_per_s
     if num_requests is not None:
         n = num_requests
@@ -44,7 +48,9 @@ def arrival_times(
     return times
 
 
-def _draw(arrival: SyntheticArrival, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
+def _draw(
+    arrival: ConstantArrival | PoissonArrival | GammaArrival, rng: np.random.Generator, n: int
+) -> NDArray[np.float64]:
     rate = arrival.rate_per_s
     if isinstance(arrival, ConstantArrival):
         return np.arange(n, dtype=np.float64) / rate

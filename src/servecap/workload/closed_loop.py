@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from servecap.workload.dists import AnyDist, mean, sample, sample_tokens
+from servecap.workload.popularity import draw_popular
 from servecap.workload.request import RequestSpec
 from servecap.workload.spec import PrefixSpec, UsersSpec, WorkloadSpec
 
@@ -115,5 +116,8 @@ class ClosedLoopUsers:
         user.history_tokens = 0
         user.prefix_group, user.prefix_tokens = None, 0
         if self._prefix is not None and user.rng.uniform() < self._prefix.share:
-            user.prefix_group = int(user.rng.integers(0, self._prefix.groups))
+            if self._prefix.zipf_s == 0:
+                user.prefix_group = int(user.rng.integers(0, self._prefix.groups))
+            else:
+                user.prefix_group = int(draw_popular(user.rng, self._prefix.groups, self._prefix.zipf_s, 1)[0])
             user.prefix_tokens = self._prefix.tokens

@@ -6,59 +6,27 @@ prefix group), so one spec and one seed give one stream, in ``simulate`` and in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
+from servecap.workload.arrays import RequestArrays
 from servecap.workload.arrivals import arrival_times
 from servecap.workload.dists import sample_tokens
+from servecap.workload.mix import generate_mix
+from servecap.workload.popularity import draw_popular
 from servecap.workload.request import RequestSpec
 from servecap.workload.spec import TraceArrival, WorkloadSpec
 from servecap.workload.trace import load_trace
 
-
-@dataclass(frozen=True, slots=True)
-class RequestArrays:
-    """An open-loop stream as columns (what the simulator reads; one row per request)."""
-
-    arrival_s: NDArray[np.float64]
-    prompt_tokens: NDArray[np.int64]
-    output_tokens: NDArray[np.int64]
-    prefix_group: NDArray[np.int64]  # -1: none
-    prefix_tokens: NDArray[np.int64]
-
-    def __len__(self) -> int:
-        return len(self.arrival_s)
-
-    def to_requests(self) -> list[RequestSpec]:
-        groups = self.prefix_group.tolist()
-        return [
-            RequestSpec(
-                request_id=i,
-                arrival_s=a,
-                prompt_tokens=p,
-                output_tokens=o,
-                prefix_group=None if g < 0 else g,
-                prefix_tokens=t if g >= 0 else 0,
-            )
-            for i, (a, p, o, g, t) in enumerate(
-                zip(
-                    self.arrival_s.tolist(),
-                    self.prompt_tokens.tolist(),
-                    self.output_tokens.tolist(),
-                    groups,
-                    self.prefix_tokens.tolist(),
-                    strict=True,
-                )
-            )
-        ]
+__all__ = ["RequestArrays", "generate_arrays", "generate_requests"]
 
 
 def generate_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArrays:
     """The open-loop stream as columns."""
+    if spec.tenants is not None:
+        return generate_mix(spec, rng)
     if spec.arrival is None:
         raise ServecapError("workload.arrival", None, "closed-loop workloads are driven by ClosedLoopUsers")
     if isinstance(spec.arrival, TraceArrival):
@@ -86,7 +54,7 @@ def generate_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArra
     ptok = np.zeros(n, dtype=np.int64)
     if spec.prefix is not None:
         member = rng.uniform(0.0, 1.0, n) < spec.prefix.share
-        which = rng.integers(0, spec.prefix.groups, n)
+        which = draw_popular(rng, spec.prefix.groups, spec.prefix.zipf_s, n)
         group = np.where(member, which, -1).astype(np.int64)
         ptok = np.where(member, spec.prefix.tokens, 0).astype(np.int64)
         prompt = prompt + ptok  # prompt_tokens in the spec counts the tokens after the prefix

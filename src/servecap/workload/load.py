@@ -202,12 +202,16 @@ _TAGS = {
     "gamma",
     "diurnal",
     "trace",
+    "schedule",
+    "piecewise",
     "int",
     "float",
 }
 
 
 def _allowed_keys(raw: dict[str, Any], loc: list[str]) -> list[str]:
+    from servecap.workload import mix_spec as m
+    from servecap.workload import schedule_spec as sc
     from servecap.workload import spec as s
 
     node: Any = raw
@@ -219,6 +223,7 @@ def _allowed_keys(raw: dict[str, Any], loc: list[str]) -> list[str]:
     model: Any = s.WorkloadSpec
     if loc:
         kind = node.get("kind") if isinstance(node, dict) else None
+        inside_rate = len(loc) >= 2 and loc[-2] == "arrival" and loc[-1] == "rate"
         by_kind = {
             "fixed": s.FixedDist,
             "exponential": s.ExponentialDist,
@@ -227,18 +232,28 @@ def _allowed_keys(raw: dict[str, Any], loc: list[str]) -> list[str]:
             "lognormal": s.LogNormalDist,
             "empirical": s.EmpiricalDist,
             "mixture": s.MixtureDist,
-            "constant": s.ConstantArrival,
+            "constant": sc.ConstantRate if inside_rate else s.ConstantArrival,
             "poisson": s.PoissonArrival,
             "gamma": s.GammaArrival,
-            "diurnal": s.DiurnalArrival,
+            "diurnal": sc.DiurnalRate if inside_rate else s.DiurnalArrival,
             "trace": s.TraceArrival,
+            "schedule": sc.ScheduleArrival,
+            "piecewise": sc.PiecewiseRate,
         }
+        by_name = {
+            "users": s.UsersSpec,
+            "prefix": s.PrefixSpec,
+            "slo": m.SloSpec,
+            "repeats": m.RepeatSpec,
+            "sessions": m.SessionsSpec,
+        }
+        by_list = {"tenants": m.TenantSpec, "classes": m.ClassSpec, "spikes": sc.Spike, "steps": sc.RateStep}
         if kind in by_kind:
             model = by_kind[kind]
-        elif loc[-1] == "users":
-            model = s.UsersSpec
-        elif loc[-1] == "prefix":
-            model = s.PrefixSpec
+        elif loc[-1] in by_name:
+            model = by_name[loc[-1]]
+        elif loc[-1].isdigit() and len(loc) >= 2 and loc[-2] in by_list:
+            model = by_list[loc[-2]]
         elif loc[-1].isdigit():
             model = s.MixtureComponent
         else:

@@ -19,6 +19,11 @@ class RequestSpec:
 
     ``user_id`` and ``turn`` (1-based within a conversation) identify closed-loop turns; an open
     loop request has ``user_id=None`` and ``turn=1``.
+
+    Traffic mixes (docs/workload.md, "Tenants and classes") also set ``tenant`` and
+    ``request_class`` (names), ``session_id`` (the user/session a session-affinity router hashes
+    on) and ``duplicate_group`` (requests with the same id are exact repeats of one another: what
+    an exact-match response cache can answer). All default to ``None``.
     """
 
     request_id: int
@@ -32,6 +37,10 @@ class RequestSpec:
     history_tokens: int = 0
     conversation_id: int | None = None
     priority: int = 0  # lower is served first under the "priority" scheduling policy
+    tenant: str | None = None
+    request_class: str | None = None
+    session_id: int | None = None
+    duplicate_group: int | None = None
 
     @property
     def total_tokens(self) -> int:

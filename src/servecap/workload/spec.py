@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from servecap.workload.schedule_spec import ScheduleArrival
+
 SCHEMA: Literal["servecap.workload/1"] = "servecap.workload/1"
 
 
@@ -174,7 +176,7 @@ class TraceArrival(_Model):
 
 
 Arrival = Annotated[
-    ConstantArrival | PoissonArrival | GammaArrival | DiurnalArrival | TraceArrival,
+    ConstantArrival | PoissonArrival | GammaArrival | DiurnalArrival | ScheduleArrival | TraceArrival,
     Field(discriminator="kind"),
 ]
 
@@ -183,13 +185,15 @@ Arrival = Annotated[
 
 
 class PrefixSpec(_Model):
-    """Shared-prefix groups: a request belongs to one of ``groups`` groups (uniformly) with
-    probability ``share``, and then starts with that group's ``tokens``-token prefix (a system
-    prompt). ``prompt_tokens`` counts the tokens after the prefix."""
+    """Shared-prefix groups: a request belongs to one of ``groups`` groups with probability
+    ``share``, and then starts with that group's ``tokens``-token prefix (a system prompt).
+    ``prompt_tokens`` counts the tokens after the prefix. Groups are picked uniformly, or with
+    Zipf popularity of exponent ``zipf_s`` (> 0: a few hot groups; see workload/popularity.py)."""
 
     groups: int = Field(ge=1, le=1_000_000)
     tokens: int = Field(ge=1, le=10_000_000)
     share: float = Field(default=1.0, ge=0, le=1)
+    zipf_s: float = Field(default=0.0, ge=0, le=10)
 
 
 class UsersSpec(_Model):
@@ -226,6 +230,7 @@ class WorkloadSpec(_Model):
     prompt_tokens: Dist | None = None
     output_tokens: Dist | None = None
     prefix: PrefixSpec | None = None
+    tenants: list[TenantSpec] | None = Field(default=None, min_length=1)
     num_requests: int | None = Field(default=None, ge=1, le=100_000_000)
     duration_s: float | None = Field(default=None, gt=0)
 
@@ -238,6 +243,8 @@ class WorkloadSpec(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:
+        if self.tenants is not None:
+            return self._consistent_mix(self.tenants)
         if (self.arrival is None) == (self.users is None):
             raise ValueError("give exactly one of 'arrival' (open loop) and 'users' (closed loop)")
         is_trace = isinstance(self.arrival, TraceArrival)
@@ -253,6 +260,38 @@ class WorkloadSpec(_Model):
                 raise ValueError("give 'num_requests' or 'duration_s' (or both) to end the run")
         return self
 
+    def _consistent_mix(self, tenants: list[TenantSpec]) -> WorkloadSpec:
+        if self.users is not None:
+            raise ValueError("'tenants' split an open-loop workload: drop 'users'")
+        if isinstance(self.arrival, TraceArrival):
+            raise ValueError("'tenants' need a synthetic arrival process (not a trace)")
+        names = [t.name for t in tenants]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise ValueError(f"tenant {dup!r} is named twice")
+        shared = [t.name for t in tenants if t.arrival is None]
+        if shared and self.arrival is None:
+            raise ValueError(f"tenant {shared[0]!r} has no 'arrival' of its own: give the workload's 'arrival'")
+        if not shared and self.arrival is not None:
+            raise ValueError("every tenant has its own 'arrival': drop the workload's 'arrival'")
+        for t in tenants:
+            for c in t.classes:
+                for what, own, top in (
+                    ("prompt_tokens", c.prompt_tokens, self.prompt_tokens),
+                    ("output_tokens", c.output_tokens, self.output_tokens),
+                ):
+                    if own is None and top is None:
+                        raise ValueError(f"tenant {t.name!r} class {c.name!r} has no '{what}' (nor has the workload)")
+        if self.num_requests is None and self.duration_s is None:
+            raise ValueError("give 'num_requests' or 'duration_s' (or both) to end the run")
+        return self
+
     @property
     def closed_loop(self) -> bool:
         return self.users is not None
+
+
+# tenants and classes refer to the models above; imported last to resolve the cycle
+from servecap.workload.mix_spec import TenantSpec  # noqa: E402
+
+WorkloadSpec.model_rebuild()
