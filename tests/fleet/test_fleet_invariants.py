@@ -134,3 +134,38 @@ def test_requested_gpu_seconds_by_hand() -> None:
     # 2 GPUs from 0 to 10 s, 4 more from 5 s, 2 leave at 8 s; run ends at 10 s
     log = [(0.0, 2), (5.0, 4), (8.0, -2)]
     assert requested_gpu_seconds(log, 10.0) == pytest.approx(2 * 5 + 6 * 3 + 4 * 2)
+
+
+def test_per_tenant_and_class_summaries_on_a_time_varying_mix() -> None:
+    from servecap.workload import workload_from_dict
+
+    wl = workload_from_dict(
+        {
+            "arrival": {
+                "kind": "schedule",
+                "rate": {
+                    "kind": "piecewise",
+                    "steps": [{"start_s": 0, "rate_per_s": 10}, {"start_s": 20, "rate_per_s": 40}],
+                },
+            },
+            "prompt_tokens": 256,
+            "output_tokens": 64,
+            "num_requests": 1200,
+            "tenants": [
+                {
+                    "name": "acme",
+                    "share": 3,
+                    "classes": [{"name": "chat", "share": 0.7}, {"name": "faq", "share": 0.3}],
+                },
+                {"name": "batchco", "share": 1},
+            ],
+        }
+    )
+    res = simulate_fleet(fleet(3, "least-outstanding"), wl, 5)
+    assert set(res.by_tenant) == {"acme", "batchco"}
+    assert sum(s.num_requests for s in res.by_tenant.values()) == 1200
+    assert sum(s.num_requests for s in res.by_class.values()) == 1200
+    assert res.by_tenant["acme"].num_requests > 2 * res.by_tenant["batchco"].num_requests
+    rate = np.array(res.timeseries.arrival_rate_req_s)
+    t = np.array(res.timeseries.time_s)
+    assert rate[(t > 3) & (t < 18)].mean() < 0.5 * rate[(t > 23) & (t < 35)].mean()

@@ -360,6 +360,8 @@ class ReplicaOut(_Model):
 
 class FleetSimulateResponse(_Model):
     summary: dict[str, Any]
+    by_tenant: dict[str, dict[str, Any]]
+    by_class: dict[str, dict[str, Any]]
     outcomes: dict[str, int]
     replicas: list[ReplicaOut]
     timeseries: dict[str, list[float]]
@@ -378,6 +380,8 @@ def response_from_result(res: FleetResult, seed: int, notes: list[str]) -> Fleet
     ts = res.timeseries
     return FleetSimulateResponse(
         summary=summary_to_json_dict(res.summary),
+        by_tenant={k: summary_to_json_dict(v) for k, v in res.by_tenant.items()},
+        by_class={k: summary_to_json_dict(v) for k, v in res.by_class.items()},
         outcomes=dict(res.outcomes),
         replicas=[
             ReplicaOut(

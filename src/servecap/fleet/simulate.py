@@ -14,7 +14,7 @@ integral of the requested GPUs over time times the price (a test pins the two eq
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -77,6 +77,8 @@ class FleetResult:
     scale_events: tuple[tuple[float, str, int, int], ...]  # (time, pool, from, to)
     gpu_log: tuple[tuple[float, int], ...]  # (time, change of requested GPUs)
     mean_in_system: float  # fleet-wide time-average (requests admitted and not ended)
+    by_tenant: dict[str, RunSummary] = field(default_factory=dict)  # traffic mixes with tenants
+    by_class: dict[str, RunSummary] = field(default_factory=dict)
 
     def records(self) -> list[RequestRecord]:
         """Per-request records (the shared results schema)."""
@@ -139,6 +141,7 @@ def simulate_fleet(
 ) -> FleetResult:
     """Simulate ``fleet`` serving ``workload`` (drawn with ``seed``) until every request ended."""
     source: TrafficSource
+    arrays: RequestArrays | None = None
     users = 0
     rng = np.random.default_rng(seed)
     if isinstance(workload, WorkloadSpec):
@@ -148,8 +151,10 @@ def simulate_fleet(
             source = ClosedLoopSource(cl)
             horizon = cl.spec.duration_s or max(1.0, 60.0 * cl.num_users)
         else:
-            source = OpenLoopSource(generate_arrays(workload, rng))
+            arrays = generate_arrays(workload, rng)
+            source = OpenLoopSource(arrays)
     elif isinstance(workload, RequestArrays):
+        arrays = workload
         source = OpenLoopSource(workload)
     else:
         raise ServecapError("workload", type(workload).__name__, "a WorkloadSpec or drawn RequestArrays")
@@ -161,7 +166,7 @@ def simulate_fleet(
     observer = Observer(recorder, dt, progress=progress, expected_requests=source.expected_requests())
     recorder.observer = observer
     run_loop(source, server, observer)
-    return _result(fleet, server, source, observer, recorder, users)
+    return _result(fleet, server, source, observer, recorder, users, arrays)
 
 
 def _result(
@@ -171,6 +176,7 @@ def _result(
     observer: Observer,
     recorder: _Recorder,
     users: int,
+    arrays: RequestArrays | None,
 ) -> FleetResult:
     if isinstance(source, ClosedLoopSource):
         specs = source.issued
@@ -266,6 +272,17 @@ def _result(
         p99_ttft_s=rolling_p99(first - arrival, first, recorder.t, spec.ttft_window_s),
     )
     area = sum(r.area_s for r in fleet.replicas)
+    by_tenant: dict[str, RunSummary] = {}
+    by_class: dict[str, RunSummary] = {}
+    if arrays is not None:
+        for codes, names, into in (
+            (arrays.tenant, arrays.tenant_names, by_tenant),
+            (arrays.request_class, arrays.class_names, by_class),
+        ):
+            for code, name in enumerate(names):
+                idx = np.flatnonzero(codes == code)
+                if len(idx):
+                    into[name] = summarize_columns(_take(cols, idx), duration_s=observer.t_last_s, slo=spec.slo)
     return FleetResult(
         summary=summary,
         columns=cols,
@@ -282,6 +299,22 @@ def _result(
         scale_events=tuple(fleet.scale_events),
         gpu_log=tuple(fleet.gpu_log),
         mean_in_system=area / horizon if horizon > 0 else 0.0,
+        by_tenant=by_tenant,
+        by_class=by_class,
+    )
+
+
+def _take(c: RecordColumns, idx: np.ndarray) -> RecordColumns:
+    return RecordColumns(
+        c.arrival_s[idx],
+        c.first_token_s[idx],
+        c.end_s[idx],
+        c.prompt_tokens[idx],
+        c.output_tokens[idx],
+        c.cached_prompt_tokens[idx],
+        c.preemptions[idx],
+        c.queue_time_s[idx],
+        tuple(c.errors[i] for i in idx.tolist()),
     )
 
 
