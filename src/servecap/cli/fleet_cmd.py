@@ -191,6 +191,24 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
             label, *("-" if p[q] is None else f"{p[q] * 1e3:,.1f}" for q in ("p50", "p90", "p95", "p99", "mean"))
         )
     console.print(lat)
+    groups = [("tenant", k, v) for k, v in r.by_tenant.items()] + [("class", k, v) for k, v in r.by_class.items()]
+    if groups:
+        per = Table(title="per tenant and class", title_justify="left")
+        for c in ("", "name", "requests", "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p99 (ms)", "SLO attainment"):
+            per.add_column(c, justify="right")
+        for kind, name, d in groups:
+            att = d.get("slo_attainment")
+            per.add_row(
+                kind,
+                name,
+                f"{d['num_requests']:,}",
+                *(
+                    "-" if d[m][q] is None else f"{d[m][q] * 1e3:,.1f}"
+                    for m, q in (("ttft_s", "p50"), ("ttft_s", "p99"), ("tpot_s", "p99"))
+                ),
+                "-" if att is None else f"{att:.1%}",
+            )
+        console.print(per)
     s = r.summary
     t = Table(show_header=False, title="outcomes and cost", title_justify="left")
     t.add_column("metric")

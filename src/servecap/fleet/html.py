@@ -75,6 +75,21 @@ def fleet_html(title: str, res: FleetResult, notes: Sequence[str] = ()) -> str:
             + "</tr>"
         )
     rows.append("</table>")
+    groups = [("tenant", k, v) for k, v in res.by_tenant.items()] + [("class", k, v) for k, v in res.by_class.items()]
+    if groups:
+        rows.append(
+            "<table><tr><th>per tenant / class</th><th>requests</th><th>TTFT p50 (ms)</th><th>TTFT p99 (ms)</th>"
+            "<th>TPOT p99 (ms)</th><th>E2E p99 (ms)</th><th>SLO attainment</th></tr>"
+        )
+        for kind, name, g in groups:
+            att = "-" if g.slo_attainment is None else f"{g.slo_attainment:.1%}"
+            cells = [g.ttft_s.p50, g.ttft_s.p99, g.tpot_s.p99, g.e2e_s.p99]
+            rows.append(
+                f"<tr><td>{kind} {_html.escape(name)}</td><td>{g.num_requests:,}</td>"
+                + "".join(f"<td>{_fmt(None if v is None else v * 1e3)}</td>" for v in cells)
+                + f"<td>{att}</td></tr>"
+            )
+        rows.append("</table>")
     facts = [
         ("requests", f"{s.num_requests:,}"),
         ("outcomes", ", ".join(f"{k} {v:,}" for k, v in res.outcomes.items())),
