@@ -228,11 +228,14 @@ class Fleet:
         return self._route(request, now_s)
 
     def next_event_s(self) -> float:
-        t = self._events[0][0] if self._events else _INF
+        """The next step end (or step start) of a replica; the fleet's own timers (autoscaler
+        ticks, scrapes, cold starts) are handled in :meth:`advance_to` and not reported here:
+        the observer samples by its own clock in between."""
         due = self._due
-        while due and due[0][1] != self.replicas[due[0][2]].version:
+        replicas = self.replicas
+        while due and due[0][1] != replicas[due[0][2]].version:
             heapq.heappop(due)
-        return min(t, due[0][0]) if due else t
+        return due[0][0] if due else _INF
 
     def _schedule(self, r: Replica) -> None:
         """(Re)file the replica under the time of its next own event (lazy deletion: an entry

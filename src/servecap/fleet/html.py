@@ -15,7 +15,7 @@ def _fmt(x: Any, unit: str = "") -> str:
     if x is None:
         return "-"
     if isinstance(x, float):
-        return f"{x:,.4g}{unit}"
+        return f"{x:,.0f}{unit}" if abs(x) >= 1000 else f"{x:.4g}{unit}"
     return _html.escape(f"{x}{unit}")
 
 
