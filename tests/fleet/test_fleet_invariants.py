@@ -169,3 +169,17 @@ def test_per_tenant_and_class_summaries_on_a_time_varying_mix() -> None:
     rate = np.array(res.timeseries.arrival_rate_req_s)
     t = np.array(res.timeseries.time_s)
     assert rate[(t > 3) & (t < 18)].mean() < 0.5 * rate[(t > 23) & (t < 35)].mean()
+
+
+def test_p99_ttft_signal_scales_up_and_mtbf_crashes_are_deterministic() -> None:
+    arr = step_arrays(5, 30, 20, 60)
+    auto = AutoscalerSettings(
+        signal="p99_ttft_s", target=0.5, interval_s=5, min_replicas=1, max_replicas=6, window_s=10
+    )
+    spec = fleet(1, "least-outstanding", setup_8b(max_num_seqs=8), autoscaler=auto, cold_start=COLD_20S, mtbf_s=30.0)
+    a = simulate_fleet(spec, arr, 3)
+    b = simulate_fleet(spec, arr, 3)
+    assert any(to > frm for _, _, frm, to in a.scale_events)
+    assert sum(1 for r in a.replicas if r.state == "failed") >= 1
+    assert a.replicas == b.replicas and a.outcomes == b.outcomes
+    assert sum(a.outcomes.values()) == len(arr)
