@@ -193,24 +193,31 @@ class Fleet:
                 total_tokens=spec.total_tokens,
                 block_size=self._block_tokens,
             )
-        session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
+        # the workload's session id where the request carries one, else its conversation or user
+        session = getattr(spec, "session_id", None)
+        if session is None:
+            session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
         req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, self._block_tokens)
         i = self.router.choose(req, self._views(), now_s)
         r = self.ready[i]
         if now_s != spec.arrival_s:
             self._arrival.setdefault(spec.request_id, spec)
             spec = RequestSpec(
-                spec.request_id,
-                now_s,
-                spec.prompt_tokens,
-                spec.output_tokens,
-                spec.prefix_group,
-                spec.prefix_tokens,
-                spec.user_id,
-                spec.turn,
-                spec.history_tokens,
-                spec.conversation_id,
-                spec.priority,
+                request_id=spec.request_id,
+                arrival_s=now_s,
+                prompt_tokens=spec.prompt_tokens,
+                output_tokens=spec.output_tokens,
+                prefix_group=spec.prefix_group,
+                prefix_tokens=spec.prefix_tokens,
+                user_id=spec.user_id,
+                turn=spec.turn,
+                history_tokens=spec.history_tokens,
+                conversation_id=spec.conversation_id,
+                priority=spec.priority,
+                tenant=getattr(spec, "tenant", None),
+                request_class=getattr(spec, "request_class", None),
+                session_id=getattr(spec, "session_id", None),
+                duplicate_group=getattr(spec, "duplicate_group", None),
             )
         if r.add(spec, now_s):
             self._schedule(r)
