@@ -183,3 +183,13 @@ def test_p99_ttft_signal_scales_up_and_mtbf_crashes_are_deterministic() -> None:
     assert sum(1 for r in a.replicas if r.state == "failed") >= 1
     assert a.replicas == b.replicas and a.outcomes == b.outcomes
     assert sum(a.outcomes.values()) == len(arr)
+
+
+def test_rolling_p99_by_hand() -> None:
+    from servecap.fleet.simulate import rolling_p99
+
+    first = np.array([1.0, 2.0, 3.0, 12.0, np.nan])
+    ttft = np.array([0.1, 0.3, 0.2, 0.5, np.nan])
+    # at 10 s with a 10-s window: (0, 10] holds the first three -> p99 of {0.1, 0.2, 0.3} = 0.298
+    # at 12 s: (2, 12] holds 3 s and 12 s -> p99 of {0.2, 0.5} = 0.497; at 30 s: none -> 0
+    assert rolling_p99(ttft, first, [10.0, 12.0, 30.0], 10.0) == pytest.approx((0.298, 0.497, 0.0))
