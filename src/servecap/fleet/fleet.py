@@ -141,6 +141,7 @@ class Fleet:
     def _crash(self, r: Replica, t_s: float) -> None:
         if r.state not in (READY, DRAINING):
             return
+        replace = r.state == READY  # a draining replica was on its way out anyway
         pool_index = r.pool_index
         for spec, _ in self._stop(r, t_s, FAILED):
             original = self._arrival.get(spec.request_id, spec)
@@ -152,7 +153,8 @@ class Fleet:
                 self._route(spec, t_s)
             else:
                 self._fail(original, "replica_failed")
-        self._start_replica(pool_index, t_s)  # the deployment controller replaces it
+        if replace:
+            self._start_replica(pool_index, t_s)  # the deployment controller replaces it
 
     def _fail(self, spec: ArrivingRequest, error: str) -> None:
         original = self._arrival.pop(spec.request_id, spec)
