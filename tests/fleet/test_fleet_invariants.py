@@ -193,3 +193,33 @@ def test_rolling_p99_by_hand() -> None:
     # at 10 s with a 10-s window: (0, 10] holds the first three -> p99 of {0.1, 0.2, 0.3} = 0.298
     # at 12 s: (2, 12] holds 3 s and 12 s -> p99 of {0.2, 0.5} = 0.497; at 30 s: none -> 0
     assert rolling_p99(ttft, first, [10.0, 12.0, 30.0], 10.0) == pytest.approx((0.298, 0.497, 0.0))
+
+
+def test_route_to_a_named_pool_waits_for_that_pools_cold_start() -> None:
+    from servecap.fleet import FleetSpec, Pool
+    from servecap.fleet.fleet import Fleet
+    from servecap.workload import RequestSpec
+
+    big = Pool("big", setup_8b(), replicas=2, cold_start=COLD_20S)
+    small = Pool(
+        "small",
+        setup_8b(max_num_seqs=8),
+        replicas=0,
+        cold_start=COLD_20S,
+        autoscaler=AutoscalerSettings(min_replicas=0, max_replicas=2, interval_s=5),
+    )
+    f = Fleet(FleetSpec((big, small), router="least-outstanding"), 0)
+    for i in range(6):
+        f.advance_to(float(i))
+        assert f.route(RequestSpec(i, float(i), 128, 16), float(i), "small" if i % 2 else "big")
+    f.advance_to(100.0)
+    pools = {r.replica_id: r.pool for r in f.replicas}
+    served = {rid: pools[r.replica_id] for r in f.replicas for rid in r.served_ids}
+    assert served == {0: "big", 1: "small", 2: "big", 3: "small", 4: "big", 5: "small"}
+    records = {x.request_id: x for x in f.take_finished()}
+    small_ready = min(r.ready_s for r in f.replicas if r.pool == "small" and r.ready_s is not None)
+    assert small_ready == pytest.approx(25.0)  # scaled from zero at the 5-s tick, then a 20-s cold start
+    assert all(records[i].first_token_s >= small_ready for i in (1, 3, 5))  # type: ignore[operator]
+    assert records[1].arrival_s == 1.0  # its latency counts from its arrival
+    with pytest.raises(Exception, match="pool='tiny'"):
+        f.route(RequestSpec(9, 100.0, 16, 16), 100.0, "tiny")

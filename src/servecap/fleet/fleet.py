@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from servecap.errors import ServecapError
 from servecap.fleet.replica import DRAINING, FAILED, READY, STARTING, STOPPED, Replica, ReplicaSnapshot
 from servecap.fleet.spec import FleetSpec, Pool
 from servecap.policy.autoscalers import TargetTracking
@@ -51,7 +52,9 @@ class Fleet:
         self.replicas: list[Replica] = []
         self.by_pool: list[list[Replica]] = [[] for _ in spec.pools]
         self.ready: list[Replica] = []  # routable, by id
-        self.pending: deque[ArrivingRequest] = deque()  # waiting at the router for a ready replica
+        # waiting at the router for a ready replica (of the pool given, or any: None)
+        self.pending: deque[tuple[ArrivingRequest, int | None]] = deque()
+        self._pool_index = {p.name: i for i, p in enumerate(spec.pools)}
         self.autoscalers: list[TargetTracking | None] = [
             TargetTracking(p.autoscaler) if p.autoscaler is not None else None for p in spec.pools
         ]
@@ -124,8 +127,13 @@ class Fleet:
         pool = self.spec.pools[r.pool_index]
         if pool.mtbf_s is not None:
             self._push(now_s + float(self.rng.exponential(pool.mtbf_s)), _CRASH, r.replica_id)
-        while self.pending and self.ready:
-            self._route(self.pending.popleft(), now_s)
+        if self.pending:
+            waiting, self.pending = self.pending, deque()
+            for spec, pi in waiting:  # in arrival order; those for another pool wait on
+                if pi is None or pi == r.pool_index:
+                    self._route(spec, now_s, pi)
+                else:
+                    self.pending.append((spec, pi))
 
     def _leave(self, r: Replica) -> None:
         if r in self.ready:
@@ -172,17 +180,21 @@ class Fleet:
 
     # -- routing --------------------------------------------------------------------------------
 
-    def _views(self) -> Sequence[ReplicaView]:
-        if self._stale:
-            return [self._snapshots[r.replica_id] for r in self.ready]
-        return self.ready
+    def route(self, request: ArrivingRequest, now_s: float, pool: str | None = None) -> bool:
+        """Route ``request`` at ``now_s`` to a replica of ``pool`` (any pool: None) — the entry a
+        gateway stage in front of the router uses (model routing, overflow, fallback); False
+        when the replica's engine refused it (its record comes back from take_finished)."""
+        if pool is not None and pool not in self._pool_index:
+            raise ServecapError("pool", pool, f"no such pool; one of {', '.join(self._pool_index)}")
+        return self._route(request, now_s, None if pool is None else self._pool_index[pool])
 
-    def _route(self, spec: ArrivingRequest, now_s: float) -> bool:
-        if not self.ready:
-            if self._can_get_replica():
+    def _route(self, spec: ArrivingRequest, now_s: float, pi: int | None = None) -> bool:
+        candidates = self.ready if pi is None else [r for r in self.ready if r.pool_index == pi]
+        if not candidates:
+            if self._can_get_replica(pi):
                 if spec.arrival_s != now_s or spec.request_id in self._retries:
                     self._arrival.setdefault(spec.request_id, spec)
-                self.pending.append(spec)
+                self.pending.append((spec, pi))
                 return True
             self._fail(spec, "no_replica")
             return True
@@ -200,8 +212,10 @@ class Fleet:
         if session is None:
             session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
         req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, self._block_tokens)
-        i = self.router.choose(req, self._views(), now_s)
-        r = self.ready[i]
+        views: Sequence[ReplicaView] = candidates
+        if self._stale:
+            views = [self._snapshots[r.replica_id] for r in candidates]
+        r = candidates[self.router.choose(req, views, now_s)]
         if now_s != spec.arrival_s:
             self._arrival.setdefault(spec.request_id, spec)
             spec = RequestSpec(
@@ -228,8 +242,11 @@ class Fleet:
             self._out.append(self._record(rec, spec))
         return False
 
-    def _can_get_replica(self) -> bool:
-        return any(r.state == STARTING for r in self.replicas) or any(a is not None for a in self.autoscalers)
+    def _can_get_replica(self, pi: int | None) -> bool:
+        """A replica (of pool ``pi``, or any) is starting, or an autoscaler may start one."""
+        if pi is None:
+            return any(r.state == STARTING for r in self.replicas) or any(a is not None for a in self.autoscalers)
+        return any(r.state == STARTING for r in self.by_pool[pi]) or self.autoscalers[pi] is not None
 
     # -- the server seam ------------------------------------------------------------------------
 
@@ -362,7 +379,7 @@ class Fleet:
 
     def signal(self, pi: int, name: str, now_s: float, window_s: float) -> float:
         live = [r for r in self.by_pool[pi] if r.state == READY]
-        pending = len(self.pending)
+        pending = sum(1 for _, p in self.pending if p is None or p == pi)
         if name == "num_requests_waiting":
             return float(sum(r.num_waiting for r in live) + pending)
         if name == "inflight":
@@ -379,7 +396,7 @@ class Fleet:
         members = [r for r in self.by_pool[pi] if r.state in (STARTING, READY)]
         current = len(members)
         desired = scaler.decide(now_s, current, self.signal(pi, s.signal, now_s, s.window_s))
-        if desired == 0 and self.pending:
+        if desired == 0 and any(p is None or p == pi for _, p in self.pending):
             desired = 1  # KEDA's activation: any waiting work brings a pool up from zero
         if desired == current:
             return
