@@ -70,6 +70,15 @@ class ScheduleEntry(_Model):
     min_replicas: int = Field(ge=0)
 
 
+class PredictiveModel(_Model):
+    """Scale ahead of the workload's rate curve (``servecap.fleet.predictive``)."""
+
+    req_s_per_replica: float = Field(gt=0)
+    lead_s: float | None = Field(default=None, ge=0)  # default: the pool's mean cold start
+    step_s: float = Field(default=60.0, gt=0)
+    headroom: float = Field(default=1.0, gt=0)
+
+
 class AutoscalerModel(_Model):
     """Target tracking; ``preset`` starts from ``keda-vllm`` or ``ray-serve`` defaults and the
     other keys override them."""
@@ -87,6 +96,7 @@ class AutoscalerModel(_Model):
     tolerance: float | None = Field(default=None, ge=0, lt=1)
     window_s: float | None = Field(default=None, gt=0)
     schedule: list[ScheduleEntry] = Field(default_factory=list)
+    predictive: PredictiveModel | None = None
 
     def to_settings(self) -> AutoscalerSettings:
         base = PRESETS[self.preset]
@@ -421,10 +431,66 @@ def response_from_result(res: FleetResult, seed: int, notes: list[str]) -> Fleet
     )
 
 
+def with_predictive_floors(spec: FleetSpec, f: FleetFile, workload: WorkloadSpec, notes: list[str]) -> FleetSpec:
+    """Add each pool's predictive scale-ahead floors (from the workload's rate curve) to its
+    autoscaler's schedule."""
+    import dataclasses
+
+    import numpy as np
+
+    from servecap.fleet.predictive import scale_ahead_schedule
+    from servecap.workload import rate_at
+    from servecap.workload.schedule_spec import ScheduleArrival
+    from servecap.workload.spec import PoissonArrival
+
+    pools = list(spec.pools)
+    for i, p in enumerate(f.pools):
+        a = p.autoscaler
+        if a is None or a.predictive is None:
+            continue
+        arrival = workload.arrival
+        if isinstance(arrival, ScheduleArrival):
+            sched = arrival
+
+            def rate(t: Any) -> Any:
+                return rate_at(sched, t)
+        elif isinstance(arrival, PoissonArrival):
+            const = arrival.rate_per_s
+
+            def rate(t: Any) -> Any:
+                return np.full(len(t), const)
+        else:
+            raise ServecapError(
+                f"pools.{p.name}.autoscaler.predictive", "{...}", "needs an open-loop poisson or schedule arrival"
+            )
+        pool = pools[i]
+        assert pool.autoscaler is not None
+        cs = pool.cold_start
+        lead = a.predictive.lead_s
+        if lead is None:
+            load = pool.weights_bytes / cs.load_bandwidth_bytes_s if cs.load_bandwidth_bytes_s != float("inf") else 0.0
+            lead = load + sum(ph.mean_s for _, ph in cs.phases())
+        horizon = workload.duration_s or 86400.0
+        floors = scale_ahead_schedule(
+            rate,
+            req_s_per_replica=a.predictive.req_s_per_replica,
+            lead_s=lead,
+            horizon_s=horizon,
+            step_s=a.predictive.step_s,
+            headroom=a.predictive.headroom,
+        )
+        cap = pool.autoscaler.max_replicas
+        entries = tuple(sorted({*pool.autoscaler.schedule, *((t, min(n, cap)) for t, n in floors)}))
+        pools[i] = dataclasses.replace(pool, autoscaler=dataclasses.replace(pool.autoscaler, schedule=entries))
+        notes.append(f"{p.name}: predictive scale-ahead {lead:.0f} s early, {len(floors)} floor changes")
+    return dataclasses.replace(spec, pools=tuple(pools))
+
+
 def fleet_simulate(
     request: FleetSimulateRequest, *, base_dir: Path | None = None, progress: ProgressFn | None = None
 ) -> tuple[FleetSimulateResponse, FleetResult]:
     """Build the fleet, simulate it under the workload, and shape the response."""
     spec, notes = build_fleet(request.fleet, base_dir)
+    spec = with_predictive_floors(spec, request.fleet, request.workload, notes)
     res = simulate_fleet(spec, request.workload, request.seed, progress=progress)
     return response_from_result(res, request.seed, notes), res
