@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -431,35 +432,37 @@ def response_from_result(res: FleetResult, seed: int, notes: list[str]) -> Fleet
     )
 
 
+def _rate_curve(workload: WorkloadSpec) -> Callable[[Any], Any] | None:
+    """The workload's arrival rate as a function of time (None: not an open-loop rate)."""
+    import numpy as np
+
+    from servecap.workload import rate_at
+    from servecap.workload.schedule_spec import ScheduleArrival
+    from servecap.workload.spec import PoissonArrival
+
+    arrival = workload.arrival
+    if isinstance(arrival, ScheduleArrival):
+        return lambda t: rate_at(arrival, t)
+    if isinstance(arrival, PoissonArrival):
+        const = arrival.rate_per_s
+        return lambda t: np.full(len(t), const)
+    return None
+
+
 def with_predictive_floors(spec: FleetSpec, f: FleetFile, workload: WorkloadSpec, notes: list[str]) -> FleetSpec:
     """Add each pool's predictive scale-ahead floors (from the workload's rate curve) to its
     autoscaler's schedule."""
     import dataclasses
 
-    import numpy as np
-
     from servecap.fleet.predictive import scale_ahead_schedule
-    from servecap.workload import rate_at
-    from servecap.workload.schedule_spec import ScheduleArrival
-    from servecap.workload.spec import PoissonArrival
 
     pools = list(spec.pools)
     for i, p in enumerate(f.pools):
         a = p.autoscaler
         if a is None or a.predictive is None:
             continue
-        arrival = workload.arrival
-        if isinstance(arrival, ScheduleArrival):
-            sched = arrival
-
-            def rate(t: Any) -> Any:
-                return rate_at(sched, t)
-        elif isinstance(arrival, PoissonArrival):
-            const = arrival.rate_per_s
-
-            def rate(t: Any) -> Any:
-                return np.full(len(t), const)
-        else:
+        rate = _rate_curve(workload)
+        if rate is None:
             raise ServecapError(
                 f"pools.{p.name}.autoscaler.predictive", "{...}", "needs an open-loop poisson or schedule arrival"
             )
