@@ -128,6 +128,7 @@ class PoolModel(_Model):
     name: str = "main"
     model: str
     gpu: str
+    gpu_file: str | None = None  # a TOML file adding [[gpu]] rows (relative to the fleet file)
     num_gpus: int | None = Field(default=None, ge=1)
     tp: int | None = Field(default=None, ge=1)
     pp: int = Field(default=1, ge=1)
@@ -245,14 +246,20 @@ def load_fleet_file(path: Path | str) -> FleetFile:
 
 def build_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Pool, list[str]]:
     """One pool: the deployment planned as ``servecap plan`` would, its engine, its lifecycle."""
-    from servecap.catalog import lookup_gpu, resolve_model
+    from servecap.catalog import load_gpu_file, lookup_gpu, resolve_model
     from servecap.core.defaults import build_deployment
     from servecap.core.plan import plan
     from servecap.sim import engine_setup_from_plan
 
     notes: list[str] = []
     where = f"pools.{p.name}"
-    gpu = lookup_gpu(p.gpu)
+    extra = None
+    if p.gpu_file is not None:
+        gpu_path = Path(p.gpu_file)
+        if base_dir is not None and not gpu_path.is_absolute():
+            gpu_path = base_dir / gpu_path
+        extra = load_gpu_file(gpu_path)
+    gpu = lookup_gpu(p.gpu, extra)
     model = resolve_model(p.model)
     tp, pp = p.tp, p.pp
     if tp is None:

@@ -101,7 +101,6 @@ def fleet_simulate_command(
         base_dir = fleet_file.parent
     else:
         pool: dict[str, Any] = {k: v for k, v in deployment.to_settings().items() if v is not None}
-        pool.pop("gpu_file", None)
         pool.setdefault("model", "meta-llama/Llama-3.1-8B")
         pool.setdefault("gpu", "H100")
         if autoscaler is not None:
