@@ -12,7 +12,8 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # setup.py compiles these with mypyc: an edit must rebuild them, or the stale .so would be imported
-COMPILED_SIM := setup.py $(addprefix src/servecap/sim/,kernel.py engine.py kv_pool.py step_time.py)
+COMPILED_SIM := setup.py $(addprefix src/servecap/sim/,request_state.py queues.py kv_pool.py step_time.py \
+	engine.py engine_server.py traffic.py observer.py loop.py)
 
 $(VENV)/.base-installed: pyproject.toml $(COMPILED_SIM) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .

@@ -1,8 +1,8 @@
 """Simulator speed: 100,000 chat requests, Llama-3.1-8B on one H100, Poisson at ~80% of capacity.
 
 Prints simulated requests per wall-clock second and simulated time / wall time, for the default
-(the event loop with the engine step inline, ``servecap.sim.kernel``) and the step-by-step
-reference (one ``Engine._step`` call and one event per step), their ratio, and the percentiles of
+(the event loop driving one engine, runs of decode-only steps advanced at once) and step by step
+(``fast_forward=False``: one ``Engine`` step per iteration), their ratio, and the percentiles of
 both side by side (they must be identical, as must every per-request record). It says whether
 the simulator's modules are compiled (mypyc, see setup.py) or pure Python.
 
@@ -19,7 +19,7 @@ import numpy as np
 from servecap.catalog import lookup_gpu, resolve_model
 from servecap.core.defaults import build_deployment
 from servecap.core.plan import plan
-from servecap.sim import engine_setup_from_plan, kernel, simulate
+from servecap.sim import engine, engine_setup_from_plan, simulate
 from servecap.sim.capacity import planner_rate
 from servecap.specs import RequestShape
 from servecap.workload import generate_arrays, workload_from_dict
@@ -61,13 +61,12 @@ def main() -> None:
         f"simulated capacity {capacity:.1f} req/s; Poisson at {rate:.1f} req/s ({args.load:.0%})"
     )
     print(f"workload: {args.requests:,} requests drawn in {t_gen:.3f} s")
-    compiled = not kernel.__file__.endswith(".py")  # a C extension built by mypyc (setup.py)
-    print(
-        f"simulator kernel: {'compiled by mypyc' if compiled else 'pure Python'} ({kernel.__file__.rsplit('/', 1)[-1]})"
-    )
-    runs = [("fast (engine step inline, O(1) per step)", {"fast_forward": True})]
+    compiled = not engine.__file__.endswith(".py")  # a C extension built by mypyc (setup.py)
+    name = engine.__file__.rsplit("/", 1)[-1]
+    print(f"simulator engine: {'compiled by mypyc' if compiled else 'pure Python'} ({name})")
+    runs = [("fast (decode runs at once, O(1) per step)", {"fast_forward": True})]
     if not args.skip_reference:
-        runs.append(("step by step (reference: Engine._step, one event per step)", {"fast_forward": False}))
+        runs.append(("step by step (one Engine step per iteration)", {"fast_forward": False}))
     results = []
     walls = []
     for name, kw in runs:

@@ -13,7 +13,17 @@ import pytest
 
 from servecap.sim import EngineRequest, EngineStats, StepOutcome
 
-COMPILED = ("kernel", "engine", "kv_pool", "step_time")
+COMPILED = (
+    "request_state",
+    "queues",
+    "kv_pool",
+    "step_time",
+    "engine",
+    "engine_server",
+    "traffic",
+    "observer",
+    "loop",
+)
 
 
 @pytest.mark.parametrize("name", COMPILED)

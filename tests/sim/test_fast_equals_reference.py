@@ -1,7 +1,7 @@
-"""The fast simulator (``simulate(fast_forward=True)``: the event loop with the engine step inline,
-:mod:`servecap.sim.kernel`) against the step-by-step reference (``fast_forward=False``: one
-``Engine._step`` call and one event per step): identical per-request records, summaries, engine
-counters and gauges, on workloads that exercise every path of the scheduler."""
+"""The simulator (``simulate``: the event loop driving one engine behind the server seam, runs of
+decode-only steps advanced at once) against the step-by-step reference (``reference_loop``: one
+``Engine.step`` call per event, nothing batched): identical per-request records, summaries,
+engine counters and gauges, on workloads that exercise every path of the scheduler."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from reference_loop import reference_simulate
 from sim_helpers import make_plan
 
 from servecap.core.plan import Plan
@@ -23,8 +24,8 @@ CHAT: dict[str, Any] = {
 
 
 def _both(setup: EngineSetup, w: WorkloadSpec, seed: int, **kw: Any) -> tuple[SimResult, SimResult]:
-    fast = simulate(setup, w, np.random.default_rng(seed), fast_forward=True, **kw)
-    ref = simulate(setup, w, np.random.default_rng(seed), fast_forward=False, **kw)
+    fast = simulate(setup, w, np.random.default_rng(seed), **kw)
+    ref = reference_simulate(setup, w, np.random.default_rng(seed), **kw)
     # every per-request record (TTFT, end, queue time, preemptions, tokens, cached tokens, token
     # times when recorded) compares equal as floats, not approximately
     assert fast.records() == ref.records()
@@ -35,6 +36,10 @@ def _both(setup: EngineSetup, w: WorkloadSpec, seed: int, **kw: Any) -> tuple[Si
     assert fast.token_times_s == ref.token_times_s
     for name in ("horizon_s", "steps", "events", "mean_in_system", "mean_running", "admitted"):
         assert getattr(fast, name) == getattr(ref, name), name
+    # and the same loop taking every step on its own (no runs of decode-only steps)
+    steps = simulate(setup, w, np.random.default_rng(seed), fast_forward=False, **kw)
+    assert steps.decode_runs == 0
+    assert steps.records() == fast.records() and steps.summary == fast.summary and steps.engine == fast.engine
     return fast, ref
 
 
@@ -138,7 +143,7 @@ def test_exact_step_time_model(llama8b_plan: Plan) -> None:
 
 
 def test_roofline_slopes_give_the_model_time_bit_for_bit(llama8b_plan: Plan) -> None:
-    """The kernel prices steps from ``roofline_slopes`` and ``base``: equal to ``time``."""
+    """The engine prices steps from ``roofline_slopes`` and ``base``: equal to ``time``."""
     setup = engine_setup_from_plan(llama8b_plan)
     model = StepTimeModel(setup.step, setup.efficiency)
     slopes = model.roofline_slopes()

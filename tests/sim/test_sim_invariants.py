@@ -123,8 +123,9 @@ def test_saturation_with_long_prompts_is_near_the_planner() -> None:
     from servecap.core.defaults import build_deployment
     from servecap.core.plan import plan
 
-    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-70B"), lookup_gpu("H200"), weights_dtype="fp8",
-                           max_model_len=8192)
+    dep = build_deployment(
+        resolve_model("meta-llama/Llama-3.1-70B"), lookup_gpu("H200"), weights_dtype="fp8", max_model_len=8192
+    )
     p = plan(dep, request=RequestShape(2048, 256))
     rate = 3.0 * p.output_tokens_per_s_total / 256
     w = workload_from_flags(rate=rate, arrival="constant", prompt_tokens=2048, output_tokens=256, num_requests=600)
@@ -179,7 +180,7 @@ def test_same_timestamp_events_are_seen_by_the_step_starting_then(llama8b_plan: 
 def test_fast_forward_equals_step_by_step(llama8b_plan: Plan) -> None:
     setup = engine_setup_from_plan(llama8b_plan)
     w = _poisson(15.0, 800)
-    fast = simulate(setup, w, np.random.default_rng(2), kernel=False)  # type: ignore[arg-type]
+    fast = simulate(setup, w, np.random.default_rng(2))  # type: ignore[arg-type]
     slow = simulate(setup, w, np.random.default_rng(2), fast_forward=False)  # type: ignore[arg-type]
     assert fast.decode_runs > 0 and slow.decode_runs == 0
     assert fast.steps == slow.steps

@@ -192,8 +192,8 @@ def run_simulation(built: Built, *, seed: int, slo: Slo | None, progress: Progre
         return sim(built.setup, built.workload, rng, slo=slo)
     total = expected_requests(built.workload) or None
 
-    def tick(done: int, _total: int) -> None:
-        progress(Progress("simulate", done, total, "requests"))
+    def tick(event: Progress) -> None:  # the loop knows the drawn count; the spec's is the same or better
+        progress(Progress("simulate", event.done, event.total or total, "requests"))
 
     return sim(built.setup, built.workload, rng, slo=slo, progress=tick)
 

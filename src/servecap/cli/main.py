@@ -69,6 +69,9 @@ COMMANDS: Mapping[str, LazyCommand] = {
         "Measured vs predicted, per metric, with the error (prediction: `servecap simulate` of the "
         "run's workload, seed and deployment, optionally with a calibration).",
     ),
+    "fleet": LazyCommand(
+        "servecap.cli.fleet_cmd:fleet_group", "Simulate a fleet of replicas behind a router and an autoscaler."
+    ),
     "runs": LazyCommand("servecap.cli.runs_cmd:runs", "Stored bench runs: list (default), show, export, delete."),
     "monitor": LazyCommand(
         "servecap.cli.monitor_cmd:monitor_command",

@@ -1,13 +1,16 @@
 """One engine replica, modelled on vLLM's V1 scheduler: continuous batching, chunked prefill,
-paged KV blocks allocated as requests grow, preemption by recompute, prefix caching.
+paged KV blocks allocated as requests grow, preemption by recompute, prefix caching. This is the
+only implementation of a step: the simulator's server (:mod:`servecap.sim.single_server`) and
+the emulator both drive it.
 
 The scheduler (vLLM ``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``), per step:
 
 1. running requests, in order, each get their remaining tokens (one for a decoding request, the
    rest of the prompt — capped by the token budget — for one being prefilled); when the KV pool
-   cannot hold a request's new tokens, the youngest running request (``fcfs``; the lowest
-   priority under ``priority``) is preempted: its blocks are freed and it goes back to the front
-   of the waiting queue, to be prefilled again later (prompt + the tokens it had produced);
+   cannot hold a request's new tokens, the waiting queue's policy picks a running request to
+   preempt (:meth:`RequestQueue.victim_index`: the youngest under ``fcfs``, the lowest priority
+   under ``priority``): its blocks are freed and it goes back to the waiting queue, to be
+   prefilled again later (prompt + the tokens it had produced);
 2. if nothing was preempted, waiting requests are admitted in queue order while the token budget
    (``max_num_batched_tokens``), ``max_num_seqs`` and the pool allow; a request's prompt may be
    split across steps (chunked prefill), and prefix-cache hits skip whole leading blocks
@@ -17,11 +20,26 @@ The scheduler (vLLM ``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``)
    blocks stay cached, evictable in LRU order).
 
 The step's time is :class:`~servecap.sim.step_time.StepTimeModel` (the planner's roofline) of
-the step's aggregates. Decoding requests are kept lazily — a request's computed tokens are
-``c0 + (D - d0)`` for the engine's decode-step counter ``D`` — with running sums of context
-tokens and per-residue counts of who needs a new block on which step, so a step costs O(1) in
-the batch size, and :meth:`Engine.advance_decode_run` advances a whole run of decode-only steps
-in which the batch does not change (no arrival, completion or admission) in one call.
+the step's aggregates.
+
+**Lazy decoding.** A step costs O(1) in the number of decoding requests. Each decoding request
+advances by exactly one token per step, so the engine keeps one decode-step counter
+(``_decode_step``) and, per request, its counts when it joined the decoding batch
+(:mod:`servecap.sim.request_state`): its computed tokens are ``computed_at_join +
+(_decode_step - step_at_join)``. What a step needs over all decoders comes from running sums:
+
+- context read: ``Σ computed = _join_offset_sum + B x _decode_step`` where ``_join_offset_sum =
+  Σ (computed_at_join - step_at_join)``; the step reads one more token each (``+ B``);
+- sliding window: the same sum over the requests whose context is still below the window, plus
+  ``window`` for each of the others (their reads stopped growing); a request crossing over is
+  found in a heap of rate changes keyed by the step at which it happens;
+- blocks: a request takes new blocks when its context enters a new block, i.e. every
+  ``block_size`` steps at a step fixed by ``(computed_at_join - step_at_join) mod block_size``;
+  ``_blocks_due[residue]`` sums the blocks the requests of each residue take then;
+- finishes: a heap of the step at which each request produces its last token.
+
+:meth:`Engine.advance_decode_run` advances a whole run of decode-only steps in which the batch
+does not change (no arrival, completion or admission) in one call.
 
 Tokens are emitted at the end of their step. ``StepOutcome.decoded`` lists every request that
 received a token in the step, first tokens included.
@@ -30,7 +48,7 @@ received a token in the step, first tokens included.
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections.abc import Sequence
 
 from servecap.core.roofline import prefill_batch
 from servecap.errors import ServecapError
@@ -38,80 +56,24 @@ from servecap.sim.engine_types import EngineRequest as EngineRequest
 from servecap.sim.engine_types import EngineStats as EngineStats
 from servecap.sim.engine_types import StepOutcome as StepOutcome
 from servecap.sim.kv_pool import KvPool
+from servecap.sim.queues import RequestQueue, make_queue
+from servecap.sim.request_state import DECODING, DONE, PREFILLING, WAITING, RequestState
 from servecap.sim.setup import EngineSetup, prefix_caching_supported
 from servecap.sim.step_time import StepTimeModel
 from servecap.specs.model import AttentionKind
 
-WAITING, PREFILL, DECODING, DONE = 0, 1, 2, 3
+_NO_IDS: list[int] = []
 
-
-class _Req:
-    __slots__ = (
-        "arrival_s",
-        "c0",
-        "cached_tokens",
-        "computed",
-        "d0",
-        "end_s",
-        "epoch",
-        "first_token_s",
-        "g0",
-        "gen",
-        "held",
-        "itl_extra",
-        "keys",
-        "last_token_s",
-        "mult",
-        "nreg",
-        "output",
-        "preemptions",
-        "prio",
-        "prompt",
-        "refs",
-        "rid",
-        "sched_s",
-        "segments",
-        "seq",
-        "state",
-        "wsat",
-    )
-
-    def __init__(
-        self, rid: int, prompt: int, output: int, keys: tuple[int, ...] | None, prio: int, seq: int, arrival_s: float
-    ) -> None:
-        self.rid = rid
-        self.prompt = prompt
-        self.output = output
-        self.keys = keys
-        self.prio = prio
-        self.seq = seq
-        self.arrival_s = arrival_s
-        self.gen = 0  # output tokens produced (materialized; see Engine._materialize)
-        self.computed = 0  # tokens whose KV is in the cache
-        self.held = 0  # physical blocks held (materialized for decoders)
-        self.refs: list[int] = []  # cached block keys this request holds
-        self.nreg = 0  # blocks [0, nreg) already looked up / published
-        self.c0 = self.d0 = self.g0 = 0
-        self.mult = 0
-        self.wsat = False
-        self.epoch = 0
-        self.state = WAITING
-        self.first_token_s: float | None = None
-        self.last_token_s: float | None = None
-        self.end_s: float | None = None
-        self.sched_s: float | None = None
-        self.preemptions = 0
-        self.cached_tokens = 0
-        self.segments: list[tuple[int, int]] | None = None
-        self.itl_extra: list[float] | None = None
+__all__ = ["DECODING", "DONE", "PREFILLING", "WAITING", "Engine", "EngineRequest", "EngineStats", "StepOutcome"]
 
 
 class Engine:
     """One replica's scheduler, KV block manager, prefix cache and step-time model.
 
-    Drive it by a discrete-event loop (:func:`servecap.sim.simulate`) or a wall clock (the
-    emulator): ``add_request`` when a request arrives, then while ``has_work()``: ``step(now)``
-    and wait ``duration_s``.
+    Drive it by the event loop (:func:`servecap.sim.simulate`) or a wall clock (the emulator):
+    ``add_request`` when a request arrives, then while ``has_work()``: ``step(now)`` and wait
+    ``duration_s``. The read-only members a router sees (``num_waiting``, ``num_running``,
+    ``num_inflight_tokens``, ``kv_usage``, ``prefix_hit_blocks``) cost O(1) (the last O(keys)).
     """
 
     def __init__(
@@ -125,42 +87,57 @@ class Engine:
         self.setup = setup
         layout = setup.layout
         self.layout = layout
-        self.bs = layout.block_size
-        self._blocks_held = layout.blocks_held
-        self._linear = prefix_caching_supported(layout)
-        self._g = len(layout.groups)
-        self.caching = setup.enable_prefix_caching and self._linear
-        self.pool = KvPool(setup.num_gpu_blocks, blocks_per_key=self._g if self.caching else 1)
+        self.block_size = layout.block_size
+        self._blocks_held_fn = layout.blocks_held
+        # one block per group every block_size tokens (full attention everywhere): prefix caching
+        # works and the blocks of a context are a closed form
+        self._uniform_blocks = prefix_caching_supported(layout)
+        self._num_groups = len(layout.groups)
+        self.caching = setup.enable_prefix_caching and self._uniform_blocks
+        self.pool = KvPool(setup.num_gpu_blocks, blocks_per_key=self._num_groups if self.caching else 1)
         self.model = StepTimeModel(setup.step, setup.efficiency, exact=exact_step_time)
         self.window = setup.step.window_tokens
-        self.max_seqs = setup.max_num_seqs
-        self.max_tokens = setup.max_num_batched_tokens
-        self.fcfs = setup.scheduling_policy == "fcfs"
+        self.max_num_seqs = setup.max_num_seqs
+        self.max_num_batched_tokens = setup.max_num_batched_tokens
         self.keep_finished = keep_finished
         self.record_token_times = record_token_times
         thresholds = set()
         for g in layout.groups:
             if g.kind is AttentionKind.SLIDING and g.window_tokens is not None:
-                cap = -(-(g.window_tokens - 1) // self.bs) + 1
-                thresholds.add((cap - 1) * self.bs + 1)
-        self._thresholds = sorted(thresholds)
+                cap = -(-(g.window_tokens - 1) // self.block_size) + 1
+                thresholds.add((cap - 1) * self.block_size + 1)
+        # contexts past which a sliding-window group stops taking blocks (hybrid layouts)
+        self._block_thresholds = sorted(thresholds)
+        # decoders whose joins and finishes need no rate-change bookkeeping
+        self._simple_decoders = self._uniform_blocks and self.window is None and not self._block_thresholds
 
-        self._waiting: deque[_Req] = deque()
-        self._wheap: list[tuple[int, int, _Req]] = []
-        self._reqs: dict[int, _Req] = {}
-        self._decoders: dict[int, _Req] = {}
-        self._partial: _Req | None = None
+        # pricing a step: the roofline's slopes when it has their shape (the same operations as
+        # StepTimeModel.time, so the same floats), else the model's own call
+        slopes = self.model.roofline_slopes()
+        self._kv_slope, self._wkv_slope, self._pairs_slope, self._wpairs_slope = (
+            slopes if slopes is not None else (0.0, 0.0, 0.0, 0.0)
+        )
+        self._price_mode = 0 if slopes is None else (1 if slopes[1] == 0.0 and slopes[3] == 0.0 else 2)
+
+        self.waiting: RequestQueue = make_queue(setup.scheduling_policy)
+        self._requests: dict[int, RequestState] = {}  # every request not finished
+        self._decoding: dict[int, RequestState] = {}  # the decoding batch, in scheduling order
+        self._prefilling: RequestState | None = None  # a request whose prompt is part-computed
         self._seq = 0
-        self._D = 0
-        self._A = 0  # Σ (c0 - d0) over decoders
-        self._grow = [0] * self.bs  # blocks decoders of each residue class take at a crossing
-        self._A_un = 0  # the same over decoders whose context is still below the window
-        self._n_un = 0
-        self._n_sat = 0
-        self._fin: list[tuple[int, int, int, int]] = []  # (D at finish, seq, rid, epoch)
-        self._chg: list[tuple[int, int, int, int]] = []  # (D of a rate change, seq, rid, epoch)
+        # the lazy decoding state (see the module doc)
+        self._decode_step = 0
+        self._join_offset_sum = 0
+        self._blocks_due = [0] * self.block_size
+        self._join_offset_sum_below_window = 0
+        self._num_below_window = 0
+        self._num_window_full = 0
+        self._output_left_at_join_sum = 0  # Σ (output_tokens - output_at_join + step_at_join)
+        self._waiting_tokens = 0  # Σ (prompt + output - produced) over the waiting queue
+        # (decode step of the finish, seq, id, epoch) and (decode step of a rate change, ...)
+        self._finish_heap: list[tuple[int, int, int, int]] = []
+        self._rate_change_heap: list[tuple[int, int, int, int]] = []
         self._admission_blocked = False
-        self._last_end = 0.0
+        self._last_end_s = 0.0
         # counters
         self.preemptions = 0
         self.hit_tokens = 0
@@ -169,11 +146,12 @@ class Engine:
         self.busy_s = 0.0
         self.seq_time = 0.0  # Σ batch size x step time
         self.max_batch = 0
+        self.max_waiting = 0  # the longest waiting queue a step started with
         self.itl_durations: list[float] = []
         self.itl_weights: list[int] = []
-        self.decode_end_times: list[float] = []  # end of the step that moved D to i + 1
-        self.finished: list[_Req] = []
-        self._new_finished: list[_Req] = []
+        self.decode_end_times: list[float] = []  # end of the step that moved the counter to i + 1
+        self.finished: list[RequestState] = []
+        self._new_finished: list[RequestState] = []
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -201,36 +179,57 @@ class Engine:
                 f"{prompt_tokens} prompt + {output_tokens} output tokens exceed max_model_len "
                 f"{self.setup.max_model_len}",
             )
-        if request_id in self._reqs:
+        if request_id in self._requests:
             raise ServecapError("request_id", request_id, "already in the engine")
         limit = self.setup.waiting_queue_limit
-        if limit is not None and self.num_waiting >= limit:
+        if limit is not None and len(self.waiting) >= limit:
             return False
-        r = _Req(
+        r = RequestState(
             request_id, prompt_tokens, output_tokens, prefix_key if self.caching else None, priority, self._seq, now_s
         )
         self._seq += 1
         if self.record_token_times:
             r.segments = []
-            r.itl_extra = []
-        self._reqs[request_id] = r
-        if self.fcfs:
-            self._waiting.append(r)
-        else:
-            heapq.heappush(self._wheap, (priority, r.seq, r))
+            r.itl_extra_s = []
+        self._requests[request_id] = r
+        self.waiting.add(r)
+        self._waiting_tokens += prompt_tokens + output_tokens
         self._admission_blocked = False
         return True
 
     def has_work(self) -> bool:
-        return bool(self._decoders or self._partial is not None or self._waiting or self._wheap)
+        return bool(self._decoding or self._prefilling is not None or len(self.waiting))
 
     @property
     def num_waiting(self) -> int:
-        return len(self._waiting) if self.fcfs else len(self._wheap)
+        return len(self.waiting)
 
     @property
     def num_running(self) -> int:
-        return len(self._decoders) + (self._partial is not None)
+        return len(self._decoding) + (self._prefilling is not None)
+
+    @property
+    def num_inflight_tokens(self) -> int:
+        """Prompt tokens not yet computed plus output tokens not yet produced, over the requests
+        in the engine (a preempted request's prompt counts again; O(1), from running sums)."""
+        n = self._waiting_tokens + self._output_left_at_join_sum - len(self._decoding) * self._decode_step
+        r = self._prefilling
+        if r is not None:
+            n += max(0, r.prompt_tokens - r.num_computed_tokens) + r.output_tokens - r.num_output_tokens
+        return n
+
+    @property
+    def kv_usage(self) -> float:
+        """Fraction of the KV blocks in use by running requests, 0..1 (cached idle blocks are
+        free to take)."""
+        return self.pool.used / self.pool.total if self.pool.total else 0.0
+
+    def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
+        """Leading blocks of ``block_keys`` (:func:`servecap.workload.block_keys`) that the prefix
+        cache holds now; 0 when it keeps none. Reads only: the LRU order is left as it is."""
+        if not self.caching:
+            return 0
+        return self.pool.longest_hit(block_keys, len(block_keys))[0]
 
     @property
     def stats(self) -> EngineStats:
@@ -253,292 +252,307 @@ class Engine:
         assert out is not None
         return out
 
+    def run_step(self, now_s: float) -> float:
+        """:meth:`step` without building its outcome (the simulator's path); returns its end."""
+        self._step(now_s, False)
+        return self._last_end_s
+
     def abort(self, request_id: int) -> bool:
         """Drop a request (client gone); frees its blocks. False if unknown or finished."""
-        r = self._reqs.get(request_id)
+        r = self._requests.get(request_id)
         if r is None or r.state == DONE:
             return False
         if r.state == WAITING:
-            if self.fcfs:
-                self._waiting.remove(r)
-            else:
-                self._wheap = [e for e in self._wheap if e[2] is not r]
-                heapq.heapify(self._wheap)
+            self.waiting.remove(r)
+            self._waiting_tokens -= r.prompt_tokens + r.output_tokens - r.num_output_tokens
         else:
             self._free_running(r)
         r.state = DONE
-        del self._reqs[request_id]
+        del self._requests[request_id]
         self._admission_blocked = False
         return True
 
-    def take_finished(self) -> list[_Req]:
-        """Requests finished since the last call (the simulator's hook)."""
+    def take_finished(self) -> list[RequestState]:
+        """Requests finished since the last call, in finishing order (the servers' hook)."""
         out = self._new_finished
         self._new_finished = []
         return out
 
     # ---- lazy decoders ----------------------------------------------------------------------
 
-    def _bh(self, tokens: int) -> int:
-        if self._linear:
-            return self._g * -(-tokens // self.bs)
-        return self._blocks_held(tokens)
+    def _blocks_for(self, tokens: int) -> int:
+        """Physical blocks a context of ``tokens`` tokens holds."""
+        if self._uniform_blocks:
+            return self._num_groups * -(-tokens // self.block_size)
+        return self._blocks_held_fn(tokens)
 
-    def _materialize(self, r: _Req) -> None:
-        """Bring a decoder's counters up to the current step counter (aggregates unchanged)."""
-        steps = self._D - r.d0
+    def _materialize(self, r: RequestState) -> None:
+        """Bring a decoder's counters up to the current step counter (the sums are unchanged)."""
+        steps = self._decode_step - r.step_at_join
         if steps:
-            r.computed = r.c0 + steps
-            r.gen = r.g0 + steps
+            r.num_computed_tokens = r.computed_at_join + steps
+            r.num_output_tokens = r.output_at_join + steps
             if r.segments is not None:
-                r.segments.append((r.d0, self._D))
-            r.c0, r.g0, r.d0 = r.computed, r.gen, self._D
+                r.segments.append((r.step_at_join, self._decode_step))
+            r.computed_at_join, r.output_at_join = r.num_computed_tokens, r.num_output_tokens
+            r.step_at_join = self._decode_step
         # a lazy decoder's stored count may be stale (it only grows); one allocated ahead for
         # this step's token (the request-by-request path) holds one block more
-        held = self._bh(r.computed)
-        if held > r.held:
-            r.held = held
+        held = self._blocks_for(r.num_computed_tokens)
+        if held > r.num_blocks_held:
+            r.num_blocks_held = held
 
-    def _crossing_mult(self, computed: int) -> int:
+    def _blocks_per_crossing(self, computed: int) -> int:
         """Blocks taken at the next block crossing after ``computed`` tokens."""
-        if self._linear:
-            return self._g
-        bs = self.bs
+        if self._uniform_blocks:
+            return self._num_groups
+        bs = self.block_size
         t = (computed // bs + 1) * bs + 1 if computed % bs else computed + 1
-        return self._blocks_held(t) - self._blocks_held(t - 1)
+        return self._blocks_held_fn(t) - self._blocks_held_fn(t - 1)
 
-    def _add_decoder(self, r: _Req) -> None:
-        D = self._D
+    def _add_decoder(self, r: RequestState) -> None:
+        step = self._decode_step
         r.state = DECODING
-        r.c0, r.g0, r.d0 = r.computed, r.gen, D
+        r.computed_at_join, r.output_at_join, r.step_at_join = r.num_computed_tokens, r.num_output_tokens, step
         r.epoch += 1
-        off = r.c0 - D
-        self._A += off
-        r.mult = self._crossing_mult(r.computed)
-        self._grow[off % self.bs] += r.mult
-        if self.window is not None:
-            if r.computed + 1 >= self.window:
-                r.wsat = True
-                self._n_sat += 1
-            else:
-                r.wsat = False
-                self._A_un += off
-                self._n_un += 1
-                heapq.heappush(self._chg, (self.window - 1 - off, r.seq, r.rid, r.epoch))
-        if self._thresholds:
-            self._push_threshold(r)
-        heapq.heappush(self._fin, (D + r.output - r.gen, r.seq, r.rid, r.epoch))
-        self._decoders[r.rid] = r
+        offset = r.computed_at_join - step
+        self._join_offset_sum += offset
+        self._output_left_at_join_sum += r.output_tokens - r.output_at_join + step
+        if self._simple_decoders:
+            r.blocks_per_crossing = self._num_groups
+            self._blocks_due[offset % self.block_size] += self._num_groups
+        else:
+            r.blocks_per_crossing = self._blocks_per_crossing(r.num_computed_tokens)
+            self._blocks_due[offset % self.block_size] += r.blocks_per_crossing
+            if self.window is not None:
+                if r.num_computed_tokens + 1 >= self.window:
+                    r.window_full = True
+                    self._num_window_full += 1
+                else:
+                    r.window_full = False
+                    self._join_offset_sum_below_window += offset
+                    self._num_below_window += 1
+                    heapq.heappush(self._rate_change_heap, (self.window - 1 - offset, r.seq, r.request_id, r.epoch))
+            if self._block_thresholds:
+                self._push_threshold(r)
+        heapq.heappush(self._finish_heap, (step + r.output_tokens - r.num_output_tokens, r.seq, r.request_id, r.epoch))
+        self._decoding[r.request_id] = r
 
-    def _push_threshold(self, r: _Req) -> None:
-        computed = r.c0 + self._D - r.d0
-        for thr in self._thresholds:
+    def _push_threshold(self, r: RequestState) -> None:
+        computed = r.computed_at_join + self._decode_step - r.step_at_join
+        for thr in self._block_thresholds:
             if thr > computed:  # the crossing at ctx = thr still grows; change before thr + 1
-                heapq.heappush(self._chg, (thr - (r.c0 - r.d0), r.seq, r.rid, r.epoch))
+                offset = r.computed_at_join - r.step_at_join
+                heapq.heappush(self._rate_change_heap, (thr - offset, r.seq, r.request_id, r.epoch))
                 return
 
-    def _remove_decoder(self, r: _Req) -> None:
-        off = r.c0 - r.d0
-        self._A -= off
-        self._grow[off % self.bs] -= r.mult
+    def _remove_decoder(self, r: RequestState) -> None:
+        """Take a (materialized) decoder out of the batch and the sums."""
+        offset = r.computed_at_join - r.step_at_join
+        self._join_offset_sum -= offset
+        self._output_left_at_join_sum -= r.output_tokens - r.output_at_join + r.step_at_join
+        self._blocks_due[offset % self.block_size] -= r.blocks_per_crossing
         if self.window is not None:
-            if r.wsat:
-                self._n_sat -= 1
+            if r.window_full:
+                self._num_window_full -= 1
             else:
-                self._A_un -= off
-                self._n_un -= 1
-        del self._decoders[r.rid]
+                self._join_offset_sum_below_window -= offset
+                self._num_below_window -= 1
+        del self._decoding[r.request_id]
 
-    def _apply_changes(self) -> None:
-        """Rate changes due before the step with counter D: window saturation, block growth."""
-        chg = self._chg
-        D = self._D
-        while chg and chg[0][0] <= D:
-            _, _, rid, epoch = heapq.heappop(chg)
-            r = self._reqs.get(rid)
+    def _apply_rate_changes(self) -> None:
+        """Rate changes due before the step at the current counter: window saturation, block
+        growth of hybrid layouts."""
+        heap = self._rate_change_heap
+        step = self._decode_step
+        while heap and heap[0][0] <= step:
+            _, _, rid, epoch = heapq.heappop(heap)
+            r = self._requests.get(rid)
             if r is None or r.state != DECODING or r.epoch != epoch:
                 continue
-            off = r.c0 - r.d0
-            computed = off + D
-            if self.window is not None and not r.wsat and computed + 1 >= self.window:
-                r.wsat = True
-                self._A_un -= off
-                self._n_un -= 1
-                self._n_sat += 1
-            new_mult = self._crossing_mult(computed)
-            if new_mult != r.mult:
-                self._grow[off % self.bs] += new_mult - r.mult
-                r.mult = new_mult
-            if self._thresholds and any(t > computed for t in self._thresholds):
+            offset = r.computed_at_join - r.step_at_join
+            computed = offset + step
+            if self.window is not None and not r.window_full and computed + 1 >= self.window:
+                r.window_full = True
+                self._join_offset_sum_below_window -= offset
+                self._num_below_window -= 1
+                self._num_window_full += 1
+            new_blocks = self._blocks_per_crossing(computed)
+            if new_blocks != r.blocks_per_crossing:
+                self._blocks_due[offset % self.block_size] += new_blocks - r.blocks_per_crossing
+                r.blocks_per_crossing = new_blocks
+            if self._block_thresholds and any(t > computed for t in self._block_thresholds):
                 self._push_threshold(r)
 
     def _clean_heap_tops(self) -> None:
-        for heap in (self._fin, self._chg):
+        """Drop stale entries (a request that left the batch since) from the heaps' tops."""
+        for heap in (self._finish_heap, self._rate_change_heap):
             while heap:
                 _, _, rid, epoch = heap[0]
-                r = self._reqs.get(rid)
+                r = self._requests.get(rid)
                 if r is not None and r.state == DECODING and r.epoch == epoch:
                     break
                 heapq.heappop(heap)
 
     # ---- freeing ----------------------------------------------------------------------------
 
-    def _free_running(self, r: _Req) -> None:
+    def _free_running(self, r: RequestState) -> None:
         """Release a running request's blocks (its cached blocks become evictable)."""
         if r.state == DECODING:
             self._materialize(r)
             self._remove_decoder(r)
-        elif self._partial is r:
-            self._partial = None
+        elif self._prefilling is r:
+            self._prefilling = None
         self._release_blocks(r)
 
-    def _release_blocks(self, r: _Req) -> None:
+    def _release_blocks(self, r: RequestState) -> None:
         pool = self.pool
-        private = r.held - pool.per_key * len(r.refs) if self.caching else r.held
-        pool.release(private)
-        for key in reversed(r.refs):  # the tail goes first into the LRU list (evicted first)
-            pool.drop(key)
-        r.refs = []
-        r.held = 0
-        r.nreg = 0
+        if r.cached_keys_held:
+            pool.release(r.num_blocks_held - pool.per_key * len(r.cached_keys_held))
+            for key in reversed(r.cached_keys_held):  # the tail goes first into the LRU list (evicted first)
+                pool.drop(key)
+            r.cached_keys_held = []
+        else:
+            n = r.num_blocks_held
+            pool.used -= n
+            pool.free += n
+        r.num_blocks_held = 0
+        r.num_keys_registered = 0
         self._admission_blocked = False  # room was made: the waiting queue gets another look
 
-    def _publish(self, r: _Req) -> None:
+    def _publish(self, r: RequestState) -> None:
         """Cache the request's keyed full blocks computed so far."""
-        keys = r.keys
+        keys = r.block_keys
         if keys is None:
             return
-        upto = min(len(keys), r.computed // self.bs)
+        upto = min(len(keys), r.num_computed_tokens // self.block_size)
         pool = self.pool
-        for i in range(r.nreg, upto):
+        for i in range(r.num_keys_registered, upto):
             if pool.publish(keys[i]):
-                r.refs.append(keys[i])
-        if upto > r.nreg:
-            r.nreg = upto
+                r.cached_keys_held.append(keys[i])
+        if upto > r.num_keys_registered:
+            r.num_keys_registered = upto
+            self._admission_blocked = False  # new cached content may be the waiting head's prefix
 
-    def _preempt(self, r: _Req, now_s: float) -> None:
+    def _preempt(self, r: RequestState) -> None:
         if r.state == DECODING:
-            r.last_token_s = self._last_end
+            r.last_token_s = self._last_end_s
         self._free_running(r)
-        r.computed = 0
+        r.num_computed_tokens = 0
         r.state = WAITING
         r.preemptions += 1
         self.preemptions += 1
-        if self.fcfs:
-            self._waiting.appendleft(r)
-        else:
-            heapq.heappush(self._wheap, (r.prio, r.seq, r))
+        self.waiting.prepend(r)
+        self._waiting_tokens += r.prompt_tokens + r.output_tokens - r.num_output_tokens
 
-    def _finish(self, r: _Req, end_s: float) -> None:
+    def _finish(self, r: RequestState, end_s: float) -> None:
+        """A decoder produced its last token in the step ending at ``end_s``."""
         self._materialize(r)
         self._remove_decoder(r)
-        self._publish(r)
+        if r.block_keys is not None:
+            self._publish(r)
         self._release_blocks(r)
+        self._done(r, end_s)
+
+    def _done(self, r: RequestState, end_s: float) -> None:
         r.state = DONE
         r.end_s = end_s
-        del self._reqs[r.rid]
+        del self._requests[r.request_id]
         if self.keep_finished:
             self.finished.append(r)
         self._new_finished.append(r)
 
+    def _allocate(self, n: int) -> None:
+        """Take ``n`` blocks the caller checked are available (free ones first: no eviction)."""
+        pool = self.pool
+        if n > 0:
+            if pool.free >= n:
+                pool.free -= n
+                pool.used += n
+            else:
+                pool.allocate(n)
+
+    def _price(
+        self, num_tokens: int, num_seqs: int, kv: float, wkv: float, pairs: float, wpairs: float, prompt: int
+    ) -> float:
+        """:meth:`StepTimeModel.time` of a step, bit for bit (see ``roofline_slopes``)."""
+        mode = self._price_mode
+        if mode == 0 or num_tokens <= 0:
+            return self.model.time(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt)
+        b = self.model.base(num_tokens)
+        if mode == 1:
+            mem = b[0] + self._kv_slope * kv
+            comp = b[1] + self._pairs_slope * pairs
+        else:
+            mem = b[0] + self._kv_slope * kv + self._wkv_slope * wkv
+            comp = b[1] + self._pairs_slope * pairs + self._wpairs_slope * wpairs
+        return (mem if mem > comp else comp) + b[2]
+
     # ---- one step ---------------------------------------------------------------------------
 
     def _step(self, now: float, want_ids: bool) -> StepOutcome | None:
-        if self._chg:
-            self._apply_changes()
-        D = self._D
-        bs = self.bs
+        if self._rate_change_heap and self._rate_change_heap[0][0] <= self._decode_step:
+            self._apply_rate_changes()
+        waiting = self.waiting
+        n_waiting = len(waiting)
+        if n_waiting > self.max_waiting:
+            self.max_waiting = n_waiting
+        step = self._decode_step
+        bs = self.block_size
         pool = self.pool
-        decoders = self._decoders
-        preempted: list[_Req] = []
-        budget = self.max_tokens - len(decoders)
-        chunks: list[tuple[_Req, int]] = []  # prefill work of this step: (request, tokens)
+        decoding = self._decoding
+        preempted: list[RequestState] = []
+        budget = self.max_num_batched_tokens - len(decoding)
+        chunks: list[tuple[RequestState, int]] = []  # prefill work of this step: (request, tokens)
 
-        need = self._grow[(-D) % bs]
-        part = self._partial
+        # 1. the running requests: every decoder's token, the prefilling request's next chunk
+        need = self._blocks_due[(-step) % bs]
+        part = self._prefilling
         part_chunk = part_need = 0
         if part is not None:
-            part_chunk = min(part.prompt + part.gen - part.computed, budget)
-            part_need = self._bh(part.computed + part_chunk) - part.held
-        if need + part_need > pool.available():
-            self._schedule_running_exact(now, preempted, chunks)
-            budget = self.max_tokens - len(decoders) - sum(n for _, n in chunks)
+            part_chunk = min(part.prompt_tokens + part.num_output_tokens - part.num_computed_tokens, budget)
+            part_need = self._blocks_for(part.num_computed_tokens + part_chunk) - part.num_blocks_held
+        if need + part_need > pool.free + len(pool.lru) * pool.per_key:
+            self._schedule_running_exact(preempted, chunks)
+            budget = self.max_num_batched_tokens - len(decoding) - sum(n for _, n in chunks)
         else:
-            pool.allocate(need + part_need)
+            self._allocate(need + part_need)
             if part is not None:
-                part.held += part_need
+                part.num_blocks_held += part_need
                 chunks.append((part, part_chunk))
                 budget -= part_chunk
 
-        # admit waiting requests (vLLM skips this in a step that preempted)
-        n_running = len(decoders) + len(chunks)
-        blocked = False
-        if not preempted:
-            while budget > 0:
-                if self.fcfs:
-                    if not self._waiting:
-                        break
-                    r = self._waiting[0]
-                else:
-                    if not self._wheap:
-                        break
-                    r = self._wheap[0][2]
-                if n_running >= self.max_seqs:
-                    blocked = True
-                    break
-                total = r.prompt + r.gen
-                hits = idle = 0
-                if r.keys is not None:
-                    hits, idle = pool.longest_hit(r.keys, (total - 1) // bs)
-                start = hits * bs
-                chunk = min(total - start, budget)
-                new_blocks = self._bh(start + chunk) - pool.per_key * hits
-                if new_blocks + idle * pool.per_key > pool.available():
-                    blocked = True
-                    break
-                if self.fcfs:
-                    self._waiting.popleft()
-                else:
-                    heapq.heappop(self._wheap)
-                if hits:
-                    keys = r.keys
-                    assert keys is not None
-                    for i in range(hits):
-                        pool.acquire(keys[i])
-                    r.refs = list(keys[:hits])
-                r.nreg = hits
-                pool.allocate(new_blocks)
-                r.computed = start
-                r.held = self._bh(start + chunk)
-                r.state = PREFILL
-                if r.sched_s is None:
-                    r.sched_s = now
-                if r.preemptions == 0:
-                    r.cached_tokens = start
-                self.hit_tokens += start
-                self.query_tokens += total
-                chunks.append((r, chunk))
-                budget -= chunk
-                n_running += 1
-        self._admission_blocked = blocked
+        # 2. admit waiting requests (vLLM skips this in a step that preempted)
+        if not preempted and budget > 0 and n_waiting:
+            self._admission_blocked = self._admit(now, budget, chunks)
+        else:
+            self._admission_blocked = False
 
-        # the step's shape, from running sums
-        B = len(decoders)
-        kv = float(self._A + B * (D + 1))
-        wkv = float(self._A_un + self._n_un * (D + 1) + self._n_sat * self.window) if self.window else kv
+        # 3. the step's shape, from running sums
+        B = len(decoding)
+        kv = float(self._join_offset_sum + B * (step + 1))
+        window = self.window
+        if window is None:
+            wkv = kv
+        else:
+            wkv = float(
+                self._join_offset_sum_below_window
+                + self._num_below_window * (step + 1)
+                + self._num_window_full * window
+            )
         pairs, wpairs = kv, wkv
         num_tokens = B
         prompt = 0
         for r, n in chunks:
-            s = r.computed
-            if self.window is None:
+            s = r.num_computed_tokens
+            if window is None:
                 p = n * s + n * (n + 1) / 2.0  # causal: query i attends s + i + 1 keys
                 kv += s
                 wkv += s
                 pairs += p
                 wpairs += p
             else:
-                shape = prefill_batch(n, self.window, start_tokens=s)
+                shape = prefill_batch(n, window, start_tokens=s)
                 kv += shape.kv_tokens
                 wkv += shape.window_kv_tokens
                 pairs += shape.attn_pairs
@@ -546,57 +560,57 @@ class Engine:
             num_tokens += n
             prompt += n
         num_seqs = B + len(chunks)
-        dur = self.model.time(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt) if num_tokens else 0.0
+        dur = self._price(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt) if num_tokens else 0.0
         end = now + dur
 
-        # apply: decodes advance, finishes, prefill progress
-        first_ids: list[int] = []
-        decoded_ids: list[int] = list(decoders) if want_ids else []
-        finished_ids: list[int] = []
+        # 4. apply: decodes advance and finish, prefills progress
+        first_ids = decoded_ids = finished_ids = _NO_IDS  # appended to only when want_ids
+        if want_ids:
+            first_ids, decoded_ids, finished_ids = [], list(decoding), []
         if B:
-            self._D = D = D + 1
+            self._decode_step = step = step + 1
             self.itl_durations.append(dur)
             self.itl_weights.append(B)
             if self.record_token_times:
                 self.decode_end_times.append(end)
-            fin = self._fin
-            while fin and fin[0][0] <= D:
+            fin = self._finish_heap
+            while fin and fin[0][0] <= step:
                 _, _, rid, epoch = heapq.heappop(fin)
-                done = self._reqs.get(rid)
+                done = self._requests.get(rid)
                 if done is None or done.state != DECODING or done.epoch != epoch:
-                    continue
+                    continue  # stale: it left the batch since (preempted)
                 self._finish(done, end)
                 if want_ids:
                     finished_ids.append(rid)
-        self._partial = None
+        self._prefilling = None
         for r, n in chunks:
-            r.computed += n
-            if r.keys is not None:
+            r.num_computed_tokens += n
+            if r.block_keys is not None:
                 self._publish(r)
-            if r.computed < r.prompt + r.gen:
-                self._partial = r
+            if r.num_computed_tokens < r.prompt_tokens + r.num_output_tokens:
+                self._prefilling = r
                 continue
-            r.gen += 1
+            r.num_output_tokens += 1
             if want_ids:
-                decoded_ids.append(r.rid)
-            if r.gen == 1:
+                decoded_ids.append(r.request_id)
+            if r.num_output_tokens == 1:
                 r.first_token_s = end
                 if want_ids:
-                    first_ids.append(r.rid)
+                    first_ids.append(r.request_id)
             else:  # the first token after a recompute: its gap spans the preemption
                 assert r.last_token_s is not None
-                gap = end - r.last_token_s
-                self.itl_durations.append(gap)
+                self.itl_durations.append(end - r.last_token_s)
                 self.itl_weights.append(1)
-                if r.itl_extra is not None:
-                    r.itl_extra.append(end)
-            if r.gen >= r.output:
-                self._finish_after_prefill(r, end)
+                if r.itl_extra_s is not None:
+                    r.itl_extra_s.append(end)
+            if r.num_output_tokens >= r.output_tokens:
+                self._release_blocks(r)  # its blocks were published above
+                self._done(r, end)
                 if want_ids:
-                    finished_ids.append(r.rid)
+                    finished_ids.append(r.request_id)
             else:
                 self._add_decoder(r)
-        self._last_end = end
+        self._last_end_s = end
         self.steps += 1
         self.busy_s += dur
         self.seq_time += num_seqs * dur
@@ -609,7 +623,7 @@ class Engine:
             first_tokens=tuple(first_ids),
             decoded=tuple(decoded_ids),
             finished=tuple(finished_ids),
-            preempted=tuple(r.rid for r in preempted),
+            preempted=tuple(r.request_id for r in preempted),
             num_running=self.num_running,
             num_waiting=self.num_waiting,
             kv_blocks_used=pool.used,
@@ -619,45 +633,76 @@ class Engine:
             num_prefill_tokens=prompt,
         )
 
-    def _finish_after_prefill(self, r: _Req, end: float) -> None:
-        """A request whose last token came out of a prefill step (one-token answers, or the
-        last token right after a recompute)."""
-        self._publish(r)
-        self._release_blocks(r)
-        r.state = DONE
-        r.end_s = end
-        del self._reqs[r.rid]
-        if self.keep_finished:
-            self.finished.append(r)
-        self._new_finished.append(r)
-
-    def _schedule_running_exact(self, now: float, preempted: list[_Req], chunks: list[tuple[_Req, int]]) -> None:
-        """The running loop request by request, preempting when the pool runs out (rare)."""
+    def _admit(self, now: float, budget: int, chunks: list[tuple[RequestState, int]]) -> bool:
+        """Admit waiting requests in queue order while budget, seats and blocks allow; True when
+        one was left waiting for seats or blocks (not for the token budget)."""
+        waiting = self.waiting
         pool = self.pool
-        running: list[_Req] = list(self._decoders.values())
+        bs = self.block_size
+        per_key = pool.per_key
+        n_running = len(self._decoding) + len(chunks)
+        while budget > 0 and len(waiting):
+            r = waiting.peek()
+            if n_running >= self.max_num_seqs:
+                return True
+            total = r.prompt_tokens + r.num_output_tokens
+            keys = r.block_keys
+            hits = idle = 0
+            if keys is not None:
+                hits, idle = pool.longest_hit(keys, (total - 1) // bs)
+            start = hits * bs
+            chunk = min(total - start, budget)
+            held = self._blocks_for(start + chunk)
+            new_blocks = held - per_key * hits
+            if new_blocks + idle * per_key > pool.free + len(pool.lru) * per_key:
+                return True
+            waiting.pop()
+            self._waiting_tokens -= r.prompt_tokens + r.output_tokens - r.num_output_tokens
+            if hits:
+                assert keys is not None
+                for i in range(hits):
+                    pool.acquire(keys[i])
+                r.cached_keys_held = list(keys[:hits])
+            r.num_keys_registered = hits
+            self._allocate(new_blocks)
+            r.num_computed_tokens = start
+            r.num_blocks_held = held
+            r.state = PREFILLING
+            if r.scheduled_s is None:
+                r.scheduled_s = now
+            if r.preemptions == 0:
+                r.cached_prompt_tokens = start
+            self.hit_tokens += start
+            self.query_tokens += total
+            chunks.append((r, chunk))
+            budget -= chunk
+            n_running += 1
+        return False
+
+    def _schedule_running_exact(self, preempted: list[RequestState], chunks: list[tuple[RequestState, int]]) -> None:
+        """The running requests one by one, preempting when the pool runs out (rare)."""
+        pool = self.pool
+        running: list[RequestState] = list(self._decoding.values())
         for r in running:
             self._materialize(r)
-        if self._partial is not None:
-            running.append(self._partial)
-        budget = self.max_tokens
+        if self._prefilling is not None:
+            running.append(self._prefilling)
+        budget = self.max_num_batched_tokens
         scheduled: dict[int, int] = {}
         i = 0
         while i < len(running):
             r = running[i]
-            n = 1 if r.state == DECODING else min(r.prompt + r.gen - r.computed, budget)
-            need = self._bh(r.computed + n) - r.held
+            n = 1 if r.state == DECODING else min(r.prompt_tokens + r.num_output_tokens - r.num_computed_tokens, budget)
+            need = self._blocks_for(r.num_computed_tokens + n) - r.num_blocks_held
             ok = True
             while need > pool.available():
-                if self.fcfs:
-                    vi = len(running) - 1
-                else:
-                    vi = max(range(len(running)), key=lambda j: (running[j].prio, running[j].seq))
+                vi = self.waiting.victim_index(running)
                 victim = running.pop(vi)
                 if vi < i:
                     i -= 1
-                if victim.rid in scheduled:  # undo what the victim got this step
-                    budget += scheduled.pop(victim.rid)
-                self._preempt(victim, now)
+                if victim.request_id in scheduled:  # undo what the victim got this step
+                    budget += scheduled.pop(victim.request_id)
+                self._preempt(victim)
                 preempted.append(victim)
                 if victim is r:
                     ok = False
@@ -665,69 +710,82 @@ class Engine:
             if not ok:
                 continue  # r was removed; running[i] is now the next request
             pool.allocate(need)
-            r.held += need  # a decoder's token itself is counted by the lazy sums
-            scheduled[r.rid] = n
+            r.num_blocks_held += need  # a decoder's token itself is counted by the lazy sums
+            scheduled[r.request_id] = n
             budget -= n
             i += 1
         # decoders that stayed keep their lazy state (materialized: sums unchanged)
-        part = self._partial
-        if part is not None and part.rid in scheduled:
-            chunks.append((part, scheduled[part.rid]))
+        part = self._prefilling
+        if part is not None and part.request_id in scheduled:
+            chunks.append((part, scheduled[part.request_id]))
         elif part is not None and part.state == WAITING:
-            self._partial = None
+            self._prefilling = None
 
     # ---- runs of decode-only steps ----------------------------------------------------------
 
     def can_fast_forward(self) -> bool:
         """True when the next steps are decode-only with an unchanging batch until an event:
         no prefill in flight and nobody the scheduler could admit."""
-        if self._partial is not None or not self._decoders:
+        if self._prefilling is not None or not self._decoding:
             return False
-        return not (self._waiting or self._wheap) or self._admission_blocked
+        return not len(self.waiting) or self._admission_blocked
 
     def advance_decode_run(self, now_s: float, until_s: float, max_steps: int = 1 << 62) -> tuple[int, float]:
         """Run consecutive decode-only steps, the first starting at ``now_s``, while each starts
         before ``until_s``, nobody finishes or changes rate, and the pool has blocks; returns
-        (steps run, end time of the last). Every step is priced by the same call, with the same
-        arguments, as :meth:`step` would make, so a run equals its steps taken one at a time."""
+        (steps run, end time of the last). Every step is priced, and every counter accumulated,
+        by the same operations as :meth:`step` would use, so a run equals its steps taken one at
+        a time, bit for bit."""
         if not self.can_fast_forward():
             return 0, now_s
-        if self._chg and self._chg[0][0] <= self._D:
+        if self._rate_change_heap and self._rate_change_heap[0][0] <= self._decode_step:
             return 0, now_s
         self._clean_heap_tops()
-        D = self._D
+        step0 = self._decode_step
         kmax = max_steps
-        if self._fin:
-            kmax = min(kmax, self._fin[0][0] - 1 - D)
-        if self._chg:
-            kmax = min(kmax, self._chg[0][0] - D)
+        if self._finish_heap:
+            kmax = min(kmax, self._finish_heap[0][0] - 1 - step0)
+        if self._rate_change_heap:
+            kmax = min(kmax, self._rate_change_heap[0][0] - step0)
         if kmax <= 0:
             return 0, now_s
-        B = len(self._decoders)
-        A = self._A
-        W = self.window
-        A_un, n_un, n_sat = self._A_un, self._n_un, self._n_sat
-        grow = self._grow
-        bs = self.bs
-        avail = self.pool.available()
-        time = self.model.time
+        n_waiting = len(self.waiting)
+        if n_waiting > self.max_waiting:
+            self.max_waiting = n_waiting
+        B = len(self._decoding)
+        offsets = self._join_offset_sum
+        window = self.window
+        offsets_below, n_below, n_full = (
+            self._join_offset_sum_below_window,
+            self._num_below_window,
+            self._num_window_full,
+        )
+        blocks_due = self._blocks_due
+        bs = self.block_size
+        # an eviction may shorten the prefix hits of the request waiting at the head and let it
+        # in (fewer hits, fewer idle blocks to take back): with requests waiting, a run takes
+        # free blocks only, and the step that evicts is taken on its own
+        avail = self.pool.free if n_waiting and self.caching else self.pool.available()
         durs = self.itl_durations
         weights = self.itl_weights
         ends = self.decode_end_times if self.record_token_times else None
+        busy_s, seq_time = self.busy_s, self.seq_time
         t = now_s
         k = 0
         taken = 0
         while k < kmax and t < until_s:
-            need = grow[(-(D + k)) % bs]
+            need = blocks_due[(-(step0 + k)) % bs]
             if need > avail:
                 break
-            c = D + k + 1
-            kv = float(A + B * c)
-            wkv = float(A_un + n_un * c + n_sat * W) if W else kv
-            dur = time(B, B, kv, wkv, kv, wkv, 0)
+            c = step0 + k + 1
+            kv = float(offsets + B * c)
+            wkv = kv if window is None else float(offsets_below + n_below * c + n_full * window)
+            dur = self._price(B, B, kv, wkv, kv, wkv, 0)
             avail -= need
             taken += need
-            t += dur
+            t = t + dur
+            busy_s += dur
+            seq_time += B * dur
             durs.append(dur)
             weights.append(B)
             if ends is not None:
@@ -735,14 +793,13 @@ class Engine:
             k += 1
         if k == 0:
             return 0, now_s
-        self.pool.allocate(taken)
-        self._D = D + k
+        self._allocate(taken)
+        self._decode_step = step0 + k
         self.steps += k
-        self.busy_s += t - now_s
-        self.seq_time += B * (t - now_s)
+        self.busy_s, self.seq_time = busy_s, seq_time
         if self.max_batch < B:
             self.max_batch = B
-        self._last_end = t
+        self._last_end_s = t
         return k, t
 
     # ---- checks -----------------------------------------------------------------------------
@@ -750,28 +807,37 @@ class Engine:
     def check_invariants(self) -> None:
         """Raise AssertionError unless every block is accounted for: the pool's counts add up,
         each running request holds exactly the blocks its context needs, and the blocks in use
-        are those requests' private blocks plus the cached blocks they share."""
+        are those requests' private blocks plus the cached blocks they share; and unless the
+        running sums equal their definitions."""
         pool = self.pool
         pool.check()
-        running = list(self._decoders.values())
-        if self._partial is not None:
-            running.append(self._partial)
+        running = list(self._decoding.values())
+        if self._prefilling is not None:
+            running.append(self._prefilling)
         private = 0
         holders: dict[int, int] = {}
         for r in running:
-            computed = r.c0 + self._D - r.d0 if r.state == DECODING else r.computed
-            held = self._bh(computed) if r.state == DECODING else r.held
             if r.state == DECODING:
-                assert held == self._bh(computed)
+                computed = r.computed_at_join + self._decode_step - r.step_at_join
+                held = self._blocks_for(computed)
             else:
-                assert held >= self._bh(computed), (r.rid, held, computed)
-            private += held - (pool.per_key * len(r.refs) if self.caching else 0)
-            for key in r.refs:
+                computed = r.num_computed_tokens
+                held = r.num_blocks_held
+                assert held >= self._blocks_for(computed), (r.request_id, held, computed)
+            private += held - (pool.per_key * len(r.cached_keys_held) if self.caching else 0)
+            for key in r.cached_keys_held:
                 holders[key] = holders.get(key, 0) + 1
         active = {k: c for k, c in pool.refs.items() if c > 0}
         assert holders == active, "cached-block reference counts disagree with running requests"
         assert private + pool.per_key * len(active) == pool.used, (private, len(active), pool.used)
-        B = len(self._decoders)
-        assert sum(r.c0 - r.d0 for r in self._decoders.values()) == self._A
-        assert sum(self._grow) == sum(r.mult for r in self._decoders.values()), "growth sums"
-        assert self.max_seqs >= B
+        decoders = self._decoding.values()
+        assert sum(r.computed_at_join - r.step_at_join for r in decoders) == self._join_offset_sum
+        assert sum(self._blocks_due) == sum(r.blocks_per_crossing for r in decoders), "growth sums"
+        assert self.max_num_seqs >= len(self._decoding)
+        left = 0
+        for r in self._requests.values():
+            if r.state == DECODING:
+                left += r.output_tokens - (r.output_at_join + self._decode_step - r.step_at_join)
+            else:
+                left += max(0, r.prompt_tokens - r.num_computed_tokens) + r.output_tokens - r.num_output_tokens
+        assert left == self.num_inflight_tokens, (left, self.num_inflight_tokens)

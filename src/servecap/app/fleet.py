@@ -1,0 +1,506 @@
+"""The fleet use case: a fleet file (or flags) and a workload in, a fleet simulation out.
+
+- :class:`FleetFile` — the fleet file's schema (YAML/JSON, ``extra="forbid"``; docs/fleet.md):
+  pools (model, GPU and the deployment flags ``plan`` takes, replicas or an autoscaler, price,
+  cold start, failures), the router, what happens to a crashed replica's requests, SLOs;
+- :func:`load_fleet_file` / :func:`fleet_from_dict` — read and validate it (the first problem
+  becomes one :class:`~servecap.errors.ServecapError` naming the field);
+- :func:`build_fleet` — names -> specs: each pool planned (:func:`servecap.core.plan.plan`) and
+  turned into an engine setup, the result a :class:`~servecap.fleet.FleetSpec`;
+- :func:`fleet_simulate` — :class:`FleetSimulateRequest` -> :class:`FleetSimulateResponse` (the
+  ``--json`` output; the HTTP API will return the same model) and the full result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from servecap.errors import ServecapError, did_you_mean
+from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
+from servecap.fleet.spec import INSTANT
+from servecap.policy.autoscalers import PRESETS, AutoscalerSettings
+from servecap.policy.routers import ROUTERS
+from servecap.progress import ProgressFn
+from servecap.results import summary_to_json_dict
+from servecap.specs.perf import Slo
+from servecap.workload import WorkloadSpec
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PhaseModel(_Model):
+    mean_s: float = Field(ge=0)
+    cv: float = Field(default=0.0, ge=0)
+
+
+class ColdStartModel(_Model):
+    """Cold-start phases; a number is a fixed duration in seconds."""
+
+    provisioning: PhaseModel | float = PhaseModel(mean_s=60.0, cv=0.3)
+    image_pull: PhaseModel | float = PhaseModel(mean_s=45.0, cv=0.3)
+    load_bandwidth_gb_s: float = Field(default=2.0, gt=0)
+    compile: PhaseModel | float = PhaseModel(mean_s=30.0, cv=0.2)
+    warmup: PhaseModel | float = PhaseModel(mean_s=10.0, cv=0.2)
+
+    def to_spec(self) -> ColdStart:
+        def ph(p: PhaseModel | float, name: str) -> Phase:
+            if isinstance(p, PhaseModel):
+                return Phase(p.mean_s, p.cv)
+            if p < 0:
+                raise ServecapError(f"cold_start.{name}", p, "must be >= 0")
+            return Phase(float(p))
+
+        return ColdStart(
+            ph(self.provisioning, "provisioning"),
+            ph(self.image_pull, "image_pull"),
+            self.load_bandwidth_gb_s * 1e9,
+            ph(self.compile, "compile"),
+            ph(self.warmup, "warmup"),
+        )
+
+
+class ScheduleEntry(_Model):
+    at_s: float = Field(ge=0)
+    min_replicas: int = Field(ge=0)
+
+
+class PredictiveModel(_Model):
+    """Scale ahead of the workload's rate curve (``servecap.fleet.predictive``)."""
+
+    req_s_per_replica: float = Field(gt=0)
+    lead_s: float | None = Field(default=None, ge=0)  # default: the pool's mean cold start
+    step_s: float = Field(default=60.0, gt=0)
+    headroom: float = Field(default=1.0, gt=0)
+
+
+class AutoscalerModel(_Model):
+    """Target tracking; ``preset`` starts from ``keda-vllm`` or ``ray-serve`` defaults and the
+    other keys override them."""
+
+    preset: Literal["keda-vllm", "ray-serve"] = "keda-vllm"
+    signal: Literal["num_requests_waiting", "inflight", "kv_usage", "p99_ttft_s"] | None = None
+    target: float | None = Field(default=None, gt=0)
+    interval_s: float | None = Field(default=None, gt=0)
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(ge=1)
+    upscale_stabilization_s: float | None = Field(default=None, ge=0)
+    downscale_stabilization_s: float | None = Field(default=None, ge=0)
+    max_step_up: int | None = Field(default=None, ge=1)
+    max_step_down: int | None = Field(default=None, ge=1)
+    tolerance: float | None = Field(default=None, ge=0, lt=1)
+    window_s: float | None = Field(default=None, gt=0)
+    schedule: list[ScheduleEntry] = Field(default_factory=list)
+    predictive: PredictiveModel | None = None
+
+    def to_settings(self) -> AutoscalerSettings:
+        base = PRESETS[self.preset]
+        kw: dict[str, Any] = {
+            f: getattr(self, f)
+            for f in (
+                "signal",
+                "target",
+                "interval_s",
+                "upscale_stabilization_s",
+                "downscale_stabilization_s",
+                "max_step_up",
+                "max_step_down",
+                "tolerance",
+                "window_s",
+            )
+            if getattr(self, f) is not None
+        }
+        fields = {f: getattr(base, f) for f in base.__slots__}
+        fields.update(kw)
+        fields["min_replicas"] = self.min_replicas
+        fields["max_replicas"] = self.max_replicas
+        fields["schedule"] = tuple((e.at_s, e.min_replicas) for e in self.schedule)
+        return AutoscalerSettings(**fields)
+
+
+class PoolModel(_Model):
+    name: str = "main"
+    model: str
+    gpu: str
+    gpu_file: str | None = None  # a TOML file adding [[gpu]] rows (relative to the fleet file)
+    num_gpus: int | None = Field(default=None, ge=1)
+    tp: int | None = Field(default=None, ge=1)
+    pp: int = Field(default=1, ge=1)
+    weights_dtype: str | None = None
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = Field(default=None, ge=1)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
+    block_size: int | None = Field(default=None, ge=1)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    enable_prefix_caching: bool = True
+    max_waiting: int | None = Field(default=None, ge=0)
+    calibration: str | None = None
+    replicas: int | None = Field(default=None, ge=0)
+    price_per_gpu_hour: float | None = Field(default=None, ge=0)
+    cold_start: ColdStartModel | Literal["instant"] = ColdStartModel()
+    autoscaler: AutoscalerModel | None = None
+    mtbf_s: float | None = Field(default=None, gt=0)
+    crash_at_s: list[float] = Field(default_factory=list)
+
+
+class RouterModel(_Model):
+    name: str = "round-robin"
+    settings: dict[str, float | int | None] = Field(default_factory=dict)
+    scrape_interval_ms: float = Field(default=0.0, ge=0)
+
+
+class SloModel(_Model):
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+
+
+class FleetFile(_Model):
+    pools: list[PoolModel] = Field(min_length=1)
+    router: RouterModel | str = RouterModel()
+    on_failure: Literal["retry", "fail"] = "retry"
+    max_retries: int = Field(default=2, ge=0)
+    slo: SloModel | None = None
+    timeseries_interval_s: float | None = Field(default=None, gt=0)
+
+    def router_model(self) -> RouterModel:
+        return RouterModel(name=self.router) if isinstance(self.router, str) else self.router
+
+
+def fleet_from_dict(raw: dict[str, Any]) -> FleetFile:
+    """Validate a mapping; the first problem becomes one error naming the field."""
+    try:
+        return FleetFile.model_validate(raw)
+    except ValidationError as err:
+        e = next((x for x in err.errors() if x["type"] == "extra_forbidden"), err.errors()[0])
+        loc = [str(p) for p in e["loc"] if not str(p).startswith("function-")]
+        field = "fleet" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc)
+        if e["type"] == "extra_forbidden":
+            parent = "fleet" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[:-1])
+            allowed = _allowed_keys(loc[:-1])
+            key = loc[-1] if loc else ""
+            return _raise(parent, key, "unknown key" + did_you_mean(key, allowed) + f"; allowed: {', '.join(allowed)}")
+        if e["type"] == "missing":
+            return _raise(field, None, "is required")
+        value = e.get("input")
+        return _raise(field, "{...}" if isinstance(value, dict) else value, e["msg"])
+
+
+def _allowed_keys(loc: list[str]) -> list[str]:
+    """The keys of the model found by following ``loc`` from :class:`FleetFile`."""
+    import typing
+
+    model: type[BaseModel] = FleetFile
+    for part in loc:
+        if part.isdigit() or part not in model.model_fields:
+            continue
+        stack: list[Any] = [model.model_fields[part].annotation]
+        found: type[BaseModel] | None = None
+        while stack:
+            t = stack.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                found = t
+                break
+            stack.extend(typing.get_args(t))
+        if found is None:
+            return []
+        model = found
+    return sorted(model.model_fields)
+
+
+def _raise(field: str, value: object, msg: str) -> FleetFile:
+    raise ServecapError(field, value, msg)
+
+
+def load_fleet_file(path: Path | str) -> FleetFile:
+    """Read a ``.yaml``/``.yml``/``.json`` fleet file."""
+    path = Path(path)
+    if not path.exists():
+        raise ServecapError("fleet", str(path), "no such file")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ServecapError("fleet", str(path), "malformed YAML") from None
+    elif path.suffix.lower() == ".json":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ServecapError("fleet", str(path), f"malformed JSON: {err.msg} at line {err.lineno}") from None
+    else:
+        raise ServecapError("fleet", str(path), "must be a .yaml, .yml or .json file")
+    if not isinstance(raw, dict):
+        raise ServecapError("fleet", str(path), "must contain one mapping (key: value) at the top")
+    return fleet_from_dict(raw)
+
+
+def build_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Pool, list[str]]:
+    """One pool: the deployment planned as ``servecap plan`` would, its engine, its lifecycle."""
+    from servecap.catalog import load_gpu_file, lookup_gpu, resolve_model
+    from servecap.core.defaults import build_deployment
+    from servecap.core.plan import plan
+    from servecap.sim import engine_setup_from_plan
+
+    notes: list[str] = []
+    where = f"pools.{p.name}"
+    extra = None
+    if p.gpu_file is not None:
+        gpu_path = Path(p.gpu_file)
+        if base_dir is not None and not gpu_path.is_absolute():
+            gpu_path = base_dir / gpu_path
+        extra = load_gpu_file(gpu_path)
+    gpu = lookup_gpu(p.gpu, extra)
+    model = resolve_model(p.model)
+    tp, pp = p.tp, p.pp
+    if tp is None:
+        tp = (p.num_gpus // pp) if p.num_gpus is not None else 1
+    if p.num_gpus is not None and p.num_gpus != tp * pp:
+        raise ServecapError(f"{where}.num_gpus", p.num_gpus, f"must equal tp x pp = {tp * pp}")
+    dep = build_deployment(
+        model,
+        gpu,
+        tp=tp,
+        pp=pp,
+        weights_dtype=p.weights_dtype or "auto",
+        kv_cache_dtype=p.kv_cache_dtype,
+        max_model_len=p.max_model_len,
+        gpu_memory_utilization=p.gpu_memory_utilization,
+        block_size=p.block_size,
+        max_num_seqs=p.max_num_seqs,
+        max_num_batched_tokens=p.max_num_batched_tokens,
+        kv_cache_memory_bytes=p.kv_cache_memory_bytes,
+    )
+    efficiency = None
+    if p.calibration is not None:
+        from servecap.calibration import load_calibration
+
+        cal_path = Path(p.calibration)
+        if base_dir is not None and not cal_path.is_absolute():
+            cal_path = base_dir / cal_path
+        efficiency = load_calibration(cal_path).efficiency()
+    the_plan = plan(dep, efficiency=efficiency)
+    setup = engine_setup_from_plan(
+        the_plan,
+        enable_prefix_caching=p.enable_prefix_caching,
+        waiting_queue_limit=p.max_waiting,
+    )
+    notes.extend(f"{p.name}: {n}" for n in setup.notes)
+    price = p.price_per_gpu_hour
+    if price is None:
+        price = gpu.rent_usd_per_hour or 0.0
+        notes.append(
+            f"{p.name}: price {price:.2f} $/GPU-hour from the GPU catalog"
+            if gpu.rent_usd_per_hour
+            else f"{p.name}: no price_per_gpu_hour and none in the catalog: cost 0"
+        )
+    autoscaler = p.autoscaler.to_settings() if p.autoscaler is not None else None
+    replicas = p.replicas
+    if replicas is None:
+        replicas = autoscaler.min_replicas if autoscaler is not None else 1
+    if autoscaler is None and replicas < 1:
+        raise ServecapError(f"{where}.replicas", replicas, "a pool without an autoscaler needs at least 1 replica")
+    cold = INSTANT if p.cold_start == "instant" else p.cold_start.to_spec()
+    pool = Pool(
+        name=p.name,
+        setup=setup,
+        replicas=replicas,
+        gpus_per_replica=dep.num_gpus,
+        price_per_gpu_hour=price,
+        weights_bytes=float(the_plan.stage.weights_bytes_per_gpu * dep.num_gpus),
+        cold_start=cold,
+        autoscaler=autoscaler,
+        mtbf_s=p.mtbf_s,
+        crash_at_s=tuple(p.crash_at_s),
+    )
+    return pool, notes
+
+
+def build_fleet(f: FleetFile, base_dir: Path | None = None) -> tuple[FleetSpec, list[str]]:
+    pools: list[Pool] = []
+    notes: list[str] = []
+    for p in f.pools:
+        pool, n = build_pool(p, base_dir)
+        pools.append(pool)
+        notes.extend(n)
+    router = f.router_model()
+    if router.name not in ROUTERS:
+        raise ServecapError(
+            "router", router.name, f"unknown router; one of {', '.join(ROUTERS)}" + did_you_mean(router.name, ROUTERS)
+        )
+    slo = None
+    if f.slo is not None and (f.slo.ttft_ms is not None or f.slo.tpot_ms is not None):
+        slo = Slo(
+            ttft_s=f.slo.ttft_ms / 1e3 if f.slo.ttft_ms is not None else None,
+            tpot_s=f.slo.tpot_ms / 1e3 if f.slo.tpot_ms is not None else None,
+        )
+    spec = FleetSpec(
+        pools=tuple(pools),
+        router=router.name,
+        router_settings=dict(router.settings),
+        scrape_interval_s=router.scrape_interval_ms / 1e3,
+        on_failure=f.on_failure,
+        max_retries=f.max_retries,
+        slo=slo,
+        timeseries_interval_s=f.timeseries_interval_s,
+    )
+    return spec, notes
+
+
+class FleetSimulateRequest(_Model):
+    fleet: FleetFile
+    workload: WorkloadSpec
+    seed: int = 0
+
+
+class ReplicaOut(_Model):
+    replica_id: int
+    pool: str
+    state: str
+    requested_s: float
+    ready_s: float | None
+    stopped_s: float | None
+    routed: int
+    completed: int
+    utilization: float
+    prefix_cache_hit_rate: float | None
+    billed_s: float
+
+
+class FleetSimulateResponse(_Model):
+    summary: dict[str, Any]
+    by_tenant: dict[str, dict[str, Any]]
+    by_class: dict[str, dict[str, Any]]
+    outcomes: dict[str, int]
+    replicas: list[ReplicaOut]
+    timeseries: dict[str, list[float]]
+    scale_events: list[dict[str, Any]]
+    horizon_s: float
+    gpu_hours: float
+    cost_usd: float
+    usd_per_million_tokens: float | None
+    usd_per_user: float | None
+    retried: int
+    seed: int
+    notes: list[str]
+
+
+def response_from_result(res: FleetResult, seed: int, notes: list[str]) -> FleetSimulateResponse:
+    ts = res.timeseries
+    return FleetSimulateResponse(
+        summary=summary_to_json_dict(res.summary),
+        by_tenant={k: summary_to_json_dict(v) for k, v in res.by_tenant.items()},
+        by_class={k: summary_to_json_dict(v) for k, v in res.by_class.items()},
+        outcomes=dict(res.outcomes),
+        replicas=[
+            ReplicaOut(
+                replica_id=r.replica_id,
+                pool=r.pool,
+                state=r.state,
+                requested_s=r.requested_s,
+                ready_s=r.ready_s,
+                stopped_s=r.stopped_s,
+                routed=r.routed,
+                completed=r.completed,
+                utilization=r.utilization,
+                prefix_cache_hit_rate=r.prefix_cache_hit_rate,
+                billed_s=r.billed_s,
+            )
+            for r in res.replicas
+        ],
+        timeseries={
+            "time_s": list(ts.time_s),
+            "arrival_rate_req_s": list(ts.arrival_rate_req_s),
+            "ready": [float(x) for x in ts.ready],
+            "starting": [float(x) for x in ts.starting],
+            "queue_depth": [float(x) for x in ts.queue_depth],
+            "running": [float(x) for x in ts.running],
+            "kv_usage": list(ts.kv_usage),
+            "p99_ttft_s": list(ts.p99_ttft_s),
+        },
+        scale_events=[{"time_s": t, "pool": p, "from": a, "to": b} for t, p, a, b in res.scale_events],
+        horizon_s=res.horizon_s,
+        gpu_hours=res.gpu_hours,
+        cost_usd=res.cost_usd,
+        usd_per_million_tokens=res.usd_per_million_tokens,
+        usd_per_user=res.usd_per_user,
+        retried=res.retried,
+        seed=seed,
+        notes=notes,
+    )
+
+
+def _rate_curve(workload: WorkloadSpec) -> Callable[[Any], Any] | None:
+    """The workload's arrival rate as a function of time (None: not an open-loop rate)."""
+    import numpy as np
+
+    from servecap.workload import rate_at
+    from servecap.workload.schedule_spec import ScheduleArrival
+    from servecap.workload.spec import PoissonArrival
+
+    arrival = workload.arrival
+    if isinstance(arrival, ScheduleArrival):
+        return lambda t: rate_at(arrival, t)
+    if isinstance(arrival, PoissonArrival):
+        const = arrival.rate_per_s
+        return lambda t: np.full(len(t), const)
+    return None
+
+
+def with_predictive_floors(spec: FleetSpec, f: FleetFile, workload: WorkloadSpec, notes: list[str]) -> FleetSpec:
+    """Add each pool's predictive scale-ahead floors (from the workload's rate curve) to its
+    autoscaler's schedule."""
+    import dataclasses
+
+    from servecap.fleet.predictive import scale_ahead_schedule
+
+    pools = list(spec.pools)
+    for i, p in enumerate(f.pools):
+        a = p.autoscaler
+        if a is None or a.predictive is None:
+            continue
+        rate = _rate_curve(workload)
+        if rate is None:
+            raise ServecapError(
+                f"pools.{p.name}.autoscaler.predictive", "{...}", "needs an open-loop poisson or schedule arrival"
+            )
+        pool = pools[i]
+        assert pool.autoscaler is not None
+        cs = pool.cold_start
+        lead = a.predictive.lead_s
+        if lead is None:
+            load = pool.weights_bytes / cs.load_bandwidth_bytes_s if cs.load_bandwidth_bytes_s != float("inf") else 0.0
+            lead = load + sum(ph.mean_s for _, ph in cs.phases())
+        horizon = workload.duration_s or 86400.0
+        floors = scale_ahead_schedule(
+            rate,
+            req_s_per_replica=a.predictive.req_s_per_replica,
+            lead_s=lead,
+            horizon_s=horizon,
+            step_s=a.predictive.step_s,
+            headroom=a.predictive.headroom,
+        )
+        cap = pool.autoscaler.max_replicas
+        entries = tuple(sorted({*pool.autoscaler.schedule, *((t, min(n, cap)) for t, n in floors)}))
+        pools[i] = dataclasses.replace(pool, autoscaler=dataclasses.replace(pool.autoscaler, schedule=entries))
+        notes.append(f"{p.name}: predictive scale-ahead {lead:.0f} s early, {len(floors)} floor changes")
+    return dataclasses.replace(spec, pools=tuple(pools))
+
+
+def fleet_simulate(
+    request: FleetSimulateRequest, *, base_dir: Path | None = None, progress: ProgressFn | None = None
+) -> tuple[FleetSimulateResponse, FleetResult]:
+    """Build the fleet, simulate it under the workload, and shape the response."""
+    spec, notes = build_fleet(request.fleet, base_dir)
+    spec = with_predictive_floors(spec, request.fleet, request.workload, notes)
+    res = simulate_fleet(spec, request.workload, request.seed, progress=progress)
+    return response_from_result(res, request.seed, notes), res

@@ -1,0 +1,251 @@
+"""``servecap fleet simulate``: replicas behind a router and an autoscaler, by simulation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from servecap.cli.options import PATH, DeploymentFlags, StreamFlags, deployment_options, json_option, slo_options
+from servecap.cli.simulate_cmd import html_option, stream_options, think_time_option, workload_option
+from servecap.policy.routers import ROUTERS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from servecap.app.fleet import FleetSimulateResponse
+
+
+@click.group("fleet")
+def fleet_group() -> None:
+    """Simulate a fleet of replicas behind a router and an autoscaler."""
+
+
+@fleet_group.command("simulate")
+@click.option("--fleet", "fleet_file", type=PATH, default=None, help="Fleet file (YAML/JSON; see docs/fleet.md).")
+@deployment_options
+@click.option("--replicas", type=click.IntRange(min=1), default=None, help="Replicas (fixed; default 1).")
+@click.option(
+    "--autoscaler",
+    type=click.Choice(["keda-vllm", "ray-serve"]),
+    default=None,
+    help="Autoscale between --min-replicas and --max-replicas with these defaults.",
+)
+@click.option("--min-replicas", type=click.IntRange(min=0), default=None, help="Autoscaler minimum (default 1).")
+@click.option("--max-replicas", type=click.IntRange(min=1), default=None, help="Autoscaler maximum.")
+@click.option(
+    "--cold-start",
+    type=click.Choice(["default", "instant"]),
+    default="default",
+    help="Cold-start model of new replicas (docs/fleet.md).",
+)
+@click.option(
+    "--price-per-gpu-hour",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="$ per GPU-hour (default: the GPU catalog's rent price).",
+)
+@click.option("--router", type=click.Choice(list(ROUTERS)), default=None, help="Routing policy (default round-robin).")
+@click.option(
+    "--scrape-interval-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="The router reads replica gauges as last scraped this often (0: exact).",
+)
+@workload_option
+@click.option("--rate", "-r", type=click.FLOAT, default=None, help="Open loop: requests per second.")
+@click.option("--users", "-u", type=click.INT, default=None, help="Closed loop: number of chat users.")
+@think_time_option
+@stream_options
+@slo_options(None, None, "for goodput and SLO attainment")
+@html_option
+@json_option
+def fleet_simulate_command(
+    fleet_file: Path | None,
+    deployment: DeploymentFlags,
+    replicas: int | None,
+    autoscaler: str | None,
+    min_replicas: int | None,
+    max_replicas: int | None,
+    cold_start: str,
+    price_per_gpu_hour: float | None,
+    router: str | None,
+    scrape_interval_ms: float | None,
+    workload: Path | None,
+    rate: float | None,
+    users: int | None,
+    think_time_s: float | None,
+    stream: StreamFlags,
+    duration_s: float | None,
+    num_requests: int | None,
+    seed: int,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    html: Path | None,
+    as_json: bool,
+) -> None:
+    """Simulate a fleet: per-request latency percentiles, SLO attainment, outcomes, per-replica
+    utilisation, replicas and queue over time, GPU-hours and cost."""
+    from rich.console import Console
+
+    from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate, load_fleet_file
+    from servecap.errors import ServecapError
+    from servecap.workload import load_workload, workload_from_flags
+
+    base_dir: Path | None = None
+    if fleet_file is not None:
+        if deployment.model is not None or deployment.gpu is not None or replicas is not None:
+            raise ServecapError("fleet", str(fleet_file), "give --fleet or -m/-g/--replicas, not both")
+        ff = load_fleet_file(fleet_file)
+        base_dir = fleet_file.parent
+    else:
+        pool: dict[str, Any] = {k: v for k, v in deployment.to_settings().items() if v is not None}
+        pool.setdefault("model", "meta-llama/Llama-3.1-8B")
+        pool.setdefault("gpu", "H100")
+        if autoscaler is not None:
+            if max_replicas is None:
+                raise ServecapError("max_replicas", None, "--autoscaler needs --max-replicas")
+            pool["autoscaler"] = {"preset": autoscaler, "max_replicas": max_replicas, "min_replicas": min_replicas or 1}
+        elif min_replicas is not None or max_replicas is not None:
+            raise ServecapError("autoscaler", None, "--min-replicas/--max-replicas need --autoscaler")
+        if replicas is not None:
+            pool["replicas"] = replicas
+        if price_per_gpu_hour is not None:
+            pool["price_per_gpu_hour"] = price_per_gpu_hour
+        if cold_start == "instant":
+            pool["cold_start"] = "instant"
+        raw: dict[str, Any] = {"pools": [pool]}
+        if ttft_slo_ms is not None or tpot_slo_ms is not None:
+            raw["slo"] = {"ttft_ms": ttft_slo_ms, "tpot_ms": tpot_slo_ms}
+        ff = fleet_from_dict(raw)
+    if router is not None or scrape_interval_ms is not None:
+        current = ff.router_model()
+        ff = ff.model_copy(
+            update={
+                "router": current.model_copy(
+                    update={
+                        "name": router or current.name,
+                        "scrape_interval_ms": current.scrape_interval_ms
+                        if scrape_interval_ms is None
+                        else scrape_interval_ms,
+                    }
+                )
+            }
+        )
+    if fleet_file is not None and (ttft_slo_ms is not None or tpot_slo_ms is not None):
+        ff = fleet_from_dict({**ff.model_dump(), "slo": {"ttft_ms": ttft_slo_ms, "tpot_ms": tpot_slo_ms}})
+    if workload is not None:
+        if rate is not None or users is not None:
+            raise ServecapError("workload", str(workload), "give --workload or --rate/--users, not both")
+        spec = load_workload(workload)
+        update: dict[str, Any] = {}
+        if num_requests is not None:
+            update["num_requests"] = num_requests
+        if duration_s is not None:
+            update["duration_s"] = duration_s
+        if update:
+            spec = spec.model_copy(update=update)
+    else:
+        if num_requests is None and duration_s is None:
+            num_requests = 1000
+        spec = workload_from_flags(
+            rate=rate,
+            num_requests=num_requests,
+            duration_s=duration_s,
+            users=users,
+            think_time_s=think_time_s,
+            **stream.workload_kwargs(),
+        )
+    response, res = fleet_simulate(FleetSimulateRequest(fleet=ff, workload=spec, seed=seed), base_dir=base_dir)
+    router_name = ff.router_model().name
+    if html is not None:
+        from servecap.fleet.html import fleet_html
+
+        names = ", ".join(f"{p.name} ({p.model} on {p.gpu})" for p in ff.pools)
+        page = fleet_html(f"servecap fleet simulate: {names}, {router_name} router", res, response.notes)
+        html.write_text(page, encoding="utf-8")
+    if as_json:
+        click.echo(response.model_dump_json())
+        return
+    _render(Console(), response, router_name)
+
+
+def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
+    from rich.table import Table
+
+    lat = Table(title=f"fleet latency ({router})", title_justify="left")
+    lat.add_column("latency (ms)")
+    for q in ("p50", "p90", "p95", "p99", "mean"):
+        lat.add_column(q, justify="right")
+    for key, label in (
+        ("ttft_s", "TTFT"),
+        ("tpot_s", "TPOT"),
+        ("itl_s", "ITL"),
+        ("e2e_s", "E2E"),
+        ("queue_time_s", "queue"),
+    ):
+        p = r.summary[key]
+        lat.add_row(
+            label, *("-" if p[q] is None else f"{p[q] * 1e3:,.1f}" for q in ("p50", "p90", "p95", "p99", "mean"))
+        )
+    console.print(lat)
+    groups = [("tenant", k, v) for k, v in r.by_tenant.items()] + [("class", k, v) for k, v in r.by_class.items()]
+    if groups:
+        per = Table(title="per tenant and class", title_justify="left")
+        for c in ("", "name", "requests", "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p99 (ms)", "SLO attainment"):
+            per.add_column(c, justify="right")
+        for kind, name, d in groups:
+            att = d.get("slo_attainment")
+            per.add_row(
+                kind,
+                name,
+                f"{d['num_requests']:,}",
+                *(
+                    "-" if d[m][q] is None else f"{d[m][q] * 1e3:,.1f}"
+                    for m, q in (("ttft_s", "p50"), ("ttft_s", "p99"), ("tpot_s", "p99"))
+                ),
+                "-" if att is None else f"{att:.1%}",
+            )
+        console.print(per)
+    s = r.summary
+    t = Table(show_header=False, title="outcomes and cost", title_justify="left")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    att = s.get("slo_attainment")
+    hit = s.get("prefix_cache_hit_rate")
+    rows = [
+        ("outcomes", ", ".join(f"{k} {v:,}" for k, v in r.outcomes.items())),
+        ("throughput", f"{s['throughput_req_s']:,.2f} req/s"),
+        ("goodput (within SLOs)", "-" if s["goodput_req_s"] is None else f"{s['goodput_req_s']:,.2f} req/s"),
+        ("SLO attainment", "-" if att is None else f"{att:.1%}"),
+        ("prefix cache hit rate", "-" if hit is None else f"{hit:.1%}"),
+        ("replicas (peak ready)", f"{max(r.timeseries['ready'], default=0):,.0f}"),
+        ("GPU-hours", f"{r.gpu_hours:,.3f}"),
+        ("cost", f"${r.cost_usd:,.2f}"),
+        ("$ per million tokens", "-" if r.usd_per_million_tokens is None else f"${r.usd_per_million_tokens:,.3f}"),
+        ("simulated time", f"{r.horizon_s:,.1f} s"),
+    ]
+    if r.retried:
+        rows.append(("retried after a crash", f"{r.retried:,}"))
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+    rep = Table(title="replicas", title_justify="left")
+    for c in ("id", "pool", "state", "ready (s)", "routed", "utilisation", "prefix hits"):
+        rep.add_column(c, justify="right")
+    for x in r.replicas[:64]:
+        rep.add_row(
+            str(x.replica_id),
+            x.pool,
+            x.state,
+            "-" if x.ready_s is None else f"{x.ready_s:,.1f}",
+            f"{x.routed:,}",
+            f"{x.utilization:.0%}",
+            "-" if x.prefix_cache_hit_rate is None else f"{x.prefix_cache_hit_rate:.0%}",
+        )
+    console.print(rep)
+    if len(r.replicas) > 64:
+        console.print(f"[dim]... and {len(r.replicas) - 64} more replicas (--json lists all)[/]")
+    for note in r.notes:
+        console.print(f"[dim]note: {note}[/]")

@@ -1,0 +1,154 @@
+"""One replica of a fleet: an engine behind :class:`~servecap.sim.engine_server.EngineServer`,
+with a lifecycle (starting -> ready -> draining -> stopped, or failed) and the
+:class:`~servecap.policy.view.ReplicaView` the router and autoscaler read.
+
+The replica also keeps what the fleet's results need: the requests it holds (their specs, for
+retries and records), the time-average of requests in it (Little's law per replica: its
+``area_s`` — the integral of requests in it over time — equals the sum of their times in it),
+and its billable span (from ``requested_s`` to ``stopped_s``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from servecap.sim.engine import Engine
+from servecap.sim.engine_server import EngineServer
+from servecap.sim.server import ArrivingRequest, FinishedRequest
+
+STARTING, READY, DRAINING, STOPPED, FAILED = "starting", "ready", "draining", "stopped", "failed"
+
+
+class Replica:
+    def __init__(self, replica_id: int, pool: str, pool_index: int, engine: Engine, requested_s: float) -> None:
+        self.replica_id = replica_id
+        self.pool = pool
+        self.pool_index = pool_index
+        self.engine = engine
+        self.server = EngineServer(engine)
+        self.state = STARTING
+        self.requested_s = requested_s
+        self.ready_s: float | None = None
+        self.drain_s: float | None = None
+        self.stopped_s: float | None = None
+        self.inflight: dict[int, tuple[ArrivingRequest, float]] = {}  # id -> (spec, time added here)
+        self.routed = 0
+        self.version = 0  # the fleet's due-heap entries for this replica carry it (lazy deletion)
+        self.served_ids: list[int] = []  # requests that finished here
+        self.completed = 0
+        self.area_s = 0.0  # ∫ requests in the replica dt
+        self.sojourn_s = 0.0  # Σ (end - added) over the requests that finished here
+        self.t_last_s = requested_s
+        self.last_finish_s = requested_s
+
+    # -- the view ---------------------------------------------------------------------------------
+
+    @property
+    def is_ready(self) -> bool:
+        return self.state == READY
+
+    @property
+    def num_waiting(self) -> int:
+        return self.engine.num_waiting
+
+    @property
+    def num_running(self) -> int:
+        return self.engine.num_running
+
+    @property
+    def num_inflight_tokens(self) -> int:
+        return self.engine.num_inflight_tokens
+
+    @property
+    def kv_usage(self) -> float:
+        return self.engine.kv_usage
+
+    def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
+        return self.engine.prefix_hit_blocks(block_keys)
+
+    # -- serving ----------------------------------------------------------------------------------
+
+    def _count(self, t_s: float) -> None:
+        """Integrate the requests in the replica up to ``t_s`` (before one enters or leaves)."""
+        self.area_s += len(self.inflight) * (t_s - self.t_last_s)
+        self.t_last_s = t_s
+
+    def add(self, request: ArrivingRequest, now_s: float) -> bool:
+        """Hand the request to the engine at ``now_s`` (the caller advanced it to ``now_s``)."""
+        ok = self.server.add(request, now_s)
+        if ok:
+            self._count(now_s)
+            self.inflight[request.request_id] = (request, now_s)
+            self.routed += 1
+        return ok
+
+    def advance(self, t_s: float, *, early: bool = False) -> list[tuple[FinishedRequest, ArrivingRequest, float]]:
+        """Run the engine up to ``t_s`` (the seam's tie rule); the requests that finished, in
+        the order they finished, with their specs and the time they were added here. With
+        ``early``, stop right after the first step that finished requests (the seam's rule)."""
+        server = self.server
+        out: list[tuple[FinishedRequest, ArrivingRequest, float]] = []
+        while True:
+            server.advance_to(t_s)
+            done = server.take_finished()
+            if not done:
+                return out
+            for r in done:
+                end = r.end_s
+                assert end is not None
+                self._count(end)
+                spec, added = self.inflight.pop(r.request_id)
+                self.sojourn_s += end - added
+                self.completed += 1
+                self.served_ids.append(r.request_id)
+                self.last_finish_s = end
+                out.append((r, spec, added))
+            if early:
+                return out
+
+    def take_refused(self) -> Sequence[FinishedRequest]:
+        return self.server.take_finished()
+
+    def has_work(self) -> bool:
+        return self.server.has_work()
+
+    def close(self, t_s: float, state: str) -> list[tuple[ArrivingRequest, float]]:
+        """Stop (or fail) at ``t_s``; returns the requests it still held."""
+        self._count(t_s)
+        self.state = state
+        self.stopped_s = t_s
+        left = list(self.inflight.values())
+        for _, added in left:
+            self.sojourn_s += t_s - added
+        self.inflight.clear()
+        return left
+
+    def billed_s(self, horizon_s: float) -> float:
+        end = self.stopped_s if self.stopped_s is not None else max(horizon_s, self.requested_s)
+        return end - self.requested_s
+
+    def busy_s(self) -> float:
+        return self.engine.busy_s
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSnapshot:
+    """A replica's gauges as last scraped (the router's stale view); the prefix cache is read
+    live (it is not a scraped metric: routers keep their own index)."""
+
+    replica: Replica
+    replica_id: int
+    pool: str
+    is_ready: bool
+    num_waiting: int
+    num_running: int
+    num_inflight_tokens: int
+    kv_usage: float
+
+    @classmethod
+    def of(cls, r: Replica) -> ReplicaSnapshot:
+        return cls(r, r.replica_id, r.pool, r.is_ready, r.num_waiting, r.num_running, r.num_inflight_tokens, r.kv_usage)
+
+    def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
+        return self.replica.prefix_hit_blocks(block_keys)

@@ -1,0 +1,347 @@
+"""``simulate_fleet(fleet, workload, seed) -> FleetResult``: a fleet under a workload, no I/O.
+
+The pieces are the single replica's: a traffic source (:mod:`servecap.sim.traffic`), the one
+event loop (:func:`servecap.sim.loop.run_loop`) and its observer; the server is a
+:class:`~servecap.fleet.fleet.Fleet`. With one pool of one replica behind ``round-robin`` the
+records are those of :func:`servecap.sim.simulate` (a test pins it).
+
+Money: every replica is billed ``gpus_per_replica x price_per_gpu_hour`` from the moment it is
+requested until it stops (or the run ends): ``cost = Σ_replicas gpus x price x billed_h``, the
+integral of the requested GPUs over time times the price (a test pins the two equal).
+``$ per million tokens = cost / (prompt + output tokens of completed requests) x 1e6``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from servecap.errors import ServecapError
+from servecap.fleet.fleet import Fleet
+from servecap.fleet.spec import FleetSpec
+from servecap.progress import ProgressFn
+from servecap.results import RecordColumns, RequestRecord, RunSummary, summarize_columns, weighted_percentiles
+from servecap.sim.loop import run_loop
+from servecap.sim.observer import Observer
+from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, TrafficSource
+from servecap.workload import ClosedLoopUsers, RequestArrays, WorkloadSpec, generate_arrays
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaStats:
+    replica_id: int
+    pool: str
+    state: str  # at the end of the run
+    requested_s: float
+    ready_s: float | None
+    stopped_s: float | None
+    routed: int  # requests handed to it
+    completed: int
+    busy_s: float  # time its engine was running a step
+    utilization: float  # busy / time ready (0 when never ready)
+    prefix_cache_hit_rate: float | None
+    mean_in_system: float  # time-average of requests in it, over its time ready
+    sojourn_s: float  # Σ over the requests it held of the time they spent in it
+    area_s: float  # ∫ requests in it dt (Little's law: equals sojourn_s)
+    billed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class FleetTimeSeries:
+    time_s: tuple[float, ...]
+    arrival_rate_req_s: tuple[float, ...]  # arrivals since the previous sample / interval
+    ready: tuple[int, ...]
+    starting: tuple[int, ...]
+    queue_depth: tuple[int, ...]  # waiting in engines + at the router
+    running: tuple[int, ...]
+    kv_usage: tuple[float, ...]  # mean over ready replicas
+    p99_ttft_s: tuple[float, ...]  # rolling, over the fleet's ttft_window_s
+
+
+@dataclass(frozen=True, slots=True)
+class FleetResult:
+    summary: RunSummary
+    columns: RecordColumns
+    replica_of: tuple[int, ...]  # per request: the replica it ended on (-1: none)
+    replicas: tuple[ReplicaStats, ...]
+    timeseries: FleetTimeSeries
+    outcomes: dict[str, int]  # "ok" and every error kind
+    horizon_s: float
+    gpu_hours: float
+    cost_usd: float
+    usd_per_million_tokens: float | None
+    usd_per_user: float | None  # closed-loop users only
+    retried: int
+    scale_events: tuple[tuple[float, str, int, int], ...]  # (time, pool, from, to)
+    gpu_log: tuple[tuple[float, int], ...]  # (time, change of requested GPUs)
+    mean_in_system: float  # fleet-wide time-average (requests admitted and not ended)
+    by_tenant: dict[str, RunSummary] = field(default_factory=dict)  # traffic mixes with tenants
+    by_class: dict[str, RunSummary] = field(default_factory=dict)
+
+    def records(self) -> list[RequestRecord]:
+        """Per-request records (the shared results schema)."""
+        c = self.columns
+
+        def opt(x: float) -> float | None:
+            return None if np.isnan(x) else float(x)
+
+        return [
+            RequestRecord(
+                request_id=i,
+                arrival_s=float(c.arrival_s[i]),
+                prompt_tokens=int(c.prompt_tokens[i]),
+                output_tokens=int(c.output_tokens[i]),
+                first_token_s=opt(c.first_token_s[i]),
+                end_s=opt(c.end_s[i]),
+                cached_prompt_tokens=int(c.cached_prompt_tokens[i]),
+                preemptions=int(c.preemptions[i]),
+                queue_time_s=opt(c.queue_time_s[i]),
+                error=c.errors[i],
+            )
+            for i in range(len(c))
+        ]
+
+
+class _Recorder:
+    """The observer's gauges: the engine gauges, plus the fleet's series at each sample."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.observer: Observer | None = None
+        self.t: list[float] = []
+        self.rate: list[float] = []
+        self.ready: list[int] = []
+        self.starting: list[int] = []
+        self._last_t = 0.0
+        self._last_arrivals = 0
+
+    def __call__(self) -> tuple[float, int, int]:
+        f = self.fleet
+        obs = self.observer
+        assert obs is not None
+        t = f.now_s
+        arrivals = obs.arrivals
+        dt = t - self._last_t
+        self.rate.append((arrivals - self._last_arrivals) / dt if dt > 0 else 0.0)
+        self._last_t, self._last_arrivals = t, arrivals
+        self.t.append(t)
+        self.ready.append(f.count("ready"))
+        self.starting.append(f.count("starting"))
+        return f.gauges()
+
+
+def simulate_fleet(
+    fleet: FleetSpec,
+    workload: WorkloadSpec | RequestArrays,
+    seed: int,
+    *,
+    progress: ProgressFn | None = None,
+) -> FleetResult:
+    """Simulate ``fleet`` serving ``workload`` (drawn with ``seed``) until every request ended."""
+    source: TrafficSource
+    arrays: RequestArrays | None = None
+    users = 0
+    rng = np.random.default_rng(seed)
+    if isinstance(workload, WorkloadSpec):
+        if workload.closed_loop:
+            cl = ClosedLoopUsers(workload, rng)
+            users = cl.num_users
+            source = ClosedLoopSource(cl)
+            horizon = cl.spec.duration_s or max(1.0, 60.0 * cl.num_users)
+        else:
+            arrays = generate_arrays(workload, rng)
+            source = OpenLoopSource(arrays)
+    elif isinstance(workload, RequestArrays):
+        arrays = workload
+        source = OpenLoopSource(workload)
+    else:
+        raise ServecapError("workload", type(workload).__name__, "a WorkloadSpec or drawn RequestArrays")
+    if isinstance(source, OpenLoopSource):
+        horizon = source.arrival_s[-1] if source.arrival_s else 0.0
+    server = Fleet(fleet, seed, ordered=isinstance(source, ClosedLoopSource))
+    recorder = _Recorder(server)
+    dt = fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
+    observer = Observer(recorder, dt, progress=progress, expected_requests=source.expected_requests())
+    recorder.observer = observer
+    run_loop(source, server, observer)
+    return _result(fleet, server, source, observer, recorder, users, arrays)
+
+
+def _result(
+    spec: FleetSpec,
+    fleet: Fleet,
+    source: TrafficSource,
+    observer: Observer,
+    recorder: _Recorder,
+    users: int,
+    arrays: RequestArrays | None,
+) -> FleetResult:
+    if isinstance(source, ClosedLoopSource):
+        specs = source.issued
+        arrival = np.array([s.arrival_s for s in specs], dtype=np.float64)
+        prompt = np.array([s.prompt_tokens for s in specs], dtype=np.int64)
+        output = np.array([s.output_tokens for s in specs], dtype=np.int64)
+    else:
+        assert isinstance(source, OpenLoopSource)
+        arrival = np.asarray(source.arrival_s, dtype=np.float64)
+        prompt = np.asarray(source.prompt_tokens, dtype=np.int64)
+        output = np.asarray(source.output_tokens, dtype=np.int64)
+    n = len(arrival)
+    first = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    queue = np.full(n, np.nan)
+    cached = np.zeros(n, dtype=np.int64)
+    preempt = np.zeros(n, dtype=np.int64)
+    if observer.ids:
+        ids = np.asarray(observer.ids, dtype=np.int64)
+        first[ids] = np.asarray(observer.first_token_s, dtype=np.float64)
+        end[ids] = np.asarray(observer.end_s, dtype=np.float64)
+        queue[ids] = np.asarray(observer.queue_time_s, dtype=np.float64)
+        cached[ids] = observer.cached_prompt_tokens
+        preempt[ids] = observer.preemptions
+    err: list[str | None] = [None] * n
+    for i, kind in observer.errors.items():
+        err[i] = kind
+    cols = RecordColumns(arrival, first, end, prompt, output, cached, preempt, queue, tuple(err))
+    horizon = max(observer.t_last_s, max((r.stopped_s or 0.0 for r in fleet.replicas), default=0.0))
+    durs: list[float] = []
+    weights: list[int] = []
+    for r in fleet.replicas:
+        durs.extend(r.engine.itl_durations)
+        weights.extend(r.engine.itl_weights)
+    itl = weighted_percentiles(durs, weights)
+    summary = summarize_columns(cols, duration_s=observer.t_last_s, slo=spec.slo, itl=itl)
+    hit = sum(r.engine.stats.prefix_cache_hit_tokens for r in fleet.replicas)
+    query = sum(r.engine.stats.prefix_cache_query_tokens for r in fleet.replicas)
+    summary = replace(
+        summary,
+        prefix_cache_hit_rate=hit / query if query else None,
+        preemptions=sum(r.engine.stats.preemptions for r in fleet.replicas),
+        mean_kv_utilization=float(np.mean(observer.ts_kv)) if observer.ts_kv else 0.0,
+        max_queue_depth=max(observer.ts_waiting, default=0),
+    )
+    stats = []
+    replica_of = [-1] * n
+    cost = 0.0
+    gpu_s = 0.0
+    for r in fleet.replicas:
+        pool = spec.pools[r.pool_index]
+        billed = r.billed_s(horizon)
+        gpu_s += billed * pool.gpus_per_replica
+        cost += billed / 3600.0 * pool.gpus_per_replica * pool.price_per_gpu_hour
+        ready_span = (
+            ((r.stopped_s if r.stopped_s is not None else horizon) - r.ready_s) if r.ready_s is not None else 0.0
+        )
+        es = r.engine.stats
+        stats.append(
+            ReplicaStats(
+                replica_id=r.replica_id,
+                pool=r.pool,
+                state=r.state,
+                requested_s=r.requested_s,
+                ready_s=r.ready_s,
+                stopped_s=r.stopped_s,
+                routed=r.routed,
+                completed=r.completed,
+                busy_s=r.busy_s(),
+                utilization=r.busy_s() / ready_span if ready_span > 0 else 0.0,
+                prefix_cache_hit_rate=es.prefix_cache_hit_rate,
+                mean_in_system=r.area_s / ready_span if ready_span > 0 else 0.0,
+                sojourn_s=r.sojourn_s,
+                area_s=r.area_s,
+                billed_s=billed,
+            )
+        )
+        for rid in r.served_ids:
+            replica_of[rid] = r.replica_id
+    outcomes: dict[str, int] = {"ok": summary.completed}
+    for e in err:
+        if e is not None:
+            outcomes[e] = outcomes.get(e, 0) + 1
+    tokens = int(prompt[np.isfinite(end)].sum() + output[np.isfinite(end)].sum())
+    ts = FleetTimeSeries(
+        time_s=tuple(recorder.t),
+        arrival_rate_req_s=tuple(recorder.rate),
+        ready=tuple(recorder.ready),
+        starting=tuple(recorder.starting),
+        queue_depth=tuple(observer.ts_waiting),
+        running=tuple(observer.ts_running),
+        kv_usage=tuple(observer.ts_kv),
+        p99_ttft_s=rolling_p99(first - arrival, first, recorder.t, spec.ttft_window_s),
+    )
+    area = sum(r.area_s for r in fleet.replicas)
+    by_tenant: dict[str, RunSummary] = {}
+    by_class: dict[str, RunSummary] = {}
+    if arrays is not None:
+        for codes, names, into in (
+            (arrays.tenant, arrays.tenant_names, by_tenant),
+            (arrays.request_class, arrays.class_names, by_class),
+        ):
+            for code, name in enumerate(names):
+                idx = np.flatnonzero(codes == code)
+                if len(idx):
+                    into[name] = summarize_columns(_take(cols, idx), duration_s=observer.t_last_s, slo=spec.slo)
+    return FleetResult(
+        summary=summary,
+        columns=cols,
+        replica_of=tuple(replica_of),
+        replicas=tuple(stats),
+        timeseries=ts,
+        outcomes=outcomes,
+        horizon_s=horizon,
+        gpu_hours=gpu_s / 3600.0,
+        cost_usd=cost,
+        usd_per_million_tokens=cost / tokens * 1e6 if tokens else None,
+        usd_per_user=cost / users if users else None,
+        retried=fleet.retried,
+        scale_events=tuple(fleet.scale_events),
+        gpu_log=tuple(fleet.gpu_log),
+        mean_in_system=area / horizon if horizon > 0 else 0.0,
+        by_tenant=by_tenant,
+        by_class=by_class,
+    )
+
+
+def _take(c: RecordColumns, idx: np.ndarray) -> RecordColumns:
+    return RecordColumns(
+        c.arrival_s[idx],
+        c.first_token_s[idx],
+        c.end_s[idx],
+        c.prompt_tokens[idx],
+        c.output_tokens[idx],
+        c.cached_prompt_tokens[idx],
+        c.preemptions[idx],
+        c.queue_time_s[idx],
+        tuple(c.errors[i] for i in idx.tolist()),
+    )
+
+
+def requested_gpu_seconds(gpu_log: Sequence[tuple[float, int]], horizon_s: float) -> float:
+    """∫ requested GPUs dt over ``[0, horizon_s]`` from the log of changes."""
+    total = 0.0
+    level = 0
+    t_prev = 0.0
+    for t, d in sorted(gpu_log, key=lambda x: x[0]):
+        total += level * (t - t_prev)
+        level += d
+        t_prev = t
+    return total + level * (horizon_s - t_prev)
+
+
+def rolling_p99(
+    ttft_s: np.ndarray, first_token_s: np.ndarray, times_s: Sequence[float], window_s: float
+) -> tuple[float, ...]:
+    """At each time t, the p99 TTFT of the requests whose first token came in ``(t - window_s, t]``
+    (0 when none did)."""
+    ok = np.isfinite(first_token_s)
+    order = np.argsort(first_token_s[ok], kind="stable")
+    ft = first_token_s[ok][order]
+    vals = ttft_s[ok][order]
+    out = []
+    for t in times_s:
+        lo = int(np.searchsorted(ft, t - window_s, side="right"))
+        hi = int(np.searchsorted(ft, t, side="right"))
+        out.append(float(np.percentile(vals[lo:hi], 99)) if hi > lo else 0.0)
+    return tuple(out)

@@ -1,0 +1,348 @@
+"""Routers: which ready replica a request goes to, from a read-only view of each replica.
+
+Every router is a small class with one method, ``choose(request, replicas, now_s) -> index``
+(into ``replicas``, the ready replicas in id order), registered in :data:`ROUTERS`. The random
+generator (``random.Random``) is passed in; nothing here does I/O. ``needs_state`` tells the
+fleet whether the router reads the replicas' gauges (a fleet may skip bringing replicas up to
+date for the routers that do not).
+
+The rules, with their sources:
+
+- ``least-outstanding``: fewest requests in the replica (waiting + running), vidur's global
+  scheduler and vLLM's production-stack "least loaded" rule; ties go to the lowest index.
+- ``least-tokens``: fewest in-flight tokens (prompt not yet computed + output not yet made).
+- ``least-kv``: lowest KV-cache usage.
+- ``power-of-two``: two distinct replicas drawn at random, the less loaded wins (Mitzenmacher,
+  "The Power of Two Choices in Randomized Load Balancing", IEEE TPDS 2001).
+- ``session``: consistent hashing of the session (user/conversation) id on a ring with
+  ``virtual_nodes`` points per replica (Karger et al., STOC 1997); requests without a session
+  hash their request id.
+- ``prefix-affinity``: SGLang's cache-aware router (sgl-router, ``policies/cache_aware.rs``): the
+  router keeps an approximate index of the prefixes it sent to each replica; the system is
+  *imbalanced* when ``max_load - min_load > balance_abs_threshold`` **and**
+  ``max_load > balance_rel_threshold * min_load`` (load = requests in the replica), and then the
+  request goes to the least loaded replica; otherwise to the replica with the longest indexed
+  prefix match if ``matched / prompt blocks >= cache_threshold``, else to the replica whose
+  index is smallest (the most room in its cache). Defaults as sgl-router's ``launch_router``:
+  ``cache_threshold`` 0.5, ``balance_abs_threshold`` 32, ``balance_rel_threshold`` 1.0001.
+  ``balance_abs_threshold=None`` turns the gate off (pure prefix routing).
+- ``weighted``: llm-d's inference scheduler shape: each replica gets
+  ``w_prefix x prefix score + w_queue x queue score + w_kv x kv score`` with prefix score =
+  matched fraction of the request's blocks (router index), queue score =
+  ``(max_q - q) / (max_q - min_q)`` (1 when all equal), kv score = ``1 - kv_usage``; highest wins.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from servecap.errors import ServecapError, did_you_mean
+from servecap.policy.view import ReplicaView
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRequest:
+    """What a router knows of a request: lengths, a session id, its shareable block keys."""
+
+    request_id: int
+    prompt_tokens: int
+    output_tokens: int
+    session_id: int | None = None
+    block_keys: tuple[int, ...] | None = None
+    block_tokens: int = 16  # tokens per key of ``block_keys``
+
+    @property
+    def prompt_blocks(self) -> int:
+        return max(1, -(-self.prompt_tokens // max(1, self.block_tokens)))
+
+
+class Router:
+    """Base class: ``choose`` returns an index into ``replicas`` (never empty)."""
+
+    name = ""
+    needs_state = False
+    uses_prefix = False
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+        raise NotImplementedError
+
+    def forget(self, replica_id: int) -> None:
+        """The replica left the fleet (failed or stopped): drop what the router kept of it."""
+        return None
+
+
+def _outstanding(r: ReplicaView) -> int:
+    return r.num_waiting + r.num_running
+
+
+def _argmin(values: Sequence[float]) -> int:
+    best = 0
+    for i in range(1, len(values)):
+        if values[i] < values[best]:
+            best = i
+    return best
+
+
+class RoundRobin(Router):
+    name = "round-robin"
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(rng)
+        self._next = 0
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+        i = self._next % len(replicas)
+        self._next = i + 1
+        return i
+
+
+class RandomRouter(Router):
+    name = "random"
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+        return self.rng.randrange(len(replicas))
+
+
+class LeastOutstanding(Router):
+    name = "least-outstanding"
+    needs_state = True
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+        return _argmin([_outstanding(r) for r in replicas])
+
+
+class LeastTokens(Router):
+    name = "least-tokens"
+    needs_state = True
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+        return _argmin([r.num_inflight_tokens for r in replicas])
+
+
+class LeastKv(Router):
+    name = "least-kv"
+    needs_state = True
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+        return _argmin([r.kv_usage for r in replicas])
+
+
+class PowerOfTwo(Router):
+    name = "power-of-two"
+    needs_state = True
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+        n = len(replicas)
+        if n == 1:
+            return 0
+        a, b = self.rng.sample(range(n), 2)
+        return a if _outstanding(replicas[a]) <= _outstanding(replicas[b]) else b
+
+
+def mix64(x: int) -> int:
+    """SplitMix64's finaliser (Steele et al., OOPSLA 2014): a stable integer hash."""
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
+class Session(Router):
+    """Consistent hashing: a session keeps its replica while the set of replicas is unchanged,
+    and only the sessions of a replica that leaves move."""
+
+    name = "session"
+
+    def __init__(self, rng: random.Random, virtual_nodes: int = 64) -> None:
+        super().__init__(rng)
+        if virtual_nodes < 1:
+            raise ServecapError("virtual_nodes", virtual_nodes, "must be >= 1")
+        self.virtual_nodes = virtual_nodes
+        self._ring_ids: tuple[int, ...] = ()
+        self._points: list[int] = []
+        self._owners: list[int] = []
+
+    def _build(self, ids: tuple[int, ...]) -> None:
+        pts = sorted((mix64(rid * 1_000_003 + v), rid) for rid in ids for v in range(self.virtual_nodes))
+        self._points = [p for p, _ in pts]
+        self._owners = [o for _, o in pts]
+        self._ring_ids = ids
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+        ids = tuple(r.replica_id for r in replicas)
+        if ids != self._ring_ids:
+            self._build(ids)
+        key = request.session_id if request.session_id is not None else request.request_id
+        i = bisect.bisect_left(self._points, mix64(key)) % len(self._points)
+        return ids.index(self._owners[i])
+
+
+class PrefixIndex:
+    """The router's approximate record of which block keys each replica holds: the keys it sent
+    there, at most ``capacity_blocks`` per replica, least recently routed evicted first (as
+    sgl-router's approximate radix tree, evicted by LRU when over its size)."""
+
+    def __init__(self, capacity_blocks: int) -> None:
+        if capacity_blocks < 1:
+            raise ServecapError("index_blocks_per_replica", capacity_blocks, "must be >= 1")
+        self.capacity_blocks = capacity_blocks
+        self._by_replica: dict[int, OrderedDict[int, None]] = {}
+
+    def match(self, replica_id: int, keys: Sequence[int]) -> int:
+        """Leading keys of ``keys`` indexed for the replica."""
+        held = self._by_replica.get(replica_id)
+        if not held:
+            return 0
+        n = 0
+        for k in keys:
+            if k not in held:
+                break
+            n += 1
+        return n
+
+    def size(self, replica_id: int) -> int:
+        held = self._by_replica.get(replica_id)
+        return len(held) if held else 0
+
+    def insert(self, replica_id: int, keys: Sequence[int]) -> None:
+        held = self._by_replica.setdefault(replica_id, OrderedDict())
+        for k in keys:
+            if k in held:
+                held.move_to_end(k)
+            else:
+                held[k] = None
+        while len(held) > self.capacity_blocks:
+            held.popitem(last=False)
+
+    def forget(self, replica_id: int) -> None:
+        self._by_replica.pop(replica_id, None)
+
+
+class PrefixAffinity(Router):
+    name = "prefix-affinity"
+    needs_state = True
+    uses_prefix = True
+
+    def __init__(
+        self,
+        rng: random.Random,
+        cache_threshold: float = 0.5,
+        balance_abs_threshold: int | None = 32,
+        balance_rel_threshold: float = 1.0001,
+        index_blocks_per_replica: int = 1 << 20,
+    ) -> None:
+        super().__init__(rng)
+        if not 0.0 <= cache_threshold <= 1.0:
+            raise ServecapError("cache_threshold", cache_threshold, "must be within 0..1")
+        if balance_abs_threshold is not None and balance_abs_threshold < 0:
+            raise ServecapError("balance_abs_threshold", balance_abs_threshold, "must be >= 0")
+        if balance_rel_threshold < 1.0:
+            raise ServecapError("balance_rel_threshold", balance_rel_threshold, "must be >= 1")
+        self.cache_threshold = cache_threshold
+        self.balance_abs_threshold = balance_abs_threshold
+        self.balance_rel_threshold = balance_rel_threshold
+        self.index = PrefixIndex(index_blocks_per_replica)
+
+    def is_imbalanced(self, loads: Sequence[int]) -> bool:
+        """sgl-router's gate: both the absolute and the relative spread exceed their thresholds."""
+        if self.balance_abs_threshold is None:
+            return False
+        hi, lo = max(loads), min(loads)
+        return hi - lo > self.balance_abs_threshold and hi > self.balance_rel_threshold * lo
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+        keys = request.block_keys or ()
+        loads = [_outstanding(r) for r in replicas]
+        if self.is_imbalanced(loads):
+            i = _argmin(loads)
+        else:
+            matches = [self.index.match(r.replica_id, keys) for r in replicas]
+            best = max(range(len(replicas)), key=lambda j: (matches[j], -loads[j], -j))
+            if keys and matches[best] / request.prompt_blocks >= self.cache_threshold:
+                i = best
+            else:
+                i = _argmin([self.index.size(r.replica_id) for r in replicas])
+        if keys:
+            self.index.insert(replicas[i].replica_id, keys)
+        return i
+
+    def forget(self, replica_id: int) -> None:
+        self.index.forget(replica_id)
+
+
+class Weighted(Router):
+    name = "weighted"
+    needs_state = True
+    uses_prefix = True
+
+    def __init__(
+        self,
+        rng: random.Random,
+        prefix_weight: float = 2.0,
+        queue_weight: float = 1.0,
+        kv_weight: float = 1.0,
+        index_blocks_per_replica: int = 1 << 20,
+    ) -> None:
+        super().__init__(rng)
+        for name, w in (("prefix_weight", prefix_weight), ("queue_weight", queue_weight), ("kv_weight", kv_weight)):
+            if w < 0:
+                raise ServecapError(name, w, "must be >= 0")
+        self.prefix_weight = prefix_weight
+        self.queue_weight = queue_weight
+        self.kv_weight = kv_weight
+        self.index = PrefixIndex(index_blocks_per_replica)
+
+    def scores(self, request: RouteRequest, replicas: Sequence[ReplicaView]) -> list[float]:
+        keys = request.block_keys or ()
+        queues = [r.num_waiting for r in replicas]
+        q_hi, q_lo = max(queues), min(queues)
+        out = []
+        for r, q in zip(replicas, queues, strict=True):
+            prefix = self.index.match(r.replica_id, keys) / len(keys) if keys else 0.0
+            queue = 1.0 if q_hi == q_lo else (q_hi - q) / (q_hi - q_lo)
+            kv = 1.0 - r.kv_usage
+            out.append(self.prefix_weight * prefix + self.queue_weight * queue + self.kv_weight * kv)
+        return out
+
+    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+        s = self.scores(request, replicas)
+        i = max(range(len(s)), key=lambda j: (s[j], -j))
+        if request.block_keys:
+            self.index.insert(replicas[i].replica_id, request.block_keys)
+        return i
+
+    def forget(self, replica_id: int) -> None:
+        self.index.forget(replica_id)
+
+
+ROUTERS: dict[str, type[Router]] = {
+    "round-robin": RoundRobin,
+    "random": RandomRouter,
+    "least-outstanding": LeastOutstanding,
+    "least-tokens": LeastTokens,
+    "least-kv": LeastKv,
+    "power-of-two": PowerOfTwo,
+    "session": Session,
+    "prefix-affinity": PrefixAffinity,
+    "weighted": Weighted,
+}
+
+
+def make_router(name: str, rng: random.Random, settings: dict[str, float | int | None] | None = None) -> Router:
+    """The router registered as ``name`` with ``settings`` (its constructor's keywords)."""
+    cls = ROUTERS.get(name)
+    if cls is None:
+        raise ServecapError(
+            "router", name, f"unknown router; one of {', '.join(ROUTERS)}" + did_you_mean(name, ROUTERS)
+        )
+    try:
+        return cls(rng, **(settings or {}))
+    except TypeError as e:
+        raise ServecapError("router_settings", dict(settings or {}), f"not settings of {name}: {e}") from None

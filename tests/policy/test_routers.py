@@ -1,0 +1,117 @@
+"""Routers on hand-made replica views: each rule worked by hand."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from servecap.errors import ServecapError
+from servecap.policy.routers import ROUTERS, PrefixAffinity, RouteRequest, Session, Weighted, make_router, mix64
+
+
+@dataclass
+class View:
+    replica_id: int
+    num_waiting: int = 0
+    num_running: int = 0
+    num_inflight_tokens: int = 0
+    kv_usage: float = 0.0
+    pool: str = "main"
+    is_ready: bool = True
+
+    def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
+        return 0
+
+
+def req(i: int = 0, keys: tuple[int, ...] | None = None, session: int | None = None, prompt: int = 64) -> RouteRequest:
+    return RouteRequest(i, prompt, 16, session, keys, 16)
+
+
+def test_registry_names_match_classes() -> None:
+    assert all(cls.name == name for name, cls in ROUTERS.items())
+
+
+def test_round_robin_cycles() -> None:
+    r = make_router("round-robin", random.Random(0))
+    views = [View(0), View(1), View(2)]
+    assert [r.choose(req(i), views, 0.0) for i in range(5)] == [0, 1, 2, 0, 1]
+
+
+def test_least_outstanding_tokens_kv() -> None:
+    views = [View(0, 2, 3, 900, 0.5), View(1, 0, 4, 100, 0.7), View(2, 1, 1, 500, 0.2)]
+    assert make_router("least-outstanding", random.Random(0)).choose(req(), views, 0.0) == 2  # 5, 4, 2
+    assert make_router("least-tokens", random.Random(0)).choose(req(), views, 0.0) == 1
+    assert make_router("least-kv", random.Random(0)).choose(req(), views, 0.0) == 2
+
+
+def test_power_of_two_picks_the_less_loaded_of_two() -> None:
+    views = [View(0, 9), View(1, 0), View(2, 5)]
+    r = make_router("power-of-two", random.Random(3))
+    for _ in range(20):
+        i = r.choose(req(), views, 0.0)
+        assert i != 0  # replica 0 is the most loaded: it never wins a pair
+
+
+def test_session_is_sticky_and_moves_only_the_sessions_of_a_removed_replica() -> None:
+    r = Session(random.Random(0), virtual_nodes=32)
+    views = [View(i) for i in range(4)]
+    before = {s: views[r.choose(req(session=s), views, 0.0)].replica_id for s in range(400)}
+    assert before == {s: views[r.choose(req(session=s), views, 0.0)].replica_id for s in range(400)}
+    fewer = [v for v in views if v.replica_id != 2]
+    after = {s: fewer[r.choose(req(session=s), fewer, 0.0)].replica_id for s in range(400)}
+    moved = [s for s in range(400) if before[s] != after[s]]
+    assert moved and all(before[s] == 2 for s in moved)
+    assert len(set(before.values())) == 4
+
+
+def test_mix64_is_stable() -> None:
+    assert mix64(0) == 0xE220A8397B1DCDAF
+
+
+def test_prefix_affinity_gate_by_hand() -> None:
+    r = PrefixAffinity(random.Random(0), cache_threshold=0.5, balance_abs_threshold=4, balance_rel_threshold=1.5)
+    assert not r.is_imbalanced([10, 7])  # spread 3 <= 4
+    assert not r.is_imbalanced([12, 10])  # spread 2
+    assert r.is_imbalanced([10, 5])  # 5 > 4 and 10 > 7.5
+    assert not r.is_imbalanced([30, 25])  # 5 > 4 but 30 <= 37.5
+    keys = tuple(range(4))  # 4 blocks of 16 = the whole 64-token prompt
+    views = [View(0, 1), View(1, 0)]
+    # nothing indexed: the replica with the smallest index (ties: the first)
+    assert r.choose(req(0, keys), views, 0.0) == 0
+    # now replica 0 holds the prefix: affinity even though replica 1 is less loaded
+    assert r.choose(req(1, keys), [View(0, 3), View(1, 0)], 0.0) == 0
+    # imbalance overrides affinity: shortest queue
+    assert r.choose(req(2, keys), [View(0, 20), View(1, 1)], 0.0) == 1
+    # a match under the threshold goes to the emptiest index (replica 1 now holds 4 keys too;
+    # both hold 4: the first) -- with a fresh 2-of-8-block request
+    other = tuple(range(2)) + tuple(range(100, 106))
+    assert r.choose(req(3, other, prompt=128), [View(0, 0), View(1, 0), View(2, 0)], 0.0) == 2
+
+
+def test_pure_prefix_without_gate_always_follows_the_cache() -> None:
+    r = PrefixAffinity(random.Random(0), balance_abs_threshold=None)
+    keys = (1, 2, 3, 4)
+    assert r.choose(req(0, keys), [View(0), View(1)], 0.0) == 0
+    assert r.choose(req(1, keys), [View(0, 500), View(1, 0)], 0.0) == 0
+
+
+def test_weighted_scores_by_hand() -> None:
+    r = Weighted(random.Random(0), prefix_weight=2.0, queue_weight=1.0, kv_weight=1.0)
+    keys = (7, 8, 9, 10)
+    r.index.insert(1, keys[:2])
+    views = [View(0, num_waiting=0, kv_usage=0.5), View(1, num_waiting=4, kv_usage=0.25)]
+    # replica 0: 2*0 + 1*1 + 0.5 = 1.5; replica 1: 2*0.5 + 0 + 0.75 = 1.75
+    assert r.scores(req(0, keys), views) == pytest.approx([1.5, 1.75])
+    assert r.choose(req(0, keys), views, 0.0) == 1
+
+
+def test_bad_router_settings_name_the_field() -> None:
+    with pytest.raises(ServecapError, match=r"router=.least-outstandin.*did you mean: least-outstanding"):
+        make_router("least-outstandin", random.Random(0))
+    with pytest.raises(ServecapError, match=r"cache_threshold=1\.5"):
+        make_router("prefix-affinity", random.Random(0), {"cache_threshold": 1.5})
+    with pytest.raises(ServecapError, match="router_settings"):
+        make_router("round-robin", random.Random(0), {"bogus": 1})
