@@ -153,7 +153,7 @@ class EngineServer:
             if start >= t_s or not engine.has_work():
                 return
             # a run pays off when it can be a few steps long (the results are the same either way)
-            if self.decode_runs and t_s - start > 3.0 * self._step_s and engine.can_fast_forward():
+            if self.decode_runs and t_s - start > 8.0 * self._step_s and engine.can_fast_forward():
                 k, end = engine.advance_decode_run(start, t_s)
                 if k:
                     self.num_decode_runs += 1
