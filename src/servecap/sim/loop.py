@@ -36,8 +36,10 @@ def run_loop(source: TrafficSource, server: Server, observer: Observer) -> None:
                 if closed_loop:
                     end = r.end_s
                     source.on_finished(r.request_id, end if end is not None else t)
-            continue  # the server stopped at a finish: it may be before t
-        if observer.next_sample_s <= t:
+            # the server may have stopped at a finish before t (and a new turn may come before t)
+            if closed_loop or server.next_event_s() < t:
+                continue
+        if observer.next_sample_s <= t and (t_arrival < _INF or server.has_work()):  # not once drained
             observer.sample(t, server.next_event_s())
         while source.next_arrival_s() == t:
             request = source.pop()
