@@ -63,6 +63,7 @@ from servecap.sim.step_time import StepTimeModel
 from servecap.specs.model import AttentionKind
 
 _NO_IDS: list[int] = []
+_NONE_PREEMPTED: list[RequestState] = []
 
 __all__ = ["DECODING", "DONE", "PREFILLING", "WAITING", "Engine", "EngineRequest", "EngineStats", "StepOutcome"]
 
@@ -117,6 +118,7 @@ class Engine:
         self._kv_slope, self._wkv_slope, self._pairs_slope, self._wpairs_slope = (
             slopes if slopes is not None else (0.0, 0.0, 0.0, 0.0)
         )
+        self._bases = self.model.bases
         self._price_mode = 0 if slopes is None else (1 if slopes[1] == 0.0 and slopes[3] == 0.0 else 2)
 
         self.waiting: RequestQueue = make_queue(setup.scheduling_policy)
@@ -479,7 +481,9 @@ class Engine:
         mode = self._price_mode
         if mode == 0 or num_tokens <= 0:
             return self.model.time(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt)
-        b = self.model.base(num_tokens)
+        b = self._bases.get(num_tokens)  # the model's cache of per-token-count bases
+        if b is None:
+            b = self.model.base(num_tokens)
         if mode == 1:
             mem = b[0] + self._kv_slope * kv
             comp = b[1] + self._pairs_slope * pairs
@@ -501,7 +505,7 @@ class Engine:
         bs = self.block_size
         pool = self.pool
         decoding = self._decoding
-        preempted: list[RequestState] = []
+        preempted = _NONE_PREEMPTED  # a new list only in a step that preempts (rare)
         budget = self.max_num_batched_tokens - len(decoding)
         chunks: list[tuple[RequestState, int]] = []  # prefill work of this step: (request, tokens)
 
@@ -513,6 +517,7 @@ class Engine:
             part_chunk = min(part.prompt_tokens + part.num_output_tokens - part.num_computed_tokens, budget)
             part_need = self._blocks_for(part.num_computed_tokens + part_chunk) - part.num_blocks_held
         if need + part_need > pool.free + len(pool.lru) * pool.per_key:
+            preempted = []
             self._schedule_running_exact(preempted, chunks)
             budget = self.max_num_batched_tokens - len(decoding) - sum(n for _, n in chunks)
         else:

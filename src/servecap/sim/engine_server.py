@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
 from servecap.sim.server import ArrivingRequest, FinishedRequest
+from servecap.sim.traffic import OpenLoopRequest
 from servecap.workload.request import block_keys
 
 _INF = float("inf")
@@ -24,8 +25,18 @@ _INF = float("inf")
 class EngineServer:
     """:class:`~servecap.sim.server.Server` over one :class:`Engine`."""
 
-    def __init__(self, engine: Engine, *, decode_runs: bool = True, check_invariants: bool = False) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        decode_runs: bool = True,
+        check_invariants: bool = False,
+        stop_at_finishes: bool = True,
+    ) -> None:
         self.engine = engine
+        # return from advance_to after each step that finished requests (the seam's rule, which a
+        # closed-loop source needs); an open-loop source does not, and the loop runs faster
+        self.stop_at_finishes = stop_at_finishes
         self.decode_runs = decode_runs
         self.check_invariants = check_invariants
         self.num_decode_runs = 0  # runs of decode-only steps started as one
@@ -39,23 +50,55 @@ class EngineServer:
         self._step_s = 0.0  # the last single step's duration
 
     def add(self, request: ArrivingRequest, now_s: float) -> bool:
-        total = request.prompt_tokens + request.output_tokens
-        if total > self._max_model_len:
+        if type(request) is OpenLoopRequest:  # the open-loop source's own: fields read directly (compiled)
+            return self._add(
+                request,
+                request.request_id,
+                request.prompt_tokens,
+                request.output_tokens,
+                request.prefix_group,
+                request.prefix_tokens,
+                None,
+                0,
+                now_s,
+            )
+        return self._add(
+            request,
+            request.request_id,
+            request.prompt_tokens,
+            request.output_tokens,
+            request.prefix_group,
+            request.prefix_tokens,
+            request.conversation_id,
+            request.priority,
+            now_s,
+        )
+
+    def _add(
+        self,
+        request: ArrivingRequest,
+        request_id: int,
+        prompt: int,
+        output: int,
+        group: int | None,
+        prefix_tokens: int,
+        conversation: int | None,
+        priority: int,
+        now_s: float,
+    ) -> bool:
+        if prompt + output > self._max_model_len:
             self._refuse(request, "too_long")
             return False
         keys: tuple[int, ...] | None = None
-        if self._caching and (request.prefix_group is not None or request.conversation_id is not None):
+        if self._caching and (group is not None or conversation is not None):
             keys = block_keys(
-                prefix_group=request.prefix_group,
-                prefix_tokens=request.prefix_tokens,
-                conversation_id=request.conversation_id,
-                total_tokens=total,
+                prefix_group=group,
+                prefix_tokens=prefix_tokens,
+                conversation_id=conversation,
+                total_tokens=prompt + output,
                 block_size=self.engine.block_size,
             )
-        ok = self.engine.add(
-            request.request_id, request.prompt_tokens, request.output_tokens, keys, request.priority, now_s
-        )
-        if not ok:
+        if not self.engine.add(request_id, prompt, output, keys, priority, now_s):
             self._refuse(request, "rejected")
             return False
         if not self._busy and now_s > self._start_s:
@@ -103,13 +146,14 @@ class EngineServer:
                 done = engine.take_finished()
                 if done:
                     self._out.extend(done)
-                    return
+                    if self.stop_at_finishes:
+                        return
                 continue
             start = self._start_s
             if start >= t_s or not engine.has_work():
                 return
             # a run pays off when it can be a few steps long (the results are the same either way)
-            if self.decode_runs and t_s - start > 3.0 * self._step_s and engine.can_fast_forward():
+            if self.decode_runs and t_s - start > 8.0 * self._step_s and engine.can_fast_forward():
                 k, end = engine.advance_decode_run(start, t_s)
                 if k:
                     self.num_decode_runs += 1

@@ -22,6 +22,7 @@ _INF = float("inf")
 
 def run_loop(source: TrafficSource, server: Server, observer: Observer) -> None:
     """Run until every request has arrived and every admitted request has ended."""
+    closed_loop = source.closed_loop
     while True:
         t_arrival = source.next_arrival_s()
         if t_arrival == _INF and not server.has_work():
@@ -32,10 +33,13 @@ def run_loop(source: TrafficSource, server: Server, observer: Observer) -> None:
         if done:
             for r in done:
                 observer.on_finished(r)
-                end = r.end_s
-                source.on_finished(r.request_id, end if end is not None else t)
-            continue  # the server stopped at a finish: it may be before t
-        if observer.next_sample_s <= t:
+                if closed_loop:
+                    end = r.end_s
+                    source.on_finished(r.request_id, end if end is not None else t)
+            # the server may have stopped at a finish before t (and a new turn may come before t)
+            if closed_loop or server.next_event_s() < t:
+                continue
+        if observer.next_sample_s <= t and (t_arrival < _INF or server.has_work()):  # not once drained
             observer.sample(t, server.next_event_s())
         while source.next_arrival_s() == t:
             request = source.pop()
@@ -45,5 +49,6 @@ def run_loop(source: TrafficSource, server: Server, observer: Observer) -> None:
             else:  # refused at the door: its record comes back at once
                 for r in server.take_finished():
                     observer.on_finished(r)
-                    source.on_finished(r.request_id, t)
+                    if closed_loop:
+                        source.on_finished(r.request_id, t)
     observer.report()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from servecap.progress import Progress, ProgressFn
+from servecap.sim.request_state import RequestState
 from servecap.sim.server import FinishedRequest
 
 Gauges = Callable[[], tuple[float, int, int]]  # (KV blocks used / total, waiting, running)
@@ -65,6 +66,9 @@ class Observer:
         self.admitted += 1
 
     def on_finished(self, r: FinishedRequest) -> None:
+        if type(r) is RequestState:  # an engine's own request: its fields read directly (compiled)
+            self._record(r)
+            return
         rid = r.request_id
         err = r.error
         if err is not None:
@@ -72,15 +76,25 @@ class Observer:
             return
         end = r.end_s
         assert end is not None
+        self._finished(rid, r.first_token_s, end, r.queue_time_s, r.cached_prompt_tokens, r.preemptions)
+
+    def _record(self, r: RequestState) -> None:
+        end = r.end_s
+        assert end is not None
+        self._finished(r.request_id, r.first_token_s, end, r.queue_time_s, r.cached_prompt_tokens, r.preemptions)
+
+    def _finished(
+        self, rid: int, first_s: float | None, end: float, queue_s: float | None, cached: int, preemptions: int
+    ) -> None:
         self.in_system_area += self.in_system * (end - self.t_last_s)
         self.t_last_s = end
         self.in_system -= 1
         self.ids.append(rid)
-        self.first_token_s.append(r.first_token_s)
+        self.first_token_s.append(first_s)
         self.end_s.append(end)
-        self.queue_time_s.append(r.queue_time_s)
-        self.cached_prompt_tokens.append(r.cached_prompt_tokens)
-        self.preemptions.append(r.preemptions)
+        self.queue_time_s.append(queue_s)
+        self.cached_prompt_tokens.append(cached)
+        self.preemptions.append(preemptions)
         self.finished += 1
         if self.finished >= self._next_progress:
             self._next_progress = self.finished + self._progress_every

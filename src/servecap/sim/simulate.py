@@ -137,7 +137,9 @@ def simulate(
         record_token_times=record_token_times,
         exact_step_time=exact_step_time,
     )
-    server = EngineServer(engine, decode_runs=fast_forward, check_invariants=check_invariants)
+    server = EngineServer(
+        engine, decode_runs=fast_forward, check_invariants=check_invariants, stop_at_finishes=source.closed_loop
+    )
     observer = Observer(
         engine_gauges(engine),
         max(horizon, 1e-9) / max(1, timeseries_points),

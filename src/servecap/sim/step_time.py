@@ -31,7 +31,8 @@ class StepTimeModel:
     def __init__(self, cost: StepCost, eff: Efficiency, *, exact: bool = False) -> None:
         self.cost = cost
         self.eff = eff
-        self._base: dict[int, tuple[float, float, float]] = {}
+        # (memory_s, compute_s, rest_s) of each token count in an empty batch, read off as needed
+        self.bases: dict[int, tuple[float, float, float]] = {}
         zero = cost.step_time(BatchShape(1, 0, 0.0, 0.0, 0.0, 0.0, 0), eff)
 
         def slope(**kw: float) -> tuple[float, float, float]:
@@ -63,7 +64,7 @@ class StepTimeModel:
     def _base_for(self, num_tokens: int) -> tuple[float, float, float]:
         st = self.cost.step_time(BatchShape(num_tokens, 0, 0.0, 0.0, 0.0, 0.0, 0), self.eff)
         base = (st.memory_s, st.compute_s, st.comm_s + st.overhead_s)
-        self._base[num_tokens] = base
+        self.bases[num_tokens] = base
         return base
 
     def parts(
@@ -77,7 +78,7 @@ class StepTimeModel:
         prompt: int,
     ) -> tuple[float, float, float]:
         """``(memory_s, compute_s, rest_s)``: the step takes ``max(memory, compute) + rest``."""
-        base = self._base.get(num_tokens)
+        base = self.bases.get(num_tokens)
         if base is None:
             base = self._base_for(num_tokens)
         s, k, w, p, q, r = self._seq, self._kv, self._wkv, self._pairs, self._wpairs, self._prompt
@@ -126,7 +127,7 @@ class StepTimeModel:
 
     def base(self, num_tokens: int) -> tuple[float, float, float]:
         """``(memory_s, compute_s, rest_s)`` of ``num_tokens`` query tokens in an empty batch."""
-        base = self._base.get(num_tokens)
+        base = self.bases.get(num_tokens)
         if base is None:
             base = self._base_for(num_tokens)
         return base

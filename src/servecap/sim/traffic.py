@@ -72,6 +72,9 @@ class OpenLoopRequest:
 class TrafficSource:
     """Requests arriving on the simulated clock."""
 
+    # whether arrivals depend on when requests end (the loop tells ``on_finished`` only then)
+    closed_loop = False
+
     def next_arrival_s(self) -> float:
         """Time of the next arrival; ``inf`` when none is due (yet)."""
         raise NotImplementedError
@@ -81,7 +84,7 @@ class TrafficSource:
         raise NotImplementedError
 
     def on_finished(self, request_id: int, t_s: float) -> None:
-        """Request ``request_id`` ended, or was refused, at ``t_s``."""
+        """Request ``request_id`` ended, or was refused, at ``t_s`` (closed loop only)."""
         raise NotImplementedError
 
     def expected_requests(self) -> int:
@@ -124,6 +127,8 @@ class OpenLoopSource(TrafficSource):
 
 class ClosedLoopSource(TrafficSource):
     """Closed-loop users; request ids are given in the order turns are created (0, 1, ...)."""
+
+    closed_loop = True
 
     def __init__(self, users: ClosedLoopUsers) -> None:
         self.users = users
