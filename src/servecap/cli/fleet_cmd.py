@@ -7,8 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from servecap.cli.options import PATH, DeploymentFlags, StreamFlags, deployment_options, json_option, slo_options
-from servecap.cli.simulate_cmd import html_option, stream_options, think_time_option, workload_option
+from servecap.cli.options import (
+    PATH,
+    DeploymentFlags,
+    StreamFlags,
+    deployment_options,
+    json_option,
+    slo_options,
+    think_time_option,
+)
+from servecap.cli.simulate_cmd import html_option, stream_options, workload_option
 from servecap.policy.routers import ROUTERS
 
 if TYPE_CHECKING:
