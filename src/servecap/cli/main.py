@@ -51,6 +51,9 @@ COMMANDS: Mapping[str, LazyCommand] = {
                             "Measured vs predicted, per metric, with the error (prediction: `servecap simulate` of the "
                             "run's workload, seed and deployment, optionally with a calibration)."),
     "runs": LazyCommand("servecap.cli.runs_cmd:runs", "Stored bench runs: list (default), show, export, delete."),
+    "validate": LazyCommand("servecap.cli.validate_cmd:validate_command",
+                            "Plan and simulate every row of the public measurement corpus and print predicted vs "
+                            "measured with the signed error, and the MAPE per metric and per GPU family."),
 }
 
 
