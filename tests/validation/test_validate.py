@@ -100,3 +100,21 @@ def test_gpu_family() -> None:
     assert gpu_family("A100-80GB-SXM") == "A100"
     assert gpu_family("RTX-4090") == "RTX-4090"
     assert gpu_family("MI300X") == "MI300X"
+
+
+def test_calibration_file_replaces_the_efficiencies(tmp_path: Path) -> None:
+    cal = tmp_path / "cal.json"
+    cal.write_text(
+        json.dumps(
+            {
+                "model": "any",
+                "gpu": "any",
+                "coefficients": {"bandwidth_efficiency": 0.4, "compute_efficiency": 0.6, "step_overhead_s": 0.002},
+            }
+        )
+    )
+    slow = validate(source=SMALL, calibration=cal)
+    base = validate(source=SMALL)
+    tpot = {v.metric: v.predicted for v in base.values}["tpot.median"]
+    assert slow.calibration == str(cal)
+    assert {v.metric: v.predicted for v in slow.values}["tpot.median"] > 1.5 * tpot
