@@ -131,3 +131,13 @@ def test_unknown_source_and_split() -> None:
 def test_unit_conversion() -> None:
     m = Measured(metric="e2e", statistic="mean", value=3.53, unit="s", printed="3.530")
     assert m.value_si == 3.53 and m.family == "e2e" and m.key == "e2e.mean"
+
+
+def test_docs_list_every_source_and_the_split() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "validation.md").read_text()
+    rows = load_corpus()
+    for name in {r.source.name for r in rows}:
+        assert f"| {name} |" in doc, f"docs/validation.md should list {name}"
+    train = sum(r.split == "train" for r in rows)
+    assert f"{train} training and {len(rows) - train} test rows" in doc
+    assert f"{len(rows)} rows" in doc
