@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from servecap.app.validate import render_html, validate
 from servecap.cli.main import cli, run
 from servecap.validation.corpus import load_corpus, select
-from servecap.validation.evaluate import Comparison, by_family, gpu_family
+from servecap.validation.evaluate import Comparison, by_family, compare_rows, gpu_family
 from servecap.validation.fit import nelder_mead, ttft_overhead
 from servecap.validation.predict import Adjustments, predict_row
 
@@ -118,3 +118,15 @@ def test_calibration_file_replaces_the_efficiencies(tmp_path: Path) -> None:
     tpot = {v.metric: v.predicted for v in base.values}["tpot.median"]
     assert slow.calibration == str(cal)
     assert {v.metric: v.predicted for v in slow.values}["tpot.median"] > 1.5 * tpot
+
+
+def test_fit_improves_its_objective_on_one_row() -> None:
+    from servecap.validation.fit import fit, squared_log_error
+
+    rows = select(load_corpus(), source="tenstorrent-issue340-a100")[:2]
+    before = squared_log_error(compare_rows(rows))
+    result = fit(rows, max_evaluations=12)
+    assert result.objective <= before
+    eff = result.adjustments.efficiency
+    assert 0 < eff.bandwidth_efficiency <= 1.0 and 0 < eff.compute_efficiency <= 1.0
+    assert result.adjustments.ttft_overhead_s >= 0

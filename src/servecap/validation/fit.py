@@ -30,7 +30,7 @@ from servecap.validation.evaluate import Comparison, compare_rows
 from servecap.validation.predict import MAX_SIM_REQUESTS, Adjustments
 
 _LOG_LO = np.log([0.05, 0.02, 0.02, 1e-5])
-_LOG_HI = np.log([1.2, 1.2, 1.2, 0.05])
+_LOG_HI = np.log([1.0, 1.0, 1.0, 0.05])  # efficiencies above 1 are not physical
 
 
 @dataclass(frozen=True, slots=True)
