@@ -1,0 +1,153 @@
+"""``validate()``: servecap's predictions against the corpus of published measurements.
+
+One call plans and simulates every selected row and returns a pydantic value (the ``--json``
+output): per-row predicted vs measured with the signed error, and the MAPE and median absolute
+error per metric family, per GPU family and per split.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from servecap.validation.corpus import load_corpus, select
+from servecap.validation.evaluate import (
+    Comparison,
+    ErrorStats,
+    ProgressFn,
+    by_family,
+    by_gpu_family,
+    compare_rows,
+)
+from servecap.validation.predict import Adjustments
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ValueOut(_Out):
+    row: str
+    source: str
+    gpu: str
+    split: str
+    metric: str
+    family: str
+    measured: float
+    predicted: float | None
+    error: float | None
+    where: str
+
+
+class StatsOut(_Out):
+    count: int
+    mape: float | None
+    median_abs_error: float | None
+    median_signed_error: float | None
+
+
+class ValidateResponse(_Out):
+    schema_version: str = "servecap.validate/1"
+    rows: int
+    sources: list[str]
+    split: str
+    calibration: str | None
+    values: list[ValueOut]
+    by_metric: dict[str, StatsOut]
+    by_gpu: dict[str, dict[str, StatsOut]]
+    by_split: dict[str, dict[str, StatsOut]]
+
+
+def _stats(s: ErrorStats) -> StatsOut:
+    return StatsOut(count=s.count, mape=s.mape, median_abs_error=s.median_abs, median_signed_error=s.median_signed)
+
+
+def _table(comps: list[Comparison]) -> dict[str, StatsOut]:
+    return {k: _stats(v) for k, v in by_family(comps).items()}
+
+
+def validate(
+    *,
+    source: str | None = None,
+    split: str = "all",
+    adjustments: Adjustments | None = None,
+    calibration: Path | None = None,
+    progress: ProgressFn | None = None,
+) -> ValidateResponse:
+    """Run the corpus rows of ``source`` (all when None) in ``split``; ``calibration`` (a
+    ``servecap calibrate`` file) replaces the default efficiencies for every row."""
+    if calibration is not None:
+        from servecap.calibration import load_calibration
+
+        adjustments = Adjustments(efficiency=load_calibration(calibration).efficiency())
+    rows = select(load_corpus(), source=source, split=split)
+    comps = compare_rows(rows, adjustments, progress=progress)
+    return ValidateResponse(
+        rows=len(rows),
+        sources=sorted({r.source.name for r in rows}),
+        split=split,
+        calibration=None if calibration is None else str(calibration),
+        values=[
+            ValueOut(
+                row=c.full_id,
+                source=c.source,
+                gpu=c.gpu,
+                split=c.split,
+                metric=c.metric,
+                family=c.family,
+                measured=c.measured,
+                predicted=c.predicted,
+                error=c.error,
+                where=c.where,
+            )
+            for c in comps
+        ],
+        by_metric=_table(comps),
+        by_gpu={g: {k: _stats(v) for k, v in t.items()} for g, t in by_gpu_family(comps).items()},
+        by_split={
+            s: _table([c for c in comps if c.split == s]) for s in ("train", "test") if any(c.split == s for c in comps)
+        },
+    )
+
+
+def render_html(resp: ValidateResponse) -> str:
+    """A self-contained HTML page: the summary tables, then every value with its error."""
+    from html import escape
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{v:+.1%}"
+
+    def stats_rows(title: str, table: dict[str, StatsOut]) -> str:
+        body = "".join(
+            f"<tr><td>{escape(k)}</td><td>{s.count}</td><td>{pct(s.mape).lstrip('+')}</td>"
+            f"<td>{pct(s.median_abs_error).lstrip('+')}</td><td>{pct(s.median_signed_error)}</td></tr>"
+            for k, s in table.items()
+        )
+        return (
+            f"<h2>{escape(title)}</h2><table><tr><th>metric</th><th>values</th><th>MAPE</th>"
+            f"<th>median |error|</th><th>median error</th></tr>{body}</table>"
+        )
+
+    parts = [stats_rows("All rows", resp.by_metric)]
+    parts += [stats_rows(f"Split: {s}", t) for s, t in resp.by_split.items()]
+    parts += [stats_rows(f"GPU: {g}", t) for g, t in resp.by_gpu.items()]
+    vals = "".join(
+        f"<tr><td>{escape(v.row)}</td><td>{escape(v.gpu)}</td><td>{v.split}</td><td>{escape(v.metric)}</td>"
+        f"<td>{v.measured:.6g}</td><td>{'-' if v.predicted is None else f'{v.predicted:.6g}'}</td>"
+        f"<td>{pct(v.error)}</td><td>{escape(v.where)}</td></tr>"
+        for v in resp.values
+    )
+    parts.append(
+        "<h2>Every value (SI units: s, tok/s, req/s)</h2><table><tr><th>row</th><th>GPU</th><th>split</th>"
+        f"<th>metric</th><th>measured</th><th>predicted</th><th>error</th><th>where</th></tr>{vals}</table>"
+    )
+    style = (
+        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:1.5em}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}th{background:#eee}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>servecap validate</title><style>{style}</style>"
+        f"</head><body><h1>servecap validate: {resp.rows} rows from {len(resp.sources)} sources</h1>"
+        f"{''.join(parts)}</body></html>"
+    )

@@ -1,0 +1,102 @@
+"""Predicted vs measured for every row of the corpus, and the error tables.
+
+The signed error of one measured value is ``predicted / measured - 1`` (+10% = servecap
+predicts 10% more than was measured). Per metric family (throughput, TPOT/ITL, TTFT, E2E) and
+per GPU family the tables give the MAPE (mean of |error|) and the median of |error|; the
+median is the recorded accuracy figure (robust to the few sources servecap cannot model).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from servecap.validation.corpus import CorpusRow
+from servecap.validation.predict import MAX_SIM_REQUESTS, Adjustments, predict_row
+from servecap.validation.schema import FAMILIES
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    full_id: str
+    source: str
+    gpu: str
+    gpu_family: str
+    split: str
+    metric: str  # "metric.statistic"
+    family: str
+    measured: float  # SI units
+    predicted: float | None
+    where: str
+
+    @property
+    def error(self) -> float | None:
+        return None if self.predicted is None else self.predicted / self.measured - 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorStats:
+    count: int
+    mape: float | None
+    median_abs: float | None
+    median_signed: float | None
+
+
+def gpu_family(gpu_id: str) -> str:
+    """'H100-SXM' -> 'H100', 'A100-80GB-SXM' -> 'A100', 'RTX-4090' -> 'RTX-4090'."""
+    parts = gpu_id.split("-")
+    return "-".join(parts[:2]) if parts[0].upper() == "RTX" else parts[0]
+
+
+def compare_rows(
+    rows: list[CorpusRow],
+    adj: Adjustments | None = None,
+    *,
+    max_requests: int = MAX_SIM_REQUESTS,
+    progress: ProgressFn | None = None,
+) -> list[Comparison]:
+    """Predict every row (fixed seed 0) and pair each measured value with its prediction."""
+    out: list[Comparison] = []
+    for i, crow in enumerate(rows):
+        pred = predict_row(crow, adj, max_requests=max_requests)
+        for m in crow.row.measured:
+            out.append(
+                Comparison(
+                    full_id=crow.full_id,
+                    source=crow.source.name,
+                    gpu=crow.row.gpu,
+                    gpu_family=gpu_family(crow.row.gpu),
+                    split=crow.split,
+                    metric=m.key,
+                    family=m.family,
+                    measured=m.value_si,
+                    predicted=pred.values.get(m.key),
+                    where=crow.row.where,
+                )
+            )
+        if progress is not None:
+            progress(i + 1, len(rows))
+    return out
+
+
+def error_stats(comparisons: Iterable[Comparison]) -> ErrorStats:
+    errs = [c.error for c in comparisons if c.error is not None]
+    if not errs:
+        return ErrorStats(0, None, None, None)
+    absolute = [abs(e) for e in errs]
+    return ErrorStats(len(errs), sum(absolute) / len(absolute), statistics.median(absolute), statistics.median(errs))
+
+
+def by_family(comparisons: list[Comparison]) -> dict[str, ErrorStats]:
+    """Error statistics per metric family (families with no values are left out)."""
+    out = {f: error_stats(c for c in comparisons if c.family == f) for f in FAMILIES}
+    return {f: s for f, s in out.items() if s.count}
+
+
+def by_gpu_family(comparisons: list[Comparison]) -> dict[str, dict[str, ErrorStats]]:
+    """GPU family -> metric family -> error statistics."""
+    fams = sorted({c.gpu_family for c in comparisons})
+    return {g: by_family([c for c in comparisons if c.gpu_family == g]) for g in fams}
