@@ -27,8 +27,10 @@ def main() -> None:
     sweep_s = time.perf_counter() - t0
     n = result.num_configs
     feasible = int(result.feasible.sum())
-    print(f"sweep: {len(models)} models x {len(gpus)} GPUs x 4 weight dtypes x 2 KV dtypes x TP 1/2/4/8 "
-          f"x 6 lengths = {n:,} configurations ({feasible:,} feasible)")
+    print(
+        f"sweep: {len(models)} models x {len(gpus)} GPUs x 4 weight dtypes x 2 KV dtypes x TP 1/2/4/8 "
+        f"x 6 lengths = {n:,} configurations ({feasible:,} feasible)"
+    )
     print(f"sweep: {sweep_s:.3f} s wall, {n / sweep_s:,.0f} configurations/s")
 
     # reference: the scalar plan() on a sample, same process

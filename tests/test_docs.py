@@ -38,8 +38,11 @@ def test_param_and_kv_examples() -> None:
 def test_budget_examples() -> None:
     m70, h200 = resolve_model("meta-llama/Llama-3.1-70B"), lookup_gpu("H200")
     for kv in ("bf16", "fp8"):
-        p = plan(build_deployment(m70, h200, weights_dtype="fp8", kv_cache_dtype=kv, max_model_len=8192,
-                                  kv_cache_memory_bytes=57 * 10**9))
+        p = plan(
+            build_deployment(
+                m70, h200, weights_dtype="fp8", kv_cache_dtype=kv, max_model_len=8192, kv_cache_memory_bytes=57 * 10**9
+            )
+        )
         _in_doc(f"{p.stage.kv.max_concurrency:.2f}x")
     p = plan(build_deployment(m70, h200, weights_dtype="fp8", max_model_len=8192))
     b = p.stage.budget
@@ -57,12 +60,29 @@ def test_ridge_example() -> None:
     _in_doc(f"B = {int(ridge_batch(4500e12, 8e12, 1.0))} with FP8 weights")
 
 
-@pytest.mark.parametrize("key", [
-    "params_total", "params_active", "weights_bytes_per_gpu", "kv_bytes_per_token_per_gpu",
-    "kv_budget_bytes_per_gpu", "num_gpu_blocks", "block_size", "kv_cache_tokens", "max_concurrency",
-    "decode_step_time_s", "tpot_s", "ttft_s", "output_tokens_per_s_per_user", "output_tokens_per_s_total",
-    "users_served", "usd_per_user_month", "usd_per_million_tokens", "bottleneck",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "params_total",
+        "params_active",
+        "weights_bytes_per_gpu",
+        "kv_bytes_per_token_per_gpu",
+        "kv_budget_bytes_per_gpu",
+        "num_gpu_blocks",
+        "block_size",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "decode_step_time_s",
+        "tpot_s",
+        "ttft_s",
+        "output_tokens_per_s_per_user",
+        "output_tokens_per_s_total",
+        "users_served",
+        "usd_per_user_month",
+        "usd_per_million_tokens",
+        "bottleneck",
+    ],
+)
 def test_json_schema_documents_every_required_key(key: str) -> None:
     assert f"`{key}`" in JSON_DOC
 
@@ -70,7 +90,8 @@ def test_json_schema_documents_every_required_key(key: str) -> None:
 def test_json_schema_documents_every_emitted_key() -> None:
     from servecap.core.summary import plan_to_dict
 
-    data = plan_to_dict(plan(build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"),
-                                              max_model_len=8192)))
+    data = plan_to_dict(
+        plan(build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=8192))
+    )
     for key in data:
         assert f"`{key}`" in JSON_DOC, f"docs/json-schema.md does not document {key}"

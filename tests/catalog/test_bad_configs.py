@@ -12,9 +12,15 @@ from servecap.catalog import load_gpu_file, lookup_gpu, resolve_model
 from servecap.errors import ServecapError
 
 GOOD: dict[str, Any] = {
-    "model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "intermediate_size": 4096, "vocab_size": 1000,
-    "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
+    "model_type": "llama",
+    "hidden_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4096,
+    "vocab_size": 1000,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16",
 }
 
 
@@ -60,9 +66,11 @@ def test_model_typo_suggests() -> None:
 
 def test_gpu_file_rows(tmp_path: Path) -> None:
     path = tmp_path / "gpus.toml"
-    path.write_text('[[gpu]]\nid = "MyGPU"\nname = "My GPU"\nvendor = "acme"\nmemory_gb = 64.0\n'
-                    'hbm_bandwidth_tb_s = 2.0\nbf16_dense_tflops = 500.0\ninterconnect_gb_s = 100.0\n'
-                    'host_link_gb_s = 64.0\nrent_usd_per_hour = 1.5\n')
+    path.write_text(
+        '[[gpu]]\nid = "MyGPU"\nname = "My GPU"\nvendor = "acme"\nmemory_gb = 64.0\n'
+        "hbm_bandwidth_tb_s = 2.0\nbf16_dense_tflops = 500.0\ninterconnect_gb_s = 100.0\n"
+        "host_link_gb_s = 64.0\nrent_usd_per_hour = 1.5\n"
+    )
     extra = load_gpu_file(path)
     assert lookup_gpu("mygpu", extra).memory_gb == 64.0
 
@@ -71,7 +79,10 @@ def test_gpu_file_rows(tmp_path: Path) -> None:
     ("body", "field"),
     [
         ('[[gpu]]\nid = "X"\nname = "X"\nvendor = "a"\nmemory_gb = -1.0\nhbm_bandwidth_tb_s = 1.0\n', "memory_gb"),
-        ('[[gpu]]\nid = "X"\nname = "X"\nvendor = "a"\nmemory_gb = 1.0\nhbm_bandwith_tb_s = 1.0\n', "hbm_bandwith_tb_s"),
+        (
+            '[[gpu]]\nid = "X"\nname = "X"\nvendor = "a"\nmemory_gb = 1.0\nhbm_bandwith_tb_s = 1.0\n',
+            "hbm_bandwith_tb_s",
+        ),
         ("[[gpu]\n", "gpu_file"),
     ],
 )

@@ -15,8 +15,10 @@ HEAVY = ("pydantic", "typer", "numpy", "httpx", "fastapi", "asyncio")
 
 
 def _imported_by(args: list[str]) -> set[str]:
-    code = ("import sys\nfrom servecap.cli.main import run\nsys.argv = ['servecap', *sys.argv[1:]]\n"
-            "try:\n    run()\nexcept SystemExit:\n    pass\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)")
+    code = (
+        "import sys\nfrom servecap.cli.main import run\nsys.argv = ['servecap', *sys.argv[1:]]\n"
+        "try:\n    run()\nexcept SystemExit:\n    pass\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)"
+    )
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
     return set(proc.stderr.split())
 
@@ -44,8 +46,11 @@ def test_one_liner_is_the_docstrings_first_paragraph(name: str) -> None:
     assert " ".join(cmd.help.split("\n\n")[0].split()) == COMMANDS[name].short_help
 
 
-@pytest.mark.parametrize("args", [[name, flag] for name in COMMANDS for flag in ("--help", "-h")]
-                         + [["runs", sub, "--help"] for sub in ("show", "export", "delete")])
+@pytest.mark.parametrize(
+    "args",
+    [[name, flag] for name in COMMANDS for flag in ("--help", "-h")]
+    + [["runs", sub, "--help"] for sub in ("show", "export", "delete")],
+)
 def test_every_help_works(args: list[str]) -> None:
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
@@ -61,8 +66,9 @@ def test_no_args_shows_help_and_type_errors_are_usage_errors() -> None:
     assert result.exit_code == 2 and "No such command" in result.output
 
 
-def test_type_error_through_the_entry_point(capsys: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_type_error_through_the_entry_point(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from servecap.cli.main import run
 
     monkeypatch.setattr("sys.argv", ["servecap", "plan", "--tp", "abc"])

@@ -33,8 +33,9 @@ def test_llama70b_fp8_on_h200_concurrency() -> None:
     h200 = lookup_gpu("H200")
     assert h200.total_memory_bytes * 0.9 == pytest.approx(126.9e9)
     for kv, expected in (("bf16", 21), ("fp8", 42)):
-        dep = build_deployment(m, h200, weights_dtype="fp8", kv_cache_dtype=kv, max_model_len=8192,
-                               kv_cache_memory_bytes=57 * 10**9)
+        dep = build_deployment(
+            m, h200, weights_dtype="fp8", kv_cache_dtype=kv, max_model_len=8192, kv_cache_memory_bytes=57 * 10**9
+        )
         p = plan(dep)
         assert int(p.stage.kv.max_concurrency) == expected
 
@@ -43,8 +44,11 @@ def test_llama70b_fp8_weights_keep_embeddings_in_bf16() -> None:
     """DESIGN.md rounds FP8 weights to 70 GB (every parameter at one byte). vLLM's FP8 methods
     quantize the decoder's linear layers only; the 2 x 1.05B embedding/LM-head parameters stay
     BF16, so the planner holds 72.7 GB and the full estimate leaves ~51 GB for KV (~19x)."""
-    p = plan(build_deployment(resolve_model("meta-llama/Llama-3.1-70B"), lookup_gpu("H200"),
-                              weights_dtype="fp8", max_model_len=8192))
+    p = plan(
+        build_deployment(
+            resolve_model("meta-llama/Llama-3.1-70B"), lookup_gpu("H200"), weights_dtype="fp8", max_model_len=8192
+        )
+    )
     assert p.stage.weights_bytes_per_gpu == pytest.approx(72.67e9, rel=1e-3)
     assert 18 < p.stage.kv.max_concurrency < 21
 
@@ -66,14 +70,22 @@ def test_32b_dense_200k_context_on_b200() -> None:
     layout = kv_layout(m, m.layers, tp=1, kv_dtype=fp8, block_size=None)
     cap = kv_capacity(layout, 160 * 10**9, max_model_len=200_000, max_num_batched_tokens=8192)
     assert int(cap.max_concurrency) == 6
-    b200 = GpuSpec(id="B200-design", name="B200 (DESIGN.md figures)", vendor="nvidia", memory_gb=192,
-                   hbm_bandwidth_tb_s=8.0, bf16_dense_tflops=2250, fp8_dense_tflops=4500,
-                   interconnect="NVLink 5", interconnect_gb_s=900, host_link_gb_s=64)
+    b200 = GpuSpec(
+        id="B200-design",
+        name="B200 (DESIGN.md figures)",
+        vendor="nvidia",
+        memory_gb=192,
+        hbm_bandwidth_tb_s=8.0,
+        bf16_dense_tflops=2250,
+        fp8_dense_tflops=4500,
+        interconnect="NVLink 5",
+        interconnect_gb_s=900,
+        host_link_gb_s=64,
+    )
     # Qwen3-32B is trained to 40,960 tokens: 200K needs RoPE scaling, as vLLM requires (YaRN over
     # the 32,768 original positions, factor 6.25 -> 204,800 tokens)
     yarn = RopeScaling("yarn", 6.25, 32_768)
-    dep = build_deployment(m, b200, weights_dtype="fp8", kv_cache_dtype="fp8", max_model_len=200_000,
-                           rope_scaling=yarn)
+    dep = build_deployment(m, b200, weights_dtype="fp8", kv_cache_dtype="fp8", max_model_len=200_000, rope_scaling=yarn)
     cost = step_cost(dep, stage_weights_bytes=32 * 10**9)
     step = cost.step_time(decode_batch(6, 200_000, None), IDEAL)
     assert step.bottleneck == "memory"

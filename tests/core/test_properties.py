@@ -18,8 +18,13 @@ BF16 = kv_dtype_named("bf16")
 
 
 @settings(max_examples=60, deadline=None)
-@given(model=st.sampled_from(MODELS), mem=st.integers(1 << 30, 200 << 30), extra=st.integers(0, 50 << 30),
-       length=st.integers(1, 131072), tp=st.sampled_from([1, 2, 4, 8]))
+@given(
+    model=st.sampled_from(MODELS),
+    mem=st.integers(1 << 30, 200 << 30),
+    extra=st.integers(0, 50 << 30),
+    length=st.integers(1, 131072),
+    tp=st.sampled_from([1, 2, 4, 8]),
+)
 def test_more_memory_never_lowers_capacity(model: str, mem: int, extra: int, length: int, tp: int) -> None:
     spec = load_catalog_model(model)
     layout = kv_layout(spec, spec.layers, tp=tp, kv_dtype=BF16, block_size=None)
@@ -30,8 +35,12 @@ def test_more_memory_never_lowers_capacity(model: str, mem: int, extra: int, len
 
 
 @settings(max_examples=60, deadline=None)
-@given(model=st.sampled_from(MODELS), mem=st.integers(1 << 30, 200 << 30), length=st.integers(1, 65536),
-       more=st.integers(0, 65536))
+@given(
+    model=st.sampled_from(MODELS),
+    mem=st.integers(1 << 30, 200 << 30),
+    length=st.integers(1, 65536),
+    more=st.integers(0, 65536),
+)
 def test_longer_context_never_raises_concurrency(model: str, mem: int, length: int, more: int) -> None:
     spec = load_catalog_model(model)
     layout = kv_layout(spec, spec.layers, tp=1, kv_dtype=BF16, block_size=None)
@@ -41,8 +50,7 @@ def test_longer_context_never_raises_concurrency(model: str, mem: int, length: i
 
 
 @settings(max_examples=40, deadline=None)
-@given(model=st.sampled_from(MODELS), batch=st.integers(1, 512), more=st.integers(0, 512),
-       ctx=st.integers(1, 32768))
+@given(model=st.sampled_from(MODELS), batch=st.integers(1, 512), more=st.integers(0, 512), ctx=st.integers(1, 32768))
 def test_bigger_batches_never_step_faster(model: str, batch: int, more: int, ctx: int) -> None:
     spec = load_catalog_model(model)
     # the engine's context within the trained one (vLLM refuses longer); the step reads ctx tokens

@@ -81,8 +81,14 @@ def test_pp_partition_matches_vllm() -> None:
 
 def test_cost_formulas() -> None:
     """$3.59/h x 730 h / 675 users = $3.88; 926 tok/s -> $3.59 / (926 x 3600) x 1e6 = $1.077/Mtok."""
-    c = cost_breakdown(rent_usd_per_gpu_hour=3.59, purchase_usd_per_gpu=35_000, num_gpus=1, users=675,
-                       output_tokens_per_s=926.0, lifetime_years=4)
+    c = cost_breakdown(
+        rent_usd_per_gpu_hour=3.59,
+        purchase_usd_per_gpu=35_000,
+        num_gpus=1,
+        users=675,
+        output_tokens_per_s=926.0,
+        lifetime_years=4,
+    )
     assert c.usd_per_user_month == pytest.approx(3.59 * 730 / 675)
     assert c.usd_per_million_tokens == pytest.approx(3.59 / (926 * 3600) * 1e6)
     assert c.usd_per_user_lifetime == pytest.approx(35_000 / 675)
@@ -111,8 +117,9 @@ def test_steady_state_with_lumpy_prefill() -> None:
     102,400 / 8,092 full steps."""
     from servecap.core.capacity import mixed_batch, steady_state
 
-    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-70B"), lookup_gpu("H200"), weights_dtype="fp8",
-                           max_model_len=8192)
+    dep = build_deployment(
+        resolve_model("meta-llama/Llama-3.1-70B"), lookup_gpu("H200"), weights_dtype="fp8", max_model_len=8192
+    )
     cost = plan(dep).step
     eff = Efficiency()
     req = RequestShape(2048, 256)

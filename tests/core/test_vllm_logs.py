@@ -27,8 +27,7 @@ def _gib_interval_blocks(gib: float, block_bytes: int) -> tuple[int, int]:
     return int((gib - 0.005) * GIB_BYTES // block_bytes), int((gib + 0.005) * GIB_BYTES // block_bytes)
 
 
-def _capacity(model: str, tp: int, max_model_len: int, available: int, kv: str = "bf16",
-              batched: int = 2048) -> Any:
+def _capacity(model: str, tp: int, max_model_len: int, available: int, kv: str = "bf16", batched: int = 2048) -> Any:
     spec = resolve_model(model)
     layout = kv_layout(spec, spec.layers, tp=tp, kv_dtype=kv_dtype_named(kv), block_size=None)
     return kv_capacity(layout, available, max_model_len=max_model_len, max_num_batched_tokens=batched)
@@ -47,13 +46,28 @@ def _capacity(model: str, tp: int, max_model_len: int, available: int, kv: str =
         ("aws-samples-qwen3-coder-30b-4xl40s-tp4", "Qwen/Qwen3-30B-A3B", 4, 32768, "bf16", 64822, 1037152, 31.65),
         ("doc-qwen3-235b-2507-fp8-8xl40s-tp8", "Qwen/Qwen3-235B-A22B", 8, 32768, "bf16", 14834, 237344, 7.24),
         ("vllm-25350-fp8-kv-100k", "Qwen/Qwen3-30B-A3B", 1, 100000, "fp8", 14408, 230528, 2.31),
-        ("arm-learning-paths-mistral-7b-v0.2-gptq-dgx-spark", "meta-llama/Llama-3.1-8B", 1, 32768, "bf16",
-         52510, 840160, 25.64),  # Mistral-7B-v0.2 has Llama-3.1-8B's KV shape: 32 x 8 x 128, no window
+        (
+            "arm-learning-paths-mistral-7b-v0.2-gptq-dgx-spark",
+            "meta-llama/Llama-3.1-8B",
+            1,
+            32768,
+            "bf16",
+            52510,
+            840160,
+            25.64,
+        ),  # Mistral-7B-v0.2 has Llama-3.1-8B's KV shape: 32 x 8 x 128, no window
     ],
 )
 def test_logged_block_arithmetic(
-    startup_cases: dict[str, Any], case_id: str, model: str, tp: int, max_model_len: int, kv: str,
-    blocks: int, tokens: int, concurrency: float,
+    startup_cases: dict[str, Any],
+    case_id: str,
+    model: str,
+    tp: int,
+    max_model_len: int,
+    kv: str,
+    blocks: int,
+    tokens: int,
+    concurrency: float,
 ) -> None:
     assert case_id in startup_cases
     spec = resolve_model(model)
@@ -64,7 +78,11 @@ def test_logged_block_arithmetic(
     assert cap.kv_cache_tokens == tokens
     assert round(cap.max_concurrency, 2) == pytest.approx(concurrency, abs=1e-9)
     reported = startup_cases[case_id]["reported"]
-    gib = reported.get("available_kv_cache_memory_gib") or reported.get("kv_cache_gib") or reported.get("kv_cache_size_gib")
+    gib = (
+        reported.get("available_kv_cache_memory_gib")
+        or reported.get("kv_cache_gib")
+        or reported.get("kv_cache_size_gib")
+    )
     if gib is not None:
         lo, hi = _gib_interval_blocks(gib, layout.bytes_per_block)
         assert lo <= blocks <= hi, "the logged GiB's rounding interval must contain the logged blocks"
@@ -73,12 +91,18 @@ def test_logged_block_arithmetic(
 def test_llama8b_a100_budget_from_logged_components(startup_cases: dict[str, Any]) -> None:
     """39.50 GiB x 0.90 - 14.96 - 0.10 - 9.37 = 11.12 GiB -> 5,691 blocks (case vllm-12330)."""
     r = startup_cases["vllm-12330-llama3-8b-a100-40gb"]["reported"]
-    available = int((39.50 * 0.90 - r["weights_gib"] - r["non_torch_memory_gib"] - r["activation_peak_gib"]) * GIB_BYTES)
+    available = int(
+        (39.50 * 0.90 - r["weights_gib"] - r["non_torch_memory_gib"] - r["activation_peak_gib"]) * GIB_BYTES
+    )
     cap = _capacity("meta-llama/Llama-3.1-8B", 1, 8192, available)
     # each of the four logged GiB terms is rounded to +-0.005 GiB: +-0.02 GiB = +-10 blocks of 2 MiB
     assert abs(cap.num_blocks - 5691) <= 10
-    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("A100-40GB"),
-                           max_model_len=8192, kv_cache_memory_bytes=5691 * 2 * 1024 * 1024)
+    dep = build_deployment(
+        resolve_model("meta-llama/Llama-3.1-8B"),
+        lookup_gpu("A100-40GB"),
+        max_model_len=8192,
+        kv_cache_memory_bytes=5691 * 2 * 1024 * 1024,
+    )
     p = plan(dep)
     assert p.stage.kv.num_blocks == 5691 and round(p.stage.kv.max_concurrency, 2) == 11.12
     assert dep.gpu.total_memory_bytes == int(39.50 * GIB_BYTES)

@@ -14,9 +14,24 @@ from servecap.errors import ServecapError, did_you_mean
 from servecap.specs.gpu import GpuSpec
 
 _SPEC_KEYS = (
-    "id", "name", "vendor", "memory_gb", "hbm_bandwidth_tb_s", "bf16_dense_tflops", "interconnect",
-    "interconnect_gb_s", "host_link_gb_s", "memory_bytes", "memory_gib_reported", "fp8_dense_tflops",
-    "int8_dense_tops", "fp4_dense_tflops", "tdp_w", "rent_usd_per_hour", "rent_date", "purchase_usd",
+    "id",
+    "name",
+    "vendor",
+    "memory_gb",
+    "hbm_bandwidth_tb_s",
+    "bf16_dense_tflops",
+    "interconnect",
+    "interconnect_gb_s",
+    "host_link_gb_s",
+    "memory_bytes",
+    "memory_gib_reported",
+    "fp8_dense_tflops",
+    "int8_dense_tops",
+    "fp4_dense_tflops",
+    "tdp_w",
+    "rent_usd_per_hour",
+    "rent_date",
+    "purchase_usd",
     "purchase_date",
 )
 
@@ -101,5 +116,6 @@ def lookup_gpu(name: str, extra: list[GpuSpec] | None = None) -> GpuSpec:
     if key in aliases:
         return by_id[aliases[key]]
     known = [g.id for g in gpu_catalog()] + [g.id for g in extra or []]
-    raise ServecapError("gpu", name, "unknown GPU" + did_you_mean(name, known)
-                        + "; `servecap gpus` lists them, --gpu-file adds one")
+    raise ServecapError(
+        "gpu", name, "unknown GPU" + did_you_mean(name, known) + "; `servecap gpus` lists them, --gpu-file adds one"
+    )

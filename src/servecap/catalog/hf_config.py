@@ -69,9 +69,7 @@ def load_config_file(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ServecapError(
-            "model", str(path), f"malformed config.json: {err.msg} at line {err.lineno}"
-        ) from None
+        raise ServecapError("model", str(path), f"malformed config.json: {err.msg} at line {err.lineno}") from None
     if not isinstance(data, dict):
         raise ServecapError("model", str(path), "config.json must hold a JSON object")
     return data
@@ -87,8 +85,10 @@ def flatten_config(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
             if key in raw and key not in cfg:
                 cfg[key] = raw[key]
         cfg.setdefault("architectures", raw.get("architectures"))
-        notes.append("multimodal checkpoint: the language model (text_config) is planned; "
-                     "the vision encoder's weights are not counted")
+        notes.append(
+            "multimodal checkpoint: the language model (text_config) is planned; "
+            "the vision encoder's weights are not counted"
+        )
     else:
         cfg = dict(raw)
     model_type = str(cfg.get("model_type", ""))
@@ -227,9 +227,7 @@ _LAYER_TYPE_NAMES = {
 }
 
 
-def _mixer_kinds(
-    cfg: Mapping[str, Any], r: _Reader, model_type: str, num_layers: int
-) -> list[AttentionKind]:
+def _mixer_kinds(cfg: Mapping[str, Any], r: _Reader, model_type: str, num_layers: int) -> list[AttentionKind]:
     if model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2") or r.has("kv_lora_rank"):
         return [AttentionKind.MLA] * num_layers
     if model_type in ("mamba", "mamba2", "falcon_mamba"):
@@ -256,25 +254,20 @@ def _mixer_kinds(
                 pattern,
                 f"must have {num_layers} characters from M, *, -, E",
             )
-        table = {"M": AttentionKind.MAMBA, "*": AttentionKind.FULL,
-                 "-": AttentionKind.NONE, "E": AttentionKind.NONE}
+        table = {"M": AttentionKind.MAMBA, "*": AttentionKind.FULL, "-": AttentionKind.NONE, "E": AttentionKind.NONE}
         return [table[c] for c in pattern]
     if model_type == "jamba":
         period = r.integer("attn_layer_period", default=8)
         offset = r.integer("attn_layer_offset", default=4, minimum=0)
-        return [AttentionKind.FULL if i % period == offset else AttentionKind.MAMBA
-                for i in range(num_layers)]
+        return [AttentionKind.FULL if i % period == offset else AttentionKind.MAMBA for i in range(num_layers)]
     if model_type == "qwen3_next":
         interval = r.integer("full_attention_interval")
-        return [AttentionKind.FULL if (i + 1) % interval == 0 else AttentionKind.LINEAR
-                for i in range(num_layers)]
+        return [AttentionKind.FULL if (i + 1) % interval == 0 else AttentionKind.LINEAR for i in range(num_layers)]
     if model_type == "gemma2":
-        return [AttentionKind.SLIDING if i % 2 == 0 else AttentionKind.FULL
-                for i in range(num_layers)]
+        return [AttentionKind.SLIDING if i % 2 == 0 else AttentionKind.FULL for i in range(num_layers)]
     if model_type in ("gemma3_text", "gemma3"):
         every = r.integer("sliding_window_pattern")
-        return [AttentionKind.FULL if (i + 1) % every == 0 else AttentionKind.SLIDING
-                for i in range(num_layers)]
+        return [AttentionKind.FULL if (i + 1) % every == 0 else AttentionKind.SLIDING for i in range(num_layers)]
     if model_type.startswith("qwen") and not r.flag("use_sliding_window", default=False):
         return [AttentionKind.FULL] * num_layers
     if r.has("sliding_window"):
@@ -287,21 +280,21 @@ def _mixer_kinds(
 
 def _window(cfg: Mapping[str, Any], r: _Reader, model_type: str) -> int:
     if not r.has("sliding_window"):
-        raise ServecapError("config.json.sliding_window", None,
-                            "sliding-window layers need a sliding_window size")
+        raise ServecapError("config.json.sliding_window", None, "sliding-window layers need a sliding_window size")
     return r.integer("sliding_window")
 
 
-def _attention_shape(
-    cfg: Mapping[str, Any], r: _Reader, model_type: str, hidden: int
-) -> AttentionShape:
+def _attention_shape(cfg: Mapping[str, Any], r: _Reader, model_type: str, hidden: int) -> AttentionShape:
     heads = r.integer("num_attention_heads", default=r.opt_int("n_head"))
     kv_heads = r.integer("num_key_value_heads", default=heads)
     head_dim = r.opt_int("head_dim") or r.opt_int("attention_head_dim")
     if head_dim is None:
         if hidden % heads:
-            raise ServecapError("config.json.num_attention_heads", heads,
-                                f"does not divide hidden_size={hidden} and no head_dim is given")
+            raise ServecapError(
+                "config.json.num_attention_heads",
+                heads,
+                f"does not divide hidden_size={hidden} and no head_dim is given",
+            )
         head_dim = hidden // heads
     qwen2_family = model_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")
     attention_bias = r.flag("attention_bias", default=False)
@@ -370,15 +363,14 @@ def _state_shape(cfg: Mapping[str, Any], r: _Reader, model_type: str, hidden: in
 
 
 def _moe_shape(cfg: Mapping[str, Any], r: _Reader, model_type: str) -> MoeShape | None:
-    num_experts = (
-        r.opt_int("n_routed_experts") or r.opt_int("num_local_experts") or r.opt_int("num_experts")
-    )
+    num_experts = r.opt_int("n_routed_experts") or r.opt_int("num_local_experts") or r.opt_int("num_experts")
     if not num_experts or num_experts <= 1:
         return None
     per_token = r.integer("num_experts_per_tok", default=r.opt_int("experts_per_token"))
     if per_token > num_experts:
-        raise ServecapError("config.json.num_experts_per_tok", per_token,
-                            f"exceeds the number of experts ({num_experts})")
+        raise ServecapError(
+            "config.json.num_experts_per_tok", per_token, f"exceeds the number of experts ({num_experts})"
+        )
     expert_inter = r.opt_int("moe_intermediate_size") or r.integer("intermediate_size")
     shared_n = r.integer("n_shared_experts", default=0, minimum=0)
     shared_inter = shared_n * expert_inter
@@ -420,19 +412,15 @@ def _mlp_kinds(
     if r.has("first_k_dense_replace") or model_type.startswith("deepseek"):
         first_dense = r.integer("first_k_dense_replace", default=0, minimum=0)
         freq = r.integer("moe_layer_freq", default=1)
-        return ["moe" if i >= first_dense and i % freq == 0 else "dense"
-                for i in range(num_layers)]
+        return ["moe" if i >= first_dense and i % freq == 0 else "dense" for i in range(num_layers)]
     only_dense = cfg.get("mlp_only_layers") or []
     if not isinstance(only_dense, list):
         raise ServecapError("config.json.mlp_only_layers", only_dense, "must be a list of layer indices")
     step = r.integer("decoder_sparse_step", default=1)
-    return ["dense" if (i in only_dense or (i + 1) % step != 0) else "moe"
-            for i in range(num_layers)]
+    return ["dense" if (i in only_dense or (i + 1) % step != 0) else "moe" for i in range(num_layers)]
 
 
-def _dense_intermediate(
-    r: _Reader, model_type: str, moe: MoeShape | None, mlp_kinds: list[MlpKind]
-) -> int:
+def _dense_intermediate(r: _Reader, model_type: str, moe: MoeShape | None, mlp_kinds: list[MlpKind]) -> int:
     if "dense" not in mlp_kinds:
         return 0
     return r.integer("intermediate_size")

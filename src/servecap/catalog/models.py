@@ -88,7 +88,7 @@ def resolve_model(name: str) -> ModelSpec:
         raw = load_config_file(path)
         return parse_config(raw, model_id=str(path), source=str(path))
     known = [r.id for r in model_catalog()]
-    hint = did_you_mean(name, known) or did_you_mean(name.split("/")[-1],
-                                                    [k.split("/")[-1] for k in known])
-    raise ServecapError("model", name, "unknown model" + hint
-                        + "; `servecap models` lists them, or pass a path to a config.json")
+    hint = did_you_mean(name, known) or did_you_mean(name.split("/")[-1], [k.split("/")[-1] for k in known])
+    raise ServecapError(
+        "model", name, "unknown model" + hint + "; `servecap models` lists them, or pass a path to a config.json"
+    )

@@ -20,9 +20,7 @@ def gpus_command(gpu_file: Path | None, as_json: bool) -> None:
 
     gpus = list(gpu_catalog()) + (load_gpu_file(gpu_file) if gpu_file else [])
     if as_json:
-        click.echo(
-            json.dumps(gpu_rows(gpu_file), indent=2)
-        )
+        click.echo(json.dumps(gpu_rows(gpu_file), indent=2))
         return
     from rich.table import Table
 

@@ -81,9 +81,11 @@ COMMANDS: Mapping[str, LazyCommand] = {
         "servecap.cli.export_cmd:export_group",
         "Write monitoring configuration from a plan: a Grafana dashboard or Prometheus alert rules.",
     ),
-    "validate": LazyCommand("servecap.cli.validate_cmd:validate_command",
-                            "Plan and simulate every row of the public measurement corpus and print predicted vs "
-                            "measured with the signed error, and the MAPE per metric and per GPU family."),
+    "validate": LazyCommand(
+        "servecap.cli.validate_cmd:validate_command",
+        "Plan and simulate every row of the public measurement corpus and print predicted vs "
+        "measured with the signed error, and the MAPE per metric and per GPU family.",
+    ),
     "serve": LazyCommand(
         "servecap.web.serve_cmd:serve",
         "Serve the web UI (/plan, /compare, /simulate, /runs) and the JSON API (/api/v1, OpenAPI at /openapi.json) "

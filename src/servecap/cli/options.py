@@ -33,8 +33,15 @@ if TYPE_CHECKING:
     from servecap.specs.perf import Efficiency
 
 __all__ = [
-    "DEFAULT_EXAMPLE_MAX_MODEL_LEN", "DEFAULT_EXAMPLE_WEIGHTS_DTYPE", "DEFAULT_GPU", "DEFAULT_MODEL",
-    "DeploymentFlags", "StreamFlags", "deployment_from_options", "efficiency_from_options", "resolve_parallelism",
+    "DEFAULT_EXAMPLE_MAX_MODEL_LEN",
+    "DEFAULT_EXAMPLE_WEIGHTS_DTYPE",
+    "DEFAULT_GPU",
+    "DEFAULT_MODEL",
+    "DeploymentFlags",
+    "StreamFlags",
+    "deployment_from_options",
+    "efficiency_from_options",
+    "resolve_parallelism",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,7 +62,10 @@ def stack(*decorators: Decorator) -> Callable[[F], F]:
 
 
 model_option = click.option(
-    "--model", "-m", type=click.STRING, default=None,
+    "--model",
+    "-m",
+    type=click.STRING,
+    default=None,
     help="Catalog id (e.g. meta-llama/Llama-3.1-8B) or path to a config.json.",
 )
 gpu_file_option = click.option("--gpu-file", type=PATH, default=None, help="TOML file adding [[gpu]] rows.")
@@ -69,6 +79,7 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, default=False, help="Print one JSON object (SI units) instead of tables."
 )
 
+
 def slo_options(ttft_default_ms: float | None, tpot_default_ms: float | None, what: str) -> Callable[[F], F]:
     """``--ttft-slo-ms`` / ``--tpot-slo-ms``: the same two flags, in milliseconds, on every command."""
     return stack(
@@ -78,11 +89,15 @@ def slo_options(ttft_default_ms: float | None, tpot_default_ms: float | None, wh
 
 
 think_time_option = click.option(
-    "--think-time-s", type=click.FLOAT, default=None,
+    "--think-time-s",
+    type=click.FLOAT,
+    default=None,
     help="Mean think time between a user's turns in seconds (closed loop; simulate/capacity default 30).",
 )
 turns_option = click.option(
-    "--turns", type=click.IntRange(1, 1000), default=None,
+    "--turns",
+    type=click.IntRange(1, 1000),
+    default=None,
     help="Turns per chat; each turn resends the history (plan default 1, simulate/capacity 5).",
 )
 db_option = click.option("--db", type=PATH, default=None, help="Results database (default: under the user data dir).")
@@ -90,28 +105,48 @@ db_option = click.option("--db", type=PATH, default=None, help="Results database
 _HARDWARE: Sequence[Decorator] = (
     click.option("--gpu", "-g", type=click.STRING, default=None, help="GPU name, e.g. H100, h200, A100-40GB, MI300X."),
     gpu_file_option,
-    click.option("--num-gpus", "-n", type=click.INT, default=None,
-                 help="GPUs per replica (= tp x pp; sets tp when tp is not given)."),
+    click.option(
+        "--num-gpus",
+        "-n",
+        type=click.INT,
+        default=None,
+        help="GPUs per replica (= tp x pp; sets tp when tp is not given).",
+    ),
     click.option("--tp", type=click.INT, default=None, help="Tensor-parallel size."),
     click.option("--pp", type=click.INT, default=1, help="Pipeline-parallel size."),
-    click.option("--weights-dtype", "-w", type=click.STRING, default=None, help="auto|bf16|fp16|fp8|int8|int4|nvfp4|mxfp4."),
+    click.option(
+        "--weights-dtype", "-w", type=click.STRING, default=None, help="auto|bf16|fp16|fp8|int8|int4|nvfp4|mxfp4."
+    ),
     click.option("--kv-cache-dtype", "-k", type=click.STRING, default="auto", help="auto|bf16|fp16|fp8."),
     max_model_len_option,
-    click.option("--gpu-memory-utilization", type=click.FLOAT, default=None,
-                 help="vLLM's share of GPU memory (default 0.9)."),
-    click.option("--kv-cache-memory-bytes", type=click.INT, default=None,
-                 help="KV budget per GPU in bytes, as vLLM's option (skips the estimate)."),
-    click.option("--block-size", type=click.INT, default=None,
-                 help="Tokens per KV block: 1, 8, 16, 32, 64, 128 or 256 as vLLM (default 16; 64 for MLA)."),
+    click.option(
+        "--gpu-memory-utilization", type=click.FLOAT, default=None, help="vLLM's share of GPU memory (default 0.9)."
+    ),
+    click.option(
+        "--kv-cache-memory-bytes",
+        type=click.INT,
+        default=None,
+        help="KV budget per GPU in bytes, as vLLM's option (skips the estimate).",
+    ),
+    click.option(
+        "--block-size",
+        type=click.INT,
+        default=None,
+        help="Tokens per KV block: 1, 8, 16, 32, 64, 128 or 256 as vLLM (default 16; 64 for MLA).",
+    ),
     click.option("--max-num-seqs", type=click.INT, default=None, help="Max running requests (vLLM default by GPU)."),
-    click.option("--max-num-batched-tokens", type=click.INT, default=None,
-                 help="Token budget per step (vLLM default by GPU)."),
-    click.option("--rope-scaling", type=click.STRING, default=None,
-                 help="vLLM's RoPE scaling JSON to run past the trained context, e.g. "
-                      "'{\"rope_type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":32768}' "
-                      "(a bare number is a YaRN factor)."),
+    click.option(
+        "--max-num-batched-tokens", type=click.INT, default=None, help="Token budget per step (vLLM default by GPU)."
+    ),
+    click.option(
+        "--rope-scaling",
+        type=click.STRING,
+        default=None,
+        help="vLLM's RoPE scaling JSON to run past the trained context, e.g. "
+        '\'{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}\' '
+        "(a bare number is a YaRN factor).",
+    ),
 )
-
 
 
 def _collect_flags(cls: Callable[..., Any], names: Sequence[str], into: str) -> Callable[[F], F]:
@@ -141,14 +176,29 @@ def deployment_options(f: F) -> F:
 
 
 _STREAM_OPTIONS: Sequence[Decorator] = (
-    click.option("--prompt-tokens", "-p", type=click.INT, default=1024,
-                 help="Prompt tokens (median when --prompt-sigma is given)."),
-    click.option("--output-tokens", "-o", type=click.INT, default=128,
-                 help="Output tokens (median when --output-sigma is given)."),
-    click.option("--prompt-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of prompt lengths (0: fixed)."),
-    click.option("--output-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of output lengths (0: fixed)."),
-    click.option("--arrival", type=click.Choice(["constant", "poisson", "gamma"]), default="poisson",
-                 help="Arrival process."),
+    click.option(
+        "--prompt-tokens",
+        "-p",
+        type=click.INT,
+        default=1024,
+        help="Prompt tokens (median when --prompt-sigma is given).",
+    ),
+    click.option(
+        "--output-tokens",
+        "-o",
+        type=click.INT,
+        default=128,
+        help="Output tokens (median when --output-sigma is given).",
+    ),
+    click.option(
+        "--prompt-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of prompt lengths (0: fixed)."
+    ),
+    click.option(
+        "--output-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of output lengths (0: fixed)."
+    ),
+    click.option(
+        "--arrival", type=click.Choice(["constant", "poisson", "gamma"]), default="poisson", help="Arrival process."
+    ),
     click.option("--cv", type=click.FLOAT, default=None, help="Gamma arrivals: coefficient of variation (burstiness)."),
 )
 

@@ -86,10 +86,7 @@ class KvLayout:
         return max(0, int(available_bytes) // self.page_bytes // self.group_size)
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
-        return sum(
-            g.pages_reserved(max_model_len, self.block_size, max_num_batched_tokens)
-            for g in self.groups
-        )
+        return sum(g.pages_reserved(max_model_len, self.block_size, max_num_batched_tokens) for g in self.groups)
 
     def blocks_held(self, tokens: int) -> int:
         """Blocks a running request with ``tokens`` tokens in context holds right now."""
@@ -124,12 +121,11 @@ def kv_layout(
         counts[key] = counts.get(key, 0) + 1
 
     attn_kinds = [k for k in counts if k[0] is not AttentionKind.MAMBA]
-    per_token = {
-        k: attention_bytes_per_token_per_layer(model, k[0], tp, kv_dtype) for k in attn_kinds
-    }
+    per_token = {k: attention_bytes_per_token_per_layer(model, k[0], tp, kv_dtype) for k in attn_kinds}
     if len(set(per_token.values())) > 1:
         raise ServecapError(
-            "model", model.id,
+            "model",
+            model.id,
             "attention layers with different KV page sizes are not supported yet",
         )
     state_page = 0
@@ -153,7 +149,7 @@ def kv_layout(
 
     groups: tuple[KvGroup, ...]
     if len(counts) == 1:
-        (key, n), = counts.items()
+        ((key, n),) = counts.items()
         groups = (KvGroup(key[0], key[1], n),)
         group_size = n
     else:
@@ -200,13 +196,15 @@ def require_one_request(cap: KvCapacity, max_model_len: int) -> None:
     """vLLM refuses to start when one request of max_model_len does not fit the pool."""
     if cap.available_bytes <= 0:
         raise InfeasibleError(
-            "kv_budget_bytes", cap.available_bytes,
+            "kv_budget_bytes",
+            cap.available_bytes,
             "no memory left for the KV cache after weights, activations and runtime",
         )
     if cap.num_blocks < cap.blocks_per_request:
         need = cap.blocks_per_request * cap.layout.bytes_per_block
         raise InfeasibleError(
-            "max_model_len", max_model_len,
+            "max_model_len",
+            max_model_len,
             f"one request needs {cap.blocks_per_request} KV blocks ({need / 1e9:.2f} GB) "
             f"but the pool has {cap.num_blocks} ({cap.available_bytes / 1e9:.2f} GB)",
         )

@@ -91,9 +91,7 @@ def decode_step(cost: StepCost, batch: int, context_tokens: float, eff: Efficien
     return cost.step_time(decode_batch(batch, context_tokens, cost.window_tokens), eff)
 
 
-def ttft_s(
-    cost: StepCost, batch: int, request: RequestShape, eff: Efficiency, max_num_batched_tokens: int
-) -> float:
+def ttft_s(cost: StepCost, batch: int, request: RequestShape, eff: Efficiency, max_num_batched_tokens: int) -> float:
     """Time to first token for a prompt scheduled beside ``batch`` running decodes."""
     budget = max(1, max_num_batched_tokens - batch)
     done = 0

@@ -69,15 +69,18 @@ def build_deployment(
     _positive("kv_cache_memory_bytes", kv_cache_memory_bytes, upper=1e15)
     _positive("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
     if block_size is not None and block_size not in VLLM_BLOCK_SIZES:
-        raise ServecapError("block_size", block_size,
-                            "vLLM accepts " + ", ".join(map(str, VLLM_BLOCK_SIZES)) + " tokens")
+        raise ServecapError(
+            "block_size", block_size, "vLLM accepts " + ", ".join(map(str, VLLM_BLOCK_SIZES)) + " tokens"
+        )
     if rope_scaling is not None and not 1.0 <= rope_scaling.factor <= 1024:
         raise ServecapError("rope_scaling.factor", rope_scaling.factor, "must be between 1 and 1024")
     if max_model_len is not None:
         check_context(model, max_model_len, rope_scaling)
     if max_model_len is None:
         if model.max_position_embeddings <= 0:
-            raise ServecapError("max_model_len", None, "the config has no max_position_embeddings; pass --max-model-len")
+            raise ServecapError(
+                "max_model_len", None, "the config has no max_position_embeddings; pass --max-model-len"
+            )
         max_model_len = model.max_position_embeddings
     default_tokens, default_seqs = default_batch_limits(gpu)
     engine = EngineConfig(
@@ -112,14 +115,16 @@ def check_context(model: ModelSpec, max_model_len: int, rope_scaling: RopeScalin
         return
     if rope_scaling is None:
         raise ServecapError(
-            "max_model_len", max_model_len,
+            "max_model_len",
+            max_model_len,
             f"exceeds the model's trained context of {trained:,} tokens (max_position_embeddings); "
             "vLLM refuses it; stretch it with RoPE scaling, e.g. --rope-scaling "
-            f"'{{\"rope_type\":\"yarn\",\"factor\":{-(-max_model_len // trained)},"
-            f"\"original_max_position_embeddings\":{trained}}}', or pass --max-model-len {trained}",
+            f'\'{{"rope_type":"yarn","factor":{-(-max_model_len // trained)},'
+            f'"original_max_position_embeddings":{trained}}}\', or pass --max-model-len {trained}',
         )
     raise ServecapError(
-        "max_model_len", max_model_len,
+        "max_model_len",
+        max_model_len,
         f"exceeds {limit:,} tokens, the context RoPE scaling ({rope_scaling.rope_type}, factor "
         f"{rope_scaling.factor:g}) gives this model; raise the factor or shorten the context",
     )

@@ -33,9 +33,7 @@ def resolve_kv_dtype(name: str, model: ModelSpec) -> KvDtype:
     return kv_dtype_named(model.torch_dtype if name == "auto" else name)
 
 
-def attention_bytes_per_token_per_layer(
-    model: ModelSpec, kind: AttentionKind, tp: int, kv_dtype: KvDtype
-) -> int:
+def attention_bytes_per_token_per_layer(model: ModelSpec, kind: AttentionKind, tp: int, kv_dtype: KvDtype) -> int:
     """Bytes one token adds to one attention layer's cache on one GPU."""
     if kind is AttentionKind.MLA:
         assert model.mla is not None

@@ -43,8 +43,9 @@ def _row(name: str, change: str, base: Plan, dep: Deployment, note: str = "") ->
         p = _replan(base, dep)
     except ServecapError as err:
         return Lever(name, change, None, None, None, None, None, f"cannot start: {err}")
-    return Lever(name, change, p.stage.kv.max_concurrency, p.users_served, p.tpot_s, p.ttft_s,
-                 p.cost.usd_per_user_month, note)
+    return Lever(
+        name, change, p.stage.kv.max_concurrency, p.users_served, p.tpot_s, p.ttft_s, p.cost.usd_per_user_month, note
+    )
 
 
 def levers(base: Plan, *, cpu_offload_bytes: int = 256 * GB_BYTES) -> list[Lever]:
@@ -55,17 +56,26 @@ def levers(base: Plan, *, cpu_offload_bytes: int = 256 * GB_BYTES) -> list[Lever
         if w.name != dep.weights_dtype.name:
             rows.append(_row(f"{name.upper()} weights", f"--weights-dtype {name}", base, replace(dep, weights_dtype=w)))
     if dep.kv_dtype.bytes_per_element > 1:
-        rows.append(_row("FP8 KV cache", "--kv-cache-dtype fp8", base,
-                         replace(dep, kv_dtype=resolve_kv_dtype("fp8", dep.model))))
+        rows.append(
+            _row(
+                "FP8 KV cache", "--kv-cache-dtype fp8", base, replace(dep, kv_dtype=resolve_kv_dtype("fp8", dep.model))
+            )
+        )
     half = dep.engine.max_model_len // 2
     if half >= base.request.total_tokens:
         rows.append(_row("Half the context", f"--max-model-len {half}", base, with_engine(dep, max_model_len=half)))
     tp2 = dep.parallelism.tp * 2
     heads = dep.model.attention.num_heads if dep.model.attention else (dep.model.mla.num_heads if dep.model.mla else 0)
     if heads and heads % tp2 == 0 and tp2 <= 16:
-        rows.append(_row(f"TP {tp2}", f"--tp {tp2}", base,
-                         replace(dep, parallelism=Parallelism(tp=tp2, pp=dep.parallelism.pp)),
-                         note="twice the GPUs: compare cost per user"))
+        rows.append(
+            _row(
+                f"TP {tp2}",
+                f"--tp {tp2}",
+                base,
+                replace(dep, parallelism=Parallelism(tp=tp2, pp=dep.parallelism.pp)),
+                note="twice the GPUs: compare cost per user",
+            )
+        )
     rows.append(_offload_row(base, cpu_offload_bytes))
     return rows
 
@@ -74,8 +84,16 @@ def _offload_row(base: Plan, cpu_bytes: int) -> Lever:
     per_token = base.kv_bytes_per_token_per_gpu
     link = base.deployment.gpu.host_link_gb_s
     if per_token <= 0 or link is None:
-        return Lever("KV offload to CPU", f"{cpu_bytes / 1e9:.0f} GB host memory per GPU", None, None,
-                     None, None, None, "no host-link bandwidth in the catalog for this GPU")
+        return Lever(
+            "KV offload to CPU",
+            f"{cpu_bytes / 1e9:.0f} GB host memory per GPU",
+            None,
+            None,
+            None,
+            None,
+            None,
+            "no host-link bandwidth in the catalog for this GPU",
+        )
     tokens = cpu_bytes // per_token
     reload_s = base.request.prompt_tokens * per_token / (link * GB_BYTES)
     extra = tokens / base.deployment.engine.max_model_len

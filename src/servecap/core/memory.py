@@ -54,7 +54,7 @@ def stage_layers(model: ModelSpec, pp: int) -> list[tuple[LayerSpec, ...]]:
     parts = pp_partition(model.num_layers, pp)
     out, start = [], 0
     for n in parts:
-        out.append(model.layers[start:start + n])
+        out.append(model.layers[start : start + n])
         start += n
     return out
 
@@ -85,9 +85,7 @@ def stage_weights(
 ) -> StageWeights:
     """Bytes of weights one GPU of one pipeline stage holds."""
     experts_only = (
-        weights_dtype.quantized
-        and model.quantized_scope == "experts"
-        and weights_dtype.name == model.quantization
+        weights_dtype.quantized and model.quantized_scope == "experts" and weights_dtype.name == model.quantization
     )
     quantized = unquantized = 0
     table = layer_params_table(model)
@@ -114,15 +112,14 @@ def stage_weights(
     return StageWeights(quantized, unquantized, int(total / tp))
 
 
-def activation_peak_bytes(
-    model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int
-) -> int:
+def activation_peak_bytes(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int) -> int:
     """Estimated torch peak of vLLM's profiling run (see the module docstring)."""
     act = _MODEL_DTYPE_BYTES[model.torch_dtype]
     widths = [model.dense_intermediate_size if any(layer.mlp == "dense" for layer in model.layers) else 0]
     if model.moe is not None:
-        widths.append(model.moe.experts_per_token * model.moe.expert_intermediate_size
-                      + model.moe.shared_intermediate_size)
+        widths.append(
+            model.moe.experts_per_token * model.moe.expert_intermediate_size + model.moe.shared_intermediate_size
+        )
     mlp_width = max(widths)
     per_token = act * (2 * model.hidden_size + 3 * mlp_width / tp)
     logits = min(max_num_seqs, max_num_batched_tokens) * model.vocab_size * LOGITS_BYTES_PER_ELEMENT * 2

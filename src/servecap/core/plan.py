@@ -96,14 +96,21 @@ def _stages(dep: Deployment) -> list[Stage]:
     activation = eng.activation_bytes
     if activation is None:
         activation = activation_peak_bytes(
-            model, tp=par.tp, max_num_batched_tokens=eng.max_num_batched_tokens,
+            model,
+            tp=par.tp,
+            max_num_batched_tokens=eng.max_num_batched_tokens,
             max_num_seqs=eng.max_num_seqs,
         )
     non_torch = eng.non_torch_bytes if eng.non_torch_bytes is not None else NON_TORCH_BYTES_PER_GPU
     stages = []
     for i, layers in enumerate(groups):
         w = stage_weights(
-            model, layers, first=i == 0, last=i == len(groups) - 1, pp=par.pp, tp=par.tp,
+            model,
+            layers,
+            first=i == 0,
+            last=i == len(groups) - 1,
+            pp=par.pp,
+            tp=par.tp,
             weights_dtype=dep.weights_dtype,
         )
         budget = memory_budget(
@@ -116,8 +123,12 @@ def _stages(dep: Deployment) -> list[Stage]:
             kv_cache_memory_bytes=eng.kv_cache_memory_bytes,
         )
         layout = kv_layout(model, layers, tp=par.tp, kv_dtype=dep.kv_dtype, block_size=eng.block_size)
-        cap = kv_capacity(layout, budget.kv_budget_bytes, max_model_len=eng.max_model_len,
-                          max_num_batched_tokens=eng.max_num_batched_tokens)
+        cap = kv_capacity(
+            layout,
+            budget.kv_budget_bytes,
+            max_model_len=eng.max_model_len,
+            max_num_batched_tokens=eng.max_num_batched_tokens,
+        )
         stages.append(Stage(w.weights_bytes_per_gpu, budget, cap))
     return stages
 
@@ -132,13 +143,15 @@ def _infeasible_message(dep: Deployment, stage: Stage) -> InfeasibleError:
     levers.append(f"--tp {dep.parallelism.tp * 2}")
     if b.weights_bytes >= usable:
         return InfeasibleError(
-            "weights_bytes_per_gpu", f"{b.weights_bytes / 1e9:.1f} GB",
+            "weights_bytes_per_gpu",
+            f"{b.weights_bytes / 1e9:.1f} GB",
             f"exceed the {usable / 1e9:.1f} GB usable per GPU on {where} "
             f"(gpu_memory_utilization {b.gpu_memory_utilization:g}) by "
             f"{(b.weights_bytes - usable) / 1e9:.1f} GB; try " + " or ".join(levers),
         )
     return InfeasibleError(
-        "kv_budget_bytes", f"{b.kv_budget_bytes / 1e9:.2f} GB",
+        "kv_budget_bytes",
+        f"{b.kv_budget_bytes / 1e9:.2f} GB",
         f"after weights {b.weights_bytes / 1e9:.1f} GB, activations {b.activation_bytes / 1e9:.1f} GB "
         f"and runtime {b.non_torch_bytes / 1e9:.2f} GB, {where} has no room for the KV cache; try "
         + " or ".join([*levers, "--max-num-batched-tokens 2048"]),
@@ -199,7 +212,8 @@ def plan(
         raise _kv_short_message(dep, stage, err) from None
     if request.total_tokens > eng.max_model_len:
         raise InfeasibleError(
-            "prompt_tokens", request.prompt_tokens,
+            "prompt_tokens",
+            request.prompt_tokens,
             f"with {request.output_tokens:,} output tokens the request needs {request.total_tokens:,} tokens, "
             f"beyond max_model_len {eng.max_model_len:,}: vLLM refuses it; shorten the request or raise "
             "--max-model-len",
@@ -216,8 +230,15 @@ def plan(
             "long-range quality is not guaranteed and static YaRN can lower quality on short prompts"
         )
     kv_limit = kv_batch_limit(stage.kv.layout, stage.kv.num_blocks, request)
-    chosen = slo_batch(cost, request, eff, slo, kv_limit=kv_limit, max_num_seqs=eng.max_num_seqs,
-                       max_num_batched_tokens=eng.max_num_batched_tokens)
+    chosen = slo_batch(
+        cost,
+        request,
+        eff,
+        slo,
+        kv_limit=kv_limit,
+        max_num_seqs=eng.max_num_seqs,
+        max_num_batched_tokens=eng.max_num_batched_tokens,
+    )
     batch = chosen.batch
     if batch == 0:
         warnings.append(f"no batch size meets the SLOs ({chosen.limited_by})")
@@ -234,8 +255,12 @@ def plan(
         warnings.append(f"no rent price for {dep.gpu.id} in the catalog: pass --price-per-hour")
     tok_s = batch / steady.tpot_s if batch else 0.0
     money = cost_breakdown(
-        rent_usd_per_gpu_hour=rent, purchase_usd_per_gpu=buy, num_gpus=dep.num_gpus,
-        users=users, output_tokens_per_s=tok_s, lifetime_years=costs.lifetime_years,
+        rent_usd_per_gpu_hour=rent,
+        purchase_usd_per_gpu=buy,
+        num_gpus=dep.num_gpus,
+        users=users,
+        output_tokens_per_s=tok_s,
+        lifetime_years=costs.lifetime_years,
     )
     if dep.gpu.memory_gib_reported is None:
         warnings.append(
@@ -243,12 +268,12 @@ def plan(
             "less (an A100-40GB reports 39.50 GiB)"
         )
     if not stage.budget.kv_budget_overridden:
-        warnings.append("activation and runtime memory are estimates; pass --kv-cache-memory-bytes "
-                        "with the 'Available KV cache memory' vLLM logs to match it exactly")
-    if tp > 1 and dep.model.attention is not None and dep.model.attention.num_kv_heads < tp:
         warnings.append(
-            f"tp {tp} exceeds the {dep.model.attention.num_kv_heads} KV heads: KV heads are replicated"
+            "activation and runtime memory are estimates; pass --kv-cache-memory-bytes "
+            "with the 'Available KV cache memory' vLLM logs to match it exactly"
         )
+    if tp > 1 and dep.model.attention is not None and dep.model.attention.num_kv_heads < tp:
+        warnings.append(f"tp {tp} exceeds the {dep.model.attention.num_kv_heads} KV heads: KV heads are replicated")
     warnings.extend(dep.model.notes)
     return Plan(
         deployment=dep,

@@ -56,8 +56,9 @@ def compare(
             for w in weights_dtypes:
                 for k in kv_dtypes:
                     try:
-                        dep = build_deployment(model, gpu, tp=n, weights_dtype=w, kv_cache_dtype=k,
-                                               max_model_len=max_model_len)
+                        dep = build_deployment(
+                            model, gpu, tp=n, weights_dtype=w, kv_cache_dtype=k, max_model_len=max_model_len
+                        )
                     except ServecapError as err:
                         out.append(Candidate(gpu.id, n, w, k, None, str(err)))
                         continue

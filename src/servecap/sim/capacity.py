@@ -129,7 +129,17 @@ def find_capacity(
             if progress is not None:
                 unit = "users" if closed else "req/s"
                 verdict = "meets" if cache[key].meets_slo else "misses"
-                progress(Progress("capacity", len(cache), None, "simulations", f"{key:,.0f} {unit} {verdict} the SLOs" if key >= 100 else f"{key:,.3g} {unit} {verdict} the SLOs"))
+                progress(
+                    Progress(
+                        "capacity",
+                        len(cache),
+                        None,
+                        "simulations",
+                        f"{key:,.0f} {unit} {verdict} the SLOs"
+                        if key >= 100
+                        else f"{key:,.3g} {unit} {verdict} the SLOs",
+                    )
+                )
         return cache[key]
 
     estimate = planner_users(plan, workload) if closed else planner_rate(plan, workload)

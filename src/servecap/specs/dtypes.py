@@ -96,7 +96,8 @@ def weight_dtype_named(name: str, *, field: str = "weights_dtype") -> WeightDtyp
         raise ServecapError(
             field,
             name,
-            "unknown weights dtype; choose one of " + ", ".join(WEIGHT_DTYPE_NAMES)
+            "unknown weights dtype; choose one of "
+            + ", ".join(WEIGHT_DTYPE_NAMES)
             + did_you_mean(name, [*_WEIGHT_DTYPES, *_WEIGHT_ALIASES]),
         )
     return _WEIGHT_DTYPES[key]
@@ -109,7 +110,8 @@ def kv_dtype_named(name: str, *, field: str = "kv_cache_dtype") -> KvDtype:
         raise ServecapError(
             field,
             name,
-            "unknown KV cache dtype; choose one of " + ", ".join(KV_DTYPE_NAMES)
+            "unknown KV cache dtype; choose one of "
+            + ", ".join(KV_DTYPE_NAMES)
             + did_you_mean(name, [*_KV_DTYPES, *_KV_ALIASES]),
         )
     return _KV_DTYPES[key]

@@ -61,7 +61,8 @@ class GpuSpec:
             return self.fp8_dense_tflops
         if self.bf16_dense_tflops is None:
             raise ServecapError(
-                "gpu.bf16_dense_tflops", None,
+                "gpu.bf16_dense_tflops",
+                None,
                 f"{self.id} has no sourced dense BF16 TFLOPS; add it with --gpu-file",
             )
         return self.bf16_dense_tflops
