@@ -169,3 +169,51 @@ def test_capacity_with_chat_users_refuses_a_request_count(client: TestClient) ->
     r = client.post("/api/v1/capacity", json={"gpu": "H100", "model": "meta-llama/Llama-3.1-8B", "num_requests": 300})
     snap = _wait(client, r.json()["id"])
     assert snap["state"] == "failed" and snap["error"].startswith("num_requests=300: capacity with chat users")
+
+
+FLEET = {
+    "pools": [
+        {"name": "h100", "model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "max_model_len": 8192, "replicas": 3}
+    ],
+    "router": "least-outstanding",
+    "slo": {"ttft_ms": 1000, "tpot_ms": 50},
+}
+WORKLOAD = {
+    "arrival": {"kind": "poisson", "rate_per_s": 20},
+    "prompt_tokens": 1024,
+    "output_tokens": 128,
+    "num_requests": 600,
+}
+
+
+def test_fleet_simulate_job_matches_the_cli(client: TestClient, tmp_path: Path) -> None:
+    r = client.post("/api/v1/fleet/simulate", json={"fleet": FLEET, "workload": WORKLOAD, "seed": 2})
+    assert r.status_code == 202, r.text
+    snap = _wait(client, r.json()["id"])
+    assert snap["state"] == "done", snap
+    (tmp_path / "fleet.json").write_text(json.dumps(FLEET))
+    (tmp_path / "workload.json").write_text(json.dumps(WORKLOAD))
+    want = _cli_json(
+        "fleet",
+        "simulate",
+        "--fleet",
+        str(tmp_path / "fleet.json"),
+        "--workload",
+        str(tmp_path / "workload.json"),
+        "--seed",
+        "2",
+    )
+    assert snap["result"] == want
+    assert snap["result"]["outcomes"] == {"ok": 600}
+
+
+def test_fleet_body_errors_name_the_field(client: TestClient) -> None:
+    bad_router = {**FLEET, "router": "least-outstandnig"}
+    r = client.post("/api/v1/fleet/simulate", json={"fleet": bad_router, "workload": WORKLOAD})
+    assert r.status_code == 400 and r.json()["error"]["field"].startswith("router")
+    with_path = {**FLEET, "pools": [{**FLEET["pools"][0], "calibration": "/etc/cal.json"}]}
+    r = client.post("/api/v1/fleet/simulate", json={"fleet": with_path, "workload": WORKLOAD})
+    assert r.status_code == 400 and "not accepted over HTTP" in r.json()["error"]["message"]
+    huge = {**WORKLOAD, "num_requests": 10**8}
+    r = client.post("/api/v1/fleet/simulate", json={"fleet": FLEET, "workload": huge})
+    assert r.status_code == 400 and r.json()["error"]["field"] == "workload.num_requests"

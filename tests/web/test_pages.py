@@ -145,3 +145,29 @@ def test_a_simulation_shows_progress_then_its_result(desktop: Page, server_url: 
     assert f"{want['ttft_s']['p99'] * 1e3:,.1f}" in answer
     desktop.shot("simulate-result")
     assert desktop.errors == []
+
+
+def test_a_fleet_run_shows_replicas_scaling(desktop: Page, server_url: str) -> None:
+    query = urlencode(
+        {
+            "model": "meta-llama/Llama-3.1-8B",
+            "gpu": "H100-SXM",
+            "max_model_len": "8192",
+            "replicas": "1",
+            "max_replicas": "4",
+            "cold_start": "instant",
+            "rate": "10",
+            "step_rate": "40",
+            "step_at_s": "30",
+            "duration_s": "120",
+            "ttft_ms": "1000",
+            "tpot_ms": "50",
+        }
+    )
+    pg = desktop.page
+    pg.goto(f"{server_url}/fleet?{query}")
+    pg.wait_for_selector("#answer", timeout=120_000)
+    assert re.search(r"([\d,]+) of \1 requests served", pg.inner_text("#answer"))
+    assert pg.locator("#result table tr").count() >= 3  # the header and more than one replica: it scaled up
+    desktop.shot("fleet-result")
+    assert desktop.errors == []

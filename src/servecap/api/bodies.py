@@ -125,3 +125,14 @@ class UploadBody(BaseModel):
 
     config: dict[str, object]
     name: str | None = Field(default=None, max_length=100)
+
+
+class FleetSimulateBody(BaseModel):
+    """``servecap fleet simulate``: a fleet file and a workload file, as JSON objects (the same
+    keys the YAML files take; docs/fleet.md, docs/workload.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fleet: dict[str, object]
+    workload: dict[str, object]
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)

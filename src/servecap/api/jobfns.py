@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from servecap.api.bodies import CapacityBody, SimulateBody
+from servecap.api.bodies import CapacityBody, FleetSimulateBody, SimulateBody
 from servecap.progress import Progress
 
 
@@ -98,3 +98,46 @@ def _timeseries(result: Any) -> dict[str, Any] | None:
     """The run's sampled gauges (time, KV usage, queue depth, batch) for the page's plots."""
     ts = result.summary.timeseries
     return None if ts is None else dict(ts.to_dict())
+
+
+def check_fleet_body(body: FleetSimulateBody, max_requests: int) -> None:
+    """Refuse a fleet body before queueing it: the files' own one-line errors, no server file
+    paths, and at most ``max_requests`` simulated requests."""
+    from servecap.app.fleet import build_fleet, fleet_from_dict
+    from servecap.app.simulate import expected_requests
+    from servecap.errors import ServecapError
+    from servecap.workload import integrated_rate, workload_from_dict
+    from servecap.workload.schedule_spec import ScheduleArrival
+
+    fleet = fleet_from_dict(dict(body.fleet))
+    for pool in fleet.pools:
+        if pool.calibration is not None:
+            raise ServecapError(
+                f"fleet.pools.{pool.name}.calibration", pool.calibration, "file paths are not accepted over HTTP"
+            )
+    build_fleet(fleet)  # router names, pool settings, deployments: their one-line errors now
+    workload = workload_from_dict(dict(body.workload))
+    n = expected_requests(workload)
+    if isinstance(workload.arrival, ScheduleArrival) and workload.num_requests is None and workload.duration_s:
+        n = round(integrated_rate(workload.arrival, 0.0, workload.duration_s))
+    if workload.users is None and (n <= 0 or n > max_requests):
+        raise ServecapError(
+            "workload.num_requests", n or None, f"give num_requests (or rate x duration_s) up to {max_requests:,}"
+        )
+    if workload.users is not None and (workload.duration_s is None or workload.duration_s > 86_400):
+        raise ServecapError("workload.duration_s", workload.duration_s, "chat users need a duration up to 86,400 s")
+
+
+def fleet_simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
+    from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate
+    from servecap.workload import workload_from_dict
+
+    payload.pop("_model_path", None)
+    payload.pop("_db", None)
+    body = FleetSimulateBody.model_validate(payload)
+    request = FleetSimulateRequest(
+        fleet=fleet_from_dict(dict(body.fleet)), workload=workload_from_dict(dict(body.workload)), seed=body.seed
+    )
+    response, _result = fleet_simulate(request, progress=progress)
+    result: dict[str, Any] = json.loads(response.model_dump_json())
+    return result

@@ -19,9 +19,18 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from servecap.api.bodies import CapacityBody, CompareBody, DeploymentBody, PlanBody, SimulateBody, UploadBody
+from servecap.api.bodies import (
+    MAX_SIM_REQUESTS,
+    CapacityBody,
+    CompareBody,
+    DeploymentBody,
+    FleetSimulateBody,
+    PlanBody,
+    SimulateBody,
+    UploadBody,
+)
 from servecap.api.cache import ResponseCache
-from servecap.api.jobfns import capacity_job, simulate_job
+from servecap.api.jobfns import capacity_job, check_fleet_body, fleet_simulate_job, simulate_job
 from servecap.api.jobs import JobFn, JobManager, JobQueueFull
 from servecap.api.uploads import resolve_model_name, store_config
 from servecap.errors import ServecapError, from_validation_error
@@ -161,6 +170,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def capacity(body: CapacityBody) -> JSONResponse:
         """Start ``servecap capacity`` as a job; its result is ``capacity --json``."""
         return submit("capacity", capacity_job, body)
+
+    @app.post(f"{API}/fleet/simulate", status_code=202)
+    async def fleet_simulate(body: FleetSimulateBody) -> JSONResponse:
+        """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
+        check_fleet_body(body, MAX_SIM_REQUESTS)
+        job = jobs().submit("fleet-simulate", fleet_simulate_job, body.model_dump())
+        return JSONResponse(status_code=202, content=job.snapshot(), headers={"Location": f"{API}/jobs/{job.id}"})
 
     @app.get(f"{API}/jobs")
     async def list_jobs() -> list[dict[str, Any]]:

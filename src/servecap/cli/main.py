@@ -88,7 +88,7 @@ COMMANDS: Mapping[str, LazyCommand] = {
     ),
     "serve": LazyCommand(
         "servecap.web.serve_cmd:serve",
-        "Serve the web UI (/plan, /compare, /simulate, /runs) and the JSON API (/api/v1, OpenAPI at /openapi.json) "
+        "Serve the web UI (/plan, /compare, /simulate, /fleet, /runs) and the JSON API (/api/v1, OpenAPI at /openapi.json) "
         "from the same library the CLI uses.",
     ),
 }

@@ -28,7 +28,7 @@ import click
 @click.option("--max-jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Simulations run at once.")
 @click.option("--max-queued", type=click.IntRange(0, 10_000), default=16, show_default=True, help="Jobs that may wait.")
 def serve(host: str, port: int, data_dir: Path | None, db: Path | None, max_jobs: int, max_queued: int) -> None:
-    """Serve the web UI (/plan, /compare, /simulate, /runs) and the JSON API (/api/v1, OpenAPI at
+    """Serve the web UI (/plan, /compare, /simulate, /fleet, /runs) and the JSON API (/api/v1, OpenAPI at
     /openapi.json) from the same library the CLI uses."""
     import uvicorn
 

@@ -1,7 +1,7 @@
 // servecap web UI: shared helpers. Every number comes from /api/v1; this file only lays them out.
 "use strict";
 
-const PAGES = [["plan", "Plan"], ["compare", "Compare GPUs"], ["simulate", "Simulate"], ["runs", "Runs"]];
+const PAGES = [["plan", "Plan"], ["compare", "Compare GPUs"], ["simulate", "Simulate"], ["fleet", "Fleet"], ["runs", "Runs"]];
 
 function header(current) {
   const nav = PAGES.map(([p, t]) => `<a href="/${p}" class="${p === current ? "current" : ""}">${t}</a>`).join("");

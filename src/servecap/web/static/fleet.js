@@ -1,0 +1,66 @@
+"use strict";
+const form = document.getElementById("form");
+const progressEl = document.getElementById("progress"), labelEl = document.getElementById("progress-label");
+const cancelBtn = document.getElementById("cancel");
+
+// The form as a fleet file and a workload file (the same keys as the YAML files).
+function filesFrom(s) {
+  const n = (k) => (s[k] === undefined ? undefined : Number(s[k]));
+  const pool = { name: "main", model: s.model || "meta-llama/Llama-3.1-8B", gpu: s.gpu || "H100-SXM", replicas: n("replicas") };
+  if (s.weights_dtype) pool.weights_dtype = s.weights_dtype;
+  if (s.max_model_len) pool.max_model_len = n("max_model_len");
+  if (s.price_per_gpu_hour) pool.price_per_gpu_hour = n("price_per_gpu_hour");
+  if (s.cold_start === "instant") pool.cold_start = "instant";
+  if (s.max_replicas) pool.autoscaler = { preset: s.preset || "keda-vllm", min_replicas: Math.max(1, n("replicas") || 1), max_replicas: n("max_replicas") };
+  const fleet = { pools: [pool], router: { name: s.router || "least-outstanding", scrape_interval_ms: n("scrape_interval_ms") || 0 },
+    slo: { ttft_ms: n("ttft_ms"), tpot_ms: n("tpot_ms") } };
+  const rate = n("rate");
+  const arrival = s.step_rate
+    ? { kind: "schedule", rate: { kind: "piecewise", steps: [{ start_s: 0, rate_per_s: rate }, { start_s: n("step_at_s") || 0, rate_per_s: n("step_rate") }] } }
+    : { kind: "poisson", rate_per_s: rate };
+  const workload = { arrival, prompt_tokens: n("prompt_tokens"), output_tokens: n("output_tokens"), duration_s: n("duration_s") };
+  return { fleet, workload, seed: n("seed") || 0 };
+}
+
+function render(r, body) {
+  const s = r.summary, ts = r.timeseries, slo = body.fleet.slo;
+  const el = document.getElementById("result");
+  const outcomes = Object.entries(r.outcomes).map(([k, v]) => `${k} ${num(v)}`).join(", ");
+  el.innerHTML = `
+    <p class="answer" id="answer">${num(s.completed)} of ${num(s.num_requests)} requests served: p99 TTFT <strong>${ms(s.ttft_s && s.ttft_s.p99)}</strong> ms,
+      p99 TPOT <strong>${ms(s.tpot_s && s.tpot_s.p99)}</strong> ms; ${num(r.gpu_hours, 2)} GPU-hours, <strong>${usd(r.cost_usd)}</strong>
+      (${usd(r.usd_per_million_tokens, 3)} per million tokens).</p>
+    <p class="muted">Outcomes: ${esc(outcomes)}. SLO attainment ${s.slo_attainment === null ? "–" : num(100 * s.slo_attainment, 1) + "%"};
+      ${num(r.scale_events.length)} scaling events; ${num(r.retried)} retried.</p>
+    <div id="traffic" class="plot"></div><div id="latency" class="plot"></div>
+    <h2>Replicas</h2>
+    ${table([["id", (x) => num(x.replica_id)], ["pool", (x) => esc(x.pool)], ["state", (x) => esc(x.state)],
+      ["ready at (s)", (x) => (x.ready_s === null ? "–" : num(x.ready_s, 1))], ["routed", (x) => num(x.routed)],
+      ["utilisation", (x) => num(100 * x.utilization, 0) + "%"], ["prefix hits", (x) => (x.prefix_cache_hit_rate === null ? "–" : num(100 * x.prefix_cache_hit_rate, 0) + "%")]],
+      r.replicas)}${notes(r.notes)}`;
+  Plotly.newPlot("traffic", [
+    { x: ts.time_s, y: ts.arrival_rate_req_s, name: "arrivals (req/s)", mode: "lines", line: { width: 2 } },
+    { x: ts.time_s, y: ts.ready, name: "ready replicas", mode: "lines", yaxis: "y2", line: { shape: "hv", width: 2 } },
+    { x: ts.time_s, y: ts.starting, name: "starting replicas", mode: "lines", yaxis: "y2", line: { shape: "hv", dash: "dot" } },
+    { x: ts.time_s, y: ts.queue_depth, name: "waiting requests", mode: "lines", yaxis: "y3", line: { dash: "dash" } },
+  ], { ...PLOT_LAYOUT, title: { text: "Traffic, replicas and queue" }, xaxis: { title: { text: "time (s)" }, domain: [0, 0.88] },
+    yaxis: { title: { text: "arrivals (req/s)" } }, yaxis2: { title: { text: "replicas" }, overlaying: "y", side: "right", rangemode: "tozero", tickformat: ",d" },
+    yaxis3: { title: { text: "waiting" }, overlaying: "y", side: "right", position: 0.96, anchor: "free", rangemode: "tozero" } }, PLOT_CONFIG);
+  Plotly.newPlot("latency", [{ x: ts.time_s, y: ts.p99_ttft_s.map((v) => (v === null ? null : v * 1e3)), name: "rolling p99 TTFT", mode: "lines" }],
+    { ...PLOT_LAYOUT, title: { text: "Rolling p99 TTFT (dashed: the SLO)" }, xaxis: { title: { text: "time (s)" } },
+      yaxis: { title: { text: "p99 TTFT (ms)" }, rangemode: "tozero" },
+      shapes: slo.ttft_ms ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: slo.ttft_ms, y1: slo.ttft_ms, line: { dash: "dash", color: "#b42318", width: 2 } }] : [] }, PLOT_CONFIG);
+}
+
+const ui = page("fleet", form, async (state) => {
+  const body = filesFrom(state);
+  render(await runJob("/fleet/simulate", body, progressEl, labelEl, cancelBtn), body);
+  labelEl.textContent = "";
+});
+fillCatalogs(document.getElementById("model"), document.getElementById("gpu"))
+  .then(() => {
+    document.getElementById("model").value = "meta-llama/Llama-3.1-8B";
+    document.getElementById("gpu").value = "H100-SXM";
+    if (ui.restore()) ui.go();
+  })
+  .catch((e) => showError(ui.errorEl, e.message));
