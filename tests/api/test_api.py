@@ -53,6 +53,8 @@ def test_bad_input_is_one_line_naming_the_field(client: TestClient) -> None:
     assert r.status_code == 400 and r.json()["error"]["field"] == "bogus"
     r = client.post("/api/v1/plan", json={"model": "/etc/passwd.json"})
     assert r.status_code == 400 and "paths are not accepted" in r.json()["error"]["message"]
+    tiny = client.post("/api/v1/plan", json={"gpu": "H100", "duty_cycle": 5e-324})  # found by the fuzz test
+    assert tiny.status_code == 400 and tiny.json()["error"]["field"] == "duty_cycle"
     infeasible = client.post("/api/v1/plan", json={"model": "meta-llama/Llama-3.1-70B", "gpu": "H100"})
     assert infeasible.status_code == 400 and "weights_bytes_per_gpu" in infeasible.json()["error"]["message"]
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from fastapi import FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from servecap.api.bodies import (
@@ -85,6 +86,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if isinstance(exc, JobQueueFull):
             return _error(429, exc)
         return _error(404 if exc.field == "job_id" else 400, exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        field, value = ("method", request.method) if exc.status_code == 405 else ("path", request.url.path)
+        body = {"error": {"message": f"{field}={value!r}: {exc.detail}", "field": field, "value": value}}
+        return JSONResponse(status_code=exc.status_code, content=body, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:

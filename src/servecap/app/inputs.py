@@ -29,6 +29,6 @@ def cost_inputs(price_per_hour: float | None, purchase_price: float | None, duty
         raise ServecapError("price_per_hour", price_per_hour, "must be a positive USD per GPU-hour below 10,000")
     if purchase_price is not None and not 0 < purchase_price < 100_000_000:
         raise ServecapError("purchase_price", purchase_price, "must be a positive USD amount")
-    if not 0 < duty_cycle <= 1:
-        raise ServecapError("duty_cycle", duty_cycle, "must be in (0, 1]: the share of time a user is generating")
+    if not 0.001 <= duty_cycle <= 1:
+        raise ServecapError("duty_cycle", duty_cycle, "must be in [0.001, 1]: the share of time a user is generating")
     return CostInputs(rent_usd_per_gpu_hour=price_per_hour, purchase_usd_per_gpu=purchase_price, duty_cycle=duty_cycle)
