@@ -39,6 +39,49 @@ class Built:
     notes: list[str] = field(default_factory=list)
 
 
+def workload_from_options(
+    *,
+    workload: Path | None,
+    rate: float | None,
+    users: int | None,
+    think_time_s: float | None,
+    stream: StreamFlags,
+    duration_s: float | None,
+    num_requests: int | None,
+    default_num_requests: int = 1000,
+    notes: list[str] | None = None,
+) -> WorkloadSpec:
+    """The workload a command's flags name: a workload file (``--num-requests``/``--duration-s``
+    override its stop), or an open loop at ``rate`` / ``users`` chat users from the stream flags
+    (``default_num_requests`` when no stop is given, with a note). Shared by simulate, capacity
+    and fleet simulate."""
+    from servecap.errors import ServecapError
+    from servecap.workload import load_workload, workload_from_flags
+
+    if workload is not None:
+        if rate is not None or users is not None:
+            raise ServecapError("workload", str(workload), "give --workload or --rate/--users, not both")
+        spec = load_workload(workload)
+        update: dict[str, Any] = {}
+        if num_requests is not None:
+            update["num_requests"] = num_requests
+        if duration_s is not None:
+            update["duration_s"] = duration_s
+        return spec.model_copy(update=update) if update else spec
+    if num_requests is None and duration_s is None:
+        num_requests = default_num_requests
+        if notes is not None:
+            notes.append(f"no --num-requests/--duration-s: {num_requests} requests")
+    return workload_from_flags(
+        rate=rate,
+        num_requests=num_requests,
+        duration_s=duration_s,
+        users=users,
+        think_time_s=think_time_s,
+        **stream.workload_kwargs(),
+    )
+
+
 def build(
     *,
     deployment: DeploymentFlags,
@@ -62,35 +105,23 @@ def build(
     from servecap.core.plan import plan as make_plan
     from servecap.sim import engine_setup_from_plan
     from servecap.specs import RequestShape
-    from servecap.workload import dist_mean, load_workload, workload_from_flags
+    from servecap.workload import dist_mean
 
     dep, notes = deployment_from_flags(deployment)
     eff, eff_note = efficiency_from_file(calibration, dep)
     if eff_note:
         notes.append(eff_note)
-    if workload is not None:
-        if rate is not None or users is not None:
-            raise ServecapError("workload", str(workload), "give --workload or --rate/--users, not both")
-        spec = load_workload(workload)
-        update: dict[str, Any] = {}
-        if num_requests is not None:
-            update["num_requests"] = num_requests
-        if duration_s is not None:
-            update["duration_s"] = duration_s
-        if update:
-            spec = spec.model_copy(update=update)
-    else:
-        if num_requests is None and duration_s is None:
-            num_requests = default_num_requests
-            notes.append(f"no --num-requests/--duration-s: {num_requests} requests")
-        spec = workload_from_flags(
-            rate=rate,
-            num_requests=num_requests,
-            duration_s=duration_s,
-            users=users,
-            think_time_s=think_time_s,
-            **stream.workload_kwargs(),
-        )
+    spec = workload_from_options(
+        workload=workload,
+        rate=rate,
+        users=users,
+        think_time_s=think_time_s,
+        stream=stream,
+        duration_s=duration_s,
+        num_requests=num_requests,
+        default_num_requests=default_num_requests,
+        notes=notes,
+    )
     if turns is not None:
         if spec.users is None:
             raise ServecapError("turns", turns, "turns are a closed-loop setting: give --users")

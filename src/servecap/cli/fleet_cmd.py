@@ -98,8 +98,8 @@ def fleet_simulate_command(
     from rich.console import Console
 
     from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate, load_fleet_file
+    from servecap.app.simulate import workload_from_options
     from servecap.errors import ServecapError
-    from servecap.workload import load_workload, workload_from_flags
 
     base_dir: Path | None = None
     if fleet_file is not None:
@@ -143,28 +143,15 @@ def fleet_simulate_command(
         )
     if fleet_file is not None and (ttft_slo_ms is not None or tpot_slo_ms is not None):
         ff = fleet_from_dict({**ff.model_dump(), "slo": {"ttft_ms": ttft_slo_ms, "tpot_ms": tpot_slo_ms}})
-    if workload is not None:
-        if rate is not None or users is not None:
-            raise ServecapError("workload", str(workload), "give --workload or --rate/--users, not both")
-        spec = load_workload(workload)
-        update: dict[str, Any] = {}
-        if num_requests is not None:
-            update["num_requests"] = num_requests
-        if duration_s is not None:
-            update["duration_s"] = duration_s
-        if update:
-            spec = spec.model_copy(update=update)
-    else:
-        if num_requests is None and duration_s is None:
-            num_requests = 1000
-        spec = workload_from_flags(
-            rate=rate,
-            num_requests=num_requests,
-            duration_s=duration_s,
-            users=users,
-            think_time_s=think_time_s,
-            **stream.workload_kwargs(),
-        )
+    spec = workload_from_options(
+        workload=workload,
+        rate=rate,
+        users=users,
+        think_time_s=think_time_s,
+        stream=stream,
+        duration_s=duration_s,
+        num_requests=num_requests,
+    )
     response, res = fleet_simulate(FleetSimulateRequest(fleet=ff, workload=spec, seed=seed), base_dir=base_dir)
     router_name = ff.router_model().name
     if html is not None:
