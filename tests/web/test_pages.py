@@ -171,3 +171,20 @@ def test_a_fleet_run_shows_replicas_scaling(desktop: Page, server_url: str) -> N
     assert pg.locator("#result table tr").count() >= 3  # the header and more than one replica: it scaled up
     desktop.shot("fleet-result")
     assert desktop.errors == []
+
+
+def test_runs_page_lists_and_opens_a_stored_simulation(desktop: Page, server_url: str) -> None:
+    """The simulations above are kept in the run store; the runs page lists one and opens it."""
+    pg = desktop.page
+    pg.goto(f"{server_url}/runs?kind=simulated")
+    pg.wait_for_selector("a[data-run]")
+    run_id = pg.get_attribute("a[data-run]", "data-run")
+    pg.click("a[data-run]")
+    pg.wait_for_selector("#run-id")
+    assert pg.inner_text("#run-id") == run_id
+    assert f"run={run_id}" in pg.url  # the opened run is in the link too
+    pg.wait_for_selector("#scatter .main-svg")
+    points = pg.evaluate("document.getElementById('scatter').data[0].x.filter((x) => x !== undefined).length")
+    assert points > 0  # one marker per request
+    desktop.shot("runs-opened")
+    assert desktop.errors == []

@@ -7,7 +7,7 @@ const SPEC = { ...DEPLOYMENT_SPEC, prompt_tokens: "int", output_tokens: "int", t
 function render(p) {
   const el = document.getElementById("result");
   const slo = p.slo.source === "none" ? "no SLO" :
-    `SLO (${p.slo.statistic}): TTFT ≤ ${ms(p.slo.ttft_s, 0)} ms, TPOT ≤ ${ms(p.slo.tpot_s, 0)} ms${p.slo.source === "default" ? " — the default interactive SLO" : ""}`;
+    `SLO (${p.slo.statistic}): ${sloText(p.slo)}${p.slo.source === "default" ? " — the default interactive SLO" : ""}`;
   const replicas = p.replicas ? `; <strong>${num(p.replicas)}</strong> replicas for ${num(p.peak_users)} users` : "";
   el.innerHTML = `
     <p class="answer" id="answer"><strong id="users-served">${num(p.users_served)}</strong> users on

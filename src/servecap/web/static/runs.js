@@ -22,7 +22,8 @@ async function openRun(id) {
       ["req/s", num(s.throughput_req_s, 2)], ["output tokens/s", num(s.output_tokens_per_s)]])}
     <div id="scatter" class="plot"></div>${accuracy}`;
   const ok = reqs.requests.filter((r) => r.first_token_s !== null && r.first_token_s !== undefined);
-  Plotly.newPlot("scatter", [{ x: ok.map((r) => r.arrival_s), y: ok.map((r) => (r.first_token_s - r.arrival_s) * 1e3), mode: "markers",
+  // a request's time axis: its scheduled arrival (seconds from the start of the run)
+  Plotly.newPlot("scatter", [{ x: ok.map((r) => r.scheduled_s), y: ok.map((r) => (r.first_token_s - r.scheduled_s) * 1e3), mode: "markers",
     name: "TTFT", marker: { size: 5 } }], { ...PLOT_LAYOUT, title: { text: "Time to first token of each request" },
     xaxis: { title: { text: "arrival (s from the start)" } }, yaxis: { title: { text: "TTFT (ms)" } } }, PLOT_CONFIG);
 }

@@ -200,3 +200,11 @@ async function deploymentReady(form, errorEl) {
   await fillCatalogs(model, gpu);
   wireUpload(form.querySelector("#config-file"), model, errorEl);
 }
+
+// "TTFT ≤ 2,000 ms, TPOT ≤ 100 ms" from an SLO in seconds (a missing bound is left out).
+function sloText(slo) {
+  const parts = [];
+  if (slo && slo.ttft_s !== null && slo.ttft_s !== undefined) parts.push(`TTFT ≤ ${ms(slo.ttft_s, 0)} ms`);
+  if (slo && slo.tpot_s !== null && slo.tpot_s !== undefined) parts.push(`TPOT ≤ ${ms(slo.tpot_s, 0)} ms`);
+  return parts.length ? parts.join(", ") : "none";
+}

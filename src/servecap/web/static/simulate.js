@@ -37,8 +37,8 @@ function renderSimulation(r) {
       { x: ts.time_s, y: ts.running, name: "running (batch)", mode: "lines", line: { width: 2 } },
       { x: ts.time_s, y: ts.queue_depth, name: "waiting", mode: "lines", line: { dash: "dot", width: 2 } },
       { x: ts.time_s, y: ts.kv_utilization.map((u) => 100 * u), name: "KV use (%)", mode: "lines", yaxis: "y2", line: { dash: "dash" } },
-    ], { ...PLOT_LAYOUT, title: { text: "Batch, queue and KV cache over the run" }, xaxis: { title: { text: "time (s)" } },
-      yaxis: { title: { text: "requests" } }, yaxis2: { title: { text: "KV use (%)" }, overlaying: "y", side: "right", range: [0, 100] } }, PLOT_CONFIG);
+    ], { ...PLOT_LAYOUT, margin: { ...PLOT_LAYOUT.margin, r: 70 }, title: { text: "Batch, queue and KV cache over the run" }, xaxis: { title: { text: "time (s)" } },
+      yaxis: { title: { text: "requests" } }, yaxis2: { title: { text: "KV use (%)" }, overlaying: "y", side: "right", range: [0, 100], tick0: 0, dtick: 20 } }, PLOT_CONFIG);
   }
 }
 
@@ -47,7 +47,7 @@ function renderCapacity(r) {
   const fmt = (x) => (r.closed_loop ? num(x) : num(x, 2));
   el.innerHTML = `
     <p class="answer" id="answer">Simulated capacity: <strong id="capacity">${fmt(r.max_load)}</strong> ${esc(r.unit)} per replica
-      within p${num(r.slo.percentile)} TTFT ≤ ${ms(r.slo.ttft_s, 0)} ms and TPOT ≤ ${ms(r.slo.tpot_s, 0)} ms
+      within the p${num(r.slo.percentile)} SLO (${sloText(r.slo)})
       ${r.replicas_for_target ? `; ${fmt(r.target)} ${esc(r.unit)} need <strong>${num(r.replicas_for_target)}</strong> replicas` : ""}.</p>
     <p class="muted">${esc(r.why)}</p>
     <div id="curve" class="plot"></div>
@@ -61,7 +61,7 @@ function renderCapacity(r) {
     { x: rows.map((x) => x.load), y: rows.map((x) => x.ttft_p99_s * 1e3), name: "TTFT p99", mode: "lines+markers", marker: { symbol: "circle" } },
     { x: rows.map((x) => x.load), y: rows.map((x) => x.tpot_p99_s * 1e3), name: "TPOT p99", mode: "lines+markers", yaxis: "y2",
       marker: { symbol: "square" }, line: { dash: "dot" } },
-  ], { ...PLOT_LAYOUT, title: { text: "Load–latency curve (dashed: the SLOs)" }, xaxis: { title: { text: r.unit } },
+  ], { ...PLOT_LAYOUT, margin: { ...PLOT_LAYOUT.margin, r: 70 }, title: { text: "Load–latency curve (dashed: the SLOs)" }, xaxis: { title: { text: r.unit } },
     yaxis: { title: { text: "TTFT p99 (ms)" }, type: "log" }, yaxis2: { title: { text: "TPOT p99 (ms)" }, overlaying: "y", side: "right", type: "log" },
     shapes: [...sloLines(r.slo, (n) => (n === "TTFT" ? "y" : "y2")),
       { type: "line", x0: r.max_load, x1: r.max_load, yref: "paper", y0: 0, y1: 1, line: { color: "#1a7f37", width: 2 } }] }, PLOT_CONFIG);
