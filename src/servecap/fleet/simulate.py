@@ -25,6 +25,7 @@ from servecap.progress import ProgressFn
 from servecap.results import RecordColumns, RequestRecord, RunSummary, summarize_columns, weighted_percentiles
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
+from servecap.sim.simulate import record_columns
 from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, TrafficSource
 from servecap.workload import ClosedLoopUsers, RequestArrays, WorkloadSpec, generate_arrays
 
@@ -178,33 +179,10 @@ def _result(
     users: int,
     arrays: RequestArrays | None,
 ) -> FleetResult:
-    if isinstance(source, ClosedLoopSource):
-        specs = source.issued
-        arrival = np.array([s.arrival_s for s in specs], dtype=np.float64)
-        prompt = np.array([s.prompt_tokens for s in specs], dtype=np.int64)
-        output = np.array([s.output_tokens for s in specs], dtype=np.int64)
-    else:
-        assert isinstance(source, OpenLoopSource)
-        arrival = np.asarray(source.arrival_s, dtype=np.float64)
-        prompt = np.asarray(source.prompt_tokens, dtype=np.int64)
-        output = np.asarray(source.output_tokens, dtype=np.int64)
-    n = len(arrival)
-    first = np.full(n, np.nan)
-    end = np.full(n, np.nan)
-    queue = np.full(n, np.nan)
-    cached = np.zeros(n, dtype=np.int64)
-    preempt = np.zeros(n, dtype=np.int64)
-    if observer.ids:
-        ids = np.asarray(observer.ids, dtype=np.int64)
-        first[ids] = np.asarray(observer.first_token_s, dtype=np.float64)
-        end[ids] = np.asarray(observer.end_s, dtype=np.float64)
-        queue[ids] = np.asarray(observer.queue_time_s, dtype=np.float64)
-        cached[ids] = observer.cached_prompt_tokens
-        preempt[ids] = observer.preemptions
-    err: list[str | None] = [None] * n
-    for i, kind in observer.errors.items():
-        err[i] = kind
-    cols = RecordColumns(arrival, first, end, prompt, output, cached, preempt, queue, tuple(err))
+    cols = record_columns(source, observer)
+    n = len(cols)
+    arrival, first, end = cols.arrival_s, cols.first_token_s, cols.end_s
+    prompt, output = cols.prompt_tokens, cols.output_tokens
     horizon = max(observer.t_last_s, max((r.stopped_s or 0.0 for r in fleet.replicas), default=0.0))
     durs: list[float] = []
     weights: list[int] = []
@@ -257,7 +235,7 @@ def _result(
         for rid in r.served_ids:
             replica_of[rid] = r.replica_id
     outcomes: dict[str, int] = {"ok": summary.completed}
-    for e in err:
+    for e in cols.errors:
         if e is not None:
             outcomes[e] = outcomes.get(e, 0) + 1
     tokens = int(prompt[np.isfinite(end)].sum() + output[np.isfinite(end)].sum())

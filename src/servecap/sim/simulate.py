@@ -159,6 +159,50 @@ def engine_gauges(engine: Engine) -> Callable[[], tuple[float, int, int]]:
     return gauges
 
 
+def record_columns(source: TrafficSource, observer: Observer) -> RecordColumns:
+    """Every issued request's record as columns, in request-id order: what the source issued
+    (arrival, prompt and output tokens) and what the observer saw finish (first token, end,
+    queue time, cached tokens, preemptions, error); NaN where a request never got that far.
+    One engine's run and a fleet's are assembled the same way."""
+    if isinstance(source, ClosedLoopSource):
+        specs = source.issued
+        arrival = np.array([s.arrival_s for s in specs], dtype=np.float64)
+        prompt = np.array([s.prompt_tokens for s in specs], dtype=np.int64)
+        output = np.array([s.output_tokens for s in specs], dtype=np.int64)
+    else:
+        assert isinstance(source, OpenLoopSource)
+        arrival = np.asarray(source.arrival_s, dtype=np.float64)
+        prompt = np.asarray(source.prompt_tokens, dtype=np.int64)
+        output = np.asarray(source.output_tokens, dtype=np.int64)
+    n = len(arrival)
+    first = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    queue = np.full(n, np.nan)
+    cached = np.zeros(n, dtype=np.int64)
+    preempt = np.zeros(n, dtype=np.int64)
+    if observer.ids:
+        ids = np.asarray(observer.ids, dtype=np.int64)
+        first[ids] = np.asarray(observer.first_token_s, dtype=np.float64)
+        end[ids] = np.asarray(observer.end_s, dtype=np.float64)
+        queue[ids] = np.asarray(observer.queue_time_s, dtype=np.float64)
+        cached[ids] = observer.cached_prompt_tokens
+        preempt[ids] = observer.preemptions
+    err: list[str | None] = [None] * n
+    for i, kind in observer.errors.items():
+        err[i] = kind
+    return RecordColumns(
+        arrival_s=arrival,
+        first_token_s=first,
+        end_s=end,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        cached_prompt_tokens=cached,
+        preemptions=preempt,
+        queue_time_s=queue,
+        errors=tuple(err),
+    )
+
+
 def sim_result(
     setup: EngineSetup,
     engine: Engine,
@@ -172,31 +216,10 @@ def sim_result(
     user_ids: tuple[int | None, ...] | None = None
     turns: tuple[int, ...] | None = None
     if isinstance(source, ClosedLoopSource):
-        specs = source.issued
-        n = len(specs)
-        arrival = np.array([s.arrival_s for s in specs], dtype=np.float64)
-        prompt = np.array([s.prompt_tokens for s in specs], dtype=np.int64)
-        output = np.array([s.output_tokens for s in specs], dtype=np.int64)
-        user_ids = tuple(s.user_id for s in specs)
-        turns = tuple(s.turn for s in specs)
-    else:
-        assert isinstance(source, OpenLoopSource)
-        n = len(source.arrival_s)
-        arrival = np.asarray(source.arrival_s, dtype=np.float64)
-        prompt = np.asarray(source.prompt_tokens, dtype=np.int64)
-        output = np.asarray(source.output_tokens, dtype=np.int64)
-    first = np.full(n, np.nan)
-    end = np.full(n, np.nan)
-    queue = np.full(n, np.nan)
-    cached = np.zeros(n, dtype=np.int64)
-    preempt = np.zeros(n, dtype=np.int64)
-    if observer.ids:
-        ids = np.asarray(observer.ids, dtype=np.int64)
-        first[ids] = np.asarray(observer.first_token_s, dtype=np.float64)
-        end[ids] = np.asarray(observer.end_s, dtype=np.float64)
-        queue[ids] = np.asarray(observer.queue_time_s, dtype=np.float64)
-        cached[ids] = observer.cached_prompt_tokens
-        preempt[ids] = observer.preemptions
+        user_ids = tuple(s.user_id for s in source.issued)
+        turns = tuple(s.turn for s in source.issued)
+    cols = record_columns(source, observer)
+    n = len(cols)
     times: list[tuple[float, ...]] | None = [()] * n if engine.record_token_times else None
     if times is not None:
         ends = engine.decode_end_times
@@ -208,20 +231,6 @@ def sim_result(
             tok.extend(r.itl_extra_s or ())
             tok.sort()
             times[r.request_id] = tuple(tok)
-    err: list[str | None] = [None] * n
-    for i, kind in observer.errors.items():
-        err[i] = kind
-    cols = RecordColumns(
-        arrival_s=arrival,
-        first_token_s=first,
-        end_s=end,
-        prompt_tokens=prompt,
-        output_tokens=output,
-        cached_prompt_tokens=cached,
-        preemptions=preempt,
-        queue_time_s=queue,
-        errors=tuple(err),
-    )
     horizon = observer.t_last_s
     itl = weighted_percentiles(engine.itl_durations, engine.itl_weights)
     summary = summarize_columns(cols, duration_s=horizon, slo=slo, itl=itl)
