@@ -22,7 +22,14 @@ from servecap.errors import ServecapError
 from servecap.fleet.fleet import Fleet
 from servecap.fleet.spec import FleetSpec
 from servecap.progress import ProgressFn
-from servecap.results import RecordColumns, RequestRecord, RunSummary, summarize_columns, weighted_percentiles
+from servecap.results import (
+    RecordColumns,
+    RequestRecord,
+    RunSummary,
+    records_from_columns,
+    summarize_columns,
+    weighted_percentiles,
+)
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
 from servecap.sim.simulate import record_columns
@@ -83,26 +90,7 @@ class FleetResult:
 
     def records(self) -> list[RequestRecord]:
         """Per-request records (the shared results schema)."""
-        c = self.columns
-
-        def opt(x: float) -> float | None:
-            return None if np.isnan(x) else float(x)
-
-        return [
-            RequestRecord(
-                request_id=i,
-                arrival_s=float(c.arrival_s[i]),
-                prompt_tokens=int(c.prompt_tokens[i]),
-                output_tokens=int(c.output_tokens[i]),
-                first_token_s=opt(c.first_token_s[i]),
-                end_s=opt(c.end_s[i]),
-                cached_prompt_tokens=int(c.cached_prompt_tokens[i]),
-                preemptions=int(c.preemptions[i]),
-                queue_time_s=opt(c.queue_time_s[i]),
-                error=c.errors[i],
-            )
-            for i in range(len(c))
-        ]
+        return records_from_columns(self.columns)
 
 
 class _Recorder:

@@ -99,6 +99,40 @@ class RecordColumns:
         return len(self.arrival_s)
 
 
+def records_from_columns(
+    columns: RecordColumns,
+    *,
+    user_ids: Sequence[int | None] | None = None,
+    turns: Sequence[int] | None = None,
+    token_times_s: Sequence[tuple[float, ...]] | None = None,
+) -> list[RequestRecord]:
+    """Per-request records from columns (the inverse of :func:`columns_from_records`); request
+    ids are row numbers, NaN times become None."""
+
+    def opt(x: float) -> float | None:
+        return None if np.isnan(x) else float(x)
+
+    c = columns
+    return [
+        RequestRecord(
+            request_id=i,
+            arrival_s=float(c.arrival_s[i]),
+            prompt_tokens=int(c.prompt_tokens[i]),
+            output_tokens=int(c.output_tokens[i]),
+            first_token_s=opt(c.first_token_s[i]),
+            end_s=opt(c.end_s[i]),
+            token_times_s=token_times_s[i] if token_times_s is not None else (),
+            cached_prompt_tokens=int(c.cached_prompt_tokens[i]),
+            preemptions=int(c.preemptions[i]),
+            queue_time_s=opt(c.queue_time_s[i]),
+            error=c.errors[i],
+            user_id=user_ids[i] if user_ids is not None else None,
+            turn=turns[i] if turns is not None else 1,
+        )
+        for i in range(len(c))
+    ]
+
+
 def columns_from_records(records: Sequence[RequestRecord]) -> RecordColumns:
     def f(x: float | None) -> float:
         return np.nan if x is None else x

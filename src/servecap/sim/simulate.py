@@ -25,6 +25,7 @@ from servecap.results import (
     RunSummary,
     Slo,
     TimeSeries,
+    records_from_columns,
     summarize_columns,
     weighted_percentiles,
 )
@@ -64,32 +65,9 @@ class SimResult:
 
     def records(self) -> list[RequestRecord]:
         """Per-request records (the shared results schema)."""
-        c = self.columns
-
-        def opt(x: float) -> float | None:
-            return None if np.isnan(x) else float(x)
-
-        out = []
-        for i in range(len(c)):
-            out.append(
-                RequestRecord(
-                    request_id=i,
-                    arrival_s=float(c.arrival_s[i]),
-                    prompt_tokens=int(c.prompt_tokens[i]),
-                    output_tokens=int(c.output_tokens[i]),
-                    first_token_s=opt(c.first_token_s[i]),
-                    end_s=opt(c.end_s[i]),
-                    sent_s=None,
-                    token_times_s=self.token_times_s[i] if self.token_times_s is not None else (),
-                    cached_prompt_tokens=int(c.cached_prompt_tokens[i]),
-                    preemptions=int(c.preemptions[i]),
-                    queue_time_s=opt(c.queue_time_s[i]),
-                    error=c.errors[i],
-                    user_id=self.user_ids[i] if self.user_ids is not None else None,
-                    turn=self.turns[i] if self.turns is not None else 1,
-                )
-            )
-        return out
+        return records_from_columns(
+            self.columns, user_ids=self.user_ids, turns=self.turns, token_times_s=self.token_times_s
+        )
 
 
 def simulate(
