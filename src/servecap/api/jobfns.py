@@ -51,7 +51,6 @@ def capacity_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
     from servecap.app.capacity import capacity_from_flags
 
     model_path = payload.pop("_model_path", None)
-    payload.pop("_db", None)
     body = CapacityBody.model_validate(payload)
     response, _built, _slo = capacity_from_flags(
         deployment=body.flags(model_path),
@@ -132,8 +131,6 @@ def fleet_simulate_job(payload: dict[str, Any], progress: Callable[[Progress], N
     from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate
     from servecap.workload import workload_from_dict
 
-    payload.pop("_model_path", None)
-    payload.pop("_db", None)
     body = FleetSimulateBody.model_validate(payload)
     request = FleetSimulateRequest(
         fleet=fleet_from_dict(dict(body.fleet)), workload=workload_from_dict(dict(body.workload)), seed=body.seed

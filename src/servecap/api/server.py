@@ -161,29 +161,34 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    def submit(kind: str, fn: JobFn, body: SimulateBody) -> JSONResponse:
-        payload = body.model_dump()
-        payload["_model_path"] = resolve_model_name(settings.upload_dir, body.model)
-        payload["_db"] = str(settings.db) if settings.db is not None else None
+    def accepted(kind: str, fn: JobFn, payload: dict[str, Any]) -> JSONResponse:
+        """Queue a job; 202 with its snapshot and where to follow it."""
         job = jobs().submit(kind, fn, payload)
         return JSONResponse(status_code=202, content=job.snapshot(), headers={"Location": f"{API}/jobs/{job.id}"})
+
+    def engine_payload(body: SimulateBody) -> dict[str, Any]:
+        """A single-engine job's body, with an uploaded model resolved to its file."""
+        payload = body.model_dump()
+        payload["_model_path"] = resolve_model_name(settings.upload_dir, body.model)
+        return payload
 
     @app.post(f"{API}/simulate", status_code=202)
     async def simulate(body: SimulateBody) -> JSONResponse:
         """Start ``servecap simulate`` as a job; its result is ``simulate --json`` plus the time series."""
-        return submit("simulate", simulate_job, body)
+        payload = engine_payload(body)
+        payload["_db"] = str(settings.db) if settings.db is not None else None  # the run is stored
+        return accepted("simulate", simulate_job, payload)
 
     @app.post(f"{API}/capacity", status_code=202)
     async def capacity(body: CapacityBody) -> JSONResponse:
         """Start ``servecap capacity`` as a job; its result is ``capacity --json``."""
-        return submit("capacity", capacity_job, body)
+        return accepted("capacity", capacity_job, engine_payload(body))
 
     @app.post(f"{API}/fleet/simulate", status_code=202)
     async def fleet_simulate(body: FleetSimulateBody) -> JSONResponse:
         """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
         check_fleet_body(body, MAX_SIM_REQUESTS)
-        job = jobs().submit("fleet-simulate", fleet_simulate_job, body.model_dump())
-        return JSONResponse(status_code=202, content=job.snapshot(), headers={"Location": f"{API}/jobs/{job.id}"})
+        return accepted("fleet-simulate", fleet_simulate_job, body.model_dump())
 
     @app.get(f"{API}/jobs")
     async def list_jobs() -> list[dict[str, Any]]:
