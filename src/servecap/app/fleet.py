@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,6 +29,10 @@ from servecap.progress import ProgressFn
 from servecap.results import summary_to_json_dict
 from servecap.specs.perf import Slo
 from servecap.workload import WorkloadSpec
+
+if TYPE_CHECKING:
+    from servecap.core.plan import Plan
+    from servecap.specs.gpu import GpuSpec
 
 
 class _Model(BaseModel):
@@ -244,14 +248,12 @@ def load_fleet_file(path: Path | str) -> FleetFile:
     return fleet_from_dict(raw)
 
 
-def build_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Pool, list[str]]:
-    """One pool: the deployment planned as ``servecap plan`` would, its engine, its lifecycle."""
+def plan_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Plan, GpuSpec]:
+    """A pool's deployment planned as ``servecap plan`` would (its calibration applied), and its GPU."""
     from servecap.catalog import load_gpu_file, lookup_gpu, resolve_model
     from servecap.core.defaults import build_deployment
     from servecap.core.plan import plan
-    from servecap.sim import engine_setup_from_plan
 
-    notes: list[str] = []
     where = f"pools.{p.name}"
     extra = None
     if p.gpu_file is not None:
@@ -288,7 +290,17 @@ def build_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Pool, list[s
         if base_dir is not None and not cal_path.is_absolute():
             cal_path = base_dir / cal_path
         efficiency = load_calibration(cal_path).efficiency()
-    the_plan = plan(dep, efficiency=efficiency)
+    return plan(dep, efficiency=efficiency), gpu
+
+
+def build_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Pool, list[str]]:
+    """One pool: the deployment planned as ``servecap plan`` would, its engine, its lifecycle."""
+    from servecap.sim import engine_setup_from_plan
+
+    notes: list[str] = []
+    where = f"pools.{p.name}"
+    the_plan, gpu = plan_pool(p, base_dir)
+    dep = the_plan.deployment
     setup = engine_setup_from_plan(
         the_plan,
         enable_prefix_caching=p.enable_prefix_caching,

@@ -1,0 +1,94 @@
+"""``servecap export TARGET FLEET.yaml|PLAN.json``: the configuration of the systems users already
+run, written from a fleet file or a plan (docs/export.md).
+
+:func:`export` reads the file (:mod:`~servecap.app.export.source`), builds the target's document
+(one small module per target) and returns its text, with the provenance header, and the
+warnings: every setting the target cannot express is named there, never dropped in silence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servecap.app.export.source import ExportInput, load_source
+from servecap.errors import ServecapError, did_you_mean
+
+TARGETS: dict[str, str] = {
+    "ray-serve": "Ray Serve config (Ray Serve LLM apps with autoscaling_config)",
+    "keda": "Kubernetes Deployment + Service for vLLM and a KEDA ScaledObject",
+    "kserve": "KServe InferenceService (Hugging Face runtime, vLLM backend, KEDA autoscaling)",
+    "production-stack": "vLLM production-stack Helm values",
+    "litellm": "LiteLLM proxy config.yaml",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ExportOptions:
+    replicas: int | None = None  # a plan's replica count
+    namespace: str | None = None
+    image: str = "vllm/vllm-openai:latest"
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    api_base: str = "http://{pool}:8000/v1"
+    session_key: str = "x-user-id"
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    target: str
+    text: str
+    data: Any  # the document(s) written: a dict, or a list of Kubernetes objects
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def export(target: str, path: Path | str, options: ExportOptions | None = None) -> ExportResult:
+    """Read ``path`` and write ``target``'s configuration."""
+    if target not in TARGETS:
+        raise ServecapError(
+            "target", target, f"unknown export target; one of {', '.join(TARGETS)}" + did_you_mean(target, TARGETS)
+        )
+    return build(target, load_source(path, replicas=(options or ExportOptions()).replicas), options)
+
+
+def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -> ExportResult:
+    """``target``'s document for an already-read input."""
+    import yaml
+
+    o = options or ExportOptions()
+    warnings: list[str] = []
+    header = inp.source.header(target)
+    data: Any
+    if target == "ray-serve":
+        from servecap.app.export.ray_serve import ray_serve_config
+
+        data = ray_serve_config(inp, warnings)
+    elif target == "keda":
+        from servecap.app.export.keda import keda_manifests
+
+        data = keda_manifests(inp, warnings, namespace=o.namespace, image=o.image, prometheus_url=o.prometheus_url)
+    elif target == "kserve":
+        from servecap.app.export.kserve import inference_services
+
+        data = inference_services(inp, warnings, namespace=o.namespace, prometheus_url=o.prometheus_url)
+    elif target == "production-stack":
+        from servecap.app.export.production_stack import stack_values
+
+        repo, _, tag = o.image.rpartition(":") if ":" in o.image.rsplit("/", 1)[-1] else (o.image, "", "latest")
+        data = stack_values(inp, warnings, repository=repo, tag=tag, session_key=o.session_key)
+    elif target == "litellm":
+        from servecap.app.export.litellm import litellm_config, tenant_comments
+
+        data = litellm_config(inp, warnings, api_base=o.api_base)
+        header = header + tenant_comments(inp, warnings)
+    else:
+        raise ServecapError("target", target, f"unknown export target; one of {', '.join(TARGETS)}")
+    comment = "".join(f"# {line}\n" for line in header)
+    if isinstance(data, list):
+        body = yaml.safe_dump_all(data, sort_keys=False, width=200)
+    else:
+        body = yaml.safe_dump(data, sort_keys=False, width=200)
+    return ExportResult(target, comment + body, data, tuple(warnings))
+
+
+__all__ = ["TARGETS", "ExportOptions", "ExportResult", "build", "export"]

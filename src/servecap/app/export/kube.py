@@ -1,0 +1,146 @@
+"""Kubernetes pieces shared by the KEDA and KServe targets: the vLLM Deployment and Service, the
+provenance annotations, and the Prometheus query for each autoscaler signal.
+
+Signals as PromQL over vLLM's metrics (names from :mod:`servecap.specs.vllm_metrics`, selected
+by ``model_name``), and the HPA metric target type that gives servecap's own formula
+(:mod:`servecap.policy.autoscalers`):
+
+- ``num_requests_waiting``: ``sum(vllm:num_requests_waiting)``, ``AverageValue`` — the HPA
+  divides the sum by the target: ``ceil(sum / target)``, servecap's rule for additive signals;
+- ``inflight``: ``sum(running) + sum(waiting)``, ``AverageValue``;
+- ``kv_usage``: ``avg(vllm:kv_cache_usage_perc)`` (a fraction, 1 = full), ``Value`` —
+  ``ceil(current x value / target)``, servecap's rule for per-replica averages;
+- ``p99_ttft_s``: ``histogram_quantile(0.99, sum by (le) (rate(..._bucket[window])))``, ``Value``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from servecap.app.export.source import ExportInput, PoolExport, Source
+from servecap.monitor.promql import selector
+from servecap.specs import vllm_metrics as v
+
+VLLM_PORT = 8000
+ANNOTATION_SOURCE = "servecap/source"
+ANNOTATION_SHA256 = "servecap/source-sha256"
+MetricType = Literal["AverageValue", "Value"]
+
+
+def signal_query(signal: str, model: str, window_s: float) -> tuple[str, MetricType]:
+    sel = selector(model)
+    waiting = f"sum({v.NUM_REQUESTS_WAITING.name}{sel})"
+    if signal == "num_requests_waiting":
+        return waiting, "AverageValue"
+    if signal == "inflight":
+        return f"sum({v.NUM_REQUESTS_RUNNING.name}{sel}) + {waiting}", "AverageValue"
+    if signal == "kv_usage":
+        return f"avg({v.KV_CACHE_USAGE_PERC.name}{sel})", "Value"
+    window = f"{max(1, round(window_s))}s"
+    ttft = v.TIME_TO_FIRST_TOKEN.name
+    return f"histogram_quantile(0.99, sum by (le) (rate({ttft}_bucket{sel}[{window}])))", "Value"
+
+
+def quantity(x: float) -> str:
+    """A Kubernetes quantity for a metric target: milli-units when not whole (``0.8`` -> ``800m``)."""
+    if float(x).is_integer():
+        return str(int(x))
+    return f"{round(x * 1000)}m"
+
+
+def metadata(name: str, namespace: str | None, source: Source) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "servecap"}
+    meta["annotations"] = {ANNOTATION_SOURCE: source.path, ANNOTATION_SHA256: source.sha256}
+    return meta
+
+
+def container(pool: PoolExport, image: str, args: list[str]) -> dict[str, Any]:
+    """The vLLM container: OpenAI server image, the plan's flags, one GPU per TP x PP rank."""
+    gpus = str(pool.gpus_per_replica)
+    return {
+        "name": "vllm",
+        "image": image,
+        "args": args,
+        "ports": [{"name": "http", "containerPort": VLLM_PORT}],
+        "env": [
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token", "optional": True}},
+            }
+        ],
+        "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
+        "readinessProbe": {"httpGet": {"path": "/health", "port": VLLM_PORT}, "periodSeconds": 5},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+
+
+def deployment(
+    inp: ExportInput, pool: PoolExport, *, namespace: str | None, image: str, args: list[str]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(pool.name, namespace, inp.source),
+        "spec": {
+            "replicas": pool.replicas,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": pool.name}},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": pool.name}},
+                "spec": {
+                    "containers": [container(pool, image, args)],
+                    # NCCL between TP ranks needs more shared memory than the 64 MiB default
+                    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                },
+            },
+        },
+    }
+
+
+def service(inp: ExportInput, pool: PoolExport, *, namespace: str | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(pool.name, namespace, inp.source),
+        "spec": {
+            "selector": {"app.kubernetes.io/name": pool.name},
+            "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": VLLM_PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def hpa_behavior(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
+    """HPA ``behavior`` from the stabilisation windows and step limits (``autoscaling/v2``)."""
+    a = pool.autoscaler
+    assert a is not None
+    period = max(1, round(a.interval_s))
+    up: dict[str, Any] = {"stabilizationWindowSeconds": round(a.upscale_stabilization_s)}
+    down: dict[str, Any] = {"stabilizationWindowSeconds": round(a.downscale_stabilization_s)}
+    if "max_step_up" in pool.explicit:
+        up["policies"] = [{"type": "Pods", "value": a.max_step_up, "periodSeconds": period}]
+    if "max_step_down" in pool.explicit:
+        down["policies"] = [{"type": "Pods", "value": a.max_step_down, "periodSeconds": period}]
+    if "tolerance" in pool.explicit:
+        warnings.append(
+            f"{pool.name}: autoscaler.tolerance {a.tolerance:g} not written: the HPA's tolerance is the "
+            "cluster's --horizontal-pod-autoscaler-tolerance (default 0.1), or behavior.*.tolerance "
+            "behind the HPAConfigurableTolerance feature gate"
+        )
+    for key, why in (
+        ("schedule", "its times are relative to the simulation start; use a KEDA cron trigger with wall-clock times"),
+        ("predictive", "KEDA scales on observed metrics only"),
+    ):
+        if key in pool.explicit:
+            warnings.append(f"{pool.name}: autoscaler.{key} not written: {why}")
+    return {"scaleUp": up, "scaleDown": down}
+
+
+def duplicate_models(inp: ExportInput, warnings: list[str]) -> None:
+    models = [p.model for p in inp.pools]
+    for m in sorted({m for m in models if models.count(m) > 1}):
+        warnings.append(
+            f"pools serving {m!r} share its model_name label: their autoscaler queries see each other's "
+            "replicas (give each pool its own --served-model-name to separate them)"
+        )

@@ -1,0 +1,168 @@
+"""``servecap export ray-serve``: a Ray Serve config file (``serve deploy`` / ``serve run``) that
+serves each pool with Ray Serve LLM (``ray.serve.llm:build_openai_app``, vLLM inside).
+
+One application; one ``llm_configs`` entry per pool: ``engine_kwargs`` are the plan's vLLM
+arguments (:mod:`servecap.app.export.vllm_args`); Ray Serve LLM reserves ``tensor_parallel_size x
+pipeline_parallel_size`` GPUs per replica in a placement group from them, so no
+``ray_actor_options.num_gpus`` is written (it would reserve them twice). The pool's
+autoscaler becomes ``deployment_config.autoscaling_config``:
+
+=============================== ================================ ===========================
+servecap (``autoscaler:``)      Ray Serve ``autoscaling_config`` Ray Serve's default
+=============================== ================================ ===========================
+``min_replicas``                ``min_replicas``                 1
+``max_replicas``                ``max_replicas``                 1
+pool ``replicas``               ``initial_replicas``             ``min_replicas``
+``signal: inflight``, target    ``target_ongoing_requests``      2
+``signal: num_requests_waiting`` ``target_ongoing_requests`` =   (warning: Ray counts
+                                plan batch + target              running + queued)
+``interval_s``                  ``metrics_interval_s``           10
+``upscale_stabilization_s``     ``upscale_delay_s``              30
+``downscale_stabilization_s``   ``downscale_delay_s``            600
+``kv_usage``, ``p99_ttft_s``,   (none: warning)
+``tolerance``, ``max_step_*``,
+``schedule``, ``predictive``
+=============================== ================================ ===========================
+
+A pool without an autoscaler gets ``num_replicas``. The router: ``power-of-two`` is Ray Serve's
+default request router (power of two choices on queue length); ``prefix-affinity`` is Ray
+Serve LLM's ``PrefixCacheAffinityRouter`` (``balance_abs_threshold`` -> ``imbalanced_threshold``,
+``cache_threshold`` -> ``match_rate_threshold``); any other router has no Ray Serve
+counterpart and leaves the default (warning).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servecap.app.export.source import ExportInput, PoolExport
+from servecap.app.export.vllm_args import engine_kwargs
+
+IMPORT_PATH = "ray.serve.llm:build_openai_app"
+PREFIX_ROUTER = "ray.serve.llm.request_router:PrefixCacheAffinityRouter"
+
+# Ray's accelerator type names (``ray.util.accelerators``) for the catalog's GPU ids: the id
+# equals the key or starts with the key and a hyphen.
+_RAY_ACCELERATORS = {
+    "V100": "V100",
+    "T4": "T4",
+    "A10G": "A10G",
+    "L4": "L4",
+    "L40S": "L40S",
+    "A100-40GB": "A100-40G",
+    "A100-80GB": "A100-80G",
+    "H100": "H100",
+    "H200": "H200",
+    "H20": "H20",
+    "B200": "B200",
+    "B300": "B300",
+    "GB200": "GB200",
+    "GB300": "GB300",
+    "MI300X": "AMD-Instinct-MI300X-OAM",
+    "MI325X": "AMD-Instinct-MI325X-OAM",
+    "MI355X": "AMD-Instinct-MI355X-OAM",
+}
+
+
+def ray_accelerator(gpu_id: str) -> str | None:
+    key = gpu_id.upper()
+    for ours, ray in _RAY_ACCELERATORS.items():
+        if key == ours or key.startswith(ours + "-"):
+            return ray
+    return None
+
+
+def ray_serve_config(inp: ExportInput, warnings: list[str]) -> dict[str, Any]:
+    """The ``serve deploy`` config (``ServeDeploySchema``'s shape)."""
+    models = [pool.model for pool in inp.pools]
+    router = _request_router(inp, warnings)
+    llm_configs: list[dict[str, Any]] = []
+    for pool in inp.pools:
+        kw = engine_kwargs(pool, warnings)
+        model = kw.pop("model")
+        model_id = model if models.count(model) == 1 else pool.name
+        entry: dict[str, Any] = {"model_loading_config": {"model_id": model_id, "model_source": model}}
+        accel = ray_accelerator(str(pool.plan["gpu"]))
+        if accel is None:
+            warnings.append(
+                f"{pool.name}: GPU {pool.plan['gpu']!r} has no Ray accelerator type: accelerator_type left out"
+            )
+        else:
+            entry["accelerator_type"] = accel
+        deployment: dict[str, Any] = {}
+        if pool.autoscaler is None:
+            deployment["num_replicas"] = pool.replicas
+        else:
+            deployment["autoscaling_config"] = _autoscaling(pool, warnings)
+        if router is not None:
+            deployment["request_router_config"] = router
+        entry["deployment_config"] = deployment
+        entry["engine_kwargs"] = kw
+        llm_configs.append(entry)
+    return {
+        "applications": [
+            {
+                "name": "servecap",
+                "route_prefix": "/",
+                "import_path": IMPORT_PATH,
+                "args": {"llm_configs": llm_configs},
+            }
+        ]
+    }
+
+
+def _autoscaling(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
+    a = pool.autoscaler
+    assert a is not None
+    cfg: dict[str, Any] = {"min_replicas": a.min_replicas, "max_replicas": a.max_replicas}
+    if pool.replicas != a.min_replicas:
+        cfg["initial_replicas"] = pool.replicas
+    if a.signal == "inflight":
+        cfg["target_ongoing_requests"] = a.target
+    elif a.signal == "num_requests_waiting":
+        batch = int(pool.plan["batch_size"])
+        cfg["target_ongoing_requests"] = batch + a.target
+        warnings.append(
+            f"{pool.name}: autoscaler.signal num_requests_waiting: Ray Serve scales on ongoing (running + queued) "
+            f"requests per replica: target_ongoing_requests = the plan's batch {batch} + target {a.target:g}"
+        )
+    else:
+        warnings.append(
+            f"{pool.name}: autoscaler.signal {a.signal} (target {a.target:g}) has no Ray Serve counterpart "
+            "(it scales on ongoing requests): target_ongoing_requests left at Ray's default"
+        )
+    cfg["metrics_interval_s"] = a.interval_s
+    cfg["upscale_delay_s"] = a.upscale_stabilization_s
+    cfg["downscale_delay_s"] = a.downscale_stabilization_s
+    for key, why in (
+        ("tolerance", "Ray Serve has no tolerance band"),
+        ("max_step_up", "Ray Serve's upscaling_factor scales the step, it does not cap it"),
+        ("max_step_down", "Ray Serve's downscaling_factor scales the step, it does not cap it"),
+        ("schedule", "Ray Serve has no scheduled floor"),
+        ("predictive", "Ray Serve has no predictive scaling"),
+    ):
+        if key in pool.explicit:
+            warnings.append(f"{pool.name}: autoscaler.{key} not written: {why}")
+    return cfg
+
+
+def _request_router(inp: ExportInput, warnings: list[str]) -> dict[str, Any] | None:
+    if inp.router == "power-of-two":
+        return None
+    if inp.router == "prefix-affinity":
+        s = dict(inp.router_settings or {})
+        kwargs: dict[str, Any] = {}
+        if "balance_abs_threshold" in s:
+            v = s["balance_abs_threshold"]
+            kwargs["imbalanced_threshold"] = float("inf") if v is None else v
+        if "cache_threshold" in s:
+            kwargs["match_rate_threshold"] = s["cache_threshold"]
+        for k in sorted(set(s) - {"balance_abs_threshold", "cache_threshold"}):
+            warnings.append(f"router.settings.{k} {s[k]} has no PrefixCacheAffinityRouter counterpart: not written")
+        return {"request_router_class": PREFIX_ROUTER, "request_router_kwargs": kwargs}
+    if len(inp.pools) > 0 and any(p.autoscaler is not None or p.replicas > 1 for p in inp.pools):
+        warnings.append(
+            f"router {inp.router} has no Ray Serve request router: Ray Serve's default "
+            "(power of two choices on queue length) routes between replicas"
+        )
+    return None
