@@ -124,6 +124,8 @@ def tenant_comments(inp: ExportInput, warnings: list[str]) -> list[str]:
 
 
 def _strategy(inp: ExportInput, warnings: list[str]) -> str:
+    if inp.router is None:
+        return "simple-shuffle"
     strategy = _STRATEGY.get(inp.router)
     if strategy is None:
         warnings.append(f"router {inp.router} has no LiteLLM routing_strategy: simple-shuffle written")

@@ -105,6 +105,8 @@ def _model_spec(pool: PoolExport, warnings: list[str], repository: str, tag: str
 
 
 def _routing(inp: ExportInput, warnings: list[str]) -> str:
+    if inp.router is None:
+        return "roundrobin"
     logic = _ROUTING.get(inp.router)
     if logic is None:
         warnings.append(

@@ -16,7 +16,8 @@ pool ``replicas``               ``initial_replicas``             ``min_replicas`
 ``signal: inflight``, target    ``target_ongoing_requests``      2
 ``signal: num_requests_waiting`` ``target_ongoing_requests`` =   (warning: Ray counts
                                 plan batch + target              running + queued)
-``interval_s``                  ``metrics_interval_s``           10
+``interval_s``                  (none: warning; Ray Serve's       (continuous)
+                                ``metrics_interval_s`` is deprecated)
 ``upscale_stabilization_s``     ``upscale_delay_s``              30
 ``downscale_stabilization_s``   ``downscale_delay_s``            600
 ``kv_usage``, ``p99_ttft_s``,   (none: warning)
@@ -58,9 +59,7 @@ _RAY_ACCELERATORS = {
     "B300": "B300",
     "GB200": "GB200",
     "GB300": "GB300",
-    "MI300X": "AMD-Instinct-MI300X-OAM",
-    "MI325X": "AMD-Instinct-MI325X-OAM",
-    "MI355X": "AMD-Instinct-MI355X-OAM",
+    "RTX-PRO-6000": "RTX-PRO-6000",
 }
 
 
@@ -131,10 +130,10 @@ def _autoscaling(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
             f"{pool.name}: autoscaler.signal {a.signal} (target {a.target:g}) has no Ray Serve counterpart "
             "(it scales on ongoing requests): target_ongoing_requests left at Ray's default"
         )
-    cfg["metrics_interval_s"] = a.interval_s
     cfg["upscale_delay_s"] = a.upscale_stabilization_s
     cfg["downscale_delay_s"] = a.downscale_stabilization_s
     for key, why in (
+        ("interval_s", "Ray Serve decides continuously (metrics_interval_s is deprecated for environment variables)"),
         ("tolerance", "Ray Serve has no tolerance band"),
         ("max_step_up", "Ray Serve's upscaling_factor scales the step, it does not cap it"),
         ("max_step_down", "Ray Serve's downscaling_factor scales the step, it does not cap it"),
@@ -147,7 +146,7 @@ def _autoscaling(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
 
 
 def _request_router(inp: ExportInput, warnings: list[str]) -> dict[str, Any] | None:
-    if inp.router == "power-of-two":
+    if inp.router is None or inp.router == "power-of-two":
         return None
     if inp.router == "prefix-affinity":
         s = dict(inp.router_settings or {})

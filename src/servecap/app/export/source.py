@@ -83,7 +83,7 @@ class PoolExport:
 class ExportInput:
     source: Source
     pools: tuple[PoolExport, ...]
-    router: str = "round-robin"
+    router: str | None = None  # None: a plan, which names no router
     router_settings: Mapping[str, float | int | None] | None = None
     scrape_interval_ms: float = 0.0
     on_failure: str = "retry"
