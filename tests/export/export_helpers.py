@@ -67,7 +67,11 @@ def strict(schema: Any) -> Any:
     keeps no unknown fields (the API server's strict field validation; see schemas/README.md)."""
     if isinstance(schema, dict):
         out = {k: strict(v) for k, v in schema.items()}
-        if "properties" in out and "additionalProperties" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):
+        if (
+            "properties" in out
+            and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
             out["additionalProperties"] = False
         return out
     if isinstance(schema, list):

@@ -75,7 +75,12 @@ def test_keda_example_and_plan(plan_file: Path) -> None:
 
 @pytest.mark.parametrize(
     ("signal", "metric_type"),
-    [("num_requests_waiting", "AverageValue"), ("inflight", "AverageValue"), ("kv_usage", "Value"), ("p99_ttft_s", "Value")],
+    [
+        ("num_requests_waiting", "AverageValue"),
+        ("inflight", "AverageValue"),
+        ("kv_usage", "Value"),
+        ("p99_ttft_s", "Value"),
+    ],
 )
 def test_every_signal_is_valid_promql(signal: str, metric_type: str) -> None:
     query, kind = signal_query(signal, 'org/m"odel', 60.0)
@@ -94,7 +99,11 @@ def test_kserve_fleet(tmp_path: Path) -> None:
     pred = big["spec"]["predictor"]
     assert big["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "keda"
     assert (pred["minReplicas"], pred["maxReplicas"]) == (1, 6)
-    assert pred["model"]["args"][:3] == ["--model_name=big-pool", "--model_id=meta-llama/Llama-3.1-70B", "--backend=vllm"]
+    assert pred["model"]["args"][:3] == [
+        "--model_name=big-pool",
+        "--model_id=meta-llama/Llama-3.1-70B",
+        "--backend=vllm",
+    ]
     assert pred["model"]["resources"]["limits"]["nvidia.com/gpu"] == "4"
     target = pred["autoScaling"]["metrics"][0]["external"]["target"]
     assert target == {"type": "AverageValue", "averageValue": "24"}
