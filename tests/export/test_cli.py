@@ -97,3 +97,12 @@ def test_bad_input_is_one_line(
     assert code != 0 and out == ""
     assert len(err.splitlines()) == 1, err
     assert err.startswith(message), err
+
+
+def test_docs_cover_every_target() -> None:
+    from servecap.app.export import TARGETS
+
+    doc = (Path(__file__).parents[2] / "docs" / "export.md").read_text()
+    for target in TARGETS:
+        assert f"## `servecap export {target}`" in doc
+    assert "docs/export.md" in (Path(__file__).parents[2] / "README.md").read_text()
