@@ -92,3 +92,23 @@ def test_plan_with_replicas(tmp_path: Path, plan_file: Path) -> None:
     (cfg,) = res.data["applications"][0]["args"]["llm_configs"]
     assert cfg["deployment_config"] == {"num_replicas": 2}
     assert res.warnings == ()
+
+
+def test_own_app_gets_the_gpus_on_its_deployment(tmp_path: Path) -> None:
+    from servecap.app.export import ExportOptions
+
+    res = export("ray-serve", write_fleet(tmp_path), ExportOptions(import_path="my_vllm:build_app"))
+    schema.ServeDeploySchema.model_validate(res.data)
+    big, small = res.data["applications"]
+    assert (big["name"], big["route_prefix"], big["import_path"]) == ("big-pool", "/big-pool", "my_vllm:build_app")
+    assert big["args"]["model"] == "meta-llama/Llama-3.1-70B"
+    assert big["args"]["engine_kwargs"]["tensor_parallel_size"] == 4
+    (dep,) = big["deployments"]
+    assert dep["name"] == "VLLMDeployment" and dep["ray_actor_options"] == {"num_gpus": 4}
+    assert dep["autoscaling_config"]["target_ongoing_requests"] == 24.0
+    schema.DeploymentSchema.model_validate(dep)
+    assert small["deployments"][0] == {
+        "name": "VLLMDeployment",
+        "num_replicas": 3,
+        "ray_actor_options": {"num_gpus": 1},
+    }

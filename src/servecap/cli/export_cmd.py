@@ -169,10 +169,25 @@ def _run_export(target: str, source: Path, out: Path | None, **kw: Any) -> None:
 
 
 @export_group.command("ray-serve")
-@_serving_options()
-def ray_serve(source: Path, out: Path | None, replicas: int | None) -> None:
+@_serving_options(
+    click.option(
+        "--import-path",
+        default=None,
+        metavar="MODULE:APP",
+        help="Your own vLLM Serve app (called with model and engine_kwargs) instead of Ray Serve LLM.",
+    ),
+    click.option(
+        "--deployment-name",
+        default="VLLMDeployment",
+        show_default=True,
+        help="The deployment in --import-path's app that gets the replicas and GPUs.",
+    ),
+)
+def ray_serve(
+    source: Path, out: Path | None, replicas: int | None, import_path: str | None, deployment_name: str
+) -> None:
     """Ray Serve config (serve deploy): Ray Serve LLM with vLLM, autoscaling_config from the autoscaler."""
-    _run_export("ray-serve", source, out, replicas=replicas)
+    _run_export("ray-serve", source, out, replicas=replicas, import_path=import_path, deployment_name=deployment_name)
 
 
 @export_group.command("keda")

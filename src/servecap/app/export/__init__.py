@@ -32,6 +32,8 @@ class ExportOptions:
     prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
     api_base: str = "http://{pool}:8000/v1"
     session_key: str = "x-user-id"
+    import_path: str | None = None  # ray-serve: the user's vLLM app instead of Ray Serve LLM
+    deployment_name: str = "VLLMDeployment"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +64,7 @@ def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -
     if target == "ray-serve":
         from servecap.app.export.ray_serve import ray_serve_config
 
-        data = ray_serve_config(inp, warnings)
+        data = ray_serve_config(inp, warnings, import_path=o.import_path, deployment_name=o.deployment_name)
     elif target == "keda":
         from servecap.app.export.keda import keda_manifests
 

@@ -25,7 +25,10 @@ pool ``replicas``               ``initial_replicas``             ``min_replicas`
 ``schedule``, ``predictive``
 =============================== ================================ ===========================
 
-A pool without an autoscaler gets ``num_replicas``. The router: ``power-of-two`` is Ray Serve's
+A pool without an autoscaler gets ``num_replicas``. With ``--import-path MODULE:APP`` the pools
+run the user's own vLLM application instead (one application per pool, its args ``model`` and
+``engine_kwargs``), and the deployment override names ``--deployment-name`` with the same
+replicas/``autoscaling_config`` and ``ray_actor_options.num_gpus`` = TP x PP. The router: ``power-of-two`` is Ray Serve's
 default request router (power of two choices on queue length); ``prefix-affinity`` is Ray
 Serve LLM's ``PrefixCacheAffinityRouter`` (``balance_abs_threshold`` -> ``imbalanced_threshold``,
 ``cache_threshold`` -> ``match_rate_threshold``); any other router has no Ray Serve
@@ -71,10 +74,19 @@ def ray_accelerator(gpu_id: str) -> str | None:
     return None
 
 
-def ray_serve_config(inp: ExportInput, warnings: list[str]) -> dict[str, Any]:
-    """The ``serve deploy`` config (``ServeDeploySchema``'s shape)."""
-    models = [pool.model for pool in inp.pools]
+def ray_serve_config(
+    inp: ExportInput,
+    warnings: list[str],
+    *,
+    import_path: str | None = None,
+    deployment_name: str = "VLLMDeployment",
+) -> dict[str, Any]:
+    """The ``serve deploy`` config (``ServeDeploySchema``'s shape): Ray Serve LLM, or with
+    ``import_path`` the user's own vLLM application, one per pool (:func:`custom_apps`)."""
     router = _request_router(inp, warnings)
+    if import_path is not None:
+        return {"applications": custom_apps(inp, warnings, router, import_path, deployment_name)}
+    models = [pool.model for pool in inp.pools]
     llm_configs: list[dict[str, Any]] = []
     for pool in inp.pools:
         kw = engine_kwargs(pool, warnings)
@@ -88,14 +100,7 @@ def ray_serve_config(inp: ExportInput, warnings: list[str]) -> dict[str, Any]:
             )
         else:
             entry["accelerator_type"] = accel
-        deployment: dict[str, Any] = {}
-        if pool.autoscaler is None:
-            deployment["num_replicas"] = pool.replicas
-        else:
-            deployment["autoscaling_config"] = _autoscaling(pool, warnings)
-        if router is not None:
-            deployment["request_router_config"] = router
-        entry["deployment_config"] = deployment
+        entry["deployment_config"] = _deployment(pool, warnings, router)
         entry["engine_kwargs"] = kw
         llm_configs.append(entry)
     return {
@@ -108,6 +113,42 @@ def ray_serve_config(inp: ExportInput, warnings: list[str]) -> dict[str, Any]:
             }
         ]
     }
+
+
+def custom_apps(
+    inp: ExportInput, warnings: list[str], router: dict[str, Any] | None, import_path: str, deployment_name: str
+) -> list[dict[str, Any]]:
+    """One application per pool running the user's vLLM app (``import_path``, called with
+    ``model`` and ``engine_kwargs`` as its args), its deployment ``deployment_name`` given the
+    replicas or ``autoscaling_config`` and ``ray_actor_options.num_gpus`` = TP x PP (the actor
+    holds every GPU of the replica, as vLLM's multiprocessing executor inside it needs)."""
+    apps: list[dict[str, Any]] = []
+    for pool in inp.pools:
+        kw = engine_kwargs(pool, warnings)
+        model = kw.pop("model")
+        deployment = {"name": deployment_name, **_deployment(pool, warnings, router)}
+        deployment["ray_actor_options"] = {"num_gpus": pool.gpus_per_replica}
+        apps.append(
+            {
+                "name": pool.name,
+                "route_prefix": "/" if len(inp.pools) == 1 else f"/{pool.name}",
+                "import_path": import_path,
+                "args": {"model": model, "engine_kwargs": kw},
+                "deployments": [deployment],
+            }
+        )
+    return apps
+
+
+def _deployment(pool: PoolExport, warnings: list[str], router: dict[str, Any] | None) -> dict[str, Any]:
+    deployment: dict[str, Any] = {}
+    if pool.autoscaler is None:
+        deployment["num_replicas"] = pool.replicas
+    else:
+        deployment["autoscaling_config"] = _autoscaling(pool, warnings)
+    if router is not None:
+        deployment["request_router_config"] = router
+    return deployment
 
 
 def _autoscaling(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
