@@ -83,7 +83,7 @@ class _ExportGroup(click.Group):
 
 @click.group("export", cls=_ExportGroup)
 def export_group() -> None:
-    """Write configuration from a plan or a fleet file.
+    """Write configuration from a plan or a fleet file: Grafana, alert rules, Ray Serve, KEDA, KServe, production-stack, LiteLLM.
 
     grafana, alerts: a Grafana dashboard or Prometheus alert rules from a PLAN.json written by
     `servecap plan --json`, or the deployment flags of `servecap plan`.

@@ -79,7 +79,7 @@ COMMANDS: Mapping[str, LazyCommand] = {
     ),
     "export": LazyCommand(
         "servecap.cli.export_cmd:export_group",
-        "Write monitoring configuration from a plan: a Grafana dashboard or Prometheus alert rules.",
+        "Write configuration from a plan or a fleet file: Grafana, alert rules, Ray Serve, KEDA, KServe, production-stack, LiteLLM.",
     ),
     "validate": LazyCommand(
         "servecap.cli.validate_cmd:validate_command",
