@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -128,6 +129,35 @@ def plan_request_from_dict(raw: dict[str, Any]) -> FleetPlanRequest:
             return _fail(field, None, "is required")
         value = e.get("input")
         return _fail(field, "{...}" if isinstance(value, dict) else value, e["msg"])
+
+
+def load_plan_file(path: Path | str) -> dict[str, Any]:
+    """Read a ``.yaml``/``.yml``/``.json`` plan file into a mapping (validated by
+    :func:`plan_request_from_dict`)."""
+    import json
+
+    path = Path(path)
+    if not path.exists():
+        raise ServecapError("plan", str(path), "no such file")
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ServecapError("plan", str(path), "malformed YAML") from None
+    elif suffix == ".json":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ServecapError("plan", str(path), f"malformed JSON: {err.msg} at line {err.lineno}") from None
+    else:
+        raise ServecapError("plan", str(path), "must be a .yaml, .yml or .json file")
+    if not isinstance(raw, dict):
+        raise ServecapError("plan", str(path), "must contain one mapping (key: value) at the top")
+    return raw
 
 
 _KEYS = sorted({*FleetPlanRequest.model_fields, *TrafficModel.model_fields, *CandidateModel.model_fields})

@@ -48,6 +48,8 @@ def gateway_accepted(request: FleetPlanRequest, gateway: dict[str, Any]) -> str 
     try:
         fleet_from_dict(raw)
     except ServecapError as err:
+        if err.field == "fleet" and "gateway" in str(err):
+            return "the fleet file has no gateway: section in this build"
         return str(err)
     return None
 

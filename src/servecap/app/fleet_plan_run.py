@@ -175,6 +175,13 @@ def run_plan(request: FleetPlanRequest, ctx: Context) -> FleetPlanResponse:
         from servecap.errors import did_you_mean
 
         raise ServecapError("router", request.router, f"one of {', '.join(ROUTERS)}" + did_you_mean(request.router, ROUTERS))
+    from servecap.app.fleet_plan_levers import LEVERS
+
+    for name in request.levers or []:
+        if name not in LEVERS:
+            from servecap.errors import did_you_mean
+
+            raise ServecapError("levers", name, f"one of {', '.join(LEVERS)}" + did_you_mean(name, LEVERS))
     spec, peak, horizon, daily = traffic_workload(request)
     default_slo = request.slo or DEFAULT_SLO
     targets = group_targets(spec, default_slo)
@@ -199,7 +206,7 @@ def run_plan(request: FleetPlanRequest, ctx: Context) -> FleetPlanResponse:
     outs = [candidate_out(request, s, peak) for s in searched]
     passing = [(o.usd_per_month, i) for i, o in enumerate(outs) if o.usd_per_month is not None]
     if not passing:
-        raise no_candidate_error(outs)
+        raise no_candidate_error(outs, request.max_replicas)
     _, best_i = min(passing)
     best = searched[best_i]
     assert best.result.answer is not None
@@ -230,7 +237,7 @@ def run_plan(request: FleetPlanRequest, ctx: Context) -> FleetPlanResponse:
         peak_users=request.traffic.peak_users,
         request_interval_s=request.traffic.request_interval_s,
         daily_curve=daily,
-        slo=sorted({f"{group_name(p)}: {lbl}" for p, t in targets.items() for lbl in _labels(t)}),
+        slo=list(dict.fromkeys(f"{group_name(p)}: {lbl}" for p, t in targets.items() for lbl in _labels(t))),
         window={
             "peak_at_s": window.start_s,
             "duration_s": window.duration_s,
@@ -291,7 +298,7 @@ def candidate_out(request: FleetPlanRequest, s: Searched, peak: float) -> Candid
     )
 
 
-def no_candidate_error(outs: list[CandidateOut]) -> ServecapError:
+def no_candidate_error(outs: list[CandidateOut], limit: int) -> ServecapError:
     """One line: which SLO no candidate meets, and the best attainment seen."""
     best = max((o for o in outs if o.best is not None), key=lambda o: o.best.attainment if o.best else 0.0)
     ev = best.best
@@ -304,7 +311,7 @@ def no_candidate_error(outs: list[CandidateOut]) -> ServecapError:
     return ServecapError(
         "slo",
         failed,
-        f"no candidate meets it up to {ev.replicas} replicas: best {best.name} x {ev.replicas}, "
+        f"no candidate meets it with up to {limit} replicas; the best, {best.name} x {ev.replicas}, has "
         f"{ev.attainment:.1%} of requests within their SLOs{seen}",
     )
 

@@ -166,6 +166,15 @@ def fleet_simulate_command(
     _render(Console(), response, router_name)
 
 
+def _add_plan_command() -> None:
+    from servecap.cli.fleet_plan_cmd import fleet_plan_command
+
+    fleet_group.add_command(fleet_plan_command)
+
+
+_add_plan_command()
+
+
 def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
     from rich.table import Table
 
