@@ -53,8 +53,8 @@ def test_steepest_ramp_of_a_cosine_day() -> None:
 
 def test_peak_window_holds_the_peak_and_keeps_the_mix() -> None:
     spec = workload_from_dict(DAY)
-    w = peak_window(spec, horizon_s=86400, e2e_s=2.0, percentile_by_pair={("a", "faq"): 99.0}, tail=10)
-    # warm-up max(60, 10 x 2 s); 10 / 0.01 / (0.75 x 0.15) = 8,889 requests at 10 req/s
+    w = peak_window(spec, horizon_s=86400, e2e_s=20.0, percentile_by_pair={("a", "faq"): 99.0}, tail=10)
+    # warm-up max(30, 3 x 20 s); 10 / 0.01 / (0.75 x 0.15) = 8,889 requests at 10 req/s
     assert w.warmup_s == 60 and w.duration_s == pytest.approx(60 + 888.9, abs=0.1)
     rates = workload_rate(w.workload, np.array([0.0, 500.0]))
     assert rates == pytest.approx([10.0, 10.0])

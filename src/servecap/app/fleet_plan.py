@@ -95,7 +95,7 @@ class AutoscalerPlanModel(_Model):
     target: float | None = Field(default=None, gt=0)
     interval_s: float | None = Field(default=None, gt=0)
     headroom: list[float] = Field(default_factory=lambda: [1.0, 1.15, 1.3], min_length=1)
-    ramp_window_s: float | None = Field(default=None, gt=0)  # default: 20 min, at least 3 cold starts
+    ramp_window_s: float | None = Field(default=None, gt=0)  # default: 3 cold starts, at least 5 min
 
 
 class FleetPlanRequest(_Model):
@@ -107,9 +107,11 @@ class FleetPlanRequest(_Model):
     cold_start: ColdStartModel | Literal["instant"] = ColdStartModel()
     autoscaler: AutoscalerPlanModel = AutoscalerPlanModel()
     levers: list[str] | None = None  # default: every lever the fleet file accepts
+    cheaper_gpu: CandidateModel | None = None  # the cheaper-GPU lever's pool when no candidate is cheaper
     cache_hit_rate: float = Field(default=0.2, gt=0, lt=1)
     small_model: str = "meta-llama/Llama-3.1-8B"
     max_replicas: int = Field(default=256, ge=1, le=4096)
+    prune_candidates: bool = True  # stop a candidate that fails at the count that would still cost less
     tail_samples: int = Field(default=50, ge=5, le=10_000)
     max_window_requests: int = Field(default=200_000, ge=100)
     seed: int = 0
@@ -212,6 +214,7 @@ class CandidateOut(_Model):
     closed_form_users_per_gpu: float
     simulations: int
     best: FleetEval | None  # the answer's evaluation (or the best attainment seen when none passed)
+    note: str = ""
 
 
 class AutoscalerOut(_Model):

@@ -7,7 +7,8 @@ run the steepest-ramp window without scale-ahead, with and without a warm pool.
 
 - ``router``: prefix-affinity if the plan routes by least-outstanding, else least-outstanding;
 - ``fp8-kv``: ``kv_cache_dtype: fp8`` (twice the KV blocks of BF16);
-- ``cheaper-gpu``: the candidate with the lowest $/GPU-hour below the chosen one's;
+- ``cheaper-gpu``: the candidate with the lowest $/GPU-hour below the chosen one's, else the
+  request's ``cheaper_gpu`` pool (searched from the chosen count);
 - ``scale-ahead``: the ramp without the scheduled scale-ahead floors (reactive only);
 - ``warm-pool``: reactive only, but new replicas come from pre-provisioned standby nodes: the
   cold start skips node provisioning and image pull (weight load, compile and warm-up remain).
@@ -131,7 +132,21 @@ def run_levers(
         elif name == "cheaper-gpu":
             cheaper = [s for s in searched if s.closed.price_per_gpu_hour < best.closed.price_per_gpu_hour]
             if not cheaper:
-                skipped.append("cheaper-gpu: no candidate has a lower $/GPU-hour than the chosen one")
+                alt_gpu = request.cheaper_gpu
+                if alt_gpu is None:
+                    skipped.append("cheaper-gpu: no candidate has a lower $/GPU-hour than the chosen one (set cheaper_gpu)")
+                    continue
+                ev, k = _search(ctx, request, lambda m: fixed_fleet(request, alt_gpu, m), scored, n, alt_gpu.label())
+                price = ev.usd_per_month / HOURS_PER_MONTH / max(1, ev.replicas) if ev is not None else None
+                rows.append(
+                    _row(
+                        name,
+                        f"{alt_gpu.label()}" + (f" ({price:.2f} $/replica-hour)" if price is not None else ""),
+                        ev,
+                        k,
+                        "" if ev is not None else "no count meets the SLOs",
+                    )
+                )
                 continue
             s = min(cheaper, key=lambda s: s.closed.price_per_gpu_hour)
             a = s.result.answer
@@ -142,7 +157,9 @@ def run_levers(
                     f"{s.candidate.label()} ({s.closed.price_per_gpu_hour:.2f} $/GPU-hour, {s.closed.gpus_per_replica} per replica)",
                     ev,
                     s.result.count,
-                    "from the candidate search" if ev is not None else "no count meets the SLOs",
+                    "from the candidate search"
+                    if ev is not None
+                    else (f"more than {s.pruned_at} replicas (costs more)" if s.pruned_at is not None else "no count meets the SLOs"),
                 )
             )
         elif name in ("scale-ahead", "warm-pool"):
@@ -205,7 +222,8 @@ def _ramp_lever(
             "without the scheduled scale-ahead (reactive autoscaler only)",
             ev,
             1,
-            "rent about the same (the replicas follow the same demand, later); the difference is the ramp's latency",
+            "KEDA on waiting requests lets the fleet shrink while no queue forms, then lags a cold start behind; "
+            "rent about the same",
             usd=a.usd_per_month,
         )
     cs = request.cold_start

@@ -60,6 +60,7 @@ class Searched:
     closed: Closed
     guess: int
     result: SearchResult[FleetEval]
+    pruned_at: int | None = None  # it failed at the most replicas that would cost less than the best
 
 
 # ---- inputs ------------------------------------------------------------------------------------
@@ -202,7 +203,7 @@ def run_plan(request: FleetPlanRequest, ctx: Context) -> FleetPlanResponse:
         max_requests=request.max_window_requests,
     )
     scored = scored_window(window, targets, request.seed)
-    searched = [search_candidate(request, ctx, c, cf, scored, peak) for c, cf in zip(request.candidates, closed, strict=True)]
+    searched = search_all(request, ctx, closed, scored, peak)
     outs = [candidate_out(request, s, peak) for s in searched]
     passing = [(o.usd_per_month, i) for i, o in enumerate(outs) if o.usd_per_month is not None]
     if not passing:
@@ -264,21 +265,70 @@ def _labels(targets: tuple[Target, ...]) -> list[str]:
     return [f"p{q:g} {m.removesuffix('_s').upper()} <= {x * 1e3:,.0f} ms" for m, q, x in targets]
 
 
-def search_candidate(request: FleetPlanRequest, ctx: Context, c: CandidateModel, cf: Closed, scored: Scored, peak: float, router: str | None = None) -> Searched:
-    """The fewest replicas of ``c`` whose peak window meets the targets."""
-    guess = max(1, math.ceil(peak / cf.req_s_per_replica - 1e-9)) if cf.req_s_per_replica > 0 else 1
+def _guess(cf: Closed, peak: float) -> int:
+    return max(1, math.ceil(peak / cf.req_s_per_replica - 1e-9)) if cf.req_s_per_replica > 0 else 1
+
+
+def search_all(request: FleetPlanRequest, ctx: Context, closed: list[Closed], scored: Scored, peak: float) -> list[Searched]:
+    """Search the candidates in order of their closed-form $/month; once one has an answer, a
+    later one is first tried at the most replicas that would still cost less (``break_even``):
+    if that fails, it cannot win, and its search stops there (one simulation)."""
+    order = sorted(range(len(closed)), key=lambda i: _guess(closed[i], peak) * _replica_usd_h(closed[i]))
+    found: dict[int, Searched] = {}
+    best_usd_h: float | None = None
+    for i in order:
+        c, cf = request.candidates[i], closed[i]
+        break_even = None
+        if best_usd_h is not None and request.prune_candidates:
+            per = _replica_usd_h(cf)
+            break_even = min(request.max_replicas, math.ceil(best_usd_h / per - 1e-9) - 1) if per > 0 else None
+        s = search_candidate(request, ctx, c, cf, scored, peak, limit=break_even)
+        found[i] = s
+        if s.result.answer is not None:
+            usd = s.result.answer * _replica_usd_h(cf)
+            best_usd_h = usd if best_usd_h is None else min(best_usd_h, usd)
+    return [found[i] for i in range(len(closed))]
+
+
+def _replica_usd_h(cf: Closed) -> float:
+    return cf.gpus_per_replica * cf.price_per_gpu_hour
+
+
+def search_candidate(
+    request: FleetPlanRequest,
+    ctx: Context,
+    c: CandidateModel,
+    cf: Closed,
+    scored: Scored,
+    peak: float,
+    router: str | None = None,
+    limit: int | None = None,
+) -> Searched:
+    """The fewest replicas of ``c`` whose peak window meets the targets; with ``limit`` (the
+    break-even count), ``limit`` is tried first and a failure there ends the search."""
+    guess = _guess(cf, peak)
+    cache: dict[int, tuple[bool, FleetEval]] = {}
 
     def evaluate(k: int) -> tuple[bool, FleetEval]:
-        ev = ctx.simulate(fleet_from_dict(fixed_fleet(request, c, k, router)), scored, label=c.label(), replicas=k)
-        return ev.slo_met, ev
+        if k not in cache:
+            ev = ctx.simulate(fleet_from_dict(fixed_fleet(request, c, k, router)), scored, label=c.label(), replicas=k)
+            cache[k] = (ev.slo_met, ev)
+        return cache[k]
 
-    return Searched(c, cf, guess, smallest_passing(evaluate, guess, limit=request.max_replicas))
+    if limit is not None:
+        if limit < 1:
+            return Searched(c, cf, guess, SearchResult(None, {}), pruned_at=limit)
+        if not evaluate(limit)[0]:
+            return Searched(c, cf, guess, SearchResult(None, dict(cache)), pruned_at=limit)
+        guess = min(guess, limit)
+    return Searched(c, cf, guess, smallest_passing(evaluate, guess, limit=limit or request.max_replicas))
 
 
 def candidate_out(request: FleetPlanRequest, s: Searched, peak: float) -> CandidateOut:
     c, cf, r = s.candidate, s.closed, s.result
     n = r.answer
-    best = r.evaluations[n][1] if n is not None else max((e for _, e in r.evaluations.values()), key=lambda e: e.attainment)
+    evals = [e for _, e in r.evaluations.values()]
+    best = r.evaluations[n][1] if n is not None else (max(evals, key=lambda e: e.attainment) if evals else None)
     interval = request.traffic.request_interval_s
     return CandidateOut(
         name=c.label(),
@@ -295,12 +345,17 @@ def candidate_out(request: FleetPlanRequest, s: Searched, peak: float) -> Candid
         closed_form_users_per_gpu=cf.req_s_per_replica * interval / cf.gpus_per_replica,
         simulations=r.count,
         best=best,
+        note=(
+            ""
+            if s.pruned_at is None
+            else f"more than {s.pruned_at} replicas: it costs more than the cheapest (its break-even count fails)"
+        ),
     )
 
 
 def no_candidate_error(outs: list[CandidateOut], limit: int) -> ServecapError:
     """One line: which SLO no candidate meets, and the best attainment seen."""
-    best = max((o for o in outs if o.best is not None), key=lambda o: o.best.attainment if o.best else 0.0)
+    best = max((o for o in outs if o.best is not None), key=lambda o: (o.best.attainment, -o.best.replicas) if o.best else (0.0, 0))
     ev = best.best
     assert ev is not None
     failed = ev.failed_targets[0] if ev.failed_targets else "the SLOs"
@@ -397,7 +452,7 @@ def size_autoscaler(request: FleetPlanRequest, ctx: Context, best: Searched, spe
     lo = max(1, math.ceil(float(np.min(r)) / per - 1e-9))
     hi = n + max(1, math.ceil(0.1 * n))
     lead = best.closed.cold_start_s
-    ramp_s = request.autoscaler.ramp_window_s or max(1200.0, 3.0 * lead)
+    ramp_s = request.autoscaler.ramp_window_s or max(300.0, 3.0 * lead)
     window = ramp_window(spec, horizon_s=horizon, window_s=ramp_s, warmup_s=60.0)
     scored = scored_window(window, targets, request.seed)
     preset = PRESETS[request.autoscaler.preset]

@@ -14,7 +14,7 @@ from servecap.policy.routers import ROUTERS
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from servecap.app.fleet_plan import FleetEval, FleetPlanResponse
+    from servecap.app.fleet_plan import CandidateOut, FleetEval, FleetPlanResponse
 
 
 def _ms(x: float | None) -> str:
@@ -127,6 +127,14 @@ def fleet_plan_command(
     render(Console(), response)
 
 
+def _replicas_cell(o: CandidateOut) -> str:
+    if o.replicas is not None:
+        return str(o.replicas)
+    if o.note and o.best is not None:
+        return f"> {o.best.replicas} (costs more)"
+    return "> 0 (costs more)" if o.note else "none meets"
+
+
 def evidence_line(label: str, ev: FleetEval, *, fixed: bool = True) -> str:
     verdict = "meets" if ev.slo_met else "fails"
     failed = f"; fails {', '.join(ev.failed_targets)}" if ev.failed_targets else ""
@@ -218,7 +226,7 @@ def render(console: Console, r: FleetPlanResponse) -> None:
         cand.add_row(
             o.name,
             f"{o.closed_form_replicas} ({o.closed_form_req_s_per_replica:,.2f} req/s each)",
-            "none meets" if o.replicas is None else str(o.replicas),
+            _replicas_cell(o),
             "-" if o.usd_per_month is None else f"${o.usd_per_month:,.0f}",
             "-" if o.req_s_per_replica is None else f"{o.req_s_per_replica:,.2f}",
             "-" if o.users_per_gpu is None else f"{o.users_per_gpu:,.0f} ({o.closed_form_users_per_gpu:,.0f} closed form)",
@@ -252,7 +260,7 @@ def plan_html(r: FleetPlanResponse) -> str:
         (
             o.name,
             str(o.closed_form_replicas),
-            "none meets" if o.replicas is None else str(o.replicas),
+            _replicas_cell(o),
             "-" if o.usd_per_month is None else f"${o.usd_per_month:,.0f}",
             str(o.simulations),
         )
@@ -288,7 +296,7 @@ def markdown_block(r: FleetPlanResponse) -> str:
     for o in r.candidates:
         users = "-" if o.users_per_gpu is None else f"{o.users_per_gpu:,.0f} ({o.closed_form_users_per_gpu:,.0f} closed form)"
         out.append(
-            f"| {o.name} | {o.closed_form_replicas} | {'none meets' if o.replicas is None else o.replicas} | "
+            f"| {o.name} | {o.closed_form_replicas} | {_replicas_cell(o)} | "
             f"{'-' if o.usd_per_month is None else f'${o.usd_per_month:,.0f}'} | {users} | {o.simulations} |"
         )
     out += ["", "| " + " | ".join(LEVER_HEADER) + " |", "|" + "---|" * len(LEVER_HEADER)]

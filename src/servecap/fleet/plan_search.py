@@ -4,14 +4,15 @@
 the same kind never make a latency percentile worse, up to the noise of one seed. The search:
 
 1. evaluate the guess ``g`` (the closed form's replica count);
-2. if it passes, the answer is in ``[1, g]``: step down geometrically (``g - 1``, ``g - 2``,
-   ``g - 4``, ...) until a count fails or 1 passes; if it fails, step up (``g + 1``, ``g + 2``,
-   ``g + 4``, ...) until one passes or ``limit`` fails — a closed form is usually close, so the
+2. if it passes, the answer is in ``[1, g]``: step down geometrically (``g - s``, ``g - 3s``,
+   ``g - 7s``, ...) until a count fails or 1 passes; if it fails, step up (``g + s``, ``g + 3s``,
+   ``g + 7s``, ...) until one passes or ``limit`` fails. The first step ``s`` is
+   ``max(1, round(g / 10))``: a closed form is usually within some tens of percent, so the
    bracket is found in one or two steps;
 3. bisect the bracket ``(fail, pass]`` to width one.
 
-It costs ``O(log |answer - guess|)`` evaluations (by hand: guess 10, answer 13 → 10 ✗, 11 ✗,
-13 ✓, 12 ✗: four). Every evaluation is kept, so the caller can report the count, the answer's
+It costs ``O(log |answer - guess|)`` evaluations (by hand: guess 10, answer 13, s = 1 → 10 ✗,
+11 ✗, 13 ✓, 12 ✗: four; guess 41, answer 33, s = 4 → 41 ✓, 37 ✓, 29 ✗, 33 ✓, 31 ✗, 32 ✗: six). Every evaluation is kept, so the caller can report the count, the answer's
 figures and those of the next smaller count, which failed.
 """
 
@@ -57,8 +58,9 @@ def smallest_passing(
         return seen[n][0]
 
     g = min(max(guess, lowest), limit)
+    first = max(1, round(g / 10))
     if ev(g):
-        hi, step = g, 1
+        hi, step = g, first
         while True:
             n = hi - step
             if n < lowest:
@@ -71,7 +73,7 @@ def smallest_passing(
                 break
             hi, step = n, step * 2
     else:
-        lo, step = g, 1
+        lo, step = g, first
         hi = -1
         while lo < limit:
             n = min(lo + step, limit)

@@ -6,14 +6,14 @@ arriving after the warm-up are scored.
 
 - *Warm-up*: an empty fleet fills its batches within a few answer times (Little's law: the
   requests in a replica reach ``rate x E2E`` after about one E2E), so the first
-  ``max(60 s, 10 x the closed-form E2E)`` are discarded; a fleet that cannot keep up never
+  ``max(30 s, 3 x the closed-form E2E)`` are discarded; a fleet that cannot keep up never
   settles, and its queue (and p99) only grows, so it fails anyway.
 - *Length*: a percentile estimate is as good as the number of samples beyond it. A q-th
   percentile target of a class whose share of traffic is ``s`` needs ``tail / (1 - q/100) / s``
   requests for ``tail`` samples in its tail (the count beyond the percentile is binomial: with
   ``tail = 50`` its standard deviation is ``sqrt(50) ~ 7``, 14%; by hand a p99 target of a class
   with 15% of the traffic needs 50 / 0.01 / 0.15 = 33,334 requests). ``measure_s`` = that many
-  requests at the peak rate, at least ``min_measure_s``.
+  requests at the peak rate, at least ``min_measure_s`` (30 s of arrivals at the peak).
 
 **Ramp window** (sizes the autoscaler): the ``window_s`` of the day where the rate rises most,
 ``argmax_t rate(t + window_s) - rate(t)`` on a one-minute grid; the fleet starts it with the
@@ -177,14 +177,14 @@ def peak_window(
     e2e_s: float,
     percentile_by_pair: dict[tuple[str, str], float],
     tail: int = 50,
-    min_measure_s: float = 120.0,
+    min_measure_s: float = 30.0,
     max_requests: int = 200_000,
 ) -> Window:
     """The steady peak window (see the module)."""
     t_peak, peak = peak_of(spec, horizon_s)
     if not peak > 0:
         raise ServecapError("traffic", peak, "the peak rate must be > 0 requests/s")
-    warmup = max(60.0, 10.0 * e2e_s)
+    warmup = max(30.0, 3.0 * e2e_s)
     n = min(max_requests, measure_requests(class_shares(spec, t_peak), percentile_by_pair, tail))
     measure = max(min_measure_s, n / peak)
     w = window_workload(spec, t_peak, warmup + measure, steady=True)
