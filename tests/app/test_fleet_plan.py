@@ -114,7 +114,11 @@ def test_an_slo_no_candidate_meets_says_which_and_the_best_attainment() -> None:
     with pytest.raises(ServecapError) as err:
         fleet_plan(plan_request_from_dict(raw))
     text = str(err.value)
-    assert "all: p99 TPOT <= 1 ms" in text and "no candidate meets it with up to 3 replicas" in text and "% of requests within" in text
+    assert (
+        "all: p99 TPOT <= 1 ms" in text
+        and "no candidate meets it with up to 3 replicas" in text
+        and "% of requests within" in text
+    )
 
 
 def test_cli_flags_json_and_html(tmp_path: Path) -> None:

@@ -17,7 +17,10 @@ from servecap.fleet.plan_window import (
 from servecap.workload import workload_from_dict, workload_rate
 
 DAY = {
-    "arrival": {"kind": "schedule", "rate": {"kind": "diurnal", "peak_per_s": 10, "trough_per_s": 2, "peak_at_s": 43200}},
+    "arrival": {
+        "kind": "schedule",
+        "rate": {"kind": "diurnal", "peak_per_s": 10, "trough_per_s": 2, "peak_at_s": 43200},
+    },
     "prompt_tokens": 100,
     "output_tokens": 20,
     "duration_s": 86400,

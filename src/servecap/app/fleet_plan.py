@@ -35,8 +35,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from servecap.app.fleet import ColdStartModel, FleetFile, PoolModel, build_fleet, fleet_from_dict
+from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet
 from servecap.errors import ServecapError, did_you_mean
+from servecap.fleet import FleetSpec
 from servecap.fleet.plan_window import Window
 from servecap.progress import Progress, ProgressFn
 from servecap.results.slo_report import GroupResult, Target
@@ -294,7 +295,9 @@ class Context:
         self.simulations = 0
         self.notes: list[str] = []
 
-    def simulate(self, ff: FleetFile, scored: Scored, *, label: str, replicas: int, seed: int | None = None) -> FleetEval:
+    def simulate(
+        self, ff: FleetFile, scored: Scored, *, label: str, replicas: int, seed: int | None = None
+    ) -> FleetEval:
         """Simulate ``ff`` on the window and score it."""
         from servecap.fleet import simulate_fleet
         from servecap.results.slo_report import metric_values, slo_report
@@ -327,7 +330,9 @@ class Context:
         if self.progress is not None:
             verdict = "meets" if ev.slo_met else "misses"
             self.progress(
-                Progress("fleet-plan", self.simulations, None, "simulations", f"{label} x {replicas} {verdict} the SLOs")
+                Progress(
+                    "fleet-plan", self.simulations, None, "simulations", f"{label} x {replicas} {verdict} the SLOs"
+                )
             )
         return ev
 
@@ -357,9 +362,9 @@ def _targets_out(report: tuple[GroupResult, ...]) -> list[TargetOut]:
     ]
 
 
-def usd_per_month(spec: Any) -> float:
+def usd_per_month(spec: FleetSpec) -> float:
     """A fixed fleet's rent: Σ pools replicas x GPUs x $/GPU-hour x 730 h."""
-    return sum(p.replicas * p.gpus_per_replica * p.price_per_gpu_hour for p in spec.pools) * HOURS_PER_MONTH
+    return float(sum(p.replicas * p.gpus_per_replica * p.price_per_gpu_hour for p in spec.pools)) * HOURS_PER_MONTH
 
 
 def pool_dict(request: FleetPlanRequest, c: CandidateModel, replicas: int, *, name: str = "main") -> dict[str, Any]:
@@ -378,7 +383,9 @@ def pool_dict(request: FleetPlanRequest, c: CandidateModel, replicas: int, *, na
     return d
 
 
-def fixed_fleet(request: FleetPlanRequest, c: CandidateModel, replicas: int, router: str | None = None) -> dict[str, Any]:
+def fixed_fleet(
+    request: FleetPlanRequest, c: CandidateModel, replicas: int, router: str | None = None
+) -> dict[str, Any]:
     return {"pools": [pool_dict(request, c, replicas)], "router": router or request.router}
 
 

@@ -80,7 +80,9 @@ def _row(name: str, change: str, ev: FleetEval | None, sims: int, note: str = ""
     )
 
 
-def _search(ctx: Context, request: FleetPlanRequest, build: Any, scored: Scored, n: int, label: str) -> tuple[FleetEval | None, int]:
+def _search(
+    ctx: Context, request: FleetPlanRequest, build: Any, scored: Scored, n: int, label: str
+) -> tuple[FleetEval | None, int]:
     """The fewest replicas passing with the lever, searched from the chosen ``n``."""
 
     def evaluate(k: int) -> tuple[bool, FleetEval]:
@@ -127,16 +129,20 @@ def run_levers(
                 skipped.append("fp8-kv: the chosen fleet already stores its KV cache in FP8")
                 continue
             c8 = c.model_copy(update={"kv_cache_dtype": "fp8"})
-            ev, k = _search(ctx, request, lambda m: fixed_fleet(request, c8, m), scored, n, c8.label())
+            ev, k = _search(ctx, request, lambda m, c8=c8: fixed_fleet(request, c8, m), scored, n, c8.label())
             rows.append(_row(name, "KV cache in FP8", ev, k))
         elif name == "cheaper-gpu":
             cheaper = [s for s in searched if s.closed.price_per_gpu_hour < best.closed.price_per_gpu_hour]
             if not cheaper:
                 alt_gpu = request.cheaper_gpu
                 if alt_gpu is None:
-                    skipped.append("cheaper-gpu: no candidate has a lower $/GPU-hour than the chosen one (set cheaper_gpu)")
+                    skipped.append(
+                        "cheaper-gpu: no candidate has a lower $/GPU-hour than the chosen one (set cheaper_gpu)"
+                    )
                     continue
-                ev, k = _search(ctx, request, lambda m: fixed_fleet(request, alt_gpu, m), scored, n, alt_gpu.label())
+                ev, k = _search(
+                    ctx, request, lambda m, alt=alt_gpu: fixed_fleet(request, alt, m), scored, n, alt_gpu.label()
+                )
                 price = ev.usd_per_month / HOURS_PER_MONTH / max(1, ev.replicas) if ev is not None else None
                 rows.append(
                     _row(
@@ -159,7 +165,11 @@ def run_levers(
                     s.result.count,
                     "from the candidate search"
                     if ev is not None
-                    else (f"more than {s.pruned_at} replicas (costs more)" if s.pruned_at is not None else "no count meets the SLOs"),
+                    else (
+                        f"more than {s.pruned_at} replicas (costs more)"
+                        if s.pruned_at is not None
+                        else "no count meets the SLOs"
+                    ),
                 )
             )
         elif name in ("scale-ahead", "warm-pool"):
@@ -174,7 +184,9 @@ def run_levers(
                 skipped.append(f"{name}: the fleet file does not take this gateway: section here ({why})")
                 continue
             if name == "cache":
-                ev, k = _search(ctx, request, lambda m: {**fixed_fleet(request, c, m), "gateway": gw}, scored, n, c.label())
+                ev, k = _search(
+                    ctx, request, lambda m, gw=gw: {**fixed_fleet(request, c, m), "gateway": gw}, scored, n, c.label()
+                )
                 rows.append(_row(name, f"semantic response cache at a {request.cache_hit_rate:.0%} hit rate", ev, k))
             else:
                 cheapest = min(request.candidates, key=lambda x: x.price_per_gpu_hour or 0.0)
@@ -182,7 +194,7 @@ def run_levers(
                     update={"model": request.small_model, "tp": None, "weights_dtype": None, "name": None}
                 )
 
-                def build(m: int, small: Any = small) -> dict[str, Any]:
+                def build(m: int, small: Any = small, gw: dict[str, Any] = gw) -> dict[str, Any]:
                     from servecap.app.fleet_plan import pool_dict
 
                     return {
@@ -193,7 +205,13 @@ def run_levers(
 
                 ev, k = _search(ctx, request, build, scored, n, c.label())
                 rows.append(
-                    _row(name, f"overflow to one {request.small_model} replica past half the TTFT target", ev, k, "overflowed requests get the small model's answers")
+                    _row(
+                        name,
+                        f"overflow to one {request.small_model} replica past half the TTFT target",
+                        ev,
+                        k,
+                        "overflowed requests get the small model's answers",
+                    )
                 )
     return rows, skipped
 

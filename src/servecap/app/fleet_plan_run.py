@@ -37,7 +37,7 @@ from servecap.fleet.plan_window import (
 )
 from servecap.policy.routers import ROUTERS
 from servecap.results.slo_report import Target
-from servecap.workload import WorkloadSpec, dist_mean, generate_arrays, workload_from_dict
+from servecap.workload import WorkloadSpec, generate_arrays, workload_from_dict
 from servecap.workload.mix_spec import SloSpec
 
 DEFAULT_SLO = SloSpec(ttft_s={"p99": 2.0}, tpot_s={"p99": 0.1})
@@ -75,7 +75,9 @@ def traffic_workload(request: FleetPlanRequest) -> tuple[WorkloadSpec, float, fl
     if base is None:
         if t.peak_rps is None and t.peak_users is None:
             raise ServecapError("traffic", None, "give peak_rps, peak_users or a workload with a rate curve")
-        base = workload_from_dict({**DEFAULT_WORKLOAD, "arrival": {"kind": "poisson", "rate_per_s": 1.0}, "duration_s": 600})
+        base = workload_from_dict(
+            {**DEFAULT_WORKLOAD, "arrival": {"kind": "poisson", "rate_per_s": 1.0}, "duration_s": 600}
+        )
     check_open_loop(base)
     horizon = base.duration_s or DAY_S
     _, peak = peak_of(base, horizon)
@@ -127,7 +129,9 @@ def scored_window(window: Window, targets: dict[tuple[str, str], tuple[Target, .
     return Scored(window, arrays, groups, {group_name(p): t for p, t in targets.items()}, scored)
 
 
-def closed_form(request: FleetPlanRequest, c: CandidateModel, spec: WorkloadSpec, arrays_mean: tuple[float, float], slo: SloSpec) -> Closed:
+def closed_form(
+    request: FleetPlanRequest, c: CandidateModel, spec: WorkloadSpec, arrays_mean: tuple[float, float], slo: SloSpec
+) -> Closed:
     """The candidate's closed form at the mean request (SLOs read as steady-state means)."""
     from servecap.app.fleet import ColdStartModel
     from servecap.catalog import lookup_gpu, resolve_model
@@ -175,7 +179,9 @@ def run_plan(request: FleetPlanRequest, ctx: Context) -> FleetPlanResponse:
     if request.router not in ROUTERS:
         from servecap.errors import did_you_mean
 
-        raise ServecapError("router", request.router, f"one of {', '.join(ROUTERS)}" + did_you_mean(request.router, ROUTERS))
+        raise ServecapError(
+            "router", request.router, f"one of {', '.join(ROUTERS)}" + did_you_mean(request.router, ROUTERS)
+        )
     from servecap.app.fleet_plan_levers import LEVERS
 
     for name in request.levers or []:
@@ -188,7 +194,9 @@ def run_plan(request: FleetPlanRequest, ctx: Context) -> FleetPlanResponse:
     targets = group_targets(spec, default_slo)
     strictest = {pair: max((q for _, q, _ in t), default=50.0) for pair, t in targets.items()}
     probe = generate_arrays(
-        workload_from_dict({**spec.model_dump(mode="json", by_alias=True, exclude_none=True), "num_requests": 2000, "duration_s": None}),
+        workload_from_dict(
+            {**spec.model_dump(mode="json", by_alias=True, exclude_none=True), "num_requests": 2000, "duration_s": None}
+        ),
         np.random.default_rng(request.seed),
     )
     mean_req = (float(np.mean(probe.prompt_tokens)), float(np.mean(probe.output_tokens)))
@@ -225,7 +233,19 @@ def run_plan(request: FleetPlanRequest, ctx: Context) -> FleetPlanResponse:
     autoscaler = None
     if daily:
         autoscaler = size_autoscaler(request, ctx, best, spec, horizon, n, peak, targets)
-    levers, skipped = run_levers(request, ctx, best=best, searched=searched, scored=scored, n=n, peak=peak, autoscaler=autoscaler, spec=spec, horizon=horizon, targets=targets)
+    levers, skipped = run_levers(
+        request,
+        ctx,
+        best=best,
+        searched=searched,
+        scored=scored,
+        n=n,
+        peak=peak,
+        autoscaler=autoscaler,
+        spec=spec,
+        horizon=horizon,
+        targets=targets,
+    )
     ff = fixed_fleet(request, best.candidate, n)
     ff["pools"][0].pop("cold_start", None)
     if autoscaler is not None:
@@ -269,7 +289,9 @@ def _guess(cf: Closed, peak: float) -> int:
     return max(1, math.ceil(peak / cf.req_s_per_replica - 1e-9)) if cf.req_s_per_replica > 0 else 1
 
 
-def search_all(request: FleetPlanRequest, ctx: Context, closed: list[Closed], scored: Scored, peak: float) -> list[Searched]:
+def search_all(
+    request: FleetPlanRequest, ctx: Context, closed: list[Closed], scored: Scored, peak: float
+) -> list[Searched]:
     """Search the candidates in order of their closed-form $/month; once one has an answer, a
     later one is first tried at the most replicas that would still cost less (``break_even``):
     if that fails, it cannot win, and its search stops there (one simulation)."""
@@ -355,7 +377,10 @@ def candidate_out(request: FleetPlanRequest, s: Searched, peak: float) -> Candid
 
 def no_candidate_error(outs: list[CandidateOut], limit: int) -> ServecapError:
     """One line: which SLO no candidate meets, and the best attainment seen."""
-    best = max((o for o in outs if o.best is not None), key=lambda o: (o.best.attainment, -o.best.replicas) if o.best else (0.0, 0))
+    best = max(
+        (o for o in outs if o.best is not None),
+        key=lambda o: (o.best.attainment, -o.best.replicas) if o.best else (0.0, 0),
+    )
     ev = best.best
     assert ev is not None
     failed = ev.failed_targets[0] if ev.failed_targets else "the SLOs"
@@ -371,12 +396,20 @@ def no_candidate_error(outs: list[CandidateOut], limit: int) -> ServecapError:
     )
 
 
-def verify_winner(request: FleetPlanRequest, ctx: Context, best: Searched, scored: Scored, n: int) -> tuple[FleetEval, int]:
+def verify_winner(
+    request: FleetPlanRequest, ctx: Context, best: Searched, scored: Scored, n: int
+) -> tuple[FleetEval, int]:
     """Re-run the winner on a second seed (a new draw of the window); one more replica while it fails (at most 3)."""
     again = scored_window(scored.window, {_pair(g): t for g, t in scored.targets.items()}, request.seed + 1)
     ev = None
     for _ in range(3):
-        ev = ctx.simulate(fleet_from_dict(fixed_fleet(request, best.candidate, n)), again, label=best.candidate.label(), replicas=n, seed=request.seed + 1)
+        ev = ctx.simulate(
+            fleet_from_dict(fixed_fleet(request, best.candidate, n)),
+            again,
+            label=best.candidate.label(),
+            replicas=n,
+            seed=request.seed + 1,
+        )
         if ev.slo_met:
             break
         n += 1
@@ -412,10 +445,14 @@ def autoscaler_dict(request: FleetPlanRequest, a: AutoscalerOut, *, predictive: 
     return d
 
 
-def floors(rate: Any, per_replica: float, lead_s: float, horizon_s: float, headroom: float, lo: int, hi: int) -> list[tuple[float, int]]:
+def floors(
+    rate: Any, per_replica: float, lead_s: float, horizon_s: float, headroom: float, lo: int, hi: int
+) -> list[tuple[float, int]]:
     from servecap.fleet.predictive import scale_ahead_schedule
 
-    out = scale_ahead_schedule(rate, req_s_per_replica=per_replica, lead_s=lead_s, horizon_s=horizon_s, step_s=60.0, headroom=headroom)
+    out = scale_ahead_schedule(
+        rate, req_s_per_replica=per_replica, lead_s=lead_s, horizon_s=horizon_s, step_s=60.0, headroom=headroom
+    )
     return [(t, min(hi, max(lo, k))) for t, k in out]
 
 
@@ -427,7 +464,16 @@ def floor_usd_per_month(fl: list[tuple[float, int]], horizon_s: float, usd_per_r
     return total / 3600.0 * usd_per_replica_hour * (HOURS_PER_MONTH * 3600.0 / horizon_s)
 
 
-def ramp_fleet(request: FleetPlanRequest, best: Searched, a: AutoscalerOut, window: Window, start_replicas: int, *, predictive: bool, cold: dict[str, Any] | None = None) -> dict[str, Any]:
+def ramp_fleet(
+    request: FleetPlanRequest,
+    best: Searched,
+    a: AutoscalerOut,
+    window: Window,
+    start_replicas: int,
+    *,
+    predictive: bool,
+    cold: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A fleet file for the ramp window: the autoscaled pool, with scale-ahead floors of the
     window's own curve as its schedule."""
     pool = fixed_fleet(request, best.candidate, start_replicas)["pools"][0]
@@ -435,14 +481,31 @@ def ramp_fleet(request: FleetPlanRequest, best: Searched, a: AutoscalerOut, wind
     pool["cold_start"] = cold if cold is not None else (cs if cs == "instant" else cs.model_dump())
     auto = autoscaler_dict(request, a, predictive=False)
     if predictive:
-        fl = floors(rate_fn(window.workload), a.scale_ahead_req_s_per_replica, a.scale_ahead_lead_s, window.duration_s, a.scale_ahead_headroom, a.min_replicas, a.max_replicas)
+        fl = floors(
+            rate_fn(window.workload),
+            a.scale_ahead_req_s_per_replica,
+            a.scale_ahead_lead_s,
+            window.duration_s,
+            a.scale_ahead_headroom,
+            a.min_replicas,
+            a.max_replicas,
+        )
         auto["schedule"] = [{"at_s": t, "min_replicas": k} for t, k in fl]
     pool["replicas"] = max(a.min_replicas, min(a.max_replicas, start_replicas))
     pool["autoscaler"] = auto
     return {"pools": [pool], "router": request.router}
 
 
-def size_autoscaler(request: FleetPlanRequest, ctx: Context, best: Searched, spec: WorkloadSpec, horizon: float, n: int, peak: float, targets: dict[tuple[str, str], tuple[Target, ...]]) -> AutoscalerOut:
+def size_autoscaler(
+    request: FleetPlanRequest,
+    ctx: Context,
+    best: Searched,
+    spec: WorkloadSpec,
+    horizon: float,
+    n: int,
+    peak: float,
+    targets: dict[tuple[str, str], tuple[Target, ...]],
+) -> AutoscalerOut:
     """Min/max/target and scale-ahead from the peak answer, checked on the steepest ramp."""
     from servecap.policy.autoscalers import PRESETS
 
@@ -458,9 +521,8 @@ def size_autoscaler(request: FleetPlanRequest, ctx: Context, best: Searched, spe
     preset = PRESETS[request.autoscaler.preset]
     target = request.autoscaler.target or preset.target
     interval = request.autoscaler.interval_s or preset.interval_s
-    used = 0
     out: AutoscalerOut | None = None
-    for h in request.autoscaler.headroom:
+    for used, h in enumerate(request.autoscaler.headroom, start=1):
         a = AutoscalerOut(
             preset=request.autoscaler.preset,
             signal=preset.signal,
@@ -475,13 +537,29 @@ def size_autoscaler(request: FleetPlanRequest, ctx: Context, best: Searched, spe
             ramp_end_s=window.start_s + window.duration_s,
             ramp_rate_from_req_s=window.rate_start_req_s,
             ramp_rate_to_req_s=window.rate_end_req_s,
-            ramp=FleetEval(candidate="", replicas=0, usd_per_month=0, requests=0, ttft_p99_s=None, tpot_p99_s=None, attainment=0, slo_met=False, failed_targets=[], targets=[], seed=0),
+            ramp=FleetEval(
+                candidate="",
+                replicas=0,
+                usd_per_month=0,
+                requests=0,
+                ttft_p99_s=None,
+                tpot_p99_s=None,
+                attainment=0,
+                slo_met=False,
+                failed_targets=[],
+                targets=[],
+                seed=0,
+            ),
             usd_per_month=0.0,
             simulations=0,
         )
         start = math.ceil(h * window.rate_start_req_s / per - 1e-9)
-        ev = ctx.simulate(fleet_from_dict(ramp_fleet(request, best, a, window, start, predictive=True)), scored, label=best.candidate.label(), replicas=hi)
-        used += 1
+        ev = ctx.simulate(
+            fleet_from_dict(ramp_fleet(request, best, a, window, start, predictive=True)),
+            scored,
+            label=best.candidate.label(),
+            replicas=hi,
+        )
         fl = floors(rate, per, lead, horizon, h, lo, hi)
         usd = floor_usd_per_month(fl, horizon, best.closed.gpus_per_replica * best.closed.price_per_gpu_hour)
         out = a.model_copy(update={"ramp": ev, "usd_per_month": usd, "simulations": used})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html as html_lib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +27,17 @@ def _ms(x: float | None) -> str:
 @click.command("plan")
 @click.option("--plan", "plan_file", type=PATH, default=None, help="Plan file (YAML/JSON; see docs/fleet.md).")
 @click.option("--model", "-m", type=click.STRING, default=None, help="Catalog id or config.json path.")
-@click.option("--gpu", "-g", "gpus", type=click.STRING, multiple=True, help="A candidate GPU (repeat: -g H100 -g H200).")
+@click.option(
+    "--gpu", "-g", "gpus", type=click.STRING, multiple=True, help="A candidate GPU (repeat: -g H100 -g H200)."
+)
 @click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel size of every candidate.")
 @click.option("--weights-dtype", "-w", type=click.STRING, default=None, help="auto|bf16|fp16|fp8|int8|int4|...")
 @click.option("--kv-cache-dtype", "-k", type=click.STRING, default="auto", help="auto|bf16|fp16|fp8.")
 @click.option("--max-model-len", "-l", type=click.INT, default=None, help="Context length (default: the model's).")
 @click.option("--peak-rps", type=click.FLOAT, default=None, help="Peak requests per second.")
-@click.option("--peak-users", type=click.INT, default=None, help="Peak users (one request each per --request-interval-s).")
+@click.option(
+    "--peak-users", type=click.INT, default=None, help="Peak users (one request each per --request-interval-s)."
+)
 @click.option(
     "--request-interval-s",
     type=click.FLOAT,
@@ -43,8 +48,12 @@ def _ms(x: float | None) -> str:
 @click.option("--slo-ttft-p99-s", type=click.FLOAT, default=None, help="p99 time to first token target (s).")
 @click.option("--slo-tpot-p99-s", type=click.FLOAT, default=None, help="p99 time per output token target (s).")
 @slo_options(None, None, "checked at p99, as capacity")
-@click.option("--router", type=click.Choice(list(ROUTERS)), default=None, help="Routing policy (default least-outstanding).")
-@click.option("--levers", type=click.STRING, default=None, help="Comma-separated levers (default: all the fleet file takes).")
+@click.option(
+    "--router", type=click.Choice(list(ROUTERS)), default=None, help="Routing policy (default least-outstanding)."
+)
+@click.option(
+    "--levers", type=click.STRING, default=None, help="Comma-separated levers (default: all the fleet file takes)."
+)
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed (default 0).")
 @click.option("--html", "html_path", type=PATH, default=None, help="Write an HTML page of the plan.")
 @json_option
@@ -89,10 +98,15 @@ def fleet_plan_command(
         raw["candidates"] = [{"gpu": g, **cand} for g in gpus]
     elif plan_file is None:
         raise ServecapError("gpu", None, "give at least one candidate GPU (-g H100 -g H200) or --plan FILE")
-    traffic = dict(raw.get("traffic") or {})
-    for k, v in (("peak_rps", peak_rps), ("peak_users", peak_users), ("request_interval_s", request_interval_s)):
-        if v is not None:
-            traffic[k] = v
+    traffic: dict[str, Any] = dict(raw.get("traffic") or {})
+    flags: tuple[tuple[str, float | None], ...] = (
+        ("peak_rps", peak_rps),
+        ("peak_users", peak_users),
+        ("request_interval_s", request_interval_s),
+    )
+    for key, amount in flags:
+        if amount is not None:
+            traffic[key] = amount
     if peak_rps is not None:
         traffic.pop("peak_users", None)
     if peak_users is not None:
@@ -105,7 +119,9 @@ def fleet_plan_command(
     slo = dict(raw.get("slo") or {})
     for metric, secs, ms in (("ttft_s", slo_ttft_p99_s, ttft_slo_ms), ("tpot_s", slo_tpot_p99_s, tpot_slo_ms)):
         if secs is not None and ms is not None:
-            raise ServecapError(f"slo.{metric}", secs, f"give --slo-{metric[:4]}-p99-s or --{metric[:4]}-slo-ms, not both")
+            raise ServecapError(
+                f"slo.{metric}", secs, f"give --slo-{metric[:4]}-p99-s or --{metric[:4]}-slo-ms, not both"
+            )
         value = secs if secs is not None else (ms / 1e3 if ms is not None else None)
         if value is not None:
             slo[metric] = {"p99": value}
@@ -187,7 +203,9 @@ def lever_rows(r: FleetPlanResponse) -> list[tuple[str, str, str, str, str, str,
         (
             "chosen",
             f"{r.router} routing, {c.name}",
-            str(c.replicas) if r.autoscaler is None else f"{c.replicas} at the peak ({r.autoscaler.min_replicas}-{r.autoscaler.max_replicas} autoscaled)",
+            str(c.replicas)
+            if r.autoscaler is None
+            else f"{c.replicas} at the peak ({r.autoscaler.min_replicas}-{r.autoscaler.max_replicas} autoscaled)",
             f"${c.usd_per_month or 0:,.0f}",
             _ms(r.fleet.ttft_p99_s),
             _ms(r.fleet.tpot_p99_s),
@@ -201,7 +219,9 @@ def lever_rows(r: FleetPlanResponse) -> list[tuple[str, str, str, str, str, str,
             (
                 lv.name,
                 lv.change,
-                f"{a.min_replicas}-{a.max_replicas}" if ramp and a is not None else ("-" if lv.replicas is None else str(lv.replicas)),
+                f"{a.min_replicas}-{a.max_replicas}"
+                if ramp and a is not None
+                else ("-" if lv.replicas is None else str(lv.replicas)),
                 "-" if lv.usd_per_month is None else f"${lv.usd_per_month:,.0f}",
                 _ms(lv.ttft_p99_s),
                 _ms(lv.tpot_p99_s),
@@ -229,7 +249,9 @@ def render(console: Console, r: FleetPlanResponse) -> None:
             _replicas_cell(o),
             "-" if o.usd_per_month is None else f"${o.usd_per_month:,.0f}",
             "-" if o.req_s_per_replica is None else f"{o.req_s_per_replica:,.2f}",
-            "-" if o.users_per_gpu is None else f"{o.users_per_gpu:,.0f} ({o.closed_form_users_per_gpu:,.0f} closed form)",
+            "-"
+            if o.users_per_gpu is None
+            else f"{o.users_per_gpu:,.0f} ({o.closed_form_users_per_gpu:,.0f} closed form)",
             str(o.simulations),
         )
     console.print(cand)
@@ -251,7 +273,7 @@ def plan_html(r: FleetPlanResponse) -> str:
     """One offline page: the answer, the candidates and the lever table."""
     esc = html_lib.escape
 
-    def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
         head = "".join(f"<th>{esc(h)}</th>" for h in header)
         body = "".join("<tr>" + "".join(f"<td>{esc(x)}</td>" for x in row) + "</tr>" for row in rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -294,7 +316,11 @@ def markdown_block(r: FleetPlanResponse) -> str:
     out += ["```", "", "| candidate | closed-form replicas | simulated replicas | $/month | users/GPU | simulations |"]
     out.append("|---|---|---|---|---|---|")
     for o in r.candidates:
-        users = "-" if o.users_per_gpu is None else f"{o.users_per_gpu:,.0f} ({o.closed_form_users_per_gpu:,.0f} closed form)"
+        users = (
+            "-"
+            if o.users_per_gpu is None
+            else f"{o.users_per_gpu:,.0f} ({o.closed_form_users_per_gpu:,.0f} closed form)"
+        )
         out.append(
             f"| {o.name} | {o.closed_form_replicas} | {_replicas_cell(o)} | "
             f"{'-' if o.usd_per_month is None else f'${o.usd_per_month:,.0f}'} | {users} | {o.simulations} |"

@@ -129,7 +129,9 @@ def _schedule(times: NDArray[np.float64], rates: NDArray[np.float64]) -> dict[st
     return {"kind": "schedule", "rate": {"kind": "piecewise", "steps": steps}}
 
 
-def window_workload(spec: WorkloadSpec, start_s: float, duration_s: float, *, steady: bool, step_s: float = 30.0) -> WorkloadSpec:
+def window_workload(
+    spec: WorkloadSpec, start_s: float, duration_s: float, *, steady: bool, step_s: float = 30.0
+) -> WorkloadSpec:
     """``spec`` from ``start_s`` for ``duration_s``: each arrival a piecewise schedule sampled
     every ``step_s`` (``steady``: held at its rate at ``start_s``)."""
     times = np.array([0.0]) if steady else grid(duration_s, step_s)
@@ -160,7 +162,9 @@ def class_shares(spec: WorkloadSpec, at_s: float) -> dict[tuple[str, str], float
     return out
 
 
-def measure_requests(shares: dict[tuple[str, str], float], percentile_by_pair: dict[tuple[str, str], float], tail: int) -> int:
+def measure_requests(
+    shares: dict[tuple[str, str], float], percentile_by_pair: dict[tuple[str, str], float], tail: int
+) -> int:
     """Requests to score so every class's strictest percentile has ``tail`` samples beyond it."""
     need = 0.0
     for pair, q in percentile_by_pair.items():
