@@ -23,6 +23,7 @@ from servecap.app.fleet_plan import (
     fixed_fleet,
 )
 from servecap.errors import ServecapError
+from servecap.fleet.class_slo import class_groups, class_targets, group_name
 from servecap.fleet.plan_search import SearchResult, smallest_passing
 from servecap.fleet.plan_window import (
     DAY_S,
@@ -92,14 +93,7 @@ def traffic_workload(request: FleetPlanRequest) -> tuple[WorkloadSpec, float, fl
 
 def group_targets(spec: WorkloadSpec, default: SloSpec) -> dict[tuple[str, str], tuple[Target, ...]]:
     """Each (tenant, class) pair's targets: its class's SLO, else ``default``."""
-    from servecap.workload import traffic_classes
-
-    pairs = traffic_classes(spec)
-    out: dict[tuple[str, str], tuple[Target, ...]] = {}
-    if not pairs:
-        out[("", "")] = default.targets()
-    for p in pairs:
-        out[(p.tenant, p.name)] = p.slo_targets or default.targets()
+    out = class_targets(spec, default.targets())
     for pair, targets in out.items():
         for metric, _, _ in targets:
             if metric == "itl_s":
@@ -110,23 +104,11 @@ def group_targets(spec: WorkloadSpec, default: SloSpec) -> dict[tuple[str, str],
     return out
 
 
-def group_name(pair: tuple[str, str]) -> str:
-    return f"{pair[0]}/{pair[1]}" if pair[0] else "all"
-
-
 def scored_window(window: Window, targets: dict[tuple[str, str], tuple[Target, ...]], seed: int) -> Scored:
     arrays = generate_arrays(window.workload, np.random.default_rng(seed))
     keep = arrays.arrival_s >= window.warmup_s
-    scored = np.flatnonzero(keep)
-    groups: dict[str, np.ndarray] = {}
-    if ("", "") in targets:
-        groups["all"] = scored
-    else:
-        for pair in targets:
-            ti = arrays.tenant_names.index(pair[0]) if pair[0] in arrays.tenant_names else -2
-            ci = arrays.class_names.index(pair[1]) if pair[1] in arrays.class_names else -2
-            groups[group_name(pair)] = np.flatnonzero(keep & (arrays.tenant == ti) & (arrays.request_class == ci))
-    return Scored(window, arrays, groups, {group_name(p): t for p, t in targets.items()}, scored)
+    groups = class_groups(arrays, list(targets), keep)
+    return Scored(window, arrays, groups, {group_name(p): t for p, t in targets.items()}, np.flatnonzero(keep))
 
 
 def closed_form(
