@@ -36,7 +36,7 @@ from servecap.fleet.plan_search import smallest_passing
 from servecap.fleet.plan_window import ramp_window, rate_fn
 
 if TYPE_CHECKING:
-    from servecap.app.fleet_plan import AutoscalerOut, Scored
+    from servecap.app.fleet_plan import AutoscalerOut, CandidateModel, Scored
     from servecap.results.slo_report import Target
     from servecap.workload import WorkloadSpec
 
@@ -183,36 +183,10 @@ def run_levers(
             if why is not None:
                 skipped.append(f"{name}: the fleet file does not take this gateway: section here ({why})")
                 continue
-            if name == "cache":
-                ev, k = _search(
-                    ctx, request, lambda m, gw=gw: {**fixed_fleet(request, c, m), "gateway": gw}, scored, n, c.label()
-                )
-                rows.append(_row(name, f"semantic response cache at a {request.cache_hit_rate:.0%} hit rate", ev, k))
-            else:
-                cheapest = min(request.candidates, key=lambda x: x.price_per_gpu_hour or 0.0)
-                small = cheapest.model_copy(
-                    update={"model": request.small_model, "tp": None, "weights_dtype": None, "name": None}
-                )
-
-                def build(m: int, small: Any = small, gw: dict[str, Any] = gw) -> dict[str, Any]:
-                    from servecap.app.fleet_plan import pool_dict
-
-                    return {
-                        "pools": [pool_dict(request, c, m), pool_dict(request, small, 1, name="small")],
-                        "router": request.router,
-                        "gateway": gw,
-                    }
-
-                ev, k = _search(ctx, request, build, scored, n, c.label())
-                rows.append(
-                    _row(
-                        name,
-                        f"overflow to one {request.small_model} replica past half the TTFT target",
-                        ev,
-                        k,
-                        "overflowed requests get the small model's answers",
-                    )
-                )
+            try:
+                rows.append(_gateway_lever(request, ctx, name, c, gw, scored, n))
+            except ServecapError as err:  # a gateway setting the fleet file takes but cannot run here
+                skipped.append(f"{name}: {err}")
     return rows, skipped
 
 
@@ -270,4 +244,41 @@ def _ramp_lever(
         1,
         f"standby nodes billed all month; {peak:,.0f} req/s peak",
         usd=usd,
+    )
+
+
+def _gateway_lever(
+    request: FleetPlanRequest,
+    ctx: Context,
+    name: str,
+    c: CandidateModel,
+    gw: dict[str, Any],
+    scored: Scored,
+    n: int,
+) -> LeverOut:
+    """A gateway lever (``cache`` or ``overflow``): the fewest replicas with that ``gateway:``."""
+    if name == "cache":
+        ev, k = _search(
+            ctx, request, lambda m, gw=gw: {**fixed_fleet(request, c, m), "gateway": gw}, scored, n, c.label()
+        )
+        return _row(name, f"semantic response cache at a {request.cache_hit_rate:.0%} hit rate", ev, k)
+    cheapest = min(request.candidates, key=lambda x: x.price_per_gpu_hour or 0.0)
+    small = cheapest.model_copy(update={"model": request.small_model, "tp": None, "weights_dtype": None, "name": None})
+
+    def build(m: int, small: Any = small, gw: dict[str, Any] = gw) -> dict[str, Any]:
+        from servecap.app.fleet_plan import pool_dict
+
+        return {
+            "pools": [pool_dict(request, c, m), pool_dict(request, small, 1, name="small")],
+            "router": request.router,
+            "gateway": gw,
+        }
+
+    ev, k = _search(ctx, request, build, scored, n, c.label())
+    return _row(
+        name,
+        f"overflow to one {request.small_model} replica past half the TTFT target",
+        ev,
+        k,
+        "overflowed requests get the small model's answers",
     )
