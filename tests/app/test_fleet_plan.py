@@ -152,3 +152,10 @@ def test_cli_bad_input_is_one_line_and_exit_2(
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and err.count("\n") == 0
+
+
+def test_rent_of_a_scale_ahead_floor_by_hand() -> None:
+    from servecap.app.fleet_plan_run import floor_usd_per_month
+
+    # 2 replicas for half the day, 4 for the other half: 3 on average, x $3/replica-hour x 730 h
+    assert floor_usd_per_month([(0.0, 2), (43_200.0, 4)], 86_400.0, 3.0) == pytest.approx(3 * 3 * 730)

@@ -544,6 +544,7 @@ def size_autoscaler(
         )
         fl = floors(rate, per, lead, horizon, h, lo, hi)
         usd = floor_usd_per_month(fl, horizon, best.closed.gpus_per_replica * best.closed.price_per_gpu_hour)
+        ev = ev.model_copy(update={"usd_per_month": usd})  # the autoscaled rent, not the ramp's starting count
         out = a.model_copy(update={"ramp": ev, "usd_per_month": usd, "simulations": used})
         if ev.slo_met:
             break
