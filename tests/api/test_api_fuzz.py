@@ -16,7 +16,7 @@ from servecap.api import ServeSettings, create_app
 _APP = create_app(ServeSettings(data_dir=Path("/nonexistent-servecap-upload-dir"), db=None))
 schema = schemathesis.openapi.from_asgi("/openapi.json", _APP)
 # jobs start child processes and the runs routes read the user's store: exercised by tests/api/test_api.py
-schema = schema.exclude(path_regex=r"^/api/v1/(simulate|capacity|fleet/simulate|jobs|runs|models/upload)")
+schema = schema.exclude(path_regex=r"^/api/v1/(simulate|capacity|fleet/simulate|fleet/plan|jobs|runs|models/upload)")
 
 
 @pytest.fixture(autouse=True)

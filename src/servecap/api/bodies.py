@@ -136,3 +136,12 @@ class FleetSimulateBody(BaseModel):
     fleet: dict[str, object]
     workload: dict[str, object]
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+
+class FleetPlanBody(BaseModel):
+    """``servecap fleet plan``: a plan file as a JSON object (the keys the YAML file takes;
+    docs/fleet.md, "Planning a fleet")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: dict[str, object]

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from servecap.api.bodies import CapacityBody, FleetSimulateBody, SimulateBody
+from servecap.api.bodies import CapacityBody, FleetPlanBody, FleetSimulateBody, SimulateBody
 from servecap.progress import Progress
 
 
@@ -136,5 +136,33 @@ def fleet_simulate_job(payload: dict[str, Any], progress: Callable[[Progress], N
         fleet=fleet_from_dict(dict(body.fleet)), workload=workload_from_dict(dict(body.workload)), seed=body.seed
     )
     response, _result = fleet_simulate(request, progress=progress)
+    result: dict[str, Any] = json.loads(response.model_dump_json())
+    return result
+
+
+def check_fleet_plan_body(body: FleetPlanBody, max_requests: int) -> None:
+    """Refuse a plan body before queueing it: its one-line errors (unknown keys, no candidates,
+    unknown GPUs or models, bad traffic) and a peak window of at most ``max_requests``."""
+    from servecap.app.fleet_plan import plan_request_from_dict
+    from servecap.catalog import lookup_gpu, resolve_model
+    from servecap.errors import ServecapError
+
+    request = plan_request_from_dict(dict(body.plan))
+    if not request.candidates:
+        raise ServecapError("plan.candidates", [], "give at least one candidate pool")
+    for c in [*request.candidates, *([request.cheaper_gpu] if request.cheaper_gpu else [])]:
+        lookup_gpu(c.gpu)
+        resolve_model(c.model or request.model)
+    if request.max_window_requests > max_requests:
+        raise ServecapError(
+            "plan.max_window_requests", request.max_window_requests, f"at most {max_requests:,} over HTTP"
+        )
+
+
+def fleet_plan_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
+    from servecap.app.fleet_plan import fleet_plan, plan_request_from_dict
+
+    body = FleetPlanBody.model_validate(payload)
+    response = fleet_plan(plan_request_from_dict(dict(body.plan)), progress=progress)
     result: dict[str, Any] = json.loads(response.model_dump_json())
     return result

@@ -25,13 +25,21 @@ from servecap.api.bodies import (
     CapacityBody,
     CompareBody,
     DeploymentBody,
+    FleetPlanBody,
     FleetSimulateBody,
     PlanBody,
     SimulateBody,
     UploadBody,
 )
 from servecap.api.cache import ResponseCache
-from servecap.api.jobfns import capacity_job, check_fleet_body, fleet_simulate_job, simulate_job
+from servecap.api.jobfns import (
+    capacity_job,
+    check_fleet_body,
+    check_fleet_plan_body,
+    fleet_plan_job,
+    fleet_simulate_job,
+    simulate_job,
+)
 from servecap.api.jobs import JobFn, JobManager, JobQueueFull
 from servecap.api.uploads import resolve_model_name, store_config
 from servecap.errors import ServecapError, from_validation_error
@@ -189,6 +197,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
         check_fleet_body(body, MAX_SIM_REQUESTS)
         return accepted("fleet-simulate", fleet_simulate_job, body.model_dump())
+
+    @app.post(f"{API}/fleet/plan", status_code=202)
+    async def fleet_plan(body: FleetPlanBody) -> JSONResponse:
+        """Start ``servecap fleet plan`` as a job; its result is ``fleet plan --json``."""
+        check_fleet_plan_body(body, MAX_SIM_REQUESTS)
+        return accepted("fleet-plan", fleet_plan_job, body.model_dump())
 
     @app.get(f"{API}/jobs")
     async def list_jobs() -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from servecap.policy.routers import ROUTERS
 from servecap.progress import ProgressFn
 from servecap.results import summary_to_json_dict
 from servecap.specs.perf import Slo
-from servecap.workload import WorkloadSpec
+from servecap.workload import WorkloadSpec, traffic_classes
 
 if TYPE_CHECKING:
     from servecap.core.plan import Plan
@@ -404,6 +404,7 @@ class FleetSimulateResponse(_Model):
     retried: int
     seed: int
     notes: list[str]
+    slo_by_class: list[dict[str, Any]] = Field(default_factory=list)  # per (tenant, class) percentile targets
 
 
 def response_from_result(res: FleetResult, seed: int, notes: list[str]) -> FleetSimulateResponse:
@@ -514,5 +515,34 @@ def fleet_simulate(
     """Build the fleet, simulate it under the workload, and shape the response."""
     spec, notes = build_fleet(request.fleet, base_dir)
     spec = with_predictive_floors(spec, request.fleet, request.workload, notes)
-    res = simulate_fleet(spec, request.workload, request.seed, progress=progress)
-    return response_from_result(res, request.seed, notes), res
+    wl = request.workload
+    if not any(c.slo_targets for c in traffic_classes(wl)):
+        res = simulate_fleet(spec, wl, request.seed, progress=progress)
+        return response_from_result(res, request.seed, notes), res
+    # the classes' own percentile targets: draw the requests here (simulate_fleet draws the same
+    # ones from the same seed) to know each one's class
+    import numpy as np
+
+    from servecap.fleet.class_slo import class_slo_report
+    from servecap.workload import generate_arrays
+
+    arrays = generate_arrays(wl, np.random.default_rng(request.seed))
+    res = simulate_fleet(spec, arrays, request.seed, progress=progress)
+    report = class_slo_report(res.columns, arrays, wl)
+    response = response_from_result(res, request.seed, notes)
+    rows = [
+        {
+            "group": t.group,
+            "target": t.label(),
+            "metric": t.metric,
+            "percentile": t.percentile,
+            "max_s": t.max_s,
+            "observed_s": t.observed_s if np.isfinite(t.observed_s) else None,
+            "share_within": t.share_within,
+            "requests": g.requests,
+            "met": t.met,
+        }
+        for g in report
+        for t in g.targets
+    ]
+    return response.model_copy(update={"slo_by_class": rows}), res

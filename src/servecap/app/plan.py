@@ -178,7 +178,11 @@ def plan(request: PlanRequest) -> PlanResponse:
         if r.peak_users < 0:
             raise ServecapError("peak_users", r.peak_users, "must be >= 0")
         replicas = replicas_needed(r.peak_users, p.users_served) if p.users_served else None
-        notes.append(f"replicas for {r.peak_users:,} users: {FLEET_POINTER}")
+        notes.append(
+            f"replicas for {r.peak_users:,} users: {FLEET_POINTER} "
+            f"(`servecap fleet plan -m {dep.model.id} -g {dep.gpu.id} --peak-users {r.peak_users}`; "
+            "it counts users at one request per --request-interval-s instead of a duty cycle)"
+        )
     if r.peak_tok_s is not None:
         if not 0 <= r.peak_tok_s < 1e12:
             raise ServecapError("peak_tok_s", r.peak_tok_s, "must be a non-negative rate")

@@ -166,6 +166,15 @@ def fleet_simulate_command(
     _render(Console(), response, router_name)
 
 
+def _add_plan_command() -> None:
+    from servecap.cli.fleet_plan_cmd import fleet_plan_command
+
+    fleet_group.add_command(fleet_plan_command)
+
+
+_add_plan_command()
+
+
 def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
     from rich.table import Table
 
@@ -203,6 +212,20 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
                 "-" if att is None else f"{att:.1%}",
             )
         console.print(per)
+    if r.slo_by_class:
+        slo = Table(title="per-class SLO targets", title_justify="left")
+        for c in ("class", "target", "observed (ms)", "within", "met"):
+            slo.add_column(c, justify="right")
+        for row in r.slo_by_class:
+            obs = row["observed_s"]
+            slo.add_row(
+                row["group"],
+                row["target"],
+                "failed requests" if obs is None else f"{obs * 1e3:,.1f}",
+                f"{row['share_within']:.1%}",
+                "yes" if row["met"] else "no",
+            )
+        console.print(slo)
     s = r.summary
     t = Table(show_header=False, title="outcomes and cost", title_justify="left")
     t.add_column("metric")

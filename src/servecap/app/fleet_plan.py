@@ -1,0 +1,400 @@
+"""The fleet-plan use case: for this traffic and these SLOs, the cheapest fleet, with evidence.
+
+:func:`fleet_plan` takes a :class:`FleetPlanRequest` (a plan file or the flags of ``servecap
+fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The steps:
+
+1. **Traffic**: the workload (lengths, shared prefixes, tenants and classes with their SLOs, a
+   daily rate curve) scaled so its peak is ``peak_rps``, or ``peak_users / request_interval_s``
+   (a user sends one request every ``request_interval_s`` on average: reading, typing and the
+   answer). The same conversion turns the closed form's and the simulation's requests/s per
+   replica into users per GPU, so ``plan``, ``capacity`` and ``fleet plan`` count users alike.
+2. **SLOs** are percentile targets per class (``p99 TTFT <= 1 s``); a class without its own takes
+   the request's ``slo`` (default: the interactive SLO of ``plan``/``capacity``, at p99).
+3. **Per candidate pool**: the closed form (:func:`servecap.core.plan.plan` at the traffic's mean
+   request, SLOs read as means) gives requests/s per replica and a first replica count; the
+   fleet simulator then finds the fewest replicas whose peak window meets every target
+   (:func:`servecap.fleet.plan_search.smallest_passing`; windows in
+   :mod:`servecap.fleet.plan_window`). The evidence is that count's attainment and that of one
+   replica fewer, which fails.
+4. **Rank** by $/month (730 hours: 8,760 / 12) and **verify** the winner on a second seed (one
+   more replica while it fails).
+5. **Daily curve**: an autoscaler from the winner's requests/s per replica — min from the
+   trough, max from the peak, scale-ahead of the curve by one cold start — checked on the
+   steepest ramp of the day; $/month from the scale-ahead floor over the day.
+6. **Levers** (:mod:`servecap.app.fleet_plan_levers`), each re-simulated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet
+from servecap.errors import ServecapError, did_you_mean
+from servecap.fleet import FleetSpec
+from servecap.fleet.plan_window import Window
+from servecap.progress import Progress, ProgressFn
+from servecap.results.slo_report import GroupResult, Target
+from servecap.workload import RequestArrays, WorkloadSpec
+from servecap.workload.mix_spec import SloSpec
+
+HOURS_PER_MONTH = 730.0
+DEFAULT_WORKLOAD: dict[str, Any] = {
+    "prompt_tokens": {"kind": "lognormal", "median": 400, "sigma": 0.8, "max": 6000},
+    "output_tokens": {"kind": "lognormal", "median": 200, "sigma": 0.6, "max": 1500},
+}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CandidateModel(_Model):
+    """One candidate pool: a GPU with the deployment flags ``plan`` takes."""
+
+    gpu: str
+    model: str | None = None  # default: the request's model
+    name: str | None = None  # default: the GPU (and TP, dtypes when not the defaults)
+    tp: int | None = Field(default=None, ge=1)
+    weights_dtype: str | None = None
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = Field(default=None, ge=1)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    price_per_gpu_hour: float | None = Field(default=None, ge=0)  # default: the GPU catalog's
+
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        parts = [self.gpu]
+        if self.tp and self.tp > 1:
+            parts.append(f"tp{self.tp}")
+        if self.weights_dtype:
+            parts.append(f"w-{self.weights_dtype}")
+        if self.kv_cache_dtype != "auto":
+            parts.append(f"kv-{self.kv_cache_dtype}")
+        return " ".join(parts)
+
+
+class TrafficModel(_Model):
+    """The traffic: a workload (lengths, prefixes, tenants/classes, a daily curve) and its peak."""
+
+    peak_rps: float | None = Field(default=None, gt=0, le=1e6)
+    peak_users: int | None = Field(default=None, gt=0, le=1_000_000_000)
+    request_interval_s: float = Field(default=30.0, gt=0, le=86_400)
+    workload: WorkloadSpec | None = None  # default: chat lengths at a constant peak rate
+
+
+class AutoscalerPlanModel(_Model):
+    preset: Literal["keda-vllm", "ray-serve"] = "keda-vllm"
+    target: float | None = Field(default=None, gt=0)
+    interval_s: float | None = Field(default=None, gt=0)
+    headroom: list[float] = Field(default_factory=lambda: [1.0, 1.15, 1.3], min_length=1)
+    ramp_window_s: float | None = Field(default=None, gt=0)  # default: 3 cold starts, at least 5 min
+
+
+class FleetPlanRequest(_Model):
+    model: str = "meta-llama/Llama-3.1-8B"
+    candidates: list[CandidateModel]
+    traffic: TrafficModel
+    slo: SloSpec | None = None  # default: p99 TTFT <= 2 s, p99 TPOT <= 100 ms (the interactive SLO)
+    router: str = "least-outstanding"
+    cold_start: ColdStartModel | Literal["instant"] = ColdStartModel()
+    autoscaler: AutoscalerPlanModel = AutoscalerPlanModel()
+    levers: list[str] | None = None  # default: every lever the fleet file accepts
+    cheaper_gpu: CandidateModel | None = None  # the cheaper-GPU lever's pool when no candidate is cheaper
+    cache_hit_rate: float = Field(default=0.2, gt=0, lt=1)
+    small_model: str = "meta-llama/Llama-3.1-8B"
+    max_replicas: int = Field(default=256, ge=1, le=4096)
+    prune_candidates: bool = True  # stop a candidate that fails at the count that would still cost less
+    tail_samples: int = Field(default=50, ge=5, le=10_000)
+    max_window_requests: int = Field(default=200_000, ge=100)
+    seed: int = 0
+
+
+def plan_request_from_dict(raw: dict[str, Any]) -> FleetPlanRequest:
+    """Validate a plan file's mapping; the first problem is one error naming the field."""
+    try:
+        return FleetPlanRequest.model_validate(raw)
+    except ValidationError as err:
+        e = next((x for x in err.errors() if x["type"] == "extra_forbidden"), err.errors()[0])
+        loc = [str(p) for p in e["loc"] if not str(p).startswith("function-")]
+        field = "plan" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc)
+        if e["type"] == "extra_forbidden":
+            return _fail(field, None, "unknown key" + did_you_mean(loc[-1] if loc else "", _KEYS))
+        if e["type"] == "missing":
+            return _fail(field, None, "is required")
+        value = e.get("input")
+        return _fail(field, "{...}" if isinstance(value, dict) else value, e["msg"])
+
+
+def load_plan_file(path: Path | str) -> dict[str, Any]:
+    """Read a ``.yaml``/``.yml``/``.json`` plan file into a mapping (validated by
+    :func:`plan_request_from_dict`)."""
+    import json
+
+    path = Path(path)
+    if not path.exists():
+        raise ServecapError("plan", str(path), "no such file")
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ServecapError("plan", str(path), "malformed YAML") from None
+    elif suffix == ".json":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ServecapError("plan", str(path), f"malformed JSON: {err.msg} at line {err.lineno}") from None
+    else:
+        raise ServecapError("plan", str(path), "must be a .yaml, .yml or .json file")
+    if not isinstance(raw, dict):
+        raise ServecapError("plan", str(path), "must contain one mapping (key: value) at the top")
+    return raw
+
+
+_KEYS = sorted({*FleetPlanRequest.model_fields, *TrafficModel.model_fields, *CandidateModel.model_fields})
+
+
+def _fail(field: str, value: object, msg: str) -> FleetPlanRequest:
+    raise ServecapError(field, value, msg)
+
+
+# ---- the response ------------------------------------------------------------------------------
+
+
+class TargetOut(_Model):
+    group: str
+    target: str  # "p99 TTFT <= 1,000 ms"
+    metric: str
+    percentile: float
+    max_s: float
+    observed_s: float | None  # None: no samples; inf is written as 1e9 (failed requests)
+    share_within: float
+    met: bool
+
+
+class FleetEval(_Model):
+    """One simulated fleet on one window."""
+
+    candidate: str
+    replicas: int
+    usd_per_month: float
+    requests: int  # scored (after the warm-up)
+    ttft_p99_s: float | None
+    tpot_p99_s: float | None
+    attainment: float  # share of scored requests within all their class's targets
+    slo_met: bool
+    failed_targets: list[str]
+    targets: list[TargetOut]
+    seed: int
+
+
+class CandidateOut(_Model):
+    name: str
+    model: str
+    gpu: str
+    gpus_per_replica: int
+    price_per_gpu_hour: float
+    closed_form_req_s_per_replica: float
+    closed_form_replicas: int
+    replicas: int | None  # None: no count up to max_replicas meets the SLOs
+    usd_per_month: float | None
+    req_s_per_replica: float | None  # simulated, at the peak
+    users_per_gpu: float | None
+    closed_form_users_per_gpu: float
+    simulations: int
+    best: FleetEval | None  # the answer's evaluation (or the best attainment seen when none passed)
+    note: str = ""
+
+
+class AutoscalerOut(_Model):
+    preset: str
+    signal: str
+    target: float
+    interval_s: float
+    min_replicas: int
+    max_replicas: int
+    scale_ahead_req_s_per_replica: float
+    scale_ahead_lead_s: float
+    scale_ahead_headroom: float
+    ramp_start_s: float
+    ramp_end_s: float
+    ramp_rate_from_req_s: float
+    ramp_rate_to_req_s: float
+    ramp: FleetEval
+    usd_per_month: float  # the scale-ahead floor over the day (not a simulated day)
+    simulations: int
+
+
+class LeverOut(_Model):
+    name: str
+    change: str
+    replicas: int | None
+    usd_per_month: float | None
+    ttft_p99_s: float | None
+    tpot_p99_s: float | None
+    slo_met: bool
+    simulations: int
+    note: str = ""
+
+
+class FleetPlanResponse(_Model):
+    model: str
+    router: str
+    peak_rps: float
+    peak_users: int | None
+    request_interval_s: float
+    daily_curve: bool
+    slo: list[str]  # every target, the percentile stated
+    window: dict[str, float]
+    chosen: CandidateOut
+    fleet: FleetEval
+    next_cheaper: FleetEval | None  # one replica fewer: it fails
+    verify: FleetEval
+    candidates: list[CandidateOut]
+    autoscaler: AutoscalerOut | None
+    levers: list[LeverOut]
+    levers_skipped: list[str]
+    simulations: int
+    story: list[str]  # where the figures differ from plan/capacity and why, one line each
+    fleet_file: dict[str, Any]  # the chosen fleet as a fleet file (`servecap fleet simulate --fleet`)
+    notes: list[str]
+
+
+# ---- the search --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A window's drawn requests and how to score them."""
+
+    window: Window
+    arrays: RequestArrays
+    groups: dict[str, np.ndarray]  # group -> scored row indices
+    targets: dict[str, tuple[Target, ...]]
+    scored: np.ndarray  # all scored row indices
+
+
+class Context:
+    """What every evaluation shares: the request, the scoring, a counter of simulations."""
+
+    def __init__(self, request: FleetPlanRequest, progress: ProgressFn | None) -> None:
+        self.request = request
+        self.progress = progress
+        self.simulations = 0
+        self.notes: list[str] = []
+
+    def simulate(
+        self, ff: FleetFile, scored: Scored, *, label: str, replicas: int, seed: int | None = None
+    ) -> FleetEval:
+        """Simulate ``ff`` on the window and score it."""
+        from servecap.fleet import simulate_fleet
+        from servecap.results.slo_report import metric_values, slo_report
+
+        spec, _ = build_fleet(ff)
+        s = self.request.seed if seed is None else seed
+        res = simulate_fleet(spec, scored.arrays, s)
+        self.simulations += 1
+        report = slo_report(res.columns, scored.groups, scored.targets)
+        ok = np.zeros(len(scored.arrays.arrival_s), dtype=bool)
+        ok[scored.scored] = True
+        n = len(scored.scored)
+        within = sum(g.attainment * g.requests for g in report)
+        counted = sum(g.requests for g in report)
+        ttft = metric_values(res.columns, "ttft_s")[scored.scored]
+        tpot = metric_values(res.columns, "tpot_s")[scored.scored]
+        ev = FleetEval(
+            candidate=label,
+            replicas=replicas,
+            usd_per_month=usd_per_month(spec),
+            requests=n,
+            ttft_p99_s=_p99(ttft),
+            tpot_p99_s=_p99(tpot),
+            attainment=within / counted if counted else 1.0,
+            slo_met=all(g.met for g in report),
+            failed_targets=[f"{t.group}: {t.label()}" for g in report for t in g.targets if not t.met],
+            targets=_targets_out(report),
+            seed=s,
+        )
+        if self.progress is not None:
+            verdict = "meets" if ev.slo_met else "misses"
+            self.progress(
+                Progress(
+                    "fleet-plan", self.simulations, None, "simulations", f"{label} x {replicas} {verdict} the SLOs"
+                )
+            )
+        return ev
+
+
+def _p99(v: np.ndarray) -> float | None:
+    v = v[~np.isnan(v)]
+    if v.size == 0:
+        return None
+    x = float(np.percentile(np.where(np.isinf(v), 1e300, v), 99))
+    return None if x > 1e299 else x
+
+
+def _targets_out(report: tuple[GroupResult, ...]) -> list[TargetOut]:
+    return [
+        TargetOut(
+            group=t.group,
+            target=t.label(),
+            metric=t.metric,
+            percentile=t.percentile,
+            max_s=t.max_s,
+            observed_s=None if math.isnan(t.observed_s) else (1e9 if math.isinf(t.observed_s) else t.observed_s),
+            share_within=t.share_within,
+            met=t.met,
+        )
+        for g in report
+        for t in g.targets
+    ]
+
+
+def usd_per_month(spec: FleetSpec) -> float:
+    """A fixed fleet's rent: Σ pools replicas x GPUs x $/GPU-hour x 730 h."""
+    return float(sum(p.replicas * p.gpus_per_replica * p.price_per_gpu_hour for p in spec.pools)) * HOURS_PER_MONTH
+
+
+def pool_dict(request: FleetPlanRequest, c: CandidateModel, replicas: int, *, name: str = "main") -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "name": name,
+        "model": c.model or request.model,
+        "gpu": c.gpu,
+        "replicas": replicas,
+        "kv_cache_dtype": c.kv_cache_dtype,
+        "cold_start": "instant",
+    }
+    for k in ("tp", "weights_dtype", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "price_per_gpu_hour"):
+        v = getattr(c, k)
+        if v is not None:
+            d[k] = v
+    return d
+
+
+def fixed_fleet(
+    request: FleetPlanRequest, c: CandidateModel, replicas: int, router: str | None = None
+) -> dict[str, Any]:
+    return {"pools": [pool_dict(request, c, replicas)], "router": router or request.router}
+
+
+Evaluate = Callable[[int], tuple[bool, FleetEval]]
+
+
+def fleet_plan(request: FleetPlanRequest, progress: ProgressFn | None = None) -> FleetPlanResponse:
+    """Plan the cheapest fleet (see the module); raises ServecapError (one line) on bad input or
+    when no candidate meets the SLOs."""
+    from servecap.app.fleet_plan_run import run_plan
+
+    return run_plan(request, Context(request, progress))

@@ -1,0 +1,284 @@
+"""The lever table of a fleet plan: each lever applied to the chosen fleet and re-simulated.
+
+Fleet-size levers (routing, FP8 KV, a response cache, overflow to a small model) search the
+fewest replicas again from the chosen count (a pass steps down, a fail steps up); the cheaper
+GPU is that candidate's own search; the daily-curve levers (scheduled scale-ahead, a warm pool)
+run the steepest-ramp window without scale-ahead, with and without a warm pool.
+
+- ``router``: prefix-affinity if the plan routes by least-outstanding, else least-outstanding;
+- ``fp8-kv``: ``kv_cache_dtype: fp8`` (twice the KV blocks of BF16);
+- ``cheaper-gpu``: the candidate with the lowest $/GPU-hour below the chosen one's, else the
+  request's ``cheaper_gpu`` pool (searched from the chosen count);
+- ``scale-ahead``: the ramp without the scheduled scale-ahead floors (reactive only);
+- ``warm-pool``: reactive only, but new replicas come from pre-provisioned standby nodes: the
+  cold start skips node provisioning and image pull (weight load, compile and warm-up remain).
+  The standby nodes are billed all month; there are as many as the steepest ramp adds within
+  one cold start. (The simulator's cold start is per pool, so every new replica is taken warm:
+  a pool replenished faster than the ramp draws on it.);
+- ``cache``: ``gateway: {cache: {kind: semantic, hit_rate: X}}`` — hits cost no GPU work;
+- ``overflow``: a one-replica small-model pool and ``gateway: {overflow: [...]}`` from the main
+  pool when its p99 TTFT passes half the TTFT target (answers from a smaller model).
+
+The two gateway levers need a fleet file with a ``gateway:`` section; where the fleet file does
+not accept one, they are listed in ``levers_skipped`` with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from servecap.app.fleet import fleet_from_dict
+from servecap.app.fleet_plan import HOURS_PER_MONTH, Context, FleetEval, FleetPlanRequest, LeverOut, fixed_fleet
+from servecap.app.fleet_plan_run import Searched, ramp_fleet, scored_window
+from servecap.errors import ServecapError, did_you_mean
+from servecap.fleet.plan_search import smallest_passing
+from servecap.fleet.plan_window import ramp_window, rate_fn
+
+if TYPE_CHECKING:
+    from servecap.app.fleet_plan import AutoscalerOut, CandidateModel, Scored
+    from servecap.results.slo_report import Target
+    from servecap.workload import WorkloadSpec
+
+LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow")
+
+
+def gateway_accepted(request: FleetPlanRequest, gateway: dict[str, Any]) -> str | None:
+    """None when the fleet file takes this ``gateway:`` section, else why not (one line)."""
+    raw = {**fixed_fleet(request, request.candidates[0], 1), "gateway": gateway}
+    try:
+        fleet_from_dict(raw)
+    except ServecapError as err:
+        if err.field == "fleet" and "gateway" in str(err):
+            return "the fleet file has no gateway: section in this build"
+        return str(err)
+    return None
+
+
+def cache_gateway(request: FleetPlanRequest) -> dict[str, Any]:
+    return {"cache": {"kind": "semantic", "hit_rate": request.cache_hit_rate}}
+
+
+def overflow_gateway(ttft_s: float) -> dict[str, Any]:
+    return {
+        "routing": {"kind": "class", "pools": {}, "default": "main"},
+        "overflow": [{"from_pool": "main", "to_pool": "small", "max_ttft_s": ttft_s}],
+    }
+
+
+def _row(name: str, change: str, ev: FleetEval | None, sims: int, note: str = "", usd: float | None = None) -> LeverOut:
+    return LeverOut(
+        name=name,
+        change=change,
+        replicas=ev.replicas if ev is not None else None,
+        usd_per_month=usd if usd is not None else (ev.usd_per_month if ev is not None else None),
+        ttft_p99_s=ev.ttft_p99_s if ev is not None else None,
+        tpot_p99_s=ev.tpot_p99_s if ev is not None else None,
+        slo_met=ev.slo_met if ev is not None else False,
+        simulations=sims,
+        note=note,
+    )
+
+
+def _search(
+    ctx: Context, request: FleetPlanRequest, build: Any, scored: Scored, n: int, label: str
+) -> tuple[FleetEval | None, int]:
+    """The fewest replicas passing with the lever, searched from the chosen ``n``."""
+
+    def evaluate(k: int) -> tuple[bool, FleetEval]:
+        ev = ctx.simulate(fleet_from_dict(build(k)), scored, label=label, replicas=k)
+        return ev.slo_met, ev
+
+    res = smallest_passing(evaluate, n, limit=request.max_replicas)
+    if res.answer is None:
+        return None, res.count
+    return res.evaluations[res.answer][1], res.count
+
+
+def run_levers(
+    request: FleetPlanRequest,
+    ctx: Context,
+    *,
+    best: Searched,
+    searched: list[Searched],
+    scored: Scored,
+    n: int,
+    peak: float,
+    autoscaler: AutoscalerOut | None,
+    spec: WorkloadSpec,
+    horizon: float,
+    targets: dict[tuple[str, str], tuple[Target, ...]],
+) -> tuple[list[LeverOut], list[str]]:
+    names = list(LEVERS) if request.levers is None else request.levers
+    for name in names:
+        if name not in LEVERS:
+            raise ServecapError("levers", name, f"one of {', '.join(LEVERS)}" + did_you_mean(name, LEVERS))
+    c = best.candidate
+    rows: list[LeverOut] = []
+    skipped: list[str] = []
+    gw_cache = cache_gateway(request)
+    ttft_targets = [x for t in targets.values() for m, _, x in t if m == "ttft_s"]
+    gw_overflow = overflow_gateway(min(ttft_targets, default=2.0) / 2)
+    for name in names:
+        if name == "router":
+            alt = "least-outstanding" if request.router == "prefix-affinity" else "prefix-affinity"
+            ev, k = _search(ctx, request, lambda m, alt=alt: fixed_fleet(request, c, m, alt), scored, n, c.label())
+            rows.append(_row(name, f"{alt} routing instead of {request.router}", ev, k))
+        elif name == "fp8-kv":
+            if c.kv_cache_dtype == "fp8":
+                skipped.append("fp8-kv: the chosen fleet already stores its KV cache in FP8")
+                continue
+            c8 = c.model_copy(update={"kv_cache_dtype": "fp8"})
+            ev, k = _search(ctx, request, lambda m, c8=c8: fixed_fleet(request, c8, m), scored, n, c8.label())
+            rows.append(_row(name, "KV cache in FP8", ev, k))
+        elif name == "cheaper-gpu":
+            cheaper = [s for s in searched if s.closed.price_per_gpu_hour < best.closed.price_per_gpu_hour]
+            if not cheaper:
+                alt_gpu = request.cheaper_gpu
+                if alt_gpu is None:
+                    skipped.append(
+                        "cheaper-gpu: no candidate has a lower $/GPU-hour than the chosen one (set cheaper_gpu)"
+                    )
+                    continue
+                ev, k = _search(
+                    ctx, request, lambda m, alt=alt_gpu: fixed_fleet(request, alt, m), scored, n, alt_gpu.label()
+                )
+                price = ev.usd_per_month / HOURS_PER_MONTH / max(1, ev.replicas) if ev is not None else None
+                rows.append(
+                    _row(
+                        name,
+                        f"{alt_gpu.label()}" + (f" ({price:.2f} $/replica-hour)" if price is not None else ""),
+                        ev,
+                        k,
+                        "" if ev is not None else "no count meets the SLOs",
+                    )
+                )
+                continue
+            s = min(cheaper, key=lambda s: s.closed.price_per_gpu_hour)
+            a = s.result.answer
+            ev = s.result.evaluations[a][1] if a is not None else None
+            rows.append(
+                _row(
+                    name,
+                    f"{s.candidate.label()} ({s.closed.price_per_gpu_hour:.2f} $/GPU-hour, {s.closed.gpus_per_replica} per replica)",
+                    ev,
+                    s.result.count,
+                    "from the candidate search"
+                    if ev is not None
+                    else (
+                        f"more than {s.pruned_at} replicas (costs more)"
+                        if s.pruned_at is not None
+                        else "no count meets the SLOs"
+                    ),
+                )
+            )
+        elif name in ("scale-ahead", "warm-pool"):
+            if autoscaler is None:
+                skipped.append(f"{name}: the traffic has no daily curve (a fixed fleet)")
+                continue
+            rows.append(_ramp_lever(request, ctx, name, best, autoscaler, spec, horizon, targets, peak))
+        elif name in ("cache", "overflow"):
+            gw = gw_cache if name == "cache" else gw_overflow
+            why = gateway_accepted(request, gw)
+            if why is not None:
+                skipped.append(f"{name}: the fleet file does not take this gateway: section here ({why})")
+                continue
+            try:
+                rows.append(_gateway_lever(request, ctx, name, c, gw, scored, n))
+            except ServecapError as err:  # a gateway setting the fleet file takes but cannot run here
+                skipped.append(f"{name}: {err}")
+    return rows, skipped
+
+
+def _ramp_lever(
+    request: FleetPlanRequest,
+    ctx: Context,
+    name: str,
+    best: Searched,
+    a: AutoscalerOut,
+    spec: WorkloadSpec,
+    horizon: float,
+    targets: dict[tuple[str, str], tuple[Target, ...]],
+    peak: float,
+) -> LeverOut:
+    ramp_s = a.ramp_end_s - a.ramp_start_s
+    window = ramp_window(spec, horizon_s=horizon, window_s=ramp_s, warmup_s=60.0)
+    scored = scored_window(window, targets, request.seed)
+    start = math.ceil(a.scale_ahead_headroom * window.rate_start_req_s / a.scale_ahead_req_s_per_replica - 1e-9)
+    usd_replica_h = best.closed.gpus_per_replica * best.closed.price_per_gpu_hour
+    if name == "scale-ahead":
+        ff = ramp_fleet(request, best, a, window, start, predictive=False)
+        ev = ctx.simulate(fleet_from_dict(ff), scored, label=best.candidate.label(), replicas=a.max_replicas)
+        return _row(
+            name,
+            "without the scheduled scale-ahead (reactive autoscaler only)",
+            ev,
+            1,
+            "KEDA on waiting requests lets the fleet shrink while no queue forms, then lags a cold start behind; "
+            "rent about the same",
+            usd=a.usd_per_month,
+        )
+    cs = request.cold_start
+    cold: dict[str, Any] | str
+    if cs == "instant":
+        cold = "instant"
+    else:
+        cold = cs.model_dump()
+        cold["provisioning"] = 0.0
+        cold["image_pull"] = 0.0
+    ff = ramp_fleet(request, best, a, window, start, predictive=False, cold=cold if isinstance(cold, dict) else None)
+    ev = ctx.simulate(fleet_from_dict(ff), scored, label=best.candidate.label(), replicas=a.max_replicas)
+    rate = rate_fn(spec)
+    import numpy as np
+
+    from servecap.fleet.plan_window import grid
+
+    t = grid(horizon, 60.0)
+    rise = float(np.max(rate(t + a.scale_ahead_lead_s) - rate(t)))
+    standby = max(1, math.ceil(rise / a.scale_ahead_req_s_per_replica - 1e-9))
+    usd = a.usd_per_month + standby * usd_replica_h * HOURS_PER_MONTH
+    return _row(
+        name,
+        f"reactive autoscaler with {standby} warm standby node(s): no provisioning or image pull",
+        ev,
+        1,
+        f"standby nodes billed all month; {peak:,.0f} req/s peak",
+        usd=usd,
+    )
+
+
+def _gateway_lever(
+    request: FleetPlanRequest,
+    ctx: Context,
+    name: str,
+    c: CandidateModel,
+    gw: dict[str, Any],
+    scored: Scored,
+    n: int,
+) -> LeverOut:
+    """A gateway lever (``cache`` or ``overflow``): the fewest replicas with that ``gateway:``."""
+    if name == "cache":
+        ev, k = _search(
+            ctx, request, lambda m, gw=gw: {**fixed_fleet(request, c, m), "gateway": gw}, scored, n, c.label()
+        )
+        return _row(name, f"semantic response cache at a {request.cache_hit_rate:.0%} hit rate", ev, k)
+    cheapest = min(request.candidates, key=lambda x: x.price_per_gpu_hour or 0.0)
+    small = cheapest.model_copy(update={"model": request.small_model, "tp": None, "weights_dtype": None, "name": None})
+
+    def build(m: int, small: Any = small, gw: dict[str, Any] = gw) -> dict[str, Any]:
+        from servecap.app.fleet_plan import pool_dict
+
+        return {
+            "pools": [pool_dict(request, c, m), pool_dict(request, small, 1, name="small")],
+            "router": request.router,
+            "gateway": gw,
+        }
+
+    ev, k = _search(ctx, request, build, scored, n, c.label())
+    return _row(
+        name,
+        f"overflow to one {request.small_model} replica past half the TTFT target",
+        ev,
+        k,
+        "overflowed requests get the small model's answers",
+    )

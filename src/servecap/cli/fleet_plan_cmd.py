@@ -1,0 +1,334 @@
+"""``servecap fleet plan``: the cheapest fleet that meets percentile SLOs, found by simulation."""
+
+from __future__ import annotations
+
+import html as html_lib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from servecap.cli.options import PATH, json_option, slo_options
+from servecap.policy.routers import ROUTERS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from servecap.app.fleet_plan import CandidateOut, FleetEval, FleetPlanResponse
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "failed" if x >= 1e8 else f"{x * 1e3:,.0f}"
+
+
+@click.command("plan")
+@click.option("--plan", "plan_file", type=PATH, default=None, help="Plan file (YAML/JSON; see docs/fleet.md).")
+@click.option("--model", "-m", type=click.STRING, default=None, help="Catalog id or config.json path.")
+@click.option(
+    "--gpu", "-g", "gpus", type=click.STRING, multiple=True, help="A candidate GPU (repeat: -g H100 -g H200)."
+)
+@click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel size of every candidate.")
+@click.option("--weights-dtype", "-w", type=click.STRING, default=None, help="auto|bf16|fp16|fp8|int8|int4|...")
+@click.option("--kv-cache-dtype", "-k", type=click.STRING, default="auto", help="auto|bf16|fp16|fp8.")
+@click.option("--max-model-len", "-l", type=click.INT, default=None, help="Context length (default: the model's).")
+@click.option("--peak-rps", type=click.FLOAT, default=None, help="Peak requests per second.")
+@click.option(
+    "--peak-users", type=click.INT, default=None, help="Peak users (one request each per --request-interval-s)."
+)
+@click.option(
+    "--request-interval-s",
+    type=click.FLOAT,
+    default=None,
+    help="Mean seconds between a user's requests (reading, typing, the answer; default 30).",
+)
+@click.option("--workload", type=PATH, default=None, help="Workload file: lengths, tenants/classes, a daily curve.")
+@click.option("--slo-ttft-p99-s", type=click.FLOAT, default=None, help="p99 time to first token target (s).")
+@click.option("--slo-tpot-p99-s", type=click.FLOAT, default=None, help="p99 time per output token target (s).")
+@slo_options(None, None, "checked at p99, as capacity")
+@click.option(
+    "--router", type=click.Choice(list(ROUTERS)), default=None, help="Routing policy (default least-outstanding)."
+)
+@click.option(
+    "--levers", type=click.STRING, default=None, help="Comma-separated levers (default: all the fleet file takes)."
+)
+@click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed (default 0).")
+@click.option("--html", "html_path", type=PATH, default=None, help="Write an HTML page of the plan.")
+@json_option
+def fleet_plan_command(
+    plan_file: Path | None,
+    model: str | None,
+    gpus: tuple[str, ...],
+    tp: int | None,
+    weights_dtype: str | None,
+    kv_cache_dtype: str,
+    max_model_len: int | None,
+    peak_rps: float | None,
+    peak_users: int | None,
+    request_interval_s: float | None,
+    workload: Path | None,
+    slo_ttft_p99_s: float | None,
+    slo_tpot_p99_s: float | None,
+    ttft_slo_ms: float | None,
+    tpot_slo_ms: float | None,
+    router: str | None,
+    levers: str | None,
+    seed: int | None,
+    html_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Find the cheapest fleet that meets percentile SLOs: replicas per candidate pool from the
+    closed form, then bisection with the fleet simulator on the peak window; autoscaler settings
+    for a daily curve; a lever table, each lever re-simulated."""
+    from rich.console import Console
+
+    from servecap.app.fleet_plan import fleet_plan, load_plan_file, plan_request_from_dict
+    from servecap.errors import ServecapError
+
+    raw: dict[str, Any] = load_plan_file(plan_file) if plan_file is not None else {}
+    if model is not None:
+        raw["model"] = model
+    if gpus:
+        cand: dict[str, Any] = {"kv_cache_dtype": kv_cache_dtype}
+        for k, v in (("tp", tp), ("weights_dtype", weights_dtype), ("max_model_len", max_model_len)):
+            if v is not None:
+                cand[k] = v
+        raw["candidates"] = [{"gpu": g, **cand} for g in gpus]
+    elif plan_file is None:
+        raise ServecapError("gpu", None, "give at least one candidate GPU (-g H100 -g H200) or --plan FILE")
+    traffic: dict[str, Any] = dict(raw.get("traffic") or {})
+    flags: tuple[tuple[str, float | None], ...] = (
+        ("peak_rps", peak_rps),
+        ("peak_users", peak_users),
+        ("request_interval_s", request_interval_s),
+    )
+    for key, amount in flags:
+        if amount is not None:
+            traffic[key] = amount
+    if peak_rps is not None:
+        traffic.pop("peak_users", None)
+    if peak_users is not None:
+        traffic.pop("peak_rps", None)
+    if workload is not None:
+        from servecap.workload import load_workload
+
+        traffic["workload"] = load_workload(workload).model_dump(mode="json", by_alias=True, exclude_none=True)
+    raw["traffic"] = traffic
+    slo = dict(raw.get("slo") or {})
+    for metric, secs, ms in (("ttft_s", slo_ttft_p99_s, ttft_slo_ms), ("tpot_s", slo_tpot_p99_s, tpot_slo_ms)):
+        if secs is not None and ms is not None:
+            raise ServecapError(
+                f"slo.{metric}", secs, f"give --slo-{metric[:4]}-p99-s or --{metric[:4]}-slo-ms, not both"
+            )
+        value = secs if secs is not None else (ms / 1e3 if ms is not None else None)
+        if value is not None:
+            slo[metric] = {"p99": value}
+    if slo:
+        raw["slo"] = slo
+    if router is not None:
+        raw["router"] = router
+    if levers is not None:
+        raw["levers"] = [x.strip() for x in levers.split(",") if x.strip()]
+    if seed is not None:
+        raw["seed"] = seed
+    request = plan_request_from_dict(raw)
+    response = fleet_plan(request)
+    if html_path is not None:
+        html_path.write_text(plan_html(response), encoding="utf-8")
+    if as_json:
+        click.echo(response.model_dump_json())
+        return
+    render(Console(), response)
+
+
+def _replicas_cell(o: CandidateOut) -> str:
+    if o.replicas is not None:
+        return str(o.replicas)
+    if o.note and o.best is not None:
+        return f"> {o.best.replicas} (costs more)"
+    return "> 0 (costs more)" if o.note else "none meets"
+
+
+def evidence_line(label: str, ev: FleetEval, *, fixed: bool = True) -> str:
+    verdict = "meets" if ev.slo_met else "fails"
+    failed = f"; fails {', '.join(ev.failed_targets)}" if ev.failed_targets else ""
+    who = f"{ev.candidate} x {ev.replicas}" if fixed else f"{ev.candidate} (autoscaled)"
+    cost = f", ${ev.usd_per_month:,.0f}/month" if fixed else ""
+    return (
+        f"{label}: {who} {verdict} the SLOs — {ev.attainment:.1%} of requests within "
+        f"their class's targets, p99 TTFT {_ms(ev.ttft_p99_s)} ms, p99 TPOT {_ms(ev.tpot_p99_s)} ms{cost}{failed}"
+    )
+
+
+def summary_lines(r: FleetPlanResponse) -> list[str]:
+    """The answer in a few plain lines (the docs' worked example prints these)."""
+    c = r.chosen
+    users = f" ({r.peak_users:,} users, one request each per {r.request_interval_s:g} s)" if r.peak_users else ""
+    lines = [
+        f"traffic: peak {r.peak_rps:,.2f} req/s{users}; {'a daily curve' if r.daily_curve else 'steady'}",
+        "SLOs: " + "; ".join(r.slo),
+        f"peak window: {r.window['warmup_s']:,.0f} s warm-up + {r.window['duration_s'] - r.window['warmup_s']:,.0f} s "
+        f"scored ({r.window['scored_requests']:,.0f} requests: >= {r.window['tail_samples']:,.0f} beyond each "
+        "class's strictest percentile)",
+        f"cheapest fleet: {c.replicas} x {c.name} ({c.gpus_per_replica} GPU per replica, {c.model}), "
+        f"${c.usd_per_month or 0:,.0f}/month fixed at the peak ({c.price_per_gpu_hour:.2f} $/GPU-hour x 730 h)",
+        evidence_line("chosen", r.fleet),
+    ]
+    if r.next_cheaper is not None:
+        lines.append(evidence_line("one fewer", r.next_cheaper))
+    lines.append(evidence_line("verified (second seed)", r.verify))
+    a = r.autoscaler
+    if a is not None:
+        lines.append(
+            f"autoscaler: {a.preset} on {a.signal} target {a.target:g} every {a.interval_s:g} s, min {a.min_replicas}, "
+            f"max {a.max_replicas}; scale ahead {a.scale_ahead_lead_s:,.0f} s early at "
+            f"{a.scale_ahead_req_s_per_replica:,.2f} req/s per replica x {a.scale_ahead_headroom:g}; "
+            f"~${a.usd_per_month:,.0f}/month over the day"
+        )
+        lines.append(
+            f"steepest ramp {a.ramp_start_s / 3600:,.2f} h to {a.ramp_end_s / 3600:,.2f} h "
+            f"({a.ramp_rate_from_req_s:,.1f} -> {a.ramp_rate_to_req_s:,.1f} req/s): "
+            + evidence_line("ramp", a.ramp, fixed=False).removeprefix("ramp: ")
+        )
+    lines.append(f"simulations: {r.simulations}")
+    return lines
+
+
+def lever_rows(r: FleetPlanResponse) -> list[tuple[str, str, str, str, str, str, str]]:
+    rows = []
+    c = r.chosen
+    rows.append(
+        (
+            "chosen",
+            f"{r.router} routing, {c.name}",
+            str(c.replicas)
+            if r.autoscaler is None
+            else f"{c.replicas} at the peak ({r.autoscaler.min_replicas}-{r.autoscaler.max_replicas} autoscaled)",
+            f"${c.usd_per_month or 0:,.0f}",
+            _ms(r.fleet.ttft_p99_s),
+            _ms(r.fleet.tpot_p99_s),
+            "yes" if r.fleet.slo_met else "no",
+        )
+    )
+    a = r.autoscaler
+    for lv in r.levers:
+        ramp = lv.name in ("scale-ahead", "warm-pool") and a is not None
+        rows.append(
+            (
+                lv.name,
+                lv.change,
+                f"{a.min_replicas}-{a.max_replicas}"
+                if ramp and a is not None
+                else ("-" if lv.replicas is None else str(lv.replicas)),
+                "-" if lv.usd_per_month is None else f"${lv.usd_per_month:,.0f}",
+                _ms(lv.ttft_p99_s),
+                _ms(lv.tpot_p99_s),
+                "yes" if lv.slo_met else "no",
+            )
+        )
+    return rows
+
+
+LEVER_HEADER = ("lever", "change", "replicas", "$/month", "p99 TTFT (ms)", "p99 TPOT (ms)", "SLO met")
+
+
+def render(console: Console, r: FleetPlanResponse) -> None:
+    from rich.table import Table
+
+    for line in summary_lines(r):
+        console.print(line, highlight=False)
+    cand = Table(title="candidates (peak window, fixed fleet)", title_justify="left")
+    for col in ("candidate", "closed form", "simulated", "$/month", "req/s per replica", "users/GPU", "sims"):
+        cand.add_column(col, justify="right")
+    for o in r.candidates:
+        cand.add_row(
+            o.name,
+            f"{o.closed_form_replicas} ({o.closed_form_req_s_per_replica:,.2f} req/s each)",
+            _replicas_cell(o),
+            "-" if o.usd_per_month is None else f"${o.usd_per_month:,.0f}",
+            "-" if o.req_s_per_replica is None else f"{o.req_s_per_replica:,.2f}",
+            "-"
+            if o.users_per_gpu is None
+            else f"{o.users_per_gpu:,.0f} ({o.closed_form_users_per_gpu:,.0f} closed form)",
+            str(o.simulations),
+        )
+    console.print(cand)
+    lev = Table(title="levers (each re-simulated)", title_justify="left")
+    for col in LEVER_HEADER:
+        lev.add_column(col, justify="right")
+    for row in lever_rows(r):
+        lev.add_row(*row)
+    console.print(lev)
+    for s in r.levers_skipped:
+        console.print(f"[dim]lever left out: {s}[/]", highlight=False)
+    for s in r.story:
+        console.print(f"[dim]why: {s}[/]", highlight=False)
+    for n in r.notes:
+        console.print(f"[dim]note: {n}[/]", highlight=False)
+
+
+def plan_html(r: FleetPlanResponse) -> str:
+    """One offline page: the answer, the candidates and the lever table."""
+    esc = html_lib.escape
+
+    def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
+        head = "".join(f"<th>{esc(h)}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{esc(x)}</td>" for x in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    cands = [
+        (
+            o.name,
+            str(o.closed_form_replicas),
+            _replicas_cell(o),
+            "-" if o.usd_per_month is None else f"${o.usd_per_month:,.0f}",
+            str(o.simulations),
+        )
+        for o in r.candidates
+    ]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>servecap fleet plan</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}</style></head><body>",
+        f"<h1>servecap fleet plan: {esc(r.model)}</h1>",
+        "".join(f"<p>{esc(line)}</p>" for line in summary_lines(r)),
+        "<h2>Candidates (peak window, fixed fleet)</h2>",
+        table(("candidate", "closed-form replicas", "simulated replicas", "$/month", "simulations"), cands),
+        "<h2>Levers (each re-simulated)</h2>",
+        table(LEVER_HEADER, [tuple(x) for x in lever_rows(r)]),
+        "".join(f"<p><small>lever left out: {esc(s)}</small></p>" for s in r.levers_skipped),
+        "".join(f"<p><small>why: {esc(s)}</small></p>" for s in r.story),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+DOC_BEGIN = "<!-- fleet-plan-example:begin (scripts/fleet_plan_example.py writes this block) -->"
+DOC_END = "<!-- fleet-plan-example:end -->"
+
+
+def markdown_block(r: FleetPlanResponse) -> str:
+    """The worked example's block in docs/fleet.md: the answer, the candidates, the levers."""
+    out = [DOC_BEGIN, "", "```"]
+    out.extend(summary_lines(r))
+    out += ["```", "", "| candidate | closed-form replicas | simulated replicas | $/month | users/GPU | simulations |"]
+    out.append("|---|---|---|---|---|---|")
+    for o in r.candidates:
+        users = (
+            "-"
+            if o.users_per_gpu is None
+            else f"{o.users_per_gpu:,.0f} ({o.closed_form_users_per_gpu:,.0f} closed form)"
+        )
+        out.append(
+            f"| {o.name} | {o.closed_form_replicas} | {_replicas_cell(o)} | "
+            f"{'-' if o.usd_per_month is None else f'${o.usd_per_month:,.0f}'} | {users} | {o.simulations} |"
+        )
+    out += ["", "| " + " | ".join(LEVER_HEADER) + " |", "|" + "---|" * len(LEVER_HEADER)]
+    out.extend("| " + " | ".join(row) + " |" for row in lever_rows(r))
+    if r.levers_skipped:
+        out.append("")
+        out.extend(f"- left out: {s}" for s in r.levers_skipped)
+    out += ["", DOC_END]
+    return "\n".join(out)

@@ -1,0 +1,94 @@
+"""The fewest replicas that pass: bracket from a closed-form guess, then bisect.
+
+``passes(n)`` (a simulation of ``n`` replicas) is assumed monotone in ``n`` — more replicas of
+the same kind never make a latency percentile worse, up to the noise of one seed. The search:
+
+1. evaluate the guess ``g`` (the closed form's replica count);
+2. if it passes, the answer is in ``[1, g]``: step down geometrically (``g - s``, ``g - 3s``,
+   ``g - 7s``, ...) until a count fails or 1 passes; if it fails, step up (``g + s``, ``g + 3s``,
+   ``g + 7s``, ...) until one passes or ``limit`` fails. The first step ``s`` is
+   ``max(1, round(g / 10))``: a closed form is usually within some tens of percent, so the
+   bracket is found in one or two steps;
+3. bisect the bracket ``(fail, pass]`` to width one.
+
+It costs ``O(log |answer - guess|)`` evaluations (by hand: guess 10, answer 13, s = 1 → 10 ✗,
+11 ✗, 13 ✓, 12 ✗: four; guess 41, answer 33, s = 4 → 41 ✓, 37 ✓, 29 ✗, 33 ✓, 31 ✗, 32 ✗: six). Every evaluation is kept, so the caller can report the count, the answer's
+figures and those of the next smaller count, which failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from servecap.errors import ServecapError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult(Generic[T]):
+    answer: int | None  # the fewest replicas that passed (None: not even ``limit``)
+    evaluations: dict[int, tuple[bool, T]]  # replicas -> (passed, what the evaluation returned)
+
+    @property
+    def count(self) -> int:
+        return len(self.evaluations)
+
+    def evidence(self) -> tuple[T | None, T | None]:
+        """The answer's evaluation and that of one replica fewer (None where not run)."""
+        if self.answer is None:
+            return None, None
+        below = self.evaluations.get(self.answer - 1)
+        return self.evaluations[self.answer][1], (below[1] if below is not None else None)
+
+
+def smallest_passing(
+    evaluate: Callable[[int], tuple[bool, T]], guess: int, *, limit: int = 512, lowest: int = 1
+) -> SearchResult[T]:
+    """The smallest ``n`` in ``[lowest, limit]`` with ``evaluate(n)[0]`` true (see the module)."""
+    if lowest < 1 or limit < lowest:
+        raise ServecapError("limit", limit, f"must be >= {max(1, lowest)}")
+    seen: dict[int, tuple[bool, T]] = {}
+
+    def ev(n: int) -> bool:
+        if n not in seen:
+            seen[n] = evaluate(n)
+        return seen[n][0]
+
+    g = min(max(guess, lowest), limit)
+    first = max(1, round(g / 10))
+    if ev(g):
+        hi, step = g, first
+        while True:
+            n = hi - step
+            if n < lowest:
+                if hi == lowest or ev(lowest):
+                    return SearchResult(lowest, seen)
+                lo = lowest
+                break
+            if not ev(n):
+                lo = n
+                break
+            hi, step = n, step * 2
+    else:
+        lo, step = g, first
+        hi = -1
+        while lo < limit:
+            n = min(lo + step, limit)
+            if ev(n):
+                hi = n
+                break
+            lo, step = n, step * 2
+        if hi < 0:
+            return SearchResult(None, seen)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ev(mid):
+            hi = mid
+        else:
+            lo = mid
+    if hi - 1 >= lowest:
+        ev(hi - 1)  # the evidence: one fewer fails (already run in all but edge cases)
+    return SearchResult(hi, seen)

@@ -1,0 +1,203 @@
+"""The windows the fleet planner simulates instead of a whole day.
+
+**Peak window** (sizes the replica count). The traffic held steady at its peak rate (each
+tenant at its rate at the moment the total peaks), for ``warmup_s + measure_s``; only requests
+arriving after the warm-up are scored.
+
+- *Warm-up*: an empty fleet fills its batches within a few answer times (Little's law: the
+  requests in a replica reach ``rate x E2E`` after about one E2E), so the first
+  ``max(30 s, 3 x the closed-form E2E)`` are discarded; a fleet that cannot keep up never
+  settles, and its queue (and p99) only grows, so it fails anyway.
+- *Length*: a percentile estimate is as good as the number of samples beyond it. A q-th
+  percentile target of a class whose share of traffic is ``s`` needs ``tail / (1 - q/100) / s``
+  requests for ``tail`` samples in its tail (the count beyond the percentile is binomial: with
+  ``tail = 50`` its standard deviation is ``sqrt(50) ~ 7``, 14%; by hand a p99 target of a class
+  with 15% of the traffic needs 50 / 0.01 / 0.15 = 33,334 requests). ``measure_s`` = that many
+  requests at the peak rate, at least ``min_measure_s`` (30 s of arrivals at the peak).
+
+**Ramp window** (sizes the autoscaler): the ``window_s`` of the day where the rate rises most,
+``argmax_t rate(t + window_s) - rate(t)`` on a one-minute grid; the fleet starts it with the
+replicas the scale-ahead floor gives at its start, ready, and must meet the SLOs through it.
+
+The windows are workloads of their own: each arrival is replaced by a piecewise-constant
+schedule sampled from the original curve every ``step_s`` (constant for the peak window), so the
+tenants, classes, lengths and prefixes stay those of the file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from servecap.errors import ServecapError
+from servecap.workload import WorkloadSpec, workload_from_dict, workload_rate
+from servecap.workload.schedule_spec import ScheduleArrival
+
+DAY_S = 86_400.0
+RateFn = Callable[[NDArray[np.float64]], NDArray[np.float64]]
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    workload: WorkloadSpec
+    start_s: float  # where the window sits in the original day
+    duration_s: float
+    warmup_s: float  # requests arriving before this are not scored
+    rate_start_req_s: float
+    rate_end_req_s: float
+    peak_rate_req_s: float
+
+
+def _arrival_kinds(spec: WorkloadSpec) -> list[Any]:
+    arrivals = [spec.arrival] + [t.arrival for t in spec.tenants or []]
+    return [a for a in arrivals if a is not None]
+
+
+def check_open_loop(spec: WorkloadSpec) -> None:
+    if spec.users is not None:
+        raise ServecapError("traffic.workload.users", spec.users.count, "the fleet planner takes open-loop traffic")
+    for a in _arrival_kinds(spec):
+        if a.kind == "trace":
+            raise ServecapError("traffic.workload.arrival", a.kind, "the fleet planner needs a rate curve, not a trace")
+
+
+def scaled(spec: WorkloadSpec, factor: float) -> WorkloadSpec:
+    """Every arrival's rate times ``factor`` (a schedule's ``scale``, a process's ``rate_per_s``)."""
+    if not factor > 0 or not math.isfinite(factor):
+        raise ServecapError("traffic", factor, "the rate scale must be a positive number")
+
+    def one(a: Any) -> Any:
+        if a is None:
+            return None
+        if isinstance(a, ScheduleArrival):
+            return a.model_copy(update={"scale": a.scale * factor})
+        return a.model_copy(update={"rate_per_s": a.rate_per_s * factor})
+
+    tenants = None
+    if spec.tenants is not None:
+        tenants = [t.model_copy(update={"arrival": one(t.arrival)}) for t in spec.tenants]
+    return spec.model_copy(update={"arrival": one(spec.arrival), "tenants": tenants})
+
+
+def rate_fn(spec: WorkloadSpec) -> RateFn:
+    return lambda t: workload_rate(spec, np.asarray(t, dtype=np.float64))
+
+
+def grid(horizon_s: float, step_s: float = 60.0) -> NDArray[np.float64]:
+    return np.arange(0.0, horizon_s, step_s)
+
+
+def peak_of(spec: WorkloadSpec, horizon_s: float = DAY_S) -> tuple[float, float]:
+    """``(time, rate)`` of the highest rate on a 10-s grid over the horizon."""
+    t = grid(horizon_s, 10.0)
+    r = workload_rate(spec, t)
+    i = int(np.argmax(r))
+    return float(t[i]), float(r[i])
+
+
+def steepest_ramp(rate: RateFn, horizon_s: float, window_s: float, step_s: float = 60.0) -> float:
+    """The start of the ``window_s`` with the largest rise ``rate(t + window_s) - rate(t)``."""
+    t = grid(max(step_s, horizon_s - window_s + step_s), step_s)
+    rise = rate(t + window_s) - rate(t)
+    return float(t[int(np.argmax(rise))])
+
+
+def _tenant_rates(spec: WorkloadSpec, t: NDArray[np.float64]) -> list[tuple[int | None, NDArray[np.float64]]]:
+    """``(tenant index or None for the shared arrival, rate at t)`` for every arrival."""
+    if spec.tenants is None:
+        return [(None, workload_rate(spec, t))]
+    out: list[tuple[int | None, NDArray[np.float64]]] = []
+    shared = [x for x in spec.tenants if x.arrival is None]
+    if shared:
+        assert spec.arrival is not None
+        from servecap.workload import arrival_rate
+
+        out.append((None, arrival_rate(spec.arrival, t)))
+    for i, x in enumerate(spec.tenants):
+        if x.arrival is not None:
+            out.append((i, workload_rate(spec, t, tenant=x.name)))
+    return out
+
+
+def _schedule(times: NDArray[np.float64], rates: NDArray[np.float64]) -> dict[str, Any]:
+    steps = [{"start_s": float(s), "rate_per_s": max(0.0, float(r))} for s, r in zip(times, rates, strict=True)]
+    return {"kind": "schedule", "rate": {"kind": "piecewise", "steps": steps}}
+
+
+def window_workload(
+    spec: WorkloadSpec, start_s: float, duration_s: float, *, steady: bool, step_s: float = 30.0
+) -> WorkloadSpec:
+    """``spec`` from ``start_s`` for ``duration_s``: each arrival a piecewise schedule sampled
+    every ``step_s`` (``steady``: held at its rate at ``start_s``)."""
+    times = np.array([0.0]) if steady else grid(duration_s, step_s)
+    raw = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    raw.pop("num_requests", None)
+    raw["duration_s"] = duration_s
+    for who, rates in _tenant_rates(spec, start_s + times + (0.0 if steady else step_s / 2)):
+        sched = _schedule(times, rates)
+        if who is None:
+            raw["arrival"] = sched
+        else:
+            raw["tenants"][who]["arrival"] = sched
+    return workload_from_dict(raw)
+
+
+def class_shares(spec: WorkloadSpec, at_s: float) -> dict[tuple[str, str], float]:
+    """Each (tenant, class)'s share of the traffic at ``at_s`` (one pair ``("", "")`` without tenants)."""
+    if spec.tenants is None:
+        return {("", ""): 1.0}
+    t = np.array([at_s])
+    total = float(workload_rate(spec, t)[0]) or 1.0
+    out: dict[tuple[str, str], float] = {}
+    for x in spec.tenants:
+        tr = float(workload_rate(spec, t, tenant=x.name)[0])
+        cs = sum(c.share for c in x.classes)
+        for c in x.classes:
+            out[(x.name, c.name)] = tr / total * c.share / cs
+    return out
+
+
+def measure_requests(
+    shares: dict[tuple[str, str], float], percentile_by_pair: dict[tuple[str, str], float], tail: int
+) -> int:
+    """Requests to score so every class's strictest percentile has ``tail`` samples beyond it."""
+    need = 0.0
+    for pair, q in percentile_by_pair.items():
+        s = shares.get(pair, 0.0)
+        if s > 0 and q < 100:
+            need = max(need, tail / (1 - q / 100) / s)
+    return math.ceil(need)
+
+
+def peak_window(
+    spec: WorkloadSpec,
+    *,
+    horizon_s: float,
+    e2e_s: float,
+    percentile_by_pair: dict[tuple[str, str], float],
+    tail: int = 50,
+    min_measure_s: float = 30.0,
+    max_requests: int = 200_000,
+) -> Window:
+    """The steady peak window (see the module)."""
+    t_peak, peak = peak_of(spec, horizon_s)
+    if not peak > 0:
+        raise ServecapError("traffic", peak, "the peak rate must be > 0 requests/s")
+    warmup = max(30.0, 3.0 * e2e_s)
+    n = min(max_requests, measure_requests(class_shares(spec, t_peak), percentile_by_pair, tail))
+    measure = max(min_measure_s, n / peak)
+    w = window_workload(spec, t_peak, warmup + measure, steady=True)
+    return Window(w, t_peak, warmup + measure, warmup, peak, peak, peak)
+
+
+def ramp_window(spec: WorkloadSpec, *, horizon_s: float, window_s: float, warmup_s: float = 0.0) -> Window:
+    rate = rate_fn(spec)
+    t0 = steepest_ramp(rate, horizon_s, window_s)
+    w = window_workload(spec, t0, window_s, steady=False)
+    r = rate(np.array([t0, t0 + window_s]))
+    return Window(w, t0, window_s, warmup_s, float(r[0]), float(r[1]), float(max(r)))
