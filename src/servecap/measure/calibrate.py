@@ -201,6 +201,8 @@ def step_samples(
         step_overhead_s=0.0,
         allreduce_latency_s=allreduce_latency_s,
         prefill_s_per_token=0.0,
+        low_precision_compute_efficiency=None,
+        bandwidth_efficiency_by_gpu_family=(),
     )
     window = cost.window_tokens
     out: list[StepSample] = []
@@ -294,6 +296,8 @@ def fit_coefficients(
         step_overhead_s=o,
         allreduce_latency_s=eff0.allreduce_latency_s,
         prefill_s_per_token=q,
+        low_precision_compute_efficiency=None,
+        bandwidth_efficiency_by_gpu_family=(),
     )
     return FitResult(
         eff,

@@ -9,26 +9,61 @@ from dataclasses import dataclass
 class Efficiency:
     """Achievable fractions of the spec sheet and fixed costs of one engine step.
 
-    The defaults are planning assumptions, not measurements; ``servecap calibrate`` replaces
-    them with coefficients fitted to a real server (the same fields, in a calibration file).
+    The defaults are fitted to the training half of servecap's corpus of published measurements
+    (``src/servecap/validation/data``; the 40 rows whose ``split_of`` is ``train``, listed in
+    docs/validation.md, "Adopted defaults"): least squares of the log errors of their 62
+    throughput, TPOT/ITL and E2E values, Nelder-Mead (``validation/fit.py``,
+    ``benchmarks/validate_fit.py``). ``servecap calibrate`` replaces them with coefficients fitted
+    to one real server (the same fields, in a calibration file).
 
-    - ``bandwidth_efficiency`` 0.80: decode GEMV/attention kernels stream weights and KV at
-      roughly 80% of peak HBM bandwidth on current GPUs.
-    - ``compute_efficiency`` 0.60: large prefill GEMMs reach about 60% of dense tensor peak
-      (model FLOPs utilisation of a serving engine, attention and norms included).
-    - ``step_overhead_s`` 0.002: the per-step scheduler, sampling and launch cost not hidden by
-      CUDA graphs.
+    - ``bandwidth_efficiency`` 0.59: fitted (0.80 before, a planning assumption). Set mostly by
+      the memory-bound rows: the vLLM single-stream and small-batch TPOTs on A100-80GB
+      (tenstorrent-issue340-a100: Qwen3-14B and Qwen3-1.7B, concurrency 1-32), MI300X
+      (oracle-mi300x-llama31-405b single-request rows, vllm-recipes-pr431-mi300x) and RTX 4090
+      (mushfiqrahman-rtx4090-mistral7b), and the TensorRT-LLM H100/H200 rows of
+      trtllm-perf-overview. It is the achieved fraction of peak HBM bandwidth *including* what
+      the roofline leaves out (kernel launch gaps between layers, imperfect overlap of weight
+      streaming with compute, activation traffic), which is why it sits below the 80-90% a
+      single streaming kernel reaches.
+    - ``compute_efficiency`` 0.60 for BF16/FP16 compute: kept (the training rows are almost
+      all memory-bound at BF16, so the fit does not identify it and runs to its bound of 1.0);
+      large prefill GEMMs reach about 60% of dense tensor peak.
+    - ``low_precision_compute_efficiency`` 0.42 for FP8/FP4 compute (weights whose
+      ``WeightDtype.compute`` is ``fp8`` or ``fp4``): fitted on the FP8/FP4 saturated rows of
+      trtllm-perf-overview (H100-SXM, H200-SXM, B200; Llama-3.1-8B, Llama-3.3-70B, Qwen3 MoE)
+      and vllm-issue-20710-b200. FP8 GEMMs reach a smaller share of their (doubled) peak than
+      BF16 ones (per-block scaling, quantisation of activations). ``None``: the same as
+      ``compute_efficiency`` (what a calibration file gives: it is fitted at one dtype).
+    - ``step_overhead_s`` 0.00207: fitted (2 ms before): the per-step scheduler, sampling and
+      launch cost not hidden by CUDA graphs; set by the single-stream TPOT rows above, whose
+      step is this overhead plus the weight-streaming time.
     - ``allreduce_latency_s`` 10e-6: the fixed cost of one tensor-parallel all-reduce
       (NCCL's small-message latency within one NVLink node is of this order).
     - ``prefill_s_per_token``: an extra per-prompt-token cost (tokenisation, input processing)
       that calibration can fit; 0 by default.
     """
 
-    bandwidth_efficiency: float = 0.80
+    bandwidth_efficiency: float = 0.59
     compute_efficiency: float = 0.60
-    step_overhead_s: float = 0.002
+    step_overhead_s: float = 0.00207
     allreduce_latency_s: float = 10e-6
     prefill_s_per_token: float = 0.0
+    low_precision_compute_efficiency: float | None = 0.42
+    bandwidth_efficiency_by_gpu_family: tuple[tuple[str, float], ...] = ()
+
+    def bandwidth_efficiency_on(self, gpu_family: str) -> float:
+        """The bandwidth efficiency on a GPU family (``specs.gpu.gpu_family``): its own fitted
+        value where the corpus supports one, else ``bandwidth_efficiency``."""
+        for family, value in self.bandwidth_efficiency_by_gpu_family:
+            if family == gpu_family:
+                return value
+        return self.bandwidth_efficiency
+
+    def compute_efficiency_at(self, rate: str) -> float:
+        """The compute efficiency of GEMMs at ``rate`` (``bf16``, ``fp8`` or ``fp4``)."""
+        if rate != "bf16" and self.low_precision_compute_efficiency is not None:
+            return self.low_precision_compute_efficiency
+        return self.compute_efficiency
 
 
 @dataclass(frozen=True, slots=True)
