@@ -8,7 +8,8 @@ training rows carry enough values (``fit.MIN_FAMILY_VALUES``; a few minutes).
 
 Each evaluation simulates every training row (about 20-40 s); the fit prints each step, then the
 fitted values and the train / test / per-GPU tables with the defaults and with the fitted values.
-Nothing is written: the lead decides whether the fitted values become defaults.
+Nothing is written: the adopted defaults live in src/servecap/specs/perf.py (docs/validation.md
+gives the rule and the rows each came from).
 """
 
 from __future__ import annotations

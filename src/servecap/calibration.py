@@ -68,8 +68,6 @@ class CalibrationFile(BaseModel):
             step_overhead_s=c.step_overhead_s,
             allreduce_latency_s=c.allreduce_latency_s,
             prefill_s_per_token=c.prefill_s_per_token,
-            low_precision_compute_efficiency=None,
-            bandwidth_efficiency_by_gpu_family=(),
         )
 
     def to_json(self) -> str:

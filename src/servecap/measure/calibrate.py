@@ -201,8 +201,6 @@ def step_samples(
         step_overhead_s=0.0,
         allreduce_latency_s=allreduce_latency_s,
         prefill_s_per_token=0.0,
-        low_precision_compute_efficiency=None,
-        bandwidth_efficiency_by_gpu_family=(),
     )
     window = cost.window_tokens
     out: list[StepSample] = []
@@ -262,7 +260,8 @@ def fit_coefficients(
     y = np.array([s.duration_s - s.comm_s for s in samples])
     p = np.array([float(s.prompt_tokens) for s in samples])
     keep = np.ones(len(samples), dtype=bool)
-    a, b = 1.0 / eff0.bandwidth_efficiency, 1.0 / eff0.compute_efficiency
+    # start from the explicit values, else the global defaults (BF16 compute)
+    a, b = 1.0 / eff0.bandwidth_efficiency_on(""), 1.0 / eff0.compute_efficiency_at("bf16")
     o, q = eff0.step_overhead_s, eff0.prefill_s_per_token
     dropped = 0
     iterations = 0
@@ -296,8 +295,6 @@ def fit_coefficients(
         step_overhead_s=o,
         allreduce_latency_s=eff0.allreduce_latency_s,
         prefill_s_per_token=q,
-        low_precision_compute_efficiency=None,
-        bandwidth_efficiency_by_gpu_family=(),
     )
     return FitResult(
         eff,

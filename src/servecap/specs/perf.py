@@ -4,6 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.59
+"""Global bandwidth efficiency, fitted (0.80 before, a planning assumption): see
+:class:`Efficiency`."""
+
+DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY: dict[str, float] = {
+    "A100": 0.621,
+    "H100": 0.89,
+    "H200": 0.714,
+    "MI300X": 0.418,
+    "RTX-4090": 0.834,
+}
+"""Per-GPU-family bandwidth efficiencies, fitted where the corpus supports one: see
+:class:`Efficiency`."""
+
+DEFAULT_COMPUTE_EFFICIENCY = 0.60
+"""BF16/FP16 GEMMs: kept, not identified by the corpus (see :class:`Efficiency`)."""
+
+DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY = 0.42
+"""FP8/FP4 GEMMs, fitted: see :class:`Efficiency`."""
+
 
 @dataclass(frozen=True, slots=True)
 class Efficiency:
@@ -14,26 +34,38 @@ class Efficiency:
     docs/validation.md, "Adopted defaults"): least squares of the log errors of their 62
     throughput, TPOT/ITL and E2E values, Nelder-Mead (``validation/fit.py``,
     ``benchmarks/validate_fit.py``). ``servecap calibrate`` replaces them with coefficients fitted
-    to one real server (the same fields, in a calibration file).
+    to one real server (the same fields, in a calibration file). A value given explicitly holds
+    for every GPU and dtype; ``None`` (the default) means the fitted default below.
 
-    - ``bandwidth_efficiency`` 0.59: fitted (0.80 before, a planning assumption). Set mostly by
-      the memory-bound rows: the vLLM single-stream and small-batch TPOTs on A100-80GB
-      (tenstorrent-issue340-a100: Qwen3-14B and Qwen3-1.7B, concurrency 1-32), MI300X
-      (oracle-mi300x-llama31-405b single-request rows, vllm-recipes-pr431-mi300x) and RTX 4090
-      (mushfiqrahman-rtx4090-mistral7b), and the TensorRT-LLM H100/H200 rows of
-      trtllm-perf-overview. It is the achieved fraction of peak HBM bandwidth *including* what
-      the roofline leaves out (kernel launch gaps between layers, imperfect overlap of weight
-      streaming with compute, activation traffic), which is why it sits below the 80-90% a
-      single streaming kernel reaches.
-    - ``compute_efficiency`` 0.60 for BF16/FP16 compute: kept (the training rows are almost
-      all memory-bound at BF16, so the fit does not identify it and runs to its bound of 1.0);
-      large prefill GEMMs reach about 60% of dense tensor peak.
-    - ``low_precision_compute_efficiency`` 0.42 for FP8/FP4 compute (weights whose
-      ``WeightDtype.compute`` is ``fp8`` or ``fp4``): fitted on the FP8/FP4 saturated rows of
-      trtllm-perf-overview (H100-SXM, H200-SXM, B200; Llama-3.1-8B, Llama-3.3-70B, Qwen3 MoE)
-      and vllm-issue-20710-b200. FP8 GEMMs reach a smaller share of their (doubled) peak than
-      BF16 ones (per-block scaling, quantisation of activations). ``None``: the same as
-      ``compute_efficiency`` (what a calibration file gives: it is fitted at one dtype).
+    - ``bandwidth_efficiency`` (``None``: the GPU family's fitted value, else 0.59). The global
+      0.59 (0.80 before, a planning assumption) is set mostly by the memory-bound rows: the vLLM
+      single-stream TPOTs on A100-80GB (tenstorrent-issue340-a100: Qwen3-14B and Qwen3-1.7B),
+      MI300X (oracle-mi300x-llama31-405b batch 1 and 4, vllm-recipes-pr431-mi300x) and the
+      TensorRT-LLM H100/H200 rows of trtllm-perf-overview. It is the achieved fraction of peak
+      HBM bandwidth *including* what the roofline leaves out (kernel launch gaps between layers,
+      imperfect overlap of weight streaming with compute, activation traffic), which is why it
+      sits below the 80-90% a single streaming kernel reaches. Refitted per GPU family (every
+      other value held at the global fit; golden section, ``fit_bandwidth_by_family``) where
+      the family's training rows carry at least 8 throughput/TPOT/E2E values (the fixed rule,
+      ``validation.fit.MIN_FAMILY_VALUES``); other families (B200, L40S, ...) use 0.59. Each
+      absorbs its sources' engine as well as the chip (docs/validation.md):
+
+      * A100 0.621: tenstorrent-issue340-a100 (vLLM; Qwen3-1.7B and Qwen3-14B, concurrency 1);
+      * H100 0.89: trtllm-perf-overview (Llama-3.1-8B FP8, Llama-3.3-70B FP8 TP2) and
+        trtllm-performance-v061 (Llama-2-70B FP8, TP2/TP4 static batches), TensorRT-LLM;
+      * H200 0.714: trtllm-perf-overview (Llama-3.1-8B and Llama-3.3-70B FP8, Qwen3-235B-A22B
+        FP8 TP8), TensorRT-LLM;
+      * MI300X 0.418: oracle-mi300x-llama31-405b (vLLM ROCm 2024, Llama-3.1-405B FP8 TP8,
+        batches 1-256) and vllm-recipes-pr431-mi300x (Qwen3-8B, concurrency 32);
+      * RTX-4090 0.834: mushfiqrahman-rtx4090-mistral7b (concurrency 8-32) and
+        databasemart-rtx4090 (7-9B offline), vLLM.
+    - ``compute_efficiency`` (``None``: 0.60 for BF16/FP16 GEMMs, 0.42 for FP8/FP4 ones, by
+      the weights' ``WeightDtype.compute``). 0.60 is kept: the training rows are almost all
+      memory-bound at BF16, so the fit does not identify it (it runs to its bound of 1.0);
+      large prefill GEMMs reach about 60% of dense tensor peak. 0.42 is fitted, on the FP8/FP4
+      saturated rows of trtllm-perf-overview (H100-SXM, H200-SXM; Llama-3.1-8B, Llama-3.3-70B,
+      Qwen3-235B-A22B) and vllm-pr43232-b200: FP8 GEMMs reach a smaller share of their doubled
+      peak than BF16 ones (activation quantisation, per-block scales).
     - ``step_overhead_s`` 0.00207: fitted (2 ms before): the per-step scheduler, sampling and
       launch cost not hidden by CUDA graphs; set by the single-stream TPOT rows above, whose
       step is this overhead plus the weight-streaming time.
@@ -43,27 +75,23 @@ class Efficiency:
       that calibration can fit; 0 by default.
     """
 
-    bandwidth_efficiency: float = 0.59
-    compute_efficiency: float = 0.60
+    bandwidth_efficiency: float | None = None
+    compute_efficiency: float | None = None
     step_overhead_s: float = 0.00207
     allreduce_latency_s: float = 10e-6
     prefill_s_per_token: float = 0.0
-    low_precision_compute_efficiency: float | None = 0.42
-    bandwidth_efficiency_by_gpu_family: tuple[tuple[str, float], ...] = ()
 
     def bandwidth_efficiency_on(self, gpu_family: str) -> float:
-        """The bandwidth efficiency on a GPU family (``specs.gpu.gpu_family``): its own fitted
-        value where the corpus supports one, else ``bandwidth_efficiency``."""
-        for family, value in self.bandwidth_efficiency_by_gpu_family:
-            if family == gpu_family:
-                return value
-        return self.bandwidth_efficiency
+        """The bandwidth efficiency on a GPU family (``specs.gpu.gpu_family``)."""
+        if self.bandwidth_efficiency is not None:
+            return self.bandwidth_efficiency
+        return DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY.get(gpu_family, DEFAULT_BANDWIDTH_EFFICIENCY)
 
     def compute_efficiency_at(self, rate: str) -> float:
         """The compute efficiency of GEMMs at ``rate`` (``bf16``, ``fp8`` or ``fp4``)."""
-        if rate != "bf16" and self.low_precision_compute_efficiency is not None:
-            return self.low_precision_compute_efficiency
-        return self.compute_efficiency
+        if self.compute_efficiency is not None:
+            return self.compute_efficiency
+        return DEFAULT_COMPUTE_EFFICIENCY if rate == "bf16" else DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,18 @@ Fitted, in this order:
    7(4), 1965) over the logarithms of the four parameters, each prediction a full simulation;
 2. ``ttft_overhead_s``, a fixed per-request server cost added to TTFT (and E2E): with the
    efficiencies fixed, the closed-form weighted least squares of the relative TTFT residuals,
-   ``o = Σ (m - p) / m² / Σ 1 / m²`` (minimises ``Σ ((p + o - m) / m)²``).
+   ``o = Σ (m - p) / m² / Σ 1 / m²`` (minimises ``Σ ((p + o - m) / m)²``);
+3. per GPU family (:func:`fit_bandwidth_by_family`), with everything else at its default: one
+   ``bandwidth_efficiency`` for each family whose training rows carry at least
+   :data:`MIN_FAMILY_VALUES` non-TTFT values, by golden section on its logarithm (Kiefer 1953),
+   simulating only that family's rows.
+
+The adopted defaults (``specs/perf.py``) are the results of stages 1 and 3; stage 2's TTFT cost,
+refitted after stage 3, is 0 and was not adopted (docs/validation.md).
 
 The result is applied through :class:`~servecap.validation.predict.Adjustments`, i.e. through
-the same :class:`~servecap.specs.perf.Efficiency` a calibration file supplies; nothing in
-``core`` changes.
+the same :class:`~servecap.specs.perf.Efficiency` a calibration file supplies; the fit itself
+writes nothing.
 """
 
 from __future__ import annotations
@@ -126,7 +133,14 @@ def fit(
 ) -> FitResult:
     """Fit the efficiencies and the TTFT overhead to ``rows`` (the training half)."""
     e = start or Efficiency()
-    x0 = np.log([e.bandwidth_efficiency, e.compute_efficiency, e.compute_efficiency, max(e.step_overhead_s, 1e-4)])
+    x0 = np.log(
+        [
+            e.bandwidth_efficiency_on(""),
+            e.compute_efficiency_at("bf16"),
+            e.compute_efficiency_at("fp8"),
+            max(e.step_overhead_s, 1e-4),
+        ]
+    )
 
     def objective(x: np.ndarray) -> float:
         value = squared_log_error(compare_rows(rows, _adjustments(x), max_requests=max_requests))
@@ -207,10 +221,10 @@ def fit_bandwidth_by_family(
         mine = [r for r in rows if gpu_family(r.row.gpu) == fam]
 
         def at(bw: float, mine: list[CorpusRow] = mine) -> list[Comparison]:
-            eff = replace(base.efficiency, bandwidth_efficiency=bw, bandwidth_efficiency_by_gpu_family=())
+            eff = replace(base.efficiency, bandwidth_efficiency=bw)
             return compare_rows(mine, replace(base, efficiency=eff), max_requests=max_requests)
 
-        comps0 = at(base.efficiency.bandwidth_efficiency)
+        comps0 = at(base.efficiency.bandwidth_efficiency_on(fam))
         n = sum(1 for c in comps0 if c.family != "ttft" and c.predicted is not None)
         if n < min_values:
             continue

@@ -50,10 +50,11 @@ class Adjustments:
     ttft_overhead_s: float = 0.0
 
     def efficiency_for(self, weights_dtype: str) -> Efficiency:
-        """The efficiency a row runs with (``weights_dtype`` kept for callers; the step-time
-        model picks the FP8/FP4 compute efficiency from the weights' compute rate itself)."""
-        if self.compute_efficiency_low_precision is not None:
-            return replace(self.efficiency, low_precision_compute_efficiency=self.compute_efficiency_low_precision)
+        """The efficiency a row runs with: ``compute_efficiency_low_precision`` (when given) for
+        weights that compute at 8 or 4 bits, as the step-time model's defaults do."""
+        low = weights_dtype in ("fp8", "int8", "nvfp4", "mxfp4")
+        if low and self.compute_efficiency_low_precision is not None:
+            return replace(self.efficiency, compute_efficiency=self.compute_efficiency_low_precision)
         return self.efficiency
 
 
