@@ -30,8 +30,9 @@ class Efficiency:
     """Achievable fractions of the spec sheet and fixed costs of one engine step.
 
     The defaults are fitted to the training half of servecap's corpus of published measurements
-    (``src/servecap/validation/data``; the 40 rows whose ``split_of`` is ``train``, listed in
-    docs/validation.md, "Adopted defaults"): least squares of the log errors of their 62
+    (``src/servecap/validation/data``; the 40 rows whose ``split_of`` is ``train``, which
+    ``servecap validate --split train`` lists; docs/validation.md, "Adopted defaults", gives the
+    sources and row counts behind each value): least squares of the log errors of their 62
     throughput, TPOT/ITL and E2E values, Nelder-Mead (``validation/fit.py``,
     ``benchmarks/validate_fit.py``). ``servecap calibrate`` replaces them with coefficients fitted
     to one real server (the same fields, in a calibration file). A value given explicitly holds
@@ -63,9 +64,11 @@ class Efficiency:
       the weights' ``WeightDtype.compute``). 0.60 is kept: the training rows are almost all
       memory-bound at BF16, so the fit does not identify it (it runs to its bound of 1.0);
       large prefill GEMMs reach about 60% of dense tensor peak. 0.42 is fitted, on the FP8/FP4
-      saturated rows of trtllm-perf-overview (H100-SXM, H200-SXM; Llama-3.1-8B, Llama-3.3-70B,
-      Qwen3-235B-A22B) and vllm-pr43232-b200: FP8 GEMMs reach a smaller share of their doubled
-      peak than BF16 ones (activation quantisation, per-block scales).
+      training rows with FP8 weights: trtllm-perf-overview (H100-SXM, H200-SXM; Llama-3.1-8B,
+      Llama-3.3-70B, Qwen3-235B-A22B), trtllm-performance-v061 (H100, Llama-2-70B),
+      oracle-mi300x-llama31-405b (MI300X) and vllm-pr43232-b200 (Qwen3-235B-A22B): FP8 GEMMs
+      reach a smaller share of their doubled peak than BF16 ones (activation quantisation,
+      per-block scales).
     - ``step_overhead_s`` 0.00207: fitted (2 ms before): the per-step scheduler, sampling and
       launch cost not hidden by CUDA graphs; set by the single-stream TPOT rows above, whose
       step is this overhead plus the weight-streaming time.
