@@ -1,10 +1,15 @@
 """Fit the step-time efficiencies to the training half of the corpus and print the held-out errors.
 
     PYTHONPATH=src python benchmarks/validate_fit.py [--max-evaluations 36]
+    PYTHONPATH=src python benchmarks/validate_fit.py --by-family
+
+``--by-family`` keeps the global defaults and fits one bandwidth efficiency per GPU family whose
+training rows carry enough values (``fit.MIN_FAMILY_VALUES``; a few minutes).
 
 Each evaluation simulates every training row (about 20-40 s); the fit prints each step, then the
 fitted values and the train / test / per-GPU tables with the defaults and with the fitted values.
-Nothing is written: the lead decides whether the fitted values become defaults.
+Nothing is written: the adopted defaults live in src/servecap/specs/perf.py (docs/validation.md
+gives the rule and the rows each came from).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import time
 
 from servecap.validation.corpus import load_corpus, select
 from servecap.validation.evaluate import Comparison, by_family, by_gpu_family, compare_rows
-from servecap.validation.fit import fit
+from servecap.validation.fit import fit, fit_bandwidth_by_family
 from servecap.validation.predict import Adjustments
 
 
@@ -29,9 +34,21 @@ def _line(label: str, comps: list[Comparison]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-evaluations", type=int, default=36)
+    ap.add_argument("--by-family", action="store_true")
     args = ap.parse_args()
     rows = load_corpus()
     t0 = time.perf_counter()
+    if args.by_family:
+        fits = fit_bandwidth_by_family(
+            select(rows, split="train"),
+            Adjustments(),
+            log=lambda s: print(f"{time.perf_counter() - t0:6.0f} s  {s}", flush=True),
+        )
+        print(
+            "bandwidth_efficiency_by_gpu_family="
+            + repr(tuple((f.gpu_family, round(f.bandwidth_efficiency, 3)) for f in fits))
+        )
+        return
     result = fit(
         select(rows, split="train"),
         max_evaluations=args.max_evaluations,

@@ -92,8 +92,8 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
     e = fit.efficiency
     try:
         coeffs = Coefficients(
-            bandwidth_efficiency=e.bandwidth_efficiency,
-            compute_efficiency=e.compute_efficiency,
+            bandwidth_efficiency=e.bandwidth_efficiency_on(""),  # the fit sets both explicitly
+            compute_efficiency=e.compute_efficiency_at("bf16"),
             step_overhead_s=e.step_overhead_s,
             prefill_s_per_token=e.prefill_s_per_token,
             allreduce_latency_s=e.allreduce_latency_s,
@@ -119,7 +119,6 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
         req.output.write_text(cal.to_json() + "\n", encoding="utf-8")
     except OSError as err:
         raise ServecapError("output", str(req.output), f"cannot write: {err.strerror}") from None
-    names = ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s", "prefill_s_per_token")
     return CalibrateResponse(
         output=str(req.output),
         model=dep.model.id,
@@ -127,7 +126,12 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
         num_gpus=dep.num_gpus,
         source=used,
         coefficients=coeffs.model_dump(),
-        defaults={n: float(getattr(start, n)) for n in names},
+        defaults={  # the defaults this deployment would run with (by GPU family and dtype)
+            "bandwidth_efficiency": start.bandwidth_efficiency_on(dep.gpu.family),
+            "compute_efficiency": start.compute_efficiency_at(dep.weights_dtype.compute),
+            "step_overhead_s": start.step_overhead_s,
+            "prefill_s_per_token": start.prefill_s_per_token,
+        },
         num_samples=fit.num_samples,
         memory_bound=fit.num_memory_bound,
         compute_bound=fit.num_compute_bound,

@@ -2,7 +2,7 @@
 beside the closed-form figures and the assumptions that separate them.
 
 ``plan`` and ``capacity`` answer "how many users" under different assumptions, and the gap can be
-large (Llama-3.1-8B on an H100, TPOT 50 ms, TTFT 1 s: ``plan`` 1,030 users, ``capacity`` 215).
+large (Llama-3.1-8B on an H100, TPOT 50 ms, TTFT 1 s: ``plan`` 1,030 users, ``capacity`` 229).
 The response states the assumptions side by side (SLO statistic, prompt length with chat
 history, think time or duty cycle, queueing) and one line on why the numbers differ; ``plan
 --think-time-s Z --turns T`` gives the closed form under capacity's assumptions.
@@ -106,7 +106,8 @@ def capacity(
     duty = generating / (generating + think) if think is not None and generating > 0 else None
 
     def fmt(x: float) -> str:
-        return f"{x:,.0f}" if closed else f"{x:,.2f}"
+        # whole users, counted down as plan counts them (int()), so the two figures agree exactly
+        return f"{int(x):,}" if closed else f"{x:,.2f}"
 
     slo_text = ", ".join(
         part

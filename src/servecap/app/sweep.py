@@ -56,7 +56,7 @@ def sweep(
 
     eff = efficiency or Efficiency()
     total_mem = np.array([g.total_memory_bytes for g in gpus], dtype=np.float64)
-    bw = np.array([g.hbm_bandwidth_tb_s * TB_BYTES for g in gpus]) * eff.bandwidth_efficiency
+    bw = np.array([g.hbm_bandwidth_tb_s * TB_BYTES * eff.bandwidth_efficiency_on(g.family) for g in gpus])
     limits = [default_batch_limits(g) for g in gpus]
     seqs = np.array([s for _, s in limits], dtype=np.float64)
     lens = np.array(lengths, dtype=np.float64)
@@ -104,7 +104,9 @@ def sweep(
                         cost = step_cost(dep, stage_weights_bytes=weights)
                     except ServecapError:
                         continue
-                    peak = np.array([g.dense_tflops(w.compute) * TFLOPS for g in gpus]) * eff.compute_efficiency
+                    peak = np.array([g.dense_tflops(w.compute) * TFLOPS for g in gpus]) * eff.compute_efficiency_at(
+                        w.compute
+                    )
                     budget = total_mem * DEFAULT_GPU_MEMORY_UTILIZATION - weights - act_row - NON_TORCH_BYTES_PER_GPU
                     blocks = np.floor(np.maximum(budget, 0.0) / layout.page_bytes / layout.group_size)
                     blocks2 = blocks[:, None]

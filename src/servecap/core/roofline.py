@@ -106,6 +106,8 @@ class StepCost:
     peak_flops: float  # FLOP/s
     hbm_bytes_s: float
     link_bytes_s: float
+    compute_rate: str = "bf16"  # the tensor-core rate the weights compute at (WeightDtype.compute)
+    gpu_family: str = ""  # picks a per-family bandwidth efficiency (Efficiency.bandwidth_efficiency_on)
 
     def weight_bytes_read(self, num_tokens: int) -> float:
         if self.moe_layers == 0 or num_tokens <= 0:
@@ -128,8 +130,8 @@ class StepCost:
             + self.attn_flops_per_pair * batch.attn_pairs
             + self.window_attn_flops_per_pair * batch.window_attn_pairs
         )
-        memory_s = bytes_read / (self.hbm_bytes_s * eff.bandwidth_efficiency)
-        compute_s = flops / (self.peak_flops * eff.compute_efficiency)
+        memory_s = bytes_read / (self.hbm_bytes_s * eff.bandwidth_efficiency_on(self.gpu_family))
+        compute_s = flops / (self.peak_flops * eff.compute_efficiency_at(self.compute_rate))
         comm_s = 0.0
         if self.tp > 1:
             ring = 2.0 * (self.tp - 1) / self.tp
@@ -206,6 +208,8 @@ def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
         peak_flops=gpu.dense_tflops(dep.weights_dtype.compute) * TFLOPS,
         hbm_bytes_s=gpu.hbm_bandwidth_tb_s * TB_BYTES,
         link_bytes_s=link,
+        compute_rate=dep.weights_dtype.compute,
+        gpu_family=gpu.family,
     )
 
 

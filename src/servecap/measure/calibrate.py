@@ -260,7 +260,8 @@ def fit_coefficients(
     y = np.array([s.duration_s - s.comm_s for s in samples])
     p = np.array([float(s.prompt_tokens) for s in samples])
     keep = np.ones(len(samples), dtype=bool)
-    a, b = 1.0 / eff0.bandwidth_efficiency, 1.0 / eff0.compute_efficiency
+    # start from the explicit values, else the global defaults (BF16 compute)
+    a, b = 1.0 / eff0.bandwidth_efficiency_on(""), 1.0 / eff0.compute_efficiency_at("bf16")
     o, q = eff0.step_overhead_s, eff0.prefill_s_per_token
     dropped = 0
     iterations = 0

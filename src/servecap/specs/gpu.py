@@ -8,6 +8,13 @@ from servecap.errors import ServecapError
 from servecap.units import GB_BYTES, GIB_BYTES
 
 
+def gpu_family(gpu_id: str) -> str:
+    """'H100-SXM' -> 'H100', 'A100-80GB-SXM' -> 'A100', 'RTX-4090' -> 'RTX-4090' (one chip,
+    whatever its memory size or form factor)."""
+    parts = gpu_id.split("-")
+    return "-".join(parts[:2]) if parts[0].upper() == "RTX" else parts[0]
+
+
 @dataclass(frozen=True, slots=True)
 class GpuSpec:
     id: str
@@ -30,6 +37,10 @@ class GpuSpec:
     purchase_usd: float | None = None
     purchase_date: str | None = None
     sources: tuple[str, ...] = ()
+
+    @property
+    def family(self) -> str:
+        return gpu_family(self.id)
 
     @property
     def total_memory_bytes(self) -> int:

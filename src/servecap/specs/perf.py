@@ -4,31 +4,97 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.59
+"""Global bandwidth efficiency, fitted (0.80 before, a planning assumption): see
+:class:`Efficiency`."""
+
+DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY: dict[str, float] = {
+    "A100": 0.621,
+    "H100": 0.89,
+    "H200": 0.714,
+    "MI300X": 0.418,
+    "RTX-4090": 0.834,
+}
+"""Per-GPU-family bandwidth efficiencies, fitted where the corpus supports one: see
+:class:`Efficiency`."""
+
+DEFAULT_COMPUTE_EFFICIENCY = 0.60
+"""BF16/FP16 GEMMs: kept, not identified by the corpus (see :class:`Efficiency`)."""
+
+DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY = 0.42
+"""FP8/FP4 GEMMs, fitted: see :class:`Efficiency`."""
+
 
 @dataclass(frozen=True, slots=True)
 class Efficiency:
     """Achievable fractions of the spec sheet and fixed costs of one engine step.
 
-    The defaults are planning assumptions, not measurements; ``servecap calibrate`` replaces
-    them with coefficients fitted to a real server (the same fields, in a calibration file).
+    The defaults are fitted to the training half of servecap's corpus of published measurements
+    (``src/servecap/validation/data``; the 40 rows whose ``split_of`` is ``train``, which
+    ``servecap validate --split train`` lists; docs/validation.md, "Adopted defaults", gives the
+    sources and row counts behind each value): least squares of the log errors of their 62
+    throughput, TPOT/ITL and E2E values, Nelder-Mead (``validation/fit.py``,
+    ``benchmarks/validate_fit.py``). ``servecap calibrate`` replaces them with coefficients fitted
+    to one real server (the same fields, in a calibration file). A value given explicitly holds
+    for every GPU and dtype; ``None`` (the default) means the fitted default below.
 
-    - ``bandwidth_efficiency`` 0.80: decode GEMV/attention kernels stream weights and KV at
-      roughly 80% of peak HBM bandwidth on current GPUs.
-    - ``compute_efficiency`` 0.60: large prefill GEMMs reach about 60% of dense tensor peak
-      (model FLOPs utilisation of a serving engine, attention and norms included).
-    - ``step_overhead_s`` 0.002: the per-step scheduler, sampling and launch cost not hidden by
-      CUDA graphs.
+    - ``bandwidth_efficiency`` (``None``: the GPU family's fitted value, else 0.59). The global
+      0.59 (0.80 before, a planning assumption) is set mostly by the memory-bound rows: the vLLM
+      single-stream TPOTs on A100-80GB (tenstorrent-issue340-a100: Qwen3-14B and Qwen3-1.7B),
+      MI300X (oracle-mi300x-llama31-405b batch 1 and 4, vllm-recipes-pr431-mi300x) and the
+      TensorRT-LLM H100/H200 rows of trtllm-perf-overview. It is the achieved fraction of peak
+      HBM bandwidth *including* what the roofline leaves out (kernel launch gaps between layers,
+      imperfect overlap of weight streaming with compute, activation traffic), which is why it
+      sits below the 80-90% a single streaming kernel reaches. Refitted per GPU family (every
+      other value held at the global fit; golden section, ``fit_bandwidth_by_family``) where
+      the family's training rows carry at least 8 throughput/TPOT/E2E values (the fixed rule,
+      ``validation.fit.MIN_FAMILY_VALUES``); other families (B200, L40S, ...) use 0.59. Each
+      absorbs its sources' engine as well as the chip (docs/validation.md):
+
+      * A100 0.621: tenstorrent-issue340-a100 (vLLM; Qwen3-1.7B and Qwen3-14B, concurrency 1);
+      * H100 0.89: trtllm-perf-overview (Llama-3.1-8B FP8, Llama-3.3-70B FP8 TP2) and
+        trtllm-performance-v061 (Llama-2-70B FP8, TP2/TP4 static batches), TensorRT-LLM;
+      * H200 0.714: trtllm-perf-overview (Llama-3.1-8B and Llama-3.3-70B FP8, Qwen3-235B-A22B
+        FP8 TP8), TensorRT-LLM;
+      * MI300X 0.418: oracle-mi300x-llama31-405b (vLLM ROCm 2024, Llama-3.1-405B FP8 TP8,
+        batches 1-256) and vllm-recipes-pr431-mi300x (Qwen3-8B, concurrency 32);
+      * RTX-4090 0.834: mushfiqrahman-rtx4090-mistral7b (concurrency 8-32) and
+        databasemart-rtx4090 (7-9B offline), vLLM.
+    - ``compute_efficiency`` (``None``: 0.60 for BF16/FP16 GEMMs, 0.42 for FP8/FP4 ones, by
+      the weights' ``WeightDtype.compute``). 0.60 is kept: the training rows are almost all
+      memory-bound at BF16, so the fit does not identify it (it runs to its bound of 1.0);
+      large prefill GEMMs reach about 60% of dense tensor peak. 0.42 is fitted, on the FP8/FP4
+      training rows with FP8 weights: trtllm-perf-overview (H100-SXM, H200-SXM; Llama-3.1-8B,
+      Llama-3.3-70B, Qwen3-235B-A22B), trtllm-performance-v061 (H100, Llama-2-70B),
+      oracle-mi300x-llama31-405b (MI300X) and vllm-pr43232-b200 (Qwen3-235B-A22B): FP8 GEMMs
+      reach a smaller share of their doubled peak than BF16 ones (activation quantisation,
+      per-block scales).
+    - ``step_overhead_s`` 0.00207: fitted (2 ms before): the per-step scheduler, sampling and
+      launch cost not hidden by CUDA graphs; set by the single-stream TPOT rows above, whose
+      step is this overhead plus the weight-streaming time.
     - ``allreduce_latency_s`` 10e-6: the fixed cost of one tensor-parallel all-reduce
       (NCCL's small-message latency within one NVLink node is of this order).
     - ``prefill_s_per_token``: an extra per-prompt-token cost (tokenisation, input processing)
       that calibration can fit; 0 by default.
     """
 
-    bandwidth_efficiency: float = 0.80
-    compute_efficiency: float = 0.60
-    step_overhead_s: float = 0.002
+    bandwidth_efficiency: float | None = None
+    compute_efficiency: float | None = None
+    step_overhead_s: float = 0.00207
     allreduce_latency_s: float = 10e-6
     prefill_s_per_token: float = 0.0
+
+    def bandwidth_efficiency_on(self, gpu_family: str) -> float:
+        """The bandwidth efficiency on a GPU family (``specs.gpu.gpu_family``)."""
+        if self.bandwidth_efficiency is not None:
+            return self.bandwidth_efficiency
+        return DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY.get(gpu_family, DEFAULT_BANDWIDTH_EFFICIENCY)
+
+    def compute_efficiency_at(self, rate: str) -> float:
+        """The compute efficiency of GEMMs at ``rate`` (``bf16``, ``fp8`` or ``fp4``)."""
+        if self.compute_efficiency is not None:
+            return self.compute_efficiency
+        return DEFAULT_COMPUTE_EFFICIENCY if rate == "bf16" else DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from servecap.specs.gpu import gpu_family
 from servecap.validation.corpus import CorpusRow
 from servecap.validation.predict import MAX_SIM_REQUESTS, Adjustments, predict_row
 from servecap.validation.schema import FAMILIES
@@ -43,12 +44,6 @@ class ErrorStats:
     mape: float | None
     median_abs: float | None
     median_signed: float | None
-
-
-def gpu_family(gpu_id: str) -> str:
-    """'H100-SXM' -> 'H100', 'A100-80GB-SXM' -> 'A100', 'RTX-4090' -> 'RTX-4090'."""
-    parts = gpu_id.split("-")
-    return "-".join(parts[:2]) if parts[0].upper() == "RTX" else parts[0]
 
 
 def compare_rows(

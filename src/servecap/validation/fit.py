@@ -9,21 +9,29 @@ Fitted, in this order:
    7(4), 1965) over the logarithms of the four parameters, each prediction a full simulation;
 2. ``ttft_overhead_s``, a fixed per-request server cost added to TTFT (and E2E): with the
    efficiencies fixed, the closed-form weighted least squares of the relative TTFT residuals,
-   ``o = Σ (m - p) / m² / Σ 1 / m²`` (minimises ``Σ ((p + o - m) / m)²``).
+   ``o = Σ (m - p) / m² / Σ 1 / m²`` (minimises ``Σ ((p + o - m) / m)²``);
+3. per GPU family (:func:`fit_bandwidth_by_family`), with everything else at its default: one
+   ``bandwidth_efficiency`` for each family whose training rows carry at least
+   :data:`MIN_FAMILY_VALUES` non-TTFT values, by golden section on its logarithm (Kiefer 1953),
+   simulating only that family's rows.
+
+The adopted defaults (``specs/perf.py``) are the results of stages 1 and 3; stage 2's TTFT cost,
+refitted after stage 3, is 0 and was not adopted (docs/validation.md).
 
 The result is applied through :class:`~servecap.validation.predict.Adjustments`, i.e. through
-the same :class:`~servecap.specs.perf.Efficiency` a calibration file supplies; nothing in
-``core`` changes.
+the same :class:`~servecap.specs.perf.Efficiency` a calibration file supplies; the fit itself
+writes nothing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from servecap.specs.gpu import gpu_family
 from servecap.specs.perf import Efficiency
 from servecap.validation.corpus import CorpusRow
 from servecap.validation.evaluate import Comparison, compare_rows
@@ -125,7 +133,14 @@ def fit(
 ) -> FitResult:
     """Fit the efficiencies and the TTFT overhead to ``rows`` (the training half)."""
     e = start or Efficiency()
-    x0 = np.log([e.bandwidth_efficiency, e.compute_efficiency, e.compute_efficiency, max(e.step_overhead_s, 1e-4)])
+    x0 = np.log(
+        [
+            e.bandwidth_efficiency_on(""),
+            e.compute_efficiency_at("bf16"),
+            e.compute_efficiency_at("fp8"),
+            max(e.step_overhead_s, 1e-4),
+        ]
+    )
 
     def objective(x: np.ndarray) -> float:
         value = squared_log_error(compare_rows(rows, _adjustments(x), max_requests=max_requests))
@@ -148,3 +163,79 @@ def fit(
         num_values=sum(1 for c in comps if c.family != "ttft" and c.predicted is not None),
         num_ttft_values=sum(1 for c in comps if c.family == "ttft" and c.predicted is not None),
     )
+
+
+MIN_FAMILY_VALUES = 8
+"""The fixed rule for a per-GPU-family bandwidth efficiency: the family's training rows carry at
+least this many throughput, TPOT/ITL and E2E values; other families keep the global value."""
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyFit:
+    gpu_family: str
+    bandwidth_efficiency: float
+    num_values: int
+    objective_global: float  # mean squared log error of the family's values at the global value
+    objective: float  # ... at the fitted value
+
+
+def golden_section(f: Callable[[float], float], lo: float, hi: float, *, evaluations: int = 14) -> tuple[float, float]:
+    """Minimise a unimodal ``f`` on ``[lo, hi]`` (Kiefer, Proc. AMS 4(3), 1953): each step keeps
+    the golden fraction 0.618 of the bracket; returns the best point evaluated and its value."""
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    best = (c, fc) if fc <= fd else (d, fd)
+    for _ in range(max(0, evaluations - 2)):
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+            if fc < best[1]:
+                best = (c, fc)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+            if fd < best[1]:
+                best = (d, fd)
+    return best
+
+
+def fit_bandwidth_by_family(
+    rows: list[CorpusRow],
+    base: Adjustments,
+    *,
+    min_values: int = MIN_FAMILY_VALUES,
+    evaluations: int = 14,
+    max_requests: int = MAX_SIM_REQUESTS,
+    log: Callable[[str], None] | None = None,
+) -> list[FamilyFit]:
+    """With every other parameter at ``base``, one bandwidth efficiency per GPU family whose
+    training rows carry at least ``min_values`` non-TTFT values (golden section on its log over
+    [0.3, 1.0], each evaluation simulating only that family's rows)."""
+    fams = sorted({gpu_family(r.row.gpu) for r in rows})
+    out: list[FamilyFit] = []
+    for fam in fams:
+        mine = [r for r in rows if gpu_family(r.row.gpu) == fam]
+
+        def at(bw: float, mine: list[CorpusRow] = mine) -> list[Comparison]:
+            eff = replace(base.efficiency, bandwidth_efficiency=bw)
+            return compare_rows(mine, replace(base, efficiency=eff), max_requests=max_requests)
+
+        comps0 = at(base.efficiency.bandwidth_efficiency_on(fam))
+        n = sum(1 for c in comps0 if c.family != "ttft" and c.predicted is not None)
+        if n < min_values:
+            continue
+        x, value = golden_section(
+            lambda lx: squared_log_error(at(math.exp(lx))), math.log(0.3), 0.0, evaluations=evaluations
+        )
+        fitted = FamilyFit(fam, math.exp(x), n, squared_log_error(comps0), value)
+        if log is not None:
+            log(
+                f"{fam}: bandwidth_efficiency {fitted.bandwidth_efficiency:.3f} ({n} values, "
+                f"objective {fitted.objective_global:.4f} -> {fitted.objective:.4f})"
+            )
+        out.append(fitted)
+    return out

@@ -50,6 +50,8 @@ class Adjustments:
     ttft_overhead_s: float = 0.0
 
     def efficiency_for(self, weights_dtype: str) -> Efficiency:
+        """The efficiency a row runs with: ``compute_efficiency_low_precision`` (when given) for
+        weights that compute at 8 or 4 bits, as the step-time model's defaults do."""
         low = weights_dtype in ("fp8", "int8", "nvfp4", "mxfp4")
         if low and self.compute_efficiency_low_precision is not None:
             return replace(self.efficiency, compute_efficiency=self.compute_efficiency_low_precision)
