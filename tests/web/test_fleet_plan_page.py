@@ -17,13 +17,13 @@ from servecap.cli.main import cli
 
 pytestmark = pytest.mark.browser
 
-# Small and fast: an 8B model at 8 req/s, two GPUs, one lever (about a second in pure Python).
+# Small and fast: an 8B model at 30 req/s, two GPUs, one lever (about 1.5 s in pure Python).
 FORM = {
     "model": "meta-llama/Llama-3.1-8B",
     "gpus": "L40S,H100-SXM",
     "max_model_len": "4096",
     "router": "least-outstanding",
-    "peak_rps": "8",
+    "peak_rps": "30",
     "request_interval_s": "30",
     "shape": "constant",
     "prompt_tokens": "300",
@@ -38,7 +38,7 @@ PLAN: dict[str, Any] = {
     "model": "meta-llama/Llama-3.1-8B",
     "candidates": [{"gpu": "L40S", "max_model_len": 4096}, {"gpu": "H100-SXM", "max_model_len": 4096}],
     "traffic": {
-        "peak_rps": 8,
+        "peak_rps": 30,
         "request_interval_s": 30,
         "workload": {
             "arrival": {"kind": "poisson", "rate_per_s": 1},
@@ -71,7 +71,8 @@ def test_the_form_gives_fleet_plans_answer(desktop: Page, server_url: str) -> No
     assert int(pg.inner_text("#chosen-replicas").replace(",", "")) == want.chosen.replicas
     assert pg.inner_text("#chosen-usd") == f"${want.fleet.usd_per_month:,.0f}"
     assert int(pg.inner_text("#simulations").replace(",", "")) == want.simulations
-    assert "fp8-kv" in pg.inner_text("#result")
+    assert want.next_cheaper is not None and not want.next_cheaper.slo_met
+    assert "one replica fewer" in pg.inner_text("#result") and "fp8-kv" in pg.inner_text("#result")
     assert "gpus=L40S%2CH100-SXM" in pg.url and "levers=fp8-kv" in pg.url
     desktop.shot("fleet-plan-result")
     assert desktop.errors == []
@@ -85,7 +86,7 @@ def test_a_shared_link_restores_the_plan(browser: Any, server_url: str, width: i
         pg = page.page
         pg.goto(f"{server_url}/fleet-plan?{urlencode(FORM)}")
         pg.wait_for_selector("#answer", timeout=120_000)
-        assert pg.input_value("input[name=peak_rps]") == "8"
+        assert pg.input_value("input[name=peak_rps]") == "30"
         selected = "[...document.querySelector('#%s').selectedOptions].map((o) => o.value)"
         assert pg.evaluate(selected % "gpus") == ["L40S", "H100-SXM"]
         assert pg.evaluate(selected % "levers") == ["fp8-kv"]
