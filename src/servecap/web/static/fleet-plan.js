@@ -38,7 +38,8 @@ function render(r) {
     <div id="candidates-plot" class="plot"></div>
     <h2>Candidates</h2>
     ${table([["pool", (x) => esc(x.name)], ["replicas", (x) => (x.replicas === null ? "–" : num(x.replicas))], ["$/month", (x) => usd(x.usd_per_month, 0)],
-      ["req/s per replica", (x) => num(x.req_s_per_replica, 2)], ["closed form", (x) => num(x.closed_form_req_s_per_replica, 2)], ["simulations", (x) => num(x.simulations)], ["note", (x) => esc(x.note)]], r.candidates)}
+      ["req/s per replica", (x) => num(x.req_s_per_replica, 2)], ["closed form", (x) => num(x.closed_form_req_s_per_replica, 2)], ["simulations", (x) => num(x.simulations)]], r.candidates)}
+    ${notes(r.candidates.filter((x) => x.note).map((x) => `${x.name}: ${x.note}`))}
     ${a ? `<h2>Autoscaler for the daily curve</h2><p id="autoscaler">${esc(a.preset)} on ${esc(a.signal)}, target ${num(a.target, 2)}, every ${num(a.interval_s)} s,
       ${num(a.min_replicas)} to ${num(a.max_replicas)} replicas; scale ahead at ${num(a.scale_ahead_req_s_per_replica, 2)} req/s per replica,
       ${num(a.scale_ahead_lead_s)} s early; ${usd(a.usd_per_month, 0)}/month over the day. Steepest ramp
@@ -51,7 +52,7 @@ function render(r) {
   const priced = r.candidates.filter((x) => x.usd_per_month !== null);
   Plotly.newPlot("candidates-plot", [{ type: "bar", x: priced.map((x) => x.name), y: priced.map((x) => x.usd_per_month), name: "$/month",
     marker: { color: priced.map((x) => (x.name === c.name ? "#1d4ed8" : "#94a3b8")) } }],
-    { ...PLOT_LAYOUT, height: 300, title: { text: "Cheapest passing fleet per candidate ($/month)" }, yaxis: { title: { text: "$/month" }, rangemode: "tozero" } }, PLOT_CONFIG);
+    { ...PLOT_LAYOUT, height: 300, title: { text: "$/month per candidate" }, yaxis: { title: { text: "$/month" }, rangemode: "tozero" } }, PLOT_CONFIG);
 }
 
 const ui = page("fleet-plan", form, async (state) => {
