@@ -8,7 +8,7 @@ from pathlib import Path
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
-PAGES = ("plan", "compare", "simulate", "fleet", "runs")
+PAGES = ("plan", "compare", "simulate", "fleet", "fleet-plan", "runs")
 _STATIC = Path(str(resources.files("servecap.web").joinpath("static")))
 
 

@@ -1,7 +1,7 @@
 // servecap web UI: shared helpers. Every number comes from /api/v1; this file only lays them out.
 "use strict";
 
-const PAGES = [["plan", "Plan"], ["compare", "Compare GPUs"], ["simulate", "Simulate"], ["fleet", "Fleet"], ["runs", "Runs"]];
+const PAGES = [["plan", "Plan"], ["compare", "Compare GPUs"], ["simulate", "Simulate"], ["fleet", "Fleet"], ["fleet-plan", "Fleet plan"], ["runs", "Runs"]];
 
 function header(current) {
   const nav = PAGES.map(([p, t]) => `<a href="/${p}" class="${p === current ? "current" : ""}">${t}</a>`).join("");
@@ -47,6 +47,7 @@ function formState(form) {
   for (const el of form.elements) {
     if (!el.name || el.type === "file") continue;
     if (el.type === "checkbox") { if (el.checked) state[el.name] = "1"; continue; }
+    if (el.type === "select-multiple") { const v = [...el.selectedOptions].map((o) => o.value).join(","); if (v) state[el.name] = v; continue; }
     if (el.value !== "") state[el.name] = el.value;
   }
   return state;
@@ -58,6 +59,12 @@ function fillForm(form, params) {
     if (!params.has(el.name)) continue;
     const v = params.get(el.name);
     if (el.type === "checkbox") { el.checked = v === "1"; continue; }
+    if (el.type === "select-multiple") {
+      const want = v.split(",").filter(Boolean);
+      for (const w of want) if (![...el.options].some((o) => o.value === w)) el.add(new Option(w, w));
+      for (const o of el.options) o.selected = want.includes(o.value);
+      continue;
+    }
     if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === v)) el.add(new Option(v, v));
     el.value = v;
   }
