@@ -18,11 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from servecap.errors import ServecapError, did_you_mean
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
+from servecap.fleet.gateway_stage import check_pool_names
 from servecap.fleet.spec import INSTANT
+from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
 from servecap.policy.autoscalers import PRESETS, AutoscalerSettings
 from servecap.policy.routers import ROUTERS
 from servecap.progress import ProgressFn
@@ -173,6 +175,17 @@ class FleetFile(_Model):
     max_retries: int = Field(default=2, ge=0)
     slo: SloModel | None = None
     timeseries_interval_s: float | None = Field(default=None, gt=0)
+    gateway: GatewayConfig | None = None  # docs/gateway.md
+
+    @field_validator("gateway", mode="before")
+    @classmethod
+    def _gateway(cls, v: Any) -> Any:
+        # the gateway's own validation: its one-line errors name ``gateway.<field>``
+        if v is None or isinstance(v, GatewayConfig):
+            return v
+        if not isinstance(v, dict):
+            raise ServecapError("gateway", v, "must be a mapping (see docs/gateway.md)")
+        return gateway_from_dict(v)
 
     def router_model(self) -> RouterModel:
         return RouterModel(name=self.router) if isinstance(self.router, str) else self.router
@@ -364,7 +377,10 @@ def build_fleet(f: FleetFile, base_dir: Path | None = None) -> tuple[FleetSpec, 
         max_retries=f.max_retries,
         slo=slo,
         timeseries_interval_s=f.timeseries_interval_s,
+        gateway=f.gateway,
     )
+    if f.gateway is not None:
+        check_pool_names(f.gateway, [p.name for p in pools], [p.name for p in f.gateway.providers])
     return spec, notes
 
 
@@ -405,11 +421,40 @@ class FleetSimulateResponse(_Model):
     seed: int
     notes: list[str]
     slo_by_class: list[dict[str, Any]] = Field(default_factory=list)  # per (tenant, class) percentile targets
+    gateway: GatewayOut | None = None  # with a gateway: section
+
+
+class GatewayOut(_Model):
+    """The gateway's counts: one outcome per request (``outcomes_by_tenant``; their sum per
+    tenant is its ``arrivals``), the decisions on the way, the external providers' share, and
+    the latency summary of the requests a pool served (cache hits left out)."""
+
+    arrivals_by_tenant: dict[str, int]
+    outcomes_by_tenant: dict[str, dict[str, int]]
+    decisions_by_tenant: dict[str, dict[str, int]]
+    provider_requests: dict[str, int]
+    provider_cost_usd: float
+    served_summary: dict[str, Any] | None
+
+
+def _gateway_out(res: FleetResult) -> GatewayOut | None:
+    g = res.gateway
+    if g is None:
+        return None
+    return GatewayOut(
+        arrivals_by_tenant=dict(g.arrivals_by_tenant),
+        outcomes_by_tenant={t: dict(c) for t, c in g.outcomes_by_tenant.items()},
+        decisions_by_tenant={t: dict(c) for t, c in g.decisions_by_tenant.items()},
+        provider_requests=dict(g.provider_requests),
+        provider_cost_usd=g.provider_cost_usd,
+        served_summary=None if res.served_summary is None else summary_to_json_dict(res.served_summary),
+    )
 
 
 def response_from_result(res: FleetResult, seed: int, notes: list[str]) -> FleetSimulateResponse:
     ts = res.timeseries
     return FleetSimulateResponse(
+        gateway=_gateway_out(res),
         summary=summary_to_json_dict(res.summary),
         by_tenant={k: summary_to_json_dict(v) for k, v in res.by_tenant.items()},
         by_class={k: summary_to_json_dict(v) for k, v in res.by_class.items()},

@@ -175,6 +175,42 @@ def _add_plan_command() -> None:
 _add_plan_command()
 
 
+def _render_gateway(console: Console, r: FleetSimulateResponse) -> None:
+    """The gateway's outcome per tenant (each request has one) and its decisions."""
+    from rich.table import Table
+
+    from servecap.fleet.gateway_outcomes import DECISIONS, OUTCOMES
+
+    g = r.gateway
+    assert g is not None
+    tenants = list(g.arrivals_by_tenant)
+    used = [o for o in OUTCOMES if any(g.outcomes_by_tenant.get(t, {}).get(o) for t in tenants)]
+    made = [d for d in DECISIONS if any(g.decisions_by_tenant.get(t, {}).get(d) for t in tenants)]
+    tab = Table(title="gateway: one outcome per request, by tenant", title_justify="left")
+    for c in ("tenant", "arrivals", *(o.replace("_", " ") for o in used), *(d.replace("_", " ") for d in made)):
+        tab.add_column(c, justify="right")
+    for t in tenants:
+        out = g.outcomes_by_tenant.get(t, {})
+        dec = g.decisions_by_tenant.get(t, {})
+        tab.add_row(
+            t, f"{g.arrivals_by_tenant[t]:,}", *(f"{out.get(o, 0):,}" for o in used), *(f"{dec.get(d, 0):,}" for d in made)
+        )
+    console.print(tab)
+    served = g.served_summary
+    if served is not None:
+        ttft, tpot = served["ttft_s"], served["tpot_s"]
+        console.print(
+            f"served by a pool (cache hits apart): {served['num_requests']:,} requests, TTFT p99 "
+            + ("-" if ttft["p99"] is None else f"{ttft['p99'] * 1e3:,.1f} ms")
+            + ", TPOT p99 "
+            + ("-" if tpot["p99"] is None else f"{tpot['p99'] * 1e3:,.1f} ms")
+        )
+    for name, n in g.provider_requests.items():
+        console.print(f"external provider {name}: {n:,} requests")
+    if g.provider_requests:
+        console.print(f"external providers' bill: ${g.provider_cost_usd:,.2f} (in the cost below)")
+
+
 def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
     from rich.table import Table
 
@@ -226,6 +262,8 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
                 "yes" if row["met"] else "no",
             )
         console.print(slo)
+    if r.gateway is not None:
+        _render_gateway(console, r)
     s = r.summary
     t = Table(show_header=False, title="outcomes and cost", title_justify="left")
     t.add_column("metric")

@@ -263,6 +263,11 @@ class Fleet:
             heapq.heappop(due)
         return due[0][0] if due else _INF
 
+    def next_timer_s(self) -> float:
+        """The time of the fleet's next own timer (a replica becoming ready, a crash, an
+        autoscaler tick, a scrape); ``inf`` when none is set."""
+        return self._events[0][0] if self._events else _INF
+
     def _schedule(self, r: Replica) -> None:
         """(Re)file the replica under the time of its next own event (lazy deletion: an entry
         whose version is not the replica's current one is stale)."""

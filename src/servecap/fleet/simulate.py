@@ -20,6 +20,8 @@ import numpy as np
 
 from servecap.errors import ServecapError
 from servecap.fleet.fleet import Fleet
+from servecap.fleet.gateway_outcomes import GatewayStats
+from servecap.fleet.gateway_stage import GatewayStage
 from servecap.fleet.spec import FleetSpec
 from servecap.progress import ProgressFn
 from servecap.results import (
@@ -87,6 +89,8 @@ class FleetResult:
     mean_in_system: float  # fleet-wide time-average (requests admitted and not ended)
     by_tenant: dict[str, RunSummary] = field(default_factory=dict)  # traffic mixes with tenants
     by_class: dict[str, RunSummary] = field(default_factory=dict)
+    gateway: GatewayStats | None = None  # with a gateway stage: outcomes per tenant, decisions
+    served_summary: RunSummary | None = None  # with a gateway: the requests a pool served (no cache hits)
 
     def records(self) -> list[RequestRecord]:
         """Per-request records (the shared results schema)."""
@@ -96,8 +100,9 @@ class FleetResult:
 class _Recorder:
     """The observer's gauges: the engine gauges, plus the fleet's series at each sample."""
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: Fleet, stage: GatewayStage | None = None) -> None:
         self.fleet = fleet
+        self.stage = stage
         self.observer: Observer | None = None
         self.t: list[float] = []
         self.rate: list[float] = []
@@ -118,7 +123,10 @@ class _Recorder:
         self.t.append(t)
         self.ready.append(f.count("ready"))
         self.starting.append(f.count("starting"))
-        return f.gauges()
+        kv, waiting, running = f.gauges()
+        if self.stage is not None:
+            waiting += self.stage.queued()
+        return kv, waiting, running
 
 
 def simulate_fleet(
@@ -150,12 +158,13 @@ def simulate_fleet(
     if isinstance(source, OpenLoopSource):
         horizon = source.arrival_s[-1] if source.arrival_s else 0.0
     server = Fleet(fleet, seed, ordered=isinstance(source, ClosedLoopSource))
-    recorder = _Recorder(server)
+    stage = None if fleet.gateway is None else GatewayStage(server, fleet.gateway, seed, arrays)
+    recorder = _Recorder(server, stage)
     dt = fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
     observer = Observer(recorder, dt, progress=progress, expected_requests=source.expected_requests())
     recorder.observer = observer
-    run_loop(source, server, observer)
-    return _result(fleet, server, source, observer, recorder, users, arrays)
+    run_loop(source, server if stage is None else stage, observer)
+    return _result(fleet, server, source, observer, recorder, users, arrays, stage)
 
 
 def _result(
@@ -166,6 +175,7 @@ def _result(
     recorder: _Recorder,
     users: int,
     arrays: RequestArrays | None,
+    stage: GatewayStage | None = None,
 ) -> FleetResult:
     cols = record_columns(source, observer)
     n = len(cols)
@@ -222,6 +232,9 @@ def _result(
         )
         for rid in r.served_ids:
             replica_of[rid] = r.replica_id
+    gateway = None if stage is None else stage.stats()
+    if gateway is not None:
+        cost += gateway.provider_cost_usd
     outcomes: dict[str, int] = {"ok": summary.completed}
     for e in cols.errors:
         if e is not None:
@@ -267,7 +280,16 @@ def _result(
         mean_in_system=area / horizon if horizon > 0 else 0.0,
         by_tenant=by_tenant,
         by_class=by_class,
+        gateway=gateway,
+        served_summary=None if gateway is None else _served_summary(cols, gateway, observer.t_last_s, spec),
     )
+
+
+def _served_summary(cols: RecordColumns, gateway: GatewayStats, duration_s: float, spec: FleetSpec) -> RunSummary:
+    """The latency summary of the requests a replica or a provider served: cache hits answer
+    in the cache's latency and would hide the pools' own TTFT, so they are reported apart."""
+    idx = np.array(sorted(gateway.served_ids), dtype=np.int64)
+    return summarize_columns(_take(cols, idx), duration_s=duration_s, slo=spec.slo)
 
 
 def _take(c: RecordColumns, idx: np.ndarray) -> RecordColumns:

@@ -22,6 +22,7 @@ from typing import Literal
 
 from servecap.errors import ServecapError
 from servecap.policy.autoscalers import AutoscalerSettings
+from servecap.policy.gateway.config import GatewayConfig
 from servecap.policy.routers import ROUTERS
 from servecap.sim.setup import EngineSetup
 from servecap.specs.perf import Slo
@@ -114,6 +115,7 @@ class FleetSpec:
     slo: Slo | None = None
     timeseries_interval_s: float | None = None  # None: 400 samples over the arrivals
     ttft_window_s: float = 60.0  # rolling p99 TTFT of the time series
+    gateway: GatewayConfig | None = None  # the gateway stage in front of the router (docs/gateway.md)
 
     def __post_init__(self) -> None:
         if not self.pools:
