@@ -163,7 +163,16 @@ def test_external_provider_costs_per_token() -> None:
     arrays = _two_tenants(200, 10.0)
     gw = {
         "routing": {"kind": "share", "shares": {"api": 1.0}},
-        "providers": [{"name": "api", "ttft_median_s": 0.4, "ttft_sigma": 0.0, "output_tok_s": 50, "usd_per_m_input": 3, "usd_per_m_output": 15}],
+        "providers": [
+            {
+                "name": "api",
+                "ttft_median_s": 0.4,
+                "ttft_sigma": 0.0,
+                "output_tok_s": 50,
+                "usd_per_m_input": 3,
+                "usd_per_m_output": 15,
+            }
+        ],
     }
     res = _run(gw, arrays)
     g = res.gateway
@@ -248,7 +257,9 @@ _GATEWAYS = st.fixed_dictionaries(
             st.sampled_from([2, 16]),
             st.sampled_from(["reject", "queue"]),
         ),
-        "queue": st.builds(lambda c, w: {"capacity": c, "max_wait_s": w}, st.sampled_from([1, 10]), st.sampled_from([0.5, 5.0])),
+        "queue": st.builds(
+            lambda c, w: {"capacity": c, "max_wait_s": w}, st.sampled_from([1, 10]), st.sampled_from([0.5, 5.0])
+        ),
         "cache": st.just({"kind": "semantic", "hit_rate": 0.3, "false_hit_rate": 0.1}),
         "fallback": st.just({"chains": {"large": ["api"]}, "max_retries": 1}),
     },

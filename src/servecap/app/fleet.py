@@ -24,8 +24,8 @@ from servecap.errors import ServecapError, did_you_mean
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
 from servecap.fleet.gateway_stage import check_pool_names
 from servecap.fleet.spec import INSTANT
-from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
 from servecap.policy.autoscalers import PRESETS, AutoscalerSettings
+from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
 from servecap.policy.routers import ROUTERS
 from servecap.progress import ProgressFn
 from servecap.results import summary_to_json_dict

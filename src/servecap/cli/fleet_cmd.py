@@ -193,7 +193,10 @@ def _render_gateway(console: Console, r: FleetSimulateResponse) -> None:
         out = g.outcomes_by_tenant.get(t, {})
         dec = g.decisions_by_tenant.get(t, {})
         tab.add_row(
-            t, f"{g.arrivals_by_tenant[t]:,}", *(f"{out.get(o, 0):,}" for o in used), *(f"{dec.get(d, 0):,}" for d in made)
+            t,
+            f"{g.arrivals_by_tenant[t]:,}",
+            *(f"{out.get(o, 0):,}" for o in used),
+            *(f"{dec.get(d, 0):,}" for d in made),
         )
     console.print(tab)
     served = g.served_summary

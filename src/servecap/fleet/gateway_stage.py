@@ -410,7 +410,9 @@ class GatewayStage:
     ) -> None:
         fb = self.policies.fallback
         if fb is not None and pool is not None and kind in fb.on:
-            d = fb.on_failure(req.request_id, pool, "failed" if kind == "failed" else "rate_limited", len(self._flights))
+            d = fb.on_failure(
+                req.request_id, pool, "failed" if kind == "failed" else "rate_limited", len(self._flights)
+            )
             if isinstance(d, Fallback):
                 self.counts.decision(req.tenant, "fell_back")
                 self._flights.pop(req.request_id, None)
@@ -509,8 +511,10 @@ class GatewayStage:
 
     def queued(self) -> int:
         """Requests waiting at the gateway (its queue and the rate limits)."""
-        return sum(len(q) for q in self._queues.values()) + self._num_limit_waiters() + sum(
-            1 for t in self._timers if t[2] == _RETRY
+        return (
+            sum(len(q) for q in self._queues.values())
+            + self._num_limit_waiters()
+            + sum(1 for t in self._timers if t[2] == _RETRY)
         )
 
     def stats(self) -> GatewayStats:
@@ -532,7 +536,9 @@ def check_pool_names(config: GatewayConfig, pools: Sequence[str], providers: Seq
         if name not in known:
             from servecap.errors import did_you_mean
 
-            raise ServecapError(field, name, f"no such pool or provider; one of {', '.join(known)}" + did_you_mean(name, known))
+            raise ServecapError(
+                field, name, f"no such pool or provider; one of {', '.join(known)}" + did_you_mean(name, known)
+            )
 
     clash = sorted(set(pools) & set(providers))
     if clash:
