@@ -106,6 +106,29 @@ class GatewayRequest:
         self.duplicate_group = dup
         self.priority = priority
 
+    def record(
+        self,
+        *,
+        first_token_s: float | None = None,
+        end_s: float | None = None,
+        queue_time_s: float | None = None,
+        error: str | None = None,
+    ) -> RequestRecord:
+        """The request's record as the gateway ends it (times from its original arrival)."""
+        spec = self.spec
+        return RequestRecord(
+            request_id=self.request_id,
+            arrival_s=spec.arrival_s,
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            first_token_s=first_token_s,
+            end_s=end_s,
+            queue_time_s=queue_time_s,
+            error=error,
+            user_id=spec.user_id,
+            turn=spec.turn,
+        )
+
 
 @dataclass(slots=True)
 class _Flight:
@@ -261,8 +284,8 @@ class GatewayStage:
                     self.counts.decision(req.tenant, "queued_for_limit")
                 if d.ready_at_s is None:
                     self._limit_waiters.setdefault(req.tenant, deque()).append(req)
-                else:
-                    self._push(max(d.ready_at_s, now_s), _RETRY, req)
+                else:  # strictly later: a bucket's refill time can round to just short of it
+                    self._push(max(d.ready_at_s, math.nextafter(now_s, _INF)), _RETRY, req)
                 return
         cache = self.policies.cache
         if cache is not None:
@@ -290,18 +313,7 @@ class GatewayStage:
         if hit.stale_risk:
             self.counts.decision(req.tenant, "stale_risk")
         end = now_s + hit.latency_s
-        spec = req.spec
-        record = RequestRecord(
-            request_id=req.request_id,
-            arrival_s=spec.arrival_s,
-            prompt_tokens=req.prompt_tokens,
-            output_tokens=req.output_tokens,
-            first_token_s=end,
-            end_s=end,
-            queue_time_s=0.0,
-            user_id=spec.user_id,
-            turn=spec.turn,
-        )
+        record = req.record(first_token_s=end, end_s=end, queue_time_s=0.0)
         self._flights[req.request_id] = _Flight(req, None)
         self._push(end, _DONE, (req, record, "cache_hit_" + hit.kind))
 
@@ -337,17 +349,10 @@ class GatewayStage:
         if prov.fails(self.rng):
             self._push(now_s + ttft, _PROVIDER_FAILED, (req, name))
             return
-        spec = req.spec
-        record = RequestRecord(
-            request_id=req.request_id,
-            arrival_s=spec.arrival_s,
-            prompt_tokens=req.prompt_tokens,
-            output_tokens=req.output_tokens,
+        record = req.record(
             first_token_s=now_s + ttft,
             end_s=now_s + prov.e2e_s(ttft, req.output_tokens),
-            queue_time_s=now_s - spec.arrival_s,
-            user_id=spec.user_id,
-            turn=spec.turn,
+            queue_time_s=now_s - req.spec.arrival_s,
         )
         assert record.end_s is not None
         self._push(record.end_s, _DONE, (req, record, "provider:" + name))
@@ -419,16 +424,7 @@ class GatewayStage:
                 self._send(req, d.to_pool, now_s)
                 return
         if rec is None:
-            spec = req.spec
-            rec = RequestRecord(
-                request_id=req.request_id,
-                arrival_s=spec.arrival_s,
-                prompt_tokens=req.prompt_tokens,
-                output_tokens=req.output_tokens,
-                error=error,
-                user_id=spec.user_id,
-                turn=spec.turn,
-            )
+            rec = req.record(error=error)
         self._fail(req, rec, now_s)
 
     def _fail(self, req: GatewayRequest, rec: FinishedRequest, now_s: float) -> None:
@@ -470,18 +466,7 @@ class GatewayStage:
         self.counts.outcome(req.tenant, outcome)
         # a request the limits admitted and the queue then refused gives back its slot
         self._finish(req, now_s, 0)
-        spec = req.spec
-        self._out.append(
-            RequestRecord(
-                request_id=req.request_id,
-                arrival_s=spec.arrival_s,
-                prompt_tokens=req.prompt_tokens,
-                output_tokens=req.output_tokens,
-                error=outcome,
-                user_id=spec.user_id,
-                turn=spec.turn,
-            )
-        )
+        self._out.append(req.record(error=outcome))
 
     # -- signals --------------------------------------------------------------------------------
 

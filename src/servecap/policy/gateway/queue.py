@@ -98,7 +98,7 @@ class GatewayQueue(Generic[T]):
             if not e.live:
                 self._fifo.popleft()
                 continue
-            if now_s - e.enqueued_s <= self.max_wait_s:
+            if now_s <= e.enqueued_s + self.max_wait_s:  # the same sum as next_timeout_s (no rounding gap)
                 break
             self._fifo.popleft()
             self._remove(e)
