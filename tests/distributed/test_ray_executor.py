@@ -43,3 +43,26 @@ def test_ray_keeps_partial_results(ray_executor) -> None:  # type: ignore[no-unt
     dying = ray_executor.map(tasks.die_on_three, [1, 2, 3, 4])
     assert [o.value for o in dying] == [1, 4, None, 16]
     assert dying[2].error == WORKER_DIED
+
+
+def test_fleet_sweep_on_ray_matches_serial(ray_executor) -> None:  # type: ignore[no-untyped-def]
+    """`servecap sweep --executor ray`: the same rows and records as in this process."""
+    from servecap.app.fleet_sweep import run_sweep, sweep_from_dict, sweep_points
+
+    sweep = {
+        "fleet": {"pools": [{"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "max_model_len": 4096, "replicas": 2}]},
+        "workload": {
+            "arrival": {"kind": "poisson", "rate_per_s": 10},
+            "prompt_tokens": 256,
+            "output_tokens": 32,
+            "num_requests": 100,
+        },
+        "axes": {"fleet.router": ["round-robin", "least-outstanding"]},
+    }
+    points = sweep_points(sweep_from_dict(sweep))
+    serial = run_sweep(points, make_executor("serial"))
+    remote = run_sweep(points, ray_executor)
+    assert not remote.errors
+    for a, b in zip(serial.results, remote.results, strict=True):
+        assert a is not None and b is not None
+        assert (a.row, a.records) == (b.row, b.records)

@@ -81,6 +81,11 @@ COMMANDS: Mapping[str, LazyCommand] = {
         "servecap.cli.export_cmd:export_group",
         "Write configuration from a plan or a fleet file: Grafana, alert rules, Ray Serve, KEDA, KServe, production-stack, LiteLLM.",
     ),
+    "sweep": LazyCommand(
+        "servecap.cli.sweep_cmd:sweep_command",
+        "Run `fleet simulate` at every point of a sweep file's grid on serial, process-pool or Ray "
+        "workers; store each run and print one row per point.",
+    ),
     "validate": LazyCommand(
         "servecap.cli.validate_cmd:validate_command",
         "Plan and simulate every row of the public measurement corpus and print predicted vs "

@@ -1,0 +1,140 @@
+"""``servecap sweep SWEEP.yaml``: fleet simulations over a grid of settings, on one machine or Ray."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import click
+
+from servecap.cli.options import PATH, db_option, json_option
+
+
+@click.command("sweep")
+@click.argument("sweep_file", type=PATH)
+@click.option(
+    "--executor",
+    type=click.Choice(["serial", "process", "ray"]),
+    default="process",
+    help="Where the points run: in this process, a local process pool, or Ray (pip install 'servecap[distributed]').",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Pool size (or a local Ray's CPUs).")
+@click.option("--ray-address", default=None, help="Join a Ray cluster ('auto' or 'ray://host:port').")
+@click.option("--csv", "csv_path", type=PATH, default=None, help="Also write one row per point here.")
+@click.option("--no-store", is_flag=True, default=False, help="Do not store the runs in the results database.")
+@db_option
+@json_option
+def sweep_command(
+    sweep_file: Path,
+    executor: str,
+    workers: int | None,
+    ray_address: str | None,
+    csv_path: Path | None,
+    no_store: bool,
+    db: Path | None,
+    as_json: bool,
+) -> None:
+    """Run `fleet simulate` at every point of a sweep file's grid on serial, process-pool or Ray
+    workers; store each run and print one row per point."""
+    from servecap.app.fleet_sweep import load_sweep_file, rows_json, run_sweep, sweep_points
+    from servecap.cli.console import make_console, progress_reporter
+    from servecap.distributed import make_executor
+
+    sf = load_sweep_file(sweep_file)
+    points = sweep_points(sf, sweep_file.resolve().parent)
+    ex = make_executor(executor, workers=workers, ray_address=ray_address)
+    err_console = make_console(stderr=True)
+    try:
+        with progress_reporter(err_console) as report:
+            run = run_sweep(points, ex, progress=report)
+    finally:
+        ex.close()
+    if not no_store:
+        _store(run, db, sf.label or sweep_file.stem, str(sweep_file))
+    if csv_path is not None:
+        csv_path.write_text(_csv(run), encoding="utf-8")
+    if as_json:
+        click.echo(rows_json(run))
+    else:
+        _render(run)
+    if run.errors:
+        for i, e in sorted(run.errors.items()):
+            err_console.print(f"error: point {i}: {e}", markup=False, highlight=False)
+        raise SystemExit(1)
+
+
+def _store(run: object, db: Path | None, label: str, source: str) -> None:
+    from servecap.app.fleet_sweep import SweepRun
+    from servecap.results.store import RunStore, new_run_id
+
+    assert isinstance(run, SweepRun)
+    store = RunStore(db)
+    sweep_id = new_run_id()
+    for p, r in zip(run.points, run.results, strict=True):
+        if r is None:
+            continue
+        store.save_simulated(
+            run_id=new_run_id(),
+            model=r.model,
+            mode="fleet-sweep",
+            settings={"sweep": source, "point": p.index, "values": p.values, "seed": p.seed},
+            records=r.records,
+            summary=r.summary,
+            label=f"{label} #{p.index}",
+            sweep_id=sweep_id,
+        )
+
+
+def _csv(run: object) -> str:
+    from servecap.app.fleet_sweep import SweepRun
+
+    assert isinstance(run, SweepRun)
+    axes = list(run.points[0].values) if run.points else []
+    cols = ["throughput_req_s", "ttft_p50_s", "ttft_p99_s", "tpot_p99_s", "slo_attainment", "goodput_req_s", "cost_usd"]
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["index", *axes, *cols, "error"])
+    for p, r in zip(run.points, run.results, strict=True):
+        w.writerow(
+            [
+                p.index,
+                *(p.values[a] for a in axes),
+                *(("" if r is None else r.row[c]) for c in cols),
+                run.errors.get(p.index, ""),
+            ]
+        )
+    return buf.getvalue()
+
+
+def _render(run: object) -> None:
+    from rich.table import Table
+
+    from servecap.app.fleet_sweep import SweepRun
+    from servecap.cli.console import make_console, print_table
+
+    assert isinstance(run, SweepRun)
+    axes = list(run.points[0].values) if run.points else []
+    t = Table(title=f"sweep: {len(run.points)} points ({run.executor})", title_justify="left")
+    for c in ("#", *axes, "req/s", "TTFT p99 (ms)", "TPOT p99 (ms)", "SLO att.", "cost ($)"):
+        t.add_column(c, justify="right")
+
+    def ms(v: object) -> str:
+        return "-" if v is None else f"{float(v) * 1e3:,.1f}"  # type: ignore[arg-type]
+
+    for p, r in zip(run.points, run.results, strict=True):
+        vals = [str(p.values[a]) for a in axes]
+        if r is None:
+            t.add_row(str(p.index), *vals, "failed", "", "", "", "")
+            continue
+        att = r.row["slo_attainment"]
+        t.add_row(
+            str(p.index),
+            *vals,
+            f"{r.row['throughput_req_s']:,.2f}",
+            ms(r.row["ttft_p99_s"]),
+            ms(r.row["tpot_p99_s"]),
+            "-" if att is None else f"{att:.1%}",
+            f"{r.row['cost_usd']:,.2f}",
+        )
+    print_table(make_console(), t)
