@@ -352,6 +352,8 @@ def candidate_out(request: FleetPlanRequest, s: Searched, peak: float) -> Candid
         note=(
             ""
             if s.pruned_at is None
+            else "one replica already costs more than the cheapest fleet (not simulated)"
+            if s.pruned_at < 1
             else f"more than {s.pruned_at} replicas: it costs more than the cheapest (its break-even count fails)"
         ),
     )
