@@ -13,7 +13,8 @@ $(BIN)/python:
 
 # setup.py compiles these with mypyc: an edit must rebuild them, or the stale .so would be imported
 COMPILED_SIM := setup.py $(addprefix src/servecap/sim/,request_state.py queues.py kv_pool.py step_time.py \
-	engine.py engine_server.py traffic.py observer.py loop.py)
+	engine.py engine_server.py traffic.py observer.py loop.py) \
+	src/servecap/fleet/replica.py src/servecap/fleet/fleet.py src/servecap/policy/routers.py
 
 $(VENV)/.base-installed: pyproject.toml $(COMPILED_SIM) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .

@@ -19,16 +19,19 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-COMPILED = (  # modules of servecap.sim
-    "request_state",
-    "queues",
-    "kv_pool",
-    "step_time",
-    "engine",
-    "engine_server",
-    "traffic",
-    "observer",
-    "loop",
+COMPILED = (  # modules of servecap, as paths under src/servecap
+    "sim/request_state",
+    "sim/queues",
+    "sim/kv_pool",
+    "sim/step_time",
+    "sim/engine",
+    "sim/engine_server",
+    "sim/traffic",
+    "sim/observer",
+    "sim/loop",
+    "fleet/replica",
+    "fleet/fleet",
+    "policy/routers",
 )
 PURE_ENV = "SERVECAP_PURE_PYTHON"
 
@@ -41,9 +44,9 @@ def _warn(msg: str) -> None:
 
 def _compiled_files(root: Path) -> list[Path]:
     """Our compiled modules under ``root`` (``src/`` or a build dir): the per-module shims in
-    servecap/sim and mypyc's shared library beside the package (``<hash>__mypyc.*.so``)."""
-    sim = root / "servecap" / "sim"
-    found = [p for m in COMPILED for ext in ("so", "pyd") for p in sim.glob(f"{m}.*{ext}")]
+    their packages and mypyc's shared library beside the package (``<hash>__mypyc.*.so``)."""
+    pkg = root / "servecap"
+    found = [p for m in COMPILED for ext in ("so", "pyd") for p in (pkg / m).parent.glob(f"{Path(m).name}.*{ext}")]
     return found + [p for ext in ("so", "pyd") for p in root.glob(f"*__mypyc.*{ext}")]
 
 
@@ -81,7 +84,7 @@ def _ext_modules() -> list[Any]:
                     # the runtime dependencies absent from the build environment) don't matter
                     "--follow-imports=silent",
                     "--ignore-missing-imports",
-                    *(f"src/servecap/sim/{m}.py" for m in COMPILED),
+                    *(f"src/servecap/{m}.py" for m in COMPILED),
                 ],
                 opt_level="3",
             )

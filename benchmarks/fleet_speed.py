@@ -1,10 +1,14 @@
 """Fleet simulator speed: chat requests on 32 Llama-3.1-8B replicas on H100s, Poisson at ~80% of
 the fleet's capacity, routed by least-outstanding and by prefix-affinity.
 
-Prints simulated requests per wall-clock second and simulated time / wall time for each router,
-and whether the simulator's modules are compiled (mypyc) or pure Python. The workload is the one
-of ``benchmarks/sim_speed.py`` (log-normal chat lengths) with 16 shared 1,024-token system
-prompts on half the requests, so prefix-affinity has something to find.
+Prints simulated requests per wall-clock second and simulated time / wall time for each router
+and workload, and whether the simulator's modules are compiled (mypyc) or pure Python. Two
+workloads: ``chat`` is the one of ``benchmarks/sim_speed.py`` (log-normal chat lengths), and
+``chat+prefix`` adds 16 shared 1,024-token system prompts on half the requests, so
+prefix-affinity has something to find (it costs the engines more: every cached block is looked
+up, held and let go per request, and the router indexes each request's blocks). Each row is
+compared with ``--requests`` requests through one replica at the same per-replica load (the
+engines' own work, which a fleet cannot beat: the rest is the fleet's routing and bookkeeping).
 
     .venv/bin/python benchmarks/fleet_speed.py [--requests 1000000] [--replicas 32] [--seed 0]
 """
@@ -27,8 +31,9 @@ from servecap.workload import generate_arrays, workload_from_dict
 CHAT = {  # chat-like lengths: log-normal prompts (median 512) and answers (median 200)
     "prompt_tokens": {"kind": "lognormal", "median": 512, "sigma": 0.8, "max": 6000},
     "output_tokens": {"kind": "lognormal", "median": 200, "sigma": 0.7, "max": 2000},
-    "prefix": {"groups": 16, "tokens": 1024, "share": 0.5},
 }
+WORKLOADS = {"chat": CHAT, "chat+prefix": {**CHAT, "prefix": {"groups": 16, "tokens": 1024, "share": 0.5}}}
+RUNS = (("least-outstanding", "chat"), ("least-outstanding", "chat+prefix"), ("prefix-affinity", "chat+prefix"))
 
 
 def main() -> None:
@@ -37,38 +42,54 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--load", type=float, default=0.8, help="fraction of the simulated capacity")
-    ap.add_argument("--routers", default="least-outstanding,prefix-affinity")
+    ap.add_argument("--runs", default=",".join(f"{r}:{w}" for r, w in RUNS), help="ROUTER:WORKLOAD,...")
+    ap.add_argument("--skip-single", action="store_true", help="skip the one-replica reference runs")
     args = ap.parse_args()
 
     dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=8192)
     setup = engine_setup_from_plan(plan(dep, request=RequestShape(1024 + 512, 256)))
-    # one replica's capacity: the throughput of a saturated run
-    sat = workload_from_dict({"arrival": {"kind": "poisson", "rate_per_s": 200.0}, **CHAT, "num_requests": 5000})
-    capacity = simulate(setup, sat, np.random.default_rng(args.seed)).summary.throughput_req_s
-    rate = args.load * capacity * args.replicas
-    spec = workload_from_dict(
-        {"arrival": {"kind": "poisson", "rate_per_s": rate}, **CHAT, "num_requests": args.requests}
-    )
-    t0 = time.perf_counter()
-    arrays = generate_arrays(spec, np.random.default_rng(args.seed))
-    print(
-        f"{args.replicas}x Llama-3.1-8B on H100: one replica saturates at {capacity:.1f} req/s; "
-        f"Poisson at {rate:,.0f} req/s ({args.load:.0%}); {args.requests:,} requests drawn in "
-        f"{time.perf_counter() - t0:.2f} s"
-    )
     compiled = not engine.__file__.endswith(".py")
     print(f"simulator engine: {'compiled by mypyc' if compiled else 'pure Python'}")
-    for router in args.routers.split(","):
+    single: dict[str, float] = {}
+    for item in args.runs.split(","):
+        router, name = item.split(":")
+        body = WORKLOADS[name]
+        # one replica's capacity: the throughput of a saturated run
+        sat = workload_from_dict({"arrival": {"kind": "poisson", "rate_per_s": 200.0}, **body, "num_requests": 5000})
+        capacity = simulate(setup, sat, np.random.default_rng(args.seed)).summary.throughput_req_s
+        rate = args.load * capacity * args.replicas
+        spec = workload_from_dict(
+            {"arrival": {"kind": "poisson", "rate_per_s": rate}, **body, "num_requests": args.requests}
+        )
+        arrays = generate_arrays(spec, np.random.default_rng(args.seed))
+        if name not in single and not args.skip_single:
+            one = workload_from_dict(
+                {
+                    "arrival": {"kind": "poisson", "rate_per_s": rate / args.replicas},
+                    **body,
+                    "num_requests": args.requests,
+                }
+            )
+            one_arrays = generate_arrays(one, np.random.default_rng(args.seed))
+            t0 = time.perf_counter()
+            simulate(setup, one_arrays, np.random.default_rng(args.seed))
+            single[name] = args.requests / (time.perf_counter() - t0)
+            print(
+                f"{name}: one replica saturates at {capacity:.1f} req/s; the fleet gets Poisson {rate:,.0f} req/s "
+                f"({args.load:.0%}); one replica alone at {rate / args.replicas:.1f} req/s simulates "
+                f"{single[name]:,.0f} req/s"
+            )
         fleet = FleetSpec((Pool("h100", setup, replicas=args.replicas, cold_start=INSTANT),), router=router)
         t0 = time.perf_counter()
         res = simulate_fleet(fleet, arrays, args.seed)
         wall = time.perf_counter() - t0
         s = res.summary
         hit = "-" if s.prefix_cache_hit_rate is None else f"{s.prefix_cache_hit_rate:.1%}"
+        ratio = f" ({args.requests / wall / single[name]:.2f}x one replica's)" if name in single else ""
         print(
-            f"{router:>18}: {args.requests / wall:>10,.0f} simulated req/s, sim/wall {res.horizon_s / wall:8.1f}x "
-            f"({wall:.1f} s wall for {res.horizon_s:,.0f} s simulated); p99 TTFT {s.ttft_s.p99 * 1e3:,.0f} ms, "
-            f"prefix hits {hit}, outcomes {res.outcomes}"
+            f"{router:>18} on {name:<11}: {args.requests / wall:>9,.0f} simulated req/s{ratio}, sim/wall "
+            f"{res.horizon_s / wall:7.1f}x ({wall:.1f} s wall for {res.horizon_s:,.0f} s simulated); "
+            f"p99 TTFT {s.ttft_s.p99 * 1e3:,.0f} ms, prefix hits {hit}, outcomes {res.outcomes}"
         )
 
 

@@ -65,6 +65,11 @@ def test_session_is_sticky_and_moves_only_the_sessions_of_a_removed_replica() ->
     moved = [s for s in range(400) if before[s] != after[s]]
     assert moved and all(before[s] == 2 for s in moved)
     assert len(set(before.values())) == 4
+    # balanced: each replica holds 15-35% of the sessions, small ids included (a session id must
+    # never hash onto a ring point: ids 0..63 once all landed on replica 0's points)
+    shares = [sum(1 for v in before.values() if v == i) / 400 for i in range(4)]
+    assert all(0.15 <= x <= 0.35 for x in shares), shares
+    assert len({before[s] for s in range(64)}) == 4
 
 
 def test_mix64_is_stable() -> None:

@@ -34,6 +34,7 @@ from servecap.policy.view import ReplicaView
 from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
 from servecap.sim.server import ArrivingRequest, FinishedRequest
+from servecap.sim.step_time import StepTimeModel
 from servecap.workload.request import RequestSpec, block_keys
 
 _READY, _CRASH, _TICK, _SCRAPE = 0, 1, 2, 3
@@ -52,6 +53,7 @@ class Fleet:
         self.replicas: list[Replica] = []
         self.by_pool: list[list[Replica]] = [[] for _ in spec.pools]
         self.ready: list[Replica] = []  # routable, by id
+        self.live: list[Replica] = []  # ready or draining (their engines run), by id
         # waiting at the router for a ready replica (of the pool given, or any: None)
         self.pending: deque[tuple[ArrivingRequest, int | None]] = deque()
         self._pool_index = {p.name: i for i, p in enumerate(spec.pools)}
@@ -59,7 +61,7 @@ class Fleet:
             TargetTracking(p.autoscaler) if p.autoscaler is not None else None for p in spec.pools
         ]
         self._events: list[tuple[float, int, int, int]] = []
-        self._due: list[tuple[float, int, int]] = []  # (next own event, version, replica id)
+        self._step_models: list[StepTimeModel | None] = [None for _ in spec.pools]
         self._seq = 0
         self.now_s = 0.0  # the time of the last advance_to (the recorder's clock)
         self._out: list[FinishedRequest] = []
@@ -67,6 +69,7 @@ class Fleet:
         self._arrival: dict[int, ArrivingRequest] = {}  # requests not added at their arrival: original spec
         self._snapshots: dict[int, ReplicaSnapshot] = {}
         self._stale = spec.scrape_interval_s > 0 and self.router.needs_state
+        self._uses_load = self.router.uses_load
         self._block_tokens = spec.pools[0].setup.block_size
         # the requested GPUs over time, as (time, change): what the bill integrates
         self.gpu_log: list[tuple[float, int]] = []
@@ -94,7 +97,9 @@ class Fleet:
 
     def _start_replica(self, pi: int, now_s: float, *, instant: bool = False) -> Replica:
         pool = self.spec.pools[pi]
-        r = Replica(len(self.replicas), pool.name, pi, Engine(pool.setup), now_s)
+        engine = Engine(pool.setup, step_model=self._step_models[pi])
+        self._step_models[pi] = engine.model  # one price cache per pool
+        r = Replica(len(self.replicas), pool.name, pi, engine, now_s)
         self.replicas.append(r)
         self.by_pool[pi].append(r)
         self.gpu_log.append((now_s, pool.gpus_per_replica))
@@ -122,7 +127,9 @@ class Fleet:
         r.state = READY
         r.ready_s = now_s
         r.t_last_s = now_s
-        insort(self.ready, r, key=lambda x: x.replica_id)
+        insort(self.ready, r, key=_replica_id)
+        insort(self.live, r, key=_replica_id)
+        self._schedule(r)
         self._snapshots[r.replica_id] = ReplicaSnapshot.of(r)
         pool = self.spec.pools[r.pool_index]
         if pool.mtbf_s is not None:
@@ -143,6 +150,8 @@ class Fleet:
 
     def _stop(self, r: Replica, t_s: float, state: str) -> list[tuple[ArrivingRequest, float]]:
         self._leave(r)
+        if r in self.live:
+            self.live.remove(r)
         self.gpu_log.append((t_s, -self.spec.pools[r.pool_index].gpus_per_replica))
         return r.close(t_s, state)
 
@@ -213,9 +222,12 @@ class Fleet:
             session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
         req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, self._block_tokens)
         views: Sequence[ReplicaView] = candidates
+        loads: list[int] | None = None
         if self._stale:
             views = [self._snapshots[r.replica_id] for r in candidates]
-        r = candidates[self.router.choose(req, views, now_s)]
+        elif self._uses_load:  # read here, natively, rather than through the views
+            loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
+        r = candidates[self.router.choose(req, views, now_s, loads)]
         if now_s != spec.arrival_s:
             self._arrival.setdefault(spec.request_id, spec)
             spec = RequestSpec(
@@ -257,11 +269,11 @@ class Fleet:
         """The next step end (or step start) of a replica; the fleet's own timers (autoscaler
         ticks, scrapes, cold starts) are handled in :meth:`advance_to` and not reported here:
         the observer samples by its own clock in between."""
-        due = self._due
-        replicas = self.replicas
-        while due and due[0][1] != replicas[due[0][2]].version:
-            heapq.heappop(due)
-        return due[0][0] if due else _INF
+        t = _INF
+        for r in self.live:
+            if r.next_s < t:
+                t = r.next_s
+        return t
 
     def next_timer_s(self) -> float:
         """The time of the fleet's next own timer (a replica becoming ready, a crash, an
@@ -269,12 +281,9 @@ class Fleet:
         return self._events[0][0] if self._events else _INF
 
     def _schedule(self, r: Replica) -> None:
-        """(Re)file the replica under the time of its next own event (lazy deletion: an entry
-        whose version is not the replica's current one is stale)."""
-        r.version += 1
-        t = r.server.next_event_s()
-        if t < _INF:
-            heapq.heappush(self._due, (t, r.version, r.replica_id))
+        """Note the time of the replica's next own event (a scan of the live replicas finds the
+        due ones: for fleets of tens to hundreds of replicas, cheaper than a heap of entries)."""
+        r.next_s = r.server.next_event_s()
 
     def has_work(self) -> bool:
         if self.pending:
@@ -317,19 +326,16 @@ class Fleet:
 
     def _advance_replicas(self, t_s: float) -> bool:
         """Bring the replicas whose next event is due by ``t_s`` up to ``t_s`` (the others have
-        nothing to do before it: their state is exact as it stands); True when ``ordered``
-        stopped right after a finish."""
-        due = self._due
-        replicas = self.replicas
-        batch: list[Replica] = []
-        while due and due[0][0] <= t_s:
-            _, version, rid = heapq.heappop(due)
-            r = replicas[rid]
-            if version == r.version and (r.state == READY or r.state == DRAINING):
-                batch.append(r)
+        nothing to do before it: their state is exact as it stands), in the order of their next
+        events (then ids); True when ``ordered`` stopped right after a finish."""
+        batch: list[Replica] = [r for r in self.live if r.next_s <= t_s]
+        if not batch:
+            return False
         early = self.ordered
+        if early and len(batch) > 1:
+            batch.sort(key=_due_key)
         out = self._out
-        for i, r in enumerate(batch):
+        for r in batch:
             done = r.advance(t_s, early=early)
             for rec, spec, _ in done:
                 out.append(self._record(rec, spec))
@@ -339,9 +345,7 @@ class Fleet:
             else:
                 self._schedule(r)
             if done and early:
-                for rest in batch[i + 1 :]:  # not advanced: file them again as they were
-                    heapq.heappush(due, (rest.server.next_event_s(), rest.version, rest.replica_id))
-                return True
+                return True  # the rest keep their due times: the next call advances them
         return False
 
     def _record(self, rec: FinishedRequest, spec: ArrivingRequest) -> FinishedRequest:
@@ -435,6 +439,14 @@ class Fleet:
 
     def count(self, state: str) -> int:
         return sum(1 for r in self.replicas if r.state == state)
+
+
+def _replica_id(r: Replica) -> int:
+    return r.replica_id
+
+
+def _due_key(r: Replica) -> tuple[float, int]:
+    return (r.next_s, r.replica_id)
 
 
 def _end_key(r: FinishedRequest) -> float:

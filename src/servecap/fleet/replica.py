@@ -34,7 +34,7 @@ class Replica:
         self.stopped_s: float | None = None
         self.inflight: dict[int, tuple[ArrivingRequest, float]] = {}  # id -> (spec, time added here)
         self.routed = 0
-        self.version = 0  # the fleet's due-heap entries for this replica carry it (lazy deletion)
+        self.next_s = float("inf")  # the time of its engine's next event, as the fleet last read it
         self.served_ids: list[int] = []  # requests that finished here
         self.completed = 0
         self.area_s = 0.0  # ∫ requests in the replica dt

@@ -32,6 +32,7 @@ from servecap.results import (
     summarize_columns,
     weighted_percentiles,
 )
+from servecap.sim.gc_pause import gc_paused
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
 from servecap.sim.simulate import record_columns
@@ -163,7 +164,8 @@ def simulate_fleet(
     dt = fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
     observer = Observer(recorder, dt, progress=progress, expected_requests=source.expected_requests())
     recorder.observer = observer
-    run_loop(source, server if stage is None else stage, observer)
+    with gc_paused():
+        run_loop(source, server if stage is None else stage, observer)
     return _result(fleet, server, source, observer, recorder, users, arrays, stage)
 
 

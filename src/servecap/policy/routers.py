@@ -38,22 +38,41 @@ import bisect
 import random
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import ClassVar
 
 from servecap.errors import ServecapError, did_you_mean
 from servecap.policy.view import ReplicaView
 
 
-@dataclass(frozen=True, slots=True)
 class RouteRequest:
-    """What a router knows of a request: lengths, a session id, its shareable block keys."""
+    """What a router knows of a request: lengths, a session id, its shareable block keys.
 
-    request_id: int
-    prompt_tokens: int
-    output_tokens: int
-    session_id: int | None = None
-    block_keys: tuple[int, ...] | None = None
-    block_tokens: int = 16  # tokens per key of ``block_keys``
+    Read-only by convention (a plain class: built once per routed request, it must be cheap; a
+    frozen dataclass's ``__init__`` costs several times more)."""
+
+    __slots__ = ("block_keys", "block_tokens", "output_tokens", "prompt_tokens", "request_id", "session_id")
+
+    def __init__(
+        self,
+        request_id: int,
+        prompt_tokens: int,
+        output_tokens: int,
+        session_id: int | None = None,
+        block_keys: tuple[int, ...] | None = None,
+        block_tokens: int = 16,  # tokens per key of ``block_keys``
+    ) -> None:
+        self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.session_id = session_id
+        self.block_keys = block_keys
+        self.block_tokens = block_tokens
+
+    def __repr__(self) -> str:
+        return (
+            f"RouteRequest(request_id={self.request_id}, prompt_tokens={self.prompt_tokens}, "
+            f"output_tokens={self.output_tokens}, session_id={self.session_id})"
+        )
 
     @property
     def prompt_blocks(self) -> int:
@@ -63,14 +82,19 @@ class RouteRequest:
 class Router:
     """Base class: ``choose`` returns an index into ``replicas`` (never empty)."""
 
-    name = ""
-    needs_state = False
-    uses_prefix = False
+    name: ClassVar[str] = ""
+    needs_state: ClassVar[bool] = False
+    uses_prefix: ClassVar[bool] = False
+    uses_load: ClassVar[bool] = False  # reads each replica's requests in it (waiting + running): ``loads``
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
 
-    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
+        """``loads``, when the caller has them (a router with ``uses_load``), are each replica's
+        waiting + running requests as ``replicas`` would report them (read from them otherwise)."""
         raise NotImplementedError
 
     def forget(self, replica_id: int) -> None:
@@ -82,6 +106,10 @@ def _outstanding(r: ReplicaView) -> int:
     return r.num_waiting + r.num_running
 
 
+def _loads(replicas: Sequence[ReplicaView], loads: list[int] | None) -> list[int]:
+    return [_outstanding(r) for r in replicas] if loads is None else loads
+
+
 def _argmin(values: Sequence[float]) -> int:
     best = 0
     for i in range(1, len(values)):
@@ -90,60 +118,89 @@ def _argmin(values: Sequence[float]) -> int:
     return best
 
 
+def _argmin_int(values: list[int]) -> int:
+    best = 0
+    low = values[0]
+    for i in range(1, len(values)):
+        v = values[i]
+        if v < low:
+            best, low = i, v
+    return best
+
+
 class RoundRobin(Router):
-    name = "round-robin"
+    name: ClassVar[str] = "round-robin"
 
     def __init__(self, rng: random.Random) -> None:
         super().__init__(rng)
         self._next = 0
 
-    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
         i = self._next % len(replicas)
         self._next = i + 1
         return i
 
 
 class RandomRouter(Router):
-    name = "random"
+    name: ClassVar[str] = "random"
 
-    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
         return self.rng.randrange(len(replicas))
 
 
 class LeastOutstanding(Router):
-    name = "least-outstanding"
-    needs_state = True
+    name: ClassVar[str] = "least-outstanding"
+    needs_state: ClassVar[bool] = True
+    uses_load: ClassVar[bool] = True
 
-    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
-        return _argmin([_outstanding(r) for r in replicas])
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
+        return _argmin_int(_loads(replicas, loads))
 
 
 class LeastTokens(Router):
-    name = "least-tokens"
-    needs_state = True
+    name: ClassVar[str] = "least-tokens"
+    needs_state: ClassVar[bool] = True
 
-    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
         return _argmin([r.num_inflight_tokens for r in replicas])
 
 
 class LeastKv(Router):
-    name = "least-kv"
-    needs_state = True
+    name: ClassVar[str] = "least-kv"
+    needs_state: ClassVar[bool] = True
 
-    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
         return _argmin([r.kv_usage for r in replicas])
 
 
 class PowerOfTwo(Router):
-    name = "power-of-two"
-    needs_state = True
+    name: ClassVar[str] = "power-of-two"
+    needs_state: ClassVar[bool] = True
+    uses_load: ClassVar[bool] = True
 
-    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
         n = len(replicas)
         if n == 1:
             return 0
         a, b = self.rng.sample(range(n), 2)
+        if loads is not None:
+            return a if loads[a] <= loads[b] else b
         return a if _outstanding(replicas[a]) <= _outstanding(replicas[b]) else b
+
+
+_MASK64 = 0xFFFFFFFFFFFFFFFF
 
 
 def mix64(x: int) -> int:
@@ -158,7 +215,7 @@ class Session(Router):
     """Consistent hashing: a session keeps its replica while the set of replicas is unchanged,
     and only the sessions of a replica that leaves move."""
 
-    name = "session"
+    name: ClassVar[str] = "session"
 
     def __init__(self, rng: random.Random, virtual_nodes: int = 64) -> None:
         super().__init__(rng)
@@ -170,17 +227,24 @@ class Session(Router):
         self._owners: list[int] = []
 
     def _build(self, ids: tuple[int, ...]) -> None:
-        pts = sorted((mix64(rid * 1_000_003 + v), rid) for rid in ids for v in range(self.virtual_nodes))
+        # ring points hash even numbers and keys odd ones (mix64 is a bijection on 64-bit words,
+        # so a key never lands exactly on a point: small session ids would otherwise hash to the
+        # very points of replica 0, ``rid * 1_000_003 + v`` for rid 0, and all go there)
+        pts = sorted(
+            (mix64(2 * (rid * 1_000_003 + v) & _MASK64), rid) for rid in ids for v in range(self.virtual_nodes)
+        )
         self._points = [p for p, _ in pts]
         self._owners = [o for _, o in pts]
         self._ring_ids = ids
 
-    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
         ids = tuple(r.replica_id for r in replicas)
         if ids != self._ring_ids:
             self._build(ids)
         key = request.session_id if request.session_id is not None else request.request_id
-        i = bisect.bisect_left(self._points, mix64(key)) % len(self._points)
+        i = bisect.bisect_left(self._points, mix64((2 * key + 1) & _MASK64)) % len(self._points)
         return ids.index(self._owners[i])
 
 
@@ -226,9 +290,10 @@ class PrefixIndex:
 
 
 class PrefixAffinity(Router):
-    name = "prefix-affinity"
-    needs_state = True
-    uses_prefix = True
+    name: ClassVar[str] = "prefix-affinity"
+    needs_state: ClassVar[bool] = True
+    uses_prefix: ClassVar[bool] = True
+    uses_load: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -257,11 +322,13 @@ class PrefixAffinity(Router):
         hi, lo = max(loads), min(loads)
         return hi - lo > self.balance_abs_threshold and hi > self.balance_rel_threshold * lo
 
-    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
         keys = request.block_keys or ()
-        loads = [_outstanding(r) for r in replicas]
+        loads = _loads(replicas, loads)
         if self.is_imbalanced(loads):
-            i = _argmin(loads)
+            i = _argmin_int(loads)
         else:
             matches = [self.index.match(r.replica_id, keys) for r in replicas]
             best = max(range(len(replicas)), key=lambda j: (matches[j], -loads[j], -j))
@@ -278,9 +345,9 @@ class PrefixAffinity(Router):
 
 
 class Weighted(Router):
-    name = "weighted"
-    needs_state = True
-    uses_prefix = True
+    name: ClassVar[str] = "weighted"
+    needs_state: ClassVar[bool] = True
+    uses_prefix: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -311,7 +378,9 @@ class Weighted(Router):
             out.append(self.prefix_weight * prefix + self.queue_weight * queue + self.kv_weight * kv)
         return out
 
-    def choose(self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float) -> int:
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
         s = self.scores(request, replicas)
         i = max(range(len(s)), key=lambda j: (s[j], -j))
         if request.block_keys:

@@ -84,6 +84,7 @@ class Engine:
         keep_finished: bool = False,
         record_token_times: bool = False,
         exact_step_time: bool = False,
+        step_model: StepTimeModel | None = None,
     ) -> None:
         self.setup = setup
         layout = setup.layout
@@ -96,7 +97,15 @@ class Engine:
         self._num_groups = len(layout.groups)
         self.caching = setup.enable_prefix_caching and self._uniform_blocks
         self.pool = KvPool(setup.num_gpu_blocks, blocks_per_key=self._num_groups if self.caching else 1)
-        self.model = StepTimeModel(setup.step, setup.efficiency, exact=exact_step_time)
+        # replicas of one setup may share one model (it caches step prices by token count)
+        if (
+            step_model is None
+            or step_model.cost is not setup.step
+            or step_model.eff is not setup.efficiency
+            or (exact_step_time and not step_model.exact)
+        ):
+            step_model = StepTimeModel(setup.step, setup.efficiency, exact=exact_step_time)
+        self.model = step_model
         self.window = setup.step.window_tokens
         self.max_num_seqs = setup.max_num_seqs
         self.max_num_batched_tokens = setup.max_num_batched_tokens

@@ -31,6 +31,7 @@ from servecap.results import (
 )
 from servecap.sim.engine import Engine, EngineStats
 from servecap.sim.engine_server import EngineServer
+from servecap.sim.gc_pause import gc_paused
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
 from servecap.sim.setup import EngineSetup
@@ -124,7 +125,8 @@ def simulate(
         progress=progress,
         expected_requests=source.expected_requests(),
     )
-    run_loop(source, server, observer)
+    with gc_paused():
+        run_loop(source, server, observer)
     return sim_result(setup, engine, source, observer, slo, server.num_decode_runs, server.num_decode_run_steps)
 
 

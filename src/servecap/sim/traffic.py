@@ -26,7 +26,15 @@ class OpenLoopRequest:
     :class:`~servecap.sim.server.ArrivingRequest`) in a plain class, several times cheaper to
     build than the frozen dataclass."""
 
-    __slots__ = ("arrival_s", "output_tokens", "prefix_group", "prefix_tokens", "prompt_tokens", "request_id")
+    __slots__ = (
+        "arrival_s",
+        "output_tokens",
+        "prefix_group",
+        "prefix_tokens",
+        "prompt_tokens",
+        "request_id",
+        "session_id",
+    )
 
     def __init__(
         self,
@@ -36,6 +44,7 @@ class OpenLoopRequest:
         output_tokens: int,
         prefix_group: int | None,
         prefix_tokens: int,
+        session_id: int | None = None,
     ) -> None:
         self.request_id = request_id
         self.arrival_s = arrival_s
@@ -43,6 +52,8 @@ class OpenLoopRequest:
         self.output_tokens = output_tokens
         self.prefix_group = prefix_group
         self.prefix_tokens = prefix_tokens
+        # the user/session a session-affinity router hashes on (a traffic mix's sessions)
+        self.session_id = session_id
 
     @property
     def user_id(self) -> int | None:
@@ -102,6 +113,9 @@ class OpenLoopSource(TrafficSource):
         self.prefix_group: list[int] = arrays.prefix_group.tolist()
         self.prefix_tokens: list[int] = arrays.prefix_tokens.tolist()
         self._n = len(self.arrival_s)
+        sessions = arrays.session_id.tolist() if len(arrays.session_id) == self._n else []
+        # None unless some request carries a session id (most streams: none)
+        self.session_id: list[int] | None = sessions if any(s >= 0 for s in sessions) else None
         self._times: list[float] = [*self.arrival_s, _INF]  # a sentinel: _times[_next] is the next arrival
         self._next = 0
 
@@ -112,6 +126,18 @@ class OpenLoopSource(TrafficSource):
         i = self._next
         self._next = i + 1
         g = self.prefix_group[i]
+        sessions = self.session_id
+        if sessions is not None:
+            s = sessions[i]
+            return OpenLoopRequest(
+                i,
+                self.arrival_s[i],
+                self.prompt_tokens[i],
+                self.output_tokens[i],
+                None if g < 0 else g,
+                0 if g < 0 else self.prefix_tokens[i],
+                None if s < 0 else s,
+            )
         if g < 0:
             return OpenLoopRequest(i, self.arrival_s[i], self.prompt_tokens[i], self.output_tokens[i], None, 0)
         return OpenLoopRequest(

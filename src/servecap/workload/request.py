@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +79,16 @@ def block_keys(
     """:func:`prefix_block_keys` from the fields themselves."""
     if block_size <= 0:
         raise ValueError("block_size must be positive")
-    keys: list[int] = []
     prefix_blocks = prefix_tokens // block_size if prefix_group is not None else 0
-    for i in range(prefix_blocks):
-        keys.append(hash((0, prefix_group, i)))
-    if conversation_id is not None:
-        for i in range(prefix_blocks, total_tokens // block_size):
-            keys.append(hash((1, conversation_id, i)))
-    return tuple(keys) if keys else None
+    shared = _group_keys(prefix_group, prefix_blocks) if prefix_blocks else ()
+    if conversation_id is None:
+        return shared or None
+    own = tuple([hash((1, conversation_id, i)) for i in range(prefix_blocks, total_tokens // block_size)])
+    return (shared + own) or None
+
+
+@lru_cache(maxsize=4096)
+def _group_keys(prefix_group: int | None, blocks: int) -> tuple[int, ...]:
+    """The keys of a shared prefix's first ``blocks`` blocks: the same for every request of the
+    group, so drawn once (a prefixed request's keys cost one lookup, not a hash per block)."""
+    return tuple([hash((0, prefix_group, i)) for i in range(blocks)])
