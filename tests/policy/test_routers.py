@@ -7,9 +7,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from servecap.errors import ServecapError
-from servecap.policy.routers import ROUTERS, PrefixAffinity, RouteRequest, Session, Weighted, make_router, mix64
+from servecap.policy.routers import (
+    ROUTERS,
+    PrefixAffinity,
+    PrefixIndex,
+    RouteRequest,
+    Session,
+    Weighted,
+    make_router,
+    mix64,
+)
 
 
 @dataclass
@@ -120,3 +131,30 @@ def test_bad_router_settings_name_the_field() -> None:
         make_router("prefix-affinity", random.Random(0), {"cache_threshold": 1.5})
     with pytest.raises(ServecapError, match="router_settings"):
         make_router("round-robin", random.Random(0), {"bogus": 1})
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["insert", "forget"]),
+            st.integers(0, 5),
+            st.lists(st.integers(0, 7), min_size=0, max_size=6),
+        ),
+        max_size=30,
+    ),
+    probe=st.lists(st.integers(0, 7), max_size=6),
+    capacity=st.integers(1, 8),
+)
+def test_prefix_index_match_all_equals_match_per_replica(
+    ops: list[tuple[str, int, list[int]]], probe: list[int], capacity: int
+) -> None:
+    index = PrefixIndex(capacity)
+    for op, rid, keys in ops:
+        if op == "insert":
+            index.insert(rid, keys)
+        else:
+            index.forget(rid)
+    ids = [0, 1, 2, 3, 4, 5]
+    assert index.match_all(ids, probe) == [index.match(rid, probe) for rid in ids]
+    assert index.match_all([4, 1], probe) == [index.match(4, probe), index.match(1, probe)]

@@ -7,6 +7,12 @@ order, first bringing every live replica up to the event's time (so an autoscale
 reads exact gauges, and a replica ready at ``t`` takes the requests arriving at ``t``), then runs
 the replicas to ``t``. Finished requests come back sorted by end time.
 
+Replicas are advanced lazily: each notes the time of its engine's next event (a step's end, or
+the start of a step for an idle engine given work), and only those due by ``t`` run; the others'
+state is exact as it stands (nothing happens in them before then). With ``ordered`` (closed-loop
+traffic) the due replicas' events run one at a time in time order, so a user's next turn is
+scheduled right after the finish that caused it and before any replica runs past it.
+
 Request outcomes (each request ends in exactly one): finished (``error`` None), ``"rejected"``
 or ``"too_long"`` by the replica's engine, ``"replica_failed"`` (its replica crashed and the
 setting, or its retry budget, says fail), ``"no_replica"`` (no replica could ever take it).
@@ -44,9 +50,8 @@ _INF = float("inf")
 class Fleet:
     def __init__(self, spec: FleetSpec, seed: int, *, ordered: bool = False) -> None:
         self.spec = spec
-        # ordered: return right after the first step that finished requests, as the seam asks
-        # (a closed-loop source schedules the next turn from it); exact for one replica, and
-        # within one step of each replica's clock for several
+        # ordered: replica events in time order, returning right after the first step that
+        # finished requests, as the seam asks (a closed-loop source schedules the next turn from it)
         self.ordered = ordered
         self.rng = np.random.default_rng([seed, 0xF1EE7])
         self.router = make_router(spec.router, random.Random(seed), dict(spec.router_settings))
@@ -328,25 +333,45 @@ class Fleet:
         """Bring the replicas whose next event is due by ``t_s`` up to ``t_s`` (the others have
         nothing to do before it: their state is exact as it stands), in the order of their next
         events (then ids); True when ``ordered`` stopped right after a finish."""
-        batch: list[Replica] = [r for r in self.live if r.next_s <= t_s]
-        if not batch:
-            return False
-        early = self.ordered
-        if early and len(batch) > 1:
-            batch.sort(key=_due_key)
-        out = self._out
-        for r in batch:
-            done = r.advance(t_s, early=early)
-            for rec, spec, _ in done:
-                out.append(self._record(rec, spec))
-            if r.state == DRAINING and not r.has_work():
-                assert r.drain_s is not None
-                self._stop(r, max(r.drain_s, r.last_finish_s), STOPPED)
-            else:
-                self._schedule(r)
-            if done and early:
-                return True  # the rest keep their due times: the next call advances them
+        if self.ordered:
+            return self._advance_in_order(t_s)
+        for r in [r for r in self.live if r.next_s <= t_s]:
+            self._run(r, t_s, early=False)
         return False
+
+    def _advance_in_order(self, t_s: float) -> bool:
+        """The ``ordered`` advance: one replica event at a time, the earliest first (ties by id),
+        returning right after one that finished requests. A closed-loop user's next turn is
+        then scheduled before any replica runs past its finish: the turn, wherever it is routed,
+        finds its replica exactly as it stood at the turn's arrival (each event: the step
+        ending at the replica's next event time, and the step it starts right then)."""
+        stuck: list[Replica] = []  # idle until ``t_s`` itself: they start after its arrivals
+        while True:
+            best: Replica | None = None
+            for r in self.live:
+                if r.next_s <= t_s and (best is None or r.next_s < best.next_s) and r not in stuck:
+                    best = r
+            if best is None:
+                return False
+            te = best.next_s
+            target = t_s if te >= t_s else min(t_s, math.nextafter(te, _INF))
+            if self._run(best, target, early=True):
+                return True
+            if best.next_s == te and best.state != STOPPED:
+                stuck.append(best)
+
+    def _run(self, r: Replica, t_s: float, *, early: bool) -> bool:
+        """Advance one replica to ``t_s`` and file what finished; True if anything did."""
+        done = r.advance(t_s, early=early)
+        out = self._out
+        for rec, spec, _ in done:
+            out.append(self._record(rec, spec))
+        if r.state == DRAINING and not r.has_work():
+            assert r.drain_s is not None
+            self._stop(r, max(r.drain_s, r.last_finish_s), STOPPED)
+        else:
+            self._schedule(r)
+        return bool(done)
 
     def _record(self, rec: FinishedRequest, spec: ArrivingRequest) -> FinishedRequest:
         first = rec.first_token_s
@@ -443,10 +468,6 @@ class Fleet:
 
 def _replica_id(r: Replica) -> int:
     return r.replica_id
-
-
-def _due_key(r: Replica) -> tuple[float, int]:
-    return (r.next_s, r.replica_id)
 
 
 def _end_key(r: FinishedRequest) -> float:

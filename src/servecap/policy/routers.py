@@ -251,13 +251,18 @@ class Session(Router):
 class PrefixIndex:
     """The router's approximate record of which block keys each replica holds: the keys it sent
     there, at most ``capacity_blocks`` per replica, least recently routed evicted first (as
-    sgl-router's approximate radix tree, evicted by LRU when over its size)."""
+    sgl-router's approximate radix tree, evicted by LRU when over its size).
+
+    Besides each replica's keys in LRU order it keeps, per key, the set of replicas holding it
+    (a bit mask by replica id), so :meth:`match_all` walks a request's keys once for all the
+    replicas (O(keys + replicas)) rather than once per replica."""
 
     def __init__(self, capacity_blocks: int) -> None:
         if capacity_blocks < 1:
             raise ServecapError("index_blocks_per_replica", capacity_blocks, "must be >= 1")
         self.capacity_blocks = capacity_blocks
         self._by_replica: dict[int, OrderedDict[int, None]] = {}
+        self._holders: dict[int, int] = {}  # key -> bit mask of the replica ids holding it
 
     def match(self, replica_id: int, keys: Sequence[int]) -> int:
         """Leading keys of ``keys`` indexed for the replica."""
@@ -271,22 +276,62 @@ class PrefixIndex:
             n += 1
         return n
 
+    def match_all(self, replica_ids: list[int], keys: Sequence[int]) -> list[int]:
+        """:meth:`match` of each of ``replica_ids`` (distinct), in one walk of ``keys``."""
+        n = len(replica_ids)
+        out = [-1] * n
+        alive = 0
+        for rid in replica_ids:
+            alive |= 1 << rid
+        holders = self._holders
+        depth = 0
+        for k in keys:
+            still = holders.get(k, 0) & alive
+            if still != alive:  # some replicas' matches end here
+                gone = alive & ~still
+                for j in range(n):
+                    if out[j] < 0 and (gone >> replica_ids[j]) & 1:
+                        out[j] = depth
+                alive = still
+                if not alive:
+                    return out
+            depth += 1
+        for j in range(n):
+            if out[j] < 0:
+                out[j] = depth
+        return out
+
     def size(self, replica_id: int) -> int:
         held = self._by_replica.get(replica_id)
         return len(held) if held else 0
 
     def insert(self, replica_id: int, keys: Sequence[int]) -> None:
         held = self._by_replica.setdefault(replica_id, OrderedDict())
+        holders = self._holders
+        bit = 1 << replica_id
         for k in keys:
             if k in held:
                 held.move_to_end(k)
             else:
                 held[k] = None
+                holders[k] = holders.get(k, 0) | bit
         while len(held) > self.capacity_blocks:
-            held.popitem(last=False)
+            k, _ = held.popitem(last=False)
+            self._drop(k, bit)
+
+    def _drop(self, key: int, bit: int) -> None:
+        left = self._holders.get(key, 0) & ~bit
+        if left:
+            self._holders[key] = left
+        else:
+            self._holders.pop(key, None)
 
     def forget(self, replica_id: int) -> None:
-        self._by_replica.pop(replica_id, None)
+        held = self._by_replica.pop(replica_id, None)
+        if held:
+            bit = 1 << replica_id
+            for k in held:
+                self._drop(k, bit)
 
 
 class PrefixAffinity(Router):
@@ -330,8 +375,11 @@ class PrefixAffinity(Router):
         if self.is_imbalanced(loads):
             i = _argmin_int(loads)
         else:
-            matches = [self.index.match(r.replica_id, keys) for r in replicas]
-            best = max(range(len(replicas)), key=lambda j: (matches[j], -loads[j], -j))
+            matches = self.index.match_all([r.replica_id for r in replicas], keys)
+            best = 0  # the longest match, then the least loaded, then the lowest index
+            for j in range(1, len(matches)):
+                if matches[j] > matches[best] or (matches[j] == matches[best] and loads[j] < loads[best]):
+                    best = j
             if keys and matches[best] / request.prompt_blocks >= self.cache_threshold:
                 i = best
             else:
@@ -370,9 +418,10 @@ class Weighted(Router):
         keys = request.block_keys or ()
         queues = [r.num_waiting for r in replicas]
         q_hi, q_lo = max(queues), min(queues)
+        matches = self.index.match_all([r.replica_id for r in replicas], keys) if keys else [0] * len(replicas)
         out = []
-        for r, q in zip(replicas, queues, strict=True):
-            prefix = self.index.match(r.replica_id, keys) / len(keys) if keys else 0.0
+        for r, q, m in zip(replicas, queues, matches, strict=True):
+            prefix = m / len(keys) if keys else 0.0
             queue = 1.0 if q_hi == q_lo else (q_hi - q) / (q_hi - q_lo)
             kv = 1.0 - r.kv_usage
             out.append(self.prefix_weight * prefix + self.queue_weight * queue + self.kv_weight * kv)
