@@ -158,3 +158,13 @@ def test_prefix_index_match_all_equals_match_per_replica(
     ids = [0, 1, 2, 3, 4, 5]
     assert index.match_all(ids, probe) == [index.match(rid, probe) for rid in ids]
     assert index.match_all([4, 1], probe) == [index.match(4, probe), index.match(1, probe)]
+
+
+def test_prefix_index_evicts_a_sequence_deepest_first() -> None:
+    # a radix tree evicts leaves: over capacity, the shared start of a prefix stays matchable
+    index = PrefixIndex(4)
+    index.insert(0, [10, 11, 12])
+    index.insert(0, [20, 21, 22])  # 6 keys > 4: the least recent are 11 and 12, not 10
+    assert index.match(0, [10, 11, 12]) == 1
+    assert index.match(0, [20, 21, 22]) == 3
+    assert index.match_all([0], [10, 11]) == [1]

@@ -251,7 +251,9 @@ class Session(Router):
 class PrefixIndex:
     """The router's approximate record of which block keys each replica holds: the keys it sent
     there, at most ``capacity_blocks`` per replica, least recently routed evicted first (as
-    sgl-router's approximate radix tree, evicted by LRU when over its size).
+    sgl-router's approximate radix tree, evicted by LRU when over its size). Like a tree's
+    leaf-first eviction, a sequence's deepest keys go before its first ones (an insert touches
+    them deepest first), so an evicted replica keeps the shared start of a prefix.
 
     Besides each replica's keys in LRU order it keeps, per key, the set of replicas holding it
     (a bit mask by replica id), so :meth:`match_all` walks a request's keys once for all the
@@ -309,7 +311,7 @@ class PrefixIndex:
         held = self._by_replica.setdefault(replica_id, OrderedDict())
         holders = self._holders
         bit = 1 << replica_id
-        for k in keys:
+        for k in reversed(keys):  # the first key ends most recent: evicted last
             if k in held:
                 held.move_to_end(k)
             else:
