@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servecap.errors import ServecapError
-from servecap.policy.gateway import Admit, Queue, RateLimiter, Reject, TenantLimits, TokenBucket
+from servecap.policy.gateway import Admit, FixedWindow, Queue, RateLimiter, Reject, TenantLimits, TokenBucket
 
 EPS = 1e-9
 
@@ -57,6 +57,71 @@ def test_bucket_admits_at_most_rate_times_window_plus_burst(
         if b.try_take(n, now):
             admitted.append((now, n))
     _window_bound_holds(admitted, rate, capacity)
+
+
+def test_fixed_window_by_hand() -> None:
+    """LiteLLM's counter: ``limit`` per window, the window opening at the first use after the last
+    one closed, floored to a whole second; nothing refills inside it."""
+    w = FixedWindow(limit=3, window_s=5)
+    assert [w.try_take(1, t) for t in (0.4, 0.5, 0.6, 0.7)] == [True, True, True, False]
+    assert w.window_end_s() == 5.0  # opened at int(0.4) = 0
+    assert w.ready_at_s(1, 4.0) == 5.0
+    assert not w.try_take(1, 4.99)  # no refill inside the window
+    assert w.try_take(1, 5.0)  # a new window at the first use after the end: a full burst again
+    assert w.try_take(1, 5.1) and w.try_take(1, 5.2) and not w.try_take(1, 5.3)
+    assert w.try_take(1, 12.7) and w.window_end_s() == 17.0  # opened at int(12.7) = 12
+    assert w.ready_at_s(4, 12.7) == float("inf")  # more than a window's worth: never
+    w.charge(5, 13.0)  # a post-charge may go past the limit: paid off when the window ends
+    assert w.level(13.0) == -3 and w.debt_paid_at_s(13.0) == 17.0
+    assert w.level(17.0) == 3
+    with pytest.raises(ServecapError, match="backwards"):
+        w.level(16.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    limit=st.integers(1, 20),
+    window_s=st.integers(1, 10),
+    gaps=st.lists(st.floats(0, 3), min_size=1, max_size=80),
+)
+def test_fixed_window_bounds(limit: int, window_s: int, gaps: list[float]) -> None:
+    """At most ``2 x limit`` admitted in any ``window_s`` (it overlaps at most two windows), and a
+    refusal means ``limit`` were admitted in the ``window_s + 1`` seconds before it (the open
+    window started after ``t - window_s - 1``: a whole second at most before its first use)."""
+    w = FixedWindow(limit, window_s)
+    now, admitted = 0.0, []
+    for gap in gaps:
+        now += gap
+        if w.try_take(1, now):
+            admitted.append(now)
+        else:
+            assert len([t for t in admitted if t > now - window_s - 1]) >= limit
+    for t0 in admitted:
+        assert len([t for t in admitted if t0 <= t < t0 + window_s]) <= 2 * limit
+
+
+def test_fixed_window_rpm_like_litellm_counts_per_window() -> None:
+    """rpm 8 in 5 s windows: a burst of 10 passes 8; three more 2.5 s later pass none (a token
+    bucket of the same rpm per minute refills nothing worth a request in 2.5 s either); a burst at
+    6 s opens a new window and 8 pass again, where the bucket (8 per minute) passes none."""
+    rng = random.Random(0)
+    fixed = RateLimiter({}, default=TenantLimits(rpm=8, window="fixed", window_s=5))
+    bucket = RateLimiter({}, default=TenantLimits(rpm=8))
+    times = [0.04 * i for i in range(10)] + [2.5, 2.55, 2.6] + [6.0 + 0.04 * i for i in range(10)]
+    got = {"fixed": 0, "bucket": 0}
+    for name, lim in (("fixed", fixed), ("bucket", bucket)):
+        for i, t in enumerate(times):
+            if lim.check(Req(i), t, rng) == Admit():
+                got[name] += 1
+    assert got == {"fixed": 16, "bucket": 8}
+
+
+def test_fixed_window_queue_waits_for_the_next_window() -> None:
+    rng = random.Random(0)
+    q = RateLimiter({"a": TenantLimits(rpm=2, window="fixed", window_s=60, on_limit="queue")})
+    out = [q.check(Req(i, tenant="a"), 10.5, rng) for i in range(3)]
+    assert out == [Admit(), Admit(), Queue("rpm", 70.0)]  # the window opened at 10 s
+    assert q.check(Req(2, tenant="a"), 70.0, rng) == Admit()
 
 
 @settings(max_examples=40, deadline=None)
@@ -214,6 +279,10 @@ def test_unlimited_tenants_and_defaults() -> None:
         (lambda: TenantLimits(on_limit="drop"), "gateway.rate_limits.on_limit"),  # type: ignore[arg-type]
         (lambda: RateLimiter({}, replicas=0), "gateway.replicas"),
         (lambda: RateLimiter({}, enforcement="local"), "gateway.rate_limits.enforcement"),  # type: ignore[arg-type]
+        (lambda: TenantLimits(rpm=5, window="sliding"), "gateway.rate_limits.window"),  # type: ignore[arg-type]
+        (lambda: TenantLimits(rpm=5, window="fixed", window_s=0), "gateway.rate_limits.window_s"),
+        (lambda: TenantLimits(rpm=5, burst_requests=9, window="fixed"), "gateway.rate_limits.burst_requests"),
+        (lambda: FixedWindow(0, 60), "window.limit"),
         (lambda: TokenBucket(0, 1), "bucket.capacity"),
         (lambda: TokenBucket(1, -1), "bucket.rate"),
     ],
