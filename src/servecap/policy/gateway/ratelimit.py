@@ -175,7 +175,11 @@ class RateLimiter:
             # admitted again once the debt is paid off (and a little more refilled) or the window ends
             reason, ready = "tpm", st.tpm.debt_paid_at_s(now_s)
         if reason is not None:
-            return Queue(reason, ready) if lim.on_limit == "queue" else Reject(reason)
+            if lim.on_limit == "queue":
+                return Queue(reason, ready)
+            if reason == "rpm" and st.rpm is not None:
+                st.rpm.refuse(1, now_s)  # LiteLLM counts the first refused request (fixed_window.py)
+            return Reject(reason)
         if st.rpm is not None:
             st.rpm.charge(1, now_s)
         if up_front:
