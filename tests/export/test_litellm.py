@@ -88,3 +88,29 @@ def test_replica_template_on_an_autoscaled_pool_is_an_error() -> None:
         export("litellm", EXAMPLES / "fleet-autoscaled.yaml", ExportOptions(api_base="http://x-{replica}/v1"))
     with pytest.raises(ServecapError, match=r"^api_base=.*takes only"):
         export("litellm", EXAMPLES / "fleet-simple.yaml", ExportOptions(api_base="http://{host}/v1"))
+
+
+def test_rate_limit_windows_are_named_in_warnings(tmp_path: Path) -> None:
+    """LiteLLM counts rpm_limit per fixed window of LITELLM_RATE_LIMIT_WINDOW_SIZE seconds: a
+    token bucket is warned about, a fixed window of other than 60 s gives the environment setting."""
+    fleet = {
+        "pools": [{"name": "main", "model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "replicas": 1}],
+        "gateway": {
+            "rate_limits": {
+                "tenants": {
+                    "a": {"rpm": 8, "window": "fixed", "window_s": 5},
+                    "b": {"rpm": 60},
+                    "c": {"tpm": 1000, "window": "fixed", "window_s": 2.5},
+                }
+            }
+        },
+    }
+    res = export("litellm", write_fleet(tmp_path, json.dumps(fleet), "fleet.json"))
+    w = "\n".join(res.warnings)
+    assert "tenants.a.window_s 5: run the proxy with LITELLM_RATE_LIMIT_WINDOW_SIZE=5" in w
+    assert "tenants.b: LiteLLM counts rpm_limit/tpm_limit per fixed 60 s window, not in a token bucket" in w
+    assert "tenants.c.window_s 2.5: run the proxy with LITELLM_RATE_LIMIT_WINDOW_SIZE=2 " in w
+    assert "LiteLLM takes whole seconds, not 2.5" in w
+    assert "windows of 2.5, 5 s; LiteLLM has one window for every limit" in w
+    bodies = [json.loads(line[4:]) for line in res.text.splitlines() if line.startswith("#   {")]
+    assert {"team_alias": "a", "rpm_limit": 8} in bodies

@@ -63,6 +63,21 @@ def test_an_empty_gateway_passes_everything_through() -> None:
         ({"rate_limits": {"tenants": {"acme": {"tpm": -5}}}}, "gateway.rate_limits.tenants.acme.tpm", "greater than 0"),
         ({"rate_limits": {"tenants": {"acme": {"tpmm": 5}}}}, "gateway.rate_limits.tenants.acme", "did you mean: tpm"),
         ({"rate_limits": {"replicas": 0}}, "gateway.rate_limits.replicas", "greater than or equal to 1"),
+        (
+            {"rate_limits": {"default": {"rpm": 5, "window": "sliding"}}},
+            "gateway.rate_limits.default.window",
+            "'bucket' or 'fixed'",
+        ),
+        (
+            {"rate_limits": {"default": {"rpm": 5, "window_s": 0}}},
+            "gateway.rate_limits.default.window_s",
+            "greater than 0",
+        ),
+        (
+            {"rate_limits": {"tenants": {"a": {"rpm": 5, "burst_requests": 9, "window": "fixed"}}}},
+            "gateway.rate_limits.tenants.a.burst_requests",
+            "no burst",
+        ),
         ({"rate_limits": {"enforcement": "local"}}, "gateway.rate_limits.enforcement", "'global' or 'per_replica'"),
         ({"queue": {"capacity": 0}}, "gateway.queue.capacity", "greater than or equal to 1"),
         ({"queue": {"capacty": 3}}, "gateway.queue", "did you mean: capacity"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servecap.errors import ServecapError
-from servecap.policy.gateway import Admit, Queue, RateLimiter, Reject, TenantLimits, TokenBucket
+from servecap.policy.gateway import Admit, FixedWindow, Queue, RateLimiter, Reject, TenantLimits, TokenBucket
 
 EPS = 1e-9
 
@@ -57,6 +58,90 @@ def test_bucket_admits_at_most_rate_times_window_plus_burst(
         if b.try_take(n, now):
             admitted.append((now, n))
     _window_bound_holds(admitted, rate, capacity)
+
+
+def test_fixed_window_by_hand() -> None:
+    """LiteLLM's counter: ``limit`` per window, the window opening at the whole second of its first
+    request; nothing refills inside it; its entries vanish ``window_s`` after that request."""
+    w = FixedWindow(limit=3, window_s=5)
+    assert [w.try_take(1, t) for t in (0.4, 0.5, 0.6, 0.7)] == [True, True, True, False]
+    assert w.ready_at_s(1, 4.0) > 5.4  # over the limit: refused until the entries vanish
+    assert not w.try_take(1, 4.99)  # no refill inside the window
+    assert not w.try_take(1, 5.2)  # past int(0.4) + 5, but the counter is over: still refused
+    assert not w.try_take(1, 5.4)  # the entries expire strictly after 0.4 + 5
+    assert w.try_take(1, 5.41)  # a new window (start 5, entries until 10.41): a full burst again
+    assert w.try_take(1, 5.5) and w.try_take(1, 5.6) and not w.try_take(1, 5.7)
+    assert w.ready_at_s(4, 12.7) == float("inf")  # more than a window's worth: never
+
+
+def test_fixed_window_restarted_at_its_whole_second_is_forgotten_when_its_entries_expire() -> None:
+    """A window that ends full but never refused restarts at ``int(t0) + window_s``; its entries
+    still vanish after ``t0 + window_s``, so what it counted meanwhile is forgotten: 9 requests
+    pass a limit of 3 within about 1.1 s (as measured through LiteLLM's proxy)."""
+    w = FixedWindow(limit=3, window_s=5)
+    assert all(w.try_take(1, t) for t in (0.7, 0.75, 0.8))  # start 0, entries until 5.7
+    assert w.level(4.9) == 0 and w.ready_at_s(1, 4.9) == 5.0  # restarts at the whole second
+    assert all(w.try_take(1, t) for t in (5.2, 5.25, 5.3))  # restarted at 5 (entries still until 5.7)
+    assert not w.try_take(1, 5.35)
+    assert all(w.try_take(1, t) for t in (5.9, 5.95, 6.0))  # the entries vanished: a fresh window
+    assert not w.try_take(1, 6.05)
+
+
+def test_fixed_window_post_charge_past_the_limit_waits_for_the_entries_to_expire() -> None:
+    w = FixedWindow(limit=100, window_s=60)
+    w.charge(30, 10.5)  # start 10, entries until 70.5
+    w.charge(90, 11.0)  # a response's tokens, counted after it: over the limit
+    assert w.level(11.0) == -20
+    assert w.debt_paid_at_s(11.0) == math.nextafter(70.5, math.inf)
+    assert w.level(70.0) == -20 and w.level(70.6) == 100
+    with pytest.raises(ServecapError, match="backwards"):
+        w.level(16.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    limit=st.integers(1, 20),
+    window_s=st.integers(1, 10),
+    gaps=st.lists(st.floats(0, 3), min_size=1, max_size=80),
+)
+def test_fixed_window_bounds(limit: int, window_s: int, gaps: list[float]) -> None:
+    """At most ``3 x limit`` admitted in any ``window_s`` (a window, its restart at the whole
+    second, and the fresh one after the entries expire), and a refusal means ``limit`` were
+    admitted in the ``window_s + 1`` seconds before it."""
+    w = FixedWindow(limit, window_s)
+    now, admitted = 0.0, []
+    for gap in gaps:
+        now += gap
+        if w.try_take(1, now):
+            admitted.append(now)
+        else:
+            assert len([t for t in admitted if t > now - window_s - 1]) >= limit
+    for t0 in admitted:
+        assert len([t for t in admitted if t0 <= t < t0 + window_s]) <= 3 * limit
+
+
+def test_fixed_window_rpm_like_litellm_counts_per_window() -> None:
+    """rpm 8 in 5 s windows: a burst of 10 passes 8; three more 2.5 s later pass none (a token
+    bucket of the same rpm per minute refills nothing worth a request in 2.5 s either); a burst at
+    6 s opens a new window and 8 pass again, where the bucket (8 per minute) passes none."""
+    rng = random.Random(0)
+    fixed = RateLimiter({}, default=TenantLimits(rpm=8, window="fixed", window_s=5))
+    bucket = RateLimiter({}, default=TenantLimits(rpm=8))
+    times = [0.04 * i for i in range(10)] + [2.5, 2.55, 2.6] + [6.0 + 0.04 * i for i in range(10)]
+    got = {"fixed": 0, "bucket": 0}
+    for name, lim in (("fixed", fixed), ("bucket", bucket)):
+        for i, t in enumerate(times):
+            if lim.check(Req(i), t, rng) == Admit():
+                got[name] += 1
+    assert got == {"fixed": 16, "bucket": 8}
+
+
+def test_fixed_window_queue_waits_for_the_next_window() -> None:
+    rng = random.Random(0)
+    q = RateLimiter({"a": TenantLimits(rpm=2, window="fixed", window_s=60, on_limit="queue")})
+    out = [q.check(Req(i, tenant="a"), 10.5, rng) for i in range(3)]
+    assert out == [Admit(), Admit(), Queue("rpm", 70.0)]  # the window opened at 10 s
+    assert q.check(Req(2, tenant="a"), 70.0, rng) == Admit()
 
 
 @settings(max_examples=40, deadline=None)
@@ -214,6 +299,10 @@ def test_unlimited_tenants_and_defaults() -> None:
         (lambda: TenantLimits(on_limit="drop"), "gateway.rate_limits.on_limit"),  # type: ignore[arg-type]
         (lambda: RateLimiter({}, replicas=0), "gateway.replicas"),
         (lambda: RateLimiter({}, enforcement="local"), "gateway.rate_limits.enforcement"),  # type: ignore[arg-type]
+        (lambda: TenantLimits(rpm=5, window="sliding"), "gateway.rate_limits.window"),  # type: ignore[arg-type]
+        (lambda: TenantLimits(rpm=5, window="fixed", window_s=0), "gateway.rate_limits.window_s"),
+        (lambda: TenantLimits(rpm=5, burst_requests=9, window="fixed"), "gateway.rate_limits.burst_requests"),
+        (lambda: FixedWindow(0, 60), "window.limit"),
         (lambda: TokenBucket(0, 1), "bucket.capacity"),
         (lambda: TokenBucket(1, -1), "bucket.rate"),
     ],

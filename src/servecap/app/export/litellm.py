@@ -26,7 +26,10 @@
   management API, not in ``config.yaml``; the file lists each tenant's ``POST /team/new`` body
   (``rpm_limit``, ``tpm_limit``, ``max_parallel_requests``) in comments, and a warning says so.
   ``burst_*``, ``daily_tokens``, ``tokens`` other than ``total``, ``on_limit: queue`` and
-  ``per_replica`` enforcement have no counterpart (warnings).
+  ``per_replica`` enforcement have no counterpart (warnings). LiteLLM counts ``rpm_limit`` and
+  ``tpm_limit`` per fixed window (``window: fixed``; a token bucket is warned about), of
+  ``LITELLM_RATE_LIMIT_WINDOW_SIZE`` seconds: a ``window_s`` other than 60 is named in a warning
+  with the environment setting to give the proxy.
 - An exact-match cache becomes ``litellm_settings.cache`` (in-memory, ``ttl``); the semantic
   cache, the queue, class/length/share routing, overflow and providers are named in warnings.
 """
@@ -103,6 +106,7 @@ def tenant_comments(inp: ExportInput, warnings: list[str]) -> list[str]:
     if rl.enforcement == "per_replica":
         warnings.append("gateway.rate_limits.enforcement per_replica: LiteLLM enforces limits globally (Redis)")
     lines = ["Per-tenant limits: create one team per tenant (POST /team/new), then its keys (POST /key/generate):"]
+    windows: set[float] = set()
     for name, t in tenants:
         body: dict[str, Any] = {"team_alias": name}
         if t.rpm is not None:
@@ -120,7 +124,33 @@ def tenant_comments(inp: ExportInput, warnings: list[str]) -> list[str]:
             warnings.append(f"{where}.tokens {t.tokens}: LiteLLM's tpm_limit counts total tokens")
         if t.on_limit == "queue":
             warnings.append(f"{where}.on_limit queue: LiteLLM answers 429 at the limit")
+        if t.rpm is not None or t.tpm is not None:
+            _window(t, where, windows, warnings)
+    if len(windows) > 1:
+        warnings.append(
+            f"gateway.rate_limits: windows of {', '.join(f'{w:g}' for w in sorted(windows))} s; "
+            "LiteLLM has one window for every limit (LITELLM_RATE_LIMIT_WINDOW_SIZE)"
+        )
     return lines
+
+
+def _window(t: TenantLimitsConfig, where: str, windows: set[float], warnings: list[str]) -> None:
+    """LiteLLM counts rpm_limit/tpm_limit per fixed window of LITELLM_RATE_LIMIT_WINDOW_SIZE seconds
+    (default 60; servecap.policy.gateway.fixed_window cites the source)."""
+    if t.window == "bucket":
+        warnings.append(
+            f"{where}: LiteLLM counts rpm_limit/tpm_limit per fixed 60 s window, not in a token bucket "
+            "(window: fixed simulates it)"
+        )
+        return
+    windows.add(t.window_s)
+    if t.window_s != 60:
+        whole = max(1, round(t.window_s))  # LiteLLM reads it with int()
+        note = "" if whole == t.window_s else f" (LiteLLM takes whole seconds, not {t.window_s:g})"
+        warnings.append(
+            f"{where}.window_s {t.window_s:g}: run the proxy with LITELLM_RATE_LIMIT_WINDOW_SIZE={whole} "
+            f"in its environment (rpm_limit then counts per window){note}"
+        )
 
 
 def _strategy(inp: ExportInput, warnings: list[str]) -> str:

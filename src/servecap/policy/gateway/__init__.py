@@ -18,6 +18,7 @@ from servecap.policy.gateway.decision import (
     Reject,
     Route,
 )
+from servecap.policy.gateway.fixed_window import FixedWindow
 from servecap.policy.gateway.provider import ExternalProvider
 from servecap.policy.gateway.queue import GatewayQueue
 from servecap.policy.gateway.ratelimit import RateLimiter, TenantLimits
@@ -45,6 +46,7 @@ __all__ = [
     "ExternalProvider",
     "Fallback",
     "FallbackPolicy",
+    "FixedWindow",
     "GatewayQueue",
     "GatewayRequest",
     "Overflow",

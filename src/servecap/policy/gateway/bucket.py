@@ -62,6 +62,17 @@ class TokenBucket:
             return now_s
         return now_s + (n - self._level) / self.rate_per_s
 
+    def refuse(self, n: float, now_s: float) -> None:
+        """A request refused for lack of tokens: a bucket takes nothing (a fixed window counts it)."""
+
+    def debt_paid_at_s(self, now_s: float) -> float:
+        """When the level is above zero again (a debt paid off and a little more refilled):
+        ``now_s`` if it is."""
+        lvl = self.level(now_s)
+        if lvl > 0:
+            return now_s
+        return now_s + (-lvl + 1e-6 * self.capacity) / self.rate_per_s
+
     def _refill(self, now_s: float) -> None:
         if now_s < self._updated_s:
             raise ServecapError("now_s", now_s, f"the clock went backwards (last {self._updated_s})")

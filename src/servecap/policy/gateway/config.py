@@ -36,6 +36,8 @@ class TenantLimitsConfig(_Model):
     daily_tokens: float | None = Field(default=None, gt=0)
     charge_at: Literal["admission", "completion"] = "admission"
     on_limit: Literal["reject", "queue"] = "reject"
+    window: Literal["bucket", "fixed"] = "bucket"  # fixed: rpm/tpm per window_s (LiteLLM's counters)
+    window_s: float = Field(default=60.0, gt=0)
 
 
 class RateLimitsConfig(_Model):

@@ -15,6 +15,10 @@ limits per window. Two behaviours of real gateways are options, because users tr
   (Envoy's local rate limit is "independent limits per Envoy instance"; in-memory LiteLLM
   counters without a shared store), and a load balancer spreads requests at random over them, so
   a tenant gets up to N times its limit. ``"global"``: one shared counter (a Redis-backed limit).
+- ``window="fixed"``: ``rpm``/``tpm`` count per fixed window of ``window_s`` seconds instead of a
+  token bucket, as LiteLLM's proxy counts ``rpm_limit``/``tpm_limit`` (its window is
+  ``LITELLM_RATE_LIMIT_WINDOW_SIZE``, 60 s by default; :mod:`servecap.policy.gateway.fixed_window`
+  cites the source). Nothing refills inside a window, and a full burst passes again at the next.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Literal
 from servecap.errors import ServecapError, did_you_mean
 from servecap.policy.gateway.bucket import TokenBucket
 from servecap.policy.gateway.decision import Admit, Queue, Reject, RejectReason
+from servecap.policy.gateway.fixed_window import FixedWindow
 from servecap.policy.gateway.request import GatewayRequest
 
 DAY_S = 86_400.0
@@ -36,6 +41,7 @@ TOKEN_KINDS: tuple[TokenKind, ...] = ("prompt", "output", "total")
 CHARGE_AT = ("admission", "completion")
 ON_LIMIT = ("reject", "queue")
 ENFORCEMENT = ("global", "per_replica")
+WINDOWS = ("bucket", "fixed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +53,8 @@ class TenantLimits:
     ``tokens`` says which tokens count (prompt, output, or both). ``max_concurrent`` caps the
     tenant's requests in flight; ``daily_tokens`` is a budget per calendar day of simulated time
     (resets at every multiple of 86,400 s). ``on_limit``: reject with 429, or queue until the limit
-    allows it.
+    allows it. ``window="fixed"``: ``rpm``/``tpm`` are instead the most requests/tokens per fixed
+    window of ``window_s`` seconds (LiteLLM's counters; no bursts to set).
     """
 
     rpm: float | None = None
@@ -59,6 +66,8 @@ class TenantLimits:
     daily_tokens: float | None = None
     charge_at: Literal["admission", "completion"] = "admission"
     on_limit: Literal["reject", "queue"] = "reject"
+    window: Literal["bucket", "fixed"] = "bucket"
+    window_s: float = 60.0
     field: str = "gateway.rate_limits"
 
     def __post_init__(self) -> None:
@@ -72,6 +81,13 @@ class TenantLimits:
         _one_of(f"{f}.tokens", self.tokens, TOKEN_KINDS)
         _one_of(f"{f}.charge_at", self.charge_at, CHARGE_AT)
         _one_of(f"{f}.on_limit", self.on_limit, ON_LIMIT)
+        _one_of(f"{f}.window", self.window, WINDOWS)
+        if not self.window_s > 0 or math.isinf(self.window_s):
+            raise ServecapError(f"{f}.window_s", self.window_s, "must be a positive number of seconds")
+        if self.window == "fixed":
+            for name in ("burst_requests", "burst_tokens"):
+                if getattr(self, name) is not None:
+                    raise ServecapError(f"{f}.{name}", getattr(self, name), "a fixed window has no burst to set")
         if self.burst_requests is not None and self.rpm is None:
             raise ServecapError(f"{f}.burst_requests", self.burst_requests, "needs 'rpm'")
         if self.burst_tokens is not None and self.tpm is None:
@@ -89,8 +105,8 @@ class TenantLimits:
 class _State:
     """One tenant's counters on one gateway replica."""
 
-    rpm: TokenBucket | None
-    tpm: TokenBucket | None
+    rpm: TokenBucket | FixedWindow | None
+    tpm: TokenBucket | FixedWindow | None
     in_flight: int = 0
     day: int = 0
     day_tokens: float = 0.0
@@ -156,11 +172,14 @@ class RateLimiter:
         elif st.tpm is not None and up_front and not st.tpm.can_take(n, now_s):
             reason, ready = "tpm", st.tpm.ready_at_s(n, now_s)
         elif st.tpm is not None and not up_front and not st.tpm.level(now_s) > 0:
-            # admitted again once the debt is paid off and a little more has refilled
-            lvl = st.tpm.level(now_s)
-            reason, ready = "tpm", now_s + (-lvl + 1e-6 * st.tpm.capacity) / st.tpm.rate_per_s
+            # admitted again once the debt is paid off (and a little more refilled) or the window ends
+            reason, ready = "tpm", st.tpm.debt_paid_at_s(now_s)
         if reason is not None:
-            return Queue(reason, ready) if lim.on_limit == "queue" else Reject(reason)
+            if lim.on_limit == "queue":
+                return Queue(reason, ready)
+            if reason == "rpm" and st.rpm is not None:
+                st.rpm.refuse(1, now_s)  # LiteLLM counts the first refused request (fixed_window.py)
+            return Reject(reason)
         if st.rpm is not None:
             st.rpm.charge(1, now_s)
         if up_front:
@@ -195,16 +214,9 @@ class RateLimiter:
     def _state(self, tenant: str, replica: int, lim: TenantLimits) -> _State:
         st = self._states.get((tenant, replica))
         if st is None:
-            f = f"{lim.field}"
-            rpm = (
-                None
-                if lim.rpm is None
-                else TokenBucket(lim.burst_requests or lim.rpm, lim.rpm / 60.0, field=f"{f}.rpm")
+            st = _State(
+                _counter(lim, lim.rpm, lim.burst_requests, "rpm"), _counter(lim, lim.tpm, lim.burst_tokens, "tpm")
             )
-            tpm = (
-                None if lim.tpm is None else TokenBucket(lim.burst_tokens or lim.tpm, lim.tpm / 60.0, field=f"{f}.tpm")
-            )
-            st = _State(rpm, tpm)
             self._states[(tenant, replica)] = st
         return st
 
@@ -213,6 +225,18 @@ class RateLimiter:
         day = math.floor(now_s / DAY_S)
         if day != st.day:
             st.day, st.day_tokens = day, 0.0
+
+
+def _counter(
+    lim: TenantLimits, per_minute: float | None, burst: float | None, name: str
+) -> TokenBucket | FixedWindow | None:
+    """A limit's counter: a token bucket refilled at ``per_minute / 60`` per second holding ``burst``
+    (default one minute's worth), or with ``window="fixed"`` ``per_minute`` per window."""
+    if per_minute is None:
+        return None
+    if lim.window == "fixed":
+        return FixedWindow(per_minute, lim.window_s, field=f"{lim.field}.{name}")
+    return TokenBucket(burst or per_minute, per_minute / 60.0, field=f"{lim.field}.{name}")
 
 
 def _one_of(field_name: str, value: str, allowed: tuple[str, ...]) -> None:
