@@ -12,7 +12,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 REF = re.compile(r"(?<![\w./-])((?:docs/|src/|tests/|benchmarks/|scripts/)?[\w.-]+(?:/[\w.-]+)*\.(?:md|py))\b")
 
 
-EXTERNAL = ("vllm/",)  # other projects' sources, cited by their own paths
+EXTERNAL = ("vllm/", "litellm/")  # other projects' sources, cited by their own paths
 FILES = [
     p.relative_to(ROOT).as_posix()
     for d in ("src", "tests", "docs", "benchmarks", "scripts")
