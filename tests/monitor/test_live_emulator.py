@@ -147,3 +147,37 @@ def test_cli_live_dashboard_bounded(emulator: str, tmp_path: Path) -> None:
     assert "servecap monitor" in res.stdout and "headroom" in res.stdout
     rows = sqlite3.connect(tmp_path / "m.sqlite").execute("SELECT count(*) FROM monitor_samples").fetchone()
     assert rows[0] >= 2
+
+
+FLEET = """\
+pools:
+  - name: h100
+    model: meta-llama/Llama-3.1-8B
+    gpu: H100
+    autoscaler: {preset: keda-vllm, min_replicas: 1, max_replicas: 4}
+  - name: fixed
+    model: meta-llama/Llama-3.1-8B
+    gpu: H100
+"""
+
+
+def test_cli_fleet_autoscaler_advice(emulator: str, tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET)
+    common = [emulator, "--once", "--interval-s", "0.2", "--no-store", "--fleet", str(fleet)]
+    res = _cli("monitor", *common, "--pool", "h100", "--json")
+    assert res.returncode == 0, res.stderr
+    a = json.loads(res.stdout)["autoscaler"]
+    # the emulator is idle: 0 waiting -> 0 recommended, floored at min_replicas 1
+    assert (a["pool"], a["signal"], a["target"], a["current_replicas"]) == ("h100", "num_requests_waiting", 5.0, 1)
+    assert (a["value"], a["recommended_replicas"], a["desired_replicas"]) == (0.0, 0, 1)
+    assert a["summary"] == (
+        f"with the autoscaler of pool 'h100' in {fleet}: 1 → 1 replicas now "
+        "(num_requests_waiting 0.0 per replica vs target 5; 0 recommended, floored at min_replicas 1)"
+    )
+    table = _cli("monitor", *common, "--pool", "h100")
+    assert table.returncode == 0, table.stderr
+    assert "with the autoscaler of pool 'h100'" in " ".join(table.stdout.split())
+    bad = _cli("monitor", *common, "--pool", "fixed")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: pools.fixed.autoscaler=None:")
+    assert bad.stderr.count("\n") == 1

@@ -8,16 +8,22 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from servecap.errors import ServecapError
+from servecap.monitor.advice import Advice, Advisor
 from servecap.monitor.headroom import Capacity, Headroom, capacity_from_cache_config, headroom
 from servecap.monitor.scrape import Down, metrics_url, scrape_all
 from servecap.monitor.snapshot import Snapshot
 from servecap.monitor.store import MonitorStore
+from servecap.monitor.views import replica_views
 from servecap.monitor.watch import Tick, Watch
 from servecap.monitor.window import WindowStats
+
+if TYPE_CHECKING:
+    from servecap.app.monitor_fleet import PoolAutoscaler
 
 
 class _Model(BaseModel):
@@ -59,6 +65,23 @@ class HeadroomReport(_Model):
     summary: str
 
 
+class AutoscalerReport(_Model):
+    """What the pool's autoscaler (from the fleet file) decides on this tick's signal."""
+
+    pool: str
+    fleet_file: str
+    signal: str
+    target: float
+    value: float  # as the policy reads it: a fleet sum for num_requests_waiting / inflight
+    value_per_replica: float
+    current_replicas: int
+    recommended_replicas: int  # before stabilisation, step limits and bounds
+    desired_replicas: int
+    upscale_stabilization_s: float
+    downscale_stabilization_s: float
+    summary: str
+
+
 class MonitorReport(_Model):
     schema_version: str = "servecap.monitor/1"
     time_s: float
@@ -68,6 +91,7 @@ class MonitorReport(_Model):
     fleet: WindowReport | None
     headroom: HeadroomReport | None
     notes: list[str]
+    autoscaler: AutoscalerReport | None = None
 
 
 def _window(w: WindowStats | None) -> WindowReport | None:
@@ -101,6 +125,23 @@ def _headroom(h: Headroom) -> HeadroomReport:
     )
 
 
+def _advice(a: Advice) -> AutoscalerReport:
+    return AutoscalerReport(
+        pool=a.pool,
+        fleet_file=a.source,
+        signal=a.settings.signal,
+        target=a.settings.target,
+        value=a.value,
+        value_per_replica=a.per_replica,
+        current_replicas=a.current,
+        recommended_replicas=a.recommended,
+        desired_replicas=a.desired,
+        upscale_stabilization_s=a.settings.upscale_stabilization_s,
+        downscale_stabilization_s=a.settings.downscale_stabilization_s,
+        summary=a.summary(),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class MonitorSettings:
     urls: tuple[str, ...]
@@ -113,6 +154,7 @@ class MonitorSettings:
     capacity: Capacity | None = None  # from the plan; else read from vllm:cache_config_info
     tokens_per_request: int = 1024 + 128
     timeout_s: float = 2.0
+    autoscaler: PoolAutoscaler | None = None  # --fleet/--pool: advice from the pool's autoscaler
 
 
 def validate(settings: MonitorSettings) -> MonitorSettings:
@@ -147,8 +189,9 @@ def _capacity(settings: MonitorSettings, latest: Sequence[Snapshot | Down], note
     return None
 
 
-def report(tick: Tick, settings: MonitorSettings, notes: list[str]) -> MonitorReport:
-    """The tick as a :class:`MonitorReport` (headroom when a capacity is known and a window exists)."""
+def report(tick: Tick, settings: MonitorSettings, notes: list[str], advisor: Advisor | None = None) -> MonitorReport:
+    """The tick as a :class:`MonitorReport` (headroom when a capacity is known and a window exists;
+    the autoscaler's decision on this tick when an ``advisor`` is given: it keeps its state)."""
     targets = [
         TargetReport(
             url=t.url,
@@ -165,6 +208,10 @@ def report(tick: Tick, settings: MonitorSettings, notes: list[str]) -> MonitorRe
     cap = _capacity(settings, tick.latest, notes)
     if cap is not None and tick.fleet is not None and tick.replicas_up:
         hr = _headroom(headroom(tick.fleet, tick.replicas_up, cap))
+    advice = None
+    if advisor is not None:
+        a = advisor.advise(tick.time_s, replica_views(tick.latest, advisor.pool), tick.fleet)
+        advice = _advice(a) if a is not None else None
     return MonitorReport(
         time_s=tick.time_s,
         replicas_up=tick.replicas_up,
@@ -173,6 +220,7 @@ def report(tick: Tick, settings: MonitorSettings, notes: list[str]) -> MonitorRe
         fleet=_window(tick.fleet),
         headroom=hr,
         notes=list(notes),
+        autoscaler=advice,
     )
 
 
@@ -198,6 +246,11 @@ async def run_monitor(
     settings = validate(settings)
     notes: list[str] = []
     watch = Watch(settings.urls, settings.window_s)
+    advisor = None
+    if settings.autoscaler is not None:
+        pa = settings.autoscaler
+        advisor = Advisor(pa.settings, pa.pool, pa.source)
+        notes.extend(pa.notes)
     store = None
     if settings.store:
         from servecap.monitor.store import default_path
@@ -214,7 +267,7 @@ async def run_monitor(
             rounds += 1
             if store is not None and rounds > 1:
                 _store(store, tick)
-            last = report(tick, settings, notes)
+            last = report(tick, settings, notes, advisor)
             if not settings.once or rounds >= 2:
                 on_report(last)
             if settings.once and rounds >= 2:

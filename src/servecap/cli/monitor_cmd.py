@@ -73,8 +73,11 @@ def render(r: MonitorReport) -> Any:
     if len(r.targets) > 1:
         row("fleet", r.fleet, style="bold")
     parts: list[Any] = [table]
+    advice = r.autoscaler.summary if r.autoscaler is not None else None
     if r.headroom is not None:
-        parts.append(Text("headroom: " + r.headroom.summary))
+        parts.append(Text("headroom: " + r.headroom.summary + (f"; {advice}" if advice else "")))
+    elif advice:
+        parts.append(Text("autoscaler: " + advice))
     parts.extend(Text(n, style="dim") for n in r.notes)
     return Group(*parts)
 
@@ -94,6 +97,14 @@ def render(r: MonitorReport) -> Any:
 @o.slo_options(None, None, "the batch the headroom is measured against")
 @o.calibration_option
 @o.db_option
+@click.option(
+    "--fleet",
+    "fleet_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A fleet file (as `fleet simulate` takes): advice from its pool's autoscaler each tick.",
+)
+@click.option("--pool", default=None, help="The pool of --fleet whose autoscaler advises (default: the only one).")
 @click.option("--no-store", is_flag=True, default=False, help="Do not write the time series to the database.")
 @o.json_option
 def monitor_command(
@@ -110,6 +121,8 @@ def monitor_command(
     tpot_slo_ms: float | None,
     calibration: Path | None,
     db: Path | None,
+    fleet_file: Path | None,
+    pool: str | None,
     no_store: bool,
     as_json: bool,
 ) -> None:
@@ -117,12 +130,21 @@ def monitor_command(
 
     Give the deployment (--model/--gpu and the plan's flags) for headroom against the plan's
     SLO batch; without it, headroom comes from vllm:cache_config_info's KV pool where the server
-    exposes it. A server that stops answering is shown as down and counted. With --once, exits
-    non-zero only when every target is down.
+    exposes it. With --fleet FLEET.yaml [--pool NAME], the pool's autoscaler (the same policy
+    `fleet simulate` runs) is fed the live signal every tick and its decision is shown. A server
+    that stops answering is shown as down and counted. With --once, exits non-zero only when
+    every target is down.
     """
     from servecap.app.monitor import MonitorSettings, run_monitor, validate
     from servecap.errors import ServecapError
 
+    autoscaler = None
+    if fleet_file is not None:
+        from servecap.app.monitor_fleet import pool_autoscaler
+
+        autoscaler = pool_autoscaler(fleet_file, pool)
+    elif pool is not None:
+        raise ServecapError("pool", pool, "needs --fleet FLEET.yaml (the file the pool is in)")
     capacity = None
     if deployment.model is not None or deployment.gpu is not None:
         from servecap.cli.inputs import request_shape, slo_from_ms
@@ -152,6 +174,7 @@ def monitor_command(
             capacity=capacity,
             tokens_per_request=prompt_tokens + output_tokens,
             timeout_s=timeout_s,
+            autoscaler=autoscaler,
         )
     )
     if once or as_json:

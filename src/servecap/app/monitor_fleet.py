@@ -1,0 +1,55 @@
+"""`monitor --fleet`: the autoscaler of one pool of a fleet file (the file `fleet simulate` reads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from servecap.app.fleet import load_fleet_file
+from servecap.errors import ServecapError, did_you_mean
+from servecap.policy.autoscalers import AutoscalerSettings
+
+
+@dataclass(frozen=True, slots=True)
+class PoolAutoscaler:
+    pool: str
+    source: str  # the fleet file as given
+    settings: AutoscalerSettings
+    notes: tuple[str, ...] = ()
+
+
+def pool_autoscaler(path: Path | str, pool: str | None = None) -> PoolAutoscaler:
+    """The autoscaler settings of ``pool`` (default: the only pool, or the only autoscaled one),
+    its preset and overrides resolved as ``fleet simulate`` resolves them; one
+    :class:`ServecapError` naming the field when the file or the pool does not fit."""
+    f = load_fleet_file(path)
+    names = [p.name for p in f.pools]
+    if pool is None:
+        scaled = [p for p in f.pools if p.autoscaler is not None]
+        if len(f.pools) == 1:
+            chosen = f.pools[0]
+        elif len(scaled) == 1:
+            chosen = scaled[0]
+        else:
+            raise ServecapError("pool", None, f"{path} has pools {', '.join(names)}: name one with --pool")
+    else:
+        match = [p for p in f.pools if p.name == pool]
+        if not match:
+            raise ServecapError(
+                "pool", pool, f"not a pool of {path} (pools: {', '.join(names)})" + did_you_mean(pool, names)
+            )
+        chosen = match[0]
+    if chosen.autoscaler is None:
+        raise ServecapError(
+            f"pools.{chosen.name}.autoscaler",
+            None,
+            f"pool {chosen.name!r} of {path} has no autoscaler: nothing to advise (docs/fleet.md, Autoscalers)",
+        )
+    a = chosen.autoscaler
+    settings = a.to_settings()
+    notes = []
+    if a.schedule:
+        notes.append("the autoscaler's schedule (times on the simulated clock) is left out: the floor is min_replicas")
+    if a.predictive is not None:
+        notes.append("the autoscaler's predictive floors (from a workload's rate curve) are left out")
+    return PoolAutoscaler(chosen.name, str(path), settings, tuple(notes))

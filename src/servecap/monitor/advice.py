@@ -1,0 +1,115 @@
+"""Autoscaler advice: a fleet pool's own autoscaler policy fed the live servers' signal.
+
+Each tick, the signal the policy names is computed from the scraped replicas exactly as the
+fleet simulator computes it (``servecap.fleet.fleet.Fleet.signal``) over its ready replicas:
+
+- ``num_requests_waiting``: the sum of the replicas' ``vllm:num_requests_waiting``;
+- ``inflight``: the sum of running + waiting;
+- ``kv_usage``: the mean of the replicas' KV usage;
+- ``p99_ttft_s``: the fleet's p99 TTFT over the monitor's window (the bucket-wise sum of the
+  replicas' histogram deltas, :mod:`servecap.monitor.fleet`); 0 when no first token came in the
+  window, as the simulator's rolling p99 answers with no sample.
+
+The current count is the replicas that answered (a live monitor cannot see starting ones). The
+same :class:`~servecap.policy.autoscalers.TargetTracking` instance decides on every tick, so its
+stabilisation windows (``upscale_stabilization_s`` / ``downscale_stabilization_s``, seconds on
+the monitor's clock) hold across ticks as they do across the simulator's decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from servecap.monitor.views import ScrapedReplica
+from servecap.monitor.window import WindowStats
+from servecap.policy.autoscalers import ADDITIVE_SIGNALS, AutoscalerSettings, TargetTracking
+
+
+def signal_value(signal: str, replicas: Sequence[ScrapedReplica], fleet: WindowStats | None) -> float | None:
+    """The policy's input from the live replicas; ``None`` when it cannot be told yet (the p99
+    TTFT before the first window)."""
+    live = [r for r in replicas if r.is_ready]
+    if signal == "num_requests_waiting":
+        return float(sum(r.num_waiting for r in live))
+    if signal == "inflight":
+        return float(sum(r.num_waiting + r.num_running for r in live))
+    if signal == "kv_usage":
+        return sum(r.kv_usage for r in live) / len(live) if live else 0.0
+    if fleet is None:
+        return None
+    p99 = fleet.p("ttft", 0.99)
+    return 0.0 if p99 is None else p99
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    pool: str
+    source: str  # the fleet file
+    settings: AutoscalerSettings
+    value: float  # the signal as the policy reads it (a fleet sum for the additive signals)
+    current: int  # replicas up
+    recommended: int  # the raw recommendation, before stabilisation, steps and bounds
+    desired: int  # what the policy decides now
+
+    @property
+    def per_replica(self) -> float:
+        """The signal per replica: the sum over the replicas up for the additive signals."""
+        if self.settings.signal in ADDITIVE_SIGNALS:
+            return self.value / self.current if self.current else self.value
+        return self.value
+
+    def summary(self) -> str:
+        s = self.settings
+        unit = " s" if s.signal == "p99_ttft_s" else ""
+        per = " per replica" if s.signal in ADDITIVE_SIGNALS else ""
+        digits = 1 if s.signal in ADDITIVE_SIGNALS else 2
+        why = f"{s.signal} {self.per_replica:.{digits}f}{unit}{per} vs target {s.target:g}{unit}"
+        head = (
+            f"with the autoscaler of pool {self.pool!r} in {self.source}: {self.current} → {self.desired} replicas now"
+        )
+        held = self._held()
+        return f"{head} ({why}{'; ' + held if held else ''})"
+
+    def _held(self) -> str:
+        """Why the decision differs from the raw recommendation, where it does."""
+        s, rec, cur, want = self.settings, self.recommended, self.current, self.desired
+        if rec > cur and want < rec:
+            if rec > s.max_replicas and want == s.max_replicas:
+                return f"{rec} recommended, capped at max_replicas {s.max_replicas}"
+            if want == cur and s.upscale_stabilization_s > 0:
+                return f"{rec} recommended, held by the {s.upscale_stabilization_s:g} s upscale stabilisation window"
+            return f"{rec} recommended, limited to {want}"
+        if rec < cur and want > rec:
+            if rec < s.min_replicas and want == s.min_replicas:
+                return f"{rec} recommended, floored at min_replicas {s.min_replicas}"
+            if want == cur and s.downscale_stabilization_s > 0:
+                return (
+                    f"{rec} recommended, held by the {s.downscale_stabilization_s:g} s downscale stabilisation window"
+                )
+            return f"{rec} recommended, limited to {want}"
+        return ""
+
+
+class Advisor:
+    """One pool's autoscaler across the monitor's ticks (keeps its stabilisation history).
+
+    A ``schedule`` (floors from given times on the simulated clock) has no meaning against a
+    live clock and is left out: the floor is ``min_replicas``."""
+
+    def __init__(self, settings: AutoscalerSettings, pool: str, source: str) -> None:
+        self.dropped_schedule = bool(settings.schedule)
+        self.policy = TargetTracking(replace(settings, schedule=()))
+        self.pool = pool
+        self.source = source
+
+    def advise(self, now_s: float, replicas: Sequence[ScrapedReplica], fleet: WindowStats | None) -> Advice | None:
+        """The policy's decision at ``now_s``; ``None`` (nothing fed to the policy) when no replica
+        is up or the signal cannot be told yet."""
+        current = sum(r.is_ready for r in replicas)
+        value = signal_value(self.policy.settings.signal, replicas, fleet)
+        if current == 0 or value is None:
+            return None
+        rec = self.policy.raw(current, value)
+        desired = self.policy.decide(now_s, current, value)
+        return Advice(self.pool, self.source, self.policy.settings, value, current, rec, desired)
