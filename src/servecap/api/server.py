@@ -1,8 +1,9 @@
 """The FastAPI application: routes under ``/api/v1/``, errors in one shape, jobs for long work.
 
 ``create_app(settings)`` builds it; ``servecap serve`` mounts the web UI beside it and runs it
-with uvicorn. Sync routes (plan, compare, catalogs) run in FastAPI's thread pool; simulations run
-as jobs in child processes, so neither stalls the event loop.
+with uvicorn. New plans are computed one at a time on one worker thread (``plan_worker.py``), cached
+answers straight from the event loop; the other sync routes (compare, catalogs) run in FastAPI's
+thread pool; simulations run as jobs in child processes, so none stalls the event loop.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -41,6 +41,7 @@ from servecap.api.jobfns import (
     simulate_job,
 )
 from servecap.api.jobs import JobFn, JobManager, JobQueueFull
+from servecap.api.plan_worker import PlanWorker
 from servecap.api.uploads import resolve_model_name, store_config
 from servecap.errors import ServecapError, from_validation_error
 
@@ -78,6 +79,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             yield
         finally:
             await jobs_holder["jobs"].shutdown()
+            plan_worker.shutdown()
 
     app = FastAPI(
         title="servecap",
@@ -137,6 +139,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     # -- closed-form ----------------------------------------------------------------------------
 
     plans = ResponseCache(maxsize=4096)
+    plan_worker = PlanWorker()
 
     def compute_plan(body: PlanBody) -> bytes:
         from servecap.app.plan import PlanRequest
@@ -153,7 +156,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         key = body.model_dump_json()
         content = plans.get(key)
         if content is None:
-            content = plans.put(key, await run_in_threadpool(compute_plan, body))
+            content = plans.put(key, await plan_worker.compute(key, lambda: compute_plan(body)))
         return Response(content=content, media_type="application/json")
 
     @app.post(f"{API}/compare")

@@ -60,6 +60,35 @@ class KvGroup:
             return min(cdiv(tokens, block_size), cdiv(self.window_tokens - 1, block_size) + 1)
         return cdiv(tokens, block_size)
 
+    def pages_held_sum(self, lo_tokens: int, hi_tokens: int, block_size: int) -> int:
+        """``Σ pages_held(t)`` over ``lo_tokens <= t < hi_tokens``, in closed form (the same integer
+        as the sum: ``Σ_{t=1..x} cdiv(t, b) = b·q(q+1)/2 + r(q+1)`` with ``x = qb + r``; a
+        sliding window caps the pages at ``cdiv(window - 1, b) + 1``)."""
+        if hi_tokens <= lo_tokens:
+            return 0
+        if self.kind is AttentionKind.MAMBA:
+            return hi_tokens - lo_tokens
+        cap: int | None = None
+        if self.kind is AttentionKind.SLIDING:
+            assert self.window_tokens is not None
+            cap = cdiv(self.window_tokens - 1, block_size) + 1
+        return _capped_ceil_prefix(hi_tokens - 1, block_size, cap) - _capped_ceil_prefix(lo_tokens - 1, block_size, cap)
+
+
+def _ceil_prefix(x: int, b: int) -> int:
+    """``Σ_{t=1..x} cdiv(t, b)`` (0 for x <= 0)."""
+    if x <= 0:
+        return 0
+    q, r = divmod(x, b)
+    return b * q * (q + 1) // 2 + r * (q + 1)
+
+
+def _capped_ceil_prefix(x: int, b: int, cap: int | None) -> int:
+    """``Σ_{t=1..x} min(cdiv(t, b), cap)`` (``cap`` None: no cap)."""
+    if cap is None or x <= cap * b:
+        return _ceil_prefix(x, b)
+    return _ceil_prefix(cap * b, b) + (x - cap * b) * cap
+
 
 @dataclass(frozen=True, slots=True)
 class KvLayout:
@@ -91,6 +120,10 @@ class KvLayout:
     def blocks_held(self, tokens: int) -> int:
         """Blocks a running request with ``tokens`` tokens in context holds right now."""
         return sum(g.pages_held(tokens, self.block_size) for g in self.groups)
+
+    def blocks_held_sum(self, lo_tokens: int, hi_tokens: int) -> int:
+        """``Σ blocks_held(t)`` over ``lo_tokens <= t < hi_tokens`` (closed form per group)."""
+        return sum(g.pages_held_sum(lo_tokens, hi_tokens, self.block_size) for g in self.groups)
 
     def kv_cache_tokens(self, num_blocks: int) -> int:
         """v0.11's "GPU KV cache size": ``num_blocks // num_groups x block_size``."""

@@ -126,8 +126,11 @@ def paged_mean_concurrency(layout: KvLayout, num_blocks: int, request: RequestSh
     steps = max(1, request.output_tokens)
     stride = max(1, steps // 256)  # sample long outputs; blocks_held is a step function
     lengths = range(request.prompt_tokens, request.prompt_tokens + steps, stride)
-    mean_blocks = sum(layout.blocks_held(t) for t in lengths) / len(lengths)
-    return num_blocks / mean_blocks
+    if stride == 1:  # every length: the sum in closed form (the same integer)
+        total = layout.blocks_held_sum(request.prompt_tokens, request.prompt_tokens + steps)
+    else:
+        total = sum(layout.blocks_held(t) for t in lengths)
+    return num_blocks / (total / len(lengths))
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ the API and the web UI stay independent interfaces over the same use cases."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -40,4 +41,8 @@ def serve(host: str, port: int, data_dir: Path | None, db: Path | None, max_jobs
     app = create_app(ServeSettings(data_dir=data, db=db, max_running_jobs=max_jobs, max_queued_jobs=max_queued))
     mount_web(app)
     click.echo(f"servecap: serving the web app on http://{host}:{port}/ (API at /api/v1, Ctrl-C to stop)", err=True)
+    # the plan worker thread hands the interpreter lock back to the event loop every 1 ms rather
+    # than every 5 ms (CPython's default): requests keep being read and cached answers sent
+    # while a new plan is computed (api/plan_worker.py)
+    sys.setswitchinterval(0.001)
     uvicorn.run(app, host=host, port=port, log_level="warning")
