@@ -42,7 +42,7 @@ def test_maximum_wait() -> None:
     assert len(q) == 0
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, derandomize=True)
 @given(
     capacity=st.integers(1, 8),
     max_wait=st.floats(0.5, 20),
@@ -55,7 +55,7 @@ def test_queue_invariants(capacity: int, max_wait: float, ops: list[tuple[str, i
     for k, (op, tier, gap) in enumerate(ops):
         now += gap
         for item in q.expire(now):
-            assert now - item[2] > max_wait
+            assert now > item[2] + max_wait  # the queue's own comparison (deadline = enqueued + wait)
             del waiting[item[0]]
         if op == "push":
             ok, shed = q.push((k, tier, now), tier, now)
@@ -72,7 +72,7 @@ def test_queue_invariants(capacity: int, max_wait: float, ops: list[tuple[str, i
             if item is None:
                 assert not waiting
             else:
-                assert now - item[2] <= max_wait  # the maximum wait is honoured
+                assert now <= item[2] + max_wait  # the maximum wait is honoured
                 assert item[1] == min(t for t, _ in waiting.values())  # best tier first
                 del waiting[item[0]]
         assert len(q) == len(waiting) <= capacity
