@@ -104,14 +104,18 @@ def test_cli_stores_every_point_and_writes_json_and_csv(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(_sweep(label="demo")), encoding="utf-8")
     db = tmp_path / "runs.db"
     out_csv = tmp_path / "rows.csv"
-    res = CliRunner().invoke(
-        cli, ["sweep", str(path), "--executor", "serial", "--db", str(db), "--csv", str(out_csv), "--json"]
-    )
+    out_html = tmp_path / "sweep.html"
+    args = ["sweep", str(path), "--executor", "serial", "--db", str(db), "--csv", str(out_csv)]
+    res = CliRunner().invoke(cli, [*args, "--html", str(out_html), "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert len(d["points"]) == 4 and all(p["error"] is None for p in d["points"])
     assert all(p["requests"] == 150 for p in d["points"])
     assert len(out_csv.read_text(encoding="utf-8").strip().splitlines()) == 5
+    page = out_html.read_text(encoding="utf-8")
+    assert page.count("<tr>") == 5 and "plotly" in page and "4 points on the serial executor" in page
+    for p in d["points"]:  # every point's p99 TTFT, in ms, in its row
+        assert f"{p['ttft_p99_s'] * 1e3:.4g}" in page
     with sqlite3.connect(db) as con:
         rows = con.execute("SELECT sweep_id, label FROM runs").fetchall()
     assert len(rows) == 4 and len({r[0] for r in rows}) == 1

@@ -22,6 +22,7 @@ from servecap.cli.options import PATH, db_option, json_option
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Pool size (or a local Ray's CPUs).")
 @click.option("--ray-address", default=None, help="Join a Ray cluster ('auto' or 'ray://host:port').")
 @click.option("--csv", "csv_path", type=PATH, default=None, help="Also write one row per point here.")
+@click.option("--html", "html_path", type=PATH, default=None, help="Also write an HTML summary (table and chart) here.")
 @click.option("--no-store", is_flag=True, default=False, help="Do not store the runs in the results database.")
 @db_option
 @json_option
@@ -31,6 +32,7 @@ def sweep_command(
     workers: int | None,
     ray_address: str | None,
     csv_path: Path | None,
+    html_path: Path | None,
     no_store: bool,
     db: Path | None,
     as_json: bool,
@@ -54,6 +56,10 @@ def sweep_command(
         _store(run, db, sf.label or sweep_file.stem, str(sweep_file))
     if csv_path is not None:
         csv_path.write_text(_csv(run), encoding="utf-8")
+    if html_path is not None:
+        from servecap.app.sweep_html import sweep_html
+
+        html_path.write_text(sweep_html(f"servecap sweep: {sf.label or sweep_file.stem}", run), encoding="utf-8")
     if as_json:
         click.echo(rows_json(run))
     else:
