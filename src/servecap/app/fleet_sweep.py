@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, from_validation_error
 from servecap.progress import ProgressFn
-from servecap.results import RequestRecord, RunSummary
+from servecap.results import RecordColumns, RequestRecord, RunSummary, records_from_columns
 
 
 class SweepFile(BaseModel):
@@ -65,8 +65,15 @@ class PointResult:
     values: dict[str, Any]
     row: dict[str, Any]  # the figures a table shows
     summary: RunSummary
-    records: list[RequestRecord]
+    # the per-request outcomes as columns (numpy arrays): a worker ships them back to the parent
+    # many times cheaper than a list of records (3.8 MB pickled and 0.5 s for 60,000 records)
+    columns: RecordColumns
     model: str
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        """Per-request records (the shared results schema), built from the columns."""
+        return records_from_columns(self.columns)
 
 
 MAX_POINTS = 10_000
@@ -197,7 +204,7 @@ def run_point(point: SweepPoint) -> PointResult:
         "outcomes": dict(response.outcomes),
     }
     model = ",".join(sorted({str(p.get("model", "")) for p in point.fleet.get("pools", [])}))
-    return PointResult(point.values, row, s, result.records(), model)
+    return PointResult(point.values, row, s, result.columns, model)
 
 
 @dataclass(frozen=True, slots=True)
