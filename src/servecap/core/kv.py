@@ -57,20 +57,18 @@ def state_bytes_per_layer(state: MambaState, model_dtype: str, tp: int) -> int:
 def kv_bytes_per_token(model: ModelSpec, tp: int, kv_dtype: KvDtype) -> int:
     """Bytes per token summed over every attention layer that keeps the whole context
     (full and MLA), on one GPU. Sliding-window layers are counted separately."""
-    return sum(
-        attention_bytes_per_token_per_layer(model, layer.mixer, tp, kv_dtype)
-        for layer in model.layers
-        if layer.mixer in (AttentionKind.FULL, AttentionKind.MLA)
+    # every layer of one kind adds the same bytes: count the layers, price each kind once
+    full = sum(1 for layer in model.layers if layer.mixer is AttentionKind.FULL)
+    mla = sum(1 for layer in model.layers if layer.mixer is AttentionKind.MLA)
+    return (full and full * attention_bytes_per_token_per_layer(model, AttentionKind.FULL, tp, kv_dtype)) + (
+        mla and mla * attention_bytes_per_token_per_layer(model, AttentionKind.MLA, tp, kv_dtype)
     )
 
 
 def sliding_bytes_per_token(model: ModelSpec, tp: int, kv_dtype: KvDtype) -> int:
     """Bytes per token summed over sliding-window layers (held for the last `window` tokens)."""
-    return sum(
-        attention_bytes_per_token_per_layer(model, layer.mixer, tp, kv_dtype)
-        for layer in model.layers
-        if layer.mixer is AttentionKind.SLIDING
-    )
+    sliding = sum(1 for layer in model.layers if layer.mixer is AttentionKind.SLIDING)
+    return sliding and sliding * attention_bytes_per_token_per_layer(model, AttentionKind.SLIDING, tp, kv_dtype)
 
 
 def state_bytes_per_request(model: ModelSpec, tp: int) -> int:

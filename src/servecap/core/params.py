@@ -23,8 +23,10 @@ default and are not counted, as the published 671B excludes them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 from servecap.specs.model import AttentionKind, AttentionShape, LayerSpec, MlaShape, ModelSpec
 
@@ -141,9 +143,11 @@ def layer_params(model: ModelSpec, layer: LayerSpec) -> LayerParams:
     )
 
 
-def layer_params_table(model: ModelSpec) -> dict[LayerSpec, LayerParams]:
-    """``layer_params`` for each distinct layer of a model (layers repeat, so this is small)."""
-    return {layer: layer_params(model, layer) for layer in set(model.layers)}
+@lru_cache(maxsize=512)
+def layer_params_table(model: ModelSpec) -> Mapping[LayerSpec, LayerParams]:
+    """``layer_params`` for each distinct layer of a model (layers repeat, so this is small);
+    cached per model (read-only: the same mapping is shared by every caller)."""
+    return MappingProxyType({layer: layer_params(model, layer) for layer in set(model.layers)})
 
 
 @lru_cache(maxsize=512)
