@@ -5,7 +5,7 @@ Prints the plan API's p50/p99/max latency and requests/s, and the accept latency
 jobs (submit -> 202 with the job id), p50/p99. Targets (issue 12): plan p99 under 100 ms with 50
 clients; a simulation job accepted in under 50 ms.
 
-    .venv/bin/python benchmarks/api_latency.py [--clients 50] [--requests 2000] [--jobs 20] [--server-cpu 0]
+    .venv/bin/python benchmarks/api_latency.py [--clients 50] [--requests 2000] [--jobs 20] [--server-cpu 0] [--client raw|httpx]
 
 ``--server-cpu 0`` pins the server to CPU 0 and this client to the other CPUs, so the figures are
 the server's own on one core rather than server and client sharing the machine's cores.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -75,6 +76,39 @@ async def _plan_load(url: str, clients: int, total: int, distinct: bool) -> tupl
     return latencies, wall
 
 
+async def _plan_load_raw(url: str, clients: int, total: int, distinct: bool) -> tuple[list[float], float]:
+    """:func:`_plan_load` with the project's own HTTP/1.1 client (``servecap.measure.http1``),
+    a fraction of httpx's CPU per request: the figures are the server's, not the client's."""
+    from servecap.measure.http1 import RawClient
+
+    latencies: list[float] = []
+    sent = 0
+    headers = {"content-type": "application/json"}
+
+    async def post(c: RawClient, body: dict[str, object]) -> None:
+        status: list[int] = []
+        prepared = c.prepare("POST", f"{url}/api/v1/plan", json.dumps(body).encode(), headers)
+        await c.stream(prepared, status.append, lambda _b: None, stall_timeout_s=60.0)
+        if status != [200]:
+            raise SystemExit(f"plan API answered {status}")
+
+    async def worker(c: RawClient) -> None:
+        nonlocal sent
+        while sent < total:
+            sent += 1
+            body = {**PLAN, "prompt_tokens": 100 + sent} if distinct else PLAN
+            t0 = time.perf_counter()
+            await post(c, body)
+            latencies.append(time.perf_counter() - t0)
+
+    async with RawClient() as c:
+        await post(c, PLAN)  # warm the catalog caches
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(c) for _ in range(clients)))
+        wall = time.perf_counter() - t0
+    return latencies, wall
+
+
 async def _job_accepts(url: str, jobs: int) -> list[float]:
     out: list[float] = []
     async with httpx.AsyncClient(timeout=60) as c:
@@ -97,6 +131,12 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--jobs", type=int, default=20)
+    ap.add_argument(
+        "--client",
+        choices=["raw", "httpx"],
+        default="raw",
+        help="raw: the project's own HTTP/1.1 client (light: the figures are the server's); httpx: as most callers",
+    )
     ap.add_argument(
         "--server-cpu",
         type=int,
@@ -123,11 +163,12 @@ def main() -> None:
         try:
             asyncio.run(_wait_ready(url))
             for distinct in (True, False):
-                lat, wall = asyncio.run(_plan_load(url, args.clients, args.requests, distinct))
+                load = _plan_load_raw if args.client == "raw" else _plan_load
+                lat, wall = asyncio.run(load(url, args.clients, args.requests, distinct))
                 ms = [x * 1e3 for x in lat]
                 kind = "distinct bodies (computed)" if distinct else "one body repeated (cached)"
                 print(
-                    f"plan API, {args.clients} concurrent clients, {kind}: {len(lat):,} requests in {wall:.2f} s "
+                    f"plan API, {args.clients} concurrent {args.client} clients, {kind}: {len(lat):,} requests in {wall:.2f} s "
                     f"({len(lat) / wall:,.0f} req/s)"
                 )
                 print(
