@@ -7,6 +7,7 @@ functions in this package (memory.py, blocks.py, roofline.py, capacity.py, cost.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from servecap.core.blocks import KvCapacity, KvLayout, kv_capacity, kv_layout, require_one_request
 from servecap.core.capacity import (
@@ -187,6 +188,41 @@ def _kv_short_message(dep: Deployment, stage: Stage, err: InfeasibleError) -> In
     return InfeasibleError(err.field, err.value, f"{err.problem}; try " + " or ".join(levers))
 
 
+@dataclass(frozen=True, slots=True)
+class DeploymentPieces:
+    """What a plan takes from the deployment alone (no request, SLO, efficiency or cost): the
+    binding stage's memory and KV pool, its step-cost coefficients and the KV bytes per token."""
+
+    stage: Stage
+    step: StepCost
+    params: ParamCounts
+    kv_bytes_per_token_per_gpu: int
+    kv_bytes_per_request: int
+
+
+@lru_cache(maxsize=1024)
+def _deployment_pieces(dep: Deployment) -> DeploymentPieces:
+    """The request-independent part of :func:`plan`, memoised on the (frozen, hashable)
+    deployment: a plan's levers and a server's distinct requests for one deployment reuse it.
+    Raises InfeasibleError (not cached) when the deployment cannot start."""
+    eng, tp = dep.engine, dep.parallelism.tp
+    stage = min(_stages(dep), key=lambda s: s.kv.max_concurrency)
+    if stage.budget.kv_budget_bytes <= 0:
+        raise _infeasible_message(dep, stage)
+    try:
+        require_one_request(stage.kv, eng.max_model_len)
+    except InfeasibleError as err:
+        raise _kv_short_message(dep, stage, err) from None
+    return DeploymentPieces(
+        stage=stage,
+        step=step_cost(dep, stage_weights_bytes=stage.weights_bytes_per_gpu),
+        params=param_counts(dep.model),
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token(dep.model, tp, dep.kv_dtype)
+        + sliding_bytes_per_token(dep.model, tp, dep.kv_dtype),
+        kv_bytes_per_request=kv_bytes_for_context(dep.model, tp, dep.kv_dtype, eng.max_model_len),
+    )
+
+
 def plan(
     dep: Deployment,
     *,
@@ -202,14 +238,8 @@ def plan(
     eff = efficiency or Efficiency()
     costs = costs or CostInputs()
     eng = dep.engine
-    stages = _stages(dep)
-    stage = min(stages, key=lambda s: s.kv.max_concurrency)
-    if stage.budget.kv_budget_bytes <= 0:
-        raise _infeasible_message(dep, stage)
-    try:
-        require_one_request(stage.kv, eng.max_model_len)
-    except InfeasibleError as err:
-        raise _kv_short_message(dep, stage, err) from None
+    pieces = _deployment_pieces(dep)
+    stage, cost = pieces.stage, pieces.step
     if request.total_tokens > eng.max_model_len:
         raise InfeasibleError(
             "prompt_tokens",
@@ -221,7 +251,6 @@ def plan(
 
     warnings: list[str] = []
     tp = dep.parallelism.tp
-    cost = step_cost(dep, stage_weights_bytes=stage.weights_bytes_per_gpu)
     trained = dep.model.max_position_embeddings
     if eng.rope_scaling is not None and 0 < trained < eng.max_model_len:
         warnings.append(
@@ -281,12 +310,11 @@ def plan(
         slo=slo,
         efficiency=eff,
         costs_in=costs,
-        params=param_counts(dep.model),
+        params=pieces.params,
         stage=stage,
         step=cost,
-        kv_bytes_per_token_per_gpu=kv_bytes_per_token(dep.model, tp, dep.kv_dtype)
-        + sliding_bytes_per_token(dep.model, tp, dep.kv_dtype),
-        kv_bytes_per_request=kv_bytes_for_context(dep.model, tp, dep.kv_dtype, eng.max_model_len),
+        kv_bytes_per_token_per_gpu=pieces.kv_bytes_per_token_per_gpu,
+        kv_bytes_per_request=pieces.kv_bytes_per_request,
         kv_batch_limit=kv_limit,
         paged_concurrency=paged_mean_concurrency(stage.kv.layout, stage.kv.num_blocks, request),
         batch=batch,

@@ -45,4 +45,6 @@ def serve(host: str, port: int, data_dir: Path | None, db: Path | None, max_jobs
     # than every 5 ms (CPython's default): requests keep being read and cached answers sent
     # while a new plan is computed (api/plan_worker.py)
     sys.setswitchinterval(0.001)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # no access log (a formatted line per request is dropped at log level warning anyway) and
+    # keep-alive connections held 30 s, so many clients reusing connections are not cut off
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_keep_alive=30, backlog=4096)
