@@ -66,25 +66,38 @@ def steady_state(
     cost: StepCost, batch: int, request: RequestShape, eff: Efficiency, max_num_batched_tokens: int
 ) -> SteadyState:
     """Steady state of ``batch`` running requests (see the module docstring)."""
-    out = max(1, request.output_tokens)
-    budget = max(1, max_num_batched_tokens - batch)
-    chunks = -(-request.prompt_tokens // budget)
-    decode = cost.step_time(decode_batch(batch, request.mean_held_tokens, cost.window_tokens), eff)
-    if batch * chunks <= out:
-        mixed_n = float(batch * chunks)
-        mixed = cost.step_time(mixed_batch(cost, batch, request, request.prompt_tokens / chunks), eff)
-        parts = [(mixed, mixed_n), (decode, out - mixed_n)]
-    else:
-        per_step = batch * request.prompt_tokens / out
-        steps = max(float(out), batch * request.prompt_tokens / budget)
-        mixed_n = steps
-        mixed = cost.step_time(mixed_batch(cost, batch, request, min(per_step, budget)), eff)
-        parts = [(mixed, steps)]
+    parts, mixed_n, out = _steady_parts(cost, batch, request, eff, max_num_batched_tokens)
     cycle = sum(step.total_s * n for step, n in parts)
     weights: dict[str, float] = {}
     for step, n in parts:
         weights[step.bottleneck] = weights.get(step.bottleneck, 0.0) + step.total_s * n
     return SteadyState(cycle / out, mixed_n, max(weights, key=lambda k: weights[k]))
+
+
+def steady_tpot_s(
+    cost: StepCost, batch: int, request: RequestShape, eff: Efficiency, max_num_batched_tokens: int
+) -> float:
+    """``steady_state(...).tpot_s`` alone (the same operations; what a batch search needs)."""
+    parts, _, out = _steady_parts(cost, batch, request, eff, max_num_batched_tokens)
+    return sum(step.total_s * n for step, n in parts) / out
+
+
+def _steady_parts(
+    cost: StepCost, batch: int, request: RequestShape, eff: Efficiency, max_num_batched_tokens: int
+) -> tuple[list[tuple[StepTime, float]], float, int]:
+    """The steps of one cycle of O decode steps with their counts, the mixed-step count, O."""
+    out = max(1, request.output_tokens)
+    budget = max(1, max_num_batched_tokens - batch)
+    chunks = -(-request.prompt_tokens // budget)
+    if batch * chunks <= out:
+        decode = cost.step_time(decode_batch(batch, request.mean_held_tokens, cost.window_tokens), eff)
+        mixed_n = float(batch * chunks)
+        mixed = cost.step_time(mixed_batch(cost, batch, request, request.prompt_tokens / chunks), eff)
+        return [(mixed, mixed_n), (decode, out - mixed_n)], mixed_n, out
+    per_step = batch * request.prompt_tokens / out
+    steps = max(float(out), batch * request.prompt_tokens / budget)
+    mixed = cost.step_time(mixed_batch(cost, batch, request, min(per_step, budget)), eff)
+    return [(mixed, steps)], steps, out
 
 
 def decode_step(cost: StepCost, batch: int, context_tokens: float, eff: Efficiency) -> StepTime:
@@ -154,7 +167,7 @@ def slo_batch(
     limited_by = "kv_cache" if kv_limit <= max_num_seqs else "max_num_seqs"
 
     def ok(b: int) -> str | None:
-        if slo.tpot_s is not None and steady_state(cost, b, request, eff, max_num_batched_tokens).tpot_s > slo.tpot_s:
+        if slo.tpot_s is not None and steady_tpot_s(cost, b, request, eff, max_num_batched_tokens) > slo.tpot_s:
             return "tpot_slo"
         if slo.ttft_s is not None and ttft_s(cost, b, request, eff, max_num_batched_tokens) > slo.ttft_s:
             return "ttft_slo"
