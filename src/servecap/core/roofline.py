@@ -26,6 +26,7 @@ Patterson, "Roofline", CACM 2009; applied to LLM decode in e.g. arXiv:2402.16363
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from servecap.core.kv import (
@@ -242,6 +243,7 @@ def decode_batch(batch_size: int, context_tokens: float, window: int | None) -> 
     )
 
 
+@lru_cache(maxsize=8192)
 def prefill_batch(prompt_tokens: int, window: int | None, *, start_tokens: int = 0) -> BatchShape:
     """One sequence's prompt chunk of ``prompt_tokens`` after ``start_tokens`` already cached.
 
