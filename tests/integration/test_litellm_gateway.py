@@ -252,4 +252,10 @@ def test_litellm_proxy_429s_and_fallbacks_match_the_simulated_gateway(pools: dic
         measured, _ = measure(proxy, pools, trace, tmp_path)
     finally:
         stop(proc)
-    assert measured == EXPECTED, (measured, sim)
+    # the 429s are the fixed window's count: exact. Which pool serves an admitted request depends
+    # on whether the primary has a free seat at that instant; a request of a burst landing within
+    # a few milliseconds of one of the primary's finishes can go either way on a loaded machine,
+    # so the split may differ by one (the total served may not)
+    assert measured["rate_limited"] == EXPECTED["rate_limited"], (measured, sim)
+    assert measured["primary"] + measured["fallback"] == EXPECTED["primary"] + EXPECTED["fallback"], (measured, sim)
+    assert abs(measured["fallback"] - EXPECTED["fallback"]) <= 1, (measured, sim)
