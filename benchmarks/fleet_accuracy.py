@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +27,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from servecap.emulator.server import ServerProcess, free_port
+from servecap.emulator.server import ServerProcess, free_port, stop_process_group
 
 MODEL = "meta-llama/Llama-3.1-8B"
 THRESHOLDS = ["--cache-threshold", "0.5", "--balance-abs-threshold", "32", "--balance-rel-threshold", "1.0001"]
@@ -84,19 +82,9 @@ def _start_router(policy: str, workers: list[str]) -> tuple[str, subprocess.Pope
         except OSError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            _stop(proc)
+            stop_process_group(proc)
             raise SystemExit("sglang-router did not start")
         time.sleep(0.2)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def _measure(policy: str, workers: list[str], workload: Path, seed: int, tmp: Path) -> dict[str, Any]:
@@ -107,7 +95,7 @@ def _measure(policy: str, workers: list[str], workload: Path, seed: int, tmp: Pa
                         "--db", str(tmp / "runs.db"), "--json", cwd=tmp)  # fmt: skip
         after = [_counters(u) for u in workers]
     finally:
-        _stop(proc)
+        stop_process_group(proc)
     deltas = [[a - b for a, b in zip(x, y, strict=True)] for x, y in zip(after, before, strict=True)]
     queries, hits = sum(d[1] for d in deltas), sum(d[2] for d in deltas)
     summary = out["runs"][0]["summary"]

@@ -29,7 +29,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -42,7 +41,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from servecap.emulator.server import ServerProcess, free_port
+from servecap.emulator.server import ServerProcess, free_port, stop_process_group
 
 pytestmark = pytest.mark.router
 
@@ -153,13 +152,7 @@ def start_proxy(config: Path, window_s: int) -> tuple[str, subprocess.Popen[byte
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    stop_process_group(proc, timeout_s=15)
     if proc.stderr is not None:
         proc.stderr.close()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from servecap.emulator.server import ServerProcess, free_port
+from servecap.emulator.server import ServerProcess, free_port, stop_process_group
 
 pytestmark = pytest.mark.router
 
@@ -73,12 +72,7 @@ def fleet() -> Iterator[tuple[str, list[str]]]:
                 time.sleep(0.2)
             yield url, emulators.urls
         finally:
-            os.killpg(router.pid, signal.SIGTERM)
-            try:
-                router.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(router.pid, signal.SIGKILL)
-                router.wait()
+            stop_process_group(router)
 
 
 def _served(url: str) -> float:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from servecap.emulator.server import ServerProcess, free_port
+from servecap.emulator.server import ServerProcess, free_port, stop_process_group
 
 pytestmark = pytest.mark.router
 
@@ -65,15 +64,6 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.2)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 @pytest.fixture(scope="module")
 def emulators() -> Iterator[list[str]]:
     if not _have_sglang_router():
@@ -97,7 +87,7 @@ def _router(policy: str, workers: list[str]) -> tuple[str, subprocess.Popen[byte
     try:
         _wait_up(url, proc)
     except BaseException:
-        _stop(proc)
+        stop_process_group(proc)
         raise
     return url, proc
 
@@ -140,7 +130,7 @@ def measure(policy: str, workers: list[str], tmp_path: Path, seed: int) -> tuple
         )  # fmt: skip
         after = [_counters(u) for u in workers]
     finally:
-        _stop(proc)
+        stop_process_group(proc)
     deltas = [[a - b for a, b in zip(x, y, strict=True)] for x, y in zip(after, before, strict=True)]
     queries, hits = sum(d[1] for d in deltas), sum(d[2] for d in deltas)
     return [d[0] for d in deltas], hits / queries if queries else 0.0, out["runs"][0]["summary"]

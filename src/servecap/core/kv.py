@@ -57,18 +57,23 @@ def state_bytes_per_layer(state: MambaState, model_dtype: str, tp: int) -> int:
 def kv_bytes_per_token(model: ModelSpec, tp: int, kv_dtype: KvDtype) -> int:
     """Bytes per token summed over every attention layer that keeps the whole context
     (full and MLA), on one GPU. Sliding-window layers are counted separately."""
-    # every layer of one kind adds the same bytes: count the layers, price each kind once
-    full = sum(1 for layer in model.layers if layer.mixer is AttentionKind.FULL)
-    mla = sum(1 for layer in model.layers if layer.mixer is AttentionKind.MLA)
-    return (full and full * attention_bytes_per_token_per_layer(model, AttentionKind.FULL, tp, kv_dtype)) + (
-        mla and mla * attention_bytes_per_token_per_layer(model, AttentionKind.MLA, tp, kv_dtype)
-    )
+    return _bytes_per_token_of(model, (AttentionKind.FULL, AttentionKind.MLA), tp, kv_dtype)
 
 
 def sliding_bytes_per_token(model: ModelSpec, tp: int, kv_dtype: KvDtype) -> int:
     """Bytes per token summed over sliding-window layers (held for the last `window` tokens)."""
-    sliding = sum(1 for layer in model.layers if layer.mixer is AttentionKind.SLIDING)
-    return sliding and sliding * attention_bytes_per_token_per_layer(model, AttentionKind.SLIDING, tp, kv_dtype)
+    return _bytes_per_token_of(model, (AttentionKind.SLIDING,), tp, kv_dtype)
+
+
+def _bytes_per_token_of(model: ModelSpec, kinds: tuple[AttentionKind, ...], tp: int, kv_dtype: KvDtype) -> int:
+    """Bytes per token over the layers of ``kinds``: every layer of one kind adds the same bytes,
+    so each kind present is priced once and multiplied by its layer count."""
+    total = 0
+    for kind in kinds:
+        layers = sum(1 for layer in model.layers if layer.mixer is kind)
+        if layers:
+            total += layers * attention_bytes_per_token_per_layer(model, kind, tp, kv_dtype)
+    return total
 
 
 def state_bytes_per_request(model: ModelSpec, tp: int) -> int:

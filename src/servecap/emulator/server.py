@@ -4,9 +4,13 @@ uvicorn server in this process or in a background thread (tests, benchmarks)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
+import subprocess
 import threading
 import time
+from contextlib import suppress
 from typing import Any
 
 from servecap.emulator.app import EmulatorState, build_state, create_app
@@ -205,6 +209,23 @@ class ServerThread:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10.0)
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """Stop a child started with ``start_new_session=True`` (a router or gateway in front of
+    emulator replicas, with whatever workers it spawned): SIGTERM to its process group, SIGKILL
+    after ``timeout_s``; a group already gone is fine."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        proc.wait()
+        return
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 class ServerProcess:

@@ -331,8 +331,9 @@ class Fleet:
 
     def _advance_replicas(self, t_s: float) -> bool:
         """Bring the replicas whose next event is due by ``t_s`` up to ``t_s`` (the others have
-        nothing to do before it: their state is exact as it stands), in the order of their next
-        events (then ids); True when ``ordered`` stopped right after a finish."""
+        nothing to do before it: their state is exact as it stands; each runs on its own, so
+        their order does not matter), or with ``ordered`` one event at a time in time order;
+        True when ``ordered`` stopped right after a finish."""
         if self.ordered:
             return self._advance_in_order(t_s)
         for r in [r for r in self.live if r.next_s <= t_s]:

@@ -126,22 +126,15 @@ class OpenLoopSource(TrafficSource):
         i = self._next
         self._next = i + 1
         g = self.prefix_group[i]
-        sessions = self.session_id
-        if sessions is not None:
-            s = sessions[i]
-            return OpenLoopRequest(
-                i,
-                self.arrival_s[i],
-                self.prompt_tokens[i],
-                self.output_tokens[i],
-                None if g < 0 else g,
-                0 if g < 0 else self.prefix_tokens[i],
-                None if s < 0 else s,
-            )
-        if g < 0:
-            return OpenLoopRequest(i, self.arrival_s[i], self.prompt_tokens[i], self.output_tokens[i], None, 0)
+        s = -1 if self.session_id is None else self.session_id[i]
         return OpenLoopRequest(
-            i, self.arrival_s[i], self.prompt_tokens[i], self.output_tokens[i], g, self.prefix_tokens[i]
+            i,
+            self.arrival_s[i],
+            self.prompt_tokens[i],
+            self.output_tokens[i],
+            None if g < 0 else g,
+            0 if g < 0 else self.prefix_tokens[i],
+            None if s < 0 else s,
         )
 
     def on_finished(self, request_id: int, t_s: float) -> None:
