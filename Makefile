@@ -11,10 +11,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# setup.py compiles these with mypyc: an edit must rebuild them, or the stale .so would be imported
+# setup.py compiles these with mypyc (the simulator's and the planner's hot modules): an edit must rebuild them, or the stale .so would be imported
 COMPILED_SIM := setup.py $(addprefix src/servecap/sim/,request_state.py queues.py kv_pool.py step_time.py \
 	engine.py engine_server.py traffic.py observer.py loop.py) \
-	src/servecap/fleet/replica.py src/servecap/fleet/fleet.py src/servecap/policy/routers.py
+	src/servecap/fleet/replica.py src/servecap/fleet/fleet.py src/servecap/policy/routers.py \
+	src/servecap/core/roofline.py src/servecap/core/capacity.py src/servecap/specs/perf.py
 
 $(VENV)/.base-installed: pyproject.toml $(COMPILED_SIM) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .

@@ -5,7 +5,7 @@ Prints the plan API's p50/p99/max latency and requests/s, and the accept latency
 jobs (submit -> 202 with the job id), p50/p99. Targets (issue 12): plan p99 under 100 ms with 50
 clients; a simulation job accepted in under 50 ms.
 
-    .venv/bin/python benchmarks/api_latency.py [--clients 50] [--requests 2000] [--jobs 20] [--server-cpu 0] [--client raw|httpx]
+    .venv/bin/python benchmarks/api_latency.py [--clients 50] [--requests 2000] [--jobs 20] [--server-cpu 0] [--client raw|httpx] [--plan-workers 0,2]
 
 ``--server-cpu 0`` pins the server to CPU 0 and this client to the other CPUs, so the figures are
 the server's own on one core rather than server and client sharing the machine's cores.
@@ -143,21 +143,32 @@ def main() -> None:
         default=None,
         help="pin the server to this CPU and the client to the others, so they do not compete for one core",
     )
+    ap.add_argument(
+        "--plan-workers",
+        type=lambda v: v.split(","),
+        default=["default"],
+        help="comma-separated servecap serve --plan-workers settings to run one after the other (e.g. 0,2); "
+        "default: the server's default (the CPU count)",
+    )
     args = ap.parse_args()
     server_affinity: set[int] | None = None
     if args.server_cpu is not None:
         cpus = os.sched_getaffinity(0)
         server_affinity = {args.server_cpu}
         os.sched_setaffinity(0, (cpus - server_affinity) or cpus)
+    for workers in args.plan_workers:
+        _run_server(args, workers, server_affinity)
+
+
+def _run_server(args: argparse.Namespace, workers: str, server_affinity: set[int] | None) -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
+    print(f"-- servecap serve --plan-workers {workers}")
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "servecap", "serve", "--port", str(port), "--data-dir", tmp, "--db", f"{tmp}/r.db"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        cmd = [sys.executable, "-m", "servecap", "serve", "--port", str(port), "--data-dir", tmp, "--db", f"{tmp}/r.db"]
+        if workers != "default":
+            cmd += ["--plan-workers", workers]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         if server_affinity is not None:
             os.sched_setaffinity(proc.pid, server_affinity)
         try:

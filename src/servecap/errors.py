@@ -19,6 +19,10 @@ class ServecapError(Exception):
         self.problem = problem
         super().__init__(f"{field}={_show(value)}: {problem}")
 
+    def __reduce__(self) -> tuple[type[ServecapError], tuple[str, object, str]]:
+        """Picklable with its own fields (the server computes plans in worker processes)."""
+        return (type(self), (self.field, self.value, self.problem))
+
 
 class InfeasibleError(ServecapError):
     """The deployment cannot run: a memory or shape constraint fails (says which number)."""

@@ -26,6 +26,9 @@ COMPILED = (  # setup.py's list, as module names
     "fleet.replica",
     "fleet.fleet",
     "policy.routers",
+    "core.roofline",
+    "core.capacity",
+    "specs.perf",
 )
 
 

@@ -148,7 +148,8 @@ def test_roofline_slopes_give_the_model_time_bit_for_bit(llama8b_plan: Plan) -> 
     model = StepTimeModel(setup.step, setup.efficiency)
     slopes = model.roofline_slopes()
     assert slopes is not None
-    k, w, p, q = slopes
+    k, w, p, q, sq = slopes
+    assert sq > 0.0  # the LM head's logits: one row per sequence
     rng = np.random.default_rng(0)
     for _ in range(2000):
         n = int(rng.integers(1, 8192))
@@ -157,6 +158,6 @@ def test_roofline_slopes_give_the_model_time_bit_for_bit(llama8b_plan: Plan) -> 
         pairs = kv + float(rng.integers(0, 10**7))
         b = model.base(n)
         mem = b[0] + k * kv + w * kv
-        comp = b[1] + p * pairs + q * pairs
+        comp = b[1] + sq * seqs + p * pairs + q * pairs
         assert (mem if mem > comp else comp) + b[2] == model.time(n, seqs, kv, kv, pairs, pairs, n - seqs)
     assert StepTimeModel(setup.step, setup.efficiency, exact=True).roofline_slopes() is None

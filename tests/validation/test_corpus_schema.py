@@ -44,6 +44,9 @@ printed = "7.0"
 """
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def test_corpus_size_and_coverage() -> None:
     rows = load_corpus()
     assert len(rows) >= 60
@@ -61,7 +64,28 @@ def test_every_row_names_a_catalog_model_and_gpu() -> None:
     for r in load_corpus():
         resolve_model(r.row.model)
         lookup_gpu(r.row.gpu)
-        assert r.row.where and r.source.url.startswith("https://")
+        assert r.row.where and r.source.url.startswith(("https://", "repo:"))
+        if r.source.url.startswith("repo:"):  # first-party: the script that measured it is in the repository
+            assert (ROOT / r.source.url.removeprefix("repo:")).is_file()
+
+
+def test_first_party_rows_match_their_saved_results() -> None:
+    """Each first-party row's values are the ones its saved ``vllm bench serve`` result holds."""
+    import json
+
+    keys = {
+        ("output_throughput", "total"): "output_throughput",
+        ("request_throughput", "total"): "request_throughput",
+        ("e2e", "mean"): "mean_e2el_ms",
+        ("e2e", "median"): "median_e2el_ms",
+    }
+    rows = [r for r in load_corpus() if r.source.url.startswith("repo:")]
+    assert len(rows) >= 7
+    for r in rows:
+        saved = json.loads((ROOT / r.row.where.split(" ")[0]).read_text())
+        for m in r.row.measured:
+            key = keys.get((m.metric, m.statistic), f"{m.statistic}_{m.metric}_ms")
+            assert m.value == pytest.approx(round(saved[key], 2), abs=1e-9), (r.full_id, m.key)
 
 
 def test_measured_values_keep_the_printed_text() -> None:

@@ -1,8 +1,9 @@
 """The FastAPI application: routes under ``/api/v1/``, errors in one shape, jobs for long work.
 
 ``create_app(settings)`` builds it; ``servecap serve`` mounts the web UI beside it and runs it
-with uvicorn. New plans are computed one at a time on one worker thread (``plan_worker.py``), cached
-answers straight from the event loop; the other sync routes (compare, catalogs) run in FastAPI's
+with uvicorn. New plans are computed first come first served by the plan worker
+(``plan_worker.py``: one thread, or ``--plan-workers`` processes), cached answers straight from
+the event loop; the other sync routes (compare, catalogs) run in FastAPI's
 thread pool; simulations run as jobs in child processes, so none stalls the event loop.
 """
 
@@ -12,6 +13,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +26,6 @@ from servecap.api.bodies import (
     MAX_SIM_REQUESTS,
     CapacityBody,
     CompareBody,
-    DeploymentBody,
     FleetPlanBody,
     FleetSimulateBody,
     PlanBody,
@@ -41,6 +42,8 @@ from servecap.api.jobfns import (
     simulate_job,
 )
 from servecap.api.jobs import JobFn, JobManager, JobQueueFull
+from servecap.api.plan_compute import plan_json_from_key
+from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
 from servecap.api.uploads import resolve_model_name, store_config
 from servecap.errors import ServecapError, from_validation_error
@@ -56,6 +59,7 @@ class ServeSettings:
     db: Path | None = None  # the run store (None: the user's default, as `servecap runs`)
     max_running_jobs: int = 2
     max_queued_jobs: int = 16
+    plan_workers: int = 0  # new plans: 0 on one worker thread, N in N worker processes
 
     @property
     def upload_dir(self) -> Path:
@@ -75,6 +79,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         jobs_holder["jobs"] = JobManager(max_running=settings.max_running_jobs, max_queued=settings.max_queued_jobs)
+        await plan_worker.start()
         try:
             yield
         finally:
@@ -139,24 +144,22 @@ def create_app(settings: ServeSettings) -> FastAPI:
     # -- closed-form ----------------------------------------------------------------------------
 
     plans = ResponseCache(maxsize=4096)
-    plan_worker = PlanWorker()
-
-    def compute_plan(body: PlanBody) -> bytes:
-        from servecap.app.plan import PlanRequest
-        from servecap.app.plan import plan as run_plan
-
-        fields = body.model_dump(exclude=set(_DEPLOYMENT_FIELDS))
-        request = PlanRequest(deployment=body.flags(resolve_model_name(settings.upload_dir, body.model)), **fields)
-        return json.dumps(run_plan(request).to_dict(), separators=(",", ":")).encode()
+    upload_dir = str(settings.upload_dir)
+    plan_worker = PlanWorker(
+        partial(plan_json_from_key, upload_dir=upload_dir),
+        settings.plan_workers,
+        warm=partial(warm_plan_worker, upload_dir),
+    )
 
     @app.post(f"{API}/plan", response_class=JSONResponse)
     async def plan(body: PlanBody) -> Response:
         """``servecap plan --json`` for the same flags (docs/json-schema.md). Answers are cached by
-        body (a plan is a pure function of it); a new one is computed in the thread pool."""
+        body (a plan is a pure function of it); a new one is computed by the plan worker (a thread, or
+        ``plan_workers`` processes), first come first served."""
         key = body.model_dump_json()
         content = plans.get(key)
         if content is None:
-            content = plans.put(key, await plan_worker.compute(key, lambda: compute_plan(body)))
+            content = plans.put(key, await plan_worker.compute(key))
         return Response(content=content, media_type="application/json")
 
     @app.post(f"{API}/compare")
@@ -269,9 +272,6 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return result
 
     return app
-
-
-_DEPLOYMENT_FIELDS = frozenset(DeploymentBody.model_fields)
 
 
 def _version() -> str:

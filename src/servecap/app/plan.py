@@ -20,7 +20,7 @@ Assumptions are the ones ``capacity`` states (docs/formulas.md, "One story"):
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,11 +82,11 @@ class PlanResponse:
         from servecap.core.summary import plan_to_dict
 
         data = plan_to_dict(self.plan)
-        data["slo"] = asdict(self.slo)
+        data["slo"] = _flat_dict(self.slo)
         data["turns"] = self.turns
         data["think_time_s"] = self.think_time_s
         data["notes"] = self.notes
-        data["levers"] = [asdict(lever) for lever in self.levers]
+        data["levers"] = [_flat_dict(lever) for lever in self.levers]
         if self.peak_users is not None:
             data["peak_users"] = self.peak_users
             data["replicas"] = self.replicas
@@ -97,6 +97,12 @@ class PlanResponse:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+
+def _flat_dict(obj: Any) -> dict[str, Any]:
+    """``dataclasses.asdict`` for a dataclass of plain values (no nested dataclasses or
+    containers to copy): the same dict without asdict's recursive deep copy (a tenth of the cost)."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
 def slo_used(ttft_ms: float | None, tpot_ms: float | None, *, no_slo: bool = False) -> SloUsed:

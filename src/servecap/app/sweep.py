@@ -126,6 +126,7 @@ def sweep(
                     )
                     flops = batch * (
                         cost.matmul_flops_per_token
+                        + cost.logits_flops_per_seq
                         + cost.attn_flops_per_pair * ctx
                         + cost.window_attn_flops_per_pair * win
                     )

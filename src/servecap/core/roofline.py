@@ -6,7 +6,7 @@ tokens route to), reads the KV cache of every sequence in the batch, and perform
 Patterson, "Roofline", CACM 2009; applied to LLM decode in e.g. arXiv:2402.16363)::
 
     memory_s  = (weight_bytes + kv_bytes + state_bytes) / (hbm_bandwidth x bandwidth_efficiency)
-    compute_s = (2 x matmul_params x tokens + attention_flops) / (peak_flops x compute_efficiency)
+    compute_s = (2 x body_params x tokens + 2 x V x h x seqs + attention_flops) / (peak_flops x compute_efficiency)
     comm_s    = 2 x layers x [2 (tp-1)/tp x tokens x hidden x act_bytes / link_bw + latency]
     step_s    = max(memory_s, compute_s) + comm_s + step_overhead_s + prefill_s_per_token x prompt
 
@@ -17,7 +17,11 @@ Patterson, "Roofline", CACM 2009; applied to LLM decode in e.g. arXiv:2402.16363
 - TP: two all-reduces per layer (after attention and after the MLP) of ``tokens x hidden``
   activations, ring algorithm moving ``2 (tp-1)/tp`` of the buffer over each link
   (Patarasuk and Yuan 2009), plus a fixed latency per all-reduce;
-- the input embedding is a lookup, not a matmul: matmul params = active params - embedding;
+- the input embedding is a lookup, not a matmul; the decoder body's matmul params (active params
+  less the embedding and the LM head) run for every token, the LM head (``V x h``, tied to the
+  embedding or not) for one token per sequence in the step: vLLM computes logits only at each
+  scheduled request's last position (``logits_indices`` in its GPU model runner), so a prefill
+  chunk of ``n`` tokens costs one row of logits, not ``n``;
 - decode is memory-bound until the batch reaches the ridge point, where
   ``2 x B`` FLOPs per weight byte (one byte per param, FP8) or ``B`` (two bytes, BF16) equals
   ``peak_flops / bandwidth``.
@@ -44,7 +48,12 @@ Bottleneck = Literal["memory", "compute", "communication", "overhead"]
 _ACT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
-@dataclass(frozen=True, slots=True)
+# BatchShape, StepTime and StepCost are values (never changed after construction) but not
+# declared frozen: mypyc compiles a plain dataclass to a native class, built in ~0.1 us and
+# read at C speed; a frozen one stays a Python class whose __init__ sets each field through
+# object.__setattr__ (~1.4 us) and whose fields are read by name. A plan builds some hundred
+# shapes and step times and reads StepCost's coefficients in each.
+@dataclass(slots=True)
 class BatchShape:
     """What one step computes, aggregated over its sequences.
 
@@ -64,7 +73,7 @@ class BatchShape:
     prompt_tokens: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepTime:
     total_s: float
     memory_s: float
@@ -83,7 +92,7 @@ class StepTime:
         return max(parts, key=lambda k: parts[k])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepCost:
     """Per-GPU coefficients of the step-time model for one deployment (one pipeline stage is
     ``1/pp`` of the layers; a token passes all stages, so stage times add up to ``pp x``)."""
@@ -97,7 +106,7 @@ class StepCost:
     window_bytes_per_token: float  # sliding-window layers, per GPU
     window_tokens: int | None
     state_bytes_per_seq: float  # recurrent state read and written once per step
-    matmul_flops_per_token: float  # 2 x matmul params per GPU
+    matmul_flops_per_token: float  # 2 x decoder-body matmul params per GPU (every token)
     attn_flops_per_pair: float  # full/MLA layers, per GPU
     window_attn_flops_per_pair: float
     allreduce_bytes_per_token: float  # hidden x act_bytes
@@ -109,6 +118,7 @@ class StepCost:
     link_bytes_s: float
     compute_rate: str = "bf16"  # the tensor-core rate the weights compute at (WeightDtype.compute)
     gpu_family: str = ""  # picks a per-family bandwidth efficiency (Efficiency.bandwidth_efficiency_on)
+    logits_flops_per_seq: float = 0.0  # 2 x vocab x hidden per GPU: the LM head, once per sequence
 
     def weight_bytes_read(self, num_tokens: int) -> float:
         if self.moe_layers == 0 or num_tokens <= 0:
@@ -128,6 +138,7 @@ class StepCost:
         )
         flops = (
             self.matmul_flops_per_token * batch.num_tokens
+            + self.logits_flops_per_seq * batch.num_seqs
             + self.attn_flops_per_pair * batch.attn_pairs
             + self.window_attn_flops_per_pair * batch.window_attn_pairs
         )
@@ -185,7 +196,8 @@ def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
     dense_weight_bytes = stage_weights_bytes - expert_bytes_per_layer * moe_layers * (moe.num_experts if moe else 0)
 
     counts = param_counts(model)
-    matmul_active = counts.text_matmul_active / pp
+    logits_params = model.vocab_size * model.hidden_size  # the LM head's matmul, tied or not
+    body_active = (counts.text_matmul_active - counts.lm_head) / pp
     gpu = dep.gpu
     act = _ACT_BYTES[model.torch_dtype]
     link = gpu.link_gb_s("interconnect_gb_s") * GB_BYTES if tp > 1 else 1.0
@@ -199,7 +211,7 @@ def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
         window_bytes_per_token=kv_window,
         window_tokens=window,
         state_bytes_per_seq=state_bytes,
-        matmul_flops_per_token=2.0 * matmul_active / tp,
+        matmul_flops_per_token=2.0 * body_active / tp,
         attn_flops_per_pair=attn_pair,
         window_attn_flops_per_pair=window_pair,
         allreduce_bytes_per_token=model.hidden_size * act,
@@ -211,6 +223,7 @@ def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
         link_bytes_s=link,
         compute_rate=dep.weights_dtype.compute,
         gpu_family=gpu.family,
+        logits_flops_per_seq=2.0 * logits_params / pp / tp,
     )
 
 

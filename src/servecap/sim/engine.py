@@ -124,8 +124,8 @@ class Engine:
         # pricing a step: the roofline's slopes when it has their shape (the same operations as
         # StepTimeModel.time, so the same floats), else the model's own call
         slopes = self.model.roofline_slopes()
-        self._kv_slope, self._wkv_slope, self._pairs_slope, self._wpairs_slope = (
-            slopes if slopes is not None else (0.0, 0.0, 0.0, 0.0)
+        self._kv_slope, self._wkv_slope, self._pairs_slope, self._wpairs_slope, self._seqs_slope = (
+            slopes if slopes is not None else (0.0, 0.0, 0.0, 0.0, 0.0)
         )
         self._bases = self.model.bases
         self._price_mode = 0 if slopes is None else (1 if slopes[1] == 0.0 and slopes[3] == 0.0 else 2)
@@ -495,10 +495,10 @@ class Engine:
             b = self.model.base(num_tokens)
         if mode == 1:
             mem = b[0] + self._kv_slope * kv
-            comp = b[1] + self._pairs_slope * pairs
+            comp = b[1] + self._seqs_slope * num_seqs + self._pairs_slope * pairs
         else:
             mem = b[0] + self._kv_slope * kv + self._wkv_slope * wkv
-            comp = b[1] + self._pairs_slope * pairs + self._wpairs_slope * wpairs
+            comp = b[1] + self._seqs_slope * num_seqs + self._pairs_slope * pairs + self._wpairs_slope * wpairs
         return (mem if mem > comp else comp) + b[2]
 
     # ---- one step ---------------------------------------------------------------------------

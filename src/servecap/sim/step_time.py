@@ -105,14 +105,15 @@ class StepTimeModel:
         mem, comp, rest = self.parts(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt)
         return (mem if mem > comp else comp) + rest
 
-    def roofline_slopes(self) -> tuple[float, float, float, float] | None:
-        """``(kv, wkv, pairs, wpairs)`` slopes when the model has the plain roofline's shape —
+    def roofline_slopes(self) -> tuple[float, float, float, float, float] | None:
+        """``(kv, wkv, pairs, wpairs, seqs)`` slopes when the model has the plain roofline's shape —
         memory grows with the context read (``kv``, ``wkv``) only, compute with the attention
-        pairs (``pairs``, ``wpairs``) only, nothing else depends on the batch beyond its token
-        count — else None. Then, with ``base = base(num_tokens)``, :meth:`time` is exactly::
+        pairs (``pairs``, ``wpairs``) and the sequences (``seqs``: one row of logits each) only,
+        nothing else depends on the batch beyond its token count — else None. Then, with
+        ``base = base(num_tokens)``, :meth:`time` is exactly::
 
             mem = base[0] + kv_slope * kv + wkv_slope * wkv
-            comp = base[1] + pairs_slope * pairs + wpairs_slope * wpairs
+            comp = base[1] + seqs_slope * num_seqs + pairs_slope * pairs + wpairs_slope * wpairs
             (mem if mem > comp else comp) + base[2]
 
         (the same operations in the same order, less additions of ``0.0 * x``, which change
@@ -120,10 +121,10 @@ class StepTimeModel:
         if self.exact:
             return None
         s, k, w, p, q, r = self._seq, self._kv, self._wkv, self._pairs, self._wpairs, self._prompt
-        zero = (*s, *r, k[1], k[2], w[1], w[2], p[0], p[2], q[0], q[2])
-        if any(x != 0.0 for x in zero) or not all(math.isfinite(x) for x in (k[0], w[0], p[1], q[1])):
+        zero = (s[0], s[2], *r, k[1], k[2], w[1], w[2], p[0], p[2], q[0], q[2])
+        if any(x != 0.0 for x in zero) or not all(math.isfinite(x) for x in (k[0], w[0], p[1], q[1], s[1])):
             return None
-        return k[0], w[0], p[1], q[1]
+        return k[0], w[0], p[1], q[1], s[1]
 
     def base(self, num_tokens: int) -> tuple[float, float, float]:
         """``(memory_s, compute_s, rest_s)`` of ``num_tokens`` query tokens in an empty batch."""

@@ -6,7 +6,7 @@ on it (parameter counts, KV bytes) lives in :mod:`servecap.core`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Literal
 
@@ -118,6 +118,24 @@ class ModelSpec:
     mtp_layers: int = 0  # multi-token-prediction modules shipped beside the model (not served)
     source: str = ""
     notes: tuple[str, ...] = ()  # defaults the parser had to assume, quirks worth telling the user
+    # the hash, computed once: a plan hashes its deployment (a cache key) and the model's
+    # per-layer tuple dominates that; never pickled (string hashes differ between processes)
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> tuple[object, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self) if f.init)
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        for f, value in zip((f for f in fields(self) if f.init), state, strict=True):
+            object.__setattr__(self, f.name, value)
+        object.__setattr__(self, "_hash", None)
 
     @property
     def num_layers(self) -> int:

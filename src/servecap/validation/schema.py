@@ -138,7 +138,9 @@ class Row(_Model):
 class Source(_Model):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]*$")
     title: str
-    url: str = Field(pattern=r"^https://")
+    # https://... where it was published; repo:PATH for a first-party measurement made by a
+    # script of this repository (benchmarks/vllm_sweep/run.sh)
+    url: str = Field(pattern=r"^(https://|repo:)")
     date: str
     engine: str
     engine_version: str

@@ -5,6 +5,7 @@ the API and the web UI stay independent interfaces over the same use cases."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -28,7 +29,22 @@ import click
 )
 @click.option("--max-jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Simulations run at once.")
 @click.option("--max-queued", type=click.IntRange(0, 10_000), default=16, show_default=True, help="Jobs that may wait.")
-def serve(host: str, port: int, data_dir: Path | None, db: Path | None, max_jobs: int, max_queued: int) -> None:
+@click.option(
+    "--plan-workers",
+    type=click.IntRange(0, 64),
+    default=None,
+    help="Processes computing new plans, first come first served; 0: one thread in the server process "
+    "[default: one fewer than the CPUs, at least 1, at most 8].",
+)
+def serve(
+    host: str,
+    port: int,
+    data_dir: Path | None,
+    db: Path | None,
+    max_jobs: int,
+    max_queued: int,
+    plan_workers: int | None,
+) -> None:
     """Serve the web UI (/plan, /compare, /simulate, /fleet, /runs) and the JSON API (/api/v1, OpenAPI at
     /openapi.json) from the same library the CLI uses."""
     import uvicorn
@@ -38,13 +54,19 @@ def serve(host: str, port: int, data_dir: Path | None, db: Path | None, max_jobs
     from servecap.web import mount_web
 
     data = data_dir if data_dir is not None else default_db_path().parent / "web"
-    app = create_app(ServeSettings(data_dir=data, db=db, max_running_jobs=max_jobs, max_queued_jobs=max_queued))
+    # by default one core is left to the event loop (HTTP, cached answers, jobs), the rest plan
+    workers = plan_workers if plan_workers is not None else min(8, max(1, (os.cpu_count() or 1) - 1))
+    settings = ServeSettings(
+        data_dir=data, db=db, max_running_jobs=max_jobs, max_queued_jobs=max_queued, plan_workers=workers
+    )
+    app = create_app(settings)
     mount_web(app)
     click.echo(f"servecap: serving the web app on http://{host}:{port}/ (API at /api/v1, Ctrl-C to stop)", err=True)
-    # the plan worker thread hands the interpreter lock back to the event loop every 1 ms rather
-    # than every 5 ms (CPython's default): requests keep being read and cached answers sent
-    # while a new plan is computed (api/plan_worker.py)
-    sys.setswitchinterval(0.001)
+    # with --plan-workers 0, the plan thread hands the interpreter lock back to the event loop
+    # every 1 ms rather than every 5 ms (CPython's default): requests keep being read and cached
+    # answers sent while a new plan is computed (api/plan_worker.py)
+    if workers == 0:
+        sys.setswitchinterval(0.001)
     # no access log (a formatted line per request is dropped at log level warning anyway) and
     # keep-alive connections held 30 s, so many clients reusing connections are not cut off
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_keep_alive=30, backlog=4096)

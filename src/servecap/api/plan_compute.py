@@ -1,0 +1,50 @@
+"""A plan as the API returns it: ``servecap plan --json``'s bytes for one request body.
+
+Module-level functions of plain arguments, so the server can run them in the event loop's worker
+thread or in worker processes alike (:mod:`servecap.api.plan_worker`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from servecap.api.bodies import DeploymentBody, PlanBody
+from servecap.api.uploads import resolve_model_name
+
+_DEPLOYMENT_FIELDS = frozenset(DeploymentBody.model_fields)
+WARM_BODY: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100"}
+"""Planned once by each worker process as it starts: the imports and catalog caches are loaded
+before the first request rather than on it."""
+
+
+def plan_json(body: PlanBody, upload_dir: Path) -> bytes:
+    """The compact JSON of ``servecap plan --json`` for ``body`` (raises ServecapError)."""
+    from servecap.app.plan import PlanRequest
+    from servecap.app.plan import plan as run_plan
+
+    fields = body.model_dump(exclude=set(_DEPLOYMENT_FIELDS))
+    request = PlanRequest(deployment=body.flags(resolve_model_name(upload_dir, body.model)), **fields)
+    return json.dumps(run_plan(request).to_dict(), separators=(",", ":")).encode()
+
+
+def plan_json_from_dict(body: dict[str, Any], upload_dir: str) -> bytes:
+    """:func:`plan_json` of a body already validated by the server (sent to a worker process as
+    a dict; validated again there, which costs a few microseconds)."""
+    return plan_json(PlanBody.model_validate(body), Path(upload_dir))
+
+
+def plan_json_from_key(key: str, upload_dir: str) -> bytes:
+    """:func:`plan_json` of a body the server validated and keyed by its JSON
+    (``PlanBody.model_dump_json()``): the key is all a worker process is sent."""
+    return plan_json(PlanBody.model_validate_json(key), Path(upload_dir))
+
+
+def warm(upload_dir: str) -> int:
+    """Load the planner in a worker process; returns its pid (so the pool can tell its
+    workers apart)."""
+    import os
+
+    plan_json_from_dict(WARM_BODY, upload_dir)
+    return os.getpid()
