@@ -15,7 +15,7 @@ $(BIN)/python:
 COMPILED_SIM := setup.py $(addprefix src/servecap/sim/,request_state.py queues.py kv_pool.py step_time.py \
 	engine.py engine_server.py traffic.py observer.py loop.py) \
 	src/servecap/fleet/replica.py src/servecap/fleet/fleet.py src/servecap/policy/routers.py \
-	src/servecap/core/roofline.py src/servecap/core/capacity.py src/servecap/specs/perf.py
+	src/servecap/core/roofline.py src/servecap/core/capacity.py
 
 $(VENV)/.base-installed: pyproject.toml $(COMPILED_SIM) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .

@@ -34,7 +34,6 @@ COMPILED = (  # modules of servecap, as paths under src/servecap
     "policy/routers",
     "core/roofline",
     "core/capacity",
-    "specs/perf",
 )
 PURE_ENV = "SERVECAP_PURE_PYTHON"
 

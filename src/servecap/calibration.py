@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servecap.errors import ServecapError
-from servecap.specs.perf import Efficiency
+from servecap.specs.perf import DEFAULT_REQUEST_OVERHEAD_S, Efficiency
 
 SCHEMA: Literal["servecap.calibration/1"] = "servecap.calibration/1"
 
@@ -35,6 +35,9 @@ class Coefficients(BaseModel):
     step_overhead_s: float = Field(ge=0, le=10)
     prefill_s_per_token: float = Field(default=0.0, ge=0, le=1)
     allreduce_latency_s: float = Field(default=10e-6, ge=0, le=1)
+    # the server's per-request cost outside the engine's steps (calibrate fits step times, not
+    # this); a file without it takes the default, Efficiency.request_overhead_s
+    request_overhead_s: float | None = Field(default=None, ge=0, le=10)
 
 
 class FitSummary(BaseModel):
@@ -68,6 +71,9 @@ class CalibrationFile(BaseModel):
             step_overhead_s=c.step_overhead_s,
             allreduce_latency_s=c.allreduce_latency_s,
             prefill_s_per_token=c.prefill_s_per_token,
+            request_overhead_s=(
+                c.request_overhead_s if c.request_overhead_s is not None else DEFAULT_REQUEST_OVERHEAD_S
+            ),
         )
 
     def to_json(self) -> str:

@@ -88,13 +88,16 @@ def _fields(spec: object) -> dict[str, object]:
 
 
 def test_littles_law_per_replica_and_fleet() -> None:
-    res = simulate_fleet(fleet(4, "least-outstanding"), open_loop(80, 1500, prompt_sigma=1.0, output_sigma=1.0), 2)
+    spec = fleet(4, "least-outstanding")
+    res = simulate_fleet(spec, open_loop(80, 1500, prompt_sigma=1.0, output_sigma=1.0), 2)
     for r in res.replicas:
         assert r.area_s == pytest.approx(r.sojourn_s, rel=1e-9)
     # fleet-wide: L = lambda W over the run, from the records alone
     c = res.columns
     ok = np.isfinite(c.end_s)
-    w_total = float(np.sum(c.end_s[ok] - c.arrival_s[ok]))
+    # in the fleet from arrival to end, less the API servers' per-request cost the client also sees
+    overhead = spec.pools[0].setup.efficiency.request_overhead_s
+    w_total = float(np.sum(c.end_s[ok] - c.arrival_s[ok] - overhead))
     assert res.mean_in_system * res.horizon_s == pytest.approx(w_total, rel=1e-9)
     lam = ok.sum() / res.horizon_s
     w_mean = w_total / ok.sum()

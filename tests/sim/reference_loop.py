@@ -40,7 +40,7 @@ def reference_simulate(
         assert rng is not None
         if workload.closed_loop:
             users = ClosedLoopUsers(workload, rng)
-            source = ClosedLoopSource(users)
+            source = ClosedLoopSource(users, setup.efficiency.request_overhead_s)
             horizon = users.spec.duration_s or max(1.0, 60.0 * users.num_users)
         else:
             source = OpenLoopSource(generate_arrays(workload, rng))

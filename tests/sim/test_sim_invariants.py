@@ -80,12 +80,14 @@ def test_blocks_conserved_stepping_the_engine_by_hand(small_pool_plan: Plan) -> 
 def test_littles_law(llama8b_plan: Plan) -> None:
     setup = engine_setup_from_plan(llama8b_plan)
     res = simulate(setup, _poisson(25.0, 600), np.random.default_rng(1))  # type: ignore[arg-type]
-    e2e = res.columns.end_s - res.columns.arrival_s
+    # the engine holds a request from its arrival to its end; the client's E2E also holds the
+    # server's per-request cost outside the engine (Efficiency.request_overhead_s)
+    e2e = res.columns.end_s - res.columns.arrival_s - setup.efficiency.request_overhead_s
     lam = res.admitted / res.horizon_s
     # L (time-average in system, integrated by the event loop) = λ W
     assert res.mean_in_system == pytest.approx(lam * float(np.mean(e2e)), rel=1e-9)
     # and the running part: time-average batch = λ x mean time from first scheduled to end
-    run_time = res.columns.end_s - (res.columns.arrival_s + res.columns.queue_time_s)
+    run_time = e2e - res.columns.queue_time_s
     assert res.mean_running == pytest.approx(lam * float(np.mean(run_time)), rel=0.02)
 
 
@@ -164,7 +166,8 @@ def test_heavy_tail_short_requests_slip_between_long_ones(llama8b_plan: Plan) ->
 def test_same_timestamp_events_are_seen_by_the_step_starting_then(llama8b_plan: Plan) -> None:
     setup = engine_setup_from_plan(llama8b_plan)
     first = simulate(setup, [RequestSpec(0, 0.0, 512, 4)])
-    t1 = float(first.columns.first_token_s[0])  # the end of request 0's prefill step
+    # the end of request 0's prefill step (the client sees it the server's per-request cost later)
+    t1 = float(first.columns.first_token_s[0]) - setup.efficiency.request_overhead_s
     # requests 1 and 2 arrive at the very instant that step ends: both join the next step
     reqs = [RequestSpec(0, 0.0, 512, 4), RequestSpec(1, t1, 512, 4), RequestSpec(2, t1, 512, 4)]
     res = simulate(setup, reqs)

@@ -165,3 +165,14 @@ def test_docs_list_every_source_and_the_split() -> None:
     train = sum(r.split == "train" for r in rows)
     assert f"{train} training and {len(rows) - train} test rows" in doc
     assert f"{len(rows)} rows" in doc
+
+
+def test_request_overhead_default_is_the_low_load_fit() -> None:
+    """``Efficiency.request_overhead_s`` is stage 2's closed form on the training rows with one
+    request in flight (docs/validation.md, "Terms considered"), to the 0.1 ms it is given in."""
+    from servecap.specs.perf import DEFAULT_REQUEST_OVERHEAD_S
+    from servecap.validation.fit import fit_request_overhead, is_low_load
+
+    rows = load_corpus()
+    assert sum(1 for r in rows if r.split == "train" and is_low_load(r)) == 9
+    assert fit_request_overhead(rows) == pytest.approx(DEFAULT_REQUEST_OVERHEAD_S, abs=0.00005)

@@ -125,7 +125,7 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
         gpu=dep.gpu.id,
         num_gpus=dep.num_gpus,
         source=used,
-        coefficients=coeffs.model_dump(),
+        coefficients=coeffs.model_dump(exclude_none=True),
         defaults={  # the defaults this deployment would run with (by GPU family and dtype)
             "bandwidth_efficiency": start.bandwidth_efficiency_on(dep.gpu.family),
             "compute_efficiency": start.compute_efficiency_at(dep.weights_dtype.compute),

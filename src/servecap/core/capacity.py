@@ -15,7 +15,7 @@ prompts are prefilled, each in ``k = cdiv(P, c)`` chunks of at most ``c = max_nu
 ::
 
     tpot_s(B)   = cycle_s / O        (the time between a request's tokens, prefill stalls included)
-    ttft_s(B)   = Σ over the prompt's chunks of step_time(chunk + B decodes)
+    ttft_s(B)   = Σ over the prompt's chunks of step_time(chunk + B decodes) + request_overhead_s
     tok/s total = B / tpot_s(B);  tok/s per user = 1 / tpot_s(B)
 
 The simulator, which schedules exactly these steps, agrees with this within a few percent at
@@ -105,7 +105,8 @@ def decode_step(cost: StepCost, batch: int, context_tokens: float, eff: Efficien
 
 
 def ttft_s(cost: StepCost, batch: int, request: RequestShape, eff: Efficiency, max_num_batched_tokens: int) -> float:
-    """Time to first token for a prompt scheduled beside ``batch`` running decodes."""
+    """Time to first token for a prompt scheduled beside ``batch`` running decodes, as the client
+    sees it: its prefill chunks plus the server's per-request cost (``Efficiency.request_overhead_s``)."""
     budget = max(1, max_num_batched_tokens - batch)
     done = 0
     total = 0.0
@@ -124,7 +125,7 @@ def ttft_s(cost: StepCost, batch: int, request: RequestShape, eff: Efficiency, m
         )
         total += cost.step_time(step, eff).total_s
         done += n
-    return total
+    return total + eff.request_overhead_s
 
 
 def kv_batch_limit(layout: KvLayout, num_blocks: int, request: RequestShape) -> int:

@@ -130,6 +130,12 @@ class _Recorder:
         return kv, waiting, running
 
 
+def _request_overhead_s(fleet: FleetSpec) -> float:
+    """The API servers' per-request cost the clients see (``Efficiency.request_overhead_s``):
+    the pools' (the largest where calibrations give them different ones)."""
+    return max((p.setup.efficiency.request_overhead_s for p in fleet.pools), default=0.0)
+
+
 def simulate_fleet(
     fleet: FleetSpec,
     workload: WorkloadSpec | RequestArrays,
@@ -146,7 +152,7 @@ def simulate_fleet(
         if workload.closed_loop:
             cl = ClosedLoopUsers(workload, rng)
             users = cl.num_users
-            source = ClosedLoopSource(cl)
+            source = ClosedLoopSource(cl, _request_overhead_s(fleet))
             horizon = cl.spec.duration_s or max(1.0, 60.0 * cl.num_users)
         else:
             arrays = generate_arrays(workload, rng)
@@ -182,6 +188,16 @@ def _result(
     cols = record_columns(source, observer)
     n = len(cols)
     arrival, first, end = cols.arrival_s, cols.first_token_s, cols.end_s
+    # the replicas' API servers cost each request they serve request_overhead_s outside the
+    # engine (record_columns); answers from the gateway's cache or an external provider do not
+    # pass through them
+    overhead = _request_overhead_s(spec)
+    if overhead:
+        on_replica = np.zeros(n, dtype=bool)
+        for r in fleet.replicas:
+            on_replica[list(r.served_ids)] = True
+        first[on_replica] += overhead
+        end[on_replica] += overhead
     prompt, output = cols.prompt_tokens, cols.output_tokens
     horizon = max(observer.t_last_s, max((r.stopped_s or 0.0 for r in fleet.replicas), default=0.0))
     durs: list[float] = []

@@ -100,7 +100,7 @@ def simulate(
             raise ServecapError("rng", None, "a workload spec needs a random generator (seed)")
         if workload.closed_loop:
             users = ClosedLoopUsers(workload, rng)
-            source = ClosedLoopSource(users)
+            source = ClosedLoopSource(users, setup.efficiency.request_overhead_s)
             horizon = users.spec.duration_s or max(1.0, 60.0 * users.num_users)
         else:
             source = OpenLoopSource(generate_arrays(workload, rng))
@@ -139,11 +139,18 @@ def engine_gauges(engine: Engine) -> Callable[[], tuple[float, int, int]]:
     return gauges
 
 
-def record_columns(source: TrafficSource, observer: Observer) -> RecordColumns:
+def record_columns(source: TrafficSource, observer: Observer, request_overhead_s: float = 0.0) -> RecordColumns:
     """Every issued request's record as columns, in request-id order: what the source issued
     (arrival, prompt and output tokens) and what the observer saw finish (first token, end,
     queue time, cached tokens, preemptions, error); NaN where a request never got that far.
-    One engine's run and a fleet's are assembled the same way."""
+    One engine's run and a fleet's are assembled the same way.
+
+    ``request_overhead_s``: the server's per-request cost outside the engine
+    (``Efficiency.request_overhead_s``). The engine sees each request that long after the
+    client sent it; with every arrival delayed by the same constant the engine runs exactly as
+    it does undelayed, so the run is simulated on the arrival times and the client's first
+    token and end are the engine's plus the cost (a closed-loop user's next turn reaches the
+    engine the cost after its think time, ``ClosedLoopSource``)."""
     if isinstance(source, ClosedLoopSource):
         specs = source.issued
         arrival = np.array([s.arrival_s for s in specs], dtype=np.float64)
@@ -162,8 +169,8 @@ def record_columns(source: TrafficSource, observer: Observer) -> RecordColumns:
     preempt = np.zeros(n, dtype=np.int64)
     if observer.ids:
         ids = np.asarray(observer.ids, dtype=np.int64)
-        first[ids] = np.asarray(observer.first_token_s, dtype=np.float64)
-        end[ids] = np.asarray(observer.end_s, dtype=np.float64)
+        first[ids] = np.asarray(observer.first_token_s, dtype=np.float64) + request_overhead_s
+        end[ids] = np.asarray(observer.end_s, dtype=np.float64) + request_overhead_s
         queue[ids] = np.asarray(observer.queue_time_s, dtype=np.float64)
         cached[ids] = observer.cached_prompt_tokens
         preempt[ids] = observer.preemptions
@@ -198,7 +205,8 @@ def sim_result(
     if isinstance(source, ClosedLoopSource):
         user_ids = tuple(s.user_id for s in source.issued)
         turns = tuple(s.turn for s in source.issued)
-    cols = record_columns(source, observer)
+    overhead = setup.efficiency.request_overhead_s
+    cols = record_columns(source, observer, overhead)
     n = len(cols)
     times: list[tuple[float, ...]] | None = [()] * n if engine.record_token_times else None
     if times is not None:
@@ -210,7 +218,7 @@ def sim_result(
                 tok.extend(ends[a:b])
             tok.extend(r.itl_extra_s or ())
             tok.sort()
-            times[r.request_id] = tuple(tok)
+            times[r.request_id] = tuple(t + overhead for t in tok)
     horizon = observer.t_last_s
     itl = weighted_percentiles(engine.itl_durations, engine.itl_weights)
     summary = summarize_columns(cols, duration_s=horizon, slo=slo, itl=itl)

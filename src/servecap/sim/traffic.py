@@ -149,8 +149,11 @@ class ClosedLoopSource(TrafficSource):
 
     closed_loop = True
 
-    def __init__(self, users: ClosedLoopUsers) -> None:
+    def __init__(self, users: ClosedLoopUsers, request_overhead_s: float = 0.0) -> None:
         self.users = users
+        # the server's per-request cost: the engine sees a user's next turn this long after the
+        # think time ends (times here are the engine's, shifted by it: see record_columns)
+        self.request_overhead_s = request_overhead_s
         self.issued: list[RequestSpec] = []  # every turn created, by request id
         self._heap: list[tuple[float, int, RequestSpec]] = []  # (arrival, creation order, turn)
         for spec in users.first_turns():
@@ -169,7 +172,7 @@ class ClosedLoopSource(TrafficSource):
     def on_finished(self, request_id: int, t_s: float) -> None:
         uid = self.issued[request_id].user_id
         assert uid is not None
-        nxt = self.users.next_turn(uid, t_s)
+        nxt = self.users.next_turn(uid, t_s + self.request_overhead_s)
         if nxt is not None:
             self._push(nxt)
 

@@ -15,8 +15,10 @@ Fitted, in this order:
    :data:`MIN_FAMILY_VALUES` non-TTFT values, by golden section on its logarithm (Kiefer 1953),
    simulating only that family's rows.
 
-The adopted defaults (``specs/perf.py``) are the results of stages 1 and 3; stage 2's TTFT cost,
-refitted after stage 3, is 0 and was not adopted (docs/validation.md).
+The adopted defaults (``specs/perf.py``) are the results of stages 1 and 3, and of stage 2 on the
+low-load training rows only (:func:`fit_request_overhead`: one request in flight, where no queue
+can stand in for a fixed cost): ``Efficiency.request_overhead_s`` (docs/validation.md). Over every
+training TTFT, stage 2 is held near 0 by the lockstep closed-loop rows.
 
 The result is applied through :class:`~servecap.validation.predict.Adjustments`, i.e. through
 the same :class:`~servecap.specs.perf.Efficiency` a calibration file supplies; the fit itself
@@ -239,3 +241,18 @@ def fit_bandwidth_by_family(
             )
         out.append(fitted)
     return out
+
+
+def is_low_load(row: CorpusRow) -> bool:
+    """One request in flight: a closed loop of one user or a static batch of one."""
+    wl = row.row.workload
+    return wl.mode in ("closed", "static_batch") and wl.concurrency == 1
+
+
+def fit_request_overhead(rows: list[CorpusRow], max_requests: int = MAX_SIM_REQUESTS) -> float:
+    """Stage 2 on the low-load training rows: the per-request server cost
+    (``Efficiency.request_overhead_s``) minimising their squared relative TTFT error, every other
+    efficiency at its default and the cost itself at 0 while predicting."""
+    mine = [r for r in rows if r.split == "train" and is_low_load(r)]
+    base = Adjustments(efficiency=replace(Efficiency(), request_overhead_s=0.0))
+    return ttft_overhead(compare_rows(mine, base, max_requests=max_requests))
