@@ -78,3 +78,16 @@ def test_the_same_batch_as_bisection(model: str, gpu: str, weights: str) -> None
                 assert got == _bisection(base, request, eff, slo), (prompt, output, tpot_ms, ttft_ms)
                 checked += 1
     assert checked == 4 * 8 * 4
+
+
+def test_compiled_efficiency_rules_are_efficiencys() -> None:
+    """The roofline's copies of Efficiency's two lookups (kept in the compiled module for
+    speed) give Efficiency's own answers."""
+    from servecap.core import roofline
+    from servecap.specs.perf import DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY
+
+    for eff in (Efficiency(), Efficiency(bandwidth_efficiency=0.7, compute_efficiency=0.5)):
+        for fam in (*DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY, "L40S", ""):
+            assert roofline._bandwidth_efficiency(eff, fam) == eff.bandwidth_efficiency_on(fam)
+        for rate in ("bf16", "fp8", "fp4"):
+            assert roofline._compute_efficiency(eff, rate) == eff.compute_efficiency_at(rate)

@@ -248,7 +248,10 @@ def test_litellm_proxy_429s_and_fallbacks_match_the_simulated_gateway(pools: dic
     # the 429s are the fixed window's count: exact. Which pool serves an admitted request depends
     # on whether the primary has a free seat at that instant; a request of a burst landing within
     # a few milliseconds of one of the primary's finishes can go either way on a loaded machine,
-    # so the split may differ by one (the total served may not)
+    # so the split may differ (the total served may not): by one in most loaded runs, by two in
+    # one full-suite run on a 2-core machine (6/10 against 8/8; alone, 8/8 in five runs of five).
+    # The split is checked to within two of the 16; the 429s and the total exactly.
     assert measured["rate_limited"] == EXPECTED["rate_limited"], (measured, sim)
     assert measured["primary"] + measured["fallback"] == EXPECTED["primary"] + EXPECTED["fallback"], (measured, sim)
-    assert abs(measured["fallback"] - EXPECTED["fallback"]) <= 1, (measured, sim)
+    assert abs(measured["fallback"] - EXPECTED["fallback"]) <= 2, (measured, sim)
+    assert measured["primary"] >= 2 and measured["fallback"] >= 2, (measured, sim)  # both pools served

@@ -39,9 +39,14 @@ from servecap.core.roofline import BatchShape, StepCost, StepTime, decode_batch,
 from servecap.specs.perf import Efficiency, RequestShape, Slo
 
 
+def _mean_held_tokens(request: RequestShape) -> float:
+    """``request.mean_held_tokens`` without a call into the interpreted RequestShape."""
+    return request.prompt_tokens + request.output_tokens / 2.0
+
+
 def mixed_batch(cost: StepCost, batch: int, request: RequestShape, prefill_tokens: float) -> BatchShape:
     """``batch`` decodes plus ``prefill_tokens`` prompt tokens (a share of whole prompts' work)."""
-    decodes = decode_batch(batch, request.mean_held_tokens, cost.window_tokens)
+    decodes = decode_batch(batch, _mean_held_tokens(request), cost.window_tokens)
     whole = prefill_batch(request.prompt_tokens, cost.window_tokens)
     share = prefill_tokens / max(1, request.prompt_tokens)  # prompts' worth of prefill in the step
     return BatchShape(
@@ -90,7 +95,7 @@ def _steady_parts(
     budget = max(1, max_num_batched_tokens - batch)
     chunks = -(-request.prompt_tokens // budget)
     if batch * chunks <= out:
-        decode = cost.step_time(decode_batch(batch, request.mean_held_tokens, cost.window_tokens), eff)
+        decode = cost.step_time(decode_batch(batch, _mean_held_tokens(request), cost.window_tokens), eff)
         mixed_n = float(batch * chunks)
         mixed = cost.step_time(mixed_batch(cost, batch, request, request.prompt_tokens / chunks), eff)
         return [(mixed, mixed_n), (decode, out - mixed_n)], mixed_n, out
@@ -110,7 +115,7 @@ def ttft_s(cost: StepCost, batch: int, request: RequestShape, eff: Efficiency, m
     budget = max(1, max_num_batched_tokens - batch)
     done = 0
     total = 0.0
-    others = decode_batch(batch, request.mean_held_tokens, cost.window_tokens)
+    others = decode_batch(batch, _mean_held_tokens(request), cost.window_tokens)
     while done < request.prompt_tokens:
         n = min(budget, request.prompt_tokens - done)
         chunk = prefill_batch(n, cost.window_tokens, start_tokens=done)

@@ -41,7 +41,13 @@ from servecap.core.kv import (
 from servecap.core.params import layer_params_table, param_counts
 from servecap.specs.deployment import Deployment
 from servecap.specs.model import AttentionKind
-from servecap.specs.perf import Efficiency
+from servecap.specs.perf import (
+    DEFAULT_BANDWIDTH_EFFICIENCY,
+    DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY,
+    DEFAULT_COMPUTE_EFFICIENCY,
+    DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY,
+    Efficiency,
+)
 from servecap.units import GB_BYTES, TB_BYTES, TFLOPS
 
 Bottleneck = Literal["memory", "compute", "communication", "overhead"]
@@ -142,8 +148,8 @@ class StepCost:
             + self.attn_flops_per_pair * batch.attn_pairs
             + self.window_attn_flops_per_pair * batch.window_attn_pairs
         )
-        memory_s = bytes_read / (self.hbm_bytes_s * eff.bandwidth_efficiency_on(self.gpu_family))
-        compute_s = flops / (self.peak_flops * eff.compute_efficiency_at(self.compute_rate))
+        memory_s = bytes_read / (self.hbm_bytes_s * _bandwidth_efficiency(eff, self.gpu_family))
+        compute_s = flops / (self.peak_flops * _compute_efficiency(eff, self.compute_rate))
         comm_s = 0.0
         if self.tp > 1:
             ring = 2.0 * (self.tp - 1) / self.tp
@@ -152,6 +158,23 @@ class StepCost:
         overhead_s = eff.step_overhead_s + eff.prefill_s_per_token * batch.prompt_tokens
         total = self.pp * (max(memory_s, compute_s) + comm_s) + overhead_s
         return StepTime(total, self.pp * memory_s, self.pp * compute_s, self.pp * comm_s, overhead_s)
+
+
+def _bandwidth_efficiency(eff: Efficiency, gpu_family: str) -> float:
+    """``eff.bandwidth_efficiency_on(gpu_family)``, the same rule in this compiled module: a
+    step prices it twice, and a call into the interpreted Efficiency costs more than the rule."""
+    bw = eff.bandwidth_efficiency
+    if bw is not None:
+        return bw
+    return DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY.get(gpu_family, DEFAULT_BANDWIDTH_EFFICIENCY)
+
+
+def _compute_efficiency(eff: Efficiency, rate: str) -> float:
+    """``eff.compute_efficiency_at(rate)``, likewise."""
+    c = eff.compute_efficiency
+    if c is not None:
+        return c
+    return DEFAULT_COMPUTE_EFFICIENCY if rate == "bf16" else DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY
 
 
 def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
