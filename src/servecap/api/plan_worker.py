@@ -14,8 +14,8 @@ Where they run:
 - ``processes=N``: N worker processes (``servecap serve --plan-workers N``), so plans run on N
   cores at once. Each worker owns one pipe; the event loop watches the pipes itself
   (``add_reader``) and hands the oldest waiting key to whichever worker answers, so there is no
-  executor thread contending with the loop for the interpreter lock (``ProcessPoolExecutor``'s
-  management thread cost the loop a third of its throughput here). Workers are started with
+  executor thread contending with the loop for the interpreter lock (``ProcessPoolExecutor``
+  keeps a management thread in the server process for that). Workers are started with
   ``forkserver`` (never a fork of the threaded server), warm themselves by planning one body,
   and are started again if one dies (its request fails with a one-line error, the others go
   on). A ``ServecapError`` raised in a worker comes back as itself.
