@@ -35,7 +35,7 @@ from servecap.results import (
 from servecap.sim.gc_pause import gc_paused
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
-from servecap.sim.simulate import record_columns
+from servecap.sim.simulate import charge_request_overhead, record_columns
 from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, TrafficSource
 from servecap.workload import ClosedLoopUsers, RequestArrays, WorkloadSpec, generate_arrays
 
@@ -188,16 +188,12 @@ def _result(
     cols = record_columns(source, observer)
     n = len(cols)
     arrival, first, end = cols.arrival_s, cols.first_token_s, cols.end_s
-    # the replicas' API servers cost each request they serve request_overhead_s outside the
-    # engine (record_columns); answers from the gateway's cache or an external provider do not
-    # pass through them
-    overhead = _request_overhead_s(spec)
-    if overhead:
-        on_replica = np.zeros(n, dtype=bool)
-        for r in fleet.replicas:
-            on_replica[list(r.served_ids)] = True
-        first[on_replica] += overhead
-        end[on_replica] += overhead
+    # the replicas' API servers charge the requests they serve; answers from the gateway's
+    # cache or an external provider do not pass through them
+    on_replica = np.zeros(n, dtype=bool)
+    for r in fleet.replicas:
+        on_replica[r.served_ids] = True
+    charge_request_overhead(cols, _request_overhead_s(spec), on_replica)
     prompt, output = cols.prompt_tokens, cols.output_tokens
     horizon = max(observer.t_last_s, max((r.stopped_s or 0.0 for r in fleet.replicas), default=0.0))
     durs: list[float] = []

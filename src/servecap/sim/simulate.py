@@ -139,18 +139,11 @@ def engine_gauges(engine: Engine) -> Callable[[], tuple[float, int, int]]:
     return gauges
 
 
-def record_columns(source: TrafficSource, observer: Observer, request_overhead_s: float = 0.0) -> RecordColumns:
+def record_columns(source: TrafficSource, observer: Observer) -> RecordColumns:
     """Every issued request's record as columns, in request-id order: what the source issued
     (arrival, prompt and output tokens) and what the observer saw finish (first token, end,
     queue time, cached tokens, preemptions, error); NaN where a request never got that far.
-    One engine's run and a fleet's are assembled the same way.
-
-    ``request_overhead_s``: the server's per-request cost outside the engine
-    (``Efficiency.request_overhead_s``). The engine sees each request that long after the
-    client sent it; with every arrival delayed by the same constant the engine runs exactly as
-    it does undelayed, so the run is simulated on the arrival times and the client's first
-    token and end are the engine's plus the cost (a closed-loop user's next turn reaches the
-    engine the cost after its think time, ``ClosedLoopSource``)."""
+    One engine's run and a fleet's are assembled the same way."""
     if isinstance(source, ClosedLoopSource):
         specs = source.issued
         arrival = np.array([s.arrival_s for s in specs], dtype=np.float64)
@@ -169,8 +162,8 @@ def record_columns(source: TrafficSource, observer: Observer, request_overhead_s
     preempt = np.zeros(n, dtype=np.int64)
     if observer.ids:
         ids = np.asarray(observer.ids, dtype=np.int64)
-        first[ids] = np.asarray(observer.first_token_s, dtype=np.float64) + request_overhead_s
-        end[ids] = np.asarray(observer.end_s, dtype=np.float64) + request_overhead_s
+        first[ids] = np.asarray(observer.first_token_s, dtype=np.float64)
+        end[ids] = np.asarray(observer.end_s, dtype=np.float64)
         queue[ids] = np.asarray(observer.queue_time_s, dtype=np.float64)
         cached[ids] = observer.cached_prompt_tokens
         preempt[ids] = observer.preemptions
@@ -190,6 +183,23 @@ def record_columns(source: TrafficSource, observer: Observer, request_overhead_s
     )
 
 
+def charge_request_overhead(cols: RecordColumns, overhead_s: float, served: np.ndarray | None = None) -> None:
+    """Add the server's per-request cost outside the engine (``Efficiency.request_overhead_s``)
+    to the first token and end of the requests ``served`` (a boolean mask; every request when
+    None), in place.
+
+    The engine sees each request that long after the client sent it; with every arrival delayed
+    by the same constant the engine runs exactly as it does undelayed, so a run is simulated on
+    the arrival times and the client's first token and end are the engine's plus the cost (a
+    closed-loop user's next turn reaches the engine the cost after its think time,
+    ``ClosedLoopSource``). One engine's run and a fleet's are charged the same way."""
+    if not overhead_s:
+        return
+    rows = slice(None) if served is None else served
+    cols.first_token_s[rows] += overhead_s
+    cols.end_s[rows] += overhead_s
+
+
 def sim_result(
     setup: EngineSetup,
     engine: Engine,
@@ -206,7 +216,8 @@ def sim_result(
         user_ids = tuple(s.user_id for s in source.issued)
         turns = tuple(s.turn for s in source.issued)
     overhead = setup.efficiency.request_overhead_s
-    cols = record_columns(source, observer, overhead)
+    cols = record_columns(source, observer)
+    charge_request_overhead(cols, overhead)
     n = len(cols)
     times: list[tuple[float, ...]] | None = [()] * n if engine.record_token_times else None
     if times is not None:

@@ -152,7 +152,7 @@ class ClosedLoopSource(TrafficSource):
     def __init__(self, users: ClosedLoopUsers, request_overhead_s: float = 0.0) -> None:
         self.users = users
         # the server's per-request cost: the engine sees a user's next turn this long after the
-        # think time ends (times here are the engine's, shifted by it: see record_columns)
+        # think time ends (times here are the engine's, shifted by it: see sim.simulate.charge_request_overhead)
         self.request_overhead_s = request_overhead_s
         self.issued: list[RequestSpec] = []  # every turn created, by request id
         self._heap: list[tuple[float, int, RequestSpec]] = []  # (arrival, creation order, turn)
