@@ -29,22 +29,12 @@ def plan_json(body: PlanBody, upload_dir: Path) -> bytes:
     return json.dumps(run_plan(request).to_dict(), separators=(",", ":")).encode()
 
 
-def plan_json_from_dict(body: dict[str, Any], upload_dir: str) -> bytes:
-    """:func:`plan_json` of a body already validated by the server (sent to a worker process as
-    a dict; validated again there, which costs a few microseconds)."""
-    return plan_json(PlanBody.model_validate(body), Path(upload_dir))
-
-
 def plan_json_from_key(key: str, upload_dir: str) -> bytes:
     """:func:`plan_json` of a body the server validated and keyed by its JSON
     (``PlanBody.model_dump_json()``): the key is all a worker process is sent."""
     return plan_json(PlanBody.model_validate_json(key), Path(upload_dir))
 
 
-def warm(upload_dir: str) -> int:
-    """Load the planner in a worker process; returns its pid (so the pool can tell its
-    workers apart)."""
-    import os
-
-    plan_json_from_dict(WARM_BODY, upload_dir)
-    return os.getpid()
+def warm(upload_dir: str) -> None:
+    """Load the planner in a worker process (imports, catalog caches) by planning one body."""
+    plan_json(PlanBody.model_validate(WARM_BODY), Path(upload_dir))

@@ -127,8 +127,8 @@ class PlanWorker:
             if p.proc.is_alive():
                 p.proc.kill()
                 p.proc.join()
-        pending = [f for p in self._procs if p.current for f in (p.current[1],)] + [f for _, f in self._waiting]
-        for f in pending:
+        pending = [p.current for p in self._procs if p.current is not None] + list(self._waiting)
+        for _, f in pending:
             if not f.done():
                 f.cancel()
         self._procs = []
