@@ -136,3 +136,41 @@ def test_steady_state_with_lumpy_prefill() -> None:
     s2 = steady_state(cost, 100, req2, eff, 8192)
     assert s2.mixed_steps == pytest.approx(102_400 / 8092)
     assert s2.tpot_s == pytest.approx(full * 102_400 / 8092 / 8)
+
+
+def test_lm_head_runs_once_per_sequence() -> None:
+    """The decoder body's matmuls run for every token, the LM head for one row per sequence
+    (vLLM's logits_indices), tied to the embedding or not. By hand:
+
+    - Llama-3.1-8B (untied): 8,030,261,248 params - 525,336,576 embedding - 525,336,576 LM head
+      = 6,979,588,096 body params -> 13,959,176,192 FLOPs per token; LM head 2 x 128,256 x 4,096
+      = 1,050,673,152 FLOPs per sequence;
+    - Qwen3-0.6B (tied): 596,049,920 - 155,582,464 embedding = 440,467,456 -> 880,934,912 per
+      token; LM head 2 x 151,936 x 1,024 = 311,164,928 per sequence (not counted at all before).
+    """
+    want = {
+        "meta-llama/Llama-3.1-8B": (13_959_176_192.0, 1_050_673_152.0),
+        "Qwen/Qwen3-0.6B": (880_934_912.0, 311_164_928.0),
+    }
+    for model, (per_token, per_seq) in want.items():
+        cost = plan(build_deployment(resolve_model(model), lookup_gpu("H100"), max_model_len=4096)).step
+        assert (cost.matmul_flops_per_token, cost.logits_flops_per_seq) == (per_token, per_seq)
+    # a 1,024-token prefill chunk of the 8B: 1,024 body rows + 1 logits row, not 1,024 of each
+    cost = plan(build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"))).step
+    eff = Efficiency(compute_efficiency=1.0, bandwidth_efficiency=1.0)
+    shape = prefill_batch(1024, None)
+    flops = 1024 * 13_959_176_192.0 + 1_050_673_152.0 + cost.attn_flops_per_pair * shape.attn_pairs
+    assert cost.step_time(shape, eff).compute_s == pytest.approx(flops / cost.peak_flops, rel=1e-12)
+
+
+def test_ttft_carries_the_servers_per_request_cost() -> None:
+    """TTFT as the client sees it: the prefill steps plus Efficiency.request_overhead_s (7.4 ms
+    by default, docs/validation.md); TPOT does not carry it."""
+    p = plan(build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100")))
+    req = RequestShape(1024, 128)
+    bare = Efficiency(request_overhead_s=0.0)
+    assert Efficiency().request_overhead_s == 0.0074
+    assert ttft_s(p.step, 0, req, Efficiency(), 8192) == pytest.approx(ttft_s(p.step, 0, req, bare, 8192) + 0.0074)
+    no_cost = plan(p.deployment, efficiency=bare, request=p.request)
+    assert p.single_request_ttft_s == pytest.approx(no_cost.single_request_ttft_s + 0.0074, rel=1e-12)
+    assert p.single_request_tpot_s == no_cost.single_request_tpot_s

@@ -230,3 +230,25 @@ def test_steps_from_token_times() -> None:
     assert [(s.num_decodes, s.prompt_tokens) for s in samples] == [(1, 0), (1, 34)]
     assert samples[1].memory_s > samples[0].memory_s
     assert np.isfinite(samples[0].compute_s)
+
+
+def test_calibration_request_overhead_default_and_bad_value(tmp_path: Path) -> None:
+    """A file without ``request_overhead_s`` takes the default (calibrate fits step times, not
+    the server's per-request cost); a negative one is refused naming the field."""
+    from servecap.specs.perf import DEFAULT_REQUEST_OVERHEAD_S
+
+    base = {
+        "model": "meta-llama/Llama-3.1-8B",
+        "gpu": "H100",
+        "coefficients": {"bandwidth_efficiency": 0.7, "compute_efficiency": 0.5, "step_overhead_s": 0.002},
+    }
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(base))
+    assert load_calibration(path).efficiency().request_overhead_s == DEFAULT_REQUEST_OVERHEAD_S
+    base["coefficients"]["request_overhead_s"] = 0.011  # type: ignore[index]
+    path.write_text(json.dumps(base))
+    assert load_calibration(path).efficiency().request_overhead_s == 0.011
+    base["coefficients"]["request_overhead_s"] = -1  # type: ignore[index]
+    path.write_text(json.dumps(base))
+    with pytest.raises(ServecapError, match=r"calibration\.coefficients\.request_overhead_s=-1"):
+        load_calibration(path)
