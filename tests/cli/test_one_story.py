@@ -139,3 +139,11 @@ def test_version() -> None:
 
     result = runner.invoke(cli, ["--version"])
     assert result.exit_code == 0 and result.output.strip() == f"servecap {__version__}"
+
+
+def test_capacity_table_without_slo_flags_states_the_default_slos() -> None:
+    """The human output with no --ttft-slo-ms/--tpot-slo-ms names the default SLOs it checked
+    (it used to format the absent flags and crash)."""
+    res = runner.invoke(cli, ["capacity", *SMALL, "--users", "2000", "--think-time-s", "5", "--duration-s", "40"])
+    assert res.exit_code == 0, res.output
+    assert "SLOs: p99 TTFT <= 2000 ms, p99 TPOT <= 100 ms" in res.output

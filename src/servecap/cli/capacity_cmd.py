@@ -4,6 +4,7 @@ found by simulation, next to the planner's closed-form estimate, with a load-lat
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -24,6 +25,9 @@ from servecap.cli.simulate_cmd import (
     stream_options,
     workload_option,
 )
+
+if TYPE_CHECKING:
+    from servecap.specs.perf import Slo
 
 SEARCH = 0.0  # --users / --rate given without a value: search on that axis, no target
 
@@ -145,10 +149,7 @@ def capacity_command(
         click.echo(response.model_dump_json())
         return
     out = make_console()
-    out.print(
-        f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id}, SLOs: p99 TTFT <= {ttft_slo_ms:g} ms, "
-        f"p99 TPOT <= {tpot_slo_ms:g} ms"
-    )
+    out.print(f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id}, SLOs: {_slo_text(slo)}")
     out.print(f"[bold]{answer}[/]")
     side = Table(title="assumptions side by side", title_justify="left")
     side.add_column("")
@@ -191,3 +192,13 @@ def capacity_command(
         out.print(f"[dim]note: {note}[/]")
     if html is not None:
         out.print(f"wrote {html}")
+
+
+def _slo_text(slo: Slo) -> str:
+    """The SLOs the run checked (the flags', or the default interactive ones when none given)."""
+    parts = []
+    if slo.ttft_s is not None:
+        parts.append(f"p99 TTFT <= {slo.ttft_s * 1e3:g} ms")
+    if slo.tpot_s is not None:
+        parts.append(f"p99 TPOT <= {slo.tpot_s * 1e3:g} ms")
+    return ", ".join(parts) or "none"
