@@ -15,13 +15,12 @@ read it with ``--calibration FILE`` and use its coefficients in place of the def
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from servecap.errors import ServecapError
+from servecap.errors import from_validation_error
 from servecap.specs.perf import DEFAULT_REQUEST_OVERHEAD_S, Efficiency
 
 SCHEMA: Literal["servecap.calibration/1"] = "servecap.calibration/1"
@@ -82,15 +81,10 @@ class CalibrationFile(BaseModel):
 
 def load_calibration(path: Path) -> CalibrationFile:
     """Read a calibration file; one-line errors name the field and value."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ServecapError("calibration", str(path), "no such file") from None
-    except json.JSONDecodeError as err:
-        raise ServecapError("calibration", str(path), f"malformed JSON: {err.msg} at line {err.lineno}") from None
+    from servecap.files import load_document
+
+    raw = load_document(path, "calibration", fmt="json")
     try:
         return CalibrationFile.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ServecapError(f"calibration.{loc}", first.get("input"), first["msg"]) from None
+        raise from_validation_error(err, "calibration") from None

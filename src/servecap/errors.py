@@ -7,7 +7,7 @@ exit; nothing else in the library prints.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 
 
 class ServecapError(Exception):
@@ -43,14 +43,62 @@ def did_you_mean(value: str, choices: Iterable[str], *, n: int = 3) -> str:
     return " (did you mean: " + ", ".join(lowered[c] for c in close) + "?)"
 
 
-def from_validation_error(err: object, prefix: str = "") -> ServecapError:
-    """The first problem of a pydantic ``ValidationError`` as one :class:`ServecapError`: the field's
-    dotted path (after ``prefix``), the value given and pydantic's message. (Duck-typed on
-    ``errors()``, so this module needs no pydantic.)"""
+_UNION_TAG_ERRORS = ("union_tag_invalid", "union_tag_not_found")
+
+
+def from_validation_error(
+    err: object,
+    prefix: str = "",
+    *,
+    allowed_keys: Callable[[list[str]], Iterable[str]] | None = None,
+    skip: Collection[str] = (),
+    brackets: bool = False,
+) -> ServecapError:
+    """The ONE formatter of a pydantic ``ValidationError``: its first problem as one
+    :class:`ServecapError` naming the field's path (after ``prefix``), the value and the problem.
+
+    An unknown key is reported before anything else (a misspelt key also shows up as a missing
+    one), with "did you mean" among ``allowed_keys(parent_path)``; pydantic's validator and
+    union-tag segments (``function-after[...]``, and the names in ``skip``) are dropped from the
+    path; a missing field "is required"; a mapping value is shown as ``{...}``; NaN and infinity
+    are refused by name. ``brackets`` writes list indexes as ``[0]`` rather than ``.0``.
+    (Duck-typed on ``errors()``, so this module needs no pydantic.)"""
     errors = getattr(err, "errors", None)
-    listed = errors() if callable(errors) else []
-    first: dict[str, object] = dict(listed[0]) if listed else {"loc": (), "msg": str(err), "input": None}
-    loc_parts = first.get("loc", ())
-    loc = ".".join(str(part) for part in loc_parts) if isinstance(loc_parts, tuple | list) else str(loc_parts)
-    name = ".".join(part for part in (prefix, loc) if part) or "input"
-    return ServecapError(name, first.get("input"), str(first.get("msg", "invalid value")))
+    listed: list[dict[str, object]] = [dict(e) for e in errors()] if callable(errors) else []
+    if not listed:
+        return ServecapError(prefix or "input", None, str(err).splitlines()[0] if str(err) else "invalid value")
+    first = next((e for e in listed if e.get("type") == "extra_forbidden"), listed[0])
+    raw_loc = first.get("loc", ())
+    parts = list(raw_loc) if isinstance(raw_loc, tuple | list) else [raw_loc]
+    loc = [str(p) for p in parts if not str(p).startswith("function-") and str(p) not in skip]
+    kind = str(first.get("type", ""))
+    value = first.get("input")
+    msg = str(first.get("msg", "invalid value"))
+    if kind == "extra_forbidden":
+        key = loc[-1] if loc else ""
+        allowed = sorted(allowed_keys(loc[:-1])) if allowed_keys is not None else []
+        listing = f"; allowed: {', '.join(allowed)}" if allowed else ""
+        return ServecapError(
+            _path(prefix, loc[:-1], brackets), key, "unknown key" + did_you_mean(key, allowed) + listing
+        )
+    field = _path(prefix, loc, brackets)
+    if kind in _UNION_TAG_ERRORS:
+        ctx = first.get("ctx")
+        info: dict[str, object] = dict(ctx) if isinstance(ctx, dict) else {}
+        expected = info.get("expected_tags", "")
+        if kind == "union_tag_not_found":
+            return ServecapError(field, value, f"needs a 'kind' (one of {expected})")
+        return ServecapError(field + ".kind", info.get("tag"), f"unknown kind; expected one of {expected}")
+    if kind == "missing":
+        return ServecapError(field, None, "is required")
+    if kind == "finite_number":
+        msg = "must be a finite number (not NaN or infinity)"
+    msg = msg.removeprefix("Value error, ")
+    return ServecapError(field, "{...}" if isinstance(value, dict) else value, msg)
+
+
+def _path(prefix: str, loc: list[str], brackets: bool) -> str:
+    if brackets:
+        text = prefix + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc)
+        return text.lstrip(".") or "input"
+    return ".".join(part for part in (prefix, *loc) if part) or "input"

@@ -50,12 +50,12 @@ def test_bad_fields(tmp_path: Path, change: dict[str, Any], field: str) -> None:
 
 
 def test_malformed_json(tmp_path: Path) -> None:
-    with pytest.raises(ServecapError, match=r"malformed config\.json"):
+    with pytest.raises(ServecapError, match=r"malformed JSON"):
         resolve_model(_write(tmp_path, "{not json"))
 
 
 def test_missing_file() -> None:
-    with pytest.raises(ServecapError, match=r"no such config\.json"):
+    with pytest.raises(ServecapError, match=r"no such file"):
         resolve_model("/nonexistent/dir/config.json")
 
 

@@ -59,7 +59,7 @@ def test_output_file_and_warnings(
     ("args", "message"),
     [
         (["export", "ray-srve", "f.yaml"], "error: target='ray-srve': unknown export target; one of "),
-        (["export", "keda", "missing.yaml"], "error: file='missing.yaml': cannot be read"),
+        (["export", "keda", "missing.yaml"], "error: file='missing.yaml': no such file"),
         (["export", "keda", "{plan_no_gpu}"], "error: plan.gpu=None: is required"),
         (["export", "keda", "{plan_bad_tp}"], "error: plan.tp='2': must be an integer"),
         (["export", "keda", "{bad_fleet}"], "error: fleet.pools[0]='gpuu': unknown key (did you mean: gpu, "),

@@ -13,14 +13,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from servecap.errors import ServecapError, did_you_mean
+from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
 from servecap.fleet.gateway_stage import check_pool_names
 from servecap.fleet.spec import INSTANT
@@ -196,18 +195,7 @@ def fleet_from_dict(raw: dict[str, Any]) -> FleetFile:
     try:
         return FleetFile.model_validate(raw)
     except ValidationError as err:
-        e = next((x for x in err.errors() if x["type"] == "extra_forbidden"), err.errors()[0])
-        loc = [str(p) for p in e["loc"] if not str(p).startswith("function-")]
-        field = "fleet" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc)
-        if e["type"] == "extra_forbidden":
-            parent = "fleet" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[:-1])
-            allowed = _allowed_keys(loc[:-1])
-            key = loc[-1] if loc else ""
-            return _raise(parent, key, "unknown key" + did_you_mean(key, allowed) + f"; allowed: {', '.join(allowed)}")
-        if e["type"] == "missing":
-            return _raise(field, None, "is required")
-        value = e.get("input")
-        return _raise(field, "{...}" if isinstance(value, dict) else value, e["msg"])
+        raise from_validation_error(err, "fleet", allowed_keys=_allowed_keys, brackets=True) from None
 
 
 def _allowed_keys(loc: list[str]) -> list[str]:
@@ -232,32 +220,11 @@ def _allowed_keys(loc: list[str]) -> list[str]:
     return sorted(model.model_fields)
 
 
-def _raise(field: str, value: object, msg: str) -> FleetFile:
-    raise ServecapError(field, value, msg)
-
-
 def load_fleet_file(path: Path | str) -> FleetFile:
     """Read a ``.yaml``/``.yml``/``.json`` fleet file."""
-    path = Path(path)
-    if not path.exists():
-        raise ServecapError("fleet", str(path), "no such file")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
+    from servecap.files import load_document
 
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise ServecapError("fleet", str(path), "malformed YAML") from None
-    elif path.suffix.lower() == ".json":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ServecapError("fleet", str(path), f"malformed JSON: {err.msg} at line {err.lineno}") from None
-    else:
-        raise ServecapError("fleet", str(path), "must be a .yaml, .yml or .json file")
-    if not isinstance(raw, dict):
-        raise ServecapError("fleet", str(path), "must contain one mapping (key: value) at the top")
+    raw = load_document(path, "fleet")
     return fleet_from_dict(raw)
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet
-from servecap.errors import ServecapError, did_you_mean
+from servecap.errors import from_validation_error
 from servecap.fleet import FleetSpec
 from servecap.fleet.plan_window import Window
 from servecap.progress import Progress, ProgressFn
@@ -123,51 +123,19 @@ def plan_request_from_dict(raw: dict[str, Any]) -> FleetPlanRequest:
     try:
         return FleetPlanRequest.model_validate(raw)
     except ValidationError as err:
-        e = next((x for x in err.errors() if x["type"] == "extra_forbidden"), err.errors()[0])
-        loc = [str(p) for p in e["loc"] if not str(p).startswith("function-")]
-        field = "plan" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc)
-        if e["type"] == "extra_forbidden":
-            return _fail(field, None, "unknown key" + did_you_mean(loc[-1] if loc else "", _KEYS))
-        if e["type"] == "missing":
-            return _fail(field, None, "is required")
-        value = e.get("input")
-        return _fail(field, "{...}" if isinstance(value, dict) else value, e["msg"])
+        raise from_validation_error(err, "plan", allowed_keys=lambda _loc: _KEYS, brackets=True) from None
 
 
 def load_plan_file(path: Path | str) -> dict[str, Any]:
     """Read a ``.yaml``/``.yml``/``.json`` plan file into a mapping (validated by
     :func:`plan_request_from_dict`)."""
-    import json
+    from servecap.files import load_document
 
-    path = Path(path)
-    if not path.exists():
-        raise ServecapError("plan", str(path), "no such file")
-    text = path.read_text(encoding="utf-8")
-    suffix = path.suffix.lower()
-    if suffix in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise ServecapError("plan", str(path), "malformed YAML") from None
-    elif suffix == ".json":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ServecapError("plan", str(path), f"malformed JSON: {err.msg} at line {err.lineno}") from None
-    else:
-        raise ServecapError("plan", str(path), "must be a .yaml, .yml or .json file")
-    if not isinstance(raw, dict):
-        raise ServecapError("plan", str(path), "must contain one mapping (key: value) at the top")
+    raw: dict[str, Any] = load_document(path, "plan")
     return raw
 
 
 _KEYS = sorted({*FleetPlanRequest.model_fields, *TrafficModel.model_fields, *CandidateModel.model_fields})
-
-
-def _fail(field: str, value: object, msg: str) -> FleetPlanRequest:
-    raise ServecapError(field, value, msg)
 
 
 # ---- the response ------------------------------------------------------------------------------

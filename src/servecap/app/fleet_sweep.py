@@ -80,17 +80,9 @@ MAX_POINTS = 10_000
 
 
 def load_sweep_file(path: Path | str) -> SweepFile:
-    import yaml
+    from servecap.files import load_document
 
-    path = Path(path)
-    if not path.exists():
-        raise ServecapError("sweep", str(path), "no such file")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError:
-        raise ServecapError("sweep", str(path), "malformed YAML") from None
-    if not isinstance(raw, dict):
-        raise ServecapError("sweep", str(path), "must contain one mapping (key: value) at the top")
+    raw = load_document(path, "sweep", fmt="yaml")  # JSON is YAML too
     return sweep_from_dict(raw)
 
 
@@ -104,17 +96,10 @@ def sweep_from_dict(raw: dict[str, Any]) -> SweepFile:
 def _mapping(value: dict[str, Any] | str, field: str, base_dir: Path | None) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
-    import yaml
+    from servecap.files import load_document
 
     path = Path(value) if base_dir is None or Path(value).is_absolute() else base_dir / value
-    if not path.exists():
-        raise ServecapError(field, value, "no such file")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML too
-    except yaml.YAMLError:
-        raise ServecapError(field, value, "malformed YAML/JSON") from None
-    if not isinstance(raw, dict):
-        raise ServecapError(field, value, "must contain one mapping at the top")
+    raw: dict[str, Any] = load_document(path, field, fmt="yaml")  # JSON is YAML too
     return raw
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from servecap.catalog.names import normalize_name
-from servecap.errors import ServecapError, did_you_mean
+from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.specs.gpu import GpuSpec
 
 _SPEC_KEYS = (
@@ -61,14 +61,9 @@ def _validated_rows(data: dict[str, Any], where: str) -> list[dict[str, Any]]:
         try:
             rows.append(GpuRow.model_validate(table).model_dump())
         except ValidationError as err:
-            # a misspelt key also shows up as a missing one: report the misspelling first
-            first = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            value = None if first["type"] == "missing" else first.get("input")
-            msg = first["msg"]
-            if first["type"] == "extra_forbidden":
-                msg = "unknown key" + did_you_mean(str(first["loc"][-1]), GpuRow.model_fields)
-            raise ServecapError(f"{where}.gpu[{i}].{loc}", value, msg) from None
+            raise from_validation_error(
+                err, f"{where}.gpu[{i}]", allowed_keys=lambda _loc: GpuRow.model_fields
+            ) from None
     return rows
 
 
@@ -81,12 +76,9 @@ def builtin_gpu_tables() -> list[dict[str, Any]]:
 
 def load_gpu_file(path: Path) -> list[GpuSpec]:
     """Read a user's GPU TOML file (same schema as the built-in catalog)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ServecapError("gpu_file", str(path), "no such file") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ServecapError("gpu_file", str(path), f"malformed TOML: {err}") from None
+    from servecap.files import load_document
+
+    data = load_document(path, "gpu_file", fmt="toml")
     return [gpu_spec_from_row(row) for row in _validated_rows(data, path.name)]
 
 

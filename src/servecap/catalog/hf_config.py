@@ -59,19 +59,10 @@ _MULTIMODAL_KEEP = ("tie_word_embeddings", "torch_dtype", "dtype", "quantization
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
-    """Read and JSON-decode a config file, with one-line errors for unreadable/malformed files."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ServecapError("model", str(path), "no such config.json file") from None
-    except OSError as err:
-        raise ServecapError("model", str(path), f"cannot read file: {err.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ServecapError("model", str(path), f"malformed config.json: {err.msg} at line {err.lineno}") from None
-    if not isinstance(data, dict):
-        raise ServecapError("model", str(path), "config.json must hold a JSON object")
+    """Read and JSON-decode a config file through the one bounded loader (:mod:`servecap.files`)."""
+    from servecap.files import load_document
+
+    data: dict[str, Any] = load_document(path, "model", fmt="json")
     return data
 
 

@@ -11,31 +11,34 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class GpuRow(BaseModel):
-    """One ``[[gpu]]`` table. Unknown keys are rejected, so typos in a user's file surface."""
+    """One ``[[gpu]]`` table. Unknown keys are rejected, so typos in a user's file surface; numbers
+    must be numbers (``strict``: a memory size given as a string is refused), finite, and inside
+    the range any accelerator has (a near-zero bandwidth or TFLOPS is a typo in units, and would
+    make every step time absurd)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
-    id: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    vendor: str = Field(min_length=1)
-    aliases: list[str] = []
-    memory_gb: float = Field(gt=0, le=10_000)
-    memory_bytes: int | None = Field(default=None, gt=0)
-    memory_gib_reported: float | None = Field(default=None, gt=0, le=10_000)
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200)
+    vendor: str = Field(min_length=1, max_length=200)
+    aliases: list[str] = Field(default=[], max_length=100)
+    memory_gb: float = Field(ge=0.5, le=10_000)
+    memory_bytes: int | None = Field(default=None, ge=500_000_000, le=10_000 * 10**9)
+    memory_gib_reported: float | None = Field(default=None, ge=0.5, le=10_000)
     memory_type: str | None = None
-    hbm_bandwidth_tb_s: float = Field(gt=0, le=1_000)
-    bf16_dense_tflops: float | None = Field(default=None, gt=0, le=1_000_000)
-    fp8_dense_tflops: float | None = Field(default=None, gt=0)
-    int8_dense_tops: float | None = Field(default=None, gt=0)
-    fp4_dense_tflops: float | None = Field(default=None, gt=0)
-    interconnect: str = "PCIe"
-    interconnect_gb_s: float | None = Field(default=None, gt=0)
-    host_link_gb_s: float | None = Field(default=None, gt=0)
-    tdp_w: float | None = Field(default=None, gt=0)
-    rent_usd_per_hour: float | None = Field(default=None, gt=0)
+    hbm_bandwidth_tb_s: float = Field(ge=0.01, le=1_000)
+    bf16_dense_tflops: float | None = Field(default=None, ge=0.1, le=1_000_000)
+    fp8_dense_tflops: float | None = Field(default=None, ge=0.1, le=1_000_000)
+    int8_dense_tops: float | None = Field(default=None, ge=0.1, le=1_000_000)
+    fp4_dense_tflops: float | None = Field(default=None, ge=0.1, le=1_000_000)
+    interconnect: str = Field(default="PCIe", max_length=200)
+    interconnect_gb_s: float | None = Field(default=None, ge=0.1, le=1_000_000)
+    host_link_gb_s: float | None = Field(default=None, ge=0.1, le=1_000_000)
+    tdp_w: float | None = Field(default=None, gt=0, le=100_000)
+    rent_usd_per_hour: float | None = Field(default=None, gt=0, le=100_000)
     rent_source: str | None = None
     rent_date: str | None = None
-    purchase_usd: float | None = Field(default=None, gt=0)
+    purchase_usd: float | None = Field(default=None, gt=0, le=100_000_000)
     purchase_source: str | None = None
     purchase_date: str | None = None
     sources: list[str] = []

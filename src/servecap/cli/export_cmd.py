@@ -23,17 +23,13 @@ def _thresholds(
     tpot_slo_ms: float | None,
 ) -> tuple[Any, str]:
     from servecap.cli.inputs import request_shape, slo_from_ms
-    from servecap.errors import ServecapError
     from servecap.monitor.thresholds import thresholds_from_plan
 
     slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
     if plan_file is not None:
-        try:
-            data = json.loads(plan_file.read_text())
-        except (OSError, ValueError) as err:
-            raise ServecapError("plan_file", str(plan_file), f"cannot be read as JSON ({err})") from err
-        if not isinstance(data, dict):
-            raise ServecapError("plan_file", str(plan_file), "is not a `servecap plan --json` object")
+        from servecap.files import load_document
+
+        data = load_document(plan_file, "plan_file", fmt="json")
         source = str(plan_file)
     else:
         from servecap.core.plan import plan

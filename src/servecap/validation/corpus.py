@@ -8,7 +8,6 @@ byte of the SHA-256 of its full id is odd (about half, stable across machines an
 from __future__ import annotations
 
 import hashlib
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from servecap.errors import ServecapError, did_you_mean
+from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.validation.schema import CorpusFile, EngineLimits, Row, Source
 
 Split = Literal["train", "test", "all"]
@@ -58,18 +57,13 @@ def data_files() -> list[Path]:
 
 def load_file(path: Path) -> CorpusFile:
     """One corpus file; errors name the file, the field and the value in one line."""
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ServecapError("corpus", str(path), "no such file") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ServecapError("corpus", path.name, f"malformed TOML: {err}") from None
+    from servecap.files import load_document
+
+    raw = load_document(path, "corpus", fmt="toml")
     try:
         return CorpusFile.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ServecapError(f"{path.name}:{loc}", first.get("input"), first["msg"]) from None
+        raise from_validation_error(err, path.name) from None
 
 
 def load_corpus(paths: list[Path] | None = None) -> list[CorpusRow]:

@@ -7,13 +7,13 @@ and the value, with "did you mean" for misspelt keys.
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from servecap.errors import ServecapError, did_you_mean
+from servecap.errors import ServecapError, did_you_mean, from_validation_error
+from servecap.files import MAX_DATA_BYTES, load_document, parse_document, read_text
 from servecap.workload.spec import WorkloadSpec
 
 ARRIVAL_KINDS = ("constant", "poisson", "gamma", "diurnal")
@@ -24,28 +24,7 @@ def load_workload(path: Path | str) -> WorkloadSpec:
     empirical distribution) are resolved against the file's folder, and empirical files are
     read into ``values``."""
     path = Path(path)
-    if not path.exists():
-        raise ServecapError("workload", str(path), "no such file")
-    text = path.read_text(encoding="utf-8")
-    raw: Any
-    if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ServecapError("workload", str(path), f"malformed YAML{where}") from None
-    elif path.suffix.lower() == ".json":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ServecapError("workload", str(path), f"malformed JSON: {err.msg} at line {err.lineno}") from None
-    else:
-        raise ServecapError("workload", str(path), "must be a .yaml, .yml or .json file")
-    if not isinstance(raw, dict):
-        raise ServecapError("workload", str(path), "must contain one mapping (key: value) at the top")
+    raw: Any = load_document(path, "workload")
     raw = _resolve_files(raw, path.parent)
     return workload_from_dict(raw)
 
@@ -128,13 +107,11 @@ def _resolve_files(raw: Any, base: Path) -> Any:
 
 def read_numbers(path: Path, column: str | None = None) -> list[float]:
     """Numbers from a file: a JSON list, a CSV (``column`` or the first), or one per line."""
-    if not path.exists():
-        raise ServecapError("empirical.path", str(path), "no such file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "empirical.path", max_bytes=MAX_DATA_BYTES)
     values: list[float] = []
     try:
         if path.suffix.lower() == ".json":
-            data = json.loads(text)
+            data = parse_document(text, "json", "empirical.path", str(path))
             if not isinstance(data, list):
                 raise ServecapError("empirical.path", str(path), "a JSON file must hold a list of numbers")
             values = [float(v) for v in data]
@@ -155,38 +132,7 @@ def read_numbers(path: Path, column: str | None = None) -> list[float]:
 
 
 def _to_error(err: ValidationError, raw: dict[str, Any]) -> ServecapError:
-    errors = err.errors()
-    # an unknown key usually explains the rest ("rate" given, "rate_per_s" missing): report it
-    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = [str(p) for p in first["loc"]]
-    # drop pydantic's union-tag segments ("poisson", "function-after[...]") from the path
-    clean = [p for p in loc if not p.startswith("function-") and p not in _TAGS]
-    field = "workload" + ("." + ".".join(clean) if clean else "")
-    kind = first["type"]
-    value = first.get("input")
-    msg = first["msg"]
-    if kind == "extra_forbidden":
-        allowed = _allowed_keys(raw, clean[:-1])
-        key = clean[-1] if clean else ""
-        msg = (
-            "unknown key" + did_you_mean(key, allowed) + (f"; allowed: {', '.join(sorted(allowed))}" if allowed else "")
-        )
-        value = key
-        field = "workload" + ("." + ".".join(clean[:-1]) if len(clean) > 1 else "")
-        return ServecapError(field, value, msg)
-    if kind == "union_tag_invalid" or kind == "union_tag_not_found":
-        ctx = first.get("ctx", {})
-        expected = ctx.get("expected_tags", "")
-        if kind == "union_tag_not_found":
-            return ServecapError(field, value, f"needs a 'kind' (one of {expected})")
-        return ServecapError(field + ".kind", ctx.get("tag"), f"unknown kind; expected one of {expected}")
-    if kind == "missing":
-        return ServecapError(field, None, "is required")
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    if isinstance(value, dict):
-        value = "{...}"
-    return ServecapError(field, value, msg)
+    return from_validation_error(err, "workload", allowed_keys=lambda loc: _allowed_keys(raw, loc), skip=_TAGS)
 
 
 _TAGS = {

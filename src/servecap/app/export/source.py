@@ -10,7 +10,6 @@ it: every exported file names them in its header.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any, Literal
 
 from servecap import __version__
 from servecap.errors import ServecapError
+from servecap.files import decode_text, format_of, parse_document, read_bytes
 from servecap.policy.autoscalers import AutoscalerSettings
 from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
 
@@ -101,10 +101,7 @@ def load_source(path: Path | str, *, replicas: int | None = None) -> ExportInput
     """Read ``path``: a ``.json`` holding a ``servecap plan --json`` object, or a fleet file
     (``.yaml``/``.yml``/``.json`` with ``pools``). ``replicas`` sets a plan's replica count."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ServecapError("file", str(path), f"cannot be read ({err.strerror or err})") from None
+    data = read_bytes(path, "file")
     source_kind: Literal["fleet file", "plan"] = "fleet file"
     raw = _parse(path, data)
     if isinstance(raw.get("schema"), str) and raw["schema"].startswith(PLAN_SCHEMA_PREFIX):
@@ -122,23 +119,8 @@ def load_source(path: Path | str, *, replicas: int | None = None) -> ExportInput
 
 
 def _parse(path: Path, data: bytes) -> dict[str, Any]:
-    text = data.decode("utf-8", errors="replace")
-    if path.suffix.lower() == ".json":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ServecapError("file", str(path), f"malformed JSON: {err.msg} at line {err.lineno}") from None
-    elif path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise ServecapError("file", str(path), "malformed YAML") from None
-    else:
-        raise ServecapError("file", str(path), "must be a fleet file (.yaml, .yml, .json) or a plan (.json)")
-    if not isinstance(raw, dict):
-        raise ServecapError("file", str(path), "must contain one mapping (key: value) at the top")
+    fmt = format_of(path, "file", ("json", "yaml"))
+    raw: dict[str, Any] = parse_document(decode_text(data, "file", str(path)), fmt, "file", str(path), mapping=True)
     return raw
 
 
