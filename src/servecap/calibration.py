@@ -27,7 +27,7 @@ SCHEMA: Literal["servecap.calibration/1"] = "servecap.calibration/1"
 
 
 class Coefficients(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
     bandwidth_efficiency: float = Field(gt=0, le=1.5)
     compute_efficiency: float = Field(gt=0, le=1.5)
@@ -40,7 +40,7 @@ class Coefficients(BaseModel):
 
 
 class FitSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
     runs: list[str] = []
     num_samples: int = Field(default=0, ge=0)
@@ -49,7 +49,7 @@ class FitSummary(BaseModel):
 
 
 class CalibrationFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
     schema_: Literal["servecap.calibration/1"] = Field(default=SCHEMA, alias="schema")
     model: str

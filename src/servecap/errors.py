@@ -17,7 +17,7 @@ class ServecapError(Exception):
         self.field = field
         self.value = value
         self.problem = problem
-        super().__init__(f"{field}={_show(value)}: {problem}")
+        super().__init__(f"{_one_line(field)}={_show(value)}: {_one_line(problem)}")
 
     def __reduce__(self) -> tuple[type[ServecapError], tuple[str, object, str]]:
         """Picklable with its own fields (the server computes plans in worker processes)."""
@@ -28,8 +28,12 @@ class InfeasibleError(ServecapError):
     """The deployment cannot run: a memory or shape constraint fails (says which number)."""
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) if "\n" in text or "\r" in text else text
+
+
 def _show(value: object) -> str:
-    text = repr(value) if isinstance(value, str) else str(value)
+    text = repr(value) if isinstance(value, str) else _one_line(str(value))
     return text if len(text) <= 120 else text[:117] + "..."
 
 

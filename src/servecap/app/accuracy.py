@@ -49,7 +49,7 @@ METRICS: tuple[tuple[str, str | None], ...] = (
 
 
 class AccuracyRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
     run: str  # a run id, a unique prefix, or "last"
     db: Path | None = None

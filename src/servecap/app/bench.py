@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 
 class SloModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
     ttft_s: float | None = Field(default=None, gt=0)
     tpot_s: float | None = Field(default=None, gt=0)
@@ -44,7 +44,7 @@ class SloModel(BaseModel):
 class BenchStep(BaseModel):
     """One run of a sweep: its workload, and the rate or concurrency that names it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
     workload: WorkloadSpec
     rate: float | None = None
@@ -52,7 +52,7 @@ class BenchStep(BaseModel):
 
 
 class BenchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
     url: str
     model: str | None = None  # None: the server's first /v1/models entry

@@ -17,7 +17,7 @@ from servecap.errors import ServecapError
 
 
 class CalibrateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
     runs: list[str] = Field(min_length=1)  # run ids, unique prefixes or "last", of one deployment
     output: Path = Path("calibration.json")

@@ -19,7 +19,7 @@ from servecap.errors import ServecapError, from_validation_error
 
 
 class CompareRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
     model: str = DEFAULT_MODEL
     gpus: list[str] | None = None  # None: every catalog GPU (and the gpu_file's), priced or not

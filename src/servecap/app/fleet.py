@@ -37,6 +37,14 @@ if TYPE_CHECKING:
 
 
 class _Model(BaseModel):
+    """An input's model: unknown keys and non-finite numbers (NaN, infinity) refused."""
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
+
+
+class _Out(BaseModel):
+    """A response's model (a computed figure may be infinite)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -357,7 +365,7 @@ class FleetSimulateRequest(_Model):
     seed: int = 0
 
 
-class ReplicaOut(_Model):
+class ReplicaOut(_Out):
     replica_id: int
     pool: str
     state: str
@@ -371,7 +379,7 @@ class ReplicaOut(_Model):
     billed_s: float
 
 
-class FleetSimulateResponse(_Model):
+class FleetSimulateResponse(_Out):
     summary: dict[str, Any]
     by_tenant: dict[str, dict[str, Any]]
     by_class: dict[str, dict[str, Any]]
@@ -391,7 +399,7 @@ class FleetSimulateResponse(_Model):
     gateway: GatewayOut | None = None  # with a gateway: section
 
 
-class GatewayOut(_Model):
+class GatewayOut(_Out):
     """The gateway's counts: one outcome per request (``outcomes_by_tenant``; their sum per
     tenant is its ``arrivals``), the decisions on the way, the external providers' share, and
     the latency summary of the requests a pool served (cache hits left out)."""

@@ -52,6 +52,14 @@ DEFAULT_WORKLOAD: dict[str, Any] = {
 
 
 class _Model(BaseModel):
+    """An input's model: unknown keys and non-finite numbers (NaN, infinity) refused."""
+
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
+
+
+class _Out(BaseModel):
+    """A response's model (a computed figure may be infinite)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -141,7 +149,7 @@ _KEYS = sorted({*FleetPlanRequest.model_fields, *TrafficModel.model_fields, *Can
 # ---- the response ------------------------------------------------------------------------------
 
 
-class TargetOut(_Model):
+class TargetOut(_Out):
     group: str
     target: str  # "p99 TTFT <= 1,000 ms"
     metric: str
@@ -152,7 +160,7 @@ class TargetOut(_Model):
     met: bool
 
 
-class FleetEval(_Model):
+class FleetEval(_Out):
     """One simulated fleet on one window."""
 
     candidate: str
@@ -168,7 +176,7 @@ class FleetEval(_Model):
     seed: int
 
 
-class CandidateOut(_Model):
+class CandidateOut(_Out):
     name: str
     model: str
     gpu: str
@@ -186,7 +194,7 @@ class CandidateOut(_Model):
     note: str = ""
 
 
-class AutoscalerOut(_Model):
+class AutoscalerOut(_Out):
     preset: str
     signal: str
     target: float
@@ -205,7 +213,7 @@ class AutoscalerOut(_Model):
     simulations: int
 
 
-class LeverOut(_Model):
+class LeverOut(_Out):
     name: str
     change: str
     replicas: int | None
@@ -217,7 +225,7 @@ class LeverOut(_Model):
     note: str = ""
 
 
-class FleetPlanResponse(_Model):
+class FleetPlanResponse(_Out):
     model: str
     router: str
     peak_rps: float

@@ -38,7 +38,7 @@ from servecap.results import RecordColumns, RequestRecord, RunSummary, records_f
 
 
 class SweepFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
     fleet: dict[str, Any] | str
     workload: dict[str, Any] | str

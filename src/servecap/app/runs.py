@@ -60,9 +60,18 @@ def _info(run: StoredRun) -> dict[str, Any]:
 
 
 def list_runs(req: ListRunsRequest) -> tuple[str, RunList]:
-    """The store's path and its runs, newest first."""
+    """The store's path and its runs, newest first (a damaged row is skipped)."""
+    path, rows, _damaged = list_runs_checked(req)
+    return path, rows
+
+
+def list_runs_checked(req: ListRunsRequest) -> tuple[str, RunList, list[str]]:
+    """The store's path, its readable runs newest first, and one line per damaged row
+    (``run <id>: <problem>``) for the interface to report."""
     store = RunStore(req.db)
-    return str(store.path), RunList([RunInfo(**_info(r)) for r in store.list_runs(req.limit, req.kind)])
+    runs, damaged = store.list_runs_checked(req.limit, req.kind)
+    notes = [f"run {rid} is damaged and skipped: {problem}" for rid, problem in damaged]
+    return str(store.path), RunList([RunInfo(**_info(r)) for r in runs]), notes
 
 
 def show_run(run: str, db: Path | None = None) -> RunDetail:

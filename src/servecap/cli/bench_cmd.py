@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from servecap.cli.numbers import FINITE, FiniteRange
 from servecap.cli.options import (
     PATH,
     DeploymentFlags,
@@ -54,18 +55,18 @@ def _floats(field: str, text: str | None) -> list[float | None]:
 )
 @request_stream_options
 @click.option("--num-requests", type=click.INT, default=None, help="Requests to send.")
-@click.option("--duration-s", type=click.FLOAT, default=None, help="Stop starting requests after this many seconds.")
+@click.option("--duration-s", type=FINITE, default=None, help="Stop starting requests after this many seconds.")
 @click.option("--users", type=click.INT, default=None, help="Closed loop: chat users.")
-@click.option("--think-time-s", type=click.FLOAT, default=None, help="Chat users' think time.")
+@click.option("--think-time-s", type=FINITE, default=None, help="Chat users' think time.")
 @click.option("--concurrency", type=click.STRING, default=None, help="Closed loop with N workers; a comma list sweeps.")
 @click.option("--seed", type=click.INT, default=0, help="Workload RNG seed (same stream as simulate).")
 @click.option("--endpoint", type=click.STRING, default="completions", help="completions|chat.")
 @click.option(
-    "--warmup-s", type=click.FLOAT, default=0.0, help="Exclude requests scheduled in the first N s from the summary."
+    "--warmup-s", type=FINITE, default=0.0, help="Exclude requests scheduled in the first N s from the summary."
 )
-@click.option("--cooldown-s", type=click.FLOAT, default=0.0, help="Exclude requests scheduled in the last N s.")
-@click.option("--timeout-s", type=click.FLOAT, default=600.0, help="Total deadline per request.")
-@click.option("--stall-timeout-s", type=click.FLOAT, default=60.0, help="Timeout when no bytes arrive for this long.")
+@click.option("--cooldown-s", type=FINITE, default=0.0, help="Exclude requests scheduled in the last N s.")
+@click.option("--timeout-s", type=FINITE, default=600.0, help="Total deadline per request.")
+@click.option("--stall-timeout-s", type=FINITE, default=60.0, help="Timeout when no bytes arrive for this long.")
 @slo_options(None, None, "for goodput")
 @click.option("--label", type=click.STRING, default="", help="A note stored with the run.")
 @db_option
@@ -94,7 +95,7 @@ def _floats(field: str, text: str | None) -> list[float | None]:
 )
 @click.option(
     "--max-error-fraction",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteRange(0.0, 1.0),
     default=0.1,
     help="Exit non-zero (and stop a sweep) when more than this share of a run's requests fail.",
 )

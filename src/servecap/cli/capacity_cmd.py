@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from servecap.cli.numbers import FINITE
 from servecap.cli.options import (
     DeploymentFlags,
     StreamFlags,
@@ -40,7 +41,7 @@ SEARCH = 0.0  # --users / --rate given without a value: search on that axis, no 
     "--users",
     "-u",
     "users",
-    type=click.FLOAT,
+    type=FINITE,
     default=None,
     is_flag=False,
     flag_value=SEARCH,
@@ -51,7 +52,7 @@ SEARCH = 0.0  # --users / --rate given without a value: search on that axis, no 
     "--rate",
     "-r",
     "rate",
-    type=click.FLOAT,
+    type=FINITE,
     default=None,
     is_flag=False,
     flag_value=SEARCH,

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from servecap.cli import options as o
+from servecap.cli.numbers import FINITE
 
 
 def _list(text: str | None) -> list[str] | None:
@@ -23,7 +24,7 @@ def _list(text: str | None) -> list[str] | None:
 @o.max_model_len_option
 @click.option("--prompt-tokens", "-p", type=click.INT, default=1024, help="Typical prompt length.")
 @click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length.")
-@click.option("--duty-cycle", type=click.FLOAT, default=0.2, help="Share of a user's session spent generating.")
+@click.option("--duty-cycle", type=FINITE, default=0.2, help="Share of a user's session spent generating.")
 @o.slo_options(None, None, "steady-state mean; default: the interactive SLO, 2000 ms / 100 ms")
 @click.option(
     "--price-per-hour",

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from servecap.cli.numbers import FINITE
 from servecap.cli.options import DeploymentFlags, calibration_option, deployment_options
 
 
@@ -119,8 +120,8 @@ def _run_replicas(replicas: list[_Replica]) -> None:
     default=None,
     help="Reject (503) beyond this many waiting requests.",
 )
-@click.option("--fixed-ttft-s", type=click.FLOAT, default=None, help="Reference mode: fixed TTFT, no engine model.")
-@click.option("--fixed-itl-s", type=click.FLOAT, default=None, help="Reference mode: fixed inter-token latency.")
+@click.option("--fixed-ttft-s", type=FINITE, default=None, help="Reference mode: fixed TTFT, no engine model.")
+@click.option("--fixed-itl-s", type=FINITE, default=None, help="Reference mode: fixed inter-token latency.")
 @click.option("--host", type=click.STRING, default="127.0.0.1", help="Bind address.")
 @click.option("--port", type=click.INT, default=8000, help="Port (the first replica's with --replicas).")
 @click.option(

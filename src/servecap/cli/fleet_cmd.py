@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from servecap.cli.numbers import FINITE, FiniteRange
 from servecap.cli.options import (
     PATH,
     DeploymentFlags,
@@ -50,19 +51,19 @@ def fleet_group() -> None:
 )
 @click.option(
     "--price-per-gpu-hour",
-    type=click.FloatRange(min=0),
+    type=FiniteRange(min=0),
     default=None,
     help="$ per GPU-hour (default: the GPU catalog's rent price).",
 )
 @click.option("--router", type=click.Choice(list(ROUTERS)), default=None, help="Routing policy (default round-robin).")
 @click.option(
     "--scrape-interval-ms",
-    type=click.FloatRange(min=0),
+    type=FiniteRange(min=0),
     default=None,
     help="The router reads replica gauges as last scraped this often (0: exact).",
 )
 @workload_option
-@click.option("--rate", "-r", type=click.FLOAT, default=None, help="Open loop: requests per second.")
+@click.option("--rate", "-r", type=FINITE, default=None, help="Open loop: requests per second.")
 @click.option("--users", "-u", type=click.INT, default=None, help="Closed loop: number of chat users.")
 @think_time_option
 @stream_options

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from servecap.cli.numbers import FINITE
 from servecap.cli.options import PATH, json_option, slo_options
 from servecap.policy.routers import ROUTERS
 
@@ -34,19 +35,19 @@ def _ms(x: float | None) -> str:
 @click.option("--weights-dtype", "-w", type=click.STRING, default=None, help="auto|bf16|fp16|fp8|int8|int4|...")
 @click.option("--kv-cache-dtype", "-k", type=click.STRING, default="auto", help="auto|bf16|fp16|fp8.")
 @click.option("--max-model-len", "-l", type=click.INT, default=None, help="Context length (default: the model's).")
-@click.option("--peak-rps", type=click.FLOAT, default=None, help="Peak requests per second.")
+@click.option("--peak-rps", type=FINITE, default=None, help="Peak requests per second.")
 @click.option(
     "--peak-users", type=click.INT, default=None, help="Peak users (one request each per --request-interval-s)."
 )
 @click.option(
     "--request-interval-s",
-    type=click.FLOAT,
+    type=FINITE,
     default=None,
     help="Mean seconds between a user's requests (reading, typing, the answer; default 30).",
 )
 @click.option("--workload", type=PATH, default=None, help="Workload file: lengths, tenants/classes, a daily curve.")
-@click.option("--slo-ttft-p99-s", type=click.FLOAT, default=None, help="p99 time to first token target (s).")
-@click.option("--slo-tpot-p99-s", type=click.FLOAT, default=None, help="p99 time per output token target (s).")
+@click.option("--slo-ttft-p99-s", type=FINITE, default=None, help="p99 time to first token target (s).")
+@click.option("--slo-tpot-p99-s", type=FINITE, default=None, help="p99 time per output token target (s).")
 @slo_options(None, None, "checked at p99, as capacity")
 @click.option(
     "--router", type=click.Choice(list(ROUTERS)), default=None, help="Routing policy (default least-outstanding)."

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from servecap.cli import options as o
+from servecap.cli.numbers import FINITE
 
 if TYPE_CHECKING:
     from servecap.app.monitor import MonitorReport
@@ -84,13 +85,11 @@ def render(r: MonitorReport) -> Any:
 
 @click.command("monitor")
 @click.argument("urls", nargs=-1, required=True)
-@click.option("--interval-s", type=click.FLOAT, default=2.0, help="Seconds between scrapes.")
-@click.option("--window-s", type=click.FLOAT, default=60.0, help="Window for rates and percentiles (seconds).")
-@click.option(
-    "--duration-s", type=click.FLOAT, default=None, help="Stop after this many seconds (default: until Ctrl-C)."
-)
+@click.option("--interval-s", type=FINITE, default=2.0, help="Seconds between scrapes.")
+@click.option("--window-s", type=FINITE, default=60.0, help="Window for rates and percentiles (seconds).")
+@click.option("--duration-s", type=FINITE, default=None, help="Stop after this many seconds (default: until Ctrl-C).")
 @click.option("--once", is_flag=True, default=False, help="Two scrapes one interval apart, print, exit.")
-@click.option("--timeout-s", type=click.FLOAT, default=2.0, help="Per-scrape timeout (seconds).")
+@click.option("--timeout-s", type=FINITE, default=2.0, help="Per-scrape timeout (seconds).")
 @o.deployment_options
 @click.option("--prompt-tokens", "-p", type=click.INT, default=1024, help="Typical prompt length (capacity).")
 @click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length (capacity).")

@@ -27,6 +27,7 @@ from servecap.app.flags import (
     efficiency_from_file,
     resolve_parallelism,
 )
+from servecap.cli.numbers import FINITE
 
 if TYPE_CHECKING:
     from servecap.specs.deployment import Deployment
@@ -83,14 +84,14 @@ json_option = click.option(
 def slo_options(ttft_default_ms: float | None, tpot_default_ms: float | None, what: str) -> Callable[[F], F]:
     """``--ttft-slo-ms`` / ``--tpot-slo-ms``: the same two flags, in milliseconds, on every command."""
     return stack(
-        click.option("--ttft-slo-ms", type=click.FLOAT, default=ttft_default_ms, help=f"TTFT SLO in ms ({what})."),
-        click.option("--tpot-slo-ms", type=click.FLOAT, default=tpot_default_ms, help=f"TPOT SLO in ms ({what})."),
+        click.option("--ttft-slo-ms", type=FINITE, default=ttft_default_ms, help=f"TTFT SLO in ms ({what})."),
+        click.option("--tpot-slo-ms", type=FINITE, default=tpot_default_ms, help=f"TPOT SLO in ms ({what})."),
     )
 
 
 think_time_option = click.option(
     "--think-time-s",
-    type=click.FLOAT,
+    type=FINITE,
     default=None,
     help="Mean think time between a user's turns in seconds (closed loop; simulate/capacity default 30).",
 )
@@ -120,7 +121,7 @@ _HARDWARE: Sequence[Decorator] = (
     click.option("--kv-cache-dtype", "-k", type=click.STRING, default="auto", help="auto|bf16|fp16|fp8."),
     max_model_len_option,
     click.option(
-        "--gpu-memory-utilization", type=click.FLOAT, default=None, help="vLLM's share of GPU memory (default 0.9)."
+        "--gpu-memory-utilization", type=FINITE, default=None, help="vLLM's share of GPU memory (default 0.9)."
     ),
     click.option(
         "--kv-cache-memory-bytes",
@@ -190,16 +191,12 @@ _STREAM_OPTIONS: Sequence[Decorator] = (
         default=128,
         help="Output tokens (median when --output-sigma is given).",
     ),
-    click.option(
-        "--prompt-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of prompt lengths (0: fixed)."
-    ),
-    click.option(
-        "--output-sigma", type=click.FLOAT, default=None, help="Log-normal sigma of output lengths (0: fixed)."
-    ),
+    click.option("--prompt-sigma", type=FINITE, default=None, help="Log-normal sigma of prompt lengths (0: fixed)."),
+    click.option("--output-sigma", type=FINITE, default=None, help="Log-normal sigma of output lengths (0: fixed)."),
     click.option(
         "--arrival", type=click.Choice(["constant", "poisson", "gamma"]), default="poisson", help="Arrival process."
     ),
-    click.option("--cv", type=click.FLOAT, default=None, help="Gamma arrivals: coefficient of variation (burstiness)."),
+    click.option("--cv", type=FINITE, default=None, help="Gamma arrivals: coefficient of variation (burstiness)."),
 )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from servecap.cli import options as o
+from servecap.cli.numbers import FINITE
 
 
 @click.command("plan")
@@ -16,17 +17,17 @@ from servecap.cli import options as o
 @o.turns_option
 @click.option(
     "--duty-cycle",
-    type=click.FLOAT,
+    type=FINITE,
     default=None,
     help="Share of a user's session spent generating [default: 0.2, or from --think-time-s].",
 )
 @o.think_time_option
 @o.slo_options(None, None, "steady-state mean; default: the interactive SLO, 2000 ms / 100 ms")
 @click.option("--no-slo", is_flag=True, default=False, help="Plan without an SLO (users at any speed).")
-@click.option("--price-per-hour", type=click.FLOAT, default=None, help="USD per GPU-hour (default: catalog).")
-@click.option("--purchase-price", type=click.FLOAT, default=None, help="USD per GPU (default: catalog).")
+@click.option("--price-per-hour", type=FINITE, default=None, help="USD per GPU-hour (default: catalog).")
+@click.option("--purchase-price", type=FINITE, default=None, help="USD per GPU (default: catalog).")
 @click.option("--peak-users", type=click.INT, default=None, help="Size replicas for this many users.")
-@click.option("--peak-tok-s", type=click.FLOAT, default=None, help="Size replicas for this many output tokens/s.")
+@click.option("--peak-tok-s", type=FINITE, default=None, help="Size replicas for this many output tokens/s.")
 @o.calibration_option
 @o.json_option
 def plan_command(

@@ -29,9 +29,11 @@ def runs(ctx: click.Context, db: Path | None, limit: int, kind: str | None, as_j
     """List stored runs, newest first."""
     if ctx.invoked_subcommand is not None:
         return
-    from servecap.app.runs import ListRunsRequest, list_runs
+    from servecap.app.runs import ListRunsRequest, list_runs_checked
 
-    path, rows = list_runs(ListRunsRequest(db=db, limit=limit, kind=kind))  # type: ignore[arg-type]
+    path, rows, damaged = list_runs_checked(ListRunsRequest(db=db, limit=limit, kind=kind))  # type: ignore[arg-type]
+    for note in damaged:
+        click.echo(f"warning: {note}", err=True)
     if as_json:
         click.echo(rows.model_dump_json())
         return

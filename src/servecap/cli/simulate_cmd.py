@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from servecap.app.simulate import Built, build, expected_requests
+from servecap.cli.numbers import FINITE
 from servecap.cli.options import (
     PATH,
     DeploymentFlags,
@@ -35,7 +36,7 @@ workload_option = click.option(
 # --prompt-tokens ... --seed: request lengths, arrivals and the run's length (simulate and capacity).
 stream_options = stack(
     request_stream_options,
-    click.option("--duration-s", type=click.FLOAT, default=None, help="Stop arrivals at this simulated time."),
+    click.option("--duration-s", type=FINITE, default=None, help="Stop arrivals at this simulated time."),
     click.option("--num-requests", type=click.IntRange(min=1), default=None, help="Stop after this many requests."),
     click.option("--seed", type=click.IntRange(min=0), default=0, help="Random seed (same seed, same run)."),
 )
@@ -137,7 +138,7 @@ def write_html(
 @deployment_options
 @calibration_option
 @workload_option
-@click.option("--rate", "-r", type=click.FLOAT, default=None, help="Open loop: requests per second.")
+@click.option("--rate", "-r", type=FINITE, default=None, help="Open loop: requests per second.")
 @click.option("--users", "-u", type=click.IntRange(min=1), default=None, help="Closed loop: number of chat users.")
 @think_time_option
 @turns_option

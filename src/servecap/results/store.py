@@ -182,6 +182,7 @@ class RunStore:
                         str(self.path),
                         f"written by a newer servecap (schema {version}, this one reads up to {SCHEMA_VERSION})",
                     )
+                _check_not_foreign(con, version, self.path)
                 if version == 1:
                     for stmt in _MIGRATE_1_TO_2:
                         con.execute(stmt)
@@ -189,20 +190,40 @@ class RunStore:
                 con.execute(_REQUESTS)
                 con.execute("CREATE INDEX IF NOT EXISTS requests_run ON requests(run_id)")
                 con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        except sqlite3.DatabaseError as err:
-            raise ServecapError("db", str(self.path), f"not a usable SQLite database: {err}") from None
+        except sqlite3.Error as err:
+            raise _db_error(self.path, err) from None
         except OSError as err:
             raise ServecapError("db", str(self.path), f"cannot create: {err.strerror}") from None
 
-    def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.path, timeout=30.0)
+    def _connect(self, timeout_s: float = 30.0) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=timeout_s)
         con.execute("PRAGMA foreign_keys = ON")
         return con
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with closing(self._connect()) as con, con:
-            yield con
+        """One transaction; any SQLite failure (a damaged, locked or read-only file) is one
+        :class:`ServecapError` naming the store."""
+        try:
+            with closing(self._connect()) as con, con:
+                yield con
+        except sqlite3.Error as err:
+            raise _db_error(self.path, err) from None
+
+    def check_writable(self, timeout_s: float = 5.0) -> None:
+        """Refuse, in one line, a store a run could not be saved into: a damaged file (SQLite's
+        ``quick_check``), a read-only one, or one another process holds locked for more than
+        ``timeout_s``. Bench calls this before its first request, so no measurement is lost."""
+        try:
+            with closing(self._connect(timeout_s)) as con:
+                rows = con.execute("PRAGMA quick_check(5)").fetchall()
+                problems = [" ".join(str(r[0]).split()) for r in rows if str(r[0]) != "ok"][:2]
+                if problems:
+                    raise ServecapError("db", str(self.path), "is damaged (quick_check: " + "; ".join(problems) + ")")
+                con.execute("BEGIN IMMEDIATE")  # takes the write lock: read-only or locked fails here
+                con.execute("ROLLBACK")
+        except sqlite3.Error as err:
+            raise _db_error(self.path, err) from None
 
     def _insert_run(
         self,
@@ -373,34 +394,60 @@ class RunStore:
         return run_id
 
     def resolve(self, run: str) -> str:
-        """A full run id from an id, a unique prefix, or ``last``."""
+        """A full run id from an id, a unique prefix, or ``last``. Ids are compared as plain
+        text (never as a SQL pattern: ``%`` or ``_`` match only themselves)."""
         with self._tx() as con:
             if run == "last":
                 row = con.execute("SELECT run_id FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1").fetchone()
                 if row is None:
                     raise ServecapError("run", run, f"no runs in {self.path}")
                 return str(row[0])
-            rows = con.execute("SELECT run_id FROM runs WHERE run_id LIKE ? || '%'", (run,)).fetchall()
+            if not run:
+                raise ServecapError("run", run, "give a run id (see `servecap runs`)")
+            exact = con.execute("SELECT run_id FROM runs WHERE run_id = ?", (run,)).fetchone()
+            if exact is not None:
+                return str(exact[0])
+            rows = con.execute(
+                "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? LIMIT 2", (len(run), run)
+            ).fetchall()
         if not rows:
             raise ServecapError("run", run, f"no such run in {self.path} (see `servecap runs`)")
-        if len(rows) > 1 and not any(r[0] == run for r in rows):
-            raise ServecapError("run", run, f"ambiguous: matches {len(rows)} runs")
-        return run if any(r[0] == run for r in rows) else str(rows[0][0])
+        if len(rows) > 1:
+            raise ServecapError("run", run, "ambiguous: the prefix matches several runs; give more of the id")
+        return str(rows[0][0])
 
     def list_runs(self, limit: int = 50, kind: RunKind | None = None) -> list[StoredRun]:
+        """The newest runs; a damaged row is skipped (see :meth:`list_runs_checked`)."""
+        return self.list_runs_checked(limit, kind)[0]
+
+    def list_runs_checked(
+        self, limit: int = 50, kind: RunKind | None = None
+    ) -> tuple[list[StoredRun], list[tuple[str, str]]]:
+        """The newest runs, and ``(run id, problem)`` for each row that could not be read (bad
+        JSON, a malformed summary): one damaged row never hides the others."""
         where = "WHERE kind = ?" if kind is not None else ""
         args: tuple[Any, ...] = (kind, limit) if kind is not None else (limit,)
         with self._tx() as con:
             rows = con.execute(
                 f"SELECT {','.join(_RUN_COLS)} FROM runs {where} ORDER BY created_at DESC, rowid DESC LIMIT ?", args
             ).fetchall()
-        return [_stored_run(r) for r in rows]
+        runs: list[StoredRun] = []
+        damaged: list[tuple[str, str]] = []
+        for r in rows:
+            try:
+                runs.append(_stored_run(r))
+            except _ROW_ERRORS as err:
+                damaged.append((str(r[0]), _row_problem(err)))
+        return runs, damaged
 
     def get_run(self, run: str) -> StoredRun:
         rid = self.resolve(run)
         with self._tx() as con:
             row = con.execute(f"SELECT {','.join(_RUN_COLS)} FROM runs WHERE run_id = ?", (rid,)).fetchone()
-        return _stored_run(row)
+        try:
+            return _stored_run(row)
+        except _ROW_ERRORS as err:
+            raise ServecapError("run", rid, f"its stored row is damaged ({_row_problem(err)})") from None
 
     def get_requests(self, run: str) -> list[MeasuredRequest]:
         """Every request of a run as measured records (a simulated run's records read as if
@@ -412,18 +459,24 @@ class RunStore:
             ).fetchall()
         out = []
         n = len(REQUEST_COLS)
-        for r in rows:
-            kw: dict[str, Any] = dict(zip(REQUEST_COLS, r[:n], strict=True))
-            kw["trimmed"] = bool(kw["trimmed"])
-            kw["error_detail"] = kw["error_detail"] or ""
-            for k in ("chunks", "multi_token_chunks", "prefix_tokens", "turn"):
-                kw[k] = int(kw[k] or 0)
-            kw["request_id"] = str(kw["request_id"])
-            out.append(
-                MeasuredRequest(
-                    **kw, token_times_s=_unpack(r[n]), server_timing=json.loads(r[n + 1]) if r[n + 1] else None
+        for i, r in enumerate(rows):
+            try:
+                kw: dict[str, Any] = dict(zip(REQUEST_COLS, r[:n], strict=True))
+                kw["trimmed"] = bool(kw["trimmed"])
+                kw["error_detail"] = kw["error_detail"] or ""
+                for k in ("chunks", "multi_token_chunks", "prefix_tokens", "turn"):
+                    kw[k] = int(kw[k] or 0)
+                kw["request_id"] = str(kw["request_id"])
+                timing = json.loads(r[n + 1]) if r[n + 1] else None
+                out.append(
+                    MeasuredRequest(
+                        **kw,
+                        token_times_s=_unpack(r[n]),
+                        server_timing=timing if isinstance(timing, dict) else None,
+                    )
                 )
-            )
+            except _ROW_ERRORS as err:
+                raise ServecapError("run", rid, f"its stored request {i} is damaged ({_row_problem(err)})") from None
         return out
 
     def get_records(self, run: str) -> list[RequestRecord]:
@@ -450,11 +503,65 @@ class RunStore:
         return rid
 
 
+_ROW_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+_STORE_TABLES = {"runs", "requests"}
+
+
+def _row_problem(err: Exception) -> str:
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {text[:200]}" if text else type(err).__name__
+
+
+def _db_error(path: Path, err: sqlite3.Error) -> ServecapError:
+    """One line for a SQLite failure, saying what it most likely is."""
+    text = str(err)
+    if "locked" in text or "busy" in text:
+        problem = f"is locked by another process ({text}); try again when it is done"
+    elif "readonly" in text or "read-only" in text:
+        problem = f"cannot be written ({text})"
+    elif isinstance(err, sqlite3.DatabaseError) and ("malformed" in text or "not a database" in text):
+        problem = f"is damaged or not a SQLite database ({text})"
+    else:
+        problem = f"not a usable run store ({text})"
+    return ServecapError("db", str(path), problem)
+
+
+def _check_not_foreign(con: sqlite3.Connection, version: int, path: Path) -> None:
+    """Refuse a database written by something else: unknown tables, or a ``runs``/``requests``
+    table without this schema's columns."""
+    tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    foreign = sorted(tables - _STORE_TABLES - {"sqlite_sequence", "sqlite_stat1"})
+    if foreign:
+        raise ServecapError(
+            "db",
+            str(path),
+            f"is not a servecap run store (it holds tables {', '.join(foreign[:5])}); choose another --db",
+        )
+    needed = {"runs": set(_RUN_COLS) - ({"kind"} if version == 1 else set())}
+    for table, cols in needed.items():
+        if table not in tables:
+            continue
+        have = {str(r[1]) for r in con.execute(f"PRAGMA table_info({table})")}
+        missing = sorted(cols - have)
+        if missing:
+            raise ServecapError(
+                "db", str(path), f"is not a servecap run store (table {table} lacks {', '.join(missing[:5])})"
+            )
+
+
 def _val(v: object) -> object:
     return int(v) if isinstance(v, bool) else v
 
 
+def _json_of(text: str | None, default: str, kind: type) -> Any:
+    value = json.loads(text or default)
+    if not isinstance(value, kind):
+        raise TypeError(f"expected a JSON {kind.__name__}, found {type(value).__name__}")
+    return value
+
+
 def _stored_run(r: tuple[Any, ...]) -> StoredRun:
+    """A runs row as a :class:`StoredRun`; a damaged row raises one of :data:`_ROW_ERRORS`."""
     kind: RunKind = "simulated" if r[15] == "simulated" else "measured"
     return StoredRun(
         run_id=r[0],
@@ -465,10 +572,10 @@ def _stored_run(r: tuple[Any, ...]) -> StoredRun:
         mode=r[4] or "",
         label=r[5] or "",
         sweep_id=r[6],
-        settings=json.loads(r[7] or "{}"),
-        summary=summary_from_json_dict(json.loads(r[8] or "{}")),
-        checks=json.loads(r[9] or "[]"),
-        client=json.loads(r[10] or "{}"),
+        settings=_json_of(r[7], "{}", dict),
+        summary=summary_from_json_dict(_json_of(r[8], "{}", dict)),
+        checks=_json_of(r[9], "[]", list),
+        client=_json_of(r[10], "{}", dict),
         num_requests=int(r[11] or 0),
         num_errors=int(r[12] or 0),
         wall_duration_s=float(r[13] or 0.0),

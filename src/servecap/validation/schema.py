@@ -42,7 +42,7 @@ _TIME_UNITS = {"s": 1.0, "ms": 1e-3}
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
 
 class EngineLimits(_Model):

@@ -19,7 +19,7 @@ _PERCENTILE = re.compile(r"^p(\d{1,2}(\.\d+)?|100)$")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
 
 class SloSpec(_Model):

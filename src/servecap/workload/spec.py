@@ -17,7 +17,7 @@ SCHEMA: Literal["servecap.workload/1"] = "servecap.workload/1"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
 
 # ---- length / time distributions ------------------------------------------------------------
@@ -234,7 +234,7 @@ class WorkloadSpec(_Model):
     num_requests: int | None = Field(default=None, ge=1, le=100_000_000)
     duration_s: float | None = Field(default=None, gt=0)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True, populate_by_name=True)
 
     @field_validator("prompt_tokens", "output_tokens", mode="before")
     @classmethod

@@ -23,7 +23,7 @@ from servecap.policy.gateway.routing import ByClass, ByPromptLength, ByShare, Fa
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
 
 class TenantLimitsConfig(_Model):
