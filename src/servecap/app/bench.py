@@ -7,6 +7,12 @@ runs or steps), the load generator (:func:`servecap.measure.bench.run_bench`), t
 and the run stored in the :class:`~servecap.results.store.RunStore` — also when interrupted
 (Ctrl-C: the partial run is stored marked ``interrupted`` and the sweep stops).
 
+SIGTERM (what container runtimes and CI send) is handled like SIGINT: the partial run is
+stored, the response says which signal stopped it, and the interface exits non-zero. The store
+is opened and checked (schema, ``quick_check``, the write lock) before the first request; should
+saving still fail at the end, the run is written to a side JSON file whose path the response
+gives, so a measurement is never lost.
+
 A step fails when more than ``max_error_fraction`` of its requests failed: the response says
 so with the server's first error body, and the sweep stops there (the interface exits
 non-zero).
@@ -33,6 +39,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+MAX_CONCURRENCY = 100_000
+"""Most closed-loop workers one bench runs (each holds a connection and a task)."""
+
 
 class SloModel(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
@@ -48,7 +57,7 @@ class BenchStep(BaseModel):
 
     workload: WorkloadSpec
     rate: float | None = None
-    concurrency: int | None = Field(default=None, ge=1)
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
 
 
 class BenchRequest(BaseModel):
@@ -112,7 +121,9 @@ class BenchResponse(BaseModel):
     db: str | None
     runs: list[BenchRunResult]
     interrupted: bool = False
+    stopped_by: Literal["SIGINT", "SIGTERM"] | None = None  # the signal that interrupted the run
     failure: str | None = None  # why the run counts as failed (too many errors), with the server's words
+    warnings: list[str] = []  # e.g. a server's deployment answer that was not valid, a side file
 
 
 def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchResponse:
@@ -121,12 +132,14 @@ def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchRespons
     from servecap.measure.loadgen import LoadConfig
     from servecap.results.store import RunStore, new_run_id
 
-    if not req.url.startswith(("http://", "https://")):
-        raise ServecapError("url", req.url, "must start with http:// or https://")
-    reachable(req.url)
+    check_base_url(req.url)
     store = RunStore(req.db) if req.store else None
+    if store is not None:
+        store.check_writable()  # a damaged, foreign, read-only or locked store: refused before sending
+    reachable(req.url)
     model = req.model or first_model(req.url, req.api_key)
-    emulated = server_deployment(req.url, req.api_key)
+    warnings: list[str] = []
+    emulated = server_deployment(req.url, req.api_key, warnings)
     deployment = emulated
     if req.deployment is not None:
         deployment = {**req.deployment, "model": req.deployment.get("model") or model}
@@ -136,7 +149,12 @@ def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchRespons
         extra["servecap_timing"] = True
     sweep_id = new_run_id() if len(req.steps) > 1 else None
     out = BenchResponse(
-        url=req.url, model=model, sweep_id=sweep_id, db=None if store is None else str(store.path), runs=[]
+        url=req.url,
+        model=model,
+        sweep_id=sweep_id,
+        db=None if store is None else str(store.path),
+        runs=[],
+        warnings=warnings,
     )
     for i, step in enumerate(req.steps):
         cfg = LoadConfig(
@@ -168,10 +186,12 @@ def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchRespons
             "share_prefixes_across_runs": req.share_prefixes_across_runs,
         }
         label = f"step {i + 1}/{len(req.steps)}" if len(req.steps) > 1 else ""
-        result = _run_step(req, cfg, step, progress, label, store, settings, sweep_id)
+        received: list[Literal["SIGINT", "SIGTERM"]] = []
+        result = _run_step(req, cfg, step, progress, label, store, settings, sweep_id, received, out.warnings)
         out.runs.append(result)
         if result.interrupted:
             out.interrupted = True
+            out.stopped_by = received[0] if received else "SIGINT"
             break
         if result.failed_requests and result.failed_requests > req.max_error_fraction * max(result.sent_requests, 1):
             out.failure = _failure(result, req.max_error_fraction)
@@ -200,6 +220,8 @@ def _run_step(
     store: RunStore | None,
     settings: dict[str, Any],
     sweep_id: str | None,
+    received: list[Literal["SIGINT", "SIGTERM"]],
+    warnings: list[str],
 ) -> BenchRunResult:
     from dataclasses import asdict
 
@@ -223,13 +245,16 @@ def _run_step(
     if progress is not None:
         progress(Progress(stage, 0, total, "requests", f"sending to {req.url}"))
     outcome = run_interruptible(
-        run_bench(cfg, step.workload, seed=req.seed, concurrency=step.concurrency, slo=slo, on_done=on_done)
+        run_bench(cfg, step.workload, seed=req.seed, concurrency=step.concurrency, slo=slo, on_done=on_done),
+        received,
     )
     result = outcome.result
     checks = [CheckResult(**c.as_dict()) for c in outcome.checks]
-    run_id = new_run_id()
+    run_id: str | None = new_run_id()
     if store is not None:
-        store.save_measured(
+        run_id = save_or_keep(
+            store,
+            warnings,
             run_id=run_id,
             url=req.url,
             model=cfg.model,
@@ -264,11 +289,49 @@ def _run_step(
     )
 
 
-def run_interruptible(coro: Coroutine[Any, Any, T]) -> T:
+def save_or_keep(store: RunStore, warnings: list[str], **run: Any) -> str | None:
+    """Store a measured run; should the store fail now (a disk full, a file damaged or locked
+    during the run), write the run to a side JSON file instead, add a warning naming it, and
+    return None (the run has no id in the store)."""
+    try:
+        return store.save_measured(**run)
+    except ServecapError as err:
+        path = keep_in_side_file(run)
+        warnings.append(f"the run could not be stored ({err}); it is kept in {path}")
+        return None
+
+
+def keep_in_side_file(run: dict[str, Any]) -> Path:
+    """``servecap-run-<id>.json`` in the working folder (else the temporary folder): the run's
+    settings, summary and every request, as ``runs export`` writes them."""
+    import tempfile
+    from dataclasses import asdict
+
+    from servecap.files import dumps_json
+    from servecap.results import summary_to_json_dict
+
+    body = {
+        **{k: v for k, v in run.items() if k not in ("requests", "summary")},
+        "summary": summary_to_json_dict(run["summary"]),
+        "requests": [asdict(r) for r in run["requests"]],
+    }
+    text = dumps_json(body)
+    name = f"servecap-run-{run['run_id']}.json"
+    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
+        try:
+            (folder / name).write_text(text, encoding="utf-8")
+            return folder / name
+        except OSError:
+            continue
+    raise ServecapError("db", str(run.get("run_id")), "the run could be neither stored nor written to a side file")
+
+
+def run_interruptible(coro: Coroutine[Any, Any, T], received: list[Literal["SIGINT", "SIGTERM"]] | None = None) -> T:
     """Run a load-generator coroutine to its end on uvloop where installed (about a quarter less
-    client CPU per token at 2,000 streams), else asyncio's loop. SIGINT (Ctrl-C) cancels it;
-    the load generator catches the cancellation, settles its records and returns the partial
-    run (``interrupted``), which this returns like any other result."""
+    client CPU per token at 2,000 streams), else asyncio's loop. SIGINT (Ctrl-C) and SIGTERM (a
+    container runtime stopping it) cancel it, and the signal's name is appended to ``received``;
+    the load generator catches the cancellation, settles its records and returns the partial run
+    (``interrupted``), which this returns like any other result."""
     try:
         import uvloop
 
@@ -276,23 +339,46 @@ def run_interruptible(coro: Coroutine[Any, Any, T]) -> T:
     except ImportError:
         factory = None
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(_with_sigint(coro))
+        return runner.run(_with_signals(coro, [] if received is None else received))
 
 
-async def _with_sigint(coro: Awaitable[T]) -> T:
+async def _with_signals(coro: Awaitable[T], received: list[Literal["SIGINT", "SIGTERM"]]) -> T:
     task = asyncio.ensure_future(coro)
     loop = asyncio.get_running_loop()
-    installed = False
-    with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not the main thread
-        loop.add_signal_handler(signal.SIGINT, task.cancel)
-        installed = True
+    installed: list[signal.Signals] = []
+
+    def stop(name: str) -> None:
+        received.append("SIGTERM" if name == "SIGTERM" else "SIGINT")
+        task.cancel()
+
+    for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not the main thread
+            loop.add_signal_handler(sig, stop, name)
+            installed.append(sig)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:  # interrupted before or after the load generator ran
         raise KeyboardInterrupt from None
     finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def check_base_url(url: str, field: str = "url") -> None:
+    """Refuse, in one line, a URL that is not ``http(s)://host[:port][/path]``."""
+    from urllib.parse import urlsplit
+
+    if not url.startswith(("http://", "https://")):
+        raise ServecapError(field, url, "must start with http:// or https://")
+    try:
+        u = urlsplit(url)
+        port = u.port
+    except ValueError as err:
+        raise ServecapError(field, url, f"is not a valid URL ({err})") from None
+    if not u.hostname:
+        raise ServecapError(field, url, "has no host")
+    if port == 0:
+        raise ServecapError(field, url, "bad port")
 
 
 def reachable(url: str) -> None:
@@ -300,9 +386,9 @@ def reachable(url: str) -> None:
     import socket
     from urllib.parse import urlsplit
 
+    check_base_url(url)
     u = urlsplit(url)
-    if not u.hostname:
-        raise ServecapError("url", url, "has no host")
+    assert u.hostname is not None
     try:
         port = u.port or (443 if u.scheme == "https" else 80)
         with socket.create_connection((u.hostname, port), timeout=5.0):
@@ -314,24 +400,34 @@ def reachable(url: str) -> None:
 
 
 def first_model(url: str, api_key: str | None) -> str:
-    """The server's first ``/v1/models`` entry (bench's default ``--model``)."""
+    """The server's first ``/v1/models`` entry (bench's default ``--model``); an answer not of
+    the OpenAI shape (``{"data": [{"id": "..."}]}``) is one error asking for ``--model``."""
     import httpx
 
     base = url.rstrip("/").removesuffix("/v1")
+    problem = ""
     try:
         headers = {"authorization": f"Bearer {api_key}"} if api_key else None
         resp = httpx.get(base + "/v1/models", timeout=10.0, headers=headers)
-        data = resp.json().get("data") or []
-        return str(data[0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, AttributeError) as err:
-        raise ServecapError(
-            "model", None, f"not given and {base}/v1/models did not name one ({type(err).__name__}); pass --model"
-        ) from None
+        body = resp.json()
+        data = body.get("data") if isinstance(body, dict) else None
+        first = data[0] if isinstance(data, list) and data else None
+        name = first.get("id") if isinstance(first, dict) else None
+        if isinstance(name, str) and name.strip():
+            return name
+        problem = "no model id in its answer"
+    except (httpx.HTTPError, ValueError) as err:
+        problem = type(err).__name__
+    raise ServecapError("model", None, f"not given and {base}/v1/models did not name one ({problem}); pass --model")
 
 
-def server_deployment(url: str, api_key: str | None) -> dict[str, Any] | None:
-    """The emulator's own deployment (``GET /servecap/deployment``); None from other servers."""
+def server_deployment(url: str, api_key: str | None, warnings: list[str] | None = None) -> dict[str, Any] | None:
+    """The emulator's own deployment (``GET /servecap/deployment``), validated on receipt: None
+    from other servers, and None with a warning when the answer is not a deployment this
+    servecap can plan (so ``accuracy`` and ``calibrate`` never read a garbage one)."""
     import httpx
+
+    from servecap.app.runs import deployment_from_settings
 
     base = url.rstrip("/").removesuffix("/v1")
     try:
@@ -342,4 +438,16 @@ def server_deployment(url: str, api_key: str | None) -> dict[str, Any] | None:
         data = resp.json()
     except (httpx.HTTPError, ValueError):
         return None
-    return data if isinstance(data, dict) and "gpu" in data else None
+    if not isinstance(data, dict) or "gpu" not in data:
+        return None
+    try:
+        deployment_from_settings(data)
+    except (ServecapError, TypeError, ValueError, AttributeError, KeyError) as err:
+        if warnings is not None:
+            why = str(err) if isinstance(err, ServecapError) else f"{type(err).__name__}: {err}"
+            warnings.append(
+                f"{base}/servecap/deployment answered a deployment that is not valid ({why[:300]}); "
+                "the run is stored without it"
+            )
+        return None
+    return data

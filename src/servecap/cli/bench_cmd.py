@@ -26,17 +26,24 @@ if TYPE_CHECKING:
     from servecap.progress import Progress, ProgressFn
 
 
-def _floats(field: str, text: str | None) -> list[float | None]:
+def _floats(field: str, text: str | None, *, integers: bool = False) -> list[float | None]:
+    """A flag's comma list of positive finite numbers (whole numbers with ``integers``)."""
+    import math
+
     from servecap.errors import ServecapError
 
     if text is None:
         return [None]
+    if len(text) > 10_000:
+        raise ServecapError(field, text, "is too long (at most 10,000 characters)")
     try:
         vals = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ServecapError(field, text, "expected a number or a comma-separated list") from None
-    if not vals or any(v <= 0 for v in vals):
-        raise ServecapError(field, text, "values must be positive")
+    if not vals or any(not math.isfinite(v) or v <= 0 for v in vals):
+        raise ServecapError(field, text, "values must be positive finite numbers")
+    if integers and any(v != int(v) for v in vals):
+        raise ServecapError(field, text, "values must be whole numbers")
     return list(vals)
 
 
@@ -145,16 +152,17 @@ def bench(
     (--gpu and the flags of `servecap plan`; --model-id when the served name is not a catalog
     id) to store it with the run for `servecap calibrate` and `servecap accuracy`; against
     `servecap emulate` it is read from the server."""
-    from servecap.app.bench import BenchRequest, BenchStep, SloModel, bench
-    from servecap.errors import ServecapError
+    from pydantic import ValidationError
+
+    from servecap.app.bench import MAX_CONCURRENCY, BenchRequest, BenchStep, SloModel, bench, check_base_url
+    from servecap.errors import ServecapError, from_validation_error
     from servecap.workload import load_workload, workload_from_flags
 
     if endpoint not in ("completions", "chat"):
         raise ServecapError("endpoint", endpoint, "must be completions or chat")
-    if not url.startswith(("http://", "https://")):
-        raise ServecapError("url", url, "must start with http:// or https://")
+    check_base_url(url)
     rates = _floats("rate", rate)
-    concs = _floats("concurrency", concurrency)
+    concs = _floats("concurrency", concurrency, integers=True)
     if len(rates) > 1 and len(concs) > 1:
         raise ServecapError("concurrency", concurrency, "sweep rates or concurrencies, not both")
     for name, val in (("warmup_s", warmup_s), ("cooldown_s", cooldown_s)):
@@ -165,6 +173,11 @@ def bench(
             raise ServecapError(name, val, "must be > 0")
     if num_requests is not None and num_requests < 1:
         raise ServecapError("num_requests", num_requests, "must be >= 1")
+    # never more workers than requests to send; past that, a bound on the workers themselves
+    concs = [c if c is None or num_requests is None else min(c, num_requests) for c in concs]
+    for c in concs:
+        if c is not None and c > MAX_CONCURRENCY:
+            raise ServecapError("concurrency", concurrency, f"at most {MAX_CONCURRENCY:,} workers")
     if workload is not None and rate is not None:
         raise ServecapError("rate", rate, "give --workload or --rate, not both")
     steps = []
@@ -183,7 +196,11 @@ def bench(
                 )
             else:
                 spec = _concurrency_spec(c, stream.prompt_tokens, stream.output_tokens, num_requests, duration_s)
-            steps.append(BenchStep(workload=spec, rate=r, concurrency=None if c is None else int(c)))
+            workers = None if c is None else int(c)
+            try:
+                steps.append(BenchStep(workload=spec, rate=r, concurrency=workers))
+            except ValidationError as err:
+                raise from_validation_error(err) from None
     dep_settings: dict[str, Any] | None = None
     if deployment.gpu is not None or model_id is not None:
         # (no model named: the app fills in the served model's name once it knows it)
@@ -191,31 +208,32 @@ def bench(
             **deployment.with_model(model_id or model).to_settings(),
             "enable_prefix_caching": not no_prefix_caching,
         }
-    slo = (
-        SloModel(ttft_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None, tpot_s=tpot_slo_ms / 1e3 if tpot_slo_ms else None)
-        if (ttft_slo_ms or tpot_slo_ms)
-        else None
-    )
-    req = BenchRequest(
-        url=url,
-        model=model,
-        steps=steps,
-        seed=seed,
-        endpoint=endpoint,  # type: ignore[arg-type]
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
-        timeout_s=timeout_s,
-        stall_timeout_s=stall_timeout_s,
-        slo=slo,
-        label=label,
-        db=db,
-        store=not no_store,
-        api_key=api_key,
-        deployment=dep_settings,
-        server_timing=server_timing,
-        max_error_fraction=max_error_fraction,
-        share_prefixes_across_runs=share_prefixes_across_runs,
-    )
+    try:
+        _slo, req = _request(
+            BenchRequest,
+            SloModel,
+            ttft_slo_ms,
+            tpot_slo_ms,
+            url=url,
+            model=model,
+            steps=steps,
+            seed=seed,
+            endpoint=endpoint,
+            warmup_s=warmup_s,
+            cooldown_s=cooldown_s,
+            timeout_s=timeout_s,
+            stall_timeout_s=stall_timeout_s,
+            label=label,
+            db=db,
+            store=not no_store,
+            api_key=api_key,
+            deployment=dep_settings,
+            server_timing=server_timing,
+            max_error_fraction=max_error_fraction,
+            share_prefixes_across_runs=share_prefixes_across_runs,
+        )
+    except ValidationError as err:
+        raise from_validation_error(err) from None
     with progress_reporter(quiet=as_json) as report:
         resp = bench(req, report)
     if as_json:
@@ -223,14 +241,31 @@ def bench(
     else:
         for run in resp.runs:
             _render(run, resp.db)
+    for warning in resp.warnings:
+        click.echo(f"warning: {warning}", err=True)
     ctx = click.get_current_context()
     if resp.interrupted:
         last = resp.runs[-1]
-        click.echo("interrupted" + (f": the partial run is stored as {last.run_id}" if last.run_id else ""), err=True)
+        stored = f": the partial run is stored as {last.run_id}" if last.run_id else ""
+        if resp.stopped_by == "SIGTERM":
+            click.echo("terminated (SIGTERM)" + stored, err=True)
+            ctx.exit(143)
+        click.echo("interrupted" + stored, err=True)
         ctx.exit(130)
     if resp.failure is not None:
         click.echo(f"error: {resp.failure}", err=True)
         ctx.exit(1)
+
+
+def _request(
+    request_cls: Any, slo_cls: Any, ttft_slo_ms: float | None, tpot_slo_ms: float | None, **values: Any
+) -> tuple[Any, Any]:
+    slo = (
+        slo_cls(ttft_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None, tpot_s=tpot_slo_ms / 1e3 if tpot_slo_ms else None)
+        if (ttft_slo_ms or tpot_slo_ms)
+        else None
+    )
+    return slo, request_cls(slo=slo, **values)
 
 
 def _concurrency_spec(c: float | None, prompt: int, output: int, n: int | None, dur: float | None) -> Any:

@@ -23,7 +23,7 @@ def _flag(param: click.Parameter | None) -> str:
     return str(opts[0]) if opts else str(param.name)
 
 
-class FiniteFloat(click.ParamType):
+class FiniteFloat(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.2
     """A float flag refusing NaN and infinity (and, with ``min``/``max``, values outside them)."""
 
     name = "float"

@@ -316,7 +316,8 @@ async def run_closed_loop(
                 done.append(trace)
                 await _one(client, cfg, trace, t0, mon, on_done)
 
-        workers = [asyncio.create_task(worker()) for _ in range(max(1, concurrency))]
+        # never more workers than requests: a worker with nothing to send only costs memory
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(pending))))]
         try:
             interrupted = await _gather_or_cancel(workers)
         finally:
