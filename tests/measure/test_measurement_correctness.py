@@ -248,8 +248,18 @@ def _wait_for_line(proc: subprocess.Popen[bytes], timeout_s: float) -> bytes:
     raise AssertionError("bench printed nothing")
 
 
-def test_ctrl_c_exits_130_and_stores_the_partial_run(fixed_server: ServerProcess, tmp_path: Path) -> None:
-    """A real `servecap bench` process against a real emulator on 127.0.0.1, sent SIGINT midway."""
+@pytest.mark.parametrize(
+    ("sig", "code", "message"),
+    [
+        (signal.SIGINT, 130, b"interrupted: the partial run is stored as"),
+        (signal.SIGTERM, 143, b"terminated (SIGTERM): the partial run is stored as"),
+    ],
+)
+def test_ctrl_c_or_sigterm_stores_the_partial_run(
+    fixed_server: ServerProcess, tmp_path: Path, sig: signal.Signals, code: int, message: bytes
+) -> None:
+    """A real `servecap bench` process against a real emulator on 127.0.0.1, sent SIGINT (Ctrl-C)
+    or SIGTERM (a container runtime, CI) midway: both store the partial run and exit non-zero."""
     db = tmp_path / "runs.sqlite"
     proc = subprocess.Popen(
         [
@@ -277,14 +287,14 @@ def test_ctrl_c_exits_130_and_stores_the_partial_run(fixed_server: ServerProcess
         first = _wait_for_line(proc, 60.0)
         assert first.startswith(b"bench: 0/400 requests"), first
         time.sleep(1.5)  # ~30 requests sent, one or two in flight
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
-    assert b"interrupted: the partial run is stored as" in err
+    assert proc.returncode == code, err
+    assert message in err
     with sqlite3.connect(db) as con:
         [(run_id, interrupted, n, n_err)] = con.execute(
             "SELECT run_id, interrupted, num_requests, num_errors FROM runs"
