@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from click.testing import CliRunner
@@ -21,8 +22,8 @@ from servecap.results.store import RunStore
 
 
 class _Answers(BaseHTTPRequestHandler):
-    answers: dict[str, bytes] = {}
-    seen: list[str] = []
+    answers: ClassVar[dict[str, bytes]] = {}
+    seen: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         self._answer()
