@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, from_validation_error
+from servecap.files import dumps_json
 from servecap.progress import ProgressFn
 from servecap.results import RecordColumns, RequestRecord, RunSummary, records_from_columns
 
@@ -217,7 +217,7 @@ def rows_json(run: SweepRun) -> str:
         out.append(
             {"index": p.index, "values": p.values, "error": run.errors.get(p.index), **({} if r is None else r.row)}
         )
-    return json.dumps({"executor": run.executor, "points": out}, indent=2)
+    return dumps_json({"executor": run.executor, "points": out})
 
 
 def _label(values: dict[str, Any]) -> str:

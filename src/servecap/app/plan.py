@@ -19,13 +19,13 @@ Assumptions are the ones ``capacity`` states (docs/formulas.md, "One story"):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servecap.app.flags import DeploymentFlags, deployment_from_flags, efficiency_from_file
 from servecap.errors import ServecapError
+from servecap.files import dumps_json
 
 if TYPE_CHECKING:
     from servecap.core.levers import Lever
@@ -96,7 +96,7 @@ class PlanResponse:
         return data
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return dumps_json(self.to_dict())
 
 
 def _flat_dict(obj: Any) -> dict[str, Any]:

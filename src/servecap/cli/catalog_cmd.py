@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from servecap.cli import options as o
+from servecap.files import dumps_json
 
 
 @click.command("gpus")
@@ -20,7 +20,7 @@ def gpus_command(gpu_file: Path | None, as_json: bool) -> None:
 
     gpus = list(gpu_catalog()) + (load_gpu_file(gpu_file) if gpu_file else [])
     if as_json:
-        click.echo(json.dumps(gpu_rows(gpu_file), indent=2))
+        click.echo(dumps_json(gpu_rows(gpu_file)))
         return
     from rich.table import Table
 
@@ -60,7 +60,7 @@ def models_command(as_json: bool) -> None:
 
     rows = model_rows()
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(dumps_json(rows))
         return
     from rich.table import Table
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +10,7 @@ import click
 
 from servecap.cli import options as o
 from servecap.cli.numbers import FINITE
+from servecap.files import dumps_json
 
 if TYPE_CHECKING:
     from servecap.app.monitor import MonitorReport
@@ -179,7 +179,7 @@ def monitor_command(
     if once or as_json:
         last = asyncio.run(run_monitor(settings, lambda r: None))
         if as_json:
-            click.echo(json.dumps(last.model_dump(mode="json"), indent=2))
+            click.echo(dumps_json(last.model_dump(mode="json")))
         elif last.replicas_up:
             from rich.console import Console
 

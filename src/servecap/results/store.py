@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servecap.errors import ServecapError
+from servecap.files import dumps_json
 from servecap.results.measured import MeasuredRequest
 from servecap.results.record import RequestRecord
 from servecap.results.summary import RunSummary, summary_from_json_dict, summary_to_json_dict
@@ -613,7 +614,7 @@ def request_dict(t: MeasuredRequest) -> dict[str, Any]:
 
 
 def export_json(run: StoredRun, requests: Sequence[MeasuredRequest]) -> str:
-    return json.dumps({**run_dict(run), "requests": [request_dict(t) for t in requests]}, indent=2)
+    return dumps_json({**run_dict(run), "requests": [request_dict(t) for t in requests]})
 
 
 def export_csv(requests: Sequence[MeasuredRequest]) -> str:
