@@ -50,6 +50,10 @@ _log = logging.getLogger("servecap.emulator")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+IGNORED_FIELDS_LOGGED = 10
+"""Ignored field names one log line shows (a body with 10,000 unknown keys logs 10 and a count)."""
+
+
 class _Strict(BaseModel):
     """Strict types (no ``"16"`` for 16, no ``true`` for 1), no Infinity/NaN.
 
@@ -64,7 +68,10 @@ class _Strict(BaseModel):
     @model_validator(mode="after")
     def _log_ignored(self) -> _Strict:
         if self.model_extra:
-            _log.warning("the following fields were present in the request but ignored: %s", sorted(self.model_extra))
+            names = sorted(self.model_extra)
+            shown = ", ".join(repr(n[:40]) for n in names[:IGNORED_FIELDS_LOGGED])
+            more = f" and {len(names) - IGNORED_FIELDS_LOGGED:,} more" if len(names) > IGNORED_FIELDS_LOGGED else ""
+            _log.warning("the following fields were present in the request but ignored: %s%s", shown, more)
         return self
 
 

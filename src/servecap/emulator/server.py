@@ -15,6 +15,7 @@ from typing import Any
 
 from servecap.emulator.app import EmulatorState, build_state, create_app
 from servecap.emulator.fixed import FixedDelayEngine
+from servecap.emulator.read_deadline import REQUEST_READ_TIMEOUT_S, read_deadline_protocol
 
 
 class SimEngineAdapter:
@@ -157,9 +158,16 @@ def free_ports(n: int, host: str = "127.0.0.1") -> int:
     raise RuntimeError(f"no {n} consecutive free ports on {host}")
 
 
-def uvicorn_config(state: EmulatorState, host: str, port: int, **kw: Any) -> Any:
+def uvicorn_config(
+    state: EmulatorState, host: str, port: int, *, request_read_timeout_s: float = REQUEST_READ_TIMEOUT_S, **kw: Any
+) -> Any:
+    """uvicorn's configuration for the emulator: each request must arrive whole within
+    ``request_read_timeout_s`` (see :mod:`servecap.emulator.read_deadline`)."""
     import uvicorn
 
+    protocol = read_deadline_protocol(request_read_timeout_s)
+    if protocol is not None:
+        kw.setdefault("http", protocol)
     return uvicorn.Config(
         create_app(state),
         host=host,
@@ -176,12 +184,21 @@ def uvicorn_config(state: EmulatorState, host: str, port: int, **kw: Any) -> Any
 class ServerThread:
     """A real uvicorn server on ``host:port`` in a daemon thread (its own event loop)."""
 
-    def __init__(self, state: EmulatorState, host: str = "127.0.0.1", port: int | None = None) -> None:
+    def __init__(
+        self,
+        state: EmulatorState,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        *,
+        request_read_timeout_s: float = REQUEST_READ_TIMEOUT_S,
+    ) -> None:
         import uvicorn
 
         self.state, self.host = state, host
         self.port = port or free_port(host)
-        self.server = uvicorn.Server(uvicorn_config(state, host, self.port))
+        self.server = uvicorn.Server(
+            uvicorn_config(state, host, self.port, request_read_timeout_s=request_read_timeout_s)
+        )
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     @property
