@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -145,6 +146,11 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None) -> list[SweepPoint
             raise ServecapError("sweep.axes", sorted(lengths), "mode zip needs axes of one length")
         combos = list(zip(*sf.axes.values(), strict=True))
     else:
+        # the grid's size from the axes' lengths, before one point of it is built
+        n_points = math.prod(len(v) for v in sf.axes.values())
+        if n_points > MAX_POINTS:
+            shape = " x ".join(f"{len(v):,}" for v in sf.axes.values())
+            raise ServecapError("sweep.axes", f"{shape} = {n_points:,} points", f"at most {MAX_POINTS:,} points")
         combos = list(itertools.product(*sf.axes.values()))
     if len(combos) > MAX_POINTS:
         raise ServecapError("sweep.axes", len(combos), f"at most {MAX_POINTS:,} points")

@@ -54,6 +54,9 @@ _ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3_next": {"full_attention_interval": 4},
 }
 
+MAX_LAYERS = 4096
+"""Most layers a config may declare (refused before any per-layer work)."""
+
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16"}
 _MULTIMODAL_KEEP = ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config")
 
@@ -103,7 +106,7 @@ class _Reader:
     def has(self, key: str) -> bool:
         return self.cfg.get(key) is not None
 
-    def integer(self, key: str, default: int | None = None, *, minimum: int = 1) -> int:
+    def integer(self, key: str, default: int | None = None, *, minimum: int = 1, maximum: int | None = None) -> int:
         value = self.cfg.get(key)
         if value is None:
             if default is None:
@@ -115,6 +118,8 @@ class _Reader:
             raise ServecapError(self._field(key), value, f"must be >= {minimum}")
         if value > 10**12:
             raise ServecapError(self._field(key), value, "is absurdly large")
+        if maximum is not None and value > maximum:
+            raise ServecapError(self._field(key), value, f"is over the limit of {maximum:,}")
         return int(value)
 
     def opt_int(self, key: str, *, minimum: int = 1) -> int | None:
@@ -138,7 +143,8 @@ def parse_config(raw: Mapping[str, Any], *, model_id: str, source: str = "") -> 
         raise ServecapError("config.json.model_type", None, "required field is missing")
 
     hidden = r.integer("hidden_size", default=r.opt_int("d_model"))
-    num_layers = r.integer("num_hidden_layers", default=r.opt_int("n_layer"))
+    # bounded before any per-layer work (the largest published models have fewer than 200 layers)
+    num_layers = r.integer("num_hidden_layers", default=r.opt_int("n_layer"), maximum=MAX_LAYERS)
     vocab = r.integer("vocab_size")
     max_pos = r.integer("max_position_embeddings", default=r.opt_int("max_seq_len") or 0, minimum=0)
     if max_pos == 0:
@@ -459,7 +465,7 @@ def vision_params(raw: Mapping[str, Any], text_hidden: int) -> int:
     r = _Reader(v, "config.json.vision_config")
     h = r.integer("hidden_size")
     inter = r.integer("intermediate_size")
-    layers = r.integer("num_hidden_layers", default=r.opt_int("depth"))
+    layers = r.integer("num_hidden_layers", default=r.opt_int("depth"), maximum=MAX_LAYERS)
     patch = r.integer("patch_size")
     per_layer = 4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h
     total = layers * per_layer

@@ -125,6 +125,14 @@ def coerce_dist(v: Any) -> Any:
     return v
 
 
+MAX_REQUESTS = 100_000_000
+"""Most requests one workload generates (``num_requests``, or ``rate_per_s x duration_s``)."""
+MAX_DURATION_S = 365 * 86_400.0
+"""Longest simulated span of arrivals: a year."""
+MAX_USERS = 1_000_000
+"""Most closed-loop users (each holds its own conversation state)."""
+
+
 # ---- arrival processes ----------------------------------------------------------------------
 
 
@@ -204,7 +212,7 @@ class UsersSpec(_Model):
     then starts a new one. Users start at times uniform in ``[0, start_spread_s)``
     (default: the mean think time)."""
 
-    count: int = Field(ge=1, le=10_000_000)
+    count: int = Field(ge=1, le=MAX_USERS)
     think_time_s: Dist = Field(default_factory=lambda: FixedDist(value=30.0))
     turns: Dist = Field(default_factory=lambda: FixedDist(value=5))
     max_context_tokens: int = Field(default=8192, ge=2)
@@ -231,8 +239,8 @@ class WorkloadSpec(_Model):
     output_tokens: Dist | None = None
     prefix: PrefixSpec | None = None
     tenants: list[TenantSpec] | None = Field(default=None, min_length=1)
-    num_requests: int | None = Field(default=None, ge=1, le=100_000_000)
-    duration_s: float | None = Field(default=None, gt=0)
+    num_requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    duration_s: float | None = Field(default=None, gt=0, le=MAX_DURATION_S)
 
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True, populate_by_name=True)
 
@@ -258,7 +266,26 @@ class WorkloadSpec(_Model):
                 raise ValueError("'output_tokens' is required")
             if self.num_requests is None and self.duration_s is None:
                 raise ValueError("give 'num_requests' or 'duration_s' (or both) to end the run")
+            self._bounded_size()
         return self
+
+    def _bounded_size(self) -> None:
+        """The open loop's size from its numbers, before any request is drawn: at most
+        :data:`MAX_REQUESTS` requests (``rate_per_s x duration_s``) over at most
+        :data:`MAX_DURATION_S` (``num_requests / rate_per_s``)."""
+        rate = getattr(self.arrival, "rate_per_s", None)
+        if not isinstance(rate, float | int):
+            return
+        if self.duration_s is not None and self.num_requests is None and rate * self.duration_s > MAX_REQUESTS:
+            raise ValueError(
+                f"rate_per_s x duration_s = {rate:g} x {self.duration_s:g} = {rate * self.duration_s:.3g} requests, "
+                f"over the limit of {MAX_REQUESTS:,}: lower the rate or the duration, or give num_requests"
+            )
+        if self.num_requests is not None and self.duration_s is None and self.num_requests / rate > MAX_DURATION_S:
+            raise ValueError(
+                f"num_requests / rate_per_s = {self.num_requests:,} / {rate:g} = {self.num_requests / rate:.3g} s "
+                f"of arrivals, over the limit of {MAX_DURATION_S:,.0f} s (a year): raise the rate or give duration_s"
+            )
 
     def _consistent_mix(self, tenants: list[TenantSpec]) -> WorkloadSpec:
         if self.users is not None:
