@@ -91,4 +91,4 @@ def test_bad_gpu_file(tmp_path: Path, body: str, field: str) -> None:
     path.write_text(body)
     with pytest.raises(ServecapError) as err:
         load_gpu_file(path)
-    assert field in err.value.field
+    assert field in str(err.value) and "\n" not in str(err.value)
