@@ -167,7 +167,8 @@ _EXTRA_FOR_MODULE = {
 
 
 def run() -> None:
-    """Console-script entry point: user errors become one line on stderr and exit code 2;
+    """Console-script entry point: user errors (and click's usage errors) become one line on
+    stderr and exit code 2;
     a missing optional dependency names the extra to install; Ctrl-C exits 130."""
     from servecap.errors import ServecapError
 
@@ -179,6 +180,11 @@ def run() -> None:
             sys.exit(1)
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except click.UsageError as err:  # one line, as every other error (the usage is a --help away)
+        command = err.ctx.command_path if err.ctx is not None else "servecap"
+        message = " ".join(err.format_message().split())
+        click.echo(f"Error: {message} (see `{command} --help`)", err=True)
+        sys.exit(err.exit_code)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)

@@ -183,7 +183,9 @@ class RunStore:
                         str(self.path),
                         f"written by a newer servecap (schema {version}, this one reads up to {SCHEMA_VERSION})",
                     )
-                _check_not_foreign(con, version, self.path)
+                tables = _check_not_foreign(con, version, self.path)
+                if version == SCHEMA_VERSION and _STORE_TABLES <= tables:
+                    return  # nothing to create: opening a store for reading never writes to it
                 if version == 1:
                     for stmt in _MIGRATE_1_TO_2:
                         con.execute(stmt)
@@ -527,7 +529,7 @@ def _db_error(path: Path, err: sqlite3.Error) -> ServecapError:
     return ServecapError("db", str(path), problem)
 
 
-def _check_not_foreign(con: sqlite3.Connection, version: int, path: Path) -> None:
+def _check_not_foreign(con: sqlite3.Connection, version: int, path: Path) -> set[str]:
     """Refuse a database written by something else: unknown tables, or a ``runs``/``requests``
     table without this schema's columns."""
     tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -548,6 +550,7 @@ def _check_not_foreign(con: sqlite3.Connection, version: int, path: Path) -> Non
             raise ServecapError(
                 "db", str(path), f"is not a servecap run store (table {table} lacks {', '.join(missing[:5])})"
             )
+    return tables
 
 
 def _val(v: object) -> object:

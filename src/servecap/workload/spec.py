@@ -129,8 +129,24 @@ MAX_REQUESTS = 100_000_000
 """Most requests one workload generates (``num_requests``, or ``rate_per_s x duration_s``)."""
 MAX_DURATION_S = 365 * 86_400.0
 """Longest simulated span of arrivals: a year."""
+MAX_TOKENS = 100_000_000
+"""Longest prompt or output a length distribution may give (any model's context is shorter)."""
 MAX_USERS = 1_000_000
 """Most closed-loop users (each holds its own conversation state)."""
+
+
+def _largest_number(dumped: Any) -> float:
+    """The largest number among a distribution's parameters (through mixtures), ``sigma`` and
+    weights aside."""
+    if isinstance(dumped, dict):
+        return max(
+            (_largest_number(v) for k, v in dumped.items() if k not in ("sigma", "weight", "std")), default=0.0
+        )
+    if isinstance(dumped, list | tuple):
+        return max((_largest_number(v) for v in dumped), default=0.0)
+    if isinstance(dumped, int | float) and not isinstance(dumped, bool):
+        return float(dumped)
+    return 0.0
 
 
 # ---- arrival processes ----------------------------------------------------------------------
@@ -248,6 +264,13 @@ class WorkloadSpec(_Model):
     @classmethod
     def _number_is_fixed(cls, v: Any) -> Any:
         return coerce_dist(v)
+
+    @field_validator("prompt_tokens", "output_tokens", mode="after")
+    @classmethod
+    def _bounded_length(cls, v: Any) -> Any:
+        if v is not None and _largest_number(v.model_dump()) > MAX_TOKENS:
+            raise ValueError(f"a length of more than {MAX_TOKENS:,} tokens")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:

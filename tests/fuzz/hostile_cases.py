@@ -1,0 +1,452 @@
+"""Hostile inputs for every file input and float flag of the CLI, and one harness that runs a
+command in-process and classifies what came out.
+
+Shared by the fuzz tests (``tests/fuzz/``, with hypothesis strategies on top) and
+``benchmarks/hostile_inputs.py`` (the issue's probe rerun: a few hundred cases, counted).
+
+Each input path has a valid base document; hostile variants are built from it: binary and
+non-UTF-8 bytes, a directory, an empty file, 10,000-deep nesting, a YAML alias bomb, a huge
+file, NaN/infinity and absurd numbers, and wrong types at each of its fields.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+DIR = object()  # a file entry that is a directory
+
+Outcome = Literal["error", "accepted", "traceback", "hang", "multiline"]
+
+# ---- the valid base documents, one per input path -----------------------------------------------
+
+QWEN_CONFIG = json.loads(
+    (Path(__file__).parents[2] / "src/servecap/catalog/data/models/Qwen--Qwen3-0.6B.json").read_text()
+)
+GPU_ROW: dict[str, Any] = {
+    "id": "FuzzGPU",
+    "name": "Fuzz GPU",
+    "vendor": "nobody",
+    "memory_gb": 80.0,
+    "hbm_bandwidth_tb_s": 3.35,
+    "bf16_dense_tflops": 989.0,
+    "fp8_dense_tflops": 1979.0,
+    "interconnect": "NVLink",
+    "interconnect_gb_s": 900.0,
+    "rent_usd_per_hour": 2.5,
+}
+FLEET: dict[str, Any] = {
+    "pools": [{"name": "a", "model": "Qwen/Qwen3-0.6B", "gpu": "H100", "max_model_len": 4096, "replicas": 2}],
+    "router": "least-outstanding",
+    "slo": {"ttft_ms": 1000, "tpot_ms": 50},
+}
+WORKLOAD: dict[str, Any] = {
+    "arrival": {"kind": "poisson", "rate_per_s": 5},
+    "prompt_tokens": {"kind": "lognormal", "median": 200, "sigma": 0.5, "max": 2000},
+    "output_tokens": 32,
+    "num_requests": 20,
+    "prefix": {"groups": 2, "tokens": 64, "share": 0.5},
+}
+CALIBRATION: dict[str, Any] = {
+    "schema": "servecap.calibration/1",
+    "model": "Qwen/Qwen3-0.6B",
+    "gpu": "H100",
+    "coefficients": {"bandwidth_efficiency": 0.8, "compute_efficiency": 0.5, "step_overhead_s": 0.002},
+}
+SWEEP: dict[str, Any] = {
+    "fleet": FLEET,
+    "workload": WORKLOAD,
+    "seed": 0,
+    "mode": "grid",
+    "axes": {"fleet.pools.0.replicas": [1, 2]},
+}
+
+
+def toml_of(rows: list[dict[str, Any]]) -> str:
+    """A GPU file's ``[[gpu]]`` tables (flat values only; a nested value is written inline)."""
+    out = []
+    for row in rows:
+        out.append("[[gpu]]")
+        out.extend(f"{k} = {_toml_value(v)}" for k, v in row.items())
+    return "\n".join(out) + "\n"
+
+
+def toml_document(doc: Any) -> str:
+    """Any mapping as TOML: plain keys first, then lists of mappings as arrays of tables."""
+    if not isinstance(doc, dict):
+        return f"value = {_toml_value(doc)}\n"
+    tables = {k: v for k, v in doc.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)}
+    plain = [f"{k} = {_toml_value(v)}" for k, v in doc.items() if k not in tables]
+    out = "\n".join(plain) + ("\n" if plain else "")
+    for key, rows in tables.items():
+        for row in rows:
+            out += f"[[{key}]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in row.items())
+    return out
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        if v in (float("inf"), float("-inf")):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    return '"None"'
+
+
+@dataclass(frozen=True)
+class InputPath:
+    """One way a file gets in: the command line (``{f}`` is the file) and its format."""
+
+    name: str
+    args: tuple[str, ...]
+    suffix: str  # ".json", ".yaml", ".toml"
+    base: Any
+
+    def render(self, doc: Any) -> bytes:
+        if self.suffix == ".json":
+            return json.dumps(doc, allow_nan=True).encode()
+        if self.suffix == ".toml":
+            return toml_document(doc).encode()
+        return yaml.safe_dump(doc, sort_keys=False).encode()
+
+
+INPUT_PATHS: tuple[InputPath, ...] = (
+    InputPath("plan -m FILE", ("plan", "-m", "{f}", "--json"), ".json", QWEN_CONFIG),
+    InputPath(
+        "--gpu-file FILE",
+        ("plan", "--gpu-file", "{f}", "-g", "FuzzGPU", "-m", "Qwen/Qwen3-0.6B", "--json"),
+        ".toml",
+        {"gpu": [GPU_ROW]},
+    ),
+    InputPath(
+        "fleet simulate --fleet FILE",
+        ("fleet", "simulate", "--fleet", "{f}", "--rate", "5", "--num-requests", "20", "--json"),
+        ".yaml",
+        FLEET,
+    ),
+    InputPath(
+        "simulate --workload FILE",
+        ("simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--workload", "{f}", "--json"),
+        ".yaml",
+        WORKLOAD,
+    ),
+    InputPath("--calibration FILE", ("plan", "--calibration", "{f}", "--json"), ".json", CALIBRATION),
+    InputPath("sweep FILE", ("sweep", "{f}", "--executor", "serial", "--no-store"), ".yaml", SWEEP),
+    InputPath("export keda FILE", ("export", "keda", "{f}"), ".yaml", FLEET),
+)
+
+
+@dataclass
+class Case:
+    """One command with its files (name -> bytes, or :data:`DIR`); ``must_refuse``: exit 0 is a
+    failure (a value the issue lists as wrongly accepted)."""
+
+    name: str
+    args: tuple[str, ...]
+    files: dict[str, Any] = field(default_factory=dict)
+    must_refuse: bool = False
+
+
+# ---- hostile documents ------------------------------------------------------------------------
+
+
+def deep(fmt: str, depth: int) -> bytes:
+    """``depth`` nested lists in the format's own syntax."""
+    if fmt == ".toml":
+        return ("a = " + "[" * depth + "]" * depth + "\n").encode()
+    return ("[" * depth + "]" * depth).encode()
+
+
+def alias_bomb(levels: int = 9, width: int = 9) -> bytes:
+    """The billion laughs in YAML: each level a list of ``width`` aliases of the one before
+    (``width ** levels`` leaves from a few hundred bytes)."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * width) + "]")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def hostile_files(path: InputPath) -> Iterator[tuple[str, Any]]:
+    """Whole-file hostile variants (the file's content does not depend on its schema)."""
+    yield "binary", bytes(range(256)) * 4
+    yield "non-UTF-8", path.render(path.base).replace(b"a", b"\xe9", 3)
+    yield "NUL bytes", b"\x00" * 64
+    yield "directory", DIR
+    yield "empty", b""
+    yield "10,000-deep nesting", deep(path.suffix, 10_000)
+    yield "100-deep nesting", deep(path.suffix, 100)
+    yield "not a mapping", b"[1, 2, 3]" if path.suffix != ".toml" else b"a = [1, 2, 3]\n"
+    yield "truncated", path.render(path.base)[: len(path.render(path.base)) // 2]
+    if path.suffix == ".yaml":
+        yield "alias bomb", alias_bomb()
+        yield "recursive alias", b"a: &a [*a]\n"
+        yield "python tag", b"!!python/object/apply:os.system ['true']\n"
+    if path.suffix == ".json":
+        yield "NaN literal", b'{"x": NaN}'
+        yield "huge integer", b'{"x": 1' + b"0" * 5000 + b"}"
+
+
+# values put in place of one field; None means "remove the key"
+HOSTILE_VALUES: tuple[Any, ...] = (
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    1e300,
+    -1.0,
+    0,
+    1e-300,
+    10**30,
+    "80",
+    "",
+    [],
+    {},
+    True,
+    None,
+)
+
+
+def leaves(doc: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every key path of a document (mapping keys and list indexes) down to its leaves."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield (*prefix, k)
+            yield from leaves(v, (*prefix, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield (*prefix, i)
+            yield from leaves(v, (*prefix, i))
+
+
+def replaced(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
+    """A deep copy of ``doc`` with the value at ``path`` replaced (``None``: the key removed)."""
+    out = json.loads(json.dumps(doc))
+    node = out
+    for p in path[:-1]:
+        node = node[p]
+    if value is None and isinstance(node, dict):
+        node.pop(path[-1], None)
+    else:
+        node[path[-1]] = value
+    return out
+
+
+def field_cases(path: InputPath, values: tuple[Any, ...] = HOSTILE_VALUES) -> Iterator[Case]:
+    """Each leaf of the base document replaced by each hostile value."""
+    base = path.base
+    for key_path in leaves(base):
+        for value in values:
+            doc = replaced(base, key_path, value)
+            label = ".".join(str(p) for p in key_path)
+            yield Case(f"{path.name}: {label} = {value!r}", path.args, {"f": path.render(doc)})
+
+
+def file_cases(path: InputPath) -> Iterator[Case]:
+    for label, content in hostile_files(path):
+        # a truncated YAML file may still be a valid document
+        yield Case(f"{path.name}: {label}", path.args, {"f": content}, must_refuse=label != "truncated")
+
+
+# ---- float flags --------------------------------------------------------------------------------
+
+BAD_FLOATS = ("nan", "inf", "-inf", "NaN", "1e309", "abc")
+
+FLOAT_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("simulate", "--rate", "5", "--num-requests", "5"), "--duration-s"),
+    (("simulate", "--num-requests", "5"), "--rate"),
+    (("simulate", "--users", "3", "--num-requests", "5"), "--think-time-s"),
+    (("simulate", "--rate", "5", "--num-requests", "5", "--arrival", "gamma"), "--cv"),
+    (("simulate", "--rate", "5", "--num-requests", "5"), "--prompt-sigma"),
+    (("plan",), "--gpu-memory-utilization"),
+    (("plan",), "--price-per-hour"),
+    (("plan",), "--ttft-slo-ms"),
+    (("capacity", "--num-requests", "20"), "--tpot-slo-ms"),
+    (("compare", "-m", "Qwen/Qwen3-0.6B"), "--duty-cycle"),
+    (("fleet", "simulate", "--rate", "5", "--num-requests", "5"), "--scrape-interval-ms"),
+    (("bench", "http://127.0.0.1:9", "--rate", "1", "--num-requests", "1", "--no-store"), "--timeout-s"),
+    (("bench", "http://127.0.0.1:9", "--rate", "1", "--num-requests", "1", "--no-store"), "--warmup-s"),
+    (("bench", "http://127.0.0.1:9", "--num-requests", "1", "--no-store"), "--concurrency"),
+    (("emulate", "--port", "1"), "--fixed-ttft-s"),
+    (("emulate", "--port", "1", "--fixed-ttft-s", "0.1"), "--fixed-itl-s"),
+    (("monitor", "http://127.0.0.1:9", "--once", "--no-store"), "--interval-s"),
+    (("monitor", "http://127.0.0.1:9", "--once", "--no-store"), "--timeout-s"),
+)
+
+
+def flag_cases(values: tuple[str, ...] = BAD_FLOATS) -> Iterator[Case]:
+    for base, flag in FLOAT_FLAGS:
+        for value in values:
+            yield Case(f"{base[0]} {flag} {value}", (*base, flag, value), must_refuse=True)
+
+
+def special_cases() -> Iterator[Case]:
+    """The issue's named repros that are neither a file nor a float flag."""
+    rows = {"gpu": [GPU_ROW]}
+    for key, value in (
+        ("hbm_bandwidth_tb_s", 1e-9),
+        ("bf16_dense_tflops", 1e-9),
+        ("fp8_dense_tflops", float("inf")),
+        ("interconnect_gb_s", float("inf")),
+        ("memory_gb", "80"),
+        ("rent_usd_per_hour", float("inf")),
+    ):
+        doc = {"gpu": [{**GPU_ROW, key: value}]}
+        yield Case(f"--gpu-file: {key} = {value!r}", INPUT_PATHS[1].args, {"f": toml_of(doc["gpu"]).encode()}, True)
+    del rows
+    yield Case(
+        "bench --concurrency 0.5", ("bench", "http://127.0.0.1:9", "--concurrency", "0.5", "--no-store"), {}, True
+    )
+    yield Case("bench url http://[::1", ("bench", "http://[::1", "--rate", "1", "--no-store"), {}, True)
+    yield Case("monitor url http://[::1", ("monitor", "http://[::1", "--once", "--no-store"), {}, True)
+    yield Case("simulate --rate 1e-300", ("simulate", "--rate", "1e-300", "--num-requests", "10"), {}, True)
+    yield Case("simulate rate x duration", ("simulate", "--rate", "100000", "--duration-s", "86400"), {}, True)
+    yield Case("simulate --duration-s inf", ("simulate", "--rate", "5", "--duration-s", "inf"), {}, True)
+    big = {**QWEN_CONFIG, "num_hidden_layers": 10**9}
+    yield Case("plan -m: 10^9 layers", ("plan", "-m", "{f}"), {"f": json.dumps(big).encode()}, True)
+    big = {**QWEN_CONFIG, "num_hidden_layers": 3_000_000}
+    yield Case("plan -m: 3M layers", ("plan", "-m", "{f}"), {"f": json.dumps(big).encode()}, True)
+    for key, value in (("users", {"count": 10**7, "think_time_s": 1}), ("duration_s", 1e300)):
+        doc = {k: v for k, v in WORKLOAD.items() if k not in ("arrival",)} if key == "users" else dict(WORKLOAD)
+        doc[key] = value
+        yield Case(f"workload {key} = {value!r}", INPUT_PATHS[3].args, {"f": yaml.safe_dump(doc).encode()}, True)
+    grid = dict(SWEEP, axes={f"workload.prompt_tokens.{k}": list(range(1, 1001)) for k in ("median", "max")})
+    grid["axes"]["fleet.pools.0.replicas"] = list(range(1, 101))
+    yield Case("sweep: 10^8-point grid", INPUT_PATHS[5].args, {"f": yaml.safe_dump(grid).encode()}, True)
+    yield Case("runs delete %", ("runs", "delete", "%", "--db", "{db}"), {}, True)
+
+
+def all_cases() -> list[Case]:
+    """The probe's shape: every input path's hostile files and fields, the float flags, and the
+    issue's named repros."""
+    out: list[Case] = []
+    for p in INPUT_PATHS:
+        out.extend(file_cases(p))
+        out.extend(field_cases(p, (float("nan"), 1e300, "80", None)))
+    out.extend(flag_cases())
+    out.extend(special_cases())
+    return out
+
+
+# ---- running one case in-process ------------------------------------------------------------------
+
+
+class Hang(Exception):
+    """The command ran past its time limit."""
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: Outcome
+    code: int
+    stderr: str
+    seconds: float
+
+
+def materialize(case: Case, folder: Path) -> list[str]:
+    """Write the case's files under ``folder``; its arguments with ``{name}`` replaced."""
+    names: dict[str, str] = {"db": str(folder / "runs.sqlite")}
+    suffix = next((a for a in case.args if a.startswith("{")), "")
+    del suffix
+    for i, (key, content) in enumerate(case.files.items()):
+        ext = _suffix_for(case)
+        target = folder / f"input{i}{ext}"
+        if content is DIR:
+            target.mkdir()
+        else:
+            target.write_bytes(content)
+        names[key] = str(target)
+    return [a.format(**names) if a.startswith("{") else a for a in case.args]
+
+
+def _suffix_for(case: Case) -> str:
+    for p in INPUT_PATHS:
+        if case.args == p.args:
+            return p.suffix
+    return ".json"
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    def fire(signum: int, frame: Any) -> None:
+        raise Hang(f"past {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def run_in_process(argv: list[str], *, limit_s: float = 10.0) -> Result:
+    """``servecap ARGV`` through the console entry point (``run()``: its error handling
+    included), with stdout/stderr captured and a time limit."""
+    from servecap.cli.main import run
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    t0 = time.monotonic()
+    saved_argv = sys.argv
+    sys.argv = ["servecap", *argv]
+    try:
+        with _deadline(limit_s), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                run()
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except Hang:
+        return Result("hang", -1, err.getvalue(), time.monotonic() - t0)
+    except BaseException as exc:  # a traceback: anything run() let through
+        import traceback
+
+        text = "".join(traceback.format_exception(exc))
+        return Result("traceback", -1, err.getvalue() + text, time.monotonic() - t0)
+    finally:
+        sys.argv = saved_argv
+    return Result(classify(code, err.getvalue()), code, err.getvalue(), time.monotonic() - t0)
+
+
+def classify(code: int, stderr: str) -> Outcome:
+    """What an exit looked like: 0 accepted; a traceback; one line (warnings aside) with exit 1
+    or 2; or several lines."""
+    if "Traceback (most recent call last)" in stderr:
+        return "traceback"
+    if code == 0:
+        return "accepted"
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip() and not ln.startswith(("warning:", "note:"))]
+    if code in (1, 2) and len(lines) == 1:
+        return "error"
+    return "multiline"
+
+
+def is_one_line_naming_a_field(stderr: str) -> bool:
+    """``error: FIELD=VALUE: problem`` or click's usage error naming the option."""
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip() and not ln.startswith(("warning:", "note:"))]
+    if len(lines) != 1:
+        return False
+    line = lines[0]
+    return (line.startswith("error: ") and "=" in line) or line.startswith("Error: ")
+
+
+RunFn = Callable[[list[str]], Result]
