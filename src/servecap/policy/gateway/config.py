@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from servecap.errors import ServecapError, did_you_mean
+from servecap.errors import ServecapError, from_validation_error
 from servecap.policy.gateway.cache import ExactCache, SemanticCache
 from servecap.policy.gateway.provider import ExternalProvider
 from servecap.policy.gateway.queue import GatewayQueue
@@ -291,29 +291,16 @@ _TAGS = {"exact", "semantic", "class", "prompt_length", "share"}
 
 
 def _to_error(err: ValidationError) -> ServecapError:
-    errors = err.errors()
-    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = [str(p) for p in first["loc"] if str(p) not in _TAGS and not str(p).startswith("function-")]
-    field = ".".join(["gateway", *loc])
-    value = first.get("input")
-    msg = str(first["msg"]).removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
-        tags = [str(p) for p in first["loc"] if str(p) in _BY_TAG]
+    """The one formatter (:func:`servecap.errors.from_validation_error`), with the keys allowed
+    where an unknown key was found (the union's tag in pydantic's path names the model)."""
+    extra = next((e for e in err.errors() if e["type"] == "extra_forbidden"), None)
+    allowed: list[str] = []
+    if extra is not None:
+        loc = [str(p) for p in extra["loc"] if str(p) not in _TAGS and not str(p).startswith("function-")]
+        tags = [str(p) for p in extra["loc"] if str(p) in _BY_TAG]
         model = _BY_TAG[tags[-1]] if tags else _model_at(loc[:-1])
         allowed = sorted(model.model_fields) if model is not None else []
-        key = loc[-1] if loc else ""
-        hint = did_you_mean(key, allowed) + (f"; allowed: {', '.join(allowed)}" if allowed else "")
-        return ServecapError(".".join(["gateway", *loc[:-1]]), key, "unknown key" + hint)
-    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
-        ctx = first.get("ctx", {})
-        return ServecapError(
-            field + ".kind", ctx.get("tag"), f"unknown kind; expected one of {ctx.get('expected_tags')}"
-        )
-    if first["type"] == "missing":
-        return ServecapError(field, None, "is required")
-    if isinstance(value, dict):
-        value = "{...}"
-    return ServecapError(field, value, msg)
+    return from_validation_error(err, "gateway", allowed_keys=lambda _loc: allowed, skip=_TAGS)
 
 
 _BY_TAG: dict[str, type[BaseModel]] = {
