@@ -10,6 +10,7 @@ dataclasses: ``servecap plan`` imports this module and stays free of pydantic.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -106,13 +107,15 @@ def parse_rope_scaling(text: str | None) -> RopeScaling | None:
         return None
     try:
         raw = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         raise ServecapError(
             "rope_scaling",
             text,
             'must be JSON such as \'{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}\'',
         ) from None
     if isinstance(raw, int | float) and not isinstance(raw, bool):
+        if not math.isfinite(raw) or raw <= 0:
+            raise ServecapError("rope_scaling", text, "a YaRN factor must be a positive finite number")
         return RopeScaling("yarn", float(raw))
     if not isinstance(raw, dict):
         raise ServecapError("rope_scaling", text, "must be a JSON object or a YaRN factor")
@@ -121,8 +124,8 @@ def parse_rope_scaling(text: str | None) -> RopeScaling | None:
         raise ServecapError("rope_scaling", text, f"unknown keys {sorted(unknown)}")
     rope_type, factor = raw.get("rope_type", raw.get("type", "yarn")), raw.get("factor")
     original = raw.get("original_max_position_embeddings")
-    if not isinstance(factor, int | float) or isinstance(factor, bool):
-        raise ServecapError("rope_scaling.factor", factor, "must be a number")
+    if not isinstance(factor, int | float) or isinstance(factor, bool) or not math.isfinite(factor) or factor <= 0:
+        raise ServecapError("rope_scaling.factor", factor, "must be a positive finite number")
     if original is not None and (not isinstance(original, int) or original <= 0):
         raise ServecapError("rope_scaling.original_max_position_embeddings", original, "must be a positive integer")
     return RopeScaling(str(rope_type), float(factor), original)

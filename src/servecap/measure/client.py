@@ -133,7 +133,7 @@ class _Consumer:
                     return
         try:
             obj = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # malformed, not UTF-8, absurdly deep or long
             obj = None
         if not isinstance(obj, dict):
             self._stop("bad_json", data[:200].decode("utf-8", "replace"), now)
@@ -270,7 +270,7 @@ def _whole(raw: bytes, trace: Trace, now: float) -> None:
     """A non-streaming response: one JSON body, all tokens at once."""
     try:
         obj = json.loads(raw)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # malformed, not UTF-8, absurdly deep or long
         trace.error, trace.error_detail = "bad_json", raw[:200].decode("utf-8", "replace")
         return
     if not isinstance(obj, dict) or "error" in obj:

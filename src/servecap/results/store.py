@@ -184,7 +184,7 @@ class RunStore:
                         f"written by a newer servecap (schema {version}, this one reads up to {SCHEMA_VERSION})",
                     )
                 tables = _check_not_foreign(con, version, self.path)
-                if version == SCHEMA_VERSION and _STORE_TABLES <= tables:
+                if version == SCHEMA_VERSION and tables >= _STORE_TABLES:
                     return  # nothing to create: opening a store for reading never writes to it
                 if version == 1:
                     for stmt in _MIGRATE_1_TO_2:

@@ -139,9 +139,7 @@ def _largest_number(dumped: Any) -> float:
     """The largest number among a distribution's parameters (through mixtures), ``sigma`` and
     weights aside."""
     if isinstance(dumped, dict):
-        return max(
-            (_largest_number(v) for k, v in dumped.items() if k not in ("sigma", "weight", "std")), default=0.0
-        )
+        return max((_largest_number(v) for k, v in dumped.items() if k not in ("sigma", "weight", "std")), default=0.0)
     if isinstance(dumped, list | tuple):
         return max((_largest_number(v) for v in dumped), default=0.0)
     if isinstance(dumped, int | float) and not isinstance(dumped, bool):

@@ -15,7 +15,7 @@ includes any ``prefix_tokens``).
 from __future__ import annotations
 
 import csv
-import json
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
+from servecap.files import MAX_DATA_BYTES, loads_json, read_text
 
 REQUIRED = ("arrival_s", "prompt_tokens", "output_tokens")
 OPTIONAL = ("prefix_group", "prefix_tokens")
@@ -44,15 +45,11 @@ class Trace:
 
 def load_trace(path: Path) -> Trace:
     """Read and validate a trace; errors name the file, line and column."""
-    if not path.exists():
-        raise ServecapError("arrival.path", str(path), "no such trace file")
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        rows = _csv_rows(path)
-    elif suffix in (".jsonl", ".ndjson"):
-        rows = _jsonl_rows(path)
-    else:
+    if suffix not in (".csv", ".jsonl", ".ndjson"):
         raise ServecapError("arrival.path", str(path), "trace must be .csv or .jsonl")
+    text = read_text(path, "arrival.path", max_bytes=MAX_DATA_BYTES)
+    rows = _csv_rows(path, text) if suffix == ".csv" else _jsonl_rows(path, text)
     if not rows:
         raise ServecapError("arrival.path", str(path), "trace has no requests")
     n = len(rows)
@@ -75,23 +72,26 @@ def load_trace(path: Path) -> Trace:
     return Trace(arr[order], prompt[order], output[order], group[order], ptok[order])
 
 
-def _csv_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
+def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
         header = reader.fieldnames or []
         _check_keys(header, f"{path.name}:1")
-        return [(i + 2, dict(row)) for i, row in enumerate(reader) if any((v or "").strip() for v in row.values())]
+        return [
+            (i + 2, dict(row))
+            for i, row in enumerate(reader)
+            if any((v if isinstance(v, str) else "").strip() for v in row.values())
+        ]
+    except csv.Error as err:
+        raise ServecapError("arrival.path", str(path), f"malformed CSV: {err}") from None
 
 
-def _jsonl_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _jsonl_rows(path: Path, whole: str) -> list[tuple[int, dict[str, Any]]]:
     rows = []
-    for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for i, text in enumerate(whole.splitlines(), start=1):
         if not text.strip():
             continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ServecapError(f"{path.name}:{i}", text[:60], f"malformed JSON: {err.msg}") from None
+        obj = loads_json(text, f"{path.name}:{i}", text[:60])
         if not isinstance(obj, dict):
             raise ServecapError(f"{path.name}:{i}", text[:60], "each line must be a JSON object")
         _check_keys(list(obj), f"{path.name}:{i}")
