@@ -140,10 +140,10 @@ def loads_json(text: str, field: str, value: object | None = None) -> Any:
 def check_shape(raw: Any, field: str, value: object) -> None:
     """Refuse a parsed value nesting deeper than :data:`MAX_DEPTH` or holding more than
     :data:`MAX_NODES` values (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(raw, 0)]
+    stack: list[tuple[Any, int]] = [(raw, 1)]  # (value, its level: the top-level container is 1)
     seen = 0
     while stack:
-        node, depth = stack.pop()
+        node, level = stack.pop()
         seen += 1
         if seen > MAX_NODES:
             raise ServecapError(field, value, f"holds more than {MAX_NODES:,} values")
@@ -153,9 +153,9 @@ def check_shape(raw: Any, field: str, value: object) -> None:
             children = node
         else:
             continue
-        if depth + 1 > MAX_DEPTH and children:
+        if level > MAX_DEPTH:
             raise ServecapError(field, value, f"nests deeper than the {MAX_DEPTH}-level limit")
-        stack.extend((child, depth + 1) for child in children)
+        stack.extend((child, level + 1) for child in children)
 
 
 class _Malformed(Exception):
@@ -191,8 +191,9 @@ def _parse_toml(text: str) -> Any:
 def _parse_yaml(text: str) -> Any:
     import yaml
 
-    loader = _bounded_loader_class()(text)
+    loader = None
     try:
+        loader = _bounded_loader_class()(text)  # its reader refuses control characters at once
         return loader.get_single_data()
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
@@ -203,7 +204,8 @@ def _parse_yaml(text: str) -> Any:
     except ValueError as err:
         raise _Malformed(str(err).split(";")[0]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 _LOADER: list[type] = []
@@ -236,13 +238,14 @@ def _bounded_loader_class() -> type:
                 if node is not None:
                     self.count(self.sizes.get(id(node), 1))
                 return super().compose_node(parent, index)
-            self.depth += 1
+            level = 0 if self.check_event(yaml.ScalarEvent) else 1  # containers make the levels
+            self.depth += level
             if self.depth > MAX_DEPTH:
                 raise _TooBig(f"nests deeper than the {MAX_DEPTH}-level limit")
             before = self.expanded
             self.count(1)
             node = super().compose_node(parent, index)
-            self.depth -= 1
+            self.depth -= level
             self.sizes[id(node)] = self.expanded - before
             return node
 

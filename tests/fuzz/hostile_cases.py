@@ -192,6 +192,7 @@ def hostile_files(path: InputPath) -> Iterator[tuple[str, Any]]:
     yield "binary", bytes(range(256)) * 4
     yield "non-UTF-8", path.render(path.base).replace(b"a", b"\xe9", 3)
     yield "NUL bytes", b"\x00" * 64
+    yield "control characters", b"a: \x01\x02\x1b[31m\n"
     yield "directory", DIR
     yield "empty", b""
     yield "10,000-deep nesting", deep(path.suffix, 10_000)

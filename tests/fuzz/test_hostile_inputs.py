@@ -75,6 +75,18 @@ def test_any_field_of_any_file_is_handled(path: InputPath, tmp_path_factory: pyt
     check()
 
 
+@pytest.mark.parametrize("path", INPUT_PATHS, ids=lambda p: p.name)
+def test_any_bytes_in_any_file_are_handled(path: InputPath, tmp_path_factory: pytest.TempPathFactory) -> None:
+    @FUZZ
+    @given(data=st.one_of(st.binary(max_size=300), st.text(max_size=200).map(str.encode)))
+    def check(data: bytes) -> None:
+        _check(
+            Case(f"{path.name}: {data[:40]!r}", path.args, {"f": data}), tmp_path_factory.mktemp("b"), must_refuse=False
+        )
+
+    check()
+
+
 @pytest.mark.parametrize(("base", "flag"), FLOAT_FLAGS, ids=[f"{b[0]} {f}" for b, f in FLOAT_FLAGS])
 def test_non_finite_float_flags_are_refused_by_name(base: tuple[str, ...], flag: str, tmp_path: Path) -> None:
     for value in BAD_FLOATS:
