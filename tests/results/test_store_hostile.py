@@ -107,3 +107,36 @@ def test_a_locked_store_is_refused_quickly(tmp_path: Path) -> None:
         holder.rollback()
         holder.close()
     store.check_writable(timeout_s=0.1)  # free again
+
+
+def _cli(args: list[str]) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from servecap.cli.main import cli
+
+    result = CliRunner().invoke(cli, args)
+    if isinstance(result.exception, ServecapError):
+        return 2, result.stdout, f"error: {result.exception}"
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_runs_lists_around_a_damaged_row_and_warns(tmp_path: Path) -> None:
+    store = _store(tmp_path, "good", "bad")
+    with sqlite3.connect(store.path) as con:
+        con.execute("UPDATE runs SET checks_json = 'garbage' WHERE run_id = 'bad'")
+    code, out, err = _cli(["runs", "--db", str(store.path)])
+    assert code == 0 and "good" in out and "bad" not in out
+    assert err.startswith("warning: run bad is damaged and skipped: JSONDecodeError")
+    code, _, err = _cli(["runs", "export", "bad", "--db", str(store.path)])
+    assert code == 2 and err.startswith("error: run='bad': its stored row is damaged")
+
+
+@pytest.mark.parametrize("command", [["runs"], ["runs", "export", "x"], ["runs", "delete", "x"], ["runs", "show", "x"]])
+@pytest.mark.parametrize("content", [b"SQLite format 3\x00" + b"\xff" * 2000, b"not a database at all" * 50])
+def test_runs_on_a_damaged_file_is_one_line(tmp_path: Path, command: list[str], content: bytes) -> None:
+    db = tmp_path / "runs.sqlite"
+    db.write_bytes(content)
+    code, _, err = _cli([*command, "--db", str(db)])
+    assert code == 2 and err.startswith("error: db=") and "\n" not in err.strip()
+    assert db.read_bytes() == content
