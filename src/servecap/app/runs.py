@@ -96,7 +96,14 @@ def deployment_from_settings(settings: dict[str, Any]) -> tuple[Any, list[str], 
     """(Deployment, notes on defaults, prefix caching on) from a run's stored ``settings["deployment"]``."""
     from servecap.app.flags import DeploymentFlags, deployment_from_flags
 
-    dep, notes = deployment_from_flags(DeploymentFlags.from_settings(settings))
+    if not isinstance(settings, dict):
+        raise ServecapError("deployment", settings, "must be a mapping of the flags of `servecap plan`")
+    try:
+        dep, notes = deployment_from_flags(DeploymentFlags.from_settings(settings))
+    except (TypeError, ValueError, AttributeError, KeyError) as err:  # a stored or received one of the wrong types
+        raise ServecapError(
+            "deployment", settings, f"is not a valid deployment ({type(err).__name__}: {err})"
+        ) from None
     return dep, notes, bool(settings.get("enable_prefix_caching", True))
 
 
