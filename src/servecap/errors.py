@@ -62,7 +62,8 @@ def from_validation_error(
     :class:`ServecapError` naming the field's path (after ``prefix``), the value and the problem.
 
     An unknown key is reported before anything else (a misspelt key also shows up as a missing
-    one), with "did you mean" among ``allowed_keys(parent_path)``; pydantic's validator and
+    one): given ``allowed_keys(parent_path)``, as the parent's field with the key as its value,
+    "did you mean" and the allowed keys; without, as the key's own path. Pydantic's validator and
     union-tag segments (``function-after[...]``, and the names in ``skip``) are dropped from the
     path; a missing field "is required"; a mapping value is shown as ``{...}``; NaN and infinity
     are refused by name. ``brackets`` writes list indexes as ``[0]`` rather than ``.0``.
@@ -80,7 +81,9 @@ def from_validation_error(
     msg = str(first.get("msg", "invalid value"))
     if kind == "extra_forbidden":
         key = loc[-1] if loc else ""
-        allowed = sorted(allowed_keys(loc[:-1])) if allowed_keys is not None else []
+        if allowed_keys is None:  # nothing to suggest: the key itself is the field
+            return ServecapError(_path(prefix, loc, brackets), value, "unknown key")
+        allowed = sorted(allowed_keys(loc[:-1]))
         listing = f"; allowed: {', '.join(allowed)}" if allowed else ""
         return ServecapError(
             _path(prefix, loc[:-1], brackets), key, "unknown key" + did_you_mean(key, allowed) + listing

@@ -72,6 +72,7 @@ def workload_from_flags(
             raise ServecapError("rate", None, "give --rate (requests/s), --users N, or --workload FILE")
         if arrival not in ARRIVAL_KINDS:
             raise ServecapError("arrival", arrival, "unknown arrival process" + did_you_mean(arrival, ARRIVAL_KINDS))
+        _check_flag_sizes(rate, num_requests, duration_s)
         arr: dict[str, Any] = {"kind": arrival, "rate_per_s": rate}
         if cv is not None:
             if arrival != "gamma":
@@ -79,6 +80,27 @@ def workload_from_flags(
             arr["cv"] = cv
         raw["arrival"] = arr
     return workload_from_dict({k: v for k, v in raw.items() if v is not None})
+
+
+def _check_flag_sizes(rate: float, num_requests: int | None, duration_s: float | None) -> None:
+    """The open loop's size from the flags, named by the flags (the file's check names fields)."""
+    from servecap.workload.spec import MAX_DURATION_S, MAX_REQUESTS
+
+    if not rate > 0:
+        return  # the model's own check says what is wrong
+    if num_requests is None and duration_s is not None and rate * duration_s > MAX_REQUESTS:
+        raise ServecapError(
+            "--rate x --duration-s",
+            f"{rate:g} x {duration_s:g}",
+            f"{rate * duration_s:.3g} requests, over the limit of {MAX_REQUESTS:,}: lower one, or give --num-requests",
+        )
+    if num_requests is not None and duration_s is None and num_requests / rate > MAX_DURATION_S:
+        raise ServecapError(
+            "--rate",
+            rate,
+            f"{num_requests:,} requests at this rate arrive over {num_requests / rate:.3g} s, more than a year "
+            f"({MAX_DURATION_S:,.0f} s): raise --rate or give --duration-s",
+        )
 
 
 def _length(value: int | float, sigma: float | None) -> Any:
