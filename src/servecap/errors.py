@@ -57,6 +57,7 @@ def from_validation_error(
     allowed_keys: Callable[[list[str]], Iterable[str]] | None = None,
     skip: Collection[str] = (),
     brackets: bool = False,
+    key_as_field: bool = False,
 ) -> ServecapError:
     """The ONE formatter of a pydantic ``ValidationError``: its first problem as one
     :class:`ServecapError` naming the field's path (after ``prefix``), the value and the problem.
@@ -66,7 +67,8 @@ def from_validation_error(
     "did you mean" and the allowed keys; without, as the key's own path. Pydantic's validator and
     union-tag segments (``function-after[...]``, and the names in ``skip``) are dropped from the
     path; a missing field "is required"; a mapping value is shown as ``{...}``; NaN and infinity
-    are refused by name. ``brackets`` writes list indexes as ``[0]`` rather than ``.0``.
+    are refused by name. ``brackets`` writes list indexes as ``[0]`` rather than ``.0``;
+    ``key_as_field`` names an unknown key by its own path (with "did you mean").
     (Duck-typed on ``errors()``, so this module needs no pydantic.)"""
     errors = getattr(err, "errors", None)
     listed: list[dict[str, object]] = [dict(e) for e in errors()] if callable(errors) else []
@@ -84,6 +86,8 @@ def from_validation_error(
         if allowed_keys is None:  # nothing to suggest: the key itself is the field
             return ServecapError(_path(prefix, loc, brackets), value, "unknown key")
         allowed = sorted(allowed_keys(loc[:-1]))
+        if key_as_field:
+            return ServecapError(_path(prefix, loc, brackets), None, "unknown key" + did_you_mean(key, allowed))
         listing = f"; allowed: {', '.join(allowed)}" if allowed else ""
         return ServecapError(
             _path(prefix, loc[:-1], brackets), key, "unknown key" + did_you_mean(key, allowed) + listing

@@ -95,7 +95,7 @@ def test_gateway_levers_are_left_out_where_the_fleet_file_has_no_gateway() -> No
         ({"traffic": {}}, "traffic"),
         ({"router": "fastest"}, "router"),
         ({"levers": ["turbo"]}, "levers"),
-        ({"candidatez": []}, "plan"),  # the unknown key is the value: plan='candidatez'
+        ({"candidatez": []}, "plan.candidatez"),
     ],
 )
 def test_bad_input_is_one_error_naming_the_field(over: dict[str, Any], field: str) -> None:

@@ -131,7 +131,9 @@ def plan_request_from_dict(raw: dict[str, Any]) -> FleetPlanRequest:
     try:
         return FleetPlanRequest.model_validate(raw)
     except ValidationError as err:
-        raise from_validation_error(err, "plan", allowed_keys=lambda _loc: _KEYS, brackets=True) from None
+        raise from_validation_error(
+            err, "plan", allowed_keys=lambda _loc: _KEYS, brackets=True, key_as_field=True
+        ) from None
 
 
 def load_plan_file(path: Path | str) -> dict[str, Any]:
