@@ -12,8 +12,14 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from servecap.api import ServeSettings, create_app
+from servecap.api.guard import GuardSettings
 
-_APP = create_app(ServeSettings(data_dir=Path("/nonexistent-servecap-upload-dir"), db=None))
+# the test client calls itself "testserver": named as an allowed host, as --allowed-host would
+_APP = create_app(
+    ServeSettings(
+        data_dir=Path("/nonexistent-servecap-upload-dir"), db=None, guard=GuardSettings(allowed_hosts=("testserver",))
+    )
+)
 schema = schemathesis.openapi.from_asgi("/openapi.json", _APP)
 # jobs start child processes and the runs routes read the user's store: exercised by tests/api/test_api.py
 schema = schema.exclude(path_regex=r"^/api/v1/(simulate|capacity|fleet/simulate|fleet/plan|jobs|runs|models/upload)")

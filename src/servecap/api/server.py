@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +23,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from servecap.api.bodies import (
-    MAX_SIM_REQUESTS,
     CapacityBody,
     CompareBody,
     FleetPlanBody,
@@ -33,19 +32,23 @@ from servecap.api.bodies import (
     UploadBody,
 )
 from servecap.api.cache import ResponseCache
+from servecap.api.guard import BodyTooLarge, Guard, GuardSettings
 from servecap.api.jobfns import (
     capacity_job,
     check_fleet_body,
     check_fleet_plan_body,
+    check_simulate_body,
     fleet_plan_job,
     fleet_simulate_job,
     simulate_job,
 )
 from servecap.api.jobs import JobFn, JobManager, JobQueueFull
+from servecap.api.names import body_model
 from servecap.api.plan_compute import plan_json_from_key
 from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
-from servecap.api.uploads import resolve_model_name, store_config
+from servecap.api.uploads import UploadQuota, store_config
+from servecap.app.limits import API_LIMITS, WorkLimits
 from servecap.errors import ServecapError, from_validation_error
 
 API = "/api/v1"
@@ -53,13 +56,18 @@ API = "/api/v1"
 
 @dataclass(frozen=True, slots=True)
 class ServeSettings:
-    """Where the server keeps its files, and its limits."""
+    """Where the server keeps its files, who it answers, and its limits."""
 
     data_dir: Path
     db: Path | None = None  # the run store (None: the user's default, as `servecap runs`)
     max_running_jobs: int = 2
     max_queued_jobs: int = 16
     plan_workers: int = 0  # new plans: 0 on one worker thread, N in N worker processes
+    guard: GuardSettings = field(default_factory=GuardSettings)  # Host/Origin, token, body size
+    upload_quota: UploadQuota = field(default_factory=UploadQuota)
+    limits: WorkLimits = API_LIMITS  # the work one job may ask for (app/limits.py)
+    job_timeout_s: float = 900.0  # a job still running after this is stopped (failed)
+    job_memory_bytes: int | None = 4 * 1024**3  # address space of a job's process (None: unlimited)
 
     @property
     def upload_dir(self) -> Path:
@@ -78,7 +86,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        jobs_holder["jobs"] = JobManager(max_running=settings.max_running_jobs, max_queued=settings.max_queued_jobs)
+        jobs_holder["jobs"] = JobManager(
+            max_running=settings.max_running_jobs,
+            max_queued=settings.max_queued_jobs,
+            timeout_s=settings.job_timeout_s,
+            memory_bytes=settings.job_memory_bytes,
+        )
         await plan_worker.start()
         try:
             yield
@@ -93,6 +106,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         lifespan=lifespan,
     )
 
+    app.add_middleware(Guard, settings=settings.guard)
+
     def jobs() -> JobManager:
         return jobs_holder["jobs"]
 
@@ -104,6 +119,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc, BodyTooLarge):  # cut off while reading: the connection is closed after
+            return _error(413, ServecapError("body", f"over {exc.limit:,} bytes", "is larger than the limit"))
         field, value = ("method", request.method) if exc.status_code == 405 else ("path", request.url.path)
         body = {"error": {"message": f"{field}={value!r}: {exc.detail}", "field": field, "value": value}}
         return JSONResponse(status_code=exc.status_code, content=body, headers=getattr(exc, "headers", None))
@@ -138,7 +155,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/models/upload")
     def upload(body: UploadBody) -> dict[str, Any]:
         """Keep a ``config.json``; plan with the returned ``model`` name (``upload:<id>``)."""
-        name, _path = store_config(settings.upload_dir, body.config)
+        name, _path = store_config(settings.upload_dir, body.config, settings.upload_quota)
         return {"model": name}
 
     # -- closed-form ----------------------------------------------------------------------------
@@ -169,7 +186,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         from servecap.app.compare import compare_request
 
         values = body.model_dump()
-        values["model"] = resolve_model_name(settings.upload_dir, body.model)
+        values["model"] = body_model(settings.upload_dir, body.model)
         result: dict[str, Any] = json.loads(run_compare(compare_request(**values)).model_dump_json(by_alias=True))
         return result
 
@@ -183,12 +200,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
     def engine_payload(body: SimulateBody) -> dict[str, Any]:
         """A single-engine job's body, with an uploaded model resolved to its file."""
         payload = body.model_dump()
-        payload["_model_path"] = resolve_model_name(settings.upload_dir, body.model)
+        payload["_model_path"] = body_model(settings.upload_dir, body.model)
+        payload["_limits"] = settings.limits
         return payload
 
     @app.post(f"{API}/simulate", status_code=202)
     async def simulate(body: SimulateBody) -> JSONResponse:
         """Start ``servecap simulate`` as a job; its result is ``simulate --json`` plus the time series."""
+        check_simulate_body(body, settings.limits)  # capacity's probes are sized in the job, with its plan
         payload = engine_payload(body)
         payload["_db"] = str(settings.db) if settings.db is not None else None  # the run is stored
         return accepted("simulate", simulate_job, payload)
@@ -201,14 +220,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/fleet/simulate", status_code=202)
     async def fleet_simulate(body: FleetSimulateBody) -> JSONResponse:
         """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
-        check_fleet_body(body, MAX_SIM_REQUESTS)
-        return accepted("fleet-simulate", fleet_simulate_job, body.model_dump())
+        check_fleet_body(body, settings.upload_dir, settings.limits)
+        return accepted("fleet-simulate", fleet_simulate_job, {**body.model_dump(), "_limits": settings.limits})
 
     @app.post(f"{API}/fleet/plan", status_code=202)
     async def fleet_plan(body: FleetPlanBody) -> JSONResponse:
         """Start ``servecap fleet plan`` as a job; its result is ``fleet plan --json``."""
-        check_fleet_plan_body(body, MAX_SIM_REQUESTS)
-        return accepted("fleet-plan", fleet_plan_job, body.model_dump())
+        check_fleet_plan_body(body, settings.upload_dir, settings.limits)
+        return accepted("fleet-plan", fleet_plan_job, {**body.model_dump(), "_limits": settings.limits})
 
     @app.get(f"{API}/jobs")
     async def list_jobs() -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -75,6 +75,9 @@ class PointResult:
         """Per-request records (the shared results schema), built from the columns."""
         return records_from_columns(self.columns)
 
+
+if TYPE_CHECKING:
+    from servecap.app.limits import WorkLimits
 
 MAX_POINTS = 10_000
 
@@ -139,9 +142,10 @@ def set_path(root: dict[str, Any], path: str, value: Any) -> None:
         raise ServecapError(f"axes.{path}", last, "no such key in the base file")
 
 
-def sweep_points(sf: SweepFile, base_dir: Path | None = None) -> list[SweepPoint]:
-    """Every point of the sweep, validated (no simulation yet)."""
+def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits | None = None) -> list[SweepPoint]:
+    """Every point of the sweep, validated and sized against ``limits`` (no simulation yet)."""
     from servecap.app.fleet import build_fleet, fleet_from_dict
+    from servecap.app.limits import check_fleet_work, check_sweep_points, cli_limits
     from servecap.workload import workload_from_dict
 
     base = {
@@ -154,6 +158,8 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None) -> list[SweepPoint
             raise ServecapError(f"axes.{name}", name, "must start with 'fleet.' or 'workload.'")
         if not sf.axes[name]:
             raise ServecapError(f"axes.{name}", [], "give at least one value")
+    sizes = [len(v) for v in sf.axes.values()]
+    check_sweep_points([max(sizes, default=1)] if sf.mode == "zip" else sizes, limits or cli_limits())
     if sf.mode == "zip":
         lengths = {len(v) for v in sf.axes.values()}
         if len(lengths) != 1:
@@ -170,8 +176,10 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None) -> list[SweepPoint
         for name, v in values.items():
             set_path(doc, name, v)
         try:
-            build_fleet(fleet_from_dict(doc["fleet"]), base_dir)  # names, plans: what the run would refuse
-            workload_from_dict(doc["workload"])
+            fleet = fleet_from_dict(doc["fleet"])
+            workload = workload_from_dict(doc["workload"])
+            check_fleet_work(fleet, workload, limits or cli_limits())
+            build_fleet(fleet, base_dir)  # names, plans: what the run would refuse
         except ServecapError as err:
             raise ServecapError(err.field, err.value, f"{err.problem} (sweep point {i}: {_label(values)})") from None
         points.append(
