@@ -42,7 +42,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain", "ip6-localhost"})
 WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
 COOKIE = "servecap_token"
-TOKEN_ENV = "SERVECAP_TOKEN"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 OPEN_PATHS = frozenset({"/api/v1/health"})
 
@@ -195,10 +194,10 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 
 def _query_token(scope: Scope) -> str | None:
-    query = scope.get("query_string", b"").decode("latin-1")
+    query = bytes(scope.get("query_string", b"")).decode("latin-1")
     for key, value in parse_qsl(query, keep_blank_values=True):
         if key == "token":
-            return value
+            return str(value)
     return None
 
 

@@ -10,12 +10,13 @@ thread pool; simulations run as jobs in child processes, so none stalls the even
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -52,6 +53,8 @@ from servecap.app.limits import API_LIMITS, WorkLimits
 from servecap.errors import ServecapError, from_validation_error
 
 API = "/api/v1"
+_T = TypeVar("_T")
+_log = logging.getLogger("servecap.api")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,23 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def on_servecap_error(_request: Request, exc: ServecapError) -> JSONResponse:
         if isinstance(exc, JobQueueFull):
             return _error(429, exc)
-        return _error(404 if exc.field == "job_id" else 400, exc)
+        if isinstance(exc, DamagedRun):
+            return _error(422, exc)
+        missing = exc.field == "job_id" or (exc.field == "run" and exc.problem.startswith(("no such", "no runs")))
+        return _error(404 if missing else 400, exc)
+
+    @app.exception_handler(Exception)
+    async def on_unforeseen(request: Request, exc: Exception) -> JSONResponse:
+        """A bug: one line for the client (no traceback), the traceback in the server's log."""
+        _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        text = " ".join(str(exc).split())[:200]
+        err = ServecapError("request", f"{request.method} {request.url.path}", f"internal error: {type(exc).__name__}")
+        return JSONResponse(
+            status_code=500,
+            content={
+                "error": {"message": f"{err} ({text})" if text else str(err), "field": err.field, "value": err.value}
+            },
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -155,7 +174,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/models/upload")
     def upload(body: UploadBody) -> dict[str, Any]:
         """Keep a ``config.json``; plan with the returned ``model`` name (``upload:<id>``)."""
-        name, _path = store_config(settings.upload_dir, body.config, settings.upload_quota)
+        name, _path = store_config(settings.upload_dir, body.config, settings.upload_quota, settings.limits.max_layers)
         return {"model": name}
 
     # -- closed-form ----------------------------------------------------------------------------
@@ -263,7 +282,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Stored runs, newest first (``servecap runs --json``)."""
         from servecap.app.runs import ListRunsRequest, list_runs
 
-        _path, listing = list_runs(ListRunsRequest(db=settings.db, limit=limit, kind=kind))
+        _path, listing = stored(
+            "runs", None, lambda: list_runs(ListRunsRequest(db=settings.db, limit=limit, kind=kind))
+        )
         return [json.loads(r.model_dump_json()) for r in listing.root]
 
     @app.get(f"{API}/runs/{{run_id}}")
@@ -271,7 +292,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """One run with its settings and checks (``servecap runs show --json``)."""
         from servecap.app.runs import show_run
 
-        detail: dict[str, Any] = json.loads(show_run(run_id, settings.db).model_dump_json())
+        detail: dict[str, Any] = json.loads(
+            stored("run", run_id, lambda: show_run(run_id, settings.db)).model_dump_json()
+        )
         return detail
 
     @app.get(f"{API}/runs/{{run_id}}/requests")
@@ -279,18 +302,60 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Every request of a run with its token times (``servecap runs export --format json``)."""
         from servecap.app.runs import export_run
 
-        exported: dict[str, Any] = json.loads(export_run(run_id, "json", settings.db))
+        exported: dict[str, Any] = json.loads(stored("run", run_id, lambda: export_run(run_id, "json", settings.db)))
         return exported
 
     @app.get(f"{API}/runs/{{run_id}}/accuracy")
     def run_accuracy(run_id: str) -> dict[str, Any]:
         """A measured run next to the simulator's prediction (``servecap accuracy --json``)."""
         from servecap.app.accuracy import AccuracyRequest, accuracy
+        from servecap.app.runs import show_run
 
-        result: dict[str, Any] = json.loads(accuracy(AccuracyRequest(run=run_id, db=settings.db)).model_dump_json())
+        detail = stored("run", run_id, lambda: show_run(run_id, settings.db))
+        check_stored_deployment(detail.settings.get("deployment"), settings.upload_dir)
+        response = stored("run", run_id, lambda: accuracy(AccuracyRequest(run=run_id, db=settings.db)))
+        result: dict[str, Any] = json.loads(response.model_dump_json())
         return result
 
     return app
+
+
+class DamagedRun(ServecapError):
+    """A stored run that cannot be read (bad JSON, a malformed row or deployment): HTTP 422."""
+
+
+def stored(field: str, run_id: str | None, read: Callable[[], _T]) -> _T:
+    """``read()`` of the run store, its failures on damaged data as one line naming the run."""
+    import sqlite3
+
+    from pydantic import ValidationError
+
+    try:
+        return read()
+    except ServecapError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, ValidationError, sqlite3.DatabaseError) as err:
+        _log.warning("damaged stored data (%s %s): %s: %s", field, run_id, type(err).__name__, err)
+        problem = " ".join(str(err).split())[:160]
+        raise DamagedRun(field, run_id, f"the stored data is damaged ({type(err).__name__}: {problem})") from None
+
+
+def check_stored_deployment(deployment: object, upload_dir: Path) -> None:
+    """A stored run's deployment, before the simulator plans it: a mapping whose model and GPU are
+    names the server resolves (the catalog's, or an upload's), and no file."""
+    from servecap.api.names import api_gpu, api_model, refuse_file_field
+
+    if deployment is None:
+        return  # the use case says how to store one
+    if not isinstance(deployment, dict):
+        raise DamagedRun("deployment", type(deployment).__name__, "the stored deployment is not a mapping")
+    for key in ("gpu_file", "calibration"):
+        if deployment.get(key) is not None:
+            refuse_file_field(f"deployment.{key}", deployment[key])
+    if deployment.get("model") is not None:
+        api_model(upload_dir, deployment["model"], "deployment.model")
+    if deployment.get("gpu") is not None:
+        api_gpu(deployment["gpu"], "deployment.gpu")
 
 
 def _version() -> str:

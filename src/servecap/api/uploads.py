@@ -38,12 +38,16 @@ class UploadQuota:
 _LOCK = threading.Lock()  # uploads are stored from FastAPI's thread pool
 
 
-def store_config(folder: Path, config: dict[str, Any], quota: UploadQuota | None = None) -> tuple[str, Path]:
+def store_config(
+    folder: Path, config: dict[str, Any], quota: UploadQuota | None = None, max_layers: int = 1_000
+) -> tuple[str, Path]:
     """Validate and keep ``config``; returns its ``upload:<id>`` name and its path. The least
-    recently used uploads are evicted to keep the folder within ``quota``."""
+    recently used uploads are evicted to keep the folder within ``quota``. A layer count past
+    ``max_layers`` is refused before the config is parsed (its per-layer tables grow with it)."""
     from servecap.catalog.hf_config import parse_config
 
     quota = quota or UploadQuota()
+    _check_layers(config, max_layers)
     text = json.dumps(config, sort_keys=True, separators=(",", ":"))
     if len(text) > MAX_CONFIG_BYTES:
         raise ServecapError("config", f"{len(text):,} bytes", f"is larger than {MAX_CONFIG_BYTES:,} bytes")
@@ -60,6 +64,20 @@ def store_config(folder: Path, config: dict[str, Any], quota: UploadQuota | None
             tmp.write_text(text, "utf-8")
             tmp.replace(path)
     return PREFIX + digest, path
+
+
+def _check_layers(config: dict[str, Any], max_layers: int) -> None:
+    """Refuse a layer count over ``max_layers`` (at the top or in a nested ``text_config``)."""
+    from servecap.app.limits import API_LIMITS, WorkLimits, check_layers
+
+    limits = WorkLimits(max_layers=max_layers, knobs=API_LIMITS.knobs)
+    for where, node in (("config", config), ("config.text_config", config.get("text_config"))):
+        if not isinstance(node, dict):
+            continue
+        for key in ("num_hidden_layers", "n_layer", "num_layers"):
+            value = node.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+                check_layers(int(min(value, 1e18)), limits, where=f"{where}.{key}")
 
 
 def _evict(folder: Path, quota: UploadQuota, incoming_bytes: int) -> None:

@@ -70,7 +70,6 @@ SERVE_FLAGS = {
     "max_replicas": "servecap serve --max-replicas",
     "max_replica_s": "servecap serve --max-replica-s",
     "max_layers": "servecap serve --max-layers",
-    "max_sweep_points": "servecap serve --max-sweep-points",
     "max_candidates": "servecap serve --max-candidates",
 }
 
