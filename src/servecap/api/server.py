@@ -138,8 +138,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if isinstance(exc, BodyTooLarge):  # cut off while reading: the connection is closed after
-            return _error(413, ServecapError("body", f"over {exc.limit:,} bytes", "is larger than the limit"))
+        if isinstance(exc, BodyTooLarge):  # cut off while reading: close the connection, read no more
+            response = _error(413, ServecapError("body", f"over {exc.limit:,} bytes", "is larger than the limit"))
+            response.headers["Connection"] = "close"
+            return response
         field, value = ("method", request.method) if exc.status_code == 405 else ("path", request.url.path)
         body = {"error": {"message": f"{field}={value!r}: {exc.detail}", "field": field, "value": value}}
         return JSONResponse(status_code=exc.status_code, content=body, headers=getattr(exc, "headers", None))
