@@ -117,7 +117,7 @@ def check_simulate_body(body: SimulateBody, limits: WorkLimits) -> None:
         duration_s=body.duration_s,
         num_requests=body.num_requests,
     )
-    check_workload(spec, limits)
+    check_workload(spec, limits, where="")  # the body's own field names
 
 
 def check_fleet_body(body: FleetSimulateBody, upload_dir: Path, limits: WorkLimits) -> None:

@@ -6,10 +6,10 @@ a model's layers, a sweep's points, a fleet plan's candidates. One function per 
 computes those sizes from the request alone (no allocation, no simulation) and raises one line
 naming the size, the limit and the knob that raises it:
 
-    workload.num_requests=8,640,000,000: rate x duration_s exceeds the limit of 10,000,000 requests
-    (raise it with SERVECAP_MAX_REQUESTS)
+    workload.duration_s=86400.0: rate x duration_s = 100,000/s x 86,400 s = 8,640,000,000 requests,
+    over the limit of 10,000,000 requests; raise it with SERVECAP_MAX_REQUESTS
 
-The CLI runs under :data:`CLI_LIMITS` (generous: a laptop's memory; each figure can be raised
+The CLI runs under :func:`cli_limits` (generous: a laptop's memory; each figure can be raised
 through its environment variable), the web server under :data:`API_LIMITS` (raised with
 ``servecap serve --max-requests ...``).
 """
@@ -50,7 +50,7 @@ class WorkLimits:
 
     def raise_hint(self, name: str) -> str:
         knob = self.knobs.get(name)
-        return f" (raise it with {knob})" if knob else ""
+        return f"; raise it with {knob}" if knob else ""
 
 
 _ENV = {
@@ -106,10 +106,26 @@ def cli_limits(environ: Mapping[str, str] | None = None) -> WorkLimits:
     return replace(base, **updates) if updates else base  # type: ignore[arg-type]
 
 
-def _over(field_name: str, size: float, limit: float, what: str, limits: WorkLimits, name: str) -> None:
-    if size > limit:
-        shown: object = f"{size:,.0f}" if math.isfinite(size) else size
-        raise ServecapError(field_name, shown, f"{what} exceeds the limit of {limit:,.0f}{limits.raise_hint(name)}")
+def _over(
+    field_name: str,
+    value: object,
+    size: float,
+    limit: float,
+    unit: str,
+    limits: WorkLimits,
+    name: str,
+    *,
+    how: str = "",
+) -> None:
+    """Raise when ``size`` passes ``limit``: ``field=value: [how = ]size unit, over the limit of
+    limit unit (raise it with ...)``."""
+    if size > limit or math.isnan(size):
+        computed = f"{how} = {size:,.0f} {unit}, over" if how else "over"
+        raise ServecapError(field_name, value, f"{computed} the limit of {limit:,.0f} {unit}{limits.raise_hint(name)}")
+
+
+def _n(x: float) -> str:
+    return f"{x:,.6g}" if x != int(x) or abs(x) >= 1e15 else f"{int(x):,}"
 
 
 # ---- sizes ---------------------------------------------------------------------------------------
@@ -144,36 +160,42 @@ def closed_loop_requests(users: int, duration_s: float | None, think_time_s: flo
 
 def check_workload(spec: WorkloadSpec, limits: WorkLimits, *, where: str = "workload") -> None:
     """A single engine's run (``simulate``, one capacity evaluation): its requests, users and
-    simulated seconds."""
+    simulated seconds. ``where`` prefixes the field names ("": a request body's own fields)."""
     from servecap.workload import dist_mean
 
     if spec.duration_s is not None:
-        _over(
-            f"{where}.duration_s",
-            spec.duration_s,
-            limits.max_simulated_s,
-            "the simulated time (s)",
-            limits,
-            "max_simulated_s",
-        )
+        d = spec.duration_s
+        _over(_at(where, "duration_s"), d, d, limits.max_simulated_s, "simulated seconds", limits, "max_simulated_s")
     if spec.users is not None:
         users = spec.users.count
-        _over(f"{where}.users", users, limits.max_users, "the number of chat users", limits, "max_users")
+        _over(_at(where, "users"), users, users, limits.max_users, "chat users", limits, "max_users")
         think = dist_mean(spec.users.think_time_s)
         n = closed_loop_requests(users, spec.duration_s, think, spec.num_requests)
-        what = "users x duration_s / max(think_time_s, 1 s): the requests"
-        _over(f"{where}.users", n, limits.max_requests, what, limits, "max_requests")
+        how = f"{users:,} users x {_n(spec.duration_s or math.inf)} s / max(think time {_n(think)} s, 1 s)"
+        if spec.num_requests is not None and n == spec.num_requests:
+            how = ""
+        _over(_at(where, "users"), users, n, limits.max_requests, "requests", limits, "max_requests", how=how)
         return
     n_open = open_loop_requests(spec)
-    if n_open is not None:
-        what = "the requests" if spec.num_requests is not None else "rate x duration_s: the requests"
-        field_name = f"{where}.num_requests" if spec.num_requests is not None else f"{where}.duration_s"
-        _over(field_name, n_open, limits.max_requests, what, limits, "max_requests")
+    if n_open is None:
+        return
+    if spec.num_requests is not None and n_open == spec.num_requests:
+        k = spec.num_requests
+        _over(_at(where, "num_requests"), k, k, limits.max_requests, "requests", limits, "max_requests")
+        return
+    rate = getattr(spec.arrival, "rate_per_s", None)
+    how = f"rate x duration_s = {_n(rate)}/s x {_n(spec.duration_s or 0)} s" if rate is not None else "the schedule"
+    d = spec.duration_s
+    _over(_at(where, "duration_s"), d, n_open, limits.max_requests, "requests", limits, "max_requests", how=how)
+
+
+def _at(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
 
 
 def check_layers(num_layers: int, limits: WorkLimits, *, where: str = "model.num_hidden_layers") -> None:
     """A model's layer count (the per-layer tables of a config are built from it)."""
-    _over(where, num_layers, limits.max_layers, "the number of layers", limits, "max_layers")
+    _over(where, num_layers, num_layers, limits.max_layers, "layers", limits, "max_layers")
 
 
 def check_fleet_work(fleet: FleetFile, workload: WorkloadSpec, limits: WorkLimits) -> None:
@@ -186,16 +208,21 @@ def check_fleet_work(fleet: FleetFile, workload: WorkloadSpec, limits: WorkLimit
         if p.autoscaler is not None:
             most = max(most, p.autoscaler.max_replicas)
         replicas += most
-    _over("fleet.pools.replicas", replicas, limits.max_replicas, "the replicas of all pools", limits, "max_replicas")
+    what = "replicas in all pools (autoscaler maxima counted)"
+    _over("fleet.pools.replicas", replicas, replicas, limits.max_replicas, what, limits, "max_replicas")
     horizon = _horizon_s(workload)
     if horizon is not None:
+        how = f"{replicas:,} replicas x {_n(horizon)} s"
+        size = replicas * horizon
         _over(
             "fleet.pools.replicas",
-            replicas * horizon,
+            replicas,
+            size,
             limits.max_replica_s,
-            "replicas x simulated seconds",
+            "replica-seconds",
             limits,
             "max_replica_s",
+            how=how,
         )
 
 
@@ -210,34 +237,22 @@ def _horizon_s(workload: WorkloadSpec) -> float | None:
 
 
 def check_fleet_plan_work(request: FleetPlanRequest, limits: WorkLimits) -> None:
-    """``fleet plan``: its candidates, the replicas it may try, its peak window's requests."""
+    """``fleet plan``: its candidates, the replicas it may try, its peak window's requests (each
+    simulation's size), a closed-loop workload's users."""
     n = len(request.candidates) + (1 if request.cheaper_gpu is not None else 0)
-    _over("plan.candidates", n, limits.max_candidates, "the number of candidate pools", limits, "max_candidates")
-    _over("plan.max_replicas", request.max_replicas, limits.max_replicas, "the replicas to try", limits, "max_replicas")
-    _over(
-        "plan.max_window_requests",
-        request.max_window_requests,
-        limits.max_requests,
-        "the peak window's requests",
-        limits,
-        "max_requests",
-    )
-    traffic = request.traffic
-    if traffic.peak_users is not None:
-        _over(
-            "plan.traffic.peak_users",
-            traffic.peak_users,
-            limits.max_users * 1_000,
-            "the peak users (1,000 per allowed chat user of a simulation)",
-            limits,
-            "max_users",
-        )
-    if traffic.workload is not None and traffic.workload.users is not None:
-        check_workload(traffic.workload, limits, where="plan.traffic.workload")
+    _over("plan.candidates", n, n, limits.max_candidates, "candidate pools", limits, "max_candidates")
+    m = request.max_replicas
+    _over("plan.max_replicas", m, m, limits.max_replicas, "replicas", limits, "max_replicas")
+    w = request.max_window_requests
+    _over("plan.max_window_requests", w, w, limits.max_requests, "requests", limits, "max_requests")
+    workload = request.traffic.workload
+    if workload is not None and workload.users is not None:
+        check_workload(workload, limits, where="plan.traffic.workload")
 
 
 def check_sweep_points(axes: Mapping[str, int] | list[int], limits: WorkLimits, *, where: str = "sweep.axes") -> None:
     """A grid's points, as the product of its axes' lengths, before the grid is built."""
     sizes = list(axes.values()) if isinstance(axes, Mapping) else list(axes)
     points = math.prod(max(1, s) for s in sizes)
-    _over(where, points, limits.max_sweep_points, "the grid's points", limits, "max_sweep_points")
+    how = " x ".join(f"{s:,}" for s in sizes) + " axis values"
+    _over(where, points, points, limits.max_sweep_points, "points", limits, "max_sweep_points", how=how)
