@@ -185,8 +185,16 @@ def check_workload(spec: WorkloadSpec, limits: WorkLimits, *, where: str = "work
         return
     rate = getattr(spec.arrival, "rate_per_s", None)
     how = f"rate x duration_s = {_n(rate)}/s x {_n(spec.duration_s or 0)} s" if rate is not None else "the schedule"
-    d = spec.duration_s
-    _over(_at(where, "duration_s"), d, n_open, limits.max_requests, "requests", limits, "max_requests", how=how)
+    _over(
+        _at(where, "duration_s"),
+        spec.duration_s,
+        n_open,
+        limits.max_requests,
+        "requests",
+        limits,
+        "max_requests",
+        how=how,
+    )
 
 
 def _at(where: str, name: str) -> str:
