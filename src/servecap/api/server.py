@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -79,6 +80,8 @@ class ServeSettings:
 
 def _error(status: int, err: ServecapError) -> JSONResponse:
     value = err.value if isinstance(err.value, str | int | float | bool) or err.value is None else str(err.value)
+    if isinstance(value, float) and not math.isfinite(value):
+        value = str(value)  # JSON has no NaN or infinity
     return JSONResponse(
         status_code=status, content={"error": {"message": str(err), "field": err.field, "value": value}}
     )
@@ -89,12 +92,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        jobs_holder["jobs"] = JobManager(
-            max_running=settings.max_running_jobs,
-            max_queued=settings.max_queued_jobs,
-            timeout_s=settings.job_timeout_s,
-            memory_bytes=settings.job_memory_bytes,
-        )
+        jobs()
         await plan_worker.start()
         try:
             yield
@@ -112,6 +110,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
     app.add_middleware(Guard, settings=settings.guard)
 
     def jobs() -> JobManager:
+        """The job manager, made at start-up (or on first use by a host that skips the lifespan)."""
+        if "jobs" not in jobs_holder:
+            jobs_holder["jobs"] = JobManager(
+                max_running=settings.max_running_jobs,
+                max_queued=settings.max_queued_jobs,
+                timeout_s=settings.job_timeout_s,
+                memory_bytes=settings.job_memory_bytes,
+            )
         return jobs_holder["jobs"]
 
     @app.exception_handler(ServecapError)
@@ -142,12 +148,20 @@ def create_app(settings: ServeSettings) -> FastAPI:
             response = _error(413, ServecapError("body", f"over {exc.limit:,} bytes", "is larger than the limit"))
             response.headers["Connection"] = "close"
             return response
+        value: str | None
         field, value = ("method", request.method) if exc.status_code == 405 else ("path", request.url.path)
+        if exc.status_code == 400:  # FastAPI could not read the body (too deeply nested JSON, say)
+            field, value = "body", None
         body = {"error": {"message": f"{field}={value!r}: {exc.detail}", "field": field, "value": value}}
         return JSONResponse(status_code=exc.status_code, content=body, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        if first.get("type") == "json_invalid":  # not JSON: FastAPI's location is the byte offset
+            where = first.get("loc", ("body", "?"))[-1]
+            problem = f"not valid JSON ({first.get('ctx', {}).get('error', 'decode error')} at byte {where})"
+            return _error(400, ServecapError("body", None, problem))
         err = from_validation_error(exc)
         # FastAPI prefixes the location with "body"/"query"; the CLI's message names the field alone
         field = err.field.removeprefix("body.").removeprefix("query.")
