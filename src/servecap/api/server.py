@@ -55,6 +55,7 @@ from servecap.errors import ServecapError, from_validation_error
 
 API = "/api/v1"
 _T = TypeVar("_T")
+_V = TypeVar("_V")
 _log = logging.getLogger("servecap.api")
 
 
@@ -82,9 +83,18 @@ def _error(status: int, err: ServecapError) -> JSONResponse:
     value = err.value if isinstance(err.value, str | int | float | bool) or err.value is None else str(err.value)
     if isinstance(value, float) and not math.isfinite(value):
         value = str(value)  # JSON has no NaN or infinity
-    return JSONResponse(
-        status_code=status, content={"error": {"message": str(err), "field": err.field, "value": value}}
-    )
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+        value = str(value)  # beyond what JSON readers hold exactly
+    content = {"error": {"message": _text(str(err)), "field": _text(err.field), "value": _text(value)}}
+    return JSONResponse(status_code=status, content=content)
+
+
+def _text(value: _V) -> _V:
+    """A string as one line of valid UTF-8 (a lone surrogate from a body is escaped)."""
+    if not isinstance(value, str):
+        return value
+    one_line = " ".join(value.split()) if "\n" in value or "\r" in value else value
+    return one_line.encode("utf-8", "backslashreplace").decode("utf-8")  # type: ignore[return-value]
 
 
 def create_app(settings: ServeSettings) -> FastAPI:

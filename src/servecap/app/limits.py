@@ -125,7 +125,10 @@ def _over(
 
 
 def _n(x: float) -> str:
-    return f"{x:,.6g}" if x != int(x) or abs(x) >= 1e15 else f"{int(x):,}"
+    """A number for a message: whole numbers with thousands separators, others to 6 figures."""
+    if not math.isfinite(x) or abs(x) >= 1e15 or x != int(x):
+        return f"{x:,.6g}"
+    return f"{int(x):,}"
 
 
 # ---- sizes ---------------------------------------------------------------------------------------
