@@ -17,6 +17,8 @@ from typing import Any
 
 import click
 
+from servecap.app.limits import API_LIMITS
+
 TOKEN_ENV = "SERVECAP_TOKEN"
 
 
@@ -144,20 +146,60 @@ def start_settings(
     "--max-body-mb", type=click.FloatRange(0.01, 1024), default=2.0, show_default=True, help="Request body limit."
 )
 @click.option(
-    "--upload-quota-mb", type=click.FloatRange(1, 1e6), default=200.0, show_default=True, help="Uploads kept."
+    "--upload-quota-mb",
+    type=click.FloatRange(1, 1e6),
+    default=200.0,
+    show_default=True,
+    help="Total size of the uploads kept (the least recently used go first).",
 )
-@click.option("--max-uploads", type=click.IntRange(1, 10**7), default=1000, show_default=True, help="Uploads kept.")
-@click.option("--max-requests", type=click.IntRange(1), default=200_000, show_default=True, help="Requests per job.")
-@click.option("--max-users", type=click.IntRange(1), default=100_000, show_default=True, help="Chat users per job.")
 @click.option(
-    "--max-simulated-s", type=click.FloatRange(1, 1e9), default=86_400.0, show_default=True, help="Simulated s per job."
+    "--max-uploads", type=click.IntRange(1, 10**7), default=1000, show_default=True, help="Number of uploads kept."
 )
-@click.option("--max-replicas", type=click.IntRange(1), default=4096, show_default=True, help="Replicas per fleet job.")
 @click.option(
-    "--max-replica-s", type=click.FloatRange(1, 1e15), default=5e7, show_default=True, help="Replicas x simulated s."
+    "--max-requests",
+    type=click.IntRange(1),
+    default=API_LIMITS.max_requests,
+    show_default=True,
+    help="Requests per job.",
 )
-@click.option("--max-candidates", type=click.IntRange(1), default=32, show_default=True, help="Fleet-plan candidates.")
-@click.option("--max-layers", type=click.IntRange(1), default=1000, show_default=True, help="Layers of an upload.")
+@click.option(
+    "--max-users", type=click.IntRange(1), default=API_LIMITS.max_users, show_default=True, help="Chat users per job."
+)
+@click.option(
+    "--max-simulated-s",
+    type=click.FloatRange(1, 1e9),
+    default=API_LIMITS.max_simulated_s,
+    show_default=True,
+    help="Simulated s per job.",
+)
+@click.option(
+    "--max-replicas",
+    type=click.IntRange(1),
+    default=API_LIMITS.max_replicas,
+    show_default=True,
+    help="Replicas per fleet job.",
+)
+@click.option(
+    "--max-replica-s",
+    type=click.FloatRange(1, 1e15),
+    default=API_LIMITS.max_replica_s,
+    show_default=True,
+    help="Replicas x simulated s.",
+)
+@click.option(
+    "--max-candidates",
+    type=click.IntRange(1),
+    default=API_LIMITS.max_candidates,
+    show_default=True,
+    help="Fleet-plan candidates.",
+)
+@click.option(
+    "--max-layers",
+    type=click.IntRange(1),
+    default=API_LIMITS.max_layers,
+    show_default=True,
+    help="Layers of an upload.",
+)
 @click.option(
     "--job-timeout-s", type=click.FloatRange(1, 1e7), default=900.0, show_default=True, help="Wall time per job."
 )
