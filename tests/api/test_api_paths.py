@@ -165,3 +165,43 @@ def test_a_number_where_a_name_belongs_is_refused_naming_the_field(client: TestC
     assert r.status_code == 400 and r.json()["error"]["field"] == "gpu", r.text
     r = client.post("/api/v1/compare", json={"gpus": [5]})
     assert r.status_code == 400 and r.json()["error"]["field"].startswith("gpus"), r.text
+
+
+def test_every_field_that_could_name_a_file_is_classified() -> None:
+    """A new field of the fleet, workload or plan schemas named like a file or a model must join
+    api/names.py's lists (checked there) before the server accepts it."""
+    import typing
+
+    from pydantic import BaseModel
+
+    from servecap.api.names import FILE_FIELDS, MODEL_FIELDS
+    from servecap.app.fleet import FleetFile
+    from servecap.app.fleet_plan import FleetPlanRequest
+    from servecap.workload import WorkloadSpec
+
+    seen: set[type[BaseModel]] = set()
+    names: set[str] = set()
+    stack: list[object] = [FleetFile, FleetPlanRequest, WorkloadSpec]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            if t in seen:
+                continue
+            seen.add(t)
+            for name, info in t.model_fields.items():
+                if _admits_str(info.annotation):
+                    names.add(name)
+                stack.append(info.annotation)
+        else:
+            stack.extend(typing.get_args(t))
+    assert len(seen) > 20  # the walk reached the nested schemas
+    assert "gpu" in names and "max_model_len" not in names  # text fields only
+    risky = {n for n in names if any(w in n.lower() for w in ("path", "file", "calibration", "model", "dir", "url"))}
+    assert risky <= FILE_FIELDS | MODEL_FIELDS, sorted(risky - FILE_FIELDS - MODEL_FIELDS)
+    assert {"path", "gpu_file", "calibration", "model", "small_model"} <= risky
+
+
+def _admits_str(annotation: object) -> bool:
+    import typing
+
+    return annotation is str or any(_admits_str(a) for a in typing.get_args(annotation))

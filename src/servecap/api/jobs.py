@@ -191,7 +191,13 @@ class JobManager:
                 return
             recv, send = self._ctx.Pipe(duplex=False)
             proc = self._ctx.Process(target=_child, args=(fn, job.payload, send, self.memory_bytes), daemon=True)
-            proc.start()
+            try:
+                proc.start()
+            except Exception as exc:  # no process (out of processes or memory): the job fails, others go on
+                recv.close()
+                send.close()
+                self._finish(job, FAILED, error=f"internal error: the job's process did not start ({exc!r:.200})")
+                return
             send.close()
             job.process = proc
             job.state, job.started_s = RUNNING, time.time()
