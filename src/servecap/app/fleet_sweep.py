@@ -27,10 +27,11 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from servecap.app.limits import WorkLimits
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, from_validation_error
 from servecap.progress import ProgressFn
@@ -75,9 +76,6 @@ class PointResult:
         """Per-request records (the shared results schema), built from the columns."""
         return records_from_columns(self.columns)
 
-
-if TYPE_CHECKING:
-    from servecap.app.limits import WorkLimits
 
 MAX_POINTS = 10_000
 
@@ -143,9 +141,10 @@ def set_path(root: dict[str, Any], path: str, value: Any) -> None:
 
 
 def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits | None = None) -> list[SweepPoint]:
-    """Every point of the sweep, validated and sized against ``limits`` (no simulation yet)."""
+    """Every point of the sweep, validated and its work sized against ``limits`` (default: the
+    CLI's; no simulation yet)."""
     from servecap.app.fleet import build_fleet, fleet_from_dict
-    from servecap.app.limits import check_fleet_work, check_sweep_points, cli_limits
+    from servecap.app.limits import check_fleet_work, cli_limits
     from servecap.workload import workload_from_dict
 
     base = {
@@ -158,8 +157,6 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits
             raise ServecapError(f"axes.{name}", name, "must start with 'fleet.' or 'workload.'")
         if not sf.axes[name]:
             raise ServecapError(f"axes.{name}", [], "give at least one value")
-    sizes = [len(v) for v in sf.axes.values()]
-    check_sweep_points([max(sizes, default=1)] if sf.mode == "zip" else sizes, limits or cli_limits())
     if sf.mode == "zip":
         lengths = {len(v) for v in sf.axes.values()}
         if len(lengths) != 1:

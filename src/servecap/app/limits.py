@@ -2,7 +2,7 @@
 
 A simulation's cost (time and memory) grows with what it simulates: requests (num_requests, or
 rate x duration_s), chat users x simulated seconds / their cycle, replicas x simulated seconds,
-a model's layers, a sweep's points, a fleet plan's candidates. One function per use case
+a model's layers, a fleet plan's candidates (a sweep's points: app/fleet_sweep.py). One function per use case
 computes those sizes from the request alone (no allocation, no simulation) and raises one line
 naming the size, the limit and the knob that raises it:
 
@@ -44,7 +44,6 @@ class WorkLimits:
     max_replicas: int = 100_000
     max_replica_s: float = 1e9
     max_layers: int = 10_000
-    max_sweep_points: int = 10_000
     max_candidates: int = 256
     knobs: Mapping[str, str] = field(default_factory=dict)  # limit name -> how a user raises it
 
@@ -60,7 +59,6 @@ _ENV = {
     "max_replicas": "SERVECAP_MAX_REPLICAS",
     "max_replica_s": "SERVECAP_MAX_REPLICA_S",
     "max_layers": "SERVECAP_MAX_LAYERS",
-    "max_sweep_points": "SERVECAP_MAX_SWEEP_POINTS",
     "max_candidates": "SERVECAP_MAX_CANDIDATES",
 }
 SERVE_FLAGS = {
@@ -80,7 +78,6 @@ API_LIMITS = WorkLimits(
     max_replicas=4_096,
     max_replica_s=50_000_000.0,
     max_layers=1_000,
-    max_sweep_points=1_000,
     max_candidates=32,
     knobs=SERVE_FLAGS,
 )
@@ -259,11 +256,3 @@ def check_fleet_plan_work(request: FleetPlanRequest, limits: WorkLimits) -> None
     workload = request.traffic.workload
     if workload is not None and workload.users is not None:
         check_workload(workload, limits, where="plan.traffic.workload")
-
-
-def check_sweep_points(axes: Mapping[str, int] | list[int], limits: WorkLimits, *, where: str = "sweep.axes") -> None:
-    """A grid's points, as the product of its axes' lengths, before the grid is built."""
-    sizes = list(axes.values()) if isinstance(axes, Mapping) else list(axes)
-    points = math.prod(max(1, s) for s in sizes)
-    how = " x ".join(f"{s:,}" for s in sizes) + " axis values"
-    _over(where, points, points, limits.max_sweep_points, "points", limits, "max_sweep_points", how=how)
