@@ -2,9 +2,9 @@
 
 A simulation's cost (time and memory) grows with what it simulates: requests (num_requests, or
 rate x duration_s), chat users x simulated seconds / their cycle, replicas x simulated seconds,
-a model's layers, a fleet plan's candidates (a sweep's points: app/fleet_sweep.py). One function per use case
-computes those sizes from the request alone (no allocation, no simulation) and raises one line
-naming the size, the limit and the knob that raises it:
+a model's layers, a fleet plan's candidates (a sweep's grid is checked in app/fleet_sweep.py).
+One function per use case computes those sizes from the request alone (no allocation, no
+simulation) and raises one line naming the size, the limit and the knob that raises it:
 
     workload.duration_s=86400.0: rate x duration_s = 100,000/s x 86,400 s = 8,640,000,000 requests,
     over the limit of 10,000,000 requests; raise it with SERVECAP_MAX_REQUESTS
