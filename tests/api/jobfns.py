@@ -26,3 +26,9 @@ def forever(payload: dict[str, Any], progress: Callable[[Progress], None]) -> di
     while True:
         time.sleep(0.01)
         progress(Progress(stage="forever", done=0))
+
+
+def allocate(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
+    """Ask for ``bytes`` of memory at once (a job past the server's memory limit)."""
+    block = bytearray(int(payload["bytes"]))
+    return {"allocated": len(block)}

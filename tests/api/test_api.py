@@ -19,7 +19,9 @@ CATALOG = Path(__file__).parents[2] / "src/servecap/catalog/data/models"
 
 @pytest.fixture()
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(ServeSettings(data_dir=tmp_path, db=tmp_path / "runs.sqlite"))) as c:
+    with TestClient(
+        create_app(ServeSettings(data_dir=tmp_path, db=tmp_path / "runs.sqlite")), base_url="http://127.0.0.1"
+    ) as c:
         yield c
 
 
@@ -52,7 +54,7 @@ def test_bad_input_is_one_line_naming_the_field(client: TestClient) -> None:
     r = client.post("/api/v1/plan", json={"gpu": "H100", "bogus": 1})
     assert r.status_code == 400 and r.json()["error"]["field"] == "bogus"
     r = client.post("/api/v1/plan", json={"model": "/etc/passwd.json"})
-    assert r.status_code == 400 and "paths are not accepted" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "file paths are not accepted" in r.json()["error"]["message"]
     tiny = client.post("/api/v1/plan", json={"gpu": "H100", "duty_cycle": 5e-324})  # found by the fuzz test
     assert tiny.status_code == 400 and tiny.json()["error"]["field"] == "duty_cycle"
     infeasible = client.post("/api/v1/plan", json={"model": "meta-llama/Llama-3.1-70B", "gpu": "H100"})
@@ -215,7 +217,7 @@ def test_fleet_body_errors_name_the_field(client: TestClient) -> None:
     assert r.status_code == 400 and r.json()["error"]["field"].startswith("router")
     with_path = {**FLEET, "pools": [{**FLEET["pools"][0], "calibration": "/etc/cal.json"}]}
     r = client.post("/api/v1/fleet/simulate", json={"fleet": with_path, "workload": WORKLOAD})
-    assert r.status_code == 400 and "not accepted over HTTP" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "file paths are not accepted by the server" in r.json()["error"]["message"]
     huge = {**WORKLOAD, "num_requests": 10**8}
     r = client.post("/api/v1/fleet/simulate", json={"fleet": FLEET, "workload": huge})
     assert r.status_code == 400 and r.json()["error"]["field"] == "workload.num_requests"

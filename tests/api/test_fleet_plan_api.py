@@ -35,7 +35,9 @@ PLAN: dict[str, Any] = {
 
 @pytest.fixture()
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(ServeSettings(data_dir=tmp_path, db=tmp_path / "runs.sqlite"))) as c:
+    with TestClient(
+        create_app(ServeSettings(data_dir=tmp_path, db=tmp_path / "runs.sqlite")), base_url="http://127.0.0.1"
+    ) as c:
         yield c
 
 
@@ -65,7 +67,7 @@ def test_fleet_plan_job_matches_the_cli(client: TestClient, tmp_path: Path) -> N
     ("plan", "field"),
     [
         ({**PLAN, "candidates": []}, "plan.candidates"),
-        ({**PLAN, "candidates": [{"gpu": "H1000"}]}, "gpu"),
+        ({**PLAN, "candidates": [{"gpu": "H1000"}]}, "plan.candidates[0].gpu"),
         ({**PLAN, "traffic": {"peak_rps": -1}}, "plan.traffic.peak_rps"),
         ({**PLAN, "routr": "random"}, "plan.routr"),
         ({**PLAN, "max_window_requests": 10**7}, "plan.max_window_requests"),

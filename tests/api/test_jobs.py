@@ -70,3 +70,24 @@ async def test_queue_is_bounded() -> None:
     with pytest.raises(JobQueueFull, match="already waiting"):
         manager.submit("count", jobfns.count, {"n": 1})
     await manager.shutdown()
+
+
+async def test_a_job_past_its_wall_time_is_stopped_and_says_so() -> None:
+    manager = JobManager(timeout_s=1.0)
+    job = manager.submit("forever", jobfns.forever, {})
+    final = await asyncio.wait_for(_final(manager, job.id), 30)
+    assert final["state"] == FAILED
+    assert final["error"].startswith("job_timeout_s=1: the job ran past the server's time limit")
+    assert "--job-timeout-s" in final["error"]
+    await manager.shutdown()
+
+
+async def test_a_job_past_its_memory_limit_fails_in_one_line() -> None:
+    manager = JobManager(memory_bytes=2 * 1024**3)
+    job = manager.submit("allocate", jobfns.allocate, {"bytes": 8 * 1024**3})
+    final = await asyncio.wait_for(_final(manager, job.id), 30)
+    assert final["state"] == FAILED
+    assert "ran out of memory" in final["error"] and "--job-memory-mb" in final["error"]
+    small = manager.submit("allocate", jobfns.allocate, {"bytes": 10_000_000})  # the limit leaves room to work
+    assert (await asyncio.wait_for(_final(manager, small.id), 30))["result"] == {"allocated": 10_000_000}
+    await manager.shutdown()

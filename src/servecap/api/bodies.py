@@ -7,21 +7,45 @@ own request in one place.
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from servecap.app.flags import DeploymentFlags, StreamFlags
+from servecap.errors import ServecapError
 
 MAX_SIM_REQUESTS = 200_000
 MAX_USERS = 100_000
+_T = TypeVar("_T")
+MAX_DEPTH = 32
+"""Nesting of a file-shaped body (fleet, workload, plan, config): the deepest real one is < 10."""
+
+
+def plain_tree(value: _T, root: str) -> _T:
+    """A JSON tree as a file-shaped body may hold it: nested at most :data:`MAX_DEPTH` deep and
+    every number finite (NaN and infinity are refused naming their key). Walked without
+    recursion, so no nesting can exhaust the stack. Raises :class:`ServecapError` (which pydantic
+    passes through) naming the place, e.g. ``plan.traffic.peak_rps``."""
+    stack: list[tuple[Any, str, int]] = [(value, root, 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ServecapError(where, "[...]", f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, float) and not math.isfinite(node):
+            raise ServecapError(where, str(node), "must be a finite number")
+        if isinstance(node, dict):
+            stack.extend((v, f"{where}.{k}", depth + 1) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(node))
+    return value
 
 
 class DeploymentBody(BaseModel):
     """The deployment flags of ``servecap plan`` (``model`` may be a catalog id or an uploaded
     config's ``upload:<id>``; file paths are not accepted over HTTP)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: str | None = Field(default=None, max_length=200)
     gpu: str | None = Field(default=None, max_length=100)
@@ -61,7 +85,7 @@ class PlanBody(DeploymentBody):
 
 
 class CompareBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: str = Field(default="meta-llama/Llama-3.1-70B", max_length=200)
     gpus: list[str] | None = Field(default=None, max_length=64)
@@ -121,27 +145,42 @@ class CapacityBody(SimulateBody):
 class UploadBody(BaseModel):
     """A model's ``config.json`` (its JSON object, as the hub ships it)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     config: dict[str, object]
     name: str | None = Field(default=None, max_length=100)
+
+    @field_validator("config")
+    @classmethod
+    def _plain(cls, v: dict[str, object]) -> dict[str, object]:
+        return plain_tree(v, "config")
 
 
 class FleetSimulateBody(BaseModel):
     """``servecap fleet simulate``: a fleet file and a workload file, as JSON objects (the same
     keys the YAML files take; docs/fleet.md, docs/workload.md)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     fleet: dict[str, object]
     workload: dict[str, object]
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+    @field_validator("fleet", "workload")
+    @classmethod
+    def _plain(cls, v: dict[str, object], info: ValidationInfo) -> dict[str, object]:
+        return plain_tree(v, str(info.field_name))
 
 
 class FleetPlanBody(BaseModel):
     """``servecap fleet plan``: a plan file as a JSON object (the keys the YAML file takes;
     docs/fleet.md, "Planning a fleet")."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     plan: dict[str, object]
+
+    @field_validator("plan")
+    @classmethod
+    def _plain(cls, v: dict[str, object]) -> dict[str, object]:
+        return plain_tree(v, "plan")

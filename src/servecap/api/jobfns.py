@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from servecap.api.bodies import CapacityBody, FleetPlanBody, FleetSimulateBody, SimulateBody
+from servecap.app.limits import API_LIMITS, WorkLimits, check_fleet_plan_work, check_fleet_work, check_workload
 from servecap.progress import Progress
 
 
@@ -21,6 +23,7 @@ def simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
 
     model_path = payload.pop("_model_path", None)
     db = payload.pop("_db", None)
+    limits = payload.pop("_limits", API_LIMITS)
     body = SimulateBody.model_validate(payload)
     slo = slo_from_ms(body.ttft_slo_ms, body.tpot_slo_ms)
     built = build(
@@ -38,6 +41,7 @@ def simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
         max_waiting=body.max_waiting,
         policy=body.policy,
         turns=body.turns,
+        limits=limits,
     )
     has_slo = body.ttft_slo_ms is not None or body.tpot_slo_ms is not None
     response, result = simulate(built, seed=body.seed, slo=slo if has_slo else None, progress=progress)
@@ -51,6 +55,7 @@ def capacity_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
     from servecap.app.capacity import capacity_from_flags
 
     model_path = payload.pop("_model_path", None)
+    limits = payload.pop("_limits", API_LIMITS)
     body = CapacityBody.model_validate(payload)
     response, _built, _slo = capacity_from_flags(
         deployment=body.flags(model_path),
@@ -69,6 +74,7 @@ def capacity_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
         no_prefix_caching=body.no_prefix_caching,
         policy=body.policy,
         progress=progress,
+        limits=limits,
     )
     result: dict[str, Any] = json.loads(response.model_dump_json())
     return result
@@ -76,8 +82,6 @@ def capacity_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
 
 def _store(db: str | None, body: SimulateBody, result: Any) -> str:
     """Keep the simulation in the run store (kind "simulated"), as the runs page lists it."""
-    from pathlib import Path
-
     from servecap.results.store import RunStore, new_run_id
 
     settings = body.model_dump()
@@ -99,70 +103,80 @@ def _timeseries(result: Any) -> dict[str, Any] | None:
     return None if ts is None else dict(ts.to_dict())
 
 
-def check_fleet_body(body: FleetSimulateBody, max_requests: int) -> None:
-    """Refuse a fleet body before queueing it: the files' own one-line errors, no server file
-    paths, and at most ``max_requests`` simulated requests."""
+def check_simulate_body(body: SimulateBody, limits: WorkLimits) -> None:
+    """Refuse a single-engine body whose workload exceeds ``limits`` before queueing it (rate x
+    duration_s, users x duration_s / think time)."""
+    from servecap.app.simulate import workload_from_options
+
+    spec = workload_from_options(
+        workload=None,
+        rate=body.rate,
+        users=body.users,
+        think_time_s=body.think_time_s,
+        stream=body.stream(),
+        duration_s=body.duration_s,
+        num_requests=body.num_requests,
+    )
+    check_workload(spec, limits, where="")  # the body's own field names
+
+
+def check_fleet_body(body: FleetSimulateBody, upload_dir: Path, limits: WorkLimits) -> None:
+    """Refuse a fleet body before queueing it: the files' own one-line errors, any file path or
+    non-catalog model (``upload:<id>`` names rewritten to the uploads' files in ``body``), and
+    work past the API's limits (app/limits.py)."""
+    from servecap.api.names import check_spec
     from servecap.app.fleet import build_fleet, fleet_from_dict
-    from servecap.app.simulate import expected_requests
-    from servecap.errors import ServecapError
-    from servecap.workload import integrated_rate, workload_from_dict
-    from servecap.workload.schedule_spec import ScheduleArrival
+    from servecap.workload import workload_from_dict
 
     fleet = fleet_from_dict(dict(body.fleet))
-    for pool in fleet.pools:
-        if pool.calibration is not None:
-            raise ServecapError(
-                f"fleet.pools.{pool.name}.calibration", pool.calibration, "file paths are not accepted over HTTP"
-            )
-    build_fleet(fleet)  # router names, pool settings, deployments: their one-line errors now
+    check_spec(fleet, body.fleet, "fleet", upload_dir)
     workload = workload_from_dict(dict(body.workload))
-    n = expected_requests(workload)
-    if isinstance(workload.arrival, ScheduleArrival) and workload.num_requests is None and workload.duration_s:
-        n = round(integrated_rate(workload.arrival, 0.0, workload.duration_s))
-    if workload.users is None and (n <= 0 or n > max_requests):
-        raise ServecapError(
-            "workload.num_requests", n or None, f"give num_requests (or rate x duration_s) up to {max_requests:,}"
-        )
-    if workload.users is not None and (workload.duration_s is None or workload.duration_s > 86_400):
-        raise ServecapError("workload.duration_s", workload.duration_s, "chat users need a duration up to 86,400 s")
+    check_spec(workload, body.workload, "workload", upload_dir)
+    fleet = fleet_from_dict(dict(body.fleet))  # with uploads resolved
+    check_fleet_work(fleet, workload, limits)
+    build_fleet(fleet)  # router names, pool settings, deployments: their one-line errors now
 
 
 def fleet_simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
     from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate
     from servecap.workload import workload_from_dict
 
+    limits = payload.pop("_limits", API_LIMITS)
     body = FleetSimulateBody.model_validate(payload)
     request = FleetSimulateRequest(
         fleet=fleet_from_dict(dict(body.fleet)), workload=workload_from_dict(dict(body.workload)), seed=body.seed
     )
-    response, _result = fleet_simulate(request, progress=progress)
+    response, _result = fleet_simulate(request, progress=progress, limits=limits)
     result: dict[str, Any] = json.loads(response.model_dump_json())
     return result
 
 
-def check_fleet_plan_body(body: FleetPlanBody, max_requests: int) -> None:
+def check_fleet_plan_body(body: FleetPlanBody, upload_dir: Path, limits: WorkLimits) -> None:
     """Refuse a plan body before queueing it: its one-line errors (unknown keys, no candidates,
-    unknown GPUs or models, bad traffic) and a peak window of at most ``max_requests``."""
+    unknown GPUs or models, file paths, bad traffic) and work past the API's limits."""
+    from servecap.api.names import api_gpu, check_spec
     from servecap.app.fleet_plan import plan_request_from_dict
-    from servecap.catalog import lookup_gpu, resolve_model
+    from servecap.catalog import resolve_model
     from servecap.errors import ServecapError
 
     request = plan_request_from_dict(dict(body.plan))
+    check_spec(request, body.plan, "plan", upload_dir)
+    request = plan_request_from_dict(dict(body.plan))  # with uploads resolved
     if not request.candidates:
         raise ServecapError("plan.candidates", [], "give at least one candidate pool")
-    for c in [*request.candidates, *([request.cheaper_gpu] if request.cheaper_gpu else [])]:
-        lookup_gpu(c.gpu)
-        resolve_model(c.model or request.model)
-    if request.max_window_requests > max_requests:
-        raise ServecapError(
-            "plan.max_window_requests", request.max_window_requests, f"at most {max_requests:,} over HTTP"
-        )
+    for i, c in enumerate(request.candidates):
+        api_gpu(c.gpu, f"plan.candidates[{i}].gpu")
+        resolve_model(c.model or request.model)  # a catalog name or an upload's file (checked above)
+    if request.cheaper_gpu is not None:
+        api_gpu(request.cheaper_gpu.gpu, "plan.cheaper_gpu.gpu")
+    check_fleet_plan_work(request, limits)
 
 
 def fleet_plan_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
     from servecap.app.fleet_plan import fleet_plan, plan_request_from_dict
 
+    limits = payload.pop("_limits", API_LIMITS)
     body = FleetPlanBody.model_validate(payload)
-    response = fleet_plan(plan_request_from_dict(dict(body.plan)), progress=progress)
+    response = fleet_plan(plan_request_from_dict(dict(body.plan)), progress=progress, limits=limits)
     result: dict[str, Any] = json.loads(response.model_dump_json())
     return result

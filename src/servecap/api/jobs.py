@@ -9,6 +9,10 @@ latest progress and wakes every listener (polling or server-sent events).
 
 Limits that keep one user from exhausting the server: at most ``max_running`` jobs run at once,
 at most ``max_queued`` wait, and a finished job is kept for ``keep_finished`` more submissions.
+A job's process may use at most ``memory_bytes`` of address space (``RLIMIT_AS``: an allocation
+past it fails with a one-line error, not the server's memory) and run for at most ``timeout_s``
+(then it is terminated and the job fails, saying so). The work a job asks for is sized before
+it is queued (app/limits.py); these two catch what sizing cannot foresee.
 """
 
 from __future__ import annotations
@@ -75,9 +79,15 @@ class Job:
         self.changed = asyncio.Event()
 
 
-def _child(fn: JobFn, payload: dict[str, Any], conn: Connection) -> None:
-    """Runs in the job's process: call ``fn``, stream progress, send the outcome."""
+def _child(fn: JobFn, payload: dict[str, Any], conn: Connection, memory_bytes: int | None = None) -> None:
+    """Runs in the job's process: cap its memory, call ``fn``, stream progress, send the outcome."""
     last = [0.0]
+    if memory_bytes is not None:
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
     def progress(p: Progress) -> None:
         now = time.monotonic()
@@ -89,6 +99,9 @@ def _child(fn: JobFn, payload: dict[str, Any], conn: Connection) -> None:
         conn.send(("done", fn(payload, progress)))
     except ServecapError as exc:
         conn.send(("failed", str(exc)))
+    except MemoryError:
+        shown = f"{memory_bytes:,} bytes" if memory_bytes is not None else "the machine's"
+        conn.send(("failed", f"job_memory={shown!r}: the job ran out of memory (servecap serve --job-memory-mb)"))
     except Exception as exc:  # a bug: one line for the client, the traceback in the server's log
         traceback.print_exc()
         conn.send(("failed", f"internal error: {type(exc).__name__}: {exc}"))
@@ -97,10 +110,20 @@ def _child(fn: JobFn, payload: dict[str, Any], conn: Connection) -> None:
 
 
 class JobManager:
-    def __init__(self, *, max_running: int = 2, max_queued: int = 16, keep_finished: int = 200) -> None:
+    def __init__(
+        self,
+        *,
+        max_running: int = 2,
+        max_queued: int = 16,
+        keep_finished: int = 200,
+        timeout_s: float | None = None,
+        memory_bytes: int | None = None,
+    ) -> None:
         if max_running < 1:
             raise ServecapError("max_running", max_running, "must be at least 1")
         self.max_running = max_running
+        self.timeout_s = timeout_s
+        self.memory_bytes = memory_bytes
         self.max_queued = max_queued
         self.keep_finished = keep_finished
         self._jobs: OrderedDict[str, Job] = OrderedDict()
@@ -167,14 +190,28 @@ class JobManager:
             if job.state in FINAL:  # cancelled while queued
                 return
             recv, send = self._ctx.Pipe(duplex=False)
-            proc = self._ctx.Process(target=_child, args=(fn, job.payload, send), daemon=True)
-            proc.start()
+            proc = self._ctx.Process(target=_child, args=(fn, job.payload, send, self.memory_bytes), daemon=True)
+            try:
+                proc.start()
+            except Exception as exc:  # no process (out of processes or memory): the job fails, others go on
+                recv.close()
+                send.close()
+                self._finish(job, FAILED, error=f"internal error: the job's process did not start ({exc!r:.200})")
+                return
             send.close()
             job.process = proc
             job.state, job.started_s = RUNNING, time.time()
             job.touch()
             try:
-                await self._pump(job, recv)
+                await asyncio.wait_for(self._pump(job, recv), self.timeout_s)
+            except TimeoutError:
+                proc.terminate()
+                self._finish(
+                    job,
+                    FAILED,
+                    error=f"job_timeout_s={self.timeout_s:g}: the job ran past the server's time limit and was "
+                    "stopped (servecap serve --job-timeout-s)",
+                )
             finally:
                 recv.close()
                 await asyncio.to_thread(proc.join, 5.0)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from servecap.api.bodies import DeploymentBody, PlanBody
-from servecap.api.uploads import resolve_model_name
+from servecap.api.names import body_model
 
 _DEPLOYMENT_FIELDS = frozenset(DeploymentBody.model_fields)
 WARM_BODY: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100"}
@@ -25,7 +25,7 @@ def plan_json(body: PlanBody, upload_dir: Path) -> bytes:
     from servecap.app.plan import plan as run_plan
 
     fields = body.model_dump(exclude=set(_DEPLOYMENT_FIELDS))
-    request = PlanRequest(deployment=body.flags(resolve_model_name(upload_dir, body.model)), **fields)
+    request = PlanRequest(deployment=body.flags(body_model(upload_dir, body.model)), **fields)
     return json.dumps(run_plan(request).to_dict(), separators=(",", ":")).encode()
 
 

@@ -10,12 +10,14 @@ thread pool; simulations run as jobs in child processes, so none stalls the even
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import logging
+import math
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,7 +25,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from servecap.api.bodies import (
-    MAX_SIM_REQUESTS,
     CapacityBody,
     CompareBody,
     FleetPlanBody,
@@ -33,33 +34,45 @@ from servecap.api.bodies import (
     UploadBody,
 )
 from servecap.api.cache import ResponseCache
+from servecap.api.guard import BodyTooLarge, Guard, GuardSettings
 from servecap.api.jobfns import (
     capacity_job,
     check_fleet_body,
     check_fleet_plan_body,
+    check_simulate_body,
     fleet_plan_job,
     fleet_simulate_job,
     simulate_job,
 )
 from servecap.api.jobs import JobFn, JobManager, JobQueueFull
+from servecap.api.names import body_model
 from servecap.api.plan_compute import plan_json_from_key
 from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
-from servecap.api.uploads import resolve_model_name, store_config
+from servecap.api.uploads import UploadQuota, store_config
+from servecap.app.limits import API_LIMITS, WorkLimits
 from servecap.errors import ServecapError, from_validation_error
 
 API = "/api/v1"
+_T = TypeVar("_T")
+_V = TypeVar("_V")
+_log = logging.getLogger("servecap.api")
 
 
 @dataclass(frozen=True, slots=True)
 class ServeSettings:
-    """Where the server keeps its files, and its limits."""
+    """Where the server keeps its files, who it answers, and its limits."""
 
     data_dir: Path
     db: Path | None = None  # the run store (None: the user's default, as `servecap runs`)
     max_running_jobs: int = 2
     max_queued_jobs: int = 16
     plan_workers: int = 0  # new plans: 0 on one worker thread, N in N worker processes
+    guard: GuardSettings = field(default_factory=GuardSettings)  # Host/Origin, token, body size
+    upload_quota: UploadQuota = field(default_factory=UploadQuota)
+    limits: WorkLimits = API_LIMITS  # the work one job may ask for (app/limits.py)
+    job_timeout_s: float = 900.0  # a job still running after this is stopped (failed)
+    job_memory_bytes: int | None = 4 * 1024**3  # address space of a job's process (None: unlimited)
 
     @property
     def upload_dir(self) -> Path:
@@ -68,9 +81,20 @@ class ServeSettings:
 
 def _error(status: int, err: ServecapError) -> JSONResponse:
     value = err.value if isinstance(err.value, str | int | float | bool) or err.value is None else str(err.value)
-    return JSONResponse(
-        status_code=status, content={"error": {"message": str(err), "field": err.field, "value": value}}
-    )
+    if isinstance(value, float) and not math.isfinite(value):
+        value = str(value)  # JSON has no NaN or infinity
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+        value = str(value)  # beyond what JSON readers hold exactly
+    content = {"error": {"message": _text(str(err)), "field": _text(err.field), "value": _text(value)}}
+    return JSONResponse(status_code=status, content=content)
+
+
+def _text(value: _V) -> _V:
+    """A string as one line of valid UTF-8 (a lone surrogate from a body is escaped)."""
+    if not isinstance(value, str):
+        return value
+    one_line = " ".join(value.split()) if "\n" in value or "\r" in value else value
+    return one_line.encode("utf-8", "backslashreplace").decode("utf-8")  # type: ignore[return-value]
 
 
 def create_app(settings: ServeSettings) -> FastAPI:
@@ -78,7 +102,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        jobs_holder["jobs"] = JobManager(max_running=settings.max_running_jobs, max_queued=settings.max_queued_jobs)
+        jobs()
         await plan_worker.start()
         try:
             yield
@@ -93,23 +117,61 @@ def create_app(settings: ServeSettings) -> FastAPI:
         lifespan=lifespan,
     )
 
+    app.add_middleware(Guard, settings=settings.guard)
+
     def jobs() -> JobManager:
+        """The job manager, made at start-up (or on first use by a host that skips the lifespan)."""
+        if "jobs" not in jobs_holder:
+            jobs_holder["jobs"] = JobManager(
+                max_running=settings.max_running_jobs,
+                max_queued=settings.max_queued_jobs,
+                timeout_s=settings.job_timeout_s,
+                memory_bytes=settings.job_memory_bytes,
+            )
         return jobs_holder["jobs"]
 
     @app.exception_handler(ServecapError)
     async def on_servecap_error(_request: Request, exc: ServecapError) -> JSONResponse:
         if isinstance(exc, JobQueueFull):
             return _error(429, exc)
-        return _error(404 if exc.field == "job_id" else 400, exc)
+        if isinstance(exc, DamagedRun):
+            return _error(422, exc)
+        missing = exc.field == "job_id" or (exc.field == "run" and exc.problem.startswith(("no such", "no runs")))
+        return _error(404 if missing else 400, exc)
+
+    @app.exception_handler(Exception)
+    async def on_unforeseen(request: Request, exc: Exception) -> JSONResponse:
+        """A bug: one line for the client (no traceback), the traceback in the server's log."""
+        _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        text = " ".join(str(exc).split())[:200]
+        err = ServecapError("request", f"{request.method} {request.url.path}", f"internal error: {type(exc).__name__}")
+        return JSONResponse(
+            status_code=500,
+            content={
+                "error": {"message": f"{err} ({text})" if text else str(err), "field": err.field, "value": err.value}
+            },
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc, BodyTooLarge):  # cut off while reading: close the connection, read no more
+            response = _error(413, ServecapError("body", f"over {exc.limit:,} bytes", "is larger than the limit"))
+            response.headers["Connection"] = "close"
+            return response
+        value: str | None
         field, value = ("method", request.method) if exc.status_code == 405 else ("path", request.url.path)
+        if exc.status_code == 400:  # FastAPI could not read the body (too deeply nested JSON, say)
+            field, value = "body", None
         body = {"error": {"message": f"{field}={value!r}: {exc.detail}", "field": field, "value": value}}
         return JSONResponse(status_code=exc.status_code, content=body, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        if first.get("type") == "json_invalid":  # not JSON: FastAPI's location is the byte offset
+            where = first.get("loc", ("body", "?"))[-1]
+            problem = f"not valid JSON ({first.get('ctx', {}).get('error', 'decode error')} at byte {where})"
+            return _error(400, ServecapError("body", None, problem))
         err = from_validation_error(exc)
         # FastAPI prefixes the location with "body"/"query"; the CLI's message names the field alone
         field = err.field.removeprefix("body.").removeprefix("query.")
@@ -138,7 +200,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/models/upload")
     def upload(body: UploadBody) -> dict[str, Any]:
         """Keep a ``config.json``; plan with the returned ``model`` name (``upload:<id>``)."""
-        name, _path = store_config(settings.upload_dir, body.config)
+        name, _path = store_config(settings.upload_dir, body.config, settings.upload_quota, settings.limits.max_layers)
         return {"model": name}
 
     # -- closed-form ----------------------------------------------------------------------------
@@ -169,7 +231,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         from servecap.app.compare import compare_request
 
         values = body.model_dump()
-        values["model"] = resolve_model_name(settings.upload_dir, body.model)
+        values["model"] = body_model(settings.upload_dir, body.model)
         result: dict[str, Any] = json.loads(run_compare(compare_request(**values)).model_dump_json(by_alias=True))
         return result
 
@@ -183,12 +245,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
     def engine_payload(body: SimulateBody) -> dict[str, Any]:
         """A single-engine job's body, with an uploaded model resolved to its file."""
         payload = body.model_dump()
-        payload["_model_path"] = resolve_model_name(settings.upload_dir, body.model)
+        payload["_model_path"] = body_model(settings.upload_dir, body.model)
+        payload["_limits"] = settings.limits
         return payload
 
     @app.post(f"{API}/simulate", status_code=202)
     async def simulate(body: SimulateBody) -> JSONResponse:
         """Start ``servecap simulate`` as a job; its result is ``simulate --json`` plus the time series."""
+        check_simulate_body(body, settings.limits)  # capacity's probes are sized in the job, with its plan
         payload = engine_payload(body)
         payload["_db"] = str(settings.db) if settings.db is not None else None  # the run is stored
         return accepted("simulate", simulate_job, payload)
@@ -201,14 +265,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/fleet/simulate", status_code=202)
     async def fleet_simulate(body: FleetSimulateBody) -> JSONResponse:
         """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
-        check_fleet_body(body, MAX_SIM_REQUESTS)
-        return accepted("fleet-simulate", fleet_simulate_job, body.model_dump())
+        check_fleet_body(body, settings.upload_dir, settings.limits)
+        return accepted("fleet-simulate", fleet_simulate_job, {**body.model_dump(), "_limits": settings.limits})
 
     @app.post(f"{API}/fleet/plan", status_code=202)
     async def fleet_plan(body: FleetPlanBody) -> JSONResponse:
         """Start ``servecap fleet plan`` as a job; its result is ``fleet plan --json``."""
-        check_fleet_plan_body(body, MAX_SIM_REQUESTS)
-        return accepted("fleet-plan", fleet_plan_job, body.model_dump())
+        check_fleet_plan_body(body, settings.upload_dir, settings.limits)
+        return accepted("fleet-plan", fleet_plan_job, {**body.model_dump(), "_limits": settings.limits})
 
     @app.get(f"{API}/jobs")
     async def list_jobs() -> list[dict[str, Any]]:
@@ -244,7 +308,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Stored runs, newest first (``servecap runs --json``)."""
         from servecap.app.runs import ListRunsRequest, list_runs
 
-        _path, listing = list_runs(ListRunsRequest(db=settings.db, limit=limit, kind=kind))
+        _path, listing = stored(
+            "runs", None, lambda: list_runs(ListRunsRequest(db=settings.db, limit=limit, kind=kind))
+        )
         return [json.loads(r.model_dump_json()) for r in listing.root]
 
     @app.get(f"{API}/runs/{{run_id}}")
@@ -252,7 +318,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """One run with its settings and checks (``servecap runs show --json``)."""
         from servecap.app.runs import show_run
 
-        detail: dict[str, Any] = json.loads(show_run(run_id, settings.db).model_dump_json())
+        detail: dict[str, Any] = json.loads(
+            stored("run", run_id, lambda: show_run(run_id, settings.db)).model_dump_json()
+        )
         return detail
 
     @app.get(f"{API}/runs/{{run_id}}/requests")
@@ -260,18 +328,60 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Every request of a run with its token times (``servecap runs export --format json``)."""
         from servecap.app.runs import export_run
 
-        exported: dict[str, Any] = json.loads(export_run(run_id, "json", settings.db))
+        exported: dict[str, Any] = json.loads(stored("run", run_id, lambda: export_run(run_id, "json", settings.db)))
         return exported
 
     @app.get(f"{API}/runs/{{run_id}}/accuracy")
     def run_accuracy(run_id: str) -> dict[str, Any]:
         """A measured run next to the simulator's prediction (``servecap accuracy --json``)."""
         from servecap.app.accuracy import AccuracyRequest, accuracy
+        from servecap.app.runs import show_run
 
-        result: dict[str, Any] = json.loads(accuracy(AccuracyRequest(run=run_id, db=settings.db)).model_dump_json())
+        detail = stored("run", run_id, lambda: show_run(run_id, settings.db))
+        check_stored_deployment(detail.settings.get("deployment"), settings.upload_dir)
+        response = stored("run", run_id, lambda: accuracy(AccuracyRequest(run=run_id, db=settings.db)))
+        result: dict[str, Any] = json.loads(response.model_dump_json())
         return result
 
     return app
+
+
+class DamagedRun(ServecapError):
+    """A stored run that cannot be read (bad JSON, a malformed row or deployment): HTTP 422."""
+
+
+def stored(field: str, run_id: str | None, read: Callable[[], _T]) -> _T:
+    """``read()`` of the run store, its failures on damaged data as one line naming the run."""
+    import sqlite3
+
+    from pydantic import ValidationError
+
+    try:
+        return read()
+    except ServecapError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, ValidationError, sqlite3.DatabaseError) as err:
+        _log.warning("damaged stored data (%s %s): %s: %s", field, run_id, type(err).__name__, err)
+        problem = " ".join(str(err).split())[:160]
+        raise DamagedRun(field, run_id, f"the stored data is damaged ({type(err).__name__}: {problem})") from None
+
+
+def check_stored_deployment(deployment: object, upload_dir: Path) -> None:
+    """A stored run's deployment, before the simulator plans it: a mapping whose model and GPU are
+    names the server resolves (the catalog's, or an upload's), and no file."""
+    from servecap.api.names import api_gpu, api_model, refuse_file_field
+
+    if deployment is None:
+        return  # the use case says how to store one
+    if not isinstance(deployment, dict):
+        raise DamagedRun("deployment", type(deployment).__name__, "the stored deployment is not a mapping")
+    for key in ("gpu_file", "calibration"):
+        if deployment.get(key) is not None:
+            refuse_file_field(f"deployment.{key}", deployment[key])
+    if deployment.get("model") is not None:
+        api_model(upload_dir, deployment["model"], "deployment.model")
+    if deployment.get("gpu") is not None:
+        api_gpu(deployment["gpu"], "deployment.gpu")
 
 
 def _version() -> str:

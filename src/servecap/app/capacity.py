@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from servecap.app.flags import DeploymentFlags, StreamFlags
+from servecap.app.limits import WorkLimits, check_workload, cli_limits
 from servecap.app.simulate import Built
 from servecap.errors import ServecapError
 from servecap.progress import ProgressFn
@@ -86,14 +87,20 @@ def capacity(
     stream: StreamFlags | None = None,
     target: float | None = None,
     progress: ProgressFn | None = None,
+    limits: WorkLimits | None = None,
 ) -> CapacityResponse:
     """Search the largest load within ``slo`` (p99); ``stream`` (the flags' request shape) adds
-    what ``plan`` would say for it; ``target`` (users or req/s) gets the replicas it needs."""
+    what ``plan`` would say for it; ``target`` (users or req/s) gets the replicas it needs. The
+    search's probes reach about twice the planner's load: that run is sized against ``limits``
+    before the first probe."""
     from dataclasses import asdict
 
-    from servecap.sim.capacity import find_capacity
+    from servecap.sim.capacity import find_capacity, planner_rate, planner_users, with_load
     from servecap.workload import dist_mean
 
+    closed_loop = built.workload.users is not None
+    estimate = (planner_users if closed_loop else planner_rate)(built.plan, built.workload)
+    check_workload(with_load(built.workload, 2.0 * max(estimate, 1.0)), limits if limits is not None else cli_limits())
     result = find_capacity(built.setup, built.plan, built.workload, slo, seed=seed, progress=progress)
     w = built.workload
     closed = w.users is not None
@@ -230,6 +237,7 @@ def capacity_from_flags(
     no_prefix_caching: bool,
     policy: str,
     progress: ProgressFn | None = None,
+    limits: WorkLimits | None = None,
 ) -> tuple[CapacityResponse, Built, Slo]:
     """``servecap capacity`` (and ``POST /api/v1/capacity``) from its flags: the default
     interactive SLO when none is given (checked at p99), a 600 s run of chat users unless told
@@ -269,8 +277,15 @@ def capacity_from_flags(
         policy=policy,
         default_num_requests=2000,
         turns=turns,
+        limits=limits,
     )
     response = capacity(
-        built, slo, seed=seed, stream=stream if workload is None else None, target=target, progress=progress
+        built,
+        slo,
+        seed=seed,
+        stream=stream if workload is None else None,
+        target=target,
+        progress=progress,
+        limits=limits,
     )
     return response, built, slo

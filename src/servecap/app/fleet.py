@@ -32,6 +32,7 @@ from servecap.specs.perf import Slo
 from servecap.workload import WorkloadSpec, traffic_classes
 
 if TYPE_CHECKING:
+    from servecap.app.limits import WorkLimits
     from servecap.core.plan import Plan
     from servecap.specs.gpu import GpuSpec
 
@@ -530,9 +531,17 @@ def with_predictive_floors(spec: FleetSpec, f: FleetFile, workload: WorkloadSpec
 
 
 def fleet_simulate(
-    request: FleetSimulateRequest, *, base_dir: Path | None = None, progress: ProgressFn | None = None
+    request: FleetSimulateRequest,
+    *,
+    base_dir: Path | None = None,
+    progress: ProgressFn | None = None,
+    limits: WorkLimits | None = None,
 ) -> tuple[FleetSimulateResponse, FleetResult]:
-    """Build the fleet, simulate it under the workload, and shape the response."""
+    """Build the fleet, simulate it under the workload, and shape the response; the work is
+    sized against ``limits`` (default: the CLI's) first."""
+    from servecap.app.limits import check_fleet_work, cli_limits
+
+    check_fleet_work(request.fleet, request.workload, limits if limits is not None else cli_limits())
     spec, notes = build_fleet(request.fleet, base_dir)
     spec = with_predictive_floors(spec, request.fleet, request.workload, notes)
     wl = request.workload

@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -43,6 +43,9 @@ from servecap.progress import Progress, ProgressFn
 from servecap.results.slo_report import GroupResult, Target
 from servecap.workload import RequestArrays, WorkloadSpec
 from servecap.workload.mix_spec import SloSpec
+
+if TYPE_CHECKING:
+    from servecap.app.limits import WorkLimits
 
 HOURS_PER_MONTH = 730.0
 DEFAULT_WORKLOAD: dict[str, Any] = {
@@ -370,9 +373,14 @@ def fixed_fleet(
 Evaluate = Callable[[int], tuple[bool, FleetEval]]
 
 
-def fleet_plan(request: FleetPlanRequest, progress: ProgressFn | None = None) -> FleetPlanResponse:
-    """Plan the cheapest fleet (see the module); raises ServecapError (one line) on bad input or
-    when no candidate meets the SLOs."""
+def fleet_plan(
+    request: FleetPlanRequest, progress: ProgressFn | None = None, limits: WorkLimits | None = None
+) -> FleetPlanResponse:
+    """Plan the cheapest fleet (see the module); raises ServecapError (one line) on bad input,
+    on more work than ``limits`` allow (default: the CLI's), or when no candidate meets the SLOs."""
     from servecap.app.fleet_plan_run import run_plan
+    from servecap.app.limits import check_fleet_plan_work, cli_limits
+
+    check_fleet_plan_work(request, limits if limits is not None else cli_limits())
 
     return run_plan(request, Context(request, progress))

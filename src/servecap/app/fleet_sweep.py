@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from servecap.app.limits import WorkLimits
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, from_validation_error
 from servecap.files import dumps_json
@@ -125,9 +126,11 @@ def set_path(root: dict[str, Any], path: str, value: Any) -> None:
         raise ServecapError(f"axes.{path}", last, "no such key in the base file")
 
 
-def sweep_points(sf: SweepFile, base_dir: Path | None = None) -> list[SweepPoint]:
-    """Every point of the sweep, validated (no simulation yet)."""
+def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits | None = None) -> list[SweepPoint]:
+    """Every point of the sweep, validated and its work sized against ``limits`` (default: the
+    CLI's; no simulation yet)."""
     from servecap.app.fleet import build_fleet, fleet_from_dict
+    from servecap.app.limits import check_fleet_work, cli_limits
     from servecap.workload import workload_from_dict
 
     base = {
@@ -161,8 +164,10 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None) -> list[SweepPoint
         for name, v in values.items():
             set_path(doc, name, v)
         try:
-            build_fleet(fleet_from_dict(doc["fleet"]), base_dir)  # names, plans: what the run would refuse
-            workload_from_dict(doc["workload"])
+            fleet = fleet_from_dict(doc["fleet"])
+            workload = workload_from_dict(doc["workload"])
+            check_fleet_work(fleet, workload, limits or cli_limits())
+            build_fleet(fleet, base_dir)  # names, plans: what the run would refuse
         except ServecapError as err:
             raise ServecapError(err.field, err.value, f"{err.problem} (sweep point {i}: {_label(values)})") from None
         points.append(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from servecap.app.flags import DeploymentFlags, StreamFlags, deployment_from_flags, efficiency_from_file
+from servecap.app.limits import WorkLimits, check_workload, cli_limits
 from servecap.errors import ServecapError
 from servecap.progress import Progress, ProgressFn
 
@@ -99,8 +100,10 @@ def build(
     policy: str,
     default_num_requests: int = 1000,
     turns: int | None = None,
+    limits: WorkLimits | None = None,
 ) -> Built:
-    """Deployment, plan, engine and workload from the settings (shared with capacity)."""
+    """Deployment, plan, engine and workload from the settings (shared with capacity); the
+    workload is sized against ``limits`` (default: the CLI's) before anything is built."""
     from servecap.core.capacity import chat_prompt_tokens
     from servecap.core.plan import plan as make_plan
     from servecap.sim import engine_setup_from_plan
@@ -128,6 +131,7 @@ def build(
         from servecap.workload.spec import FixedDist
 
         spec = spec.model_copy(update={"users": spec.users.model_copy(update={"turns": FixedDist(value=turns)})})
+    check_workload(spec, limits if limits is not None else cli_limits())
     if spec.prompt_tokens is not None and spec.output_tokens is not None:
         new_tokens, out_tokens = dist_mean(spec.prompt_tokens), dist_mean(spec.output_tokens)
         turns_mean = dist_mean(spec.users.turns) if spec.users is not None else 1.0
