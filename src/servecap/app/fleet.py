@@ -24,7 +24,7 @@ from servecap.errors import ServecapError, did_you_mean
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
 from servecap.fleet.gateway_stage import check_pool_names
 from servecap.fleet.spec import INSTANT
-from servecap.policy.autoscalers import PRESETS, AutoscalerSettings
+from servecap.policy.autoscalers import AUTOSCALERS, PRESETS, AutoscalerSettings, autoscaler_class, make_autoscaler
 from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
 from servecap.policy.routers import ROUTERS
 from servecap.progress import ProgressFn
@@ -87,10 +87,14 @@ class PredictiveModel(_Model):
 
 
 class AutoscalerModel(_Model):
-    """Target tracking; ``preset`` starts from ``keda-vllm`` or ``ray-serve`` defaults and the
-    other keys override them."""
+    """A pool's autoscaler: ``policy`` names one of :data:`~servecap.policy.autoscalers.AUTOSCALERS`
+    (default ``target-tracking``), ``preset`` one of :data:`~servecap.policy.autoscalers.PRESETS`
+    (default: the policy's own, ``keda-vllm`` for target tracking) whose values the other keys
+    override; ``options`` are the policy's own knobs (the KPA's windows, for one)."""
 
-    preset: Literal["keda-vllm", "ray-serve"] = "keda-vllm"
+    preset: str | None = None
+    policy: str | None = None
+    options: dict[str, float] = Field(default_factory=dict)
     signal: Literal["num_requests_waiting", "inflight", "kv_usage", "p99_ttft_s"] | None = None
     target: float | None = Field(default=None, gt=0)
     interval_s: float | None = Field(default=None, gt=0)
@@ -105,8 +109,25 @@ class AutoscalerModel(_Model):
     schedule: list[ScheduleEntry] = Field(default_factory=list)
     predictive: PredictiveModel | None = None
 
+    @field_validator("policy")
+    @classmethod
+    def _policy(cls, v: str | None) -> str | None:
+        if v is not None and v not in AUTOSCALERS:  # ValueError: pydantic names the field
+            raise ValueError(f"unknown autoscaler; one of {', '.join(AUTOSCALERS)}" + did_you_mean(v, AUTOSCALERS))
+        return v
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v: str | None) -> str | None:
+        if v is not None and v not in PRESETS:
+            raise ValueError(f"unknown preset; one of {', '.join(PRESETS)}" + did_you_mean(v, PRESETS))
+        return v
+
     def to_settings(self) -> AutoscalerSettings:
-        base = PRESETS[self.preset]
+        preset = self.preset
+        if preset is None:
+            preset = autoscaler_class(self.policy).default_preset if self.policy is not None else "keda-vllm"
+        base = PRESETS[preset]
         kw: dict[str, Any] = {
             f: getattr(self, f)
             for f in (
@@ -127,7 +148,12 @@ class AutoscalerModel(_Model):
         fields["min_replicas"] = self.min_replicas
         fields["max_replicas"] = self.max_replicas
         fields["schedule"] = tuple((e.at_s, e.min_replicas) for e in self.schedule)
-        return AutoscalerSettings(**fields)
+        if self.policy is not None:
+            fields["policy"] = self.policy
+        fields["options"] = tuple(sorted(self.options.items()))
+        settings = AutoscalerSettings(**fields)
+        make_autoscaler(settings)  # the policy checks its signal and options now, not mid-run
+        return settings
 
 
 class PoolModel(_Model):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from servecap.errors import ServecapError
-from servecap.policy.autoscalers import AutoscalerSettings
+from servecap.policy.autoscalers import AutoscalerSettings, autoscaler_class
 from servecap.policy.gateway.config import GatewayConfig
 from servecap.policy.routers import ROUTERS
 from servecap.sim.setup import EngineSetup
@@ -87,6 +87,8 @@ class Pool:
     def __post_init__(self) -> None:
         if not self.name:
             raise ServecapError("pool.name", self.name, "must not be empty")
+        if self.autoscaler is not None:
+            autoscaler_class(self.autoscaler.policy)  # a registered policy, or "did you mean"
         lo = self.autoscaler.min_replicas if self.autoscaler is not None else 1
         if self.replicas < lo:
             raise ServecapError(f"pools.{self.name}.replicas", self.replicas, f"must be >= {lo}")
