@@ -160,7 +160,8 @@ def check_fleet_plan_body(body: FleetPlanBody, max_requests: int) -> None:
 
 
 def fleet_plan_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
-    from servecap.app.fleet_plan import fleet_plan, plan_request_from_dict
+    from servecap.app.fleet_plan import plan_request_from_dict
+    from servecap.app.fleet_planner import fleet_plan
 
     body = FleetPlanBody.model_validate(payload)
     response = fleet_plan(plan_request_from_dict(dict(body.plan)), progress=progress)

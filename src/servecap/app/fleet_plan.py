@@ -1,6 +1,6 @@
 """The fleet-plan use case: for this traffic and these SLOs, the cheapest fleet, with evidence.
 
-:func:`fleet_plan` takes a :class:`FleetPlanRequest` (a plan file or the flags of ``servecap
+:func:`servecap.app.fleet_planner.fleet_plan` takes a :class:`FleetPlanRequest` (a plan file or the flags of ``servecap
 fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The steps:
 
 1. **Traffic**: the workload (lengths, shared prefixes, tenants and classes with their SLOs, a
@@ -390,11 +390,3 @@ def fixed_fleet(
 
 
 Evaluate = Callable[[int], tuple[bool, FleetEval]]
-
-
-def fleet_plan(request: FleetPlanRequest, progress: ProgressFn | None = None) -> FleetPlanResponse:
-    """Plan the cheapest fleet (see the module); raises ServecapError (one line) on bad input or
-    when no candidate meets the SLOs."""
-    from servecap.app.fleet_plan_run import run_plan
-
-    return run_plan(request, Context(request, progress))

@@ -84,7 +84,8 @@ def fleet_plan_command(
     for a daily curve; a lever table, each lever re-simulated."""
     from rich.console import Console
 
-    from servecap.app.fleet_plan import fleet_plan, load_plan_file, plan_request_from_dict
+    from servecap.app.fleet_plan import load_plan_file, plan_request_from_dict
+    from servecap.app.fleet_planner import fleet_plan
     from servecap.errors import ServecapError
 
     raw: dict[str, Any] = load_plan_file(plan_file) if plan_file is not None else {}
