@@ -24,9 +24,16 @@ from servecap.errors import ServecapError, did_you_mean
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
 from servecap.fleet.gateway_stage import check_pool_names
 from servecap.fleet.spec import INSTANT
-from servecap.policy.autoscalers import AUTOSCALERS, PRESETS, AutoscalerSettings, autoscaler_class, make_autoscaler
+from servecap.policy.autoscalers import (
+    AUTOSCALERS,
+    DEFAULT_AUTOSCALER,
+    PRESETS,
+    AutoscalerSettings,
+    autoscaler_class,
+    make_autoscaler,
+)
 from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
-from servecap.policy.routers import ROUTERS
+from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.progress import ProgressFn
 from servecap.results import summary_to_json_dict
 from servecap.specs.perf import Slo
@@ -92,8 +99,8 @@ class AutoscalerModel(_Model):
     (default: the policy's own, ``keda-vllm`` for target tracking) whose values the other keys
     override; ``options`` are the policy's own knobs (the KPA's windows, for one)."""
 
-    preset: str | None = None
-    policy: str | None = None
+    preset: str | None = Field(default=None, json_schema_extra={"enum": list(PRESETS)})
+    policy: str | None = Field(default=None, json_schema_extra={"enum": list(AUTOSCALERS)})
     options: dict[str, float] = Field(default_factory=dict)
     signal: Literal["num_requests_waiting", "inflight", "kv_usage", "p99_ttft_s"] | None = None
     target: float | None = Field(default=None, gt=0)
@@ -124,10 +131,7 @@ class AutoscalerModel(_Model):
         return v
 
     def to_settings(self) -> AutoscalerSettings:
-        preset = self.preset
-        if preset is None:
-            preset = autoscaler_class(self.policy).default_preset if self.policy is not None else "keda-vllm"
-        base = PRESETS[preset]
+        base = PRESETS[self.preset or autoscaler_class(self.policy or DEFAULT_AUTOSCALER).default_preset]
         kw: dict[str, Any] = {
             f: getattr(self, f)
             for f in (
@@ -184,7 +188,7 @@ class PoolModel(_Model):
 
 
 class RouterModel(_Model):
-    name: str = "round-robin"
+    name: str = Field(default=DEFAULT_ROUTER, json_schema_extra={"enum": list(ROUTERS)})
     settings: dict[str, float | int | None] = Field(default_factory=dict)
     scrape_interval_ms: float = Field(default=0.0, ge=0)
 

@@ -39,6 +39,7 @@ from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet
 from servecap.errors import ServecapError, did_you_mean
 from servecap.fleet import FleetSpec
 from servecap.fleet.plan_window import Window
+from servecap.policy.routers import DEFAULT_ROUTER
 from servecap.progress import Progress, ProgressFn
 from servecap.results.slo_report import GroupResult, Target
 from servecap.workload import RequestArrays, WorkloadSpec
@@ -104,7 +105,7 @@ class FleetPlanRequest(_Model):
     candidates: list[CandidateModel]
     traffic: TrafficModel
     slo: SloSpec | None = None  # default: p99 TTFT <= 2 s, p99 TPOT <= 100 ms (the interactive SLO)
-    router: str = "least-outstanding"
+    router: str = DEFAULT_ROUTER
     cold_start: ColdStartModel | Literal["instant"] = ColdStartModel()
     autoscaler: AutoscalerPlanModel = AutoscalerPlanModel()
     levers: list[str] | None = None  # default: every lever the fleet file accepts

@@ -17,7 +17,7 @@ from servecap.cli.options import (
     think_time_option,
 )
 from servecap.cli.simulate_cmd import html_option, stream_options, workload_option
-from servecap.policy.routers import ROUTERS
+from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -54,7 +54,9 @@ def fleet_group() -> None:
     default=None,
     help="$ per GPU-hour (default: the GPU catalog's rent price).",
 )
-@click.option("--router", type=click.Choice(list(ROUTERS)), default=None, help="Routing policy (default round-robin).")
+@click.option(
+    "--router", type=click.Choice(list(ROUTERS)), default=None, help=f"Routing policy (default {DEFAULT_ROUTER})."
+)
 @click.option(
     "--scrape-interval-ms",
     type=click.FloatRange(min=0),

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from servecap.cli.options import PATH, json_option, slo_options
-from servecap.policy.routers import ROUTERS
+from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -49,7 +49,7 @@ def _ms(x: float | None) -> str:
 @click.option("--slo-tpot-p99-s", type=click.FLOAT, default=None, help="p99 time per output token target (s).")
 @slo_options(None, None, "checked at p99, as capacity")
 @click.option(
-    "--router", type=click.Choice(list(ROUTERS)), default=None, help="Routing policy (default least-outstanding)."
+    "--router", type=click.Choice(list(ROUTERS)), default=None, help=f"Routing policy (default {DEFAULT_ROUTER})."
 )
 @click.option(
     "--levers", type=click.STRING, default=None, help="Comma-separated levers (default: all the fleet file takes)."

@@ -23,7 +23,7 @@ from typing import Literal
 from servecap.errors import ServecapError
 from servecap.policy.autoscalers import AutoscalerSettings, autoscaler_class
 from servecap.policy.gateway.config import GatewayConfig
-from servecap.policy.routers import ROUTERS
+from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.sim.setup import EngineSetup
 from servecap.specs.perf import Slo
 
@@ -109,7 +109,7 @@ class Pool:
 @dataclass(frozen=True, slots=True)
 class FleetSpec:
     pools: tuple[Pool, ...]
-    router: str = "round-robin"
+    router: str = DEFAULT_ROUTER
     router_settings: dict[str, float | int | None] = field(default_factory=dict)
     scrape_interval_s: float = 0.0  # the router reads gauges as last scraped (0: exact)
     on_failure: OnFailure = "retry"  # in-flight requests of a crashed replica

@@ -34,6 +34,7 @@ from servecap.policy.target_tracking import TargetTracking
 __all__ = [
     "ADDITIVE_SIGNALS",
     "AUTOSCALERS",
+    "DEFAULT_AUTOSCALER",
     "PRESETS",
     "SIGNALS",
     "Autoscaler",
@@ -43,6 +44,7 @@ __all__ = [
     "make_autoscaler",
 ]
 
+DEFAULT_AUTOSCALER = "target-tracking"  # a fleet file's ``policy`` when it names none
 AUTOSCALERS: dict[str, type[Autoscaler]] = {
     "target-tracking": TargetTracking,
     "kpa": Kpa,
