@@ -99,8 +99,9 @@ class AutoscalerModel(_Model):
     (default: the policy's own, ``keda-vllm`` for target tracking) whose values the other keys
     override; ``options`` are the policy's own knobs (the KPA's windows, for one)."""
 
-    preset: str | None = Field(default=None, json_schema_extra={"enum": list(PRESETS)})
-    policy: str | None = Field(default=None, json_schema_extra={"enum": list(AUTOSCALERS)})
+    # the registries as the schema's enums (null: the default); the validators below say "did you mean"
+    preset: str | None = Field(default=None, json_schema_extra={"enum": [*PRESETS, None]})
+    policy: str | None = Field(default=None, json_schema_extra={"enum": [*AUTOSCALERS, None]})
     options: dict[str, float] = Field(default_factory=dict)
     signal: Literal["num_requests_waiting", "inflight", "kv_usage", "p99_ttft_s"] | None = None
     target: float | None = Field(default=None, gt=0)
