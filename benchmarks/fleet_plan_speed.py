@@ -16,7 +16,8 @@ import argparse
 import time
 from typing import Any
 
-from servecap.app.fleet_plan import fleet_plan, plan_request_from_dict
+from servecap.app.fleet_plan import plan_request_from_dict
+from servecap.app.fleet_planner import fleet_plan
 from servecap.progress import Progress
 from servecap.sim import engine
 

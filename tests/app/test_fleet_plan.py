@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from servecap.app.fleet_plan import FleetPlanResponse, fleet_plan, plan_request_from_dict
+from servecap.app.fleet_plan import FleetPlanResponse, plan_request_from_dict
+from servecap.app.fleet_planner import fleet_plan
 from servecap.cli.main import cli, run
 from servecap.errors import ServecapError
 

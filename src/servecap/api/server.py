@@ -51,6 +51,7 @@ from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
 from servecap.api.uploads import UploadQuota, store_config
 from servecap.app.limits import API_LIMITS, WorkLimits
+from servecap.app.policies import PolicyLists, policy_lists
 from servecap.errors import ServecapError, from_validation_error
 
 API = "/api/v1"
@@ -196,6 +197,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         from servecap.app.catalog import model_rows
 
         return model_rows(query=q)
+
+    @app.get(f"{API}/policies")
+    def policies() -> PolicyLists:
+        """The registered routers, autoscaler policies and presets, with their defaults."""
+        return policy_lists()
 
     @app.post(f"{API}/models/upload")
     def upload(body: UploadBody) -> dict[str, Any]:

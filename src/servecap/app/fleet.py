@@ -23,9 +23,16 @@ from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
 from servecap.fleet.gateway_stage import check_pool_names
 from servecap.fleet.spec import INSTANT
-from servecap.policy.autoscalers import PRESETS, AutoscalerSettings
+from servecap.policy.autoscalers import (
+    AUTOSCALERS,
+    DEFAULT_AUTOSCALER,
+    PRESETS,
+    AutoscalerSettings,
+    autoscaler_class,
+    make_autoscaler,
+)
 from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
-from servecap.policy.routers import ROUTERS
+from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.progress import ProgressFn
 from servecap.results import summary_to_json_dict
 from servecap.specs.perf import Slo
@@ -95,10 +102,15 @@ class PredictiveModel(_Model):
 
 
 class AutoscalerModel(_Model):
-    """Target tracking; ``preset`` starts from ``keda-vllm`` or ``ray-serve`` defaults and the
-    other keys override them."""
+    """A pool's autoscaler: ``policy`` names one of :data:`~servecap.policy.autoscalers.AUTOSCALERS`
+    (default ``target-tracking``), ``preset`` one of :data:`~servecap.policy.autoscalers.PRESETS`
+    (default: the policy's own, ``keda-vllm`` for target tracking) whose values the other keys
+    override; ``options`` are the policy's own knobs (the KPA's windows, for one)."""
 
-    preset: Literal["keda-vllm", "ray-serve"] = "keda-vllm"
+    # the registries as the schema's enums (null: the default); the validators below say "did you mean"
+    preset: str | None = Field(default=None, json_schema_extra={"enum": [*PRESETS, None]})
+    policy: str | None = Field(default=None, json_schema_extra={"enum": [*AUTOSCALERS, None]})
+    options: dict[str, float] = Field(default_factory=dict)
     signal: Literal["num_requests_waiting", "inflight", "kv_usage", "p99_ttft_s"] | None = None
     target: float | None = Field(default=None, gt=0)
     interval_s: float | None = Field(default=None, gt=0)
@@ -113,8 +125,22 @@ class AutoscalerModel(_Model):
     schedule: list[ScheduleEntry] = Field(default_factory=list)
     predictive: PredictiveModel | None = None
 
+    @field_validator("policy")
+    @classmethod
+    def _policy(cls, v: str | None) -> str | None:
+        if v is not None and v not in AUTOSCALERS:  # ValueError: pydantic names the field
+            raise ValueError(f"unknown autoscaler; one of {', '.join(AUTOSCALERS)}" + did_you_mean(v, AUTOSCALERS))
+        return v
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v: str | None) -> str | None:
+        if v is not None and v not in PRESETS:
+            raise ValueError(f"unknown preset; one of {', '.join(PRESETS)}" + did_you_mean(v, PRESETS))
+        return v
+
     def to_settings(self) -> AutoscalerSettings:
-        base = PRESETS[self.preset]
+        base = PRESETS[self.preset or autoscaler_class(self.policy or DEFAULT_AUTOSCALER).default_preset]
         kw: dict[str, Any] = {
             f: getattr(self, f)
             for f in (
@@ -135,7 +161,12 @@ class AutoscalerModel(_Model):
         fields["min_replicas"] = self.min_replicas
         fields["max_replicas"] = self.max_replicas
         fields["schedule"] = tuple((e.at_s, e.min_replicas) for e in self.schedule)
-        return AutoscalerSettings(**fields)
+        if self.policy is not None:
+            fields["policy"] = self.policy
+        fields["options"] = tuple(sorted(self.options.items()))
+        settings = AutoscalerSettings(**fields)
+        make_autoscaler(settings)  # the policy checks its signal and options now, not mid-run
+        return settings
 
 
 class PoolModel(_Model):
@@ -166,7 +197,7 @@ class PoolModel(_Model):
 
 
 class RouterModel(_Model):
-    name: str = "round-robin"
+    name: str = Field(default=DEFAULT_ROUTER, json_schema_extra={"enum": list(ROUTERS)})
     settings: dict[str, float | int | None] = Field(default_factory=dict)
     scrape_interval_ms: float = Field(default=0.0, ge=0)
 

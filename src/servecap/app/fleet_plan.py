@@ -1,6 +1,6 @@
 """The fleet-plan use case: for this traffic and these SLOs, the cheapest fleet, with evidence.
 
-:func:`fleet_plan` takes a :class:`FleetPlanRequest` (a plan file or the flags of ``servecap
+:func:`servecap.app.fleet_planner.fleet_plan` takes a :class:`FleetPlanRequest` (a plan file or the flags of ``servecap
 fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The steps:
 
 1. **Traffic**: the workload (lengths, shared prefixes, tenants and classes with their SLOs, a
@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -39,13 +39,11 @@ from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet
 from servecap.errors import from_validation_error
 from servecap.fleet import FleetSpec
 from servecap.fleet.plan_window import Window
+from servecap.policy.routers import DEFAULT_ROUTER
 from servecap.progress import Progress, ProgressFn
 from servecap.results.slo_report import GroupResult, Target
 from servecap.workload import RequestArrays, WorkloadSpec
 from servecap.workload.mix_spec import SloSpec
-
-if TYPE_CHECKING:
-    from servecap.app.limits import WorkLimits
 
 HOURS_PER_MONTH = 730.0
 DEFAULT_WORKLOAD: dict[str, Any] = {
@@ -115,7 +113,7 @@ class FleetPlanRequest(_Model):
     candidates: list[CandidateModel]
     traffic: TrafficModel
     slo: SloSpec | None = None  # default: p99 TTFT <= 2 s, p99 TPOT <= 100 ms (the interactive SLO)
-    router: str = "least-outstanding"
+    router: str = DEFAULT_ROUTER
     cold_start: ColdStartModel | Literal["instant"] = ColdStartModel()
     autoscaler: AutoscalerPlanModel = AutoscalerPlanModel()
     levers: list[str] | None = None  # default: every lever the fleet file accepts
@@ -371,16 +369,3 @@ def fixed_fleet(
 
 
 Evaluate = Callable[[int], tuple[bool, FleetEval]]
-
-
-def fleet_plan(
-    request: FleetPlanRequest, progress: ProgressFn | None = None, limits: WorkLimits | None = None
-) -> FleetPlanResponse:
-    """Plan the cheapest fleet (see the module); raises ServecapError (one line) on bad input,
-    on more work than ``limits`` allow (default: the CLI's), or when no candidate meets the SLOs."""
-    from servecap.app.fleet_plan_run import run_plan
-    from servecap.app.limits import check_fleet_plan_work, cli_limits
-
-    check_fleet_plan_work(request, limits if limits is not None else cli_limits())
-
-    return run_plan(request, Context(request, progress))

@@ -1,8 +1,9 @@
-"""The steps of :func:`servecap.app.fleet_plan.fleet_plan` (see that module's docstring)."""
+"""The steps of :func:`servecap.app.fleet_planner.fleet_plan` (see :mod:`servecap.app.fleet_plan`)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from servecap.app.fleet_plan import (
     FleetEval,
     FleetPlanRequest,
     FleetPlanResponse,
+    LeverOut,
     Scored,
     fixed_fleet,
 )
@@ -41,6 +43,7 @@ from servecap.results.slo_report import Target
 from servecap.workload import WorkloadSpec, generate_arrays, workload_from_dict
 from servecap.workload.mix_spec import SloSpec
 
+LeverRows = tuple[list[LeverOut], list[str]]  # the levers re-simulated, and those skipped (why)
 DEFAULT_SLO = SloSpec(ttft_s={"p99": 2.0}, tpot_s={"p99": 0.1})
 
 
@@ -153,9 +156,9 @@ def closed_form(
 # ---- the plan ----------------------------------------------------------------------------------
 
 
-def run_plan(request: FleetPlanRequest, ctx: Context) -> FleetPlanResponse:
-    from servecap.app.fleet_plan_levers import run_levers
-
+def run_plan(request: FleetPlanRequest, ctx: Context, run_levers: Callable[..., LeverRows]) -> FleetPlanResponse:
+    """The plan; ``run_levers`` (:func:`servecap.app.fleet_plan_levers.run_levers`, passed in by
+    the entry point: the levers build on this module) re-simulates the levers on the winner."""
     if not request.candidates:
         raise ServecapError("candidates", [], "give at least one candidate pool (e.g. -g H100)")
     if request.router not in ROUTERS:
@@ -164,13 +167,6 @@ def run_plan(request: FleetPlanRequest, ctx: Context) -> FleetPlanResponse:
         raise ServecapError(
             "router", request.router, f"one of {', '.join(ROUTERS)}" + did_you_mean(request.router, ROUTERS)
         )
-    from servecap.app.fleet_plan_levers import LEVERS
-
-    for name in request.levers or []:
-        if name not in LEVERS:
-            from servecap.errors import did_you_mean
-
-            raise ServecapError("levers", name, f"one of {', '.join(LEVERS)}" + did_you_mean(name, LEVERS))
     spec, peak, horizon, daily = traffic_workload(request)
     default_slo = request.slo or DEFAULT_SLO
     targets = group_targets(spec, default_slo)

@@ -18,7 +18,8 @@ from servecap.cli.options import (
     think_time_option,
 )
 from servecap.cli.simulate_cmd import html_option, stream_options, workload_option
-from servecap.policy.routers import ROUTERS
+from servecap.policy.autoscalers import PRESETS
+from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,9 +38,9 @@ def fleet_group() -> None:
 @click.option("--replicas", type=click.IntRange(min=1), default=None, help="Replicas (fixed; default 1).")
 @click.option(
     "--autoscaler",
-    type=click.Choice(["keda-vllm", "ray-serve"]),
+    type=click.Choice(list(PRESETS)),
     default=None,
-    help="Autoscale between --min-replicas and --max-replicas with these defaults.",
+    help="Autoscale between --min-replicas and --max-replicas with this preset (its policy and defaults).",
 )
 @click.option("--min-replicas", type=click.IntRange(min=0), default=None, help="Autoscaler minimum (default 1).")
 @click.option("--max-replicas", type=click.IntRange(min=1), default=None, help="Autoscaler maximum.")
@@ -55,7 +56,9 @@ def fleet_group() -> None:
     default=None,
     help="$ per GPU-hour (default: the GPU catalog's rent price).",
 )
-@click.option("--router", type=click.Choice(list(ROUTERS)), default=None, help="Routing policy (default round-robin).")
+@click.option(
+    "--router", type=click.Choice(list(ROUTERS)), default=None, help=f"Routing policy (default {DEFAULT_ROUTER})."
+)
 @click.option(
     "--scrape-interval-ms",
     type=FiniteRange(min=0),

@@ -11,7 +11,7 @@ import click
 
 from servecap.cli.numbers import FINITE
 from servecap.cli.options import PATH, json_option, slo_options
-from servecap.policy.routers import ROUTERS
+from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,7 +50,7 @@ def _ms(x: float | None) -> str:
 @click.option("--slo-tpot-p99-s", type=FINITE, default=None, help="p99 time per output token target (s).")
 @slo_options(None, None, "checked at p99, as capacity")
 @click.option(
-    "--router", type=click.Choice(list(ROUTERS)), default=None, help="Routing policy (default least-outstanding)."
+    "--router", type=click.Choice(list(ROUTERS)), default=None, help=f"Routing policy (default {DEFAULT_ROUTER})."
 )
 @click.option(
     "--levers", type=click.STRING, default=None, help="Comma-separated levers (default: all the fleet file takes)."
@@ -85,7 +85,8 @@ def fleet_plan_command(
     for a daily curve; a lever table, each lever re-simulated."""
     from rich.console import Console
 
-    from servecap.app.fleet_plan import fleet_plan, load_plan_file, plan_request_from_dict
+    from servecap.app.fleet_plan import load_plan_file, plan_request_from_dict
+    from servecap.app.fleet_planner import fleet_plan
     from servecap.errors import ServecapError
 
     raw: dict[str, Any] = load_plan_file(plan_file) if plan_file is not None else {}

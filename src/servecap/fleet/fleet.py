@@ -34,8 +34,9 @@ import numpy as np
 from servecap.errors import ServecapError
 from servecap.fleet.replica import DRAINING, FAILED, READY, STARTING, STOPPED, Replica, ReplicaSnapshot
 from servecap.fleet.spec import FleetSpec, Pool
-from servecap.policy.autoscalers import TargetTracking
+from servecap.policy.autoscalers import Autoscaler, make_autoscaler
 from servecap.policy.routers import RouteRequest, make_router
+from servecap.policy.signals import signal_value
 from servecap.policy.view import ReplicaView
 from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
@@ -62,8 +63,8 @@ class Fleet:
         # waiting at the router for a ready replica (of the pool given, or any: None)
         self.pending: deque[tuple[ArrivingRequest, int | None]] = deque()
         self._pool_index = {p.name: i for i, p in enumerate(spec.pools)}
-        self.autoscalers: list[TargetTracking | None] = [
-            TargetTracking(p.autoscaler) if p.autoscaler is not None else None for p in spec.pools
+        self.autoscalers: list[Autoscaler | None] = [
+            make_autoscaler(p.autoscaler) if p.autoscaler is not None else None for p in spec.pools
         ]
         self._events: list[tuple[float, int, int, int]] = []
         self._step_models: list[StepTimeModel | None] = [None for _ in spec.pools]
@@ -413,15 +414,11 @@ class Fleet:
         return float(np.percentile(vals, 99)) if vals else 0.0
 
     def signal(self, pi: int, name: str, now_s: float, window_s: float) -> float:
-        live = [r for r in self.by_pool[pi] if r.state == READY]
+        """Signal ``name`` of pool ``pi`` (:func:`servecap.policy.signals.signal_value`, as the
+        monitor computes it), counting the requests waiting at the router for the pool."""
         pending = sum(1 for _, p in self.pending if p is None or p == pi)
-        if name == "num_requests_waiting":
-            return float(sum(r.num_waiting for r in live) + pending)
-        if name == "inflight":
-            return float(sum(r.num_waiting + r.num_running for r in live) + pending)
-        if name == "kv_usage":
-            return sum(r.kv_usage for r in live) / len(live) if live else (1.0 if pending else 0.0)
-        return self.p99_ttft_s(now_s, window_s)
+        value = signal_value(name, self.by_pool[pi], lambda: self.p99_ttft_s(now_s, window_s), pending)
+        return 0.0 if value is None else value
 
     def _autoscale(self, pi: int, now_s: float) -> None:
         scaler = self.autoscalers[pi]

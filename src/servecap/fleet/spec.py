@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from servecap.errors import ServecapError
-from servecap.policy.autoscalers import AutoscalerSettings
+from servecap.policy.autoscalers import AutoscalerSettings, autoscaler_class
 from servecap.policy.gateway.config import GatewayConfig
-from servecap.policy.routers import ROUTERS
+from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.sim.setup import EngineSetup
 from servecap.specs.perf import Slo
 
@@ -87,6 +87,8 @@ class Pool:
     def __post_init__(self) -> None:
         if not self.name:
             raise ServecapError("pool.name", self.name, "must not be empty")
+        if self.autoscaler is not None:
+            autoscaler_class(self.autoscaler.policy)  # a registered policy, or "did you mean"
         lo = self.autoscaler.min_replicas if self.autoscaler is not None else 1
         if self.replicas < lo:
             raise ServecapError(f"pools.{self.name}.replicas", self.replicas, f"must be >= {lo}")
@@ -107,7 +109,7 @@ class Pool:
 @dataclass(frozen=True, slots=True)
 class FleetSpec:
     pools: tuple[Pool, ...]
-    router: str = "round-robin"
+    router: str = DEFAULT_ROUTER
     router_settings: dict[str, float | int | None] = field(default_factory=dict)
     scrape_interval_s: float = 0.0  # the router reads gauges as last scraped (0: exact)
     on_failure: OnFailure = "retry"  # in-flight requests of a crashed replica

@@ -1,17 +1,14 @@
 """Autoscaler advice: a fleet pool's own autoscaler policy fed the live servers' signal.
 
-Each tick, the signal the policy names is computed from the scraped replicas exactly as the
-fleet simulator computes it (``servecap.fleet.fleet.Fleet.signal``) over its ready replicas:
-
-- ``num_requests_waiting``: the sum of the replicas' ``vllm:num_requests_waiting``;
-- ``inflight``: the sum of running + waiting;
-- ``kv_usage``: the mean of the replicas' KV usage;
-- ``p99_ttft_s``: the fleet's p99 TTFT over the monitor's window (the bucket-wise sum of the
-  replicas' histogram deltas, :mod:`servecap.monitor.fleet`); 0 when no first token came in the
-  window, as the simulator's rolling p99 answers with no sample.
+Each tick, the signal the policy names is computed from the scraped replicas by the same
+function the fleet simulator uses (:func:`servecap.policy.signals.signal_value`), over the
+replicas that answered; the p99 TTFT is the fleet's over the monitor's window (the bucket-wise
+sum of the replicas' histogram deltas, :mod:`servecap.monitor.fleet`), 0 when no first token
+came in the window, as the simulator's rolling p99 answers with no sample. A live monitor cannot
+see requests waiting in front of the replicas (the simulator's router queue): none are counted.
 
 The current count is the replicas that answered (a live monitor cannot see starting ones). The
-same :class:`~servecap.policy.autoscalers.TargetTracking` instance decides on every tick, so its
+same policy instance (the pool's ``policy``, from :data:`~servecap.policy.autoscalers.AUTOSCALERS`) decides on every tick, so its
 stabilisation windows (``upscale_stabilization_s`` / ``downscale_stabilization_s``, seconds on
 the monitor's clock) hold across ticks as they do across the simulator's decisions.
 """
@@ -23,23 +20,21 @@ from dataclasses import dataclass, replace
 
 from servecap.monitor.views import ScrapedReplica
 from servecap.monitor.window import WindowStats
-from servecap.policy.autoscalers import ADDITIVE_SIGNALS, AutoscalerSettings, TargetTracking
+from servecap.policy.autoscalers import ADDITIVE_SIGNALS, AutoscalerSettings, make_autoscaler
+from servecap.policy.signals import signal_value as _signal_value
 
 
 def signal_value(signal: str, replicas: Sequence[ScrapedReplica], fleet: WindowStats | None) -> float | None:
     """The policy's input from the live replicas; ``None`` when it cannot be told yet (the p99
     TTFT before the first window)."""
-    live = [r for r in replicas if r.is_ready]
-    if signal == "num_requests_waiting":
-        return float(sum(r.num_waiting for r in live))
-    if signal == "inflight":
-        return float(sum(r.num_waiting + r.num_running for r in live))
-    if signal == "kv_usage":
-        return sum(r.kv_usage for r in live) / len(live) if live else 0.0
-    if fleet is None:
-        return None
-    p99 = fleet.p("ttft", 0.99)
-    return 0.0 if p99 is None else p99
+
+    def p99() -> float | None:
+        if fleet is None:
+            return None
+        p = fleet.p("ttft", 0.99)
+        return 0.0 if p is None else p
+
+    return _signal_value(signal, replicas, p99)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +46,7 @@ class Advice:
     current: int  # replicas up
     recommended: int  # the raw recommendation, before stabilisation, steps and bounds
     desired: int  # what the policy decides now
+    mode: str = ""  # the policy's word on its state ("panic mode"), if any
 
     @property
     def per_replica(self) -> float:
@@ -68,7 +64,7 @@ class Advice:
         head = (
             f"with the autoscaler of pool {self.pool!r} in {self.source}: {self.current} → {self.desired} replicas now"
         )
-        held = self._held()
+        held = "; ".join(x for x in (self.mode, self._held()) if x)
         return f"{head} ({why}{'; ' + held if held else ''})"
 
     def _held(self) -> str:
@@ -99,7 +95,7 @@ class Advisor:
 
     def __init__(self, settings: AutoscalerSettings, pool: str, source: str) -> None:
         self.dropped_schedule = bool(settings.schedule)
-        self.policy = TargetTracking(replace(settings, schedule=()))
+        self.policy = make_autoscaler(replace(settings, schedule=()))
         self.pool = pool
         self.source = source
 
@@ -112,4 +108,4 @@ class Advisor:
             return None
         rec = self.policy.raw(current, value)
         desired = self.policy.decide(now_s, current, value)
-        return Advice(self.pool, self.source, self.policy.settings, value, current, rec, desired)
+        return Advice(self.pool, self.source, self.policy.settings, value, current, rec, desired, self.policy.mode())

@@ -461,6 +461,13 @@ ROUTERS: dict[str, type[Router]] = {
     "weighted": Weighted,
 }
 
+# The one default router, read by the fleet file, the CLI, the HTTP API, the web pages and the
+# fleet planner. vllm-router 0.1.17 and sglang-router 0.3.2 default to ``--policy cache_aware``
+# (their ``--help``; servecap's ``prefix-affinity``), which falls back to the least loaded
+# replica once the load is imbalanced; with no shared prefixes to follow, least-outstanding is
+# the load rule they and vLLM's production-stack ("least loaded") use, and vidur's default.
+DEFAULT_ROUTER = "least-outstanding"
+
 
 def make_router(name: str, rng: random.Random, settings: dict[str, float | int | None] | None = None) -> Router:
     """The router registered as ``name`` with ``settings`` (its constructor's keywords)."""

@@ -1,6 +1,6 @@
 """One engine replica, modelled on vLLM's V1 scheduler: continuous batching, chunked prefill,
 paged KV blocks allocated as requests grow, preemption by recompute, prefix caching. This is the
-only implementation of a step: the simulator's server (:mod:`servecap.sim.single_server`) and
+only implementation of a step: the simulator's server (:mod:`servecap.sim.engine_server`) and
 the emulator both drive it.
 
 The scheduler (vLLM ``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``), per step:

@@ -6,7 +6,7 @@ request arriving at that instant was added. :meth:`EngineServer.advance_to` runs
 tight loop up to the time the loop asks for, returning after each step that finished requests.
 With ``decode_runs`` a step that would be one of a run of decode-only steps with an unchanging
 batch starts the whole run instead (:meth:`Engine.advance_decode_run`, bounded by the time asked
-for) when the time asked for is more than three steps away: identical results, fewer iterations.
+for) when the time asked for is more than eight steps away: identical results, fewer iterations.
 """
 
 from __future__ import annotations

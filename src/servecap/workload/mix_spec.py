@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from servecap.workload.spec import Arrival, Dist, PrefixSpec, coerce_dist
+from servecap.workload.spec_parts import Arrival, Dist, PrefixSpec, coerce_dist
 
 _PERCENTILE = re.compile(r"^p(\d{1,2}(\.\d+)?|100)$")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servecap.app.export.source import ExportInput, load_source
+from servecap.app.export.source import ExportInput, load_source, policy_warnings
 from servecap.errors import ServecapError, did_you_mean
 
 TARGETS: dict[str, str] = {
@@ -58,7 +58,7 @@ def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -
     import yaml
 
     o = options or ExportOptions()
-    warnings: list[str] = []
+    warnings: list[str] = policy_warnings(inp)
     header = inp.source.header(target)
     data: Any
     if target == "ray-serve":

@@ -91,6 +91,17 @@ class ExportInput:
     gateway: GatewayConfig | None = None
 
 
+def policy_warnings(inp: ExportInput) -> list[str]:
+    """Every target writes target tracking (HPA, KEDA, Ray Serve): a pool whose autoscaler is
+    another registered policy (``kpa``, ...) is exported on its signal and target, and said so."""
+    return [
+        f"{p.name}: autoscaler.policy {p.autoscaler.policy} written as target tracking on "
+        f"{p.autoscaler.signal} target {p.autoscaler.target:g}: its own options are not expressed"
+        for p in inp.pools
+        if p.autoscaler is not None and p.autoscaler.policy != "target-tracking"
+    ]
+
+
 def dns_name(text: str) -> str:
     """A Kubernetes DNS-1123 label from any name: lower case, ``[a-z0-9-]``, at most 63 characters."""
     name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")

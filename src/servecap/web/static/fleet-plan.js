@@ -17,7 +17,7 @@ function planFrom(s) {
   const slo = {};
   if (s.ttft_ms) slo.ttft_s = { p99: n("ttft_ms") / 1e3 };
   if (s.tpot_ms) slo.tpot_s = { p99: n("tpot_ms") / 1e3 };
-  return { model: s.model, candidates, traffic, slo: Object.keys(slo).length ? slo : undefined, router: s.router || "least-outstanding", levers: list("levers"), seed: n("seed") || 0 };
+  return { model: s.model, candidates, traffic, slo: Object.keys(slo).length ? slo : undefined, router: s.router, levers: list("levers"), seed: n("seed") || 0 };
 }
 
 const pct = (x) => (x === null || x === undefined ? "–" : num(100 * x, 1) + "%");

@@ -11,8 +11,8 @@ function filesFrom(s) {
   if (s.max_model_len) pool.max_model_len = n("max_model_len");
   if (s.price_per_gpu_hour) pool.price_per_gpu_hour = n("price_per_gpu_hour");
   if (s.cold_start === "instant") pool.cold_start = "instant";
-  if (s.max_replicas) pool.autoscaler = { preset: s.preset || "keda-vllm", min_replicas: Math.max(1, n("replicas") || 1), max_replicas: n("max_replicas") };
-  const fleet = { pools: [pool], router: { name: s.router || "least-outstanding", scrape_interval_ms: n("scrape_interval_ms") || 0 },
+  if (s.max_replicas) pool.autoscaler = { preset: s.preset, min_replicas: Math.max(1, n("replicas") || 1), max_replicas: n("max_replicas") };
+  const fleet = { pools: [pool], router: { name: s.router, scrape_interval_ms: n("scrape_interval_ms") || 0 },
     slo: { ttft_ms: n("ttft_ms"), tpot_ms: n("tpot_ms") } };
   const rate = n("rate");
   const arrival = s.step_rate

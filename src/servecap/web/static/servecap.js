@@ -93,9 +93,19 @@ function bodyFrom(state, spec) {
 }
 
 async function fillCatalogs(modelSelect, gpuSelect) {
-  const [models, gpus] = await Promise.all([api("/models"), api("/gpus")]);
+  const [models, gpus, policies] = await Promise.all([api("/models"), api("/gpus"), api("/policies")]);
   if (modelSelect) for (const m of models) modelSelect.add(new Option(m.id, m.id));
   if (gpuSelect) for (const g of gpus) gpuSelect.add(new Option(`${g.id} (${num(g.memory_gb)} GB)`, g.id));
+  fillPolicies(policies);
+}
+
+// Router and autoscaler lists from the registries (GET /policies): <select data-list="routers">
+// gets every registered router with the default selected (policies.default_router).
+function fillPolicies(policies) {
+  for (const sel of document.querySelectorAll("select[data-list]")) {
+    const list = sel.dataset.list, chosen = policies["default_" + list.replace(/s$/, "")];
+    for (const name of policies[list]) sel.add(new Option(name, name, name === chosen, name === chosen));
+  }
 }
 
 // An uploaded config.json becomes a model name (upload:<id>) the server keeps by content.

@@ -1,0 +1,29 @@
+"""The fleet-plan use case's entry point, :func:`fleet_plan` (the steps: :mod:`servecap.app.fleet_plan`).
+
+It sits above the modules of the plan, so none of them imports back up: the request, response
+and context (:mod:`~servecap.app.fleet_plan`) <- the search and the daily curve
+(:mod:`~servecap.app.fleet_plan_run`) <- the levers (:mod:`~servecap.app.fleet_plan_levers`) <-
+this module (an import-linter contract keeps ``servecap.app`` free of import circles).
+"""
+
+from __future__ import annotations
+
+from servecap.app.fleet_plan import Context, FleetPlanRequest, FleetPlanResponse
+from servecap.app.fleet_plan_levers import LEVERS, run_levers
+from servecap.app.fleet_plan_run import run_plan
+from servecap.app.limits import WorkLimits, check_fleet_plan_work, cli_limits
+from servecap.errors import ServecapError, did_you_mean
+from servecap.progress import ProgressFn
+
+
+def fleet_plan(
+    request: FleetPlanRequest, progress: ProgressFn | None = None, limits: WorkLimits | None = None
+) -> FleetPlanResponse:
+    """Plan the cheapest fleet (see :mod:`servecap.app.fleet_plan`); raises ServecapError (one
+    line) on bad input, on more work than ``limits`` allow (default: the CLI's), or when no
+    candidate meets the SLOs."""
+    for name in request.levers or []:  # before the search: a typo costs no simulation
+        if name not in LEVERS:
+            raise ServecapError("levers", name, f"one of {', '.join(LEVERS)}" + did_you_mean(name, LEVERS))
+    check_fleet_plan_work(request, limits if limits is not None else cli_limits())
+    return run_plan(request, Context(request, progress), run_levers)
