@@ -210,10 +210,7 @@ def _result(
     stats, cost, gpu_s = replica_figures(spec, fleet, horizon)
     outcomes: dict[str, int] = {"ok": summary.completed, **total.errors}
     tokens = total.prompt_tokens_completed + total.output_tokens_completed
-    p99: list[float] = []
-    for t in recorder.t:
-        q = sketches.window_quantile(t - spec.ttft_window_s, t, 0.99)
-        p99.append(0.0 if q is None else q)
+    p99 = [0.0 if q is None else q for q in sketches.rolling_quantiles(recorder.t, spec.ttft_window_s, 0.99)]
     ts = FleetTimeSeries(
         time_s=tuple(recorder.t),
         arrival_rate_req_s=tuple(recorder.rate),
