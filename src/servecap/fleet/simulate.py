@@ -141,7 +141,6 @@ class Recorder:
             waiting += self.stage.queued()
         return kv, waiting, running
 
-
     def utilization(self) -> tuple[tuple[float, ...], ...]:
         """Per replica, its busy share of each interval between samples (a replica's engine
         time runs ahead of the sample by at most one step: the share is clipped to 1)."""

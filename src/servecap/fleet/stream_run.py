@@ -23,7 +23,6 @@ every request (they need them) and run on the exact path.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -251,4 +250,3 @@ def _result(
         by_pool=by("pool"),
         sketches=sketches,
     )
-

@@ -66,7 +66,8 @@ def draw_chunks(spec: WorkloadSpec, rng: np.random.Generator, size: int = CHUNK_
         yield from chunked(generate_arrays(spec, rng), size)
         return
     arrival = spec.arrival
-    assert arrival is not None and spec.prompt_tokens is not None and spec.output_tokens is not None
+    assert isinstance(arrival, ConstantArrival | PoissonArrival | GammaArrival | DiurnalArrival)
+    assert spec.prompt_tokens is not None and spec.output_tokens is not None
     left = spec.num_requests
     last = 0.0
     k = 0  # requests drawn so far (constant arrivals: the i-th at i / rate)

@@ -89,7 +89,7 @@ class QuantileSketch:
 
     @property
     def count(self) -> int:
-        return int(round(self.sketch.count))
+        return round(float(self.sketch.count))
 
     def quantile(self, q: float) -> float | None:
         """The ``q``-quantile (0..1), linear between neighbouring ranks; None when empty."""

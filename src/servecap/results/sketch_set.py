@@ -106,14 +106,9 @@ class RunSketches:
             acc = np.cumsum(c)
             rank = q * (n - 1)
             lo = float(np.floor(rank))
-
-            def at(r: float) -> float:
-                j = int(np.searchsorted(acc, r, side="right"))
-                return 0.0 if j == 0 else float(mapping.value(k_lo + j - 1))
-
-            v = at(lo)
+            v = _value_at_rank(acc, lo, mapping, k_lo)
             if rank > lo:
-                v += (at(min(lo + 1, n - 1)) - v) * (rank - lo)
+                v += (_value_at_rank(acc, min(lo + 1, n - 1), mapping, k_lo) - v) * (rank - lo)
             out.append(min(max(v, float(lo_v[a:b].min())), float(hi_v[a:b].max())))
         return out
 
@@ -146,3 +141,10 @@ class RunSketches:
             out.groups[axis] = {n: StreamingSummary.from_dict(s) for n, s in groups.items()}
         out.ttft_windows = {int(k): QuantileSketch.from_dict(w) for k, w in (d.get("ttft_windows") or {}).items()}
         return out
+
+
+def _value_at_rank(cum_counts: np.ndarray, rank: float, mapping: Any, k_lo: int) -> float:
+    """The value of the element at ``rank`` from cumulative counts (column 0: zeros, column
+    ``j``: key ``k_lo + j - 1``)."""
+    j = int(np.searchsorted(cum_counts, rank, side="right"))
+    return 0.0 if j == 0 else float(mapping.value(k_lo + j - 1))

@@ -294,7 +294,8 @@ def summary_from_json_dict(d: dict[str, Any]) -> RunSummary:
     def opt(key: str) -> Any:
         return d.get(key)
 
-    method = d.get("percentiles") if isinstance(d.get("percentiles"), dict) else {}
+    raw_method = d.get("percentiles")
+    method: dict[str, Any] = raw_method if isinstance(raw_method, dict) else {}
 
     return RunSummary(
         num_requests=int(d.get("num_requests") or 0),
