@@ -4,7 +4,7 @@
 fleet, the one event loop, the observer) with three changes that keep memory constant in the
 number of requests:
 
-- the traffic comes from a :class:`~servecap.fleet.stream_source.ChunkedSource` (a workload
+- the traffic comes from a :class:`~servecap.sim.traffic.ChunkedSource` (a workload
   spec is drawn chunk by chunk);
 - every :data:`FLUSH_REQUESTS` finished requests the observer hands its outcome columns to
   :class:`_Accumulator`, which joins them with the requests' arrival and lengths, charges the
@@ -12,7 +12,7 @@ number of requests:
   :class:`~servecap.results.sketch_set.RunSketches` (the run, each class, tenant and pool, and
   TTFT per time window), optionally writing each row to a Parquet file
   (:class:`~servecap.results.parquet_records.ParquetRecordWriter`); the engines' token gaps are
-  folded into the ITL sketch at the same time and their lists emptied;
+  folded into the ITL sketch then and at every sample of the gauges, and their lists emptied;
 - replicas keep no list of the requests they served.
 
 Counters, token rates, goodput and SLO attainment are exact; percentiles are within the
@@ -37,7 +37,7 @@ from servecap.fleet.simulate import (
     request_overhead_s,
 )
 from servecap.fleet.spec import FleetSpec
-from servecap.fleet.stream_source import CHUNK_REQUESTS, ChunkedSource, chunked, draw_chunks, expected_horizon_s
+from servecap.fleet.stream_source import CHUNK_REQUESTS, chunked, draw_chunks, expected_horizon_s
 from servecap.progress import ProgressFn
 from servecap.results import RecordColumns, RunSummary
 from servecap.results.parquet_records import ParquetRecordWriter
@@ -47,6 +47,7 @@ from servecap.results.stream import OutcomeBatch, latencies
 from servecap.sim.gc_pause import gc_paused
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
+from servecap.sim.traffic import ChunkedSource
 from servecap.workload import RequestArrays, WorkloadSpec
 
 FLUSH_REQUESTS = 16_384  # finished requests per batch folded into the accumulators
@@ -95,7 +96,7 @@ class _Accumulator:
         obs.cached_prompt_tokens.clear()
         obs.preemptions.clear()
         obs.errors.clear()
-        self._drain_itl()
+        self.drain_itl()
         if n == 0:
             return
         if self.overhead_s:  # the replicas' API servers: every request that finished on one
@@ -144,7 +145,9 @@ class _Accumulator:
             return np.zeros(len(ids), dtype=np.int64)
         return np.array([pool_of.pop(i, -1) for i in ids.tolist()], dtype=np.int64)
 
-    def _drain_itl(self) -> None:
+    def drain_itl(self) -> None:
+        """Fold the engines' token gaps into the ITL sketch and empty their lists (at every
+        flush and every sample of the gauges: the lists grow with engine steps, not requests)."""
         itl = self.sketches.total
         for r in self.fleet.replicas:
             e = r.engine
@@ -181,8 +184,13 @@ def simulate_fleet_streaming(
         pools = [p.name for p in fleet.pools]
         writer = ParquetRecordWriter(records, pools, source.tenant_names, source.class_names)
     acc = _Accumulator(server, source, sketches, request_overhead_s(fleet), writer)
+
+    def gauges() -> tuple[float, int, int]:
+        acc.drain_itl()
+        return recorder()
+
     observer = Observer(
-        recorder,
+        gauges,
         dt,
         progress=progress,
         expected_requests=source.expected_requests(),
