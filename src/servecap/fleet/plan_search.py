@@ -64,11 +64,13 @@ def smallest_passing(
     *,
     limit: int = 512,
     lowest: int = 1,
-    evaluate_many: Callable[[list[int]], list[tuple[bool, T]]] | None = None,
+    evaluate_many: Callable[[list[int]], list[tuple[bool, T] | None]] | None = None,
     width: int = 1,
 ) -> SearchResult[T]:
     """The smallest ``n`` in ``[lowest, limit]`` with ``evaluate(n)[0]`` true (see the module);
-    with ``evaluate_many`` and ``width`` > 1, speculatively in batches of ``width`` counts."""
+    with ``evaluate_many`` and ``width`` > 1, speculatively in batches of ``width`` counts
+    (``evaluate_many`` may answer None for a speculative count it could not evaluate, never
+    for the first, which the search needs)."""
     if lowest < 1 or limit < lowest:
         raise ServecapError("limit", limit, f"must be >= {max(1, lowest)}")
     if evaluate_many is None or width <= 1:
@@ -88,8 +90,12 @@ def smallest_passing(
             return SearchResult(answer, asked, speculated=len(known) - len(asked))
         except _Need as need:
             batch = _speculate(known, need.n, guess, limit, lowest, width)
-            for n, out in zip(batch, evaluate_many(batch), strict=True):
-                known[n] = out
+            outs = evaluate_many(batch)
+            for n, out in zip(batch, outs, strict=True):
+                if out is not None:
+                    known[n] = out
+            if batch[0] not in known:
+                raise ServecapError("replicas", batch[0], "the search's evaluation gave no result") from None
 
 
 def _replay(
