@@ -15,6 +15,7 @@ from servecap.results.stream import OutcomeBatch, StreamingSummary
 from servecap.specs.perf import Slo
 
 ALPHA = 0.01
+NAMES = ("", "rejected", "replica_failed")
 QS = (0.5, 0.9, 0.95, 0.99, 0.999)
 
 
@@ -110,7 +111,8 @@ def _batch(c: RecordColumns, idx: np.ndarray) -> OutcomeBatch:
         c.output_tokens[idx],
         c.cached_prompt_tokens[idx],
         c.preemptions[idx],
-        tuple(c.errors[i] or "" for i in idx.tolist()),
+        np.array([NAMES.index(c.errors[i] or "") for i in idx.tolist()], dtype=np.int64),
+        NAMES,
     )
 
 

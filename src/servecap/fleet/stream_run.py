@@ -70,6 +70,8 @@ class _Accumulator:
         self.overhead_s = overhead_s
         self.writer = writer
         self.pool_names = [p.name for p in fleet.spec.pools]
+        self.error_names: list[str] = [""]  # error kinds by code (0: none)
+        self.error_codes: dict[str, int] = {}
 
     def __call__(self, obs: Observer) -> None:
         ids_ok = np.asarray(obs.ids, dtype=np.int64)
@@ -88,7 +90,13 @@ class _Accumulator:
             queue[:n_ok] = obs.queue_time_s
             cached[:n_ok] = obs.cached_prompt_tokens
             preempt[:n_ok] = obs.preemptions
-        errors = ("",) * n_ok + tuple(k for _, k in err_items)
+        error = np.zeros(n, dtype=np.int64)
+        for j, (_, kind) in enumerate(err_items):
+            code = self.error_codes.get(kind)
+            if code is None:
+                code = self.error_codes[kind] = len(self.error_names)
+                self.error_names.append(kind)
+            error[n_ok + j] = code
         obs.ids.clear()
         obs.first_token_s.clear()
         obs.end_s.clear()
@@ -114,7 +122,8 @@ class _Accumulator:
             rows.output_tokens,
             cached[pos],
             preempt[pos],
-            tuple(errors[i] for i in pos.tolist()),
+            error[pos],
+            tuple(self.error_names),
         )
         ids = ids[pos]
         sk = self.sketches

@@ -102,7 +102,7 @@ class ParquetRecordWriter:
             b.output_tokens,
             b.cached_prompt_tokens,
             b.preemptions,
-            list(b.error),
+            b.error_strings(),
             _names(pool, self.pool_names),
             _names(tenant, list(tenant_names) if tenant_names is not None else self.tenant_names),
             _names(request_class, list(class_names) if class_names is not None else self.class_names),

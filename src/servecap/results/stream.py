@@ -30,8 +30,8 @@ _SKETCHES = ("ttft_s", "tpot_s", "e2e_s", "queue_time_s", "itl_s")
 
 @dataclass(frozen=True, slots=True)
 class OutcomeBatch:
-    """Finished requests as columns (NaN where a time is unknown); ``error`` None for every row
-    that finished, else one kind per row ("" for none)."""
+    """Finished requests as columns (NaN where a time is unknown); ``error`` a code per row into
+    ``error_names`` (0: it finished, ``error_names[0]`` is "")."""
 
     arrival_s: NDArray[np.float64]
     first_token_s: NDArray[np.float64]
@@ -41,13 +41,13 @@ class OutcomeBatch:
     output_tokens: NDArray[np.int64]
     cached_prompt_tokens: NDArray[np.int64]
     preemptions: NDArray[np.int64]
-    error: tuple[str, ...]  # "" where the request finished
+    error: NDArray[np.int64]  # 0 where the request finished
+    error_names: tuple[str, ...] = ("",)
 
     def __len__(self) -> int:
         return len(self.arrival_s)
 
     def take(self, idx: NDArray[np.int64]) -> OutcomeBatch:
-        err = self.error
         return OutcomeBatch(
             self.arrival_s[idx],
             self.first_token_s[idx],
@@ -57,11 +57,22 @@ class OutcomeBatch:
             self.output_tokens[idx],
             self.cached_prompt_tokens[idx],
             self.preemptions[idx],
-            tuple(err[i] for i in idx.tolist()),
+            self.error[idx],
+            self.error_names,
         )
 
     def ok(self) -> NDArray[np.bool_]:
-        return np.array([not e for e in self.error], dtype=bool) & ~np.isnan(self.end_s)
+        ok: NDArray[np.bool_] = (self.error == 0) & ~np.isnan(self.end_s)
+        return ok
+
+    def error_counts(self) -> dict[str, int]:
+        """Rows per error kind (the rows that finished left out)."""
+        counts = np.bincount(self.error, minlength=len(self.error_names))
+        return {self.error_names[i]: int(c) for i, c in enumerate(counts.tolist()) if i and c}
+
+    def error_strings(self) -> list[str]:
+        """Each row's error kind ("" where it finished)."""
+        return np.array(self.error_names, dtype=object)[self.error].tolist()  # type: ignore[no-any-return]
 
 
 def latencies(b: OutcomeBatch) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
@@ -118,7 +129,7 @@ class StreamingSummary:
         meets = meets_slo(ok, ttft, tpot, self.slo)
         if meets is not None:
             self.slo_met += int(meets.sum())
-        self.errors.update(e for e in b.error if e)
+        self.errors.update(b.error_counts())
         self.prompt_tokens += int(b.prompt_tokens.sum())
         self.cached_prompt_tokens += int(b.cached_prompt_tokens.sum())
         self.preemptions += int(b.preemptions.sum())
