@@ -190,3 +190,23 @@ def test_cli_sketch_records_and_exact(tmp_path: Path) -> None:
     assert json.loads(exact.stdout)["summary"]["percentiles"]["method"] == "exact"
     both = CliRunner().invoke(cli, [*args, "--exact", "--records", str(path)])
     assert isinstance(both.exception, ServecapError) and "records" in str(both.exception)
+
+
+def test_a_saved_streaming_run_keeps_summary_and_sketches(tmp_path: Path) -> None:
+    from servecap.results.sketch_set import RunSketches
+
+    db = tmp_path / "runs.db"
+    args = ["fleet", "simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--max-model-len", "4096"]
+    args += ["--replicas", "2", "--rate", "20", "--num-requests", "300", "--prompt-tokens", "256"]
+    args += ["--output-tokens", "32", "--sketch", "--save", "--db", str(db), "--json"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    ran = json.loads(res.stdout)
+    shown = CliRunner().invoke(cli, ["runs", "show", "last", "--db", str(db)])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["summary"]["ttft_s"]["p99"] == ran["summary"]["ttft_s"]["p99"]
+    sk = CliRunner().invoke(cli, ["runs", "show", "last", "--sketches", "--db", str(db)])
+    assert sk.exit_code == 0, sk.output
+    back = RunSketches.from_dict(json.loads(sk.stdout))
+    assert back.total.num_requests == 300
+    assert back.total.summary(ran["summary"]["duration_s"]).ttft_s.p99 == ran["summary"]["ttft_s"]["p99"]

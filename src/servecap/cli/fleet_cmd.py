@@ -11,6 +11,7 @@ from servecap.cli.options import (
     PATH,
     DeploymentFlags,
     StreamFlags,
+    db_option,
     deployment_options,
     json_option,
     slo_options,
@@ -87,6 +88,8 @@ def fleet_group() -> None:
     default=None,
     help="Stream every request's record to this Parquet file (needs pyarrow: servecap[records]).",
 )
+@click.option("--save", is_flag=True, help="Store the run: summary and sketches (or every record when exact).")
+@db_option
 @html_option
 @json_option
 def fleet_simulate_command(
@@ -112,6 +115,8 @@ def fleet_simulate_command(
     tpot_slo_ms: float | None,
     percentiles: str | None,
     records: Path | None,
+    save: bool,
+    db: Path | None,
     html: Path | None,
     as_json: bool,
 ) -> None:
@@ -180,6 +185,19 @@ def fleet_simulate_command(
     request = FleetSimulateRequest(fleet=ff, workload=spec, seed=seed, percentiles=mode)
     response, res = fleet_simulate(request, base_dir=base_dir, records=records)
     router_name = ff.router_model().name
+    if save:
+        from servecap.results.store import RunStore, new_run_id
+
+        run_id = RunStore(db).save_simulated(
+            run_id=new_run_id(),
+            model=", ".join(p.model for p in ff.pools),
+            mode="fleet",
+            settings={"fleet": ff.model_dump(mode="json"), "seed": seed, "records": response.records_path},
+            records=[] if res.sketches is not None else res.records(),
+            summary=res.summary,
+            sketches=None if res.sketches is None else res.sketches.to_dict(),
+        )
+        response = response.model_copy(update={"notes": [*response.notes, f"stored as run {run_id}"]})
     if html is not None:
         from servecap.fleet.html import fleet_html
 
