@@ -235,7 +235,7 @@ class Fleet:
         if self._stale:
             views = [self._snapshots[r.replica_id] for r in candidates]
         elif self._uses_load:  # read here, natively, rather than through the views
-            loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
+            loads = [r.engine.num_requests for r in candidates]
         r = candidates[self.router.choose(req, views, now_s, loads)]
         if now_s != spec.arrival_s:
             self._arrival.setdefault(spec.request_id, spec)

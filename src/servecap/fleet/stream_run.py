@@ -12,7 +12,8 @@ number of requests:
   :class:`~servecap.results.sketch_set.RunSketches` (the run, each class, tenant and pool, and
   TTFT per time window), optionally writing each row to a Parquet file
   (:class:`~servecap.results.parquet_records.ParquetRecordWriter`); the engines' token gaps are
-  folded into the ITL sketch then and at every sample of the gauges, and their lists emptied;
+  folded into the ITL sketch then, and at a sample of the gauges once they hold
+  :data:`ITL_DRAIN_GAPS`, and their lists emptied;
 - replicas keep no list of the requests they served.
 
 Counters, token rates, goodput and SLO attainment are exact; percentiles are within the
@@ -51,6 +52,7 @@ from servecap.sim.traffic import ChunkedSource
 from servecap.workload import RequestArrays, WorkloadSpec
 
 FLUSH_REQUESTS = 16_384  # finished requests per batch folded into the accumulators
+ITL_DRAIN_GAPS = 262_144  # engine token gaps held before a sample folds them in (~10 MB)
 
 
 class _Accumulator:
@@ -154,16 +156,21 @@ class _Accumulator:
             return np.zeros(len(ids), dtype=np.int64)
         return np.array([pool_of.pop(i, -1) for i in ids.tolist()], dtype=np.int64)
 
-    def drain_itl(self) -> None:
-        """Fold the engines' token gaps into the ITL sketch and empty their lists (at every
-        flush and every sample of the gauges: the lists grow with engine steps, not requests)."""
-        itl = self.sketches.total
-        for r in self.fleet.replicas:
-            e = r.engine
-            if e.itl_durations:
-                itl.add_itl(e.itl_durations, e.itl_weights)
-                e.itl_durations.clear()
-                e.itl_weights.clear()
+    def drain_itl(self, *, at_least: int = 0) -> None:
+        """Fold the engines' token gaps into the ITL sketch, all replicas in one batch, and
+        empty their lists — at every flush, and at a sample of the gauges once they hold
+        ``at_least`` gaps (the lists grow with engine steps, not with requests)."""
+        engines = [r.engine for r in self.fleet.replicas if r.engine.itl_durations]
+        if not engines or sum(len(e.itl_durations) for e in engines) < at_least:
+            return
+        durations: list[float] = []
+        weights: list[int] = []
+        for e in engines:
+            durations += e.itl_durations
+            weights += e.itl_weights
+            e.itl_durations.clear()
+            e.itl_weights.clear()
+        self.sketches.total.add_itl(durations, weights)
 
 
 def simulate_fleet_streaming(
@@ -195,7 +202,7 @@ def simulate_fleet_streaming(
     acc = _Accumulator(server, source, sketches, request_overhead_s(fleet), writer)
 
     def gauges() -> tuple[float, int, int]:
-        acc.drain_itl()
+        acc.drain_itl(at_least=ITL_DRAIN_GAPS)
         return recorder()
 
     observer = Observer(
