@@ -210,3 +210,25 @@ def test_a_saved_streaming_run_keeps_summary_and_sketches(tmp_path: Path) -> Non
     back = RunSketches.from_dict(json.loads(sk.stdout))
     assert back.total.num_requests == 300
     assert back.total.summary(ran["summary"]["duration_s"]).ttft_s.p99 == ran["summary"]["ttft_s"]["p99"]
+
+
+def test_two_seeds_merge_into_the_sketch_of_their_pooled_requests() -> None:
+    spec = fleet(3, "least-outstanding", slo=Slo(0.5, 0.05))
+    runs = [
+        (simulate_fleet(spec, a, 0, stream=True), simulate_fleet(spec, a, 0))
+        for a in (_chat(40, 2000, 7), _chat(40, 2000, 8))
+    ]
+    pooled = runs[0][0].sketches
+    other = runs[1][0].sketches
+    assert pooled is not None and other is not None
+    pooled.merge(other)
+    cols = [exact.columns for _, exact in runs]
+    ttft = np.concatenate([c.first_token_s - c.arrival_s for c in cols])
+    ok = np.isfinite(ttft)
+    merged = pooled.total.summary(1.0)
+    assert merged.num_requests == 4000 and merged.completed == int(ok.sum())
+    for q, key in ((50, "p50"), (90, "p90"), (99, "p99")):
+        assert _close(getattr(merged.ttft_s, key), float(np.percentile(ttft[ok], q)))
+    assert merged.slo_attainment == pytest.approx(
+        sum(exact.summary.slo_attainment or 0.0 for _, exact in runs) / 2, abs=1e-12
+    )

@@ -52,6 +52,7 @@ from servecap.sim.traffic import ChunkedSource
 from servecap.workload import RequestArrays, WorkloadSpec
 
 FLUSH_REQUESTS = 16_384  # finished requests per batch folded into the accumulators
+TTFT_WINDOWS_PER_SPAN = 4  # TTFT sketch windows per rolling p99 span (ttft_window_s: 15 s of 60)
 ITL_DRAIN_GAPS = 262_144  # engine token gaps held before a sample folds them in (~10 MB)
 
 
@@ -194,7 +195,9 @@ def simulate_fleet_streaming(
     server = Fleet(fleet, seed, keep_ids=False)
     recorder = Recorder(server)
     dt = fleet.timeseries_interval_s or max(horizon or 3600.0, 1e-9) / 400
-    sketches = RunSketches(fleet.slo, window_s=min(dt, fleet.ttft_window_s), relative_accuracy=relative_accuracy)
+    # windows on a grid of the fleet's own (not the run's length): runs of one fleet merge
+    window_s = fleet.ttft_window_s / TTFT_WINDOWS_PER_SPAN
+    sketches = RunSketches(fleet.slo, window_s=window_s, relative_accuracy=relative_accuracy)
     writer = None
     if records is not None:
         pools = [p.name for p in fleet.pools]
