@@ -27,6 +27,7 @@ fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -352,7 +353,11 @@ class Context:
         cores = os.cpu_count() or 1
         if kind == "serial":
             return 1
-        if kind == "auto" and (cores < 2 or len(scored.arrays) < AUTO_PARALLEL_MIN_REQUESTS):
+        if kind == "auto" and (
+            cores < 2
+            or len(scored.arrays) < AUTO_PARALLEL_MIN_REQUESTS
+            or multiprocessing.current_process().daemon  # a job's worker (the API): no children
+        ):
             return 1
         return self.workers or (cores if kind != "ray" else max(2, cores))
 
