@@ -7,7 +7,13 @@ verifies the winner, and checks the autoscaler on the steepest ramp; ``--levers`
 table. Prints the answer, wall time, simulations run and simulated requests, and whether the
 simulator's modules are compiled (mypyc) or pure Python.
 
+``--executors serial,process,ray`` plans once on each (``--workers`` each for the process pool
+and the local Ray instance) and prints each one's wall time, its speed-up over the first, and
+whether its answer is the serial one (it must be: the parallel search runs the serial search's
+simulations, some of them ahead of need).
+
     .venv/bin/python benchmarks/fleet_plan_speed.py [--peak-rps 1000] [--levers router,fp8-kv]
+    .venv/bin/python benchmarks/fleet_plan_speed.py --executors serial,process,ray --workers 2
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ def main() -> None:
     ap.add_argument("--gpus", default="H100,H200")
     ap.add_argument("--levers", default="", help="comma-separated (default: none, the plan alone)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--executors", default="serial", help="comma-separated: serial, process, ray")
+    ap.add_argument("--workers", type=int, default=2, help="workers of the process pool and of Ray")
     args = ap.parse_args()
     raw: dict[str, Any] = {
         "model": "meta-llama/Llama-3.1-8B",
@@ -49,23 +57,40 @@ def main() -> None:
         "levers": [x for x in args.levers.split(",") if x],
         "seed": args.seed,
     }
-    simulated = 0
-
-    def progress(p: Progress) -> None:
-        print(f"  [{time.perf_counter() - t0:6.1f} s] {p.message}", flush=True)
-
     compiled = engine.__file__.endswith((".so", ".pyd"))
     print(f"simulator: {'compiled (mypyc)' if compiled else 'pure Python'}")
-    t0 = time.perf_counter()
-    r = fleet_plan(plan_request_from_dict(raw), progress=progress)
-    wall = time.perf_counter() - t0
-    simulated = sum(c.best.requests for c in r.candidates if c.best is not None)
-    a = r.autoscaler
-    print(f"answer: {r.chosen.replicas} x {r.chosen.name} at the peak, ${r.chosen.usd_per_month:,.0f}/month fixed")
-    if a is not None:
-        print(f"autoscaler: min {a.min_replicas}, max {a.max_replicas}, ~${a.usd_per_month:,.0f}/month over the day")
-    print(f"peak window: {r.window['duration_s']:,.0f} s, {r.window['scored_requests']:,.0f} scored requests")
-    print(f"wall time: {wall:.1f} s, simulations: {r.simulations} (scored requests of the answers: {simulated:,})")
+    first: tuple[float, Any] | None = None
+    for kind in args.executors.split(","):
+        t0 = time.perf_counter()
+
+        def progress(p: Progress, t0: float = t0) -> None:
+            print(f"  [{time.perf_counter() - t0:6.1f} s] {p.message}", flush=True)
+
+        workers = None if kind == "serial" else args.workers
+        r = fleet_plan(plan_request_from_dict(raw), progress=progress, executor=kind, workers=workers)
+        wall = time.perf_counter() - t0
+        simulated = sum(c.best.requests for c in r.candidates if c.best is not None)
+        a = r.autoscaler
+        print(f"[{kind}{'' if workers is None else f', {workers} workers'}]")
+        print(f"answer: {r.chosen.replicas} x {r.chosen.name} at the peak, ${r.chosen.usd_per_month:,.0f}/month fixed")
+        if a is not None:
+            print(
+                f"autoscaler: min {a.min_replicas}, max {a.max_replicas}, ~${a.usd_per_month:,.0f}/month over the day"
+            )
+        print(f"peak window: {r.window['duration_s']:,.0f} s, {r.window['scored_requests']:,.0f} scored requests")
+        print(f"wall time: {wall:.1f} s, simulations: {r.simulations} (scored requests of the answers: {simulated:,})")
+        if first is None:
+            first = (wall, r)
+        else:
+            same = (r.chosen, r.fleet, r.verify, r.candidates, r.levers, r.simulations) == (
+                first[1].chosen,
+                first[1].fleet,
+                first[1].verify,
+                first[1].candidates,
+                first[1].levers,
+                first[1].simulations,
+            )
+            print(f"speed-up over the first: {first[0] / wall:.2f}x; same answer and evidence: {same}")
 
 
 if __name__ == "__main__":

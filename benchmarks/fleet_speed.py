@@ -10,12 +10,17 @@ up, held and let go per request, and the router indexes each request's blocks). 
 compared with ``--requests`` requests through one replica at the same per-replica load (the
 engines' own work, which a fleet cannot beat: the rest is the fleet's routing and bookkeeping).
 
-    .venv/bin/python benchmarks/fleet_speed.py [--requests 1000000] [--replicas 32] [--seed 0]
+``--stream`` runs the fleet on the streaming path (outcomes folded into mergeable sketches as
+they finish, no per-request arrays: what ``fleet simulate`` does above 1,000,000 requests) and
+prints its peak memory beside the rate.
+
+    .venv/bin/python benchmarks/fleet_speed.py [--requests 1000000] [--replicas 32] [--seed 0] [--stream]
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 import numpy as np
@@ -44,12 +49,15 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.8, help="fraction of the simulated capacity")
     ap.add_argument("--runs", default=",".join(f"{r}:{w}" for r, w in RUNS), help="ROUTER:WORKLOAD,...")
     ap.add_argument("--skip-single", action="store_true", help="skip the one-replica reference runs")
+    ap.add_argument("--stream", action="store_true", help="the streaming path (sketches, bounded memory)")
     args = ap.parse_args()
 
     dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=8192)
     setup = engine_setup_from_plan(plan(dep, request=RequestShape(1024 + 512, 256)))
     compiled = not engine.__file__.endswith(".py")
-    print(f"simulator engine: {'compiled by mypyc' if compiled else 'pure Python'}")
+    print(
+        f"simulator engine: {'compiled by mypyc' if compiled else 'pure Python'}; path: {'streaming' if args.stream else 'exact'}"
+    )
     single: dict[str, float] = {}
     for item in args.runs.split(","):
         router, name = item.split(":")
@@ -81,7 +89,7 @@ def main() -> None:
             )
         fleet = FleetSpec((Pool("h100", setup, replicas=args.replicas, cold_start=INSTANT),), router=router)
         t0 = time.perf_counter()
-        res = simulate_fleet(fleet, arrays, args.seed)
+        res = simulate_fleet(fleet, arrays, args.seed, stream=args.stream)
         wall = time.perf_counter() - t0
         s = res.summary
         hit = "-" if s.prefix_cache_hit_rate is None else f"{s.prefix_cache_hit_rate:.1%}"
@@ -89,7 +97,8 @@ def main() -> None:
         print(
             f"{router:>18} on {name:<11}: {args.requests / wall:>9,.0f} simulated req/s{ratio}, sim/wall "
             f"{res.horizon_s / wall:7.1f}x ({wall:.1f} s wall for {res.horizon_s:,.0f} s simulated); "
-            f"p99 TTFT {s.ttft_s.p99 * 1e3:,.0f} ms, prefix hits {hit}, outcomes {res.outcomes}"
+            f"p99 TTFT {s.ttft_s.p99 * 1e3:,.0f} ms, prefix hits {hit}, outcomes {res.outcomes}; "
+            f"peak RSS so far {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"
         )
 
 

@@ -178,6 +178,6 @@ def fleet_plan_job(payload: dict[str, Any], progress: Callable[[Progress], None]
 
     limits = payload.pop("_limits", API_LIMITS)
     body = FleetPlanBody.model_validate(payload)
-    response = fleet_plan(plan_request_from_dict(dict(body.plan)), progress=progress, limits=limits)
+    response = fleet_plan(plan_request_from_dict(dict(body.plan)), progress=progress, limits=limits, executor="serial")
     result: dict[str, Any] = json.loads(response.model_dump_json())
     return result

@@ -391,10 +391,17 @@ def build_fleet(f: FleetFile, base_dir: Path | None = None) -> tuple[FleetSpec, 
     return spec, notes
 
 
+# above this many requests a run streams into sketches unless asked for exact percentiles
+STREAM_ABOVE_REQUESTS = 1_000_000
+
+
 class FleetSimulateRequest(_Model):
     fleet: FleetFile
     workload: WorkloadSpec
     seed: int = 0
+    # "auto": exact up to STREAM_ABOVE_REQUESTS requests, sketches above; "exact": keep every
+    # request; "sketch": stream into mergeable sketches (bounded memory) whatever the size
+    percentiles: Literal["auto", "exact", "sketch"] = "auto"
 
 
 class ReplicaOut(_Out):
@@ -429,6 +436,10 @@ class FleetSimulateResponse(_Out):
     notes: list[str]
     slo_by_class: list[dict[str, Any]] = Field(default_factory=list)  # per (tenant, class) percentile targets
     gateway: GatewayOut | None = None  # with a gateway: section
+    by_pool: dict[str, dict[str, Any]] = Field(default_factory=dict)  # a streaming run of several pools
+    # per replica id: its busy share of each interval of the time series
+    replica_utilization: dict[str, list[float]] = Field(default_factory=dict)
+    records_path: str | None = None  # where every request's record went (--records)
 
 
 class GatewayOut(_Out):
@@ -465,6 +476,8 @@ def response_from_result(res: FleetResult, seed: int, notes: list[str]) -> Fleet
         summary=summary_to_json_dict(res.summary),
         by_tenant={k: summary_to_json_dict(v) for k, v in res.by_tenant.items()},
         by_class={k: summary_to_json_dict(v) for k, v in res.by_class.items()},
+        by_pool={k: summary_to_json_dict(v) for k, v in res.by_pool.items()},
+        replica_utilization={str(i): list(u) for i, u in enumerate(ts.replica_utilization)},
         outcomes=dict(res.outcomes),
         replicas=[
             ReplicaOut(
@@ -561,21 +574,68 @@ def with_predictive_floors(spec: FleetSpec, f: FleetFile, workload: WorkloadSpec
     return dataclasses.replace(spec, pools=tuple(pools))
 
 
+def expected_requests(workload: WorkloadSpec) -> int | None:
+    """How many requests an open-loop workload will send (None: unknown)."""
+    if workload.num_requests is not None:
+        return workload.num_requests
+    rate = getattr(workload.arrival, "rate_per_s", None)
+    if rate is not None and workload.duration_s is not None:
+        return int(rate * workload.duration_s)
+    return None
+
+
+def use_sketches(request: FleetSimulateRequest, spec: FleetSpec, notes: list[str]) -> bool:
+    """Whether the run streams into sketches (see ``FleetSimulateRequest.percentiles``); notes why."""
+    from servecap.fleet.simulate import stream_refusal
+
+    wl = request.workload
+    mode = request.percentiles
+    if mode == "exact":
+        return False
+    refusal = stream_refusal(spec, wl)
+    if refusal is None and any(c.slo_targets for c in traffic_classes(wl)):
+        refusal = "the classes' percentile targets are checked on every request; run it exact"
+    if mode == "sketch":
+        if refusal is not None:
+            raise ServecapError("percentiles", "sketch", refusal)
+        return True
+    n = expected_requests(wl)
+    if refusal is not None or n is None or n <= STREAM_ABOVE_REQUESTS:
+        return False
+    notes.append(
+        f"{n:,} requests (above {STREAM_ABOVE_REQUESTS:,}): percentiles from mergeable sketches in bounded "
+        "memory, each within 1% of the exact value at its rank; --exact keeps every request"
+    )
+    return True
+
+
 def fleet_simulate(
     request: FleetSimulateRequest,
     *,
     base_dir: Path | None = None,
     progress: ProgressFn | None = None,
     limits: WorkLimits | None = None,
+    records: Path | None = None,
 ) -> tuple[FleetSimulateResponse, FleetResult]:
     """Build the fleet, simulate it under the workload, and shape the response; the work is
-    sized against ``limits`` (default: the CLI's) first."""
+    sized against ``limits`` (default: the CLI's) first. ``records``: a Parquet file to stream
+    every request's record to (the run then streams)."""
     from servecap.app.limits import check_fleet_work, cli_limits
 
     check_fleet_work(request.fleet, request.workload, limits if limits is not None else cli_limits())
     spec, notes = build_fleet(request.fleet, base_dir)
     spec = with_predictive_floors(spec, request.fleet, request.workload, notes)
     wl = request.workload
+    if records is not None and request.percentiles == "exact":
+        raise ServecapError("records", str(records), "a records file comes with a streaming run, not --exact")
+    if records is not None:  # raises where the run cannot stream
+        stream = use_sketches(request.model_copy(update={"percentiles": "sketch"}), spec, notes)
+    else:
+        stream = use_sketches(request, spec, notes)
+    if stream:
+        res = simulate_fleet(spec, wl, request.seed, progress=progress, stream=True, records=records)
+        response = response_from_result(res, request.seed, notes)
+        return response.model_copy(update={"records_path": None if records is None else str(records)}), res
     if not any(c.slo_targets for c in traffic_classes(wl)):
         res = simulate_fleet(spec, wl, request.seed, progress=progress)
         return response_from_result(res, request.seed, notes), res

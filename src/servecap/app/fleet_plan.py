@@ -27,6 +27,8 @@ fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +37,11 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet
-from servecap.errors import from_validation_error
+from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
+from servecap.distributed.executor import Executor
+from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import FleetSpec
+from servecap.fleet.plan_search import SearchResult
 from servecap.fleet.plan_window import Window
 from servecap.policy.routers import DEFAULT_ROUTER
 from servecap.progress import Progress, ProgressFn
@@ -265,14 +269,96 @@ class Scored:
     scored: np.ndarray  # all scored row indices
 
 
-class Context:
-    """What every evaluation shares: the request, the scoring, a counter of simulations."""
+@dataclass(frozen=True, slots=True)
+class EvalTask:
+    """One simulation of the search, as a value a worker can run (:func:`evaluate_task`)."""
 
-    def __init__(self, request: FleetPlanRequest, progress: ProgressFn | None) -> None:
+    request: FleetPlanRequest
+    fleet: dict[str, Any]  # a fleet file
+    scored: Scored
+    label: str
+    replicas: int
+    seed: int | None = None
+
+
+def evaluate_task(task: EvalTask) -> FleetEval:
+    """Simulate and score one fleet (in a worker: a process of a pool, or a Ray task)."""
+    ctx = Context(task.request, None)
+    return ctx.simulate(
+        fleet_from_dict(task.fleet), task.scored, label=task.label, replicas=task.replicas, seed=task.seed
+    )
+
+
+# ``auto``: a local process pool on more than one core for windows at least this big (smaller
+# ones simulate in less time than workers take to start)
+AUTO_PARALLEL_MIN_REQUESTS = 20_000
+EXECUTOR_CHOICES = ("auto", "serial", "process", "ray")
+
+
+class Context:
+    """What every evaluation shares: the request, the scoring, a counter of simulations, and
+    where simulations run (``executor``: ``serial`` in this process; ``process`` or ``ray``:
+    the search evaluates ``width`` replica counts at once, speculatively, with the serial
+    search's answer; ``auto``: ``process`` on more than one core for big enough windows)."""
+
+    def __init__(
+        self,
+        request: FleetPlanRequest,
+        progress: ProgressFn | None,
+        *,
+        executor: str = "serial",
+        workers: int | None = None,
+        ray_address: str | None = None,
+    ) -> None:
+        if executor not in EXECUTOR_CHOICES:
+            raise ServecapError(
+                "executor", executor, f"one of {', '.join(EXECUTOR_CHOICES)}" + did_you_mean(executor, EXECUTOR_CHOICES)
+            )
+        if workers is not None and workers < 1:
+            raise ServecapError("workers", workers, "must be at least 1")
         self.request = request
         self.progress = progress
         self.simulations = 0
+        self.speculated = 0  # simulations run ahead that the search did not need
         self.notes: list[str] = []
+        self.executor_kind = executor
+        self.workers = workers
+        self.ray_address = ray_address
+        self._executor: Executor | None = None
+
+    def width(self, scored: Scored) -> int:
+        """How many replica counts the search evaluates at once on this window (1: serial)."""
+        kind = self.executor_kind
+        cores = os.cpu_count() or 1
+        if kind == "serial":
+            return 1
+        if kind == "auto" and (
+            cores < 2
+            or len(scored.arrays) < AUTO_PARALLEL_MIN_REQUESTS
+            or multiprocessing.current_process().daemon  # a job's worker (the API): no children
+        ):
+            return 1
+        return self.workers or (cores if kind != "ray" else max(2, cores))
+
+    def run_many(self, tasks: list[EvalTask]) -> list[FleetEval | str]:
+        """Each task's evaluation, or its error line, in order (not counted: see :meth:`count`)."""
+        if self._executor is None:
+            from servecap.distributed import make_executor
+
+            kind = "process" if self.executor_kind == "auto" else self.executor_kind
+            self._executor = make_executor(kind, workers=self.workers, ray_address=self.ray_address, persistent=True)
+        outs = self._executor.map(evaluate_task, tasks)
+        return [o.value if o.ok and o.value is not None else (o.error or "no result") for o in outs]
+
+    def count(self, ev: FleetEval) -> None:
+        """An evaluation the search used: counted, and reported as progress."""
+        self.simulations += 1
+        self._report(ev)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
 
     def simulate(
         self, ff: FleetFile, scored: Scored, *, label: str, replicas: int, seed: int | None = None
@@ -306,14 +392,21 @@ class Context:
             targets=_targets_out(report),
             seed=s,
         )
+        self._report(ev)
+        return ev
+
+    def _report(self, ev: FleetEval) -> None:
         if self.progress is not None:
             verdict = "meets" if ev.slo_met else "misses"
             self.progress(
                 Progress(
-                    "fleet-plan", self.simulations, None, "simulations", f"{label} x {replicas} {verdict} the SLOs"
+                    "fleet-plan",
+                    self.simulations,
+                    None,
+                    "simulations",
+                    f"{ev.candidate} x {ev.replicas} {verdict} the SLOs",
                 )
             )
-        return ev
 
 
 def _p99(v: np.ndarray) -> float | None:
@@ -369,3 +462,52 @@ def fixed_fleet(
 
 
 Evaluate = Callable[[int], tuple[bool, FleetEval]]
+
+
+def search_counts(
+    ctx: Context,
+    scored: Scored,
+    label: str,
+    build: Callable[[int], dict[str, Any]],
+    guess: int,
+    *,
+    limit: int,
+    cache: dict[int, tuple[bool, FleetEval]] | None = None,
+) -> SearchResult[FleetEval]:
+    """The fewest replicas whose fleet (``build(k)``, a fleet file) meets the targets on the
+    window (:func:`~servecap.fleet.plan_search.smallest_passing`), in this process or, with a
+    parallel executor, speculatively in batches of ``ctx.width`` on its workers: the same
+    answer and evaluations either way; only those the search used are counted."""
+    from servecap.fleet.plan_search import smallest_passing
+
+    cache = {} if cache is None else cache
+
+    def evaluate(k: int) -> tuple[bool, FleetEval]:
+        if k not in cache:
+            ev = ctx.simulate(fleet_from_dict(build(k)), scored, label=label, replicas=k)
+            cache[k] = (ev.slo_met, ev)
+        return cache[k]
+
+    width = ctx.width(scored)
+    if width <= 1:
+        return smallest_passing(evaluate, guess, limit=limit)
+    ahead: dict[int, tuple[bool, FleetEval]] = {}
+
+    def evaluate_many(ks: list[int]) -> list[tuple[bool, FleetEval] | None]:
+        todo = [k for k in ks if k not in cache and k not in ahead]
+        outs = ctx.run_many([EvalTask(ctx.request, build(k), scored, label, k) for k in todo])
+        for k, out in zip(todo, outs, strict=True):
+            if isinstance(out, str):
+                if k == ks[0]:  # the count the search needs: its error is the plan's
+                    raise ServecapError("fleet", f"{label} x {k}", out)
+                continue
+            ahead[k] = (out.slo_met, out)
+        return [cache[k] if k in cache else ahead.get(k) for k in ks]
+
+    res = smallest_passing(evaluate, guess, limit=limit, evaluate_many=evaluate_many, width=width)
+    for k, (ok, ev) in res.evaluations.items():
+        if k not in cache:
+            cache[k] = (ok, ev)
+            ctx.count(ev)
+    ctx.speculated += sum(1 for k in ahead if k not in res.evaluations)
+    return res

@@ -29,10 +29,17 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from servecap.app.fleet import fleet_from_dict
-from servecap.app.fleet_plan import HOURS_PER_MONTH, Context, FleetEval, FleetPlanRequest, LeverOut, fixed_fleet
+from servecap.app.fleet_plan import (
+    HOURS_PER_MONTH,
+    Context,
+    FleetEval,
+    FleetPlanRequest,
+    LeverOut,
+    fixed_fleet,
+    search_counts,
+)
 from servecap.app.fleet_plan_run import Searched, ramp_fleet, scored_window
 from servecap.errors import ServecapError, did_you_mean
-from servecap.fleet.plan_search import smallest_passing
 from servecap.fleet.plan_window import ramp_window, rate_fn
 
 if TYPE_CHECKING:
@@ -85,11 +92,7 @@ def _search(
 ) -> tuple[FleetEval | None, int]:
     """The fewest replicas passing with the lever, searched from the chosen ``n``."""
 
-    def evaluate(k: int) -> tuple[bool, FleetEval]:
-        ev = ctx.simulate(fleet_from_dict(build(k)), scored, label=label, replicas=k)
-        return ev.slo_met, ev
-
-    res = smallest_passing(evaluate, n, limit=request.max_replicas)
+    res = search_counts(ctx, scored, label, build, n, limit=request.max_replicas)
     if res.answer is None:
         return None, res.count
     return res.evaluations[res.answer][1], res.count

@@ -23,10 +23,11 @@ from servecap.app.fleet_plan import (
     LeverOut,
     Scored,
     fixed_fleet,
+    search_counts,
 )
 from servecap.errors import ServecapError
 from servecap.fleet.class_slo import class_groups, class_targets, group_name
-from servecap.fleet.plan_search import SearchResult, smallest_passing
+from servecap.fleet.plan_search import SearchResult
 from servecap.fleet.plan_window import (
     DAY_S,
     Window,
@@ -309,19 +310,19 @@ def search_candidate(
     guess = _guess(cf, peak)
     cache: dict[int, tuple[bool, FleetEval]] = {}
 
-    def evaluate(k: int) -> tuple[bool, FleetEval]:
-        if k not in cache:
-            ev = ctx.simulate(fleet_from_dict(fixed_fleet(request, c, k, router)), scored, label=c.label(), replicas=k)
-            cache[k] = (ev.slo_met, ev)
-        return cache[k]
+    def build(k: int) -> dict[str, Any]:
+        return fixed_fleet(request, c, k, router)
 
     if limit is not None:
         if limit < 1:
             return Searched(c, cf, guess, SearchResult(None, {}), pruned_at=limit)
-        if not evaluate(limit)[0]:
+        ev = ctx.simulate(fleet_from_dict(build(limit)), scored, label=c.label(), replicas=limit)
+        cache[limit] = (ev.slo_met, ev)
+        if not ev.slo_met:
             return Searched(c, cf, guess, SearchResult(None, dict(cache)), pruned_at=limit)
         guess = min(guess, limit)
-    return Searched(c, cf, guess, smallest_passing(evaluate, guess, limit=limit or request.max_replicas))
+    res = search_counts(ctx, scored, c.label(), build, guess, limit=limit or request.max_replicas, cache=cache)
+    return Searched(c, cf, guess, res)
 
 
 def candidate_out(request: FleetPlanRequest, s: Searched, peak: float) -> CandidateOut:

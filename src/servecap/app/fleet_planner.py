@@ -17,13 +17,28 @@ from servecap.progress import ProgressFn
 
 
 def fleet_plan(
-    request: FleetPlanRequest, progress: ProgressFn | None = None, limits: WorkLimits | None = None
+    request: FleetPlanRequest,
+    progress: ProgressFn | None = None,
+    *,
+    limits: WorkLimits | None = None,
+    executor: str = "auto",
+    workers: int | None = None,
+    ray_address: str | None = None,
 ) -> FleetPlanResponse:
     """Plan the cheapest fleet (see :mod:`servecap.app.fleet_plan`); raises ServecapError (one
     line) on bad input, on more work than ``limits`` allow (default: the CLI's), or when no
-    candidate meets the SLOs."""
+    candidate meets the SLOs. ``executor`` (``auto``, ``serial``, ``process``, ``ray``) and
+    ``workers`` say where the simulations run (:class:`Context`); the answer is the same."""
     for name in request.levers or []:  # before the search: a typo costs no simulation
         if name not in LEVERS:
             raise ServecapError("levers", name, f"one of {', '.join(LEVERS)}" + did_you_mean(name, LEVERS))
     check_fleet_plan_work(request, limits if limits is not None else cli_limits())
-    return run_plan(request, Context(request, progress), run_levers)
+    ctx = Context(request, progress, executor=executor, workers=workers, ray_address=ray_address)
+    try:
+        response = run_plan(request, ctx, run_levers)
+    finally:
+        ctx.close()
+    if ctx.speculated:
+        note = f"{ctx.speculated} simulations run ahead on {ctx.executor_kind} workers were not needed"
+        response = response.model_copy(update={"notes": [*response.notes, note]})
+    return response

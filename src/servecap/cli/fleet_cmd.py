@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -12,6 +12,7 @@ from servecap.cli.options import (
     PATH,
     DeploymentFlags,
     StreamFlags,
+    db_option,
     deployment_options,
     json_option,
     slo_options,
@@ -71,6 +72,28 @@ def fleet_group() -> None:
 @think_time_option
 @stream_options
 @slo_options(None, None, "for goodput and SLO attainment")
+@click.option(
+    "--exact",
+    "percentiles",
+    flag_value="exact",
+    default=None,
+    help="Keep every request: exact percentiles at any size (memory grows with the requests).",
+)
+@click.option(
+    "--sketch",
+    "percentiles",
+    flag_value="sketch",
+    help="Stream outcomes into mergeable sketches (bounded memory, percentiles within 1%) at any size. "
+    "Default: exact up to 1,000,000 requests, sketches above.",
+)
+@click.option(
+    "--records",
+    type=PATH,
+    default=None,
+    help="Stream every request's record to this Parquet file (needs pyarrow: servecap[records]).",
+)
+@click.option("--save", is_flag=True, help="Store the run: summary and sketches (or every record when exact).")
+@db_option
 @html_option
 @json_option
 def fleet_simulate_command(
@@ -94,6 +117,10 @@ def fleet_simulate_command(
     seed: int,
     ttft_slo_ms: float | None,
     tpot_slo_ms: float | None,
+    percentiles: str | None,
+    records: Path | None,
+    save: bool,
+    db: Path | None,
     html: Path | None,
     as_json: bool,
 ) -> None:
@@ -156,8 +183,25 @@ def fleet_simulate_command(
         duration_s=duration_s,
         num_requests=num_requests,
     )
-    response, res = fleet_simulate(FleetSimulateRequest(fleet=ff, workload=spec, seed=seed), base_dir=base_dir)
+    mode: Literal["auto", "exact", "sketch"] = (
+        "exact" if percentiles == "exact" else "sketch" if percentiles else "auto"
+    )
+    request = FleetSimulateRequest(fleet=ff, workload=spec, seed=seed, percentiles=mode)
+    response, res = fleet_simulate(request, base_dir=base_dir, records=records)
     router_name = ff.router_model().name
+    if save:
+        from servecap.results.store import RunStore, new_run_id
+
+        run_id = RunStore(db).save_simulated(
+            run_id=new_run_id(),
+            model=", ".join(p.model for p in ff.pools),
+            mode="fleet",
+            settings={"fleet": ff.model_dump(mode="json"), "seed": seed, "records": response.records_path},
+            records=[] if res.sketches is not None else res.records(),
+            summary=res.summary,
+            sketches=None if res.sketches is None else res.sketches.to_dict(),
+        )
+        response = response.model_copy(update={"notes": [*response.notes, f"stored as run {run_id}"]})
     if html is not None:
         from servecap.fleet.html import fleet_html
 
@@ -310,5 +354,13 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
     console.print(rep)
     if len(r.replicas) > 64:
         console.print(f"[dim]... and {len(r.replicas) - 64} more replicas (--json lists all)[/]")
+    method = s.get("percentiles") or {}
+    if method.get("method") == "sketch":
+        console.print(
+            f"[dim]percentiles from sketches (DDSketch), each within {method['relative_error']:.0%} "
+            "of the exact value at its rank; counts, goodput and SLO attainment exact[/]"
+        )
+    if r.records_path is not None:
+        console.print(f"[dim]every request's record: {r.records_path} (Parquet)[/]")
     for note in r.notes:
         console.print(f"[dim]note: {note}[/]")

@@ -56,6 +56,15 @@ def _ms(x: float | None) -> str:
     "--levers", type=click.STRING, default=None, help="Comma-separated levers (default: all the fleet file takes)."
 )
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed (default 0).")
+@click.option(
+    "--executor",
+    type=click.Choice(["auto", "serial", "process", "ray"]),
+    default="auto",
+    help="Where the simulations run: auto (a process pool on more than one core for big windows), "
+    "serial, process, ray. The answer is the same.",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel simulations (default: the cores).")
+@click.option("--ray-address", type=click.STRING, default=None, help="Join a Ray cluster (auto or ray://host:port).")
 @click.option("--html", "html_path", type=PATH, default=None, help="Write an HTML page of the plan.")
 @json_option
 def fleet_plan_command(
@@ -77,6 +86,9 @@ def fleet_plan_command(
     router: str | None,
     levers: str | None,
     seed: int | None,
+    executor: str,
+    workers: int | None,
+    ray_address: str | None,
     html_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -136,7 +148,7 @@ def fleet_plan_command(
     if seed is not None:
         raw["seed"] = seed
     request = plan_request_from_dict(raw)
-    response = fleet_plan(request)
+    response = fleet_plan(request, executor=executor, workers=workers, ray_address=ray_address)
     if html_path is not None:
         html_path.write_text(plan_html(response), encoding="utf-8")
     if as_json:

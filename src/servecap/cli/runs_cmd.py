@@ -108,11 +108,28 @@ def plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> st
 
 @runs.command("show")
 @run_argument
+@click.option(
+    "--sketches",
+    is_flag=True,
+    help="A streaming run's stored sketches (counters and DDSketch buckets per group and window) instead.",
+)
 @db_option
-def show(run: str, db: Path | None) -> None:
-    """One run's settings, summary and self-checks as JSON.
+def show(run: str, sketches: bool, db: Path | None) -> None:
+    """One run's settings, summary and self-checks as JSON (or, with --sketches, a streaming
+    run's mergeable accumulators).
 
     RUN is a run id, unique prefix, or 'last'."""
+    if sketches:
+        import json
+
+        from servecap.errors import ServecapError
+        from servecap.results.store import RunStore
+
+        stored = RunStore(db).get_sketches(run)
+        if stored is None:
+            raise ServecapError("run", run, "was stored with its records, not sketches (runs export shows them)")
+        click.echo(json.dumps(stored, indent=2))
+        return
     from servecap.app.runs import show_run
 
     click.echo(show_run(run, db).model_dump_json(indent=2))

@@ -5,6 +5,10 @@ every task still pending with it fails with ``BrokenProcessPool``, the innocent 
 So a broken round's tasks are run again in a fresh pool; a task that has been in
 ``max_retries + 1`` broken rounds is then run alone, in a pool of its own, which tells exactly
 whether it is the one that kills its worker (then it is reported as ``"worker died"``) or not.
+
+With ``persistent`` the pool outlives one ``map``: a caller that maps many small batches (the
+fleet planner's rounds of simulations) pays the workers' start once, until :meth:`close` (or a
+broken round, after which a fresh pool is started).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ R = TypeVar("R")
 class ProcessExecutor:
     name = "process"
 
-    def __init__(self, workers: int | None = None, *, max_retries: int = 1) -> None:
+    def __init__(self, workers: int | None = None, *, max_retries: int = 1, persistent: bool = False) -> None:
         if workers is not None and workers < 1:
             raise ServecapError("workers", workers, "must be at least 1")
         if max_retries < 0:
@@ -36,6 +40,8 @@ class ProcessExecutor:
         self.max_retries = max_retries
         # forkserver: workers start from a clean process, not a fork of one holding threads
         self._context = multiprocessing.get_context("forkserver")
+        self.persistent = persistent
+        self._pool: ProcessPoolExecutor | None = None
 
     def map(
         self, fn: Callable[[T], R], items: Sequence[T], *, progress: ProgressFn | None = None
@@ -67,25 +73,48 @@ class ProcessExecutor:
         attempts: list[int],
         progress: ProgressFn | None,
     ) -> list[int]:
-        """Run ``indices`` in one fresh pool; store their outcomes; return those the pool lost."""
+        """Run ``indices`` in one pool (a fresh one unless persistent); store their outcomes;
+        return those the pool lost."""
         if not indices:
             return []
-        broken: list[int] = []
+        if self.persistent:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context)
+            broken = self._collect(self._pool, fn, items, indices, outcomes, attempts, progress)
+            if broken:  # a broken pool takes no more work: the next round starts a fresh one
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+            return broken
         workers = min(self.workers, len(indices))
         with ProcessPoolExecutor(max_workers=workers, mp_context=self._context) as pool:
-            futures: dict[Future[R], int] = {pool.submit(fn, items[i]): i for i in indices}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                attempts[i] += 1
-                try:
-                    outcomes[i] = TaskOutcome(index=i, value=fut.result(), attempts=attempts[i])
-                except BrokenProcessPool:
-                    broken.append(i)
-                    continue
-                except Exception as exc:
-                    outcomes[i] = TaskOutcome(index=i, error=describe(exc), attempts=attempts[i])
-                report(progress, len(outcomes), len(items), self.name)
+            return self._collect(pool, fn, items, indices, outcomes, attempts, progress)
+
+    def _collect(
+        self,
+        pool: ProcessPoolExecutor,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        indices: list[int],
+        outcomes: dict[int, TaskOutcome[R]],
+        attempts: list[int],
+        progress: ProgressFn | None,
+    ) -> list[int]:
+        broken: list[int] = []
+        futures: dict[Future[R], int] = {pool.submit(fn, items[i]): i for i in indices}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            attempts[i] += 1
+            try:
+                outcomes[i] = TaskOutcome(index=i, value=fut.result(), attempts=attempts[i])
+            except BrokenProcessPool:
+                broken.append(i)
+                continue
+            except Exception as exc:
+                outcomes[i] = TaskOutcome(index=i, error=describe(exc), attempts=attempts[i])
+            report(progress, len(outcomes), len(items), self.name)
         return sorted(broken)
 
     def close(self) -> None:
-        return None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None

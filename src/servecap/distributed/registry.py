@@ -12,7 +12,12 @@ EXECUTORS: dict[str, type] = {"serial": SerialExecutor, "process": ProcessExecut
 
 
 def make_executor(
-    kind: str = "process", *, workers: int | None = None, ray_address: str | None = None, max_retries: int = 1
+    kind: str = "process",
+    *,
+    workers: int | None = None,
+    ray_address: str | None = None,
+    max_retries: int = 1,
+    persistent: bool = False,
 ) -> Executor:
     """``kind`` is one of :data:`EXECUTORS`; ``workers`` sizes a local pool (or a local Ray
     instance's CPUs); ``ray_address`` joins an existing cluster (``"auto"`` or ``"ray://host:port"``)."""
@@ -21,5 +26,5 @@ def make_executor(
     if kind == "serial":
         return SerialExecutor()
     if kind == "process":
-        return ProcessExecutor(workers, max_retries=max_retries)
+        return ProcessExecutor(workers, max_retries=max_retries, persistent=persistent)
     return RayExecutor(ray_address, num_cpus=workers, max_retries=max_retries)

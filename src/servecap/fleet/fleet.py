@@ -49,8 +49,12 @@ _INF = float("inf")
 
 
 class Fleet:
-    def __init__(self, spec: FleetSpec, seed: int, *, ordered: bool = False) -> None:
+    def __init__(self, spec: FleetSpec, seed: int, *, ordered: bool = False, keep_ids: bool = True) -> None:
         self.spec = spec
+        # keep_ids: replicas list the requests they served (a streaming run keeps none: it
+        # notes the pool of each finished request until its accumulator takes it, ``pool_of``)
+        self.keep_ids = keep_ids
+        self.pool_of: dict[int, int] | None = None if keep_ids or len(spec.pools) < 2 else {}
         # ordered: replica events in time order, returning right after the first step that
         # finished requests, as the seam asks (a closed-loop source schedules the next turn from it)
         self.ordered = ordered
@@ -105,7 +109,7 @@ class Fleet:
         pool = self.spec.pools[pi]
         engine = Engine(pool.setup, step_model=self._step_models[pi])
         self._step_models[pi] = engine.model  # one price cache per pool
-        r = Replica(len(self.replicas), pool.name, pi, engine, now_s)
+        r = Replica(len(self.replicas), pool.name, pi, engine, now_s, keep_ids=self.keep_ids)
         self.replicas.append(r)
         self.by_pool[pi].append(r)
         self.gpu_log.append((now_s, pool.gpus_per_replica))
@@ -232,7 +236,7 @@ class Fleet:
         if self._stale:
             views = [self._snapshots[r.replica_id] for r in candidates]
         elif self._uses_load:  # read here, natively, rather than through the views
-            loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
+            loads = [r.engine.num_requests for r in candidates]
         r = candidates[self.router.choose(req, views, now_s, loads)]
         if now_s != spec.arrival_s:
             self._arrival.setdefault(spec.request_id, spec)
@@ -368,6 +372,10 @@ class Fleet:
         out = self._out
         for rec, spec, _ in done:
             out.append(self._record(rec, spec))
+        pool_of = self.pool_of
+        if pool_of is not None:
+            for rec, _, _ in done:
+                pool_of[rec.request_id] = r.pool_index
         if r.state == DRAINING and not r.has_work():
             assert r.drain_s is not None
             self._stop(r, max(r.drain_s, r.last_finish_s), STOPPED)

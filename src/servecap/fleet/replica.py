@@ -21,7 +21,9 @@ STARTING, READY, DRAINING, STOPPED, FAILED = "starting", "ready", "draining", "s
 
 
 class Replica:
-    def __init__(self, replica_id: int, pool: str, pool_index: int, engine: Engine, requested_s: float) -> None:
+    def __init__(
+        self, replica_id: int, pool: str, pool_index: int, engine: Engine, requested_s: float, *, keep_ids: bool = True
+    ) -> None:
         self.replica_id = replica_id
         self.pool = pool
         self.pool_index = pool_index
@@ -35,7 +37,8 @@ class Replica:
         self.inflight: dict[int, tuple[ArrivingRequest, float]] = {}  # id -> (spec, time added here)
         self.routed = 0
         self.next_s = float("inf")  # the time of its engine's next event, as the fleet last read it
-        self.served_ids: list[int] = []  # requests that finished here
+        self.served_ids: list[int] = []  # requests that finished here (kept unless streaming)
+        self.keep_ids = keep_ids
         self.completed = 0
         self.area_s = 0.0  # ∫ requests in the replica dt
         self.sojourn_s = 0.0  # Σ (end - added) over the requests that finished here
@@ -101,7 +104,8 @@ class Replica:
                 spec, added = self.inflight.pop(r.request_id)
                 self.sojourn_s += end - added
                 self.completed += 1
-                self.served_ids.append(r.request_id)
+                if self.keep_ids:
+                    self.served_ids.append(r.request_id)
                 self.last_finish_s = end
                 out.append((r, spec, added))
             if early:

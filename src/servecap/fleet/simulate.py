@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +33,8 @@ from servecap.results import (
     summarize_columns,
     weighted_percentiles,
 )
+from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY
+from servecap.results.sketch_set import RunSketches
 from servecap.sim.gc_pause import gc_paused
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
@@ -69,6 +72,9 @@ class FleetTimeSeries:
     running: tuple[int, ...]
     kv_usage: tuple[float, ...]  # mean over ready replicas
     p99_ttft_s: tuple[float, ...]  # rolling, over the fleet's ttft_window_s
+    # per replica (by id): its engine's busy share of each interval between samples (the
+    # interval ending at that sample; 0 while it was not running)
+    replica_utilization: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +98,17 @@ class FleetResult:
     by_class: dict[str, RunSummary] = field(default_factory=dict)
     gateway: GatewayStats | None = None  # with a gateway stage: outcomes per tenant, decisions
     served_summary: RunSummary | None = None  # with a gateway: the requests a pool served (no cache hits)
+    by_pool: dict[str, RunSummary] = field(default_factory=dict)  # fleets of several pools
+    # a streaming run's mergeable accumulators (summary, per class, tenant, pool and time window);
+    # ``columns`` is then empty (per-request records went to a file, if asked for)
+    sketches: RunSketches | None = None
 
     def records(self) -> list[RequestRecord]:
         """Per-request records (the shared results schema)."""
         return records_from_columns(self.columns)
 
 
-class _Recorder:
+class Recorder:
     """The observer's gauges: the engine gauges, plus the fleet's series at each sample."""
 
     def __init__(self, fleet: Fleet, stage: GatewayStage | None = None) -> None:
@@ -111,6 +121,7 @@ class _Recorder:
         self.starting: list[int] = []
         self._last_t = 0.0
         self._last_arrivals = 0
+        self.busy: list[list[float]] = []  # per sample: each replica's engine busy time so far
 
     def __call__(self) -> tuple[float, int, int]:
         f = self.fleet
@@ -124,16 +135,42 @@ class _Recorder:
         self.t.append(t)
         self.ready.append(f.count("ready"))
         self.starting.append(f.count("starting"))
+        self.busy.append([r.engine.busy_s for r in f.replicas])
         kv, waiting, running = f.gauges()
         if self.stage is not None:
             waiting += self.stage.queued()
         return kv, waiting, running
 
+    def utilization(self) -> tuple[tuple[float, ...], ...]:
+        """Per replica, its busy share of each interval between samples (a replica's engine
+        time runs ahead of the sample by at most one step: the share is clipped to 1)."""
+        n = len(self.fleet.replicas)
+        rows = [[0.0] * len(self.t) for _ in range(n)]
+        prev_t = 0.0
+        prev: list[float] = []
+        for k, (t, busy) in enumerate(zip(self.t, self.busy, strict=True)):
+            dt = t - prev_t
+            if dt > 0:
+                for i, b in enumerate(busy):
+                    before = prev[i] if i < len(prev) else 0.0
+                    rows[i][k] = min(1.0, max(0.0, (b - before) / dt))
+            prev_t, prev = t, busy
+        return tuple(tuple(r) for r in rows)
 
-def _request_overhead_s(fleet: FleetSpec) -> float:
+
+def request_overhead_s(fleet: FleetSpec) -> float:
     """The API servers' per-request cost the clients see (``Efficiency.request_overhead_s``):
     the pools' (the largest where calibrations give them different ones)."""
     return max((p.setup.efficiency.request_overhead_s for p in fleet.pools), default=0.0)
+
+
+def stream_refusal(fleet: FleetSpec, workload: WorkloadSpec | RequestArrays) -> str | None:
+    """Why ``workload`` on ``fleet`` cannot run on the streaming path (None: it can)."""
+    if fleet.gateway is not None:
+        return "a gateway stage keeps every request's record; run it exact"
+    if isinstance(workload, WorkloadSpec) and workload.closed_loop:
+        return "closed-loop users keep every turn; run them exact"
+    return None
 
 
 def simulate_fleet(
@@ -142,8 +179,26 @@ def simulate_fleet(
     seed: int,
     *,
     progress: ProgressFn | None = None,
+    stream: bool = False,
+    records: Path | None = None,
+    relative_accuracy: float = DEFAULT_RELATIVE_ACCURACY,
 ) -> FleetResult:
-    """Simulate ``fleet`` serving ``workload`` (drawn with ``seed``) until every request ended."""
+    """Simulate ``fleet`` serving ``workload`` (drawn with ``seed``) until every request ended.
+
+    ``stream`` (an open-loop workload, no gateway stage): outcomes go into mergeable sketches of
+    ``relative_accuracy`` as requests finish, in memory independent of the number of requests
+    (:mod:`servecap.fleet.stream_run`); ``records`` then also writes every request's record to
+    that Parquet file. Without ``stream`` every request's record is kept (``columns``) and the
+    percentiles are exact."""
+    if stream or records is not None:
+        reason = stream_refusal(fleet, workload)
+        if reason is not None:
+            raise ServecapError("stream", True, reason)
+        from servecap.fleet.stream_run import simulate_fleet_streaming
+
+        return simulate_fleet_streaming(
+            fleet, workload, seed, records=records, relative_accuracy=relative_accuracy, progress=progress
+        )
     source: TrafficSource
     arrays: RequestArrays | None = None
     users = 0
@@ -152,7 +207,7 @@ def simulate_fleet(
         if workload.closed_loop:
             cl = ClosedLoopUsers(workload, rng)
             users = cl.num_users
-            source = ClosedLoopSource(cl, _request_overhead_s(fleet))
+            source = ClosedLoopSource(cl, request_overhead_s(fleet))
             horizon = cl.spec.duration_s or max(1.0, 60.0 * cl.num_users)
         else:
             arrays = generate_arrays(workload, rng)
@@ -166,7 +221,7 @@ def simulate_fleet(
         horizon = source.arrival_s[-1] if source.arrival_s else 0.0
     server = Fleet(fleet, seed, ordered=isinstance(source, ClosedLoopSource))
     stage = None if fleet.gateway is None else GatewayStage(server, fleet.gateway, seed, arrays)
-    recorder = _Recorder(server, stage)
+    recorder = Recorder(server, stage)
     dt = fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
     observer = Observer(recorder, dt, progress=progress, expected_requests=source.expected_requests())
     recorder.observer = observer
@@ -180,7 +235,7 @@ def _result(
     fleet: Fleet,
     source: TrafficSource,
     observer: Observer,
-    recorder: _Recorder,
+    recorder: Recorder,
     users: int,
     arrays: RequestArrays | None,
     stage: GatewayStage | None = None,
@@ -193,7 +248,7 @@ def _result(
     on_replica = np.zeros(n, dtype=bool)
     for r in fleet.replicas:
         on_replica[r.served_ids] = True
-    charge_request_overhead(cols, _request_overhead_s(spec), on_replica)
+    charge_request_overhead(cols, request_overhead_s(spec), on_replica)
     prompt, output = cols.prompt_tokens, cols.output_tokens
     horizon = max(observer.t_last_s, max((r.stopped_s or 0.0 for r in fleet.replicas), default=0.0))
     durs: list[float] = []
@@ -203,47 +258,10 @@ def _result(
         weights.extend(r.engine.itl_weights)
     itl = weighted_percentiles(durs, weights)
     summary = summarize_columns(cols, duration_s=observer.t_last_s, slo=spec.slo, itl=itl)
-    hit = sum(r.engine.stats.prefix_cache_hit_tokens for r in fleet.replicas)
-    query = sum(r.engine.stats.prefix_cache_query_tokens for r in fleet.replicas)
-    summary = replace(
-        summary,
-        prefix_cache_hit_rate=hit / query if query else None,
-        preemptions=sum(r.engine.stats.preemptions for r in fleet.replicas),
-        mean_kv_utilization=float(np.mean(observer.ts_kv)) if observer.ts_kv else 0.0,
-        max_queue_depth=max(observer.ts_waiting, default=0),
-    )
-    stats = []
+    summary = engine_figures(summary, fleet, observer)
+    stats, cost, gpu_s = replica_figures(spec, fleet, horizon)
     replica_of = [-1] * n
-    cost = 0.0
-    gpu_s = 0.0
     for r in fleet.replicas:
-        pool = spec.pools[r.pool_index]
-        billed = r.billed_s(horizon)
-        gpu_s += billed * pool.gpus_per_replica
-        cost += billed / 3600.0 * pool.gpus_per_replica * pool.price_per_gpu_hour
-        ready_span = (
-            ((r.stopped_s if r.stopped_s is not None else horizon) - r.ready_s) if r.ready_s is not None else 0.0
-        )
-        es = r.engine.stats
-        stats.append(
-            ReplicaStats(
-                replica_id=r.replica_id,
-                pool=r.pool,
-                state=r.state,
-                requested_s=r.requested_s,
-                ready_s=r.ready_s,
-                stopped_s=r.stopped_s,
-                routed=r.routed,
-                completed=r.completed,
-                busy_s=r.busy_s(),
-                utilization=r.busy_s() / ready_span if ready_span > 0 else 0.0,
-                prefix_cache_hit_rate=es.prefix_cache_hit_rate,
-                mean_in_system=r.area_s / ready_span if ready_span > 0 else 0.0,
-                sojourn_s=r.sojourn_s,
-                area_s=r.area_s,
-                billed_s=billed,
-            )
-        )
         for rid in r.served_ids:
             replica_of[rid] = r.replica_id
     gateway = None if stage is None else stage.stats()
@@ -263,6 +281,7 @@ def _result(
         running=tuple(observer.ts_running),
         kv_usage=tuple(observer.ts_kv),
         p99_ttft_s=rolling_p99(first - arrival, first, recorder.t, spec.ttft_window_s),
+        replica_utilization=recorder.utilization(),
     )
     area = sum(r.area_s for r in fleet.replicas)
     by_tenant: dict[str, RunSummary] = {}
@@ -296,6 +315,55 @@ def _result(
         by_class=by_class,
         gateway=gateway,
         served_summary=None if gateway is None else _served_summary(cols, gateway, observer.t_last_s, spec),
+    )
+
+
+def replica_figures(spec: FleetSpec, fleet: Fleet, horizon_s: float) -> tuple[list[ReplicaStats], float, float]:
+    """Each replica's figures, the bill (USD) and the GPU-seconds requested, up to ``horizon_s``."""
+    stats = []
+    cost = 0.0
+    gpu_s = 0.0
+    for r in fleet.replicas:
+        pool = spec.pools[r.pool_index]
+        billed = r.billed_s(horizon_s)
+        gpu_s += billed * pool.gpus_per_replica
+        cost += billed / 3600.0 * pool.gpus_per_replica * pool.price_per_gpu_hour
+        ready_span = (
+            ((r.stopped_s if r.stopped_s is not None else horizon_s) - r.ready_s) if r.ready_s is not None else 0.0
+        )
+        es = r.engine.stats
+        stats.append(
+            ReplicaStats(
+                replica_id=r.replica_id,
+                pool=r.pool,
+                state=r.state,
+                requested_s=r.requested_s,
+                ready_s=r.ready_s,
+                stopped_s=r.stopped_s,
+                routed=r.routed,
+                completed=r.completed,
+                busy_s=r.busy_s(),
+                utilization=r.busy_s() / ready_span if ready_span > 0 else 0.0,
+                prefix_cache_hit_rate=es.prefix_cache_hit_rate,
+                mean_in_system=r.area_s / ready_span if ready_span > 0 else 0.0,
+                sojourn_s=r.sojourn_s,
+                area_s=r.area_s,
+                billed_s=billed,
+            )
+        )
+    return stats, cost, gpu_s
+
+
+def engine_figures(summary: RunSummary, fleet: Fleet, observer: Observer) -> RunSummary:
+    """The summary with the engines' own figures (prefix cache, preemptions, KV, queue depth)."""
+    hit = sum(r.engine.stats.prefix_cache_hit_tokens for r in fleet.replicas)
+    query = sum(r.engine.stats.prefix_cache_query_tokens for r in fleet.replicas)
+    return replace(
+        summary,
+        prefix_cache_hit_rate=hit / query if query else None,
+        preemptions=sum(r.engine.stats.preemptions for r in fleet.replicas),
+        mean_kv_utilization=float(np.mean(observer.ts_kv)) if observer.ts_kv else 0.0,
+        max_queue_depth=max(observer.ts_waiting, default=0),
     )
 
 

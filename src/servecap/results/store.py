@@ -67,6 +67,10 @@ _REQUESTS = """CREATE TABLE IF NOT EXISTS requests (
     turn INTEGER, error TEXT, error_detail TEXT, http_status INTEGER, trimmed INTEGER,
     token_times BLOB, server_timing_json TEXT, preemptions INTEGER DEFAULT 0, queue_time_s REAL,
     PRIMARY KEY (run_id, idx))"""
+# a streaming run's mergeable accumulators (servecap.results.sketch_set), as JSON, by name
+_SKETCHES = """CREATE TABLE IF NOT EXISTS sketches (
+    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, name TEXT NOT NULL,
+    sketch_json TEXT NOT NULL, PRIMARY KEY (run_id, name))"""
 # version 1 -> 2: the columns added (old rows: measured, no preemptions or queue times known)
 _MIGRATE_1_TO_2 = (
     "ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'measured'",
@@ -191,6 +195,7 @@ class RunStore:
                         con.execute(stmt)
                 con.execute(_RUNS)
                 con.execute(_REQUESTS)
+                con.execute(_SKETCHES)
                 con.execute("CREATE INDEX IF NOT EXISTS requests_run ON requests(run_id)")
                 con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.Error as err:
@@ -342,9 +347,13 @@ class RunStore:
         label: str = "",
         sweep_id: str | None = None,
         created_at: str | None = None,
+        sketches: dict[str, Any] | None = None,
     ) -> str:
-        """Store a simulation with its per-request records (``url`` is empty)."""
+        """Store a simulation with its per-request records (``url`` is empty); a streaming run
+        gives no records but its ``sketches`` (``RunSketches.to_dict()``), kept by name."""
         errors = sum(1 for r in records if r.error is not None)
+        if sketches is not None and not records:
+            errors = summary.num_requests - summary.completed
         with self._tx() as con:
             self._insert_run(
                 con,
@@ -357,7 +366,7 @@ class RunStore:
                 summary=summary,
                 checks=(),
                 client={},
-                num_requests=len(records),
+                num_requests=len(records) if records or sketches is None else summary.num_requests,
                 num_errors=errors,
                 wall_duration_s=wall_duration_s,
                 interrupted=False,
@@ -365,6 +374,11 @@ class RunStore:
                 sweep_id=sweep_id,
                 created_at=created_at,
             )
+            if sketches is not None:
+                con.execute(
+                    "INSERT INTO sketches (run_id, name, sketch_json) VALUES (?, ?, ?)",
+                    (run_id, "run", json.dumps(sketches)),
+                )
             con.executemany(
                 "INSERT INTO requests (run_id, idx, request_id, scheduled_s, sent_s, first_token_s, end_s, "
                 "prompt_tokens, output_tokens, usage_prompt_tokens, usage_output_tokens, cached_prompt_tokens, "
@@ -498,9 +512,18 @@ class RunStore:
             ]
         return records
 
+    def get_sketches(self, run: str) -> dict[str, Any] | None:
+        """A streaming run's stored accumulators (``RunSketches.from_dict`` reads them); None
+        for a run stored with its records."""
+        rid = self.resolve(run)
+        with closing(self._connect()) as con:
+            row = con.execute("SELECT sketch_json FROM sketches WHERE run_id = ? AND name = 'run'", (rid,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
     def delete_run(self, run: str) -> str:
         rid = self.resolve(run)
         with self._tx() as con:
+            con.execute("DELETE FROM sketches WHERE run_id = ?", (rid,))
             con.execute("DELETE FROM requests WHERE run_id = ?", (rid,))
             con.execute("DELETE FROM runs WHERE run_id = ?", (rid,))
         return rid

@@ -76,6 +76,10 @@ class RunSummary:
     prefix_cache_hit_rate: float | None = None
     timeseries: TimeSeries | None = None
     extra: dict[str, float] = field(default_factory=dict)
+    # how the percentiles were computed: "exact" (every value kept) or "sketch" (a DDSketch,
+    # each within ``relative_error`` of the exact value at its rank: results.sketch)
+    percentile_method: str = "exact"
+    relative_error: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +254,7 @@ def summary_to_json_dict(summary: RunSummary, *, include_timeseries: bool = Fals
     for name in _LATENCIES:
         d[name]["max"] = getattr(summary, name).max
         d[name]["count"] = getattr(summary, name).count
+    d["percentiles"] = {"method": summary.percentile_method, "relative_error": summary.relative_error}
     if summary.extra:
         d["extra"] = dict(summary.extra)
     if include_timeseries and summary.timeseries is not None:
@@ -271,7 +276,7 @@ def summary_from_json_dict(d: dict[str, Any]) -> RunSummary:
     any numeric key this schema does not name."""
     slo_d = d.get("slo")
     slo = Slo(slo_d.get("ttft_s"), slo_d.get("tpot_s")) if isinstance(slo_d, dict) else None
-    known = set(RunSummary.__dataclass_fields__) | {"extra", "timeseries"}
+    known = set(RunSummary.__dataclass_fields__) | {"extra", "timeseries", "percentiles"}
     extra = {k: float(v) for k, v in (d.get("extra") or {}).items() if isinstance(v, int | float)}
     extra.update(
         {k: float(v) for k, v in d.items() if k not in known and isinstance(v, int | float) and not isinstance(v, bool)}
@@ -288,6 +293,9 @@ def summary_from_json_dict(d: dict[str, Any]) -> RunSummary:
 
     def opt(key: str) -> Any:
         return d.get(key)
+
+    raw_method = d.get("percentiles")
+    method: dict[str, Any] = raw_method if isinstance(raw_method, dict) else {}
 
     return RunSummary(
         num_requests=int(d.get("num_requests") or 0),
@@ -318,4 +326,6 @@ def summary_from_json_dict(d: dict[str, Any]) -> RunSummary:
         prefix_cache_hit_rate=opt("prefix_cache_hit_rate"),
         timeseries=timeseries,
         extra=extra,
+        percentile_method=str(method.get("method") or "exact"),
+        relative_error=method.get("relative_error"),
     )

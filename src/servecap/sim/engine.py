@@ -220,6 +220,11 @@ class Engine:
         return len(self._decoding) + (self._prefilling is not None)
 
     @property
+    def num_requests(self) -> int:
+        """``num_waiting + num_running`` in one read: every request not finished (a router's load)."""
+        return len(self._requests)
+
+    @property
     def num_inflight_tokens(self) -> int:
         """Prompt tokens not yet computed plus output tokens not yet produced, over the requests
         in the engine (a preempted request's prompt counts again; O(1), from running sums)."""

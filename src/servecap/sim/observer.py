@@ -1,4 +1,5 @@
-"""What the event loop records: per-request outcome columns, the time-average of requests in the
+"""What the event loop records: per-request outcome columns (all of them, or in bounded batches
+handed to a ``flush`` function that empties them: a streaming run), the time-average of requests in the
 system, gauges sampled on a regular clock, and progress reports.
 
 The observer sees arrivals and finished requests (in time order) from the loop, and samples the
@@ -27,8 +28,14 @@ class Observer:
         *,
         progress: ProgressFn | None = None,
         expected_requests: int = 0,
+        flush: Callable[[Observer], None] | None = None,
+        flush_every: int = 0,
     ) -> None:
         self.gauges = gauges
+        # streaming: every ``flush_every`` finished requests, ``flush(self)`` takes the outcome
+        # columns and clears them (the lists and ``errors`` stay bounded); None keeps them all
+        self.flush = flush
+        self.flush_every = flush_every if flush is not None else 0
         self.sample_dt_s = sample_dt_s
         self.next_sample_s = 0.0
         self.progress = progress
@@ -73,6 +80,8 @@ class Observer:
         err = r.error
         if err is not None:
             self.errors[rid] = err
+            if self.flush_every and len(self.errors) >= self.flush_every and self.flush is not None:
+                self.flush(self)
             return
         end = r.end_s
         assert end is not None
@@ -96,6 +105,8 @@ class Observer:
         self.cached_prompt_tokens.append(cached)
         self.preemptions.append(preemptions)
         self.finished += 1
+        if self.flush_every and len(self.ids) >= self.flush_every and self.flush is not None:
+            self.flush(self)
         if self.finished >= self._next_progress:
             self._next_progress = self.finished + self._progress_every
             self.report()

@@ -2,6 +2,8 @@
 
 - :class:`OpenLoopSource` — an already drawn stream (``RequestArrays``): arrival times fixed in
   advance, whatever the server does;
+- :class:`ChunkedSource` — an open-loop stream served from chunks of rows, each let go once
+  the run has taken its requests' outcomes (a streaming fleet run: ``servecap.fleet.stream_source``);
 - :class:`ClosedLoopSource` — closed-loop users (:class:`~servecap.workload.ClosedLoopUsers`):
   each user's next turn comes a think time after the previous answer ended (or after the turn
   was refused).
@@ -14,6 +16,11 @@ order they were created), and tells the source about every request that ended or
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
 
 from servecap.sim.server import ArrivingRequest
 from servecap.workload import ClosedLoopUsers, RequestArrays, RequestSpec
@@ -178,3 +185,120 @@ class ClosedLoopSource(TrafficSource):
 
     def expected_requests(self) -> int:
         return self.users.spec.num_requests or 0
+
+
+@dataclass(slots=True)
+class _Chunk:
+    start: int  # the id of its first request
+    arrays: RequestArrays
+    left: int  # requests not yet taken by the accumulator
+
+
+class ChunkedSource(TrafficSource):
+    """Open-loop requests from chunks; ``take(ids)`` returns their columns and lets go of
+    chunks whose requests were all taken."""
+
+    def __init__(self, chunks: Iterator[RequestArrays], expected_requests: int = 0) -> None:
+        self._chunks = chunks
+        self._expected = expected_requests
+        self._live: list[_Chunk] = []
+        self.tenant_names: tuple[str, ...] = ()
+        self.class_names: tuple[str, ...] = ()
+        self.issued = 0  # requests handed out so far
+        self.last_arrival_s = 0.0
+        self._times: list[float] = [_INF]
+        self._i = 0
+        self._base = 0  # the id of the current chunk's first request
+        self._load()
+
+    def _load(self) -> None:
+        a = next(self._chunks, None)
+        while a is not None and len(a) == 0:
+            a = next(self._chunks, None)
+        if a is None:
+            self._times = [_INF]
+            self._i = 0
+            return
+        if not self._live:
+            self.tenant_names, self.class_names = a.tenant_names, a.class_names
+        self._base = self.issued
+        self._live.append(_Chunk(self._base, a, len(a)))
+        self._arrival: list[float] = a.arrival_s.tolist()
+        self._prompt: list[int] = a.prompt_tokens.tolist()
+        self._output: list[int] = a.output_tokens.tolist()
+        self._group: list[int] = a.prefix_group.tolist()
+        self._ptok: list[int] = a.prefix_tokens.tolist()
+        sessions: list[int] = a.session_id.tolist()
+        self._session: list[int] | None = sessions if any(s >= 0 for s in sessions) else None
+        self._times = [*self._arrival, _INF]
+        self._i = 0
+
+    def next_arrival_s(self) -> float:
+        return self._times[self._i]
+
+    def pop(self) -> ArrivingRequest:
+        i = self._i
+        self._i = i + 1
+        g = self._group[i]
+        s = -1 if self._session is None else self._session[i]
+        t = self._arrival[i]
+        req = OpenLoopRequest(
+            self._base + i,
+            t,
+            self._prompt[i],
+            self._output[i],
+            None if g < 0 else g,
+            0 if g < 0 else self._ptok[i],
+            None if s < 0 else s,
+        )
+        self.issued += 1
+        self.last_arrival_s = t
+        if self._i == len(self._arrival):
+            self._load()
+        return req
+
+    def on_finished(self, request_id: int, t_s: float) -> None:
+        return None
+
+    def expected_requests(self) -> int:
+        return self._expected
+
+    @property
+    def live_chunks(self) -> int:
+        return len(self._live)
+
+    def take(self, ids: NDArray[np.int64]) -> tuple[NDArray[np.int64], RequestArrays]:
+        """The rows of requests ``ids`` (each taken once), as ``(positions, rows)``: row ``j``
+        of ``rows`` is request ``ids[positions[j]]``. Chunks all of whose requests were taken,
+        are let go."""
+        pos_parts: list[NDArray[np.int64]] = []
+        row_parts: list[RequestArrays] = []
+        for c in self._live:
+            rel = ids - c.start
+            mine = np.flatnonzero((rel >= 0) & (rel < len(c.arrays)))
+            if mine.size:
+                pos_parts.append(mine)
+                row_parts.append(c.arrays.take(rel[mine]))
+                c.left -= int(mine.size)
+        self._live = [c for c in self._live if c.left > 0]  # all taken: all issued long ago
+        if not row_parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, RequestArrays(np.zeros(0), empty, empty, empty, empty)
+        if len(row_parts) == 1:
+            return pos_parts[0], row_parts[0]
+        return np.concatenate(pos_parts), _concat(row_parts)
+
+
+def _concat(parts: list[RequestArrays]) -> RequestArrays:
+    first = parts[0]
+    return RequestArrays(
+        np.concatenate([p.arrival_s for p in parts]),
+        np.concatenate([p.prompt_tokens for p in parts]),
+        np.concatenate([p.output_tokens for p in parts]),
+        np.concatenate([p.prefix_group for p in parts]),
+        np.concatenate([p.prefix_tokens for p in parts]),
+        tenant=np.concatenate([p.tenant for p in parts]),
+        request_class=np.concatenate([p.request_class for p in parts]),
+        tenant_names=first.tenant_names,
+        class_names=first.class_names,
+    )
