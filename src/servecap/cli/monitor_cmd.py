@@ -84,7 +84,13 @@ def render(r: MonitorReport) -> Any:
 
 @click.command("monitor")
 @click.argument("urls", nargs=-1, required=True)
-@click.option("--interval-s", type=click.FLOAT, default=2.0, help="Seconds between scrapes.")
+@click.option(
+    "--interval-s",
+    type=click.FLOAT,
+    default=None,
+    help="Seconds between scrapes (default 2; with --once 10: the span of its one window, over which "
+    "a steady 25 req/s is read within about +-12%).",
+)
 @click.option("--window-s", type=click.FLOAT, default=60.0, help="Window for rates and percentiles (seconds).")
 @click.option(
     "--duration-s", type=click.FLOAT, default=None, help="Stop after this many seconds (default: until Ctrl-C)."
@@ -92,9 +98,17 @@ def render(r: MonitorReport) -> Any:
 @click.option("--once", is_flag=True, default=False, help="Two scrapes one interval apart, print, exit.")
 @click.option("--timeout-s", type=click.FLOAT, default=2.0, help="Per-scrape timeout (seconds).")
 @o.deployment_options
-@click.option("--prompt-tokens", "-p", type=click.INT, default=1024, help="Typical prompt length (capacity).")
-@click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length (capacity).")
-@o.slo_options(None, None, "the batch the headroom is measured against")
+@click.option(
+    "--prompt-tokens",
+    "-p",
+    type=click.INT,
+    default=1024,
+    help="Without --model: prompt length for the KV-pool headroom (with it, the servers' own mix is used).",
+)
+@click.option(
+    "--output-tokens", "-o", type=click.INT, default=128, help="Without --model: output length, likewise."
+)
+@o.slo_options(None, None, "the SLOs the headroom holds (p99; default: the interactive SLO, 2000 ms / 100 ms)")
 @o.calibration_option
 @o.db_option
 @click.option(
@@ -109,7 +123,7 @@ def render(r: MonitorReport) -> Any:
 @o.json_option
 def monitor_command(
     urls: tuple[str, ...],
-    interval_s: float,
+    interval_s: float | None,
     window_s: float,
     duration_s: float | None,
     once: bool,
@@ -128,9 +142,10 @@ def monitor_command(
 ) -> None:
     """Watch live vLLM/SGLang servers' /metrics: rates, queue, KV usage, latency percentiles and headroom.
 
-    Give the deployment (--model/--gpu and the plan's flags) for headroom against the plan's
-    SLO batch; without it, headroom comes from vllm:cache_config_info's KV pool where the server
-    exposes it. With --fleet FLEET.yaml [--pool NAME], the pool's autoscaler (the same policy
+    Give the deployment (--model/--gpu and the plan's flags) for headroom from the engine model
+    at the servers' observed mix (lengths, prefix hits), calibrated to their observed TPOT: the
+    request rate at which p99 TTFT/TPOT break the SLOs, with its 95% interval; without it,
+    headroom comes from vllm:cache_config_info's KV pool where the server exposes it. With --fleet FLEET.yaml [--pool NAME], the pool's autoscaler (the same policy
     `fleet simulate` runs) is fed the live signal every tick and its decision is shown. A server
     that stops answering is shown as down and counted. With --once, exits non-zero only when
     every target is down.
@@ -145,33 +160,33 @@ def monitor_command(
         autoscaler = pool_autoscaler(fleet_file, pool)
     elif pool is not None:
         raise ServecapError("pool", pool, "needs --fleet FLEET.yaml (the file the pool is in)")
-    capacity = None
+    engine_model = None
     if deployment.model is not None or deployment.gpu is not None:
-        from servecap.cli.inputs import request_shape, slo_from_ms
-        from servecap.core.plan import plan
-        from servecap.monitor.headroom import capacity_from_plan
+        from servecap.cli.inputs import slo_from_ms
+        from servecap.monitor.engine_headroom import EngineModel
+        from servecap.specs.perf import INTERACTIVE_SLO
 
         dep, _ = o.deployment_from_options(deployment)
         eff, _ = o.efficiency_from_options(calibration)
-        p = plan(
-            dep,
-            request=request_shape(prompt_tokens, output_tokens),
-            slo=slo_from_ms(ttft_slo_ms, tpot_slo_ms),
-            efficiency=eff,
+        slo = (
+            slo_from_ms(ttft_slo_ms, tpot_slo_ms)
+            if ttft_slo_ms is not None or tpot_slo_ms is not None
+            else INTERACTIVE_SLO
         )
-        capacity = capacity_from_plan(p.batch, p.batch_limited_by)
+        engine_model = EngineModel(dep, eff, slo)
     elif prompt_tokens < 1 or output_tokens < 1:
         raise ServecapError("prompt_tokens/output_tokens", (prompt_tokens, output_tokens), "must be >= 1")
+    default_interval = 10.0 if once else 2.0
     settings = validate(
         MonitorSettings(
             urls=urls,
-            interval_s=interval_s,
-            window_s=window_s,
+            interval_s=interval_s if interval_s is not None else default_interval,
+            window_s=window_s if interval_s is not None else max(window_s, default_interval),
             duration_s=duration_s,
             once=once,
             db=db,
             store=not no_store,
-            capacity=capacity,
+            engine_model=engine_model,
             tokens_per_request=prompt_tokens + output_tokens,
             timeout_s=timeout_s,
             autoscaler=autoscaler,
