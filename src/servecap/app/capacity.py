@@ -38,6 +38,9 @@ class CapacityResponse(BaseModel):
     closed_loop: bool
     unit: str
     max_load: float
+    # the search's bracket: the largest load that met the SLOs and the smallest that missed them
+    # (the break point lies between; None when no searched load missed)
+    max_load_bracket: tuple[float, float | None]
     planner_load: float
     plan_load: float | None  # `servecap plan` with its defaults (single requests, duty cycle 0.2)
     slo: dict[str, Any]
@@ -161,6 +164,7 @@ def capacity(
         closed_loop=closed,
         unit=unit,
         max_load=result.max_load,
+        max_load_bracket=(result.max_load, result.min_failing_load),
         planner_load=result.planner_load,
         plan_load=plan_load,
         slo={"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "percentile": 99},

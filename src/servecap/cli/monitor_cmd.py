@@ -105,9 +105,7 @@ def render(r: MonitorReport) -> Any:
     default=1024,
     help="Without --model: prompt length for the KV-pool headroom (with it, the servers' own mix is used).",
 )
-@click.option(
-    "--output-tokens", "-o", type=click.INT, default=128, help="Without --model: output length, likewise."
-)
+@click.option("--output-tokens", "-o", type=click.INT, default=128, help="Without --model: output length, likewise.")
 @o.slo_options(None, None, "the SLOs the headroom holds (p99; default: the interactive SLO, 2000 ms / 100 ms)")
 @o.calibration_option
 @o.db_option
