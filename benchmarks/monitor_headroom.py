@@ -30,6 +30,7 @@ from typing import Any
 MODEL, GPU, LEN = "meta-llama/Llama-3.1-8B", "H100", "8192"
 SLO = ["--ttft-slo-ms", "1000", "--tpot-slo-ms", "50"]
 TTFT_SLO_S, TPOT_SLO_S = 1.0, 0.05
+BENCH = [sys.executable, "-m", "servecap", "bench"]
 
 
 def servecap(*args: str, timeout: float = 300) -> str:
@@ -85,8 +86,7 @@ def main() -> None:
         wait_up(url)
         # 1. monitor while bench runs at 25 req/s
         load = subprocess.Popen(
-            [sys.executable, "-m", "servecap", "bench", url, "--rate", "25", "--duration-s", f"{args.window + 30:g}"]
-            + ["--no-store"],
+            [*BENCH, url, "--rate", "25", "--no-store", "--duration-s", f"{args.window + 30:g}"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
