@@ -99,6 +99,29 @@ class PlanResponse:
         return json.dumps(self.to_dict(), indent=2)
 
 
+def fleet_plan_command(r: PlanRequest, model_id: str, request_interval_s: float | None) -> str:
+    """The ``servecap fleet plan`` command for the same deployment, request shape, SLOs and users
+    as ``r`` (every flag ``plan`` was given that ``fleet plan`` takes), ready to run as printed."""
+    import shlex
+
+    d = r.deployment
+    args = ["servecap", "fleet", "plan", "-m", model_id, "-g", d.gpu or ""]
+    tp = d.tp if d.tp is not None else (d.num_gpus // max(1, d.pp) if d.num_gpus is not None else None)
+    for flag, value in (
+        ("--tp", tp if tp is not None and tp > 1 else None),
+        ("-w", d.weights_dtype),
+        ("-k", d.kv_cache_dtype if d.kv_cache_dtype != "auto" else None),
+        ("-l", d.max_model_len),
+        ("--peak-users", r.peak_users),
+        ("--ttft-slo-ms", f"{r.ttft_slo_ms:g}" if r.ttft_slo_ms is not None else None),
+        ("--tpot-slo-ms", f"{r.tpot_slo_ms:g}" if r.tpot_slo_ms is not None else None),
+        ("--request-interval-s", f"{request_interval_s:.3g}" if request_interval_s else None),
+    ):
+        if value is not None:
+            args += [flag, str(value)]
+    return shlex.join(args)
+
+
 def _flat_dict(obj: Any) -> dict[str, Any]:
     """``dataclasses.asdict`` for a dataclass of plain values (no nested dataclasses or
     containers to copy): the same dict without asdict's recursive deep copy (a tenth of the cost)."""
@@ -184,10 +207,14 @@ def plan(request: PlanRequest) -> PlanResponse:
         if r.peak_users < 0:
             raise ServecapError("peak_users", r.peak_users, "must be >= 0")
         replicas = replicas_needed(r.peak_users, p.users_served) if p.users_served else None
+        interval = None
+        if p.batch > 0:
+            generating = p.ttft_s + max(0, shape.output_tokens - 1) * p.tpot_s
+            interval = generating / duty if duty > 0 else None
         notes.append(
             f"replicas for {r.peak_users:,} users: {FLEET_POINTER} "
-            f"(`servecap fleet plan -m {dep.model.id} -g {dep.gpu.id} --peak-users {r.peak_users}`; "
-            "it counts users at one request per --request-interval-s instead of a duty cycle)"
+            f"(`{fleet_plan_command(r, dep.model.id, interval)}`; "
+            "it counts users at one request per --request-interval-s: the plan's duty cycle as an interval)"
         )
     if r.peak_tok_s is not None:
         if not 0 <= r.peak_tok_s < 1e12:
