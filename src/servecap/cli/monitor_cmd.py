@@ -82,6 +82,74 @@ def render(r: MonitorReport) -> Any:
     return Group(*parts)
 
 
+def _replay(
+    sources: tuple[str, ...],
+    db: Path | None,
+    session: str | None,
+    fleet_file: Path | None,
+    pool: str | None,
+    seed: int,
+    html_path: Path | None,
+    as_json: bool,
+) -> None:
+    """`monitor replay`: the shadow autoscaler (servecap.app.monitor_replay)."""
+    from servecap.app.monitor_replay import replay
+    from servecap.errors import ServecapError
+    from servecap.monitor.history import load_history
+
+    if fleet_file is None:
+        raise ServecapError("fleet", None, "monitor replay needs --fleet FLEET.yaml (the autoscaler to replay)")
+    if len(sources) > 1:
+        raise ServecapError("history", " ".join(sources), "give one history file (a monitor store or a JSON export)")
+    if sources:
+        path = Path(sources[0])
+    else:
+        from servecap.monitor.store import default_path
+
+        path = db or default_path()
+    response, _ = replay(load_history(path, session), fleet_file, pool=pool, seed=seed)
+    if html_path is not None:
+        from servecap.report.replay_html import replay_html
+
+        html_path.write_text(replay_html(response.model_dump()), encoding="utf-8")
+    if as_json:
+        click.echo(response.model_dump_json(indent=2))
+        return
+    from rich.table import Table
+
+    from servecap.cli.console import make_console, print_table
+
+    c = make_console()
+    c.print(
+        f"history {response.history}: {response.prompt_tokens:,.0f}/{response.output_tokens:,.0f} tokens; "
+        f"SLO break rate {response.break_rate_req_s:.2f} req/s per replica (engine model)",
+        highlight=False,
+    )
+    c.print(response.summary(), highlight=False)
+    t = Table(title="minute by minute")
+    for col in ("min", "req/s", "ran", "shadow ready", "starting", "req/s per ready", "risk", "p99 TTFT s"):
+        t.add_column(col, justify="right")
+    for m in response.minutes:
+        risk = "cold start" if m.cold_start_gap else ("over" if m.shadow_at_risk else "")
+        if m.actual_at_risk:
+            risk += (" / " if risk else "") + "ran over"
+        t.add_row(
+            str(m.minute),
+            f"{m.rate_req_s:.2f}",
+            "-" if m.actual_replicas is None else f"{m.actual_replicas:.1f}",
+            f"{m.shadow_ready:.1f}",
+            f"{m.shadow_starting:.1f}",
+            "-" if m.rate_per_ready_replica is None else f"{m.rate_per_ready_replica:.2f}",
+            risk,
+            "-" if m.shadow_p99_ttft_s is None else f"{m.shadow_p99_ttft_s:.2f}",
+        )
+    print_table(c, t)
+    for e in response.scale_events:
+        c.print(f"scale: t={e['time_s']:,.0f} s {e['from']} -> {e['to']} replicas", highlight=False)
+    for n in response.notes:
+        c.print(f"note: {n}", style="dim", highlight=False)
+
+
 @click.command("monitor")
 @click.argument("urls", nargs=-1, required=True)
 @click.option(
@@ -118,6 +186,11 @@ def render(r: MonitorReport) -> Any:
 )
 @click.option("--pool", default=None, help="The pool of --fleet whose autoscaler advises (default: the only one).")
 @click.option("--no-store", is_flag=True, default=False, help="Do not write the time series to the database.")
+@click.option("--session", default=None, help="replay: the monitor session of the store (default: the latest).")
+@click.option(
+    "--html", "html_path", type=click.Path(path_type=Path), default=None, help="replay: write an HTML page here."
+)
+@click.option("--seed", type=click.IntRange(min=0), default=0, help="replay: the simulation's seed.")
 @o.json_option
 def monitor_command(
     urls: tuple[str, ...],
@@ -136,6 +209,9 @@ def monitor_command(
     fleet_file: Path | None,
     pool: str | None,
     no_store: bool,
+    session: str | None,
+    html_path: Path | None,
+    seed: int,
     as_json: bool,
 ) -> None:
     """Watch live vLLM/SGLang servers' /metrics: rates, queue, KV usage, latency percentiles and headroom.
@@ -147,9 +223,19 @@ def monitor_command(
     `fleet simulate` runs) is fed the live signal every tick and its decision is shown. A server
     that stops answering is shown as down and counted. With --once, exits non-zero only when
     every target is down.
+
+    `servecap monitor replay [HISTORY] --fleet FLEET.yaml [--pool NAME]` is the shadow
+    autoscaler: it replays a recorded history (a monitor store, default --db's latest session, or
+    a Prometheus query_range JSON export of the request rate) through the pool's autoscaler and
+    reports minute by minute the replicas it would have run, cold-start gaps, GPU-hours and $
+    against what ran, and the SLO risk from the engine model (--html for a plot).
     """
     from servecap.app.monitor import MonitorSettings, run_monitor, validate
     from servecap.errors import ServecapError
+
+    if urls and urls[0] == "replay":
+        _replay(urls[1:], db, session, fleet_file, pool, seed, html_path, as_json)
+        return
 
     autoscaler = None
     if fleet_file is not None:
