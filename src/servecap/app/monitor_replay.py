@@ -178,9 +178,7 @@ def replay(history: History, fleet_path: Path, *, pool: str | None = None, seed:
     prompt, output = int(workload.prompt_tokens.value), int(workload.output_tokens.value)
     if history.prompt_tokens is None:
         notes.append(f"the history has no lengths: {prompt:,}/{output:,} tokens assumed (app/defaults.py)")
-    out, _ = fleet_simulate(
-        FleetSimulateRequest(fleet=fleet, workload=workload, seed=seed), base_dir=fleet_path.parent
-    )
+    out, _ = fleet_simulate(FleetSimulateRequest(fleet=fleet, workload=workload, seed=seed), base_dir=fleet_path.parent)
     notes.extend(out.notes)
     lam, slo = break_rate(chosen, f, prompt, output, seed)
     price = (out.cost_usd / out.gpu_hours) if out.gpu_hours > 0 else (chosen.price_per_gpu_hour or 0.0)

@@ -34,6 +34,7 @@ class _Replica:
     waiting_queue_limit: int | None = None
     deployment_options: dict[str, Any] | None = None
     fixed: tuple[float, float] | None = None  # (ttft_s, itl_s): reference mode
+    request_overhead_s: float | None = None  # None: the plan's request_overhead_s less the own HTTP path
 
 
 def _state(r: _Replica) -> Any:
@@ -48,6 +49,7 @@ def _state(r: _Replica) -> Any:
         waiting_queue_limit=r.waiting_queue_limit,
         deployment_options=r.deployment_options,
         enable_control_endpoints=r.control,
+        request_overhead_s=r.request_overhead_s,
     )
 
 
@@ -135,6 +137,13 @@ def _run_replicas(replicas: list[_Replica]) -> None:
     default=False,
     help="Serve POST /servecap/stats/reset (off by default: it changes server state).",
 )
+@click.option(
+    "--request-overhead-ms",
+    type=click.FloatRange(min=0, max=10_000),
+    default=None,
+    help="Per-request server cost charged before the engine sees a request (default: the fitted 7.4 ms "
+    "less the emulator's own ~1 ms HTTP path, so TTFT matches simulate; 0: none).",
+)
 def emulate(
     deployment: DeploymentFlags,
     calibration: Path | None,
@@ -147,6 +156,7 @@ def emulate(
     port: int,
     replicas: int,
     enable_control_endpoints: bool,
+    request_overhead_ms: float | None,
 ) -> None:
     """Serve /v1/completions, /v1/chat/completions, /v1/models, /metrics and /health with the
     simulator's engine timing, in real time."""
@@ -156,6 +166,7 @@ def emulate(
         raise ServecapError("port", port, "must be in 1..65535")
     if port + replicas - 1 > 65535:
         raise ServecapError("replicas", replicas, f"ports {port}..{port + replicas - 1} go past 65535")
+    _check_ports_free(host, port, replicas)  # before any URL is printed (uvicorn's [Errno 98] came after it)
     if (fixed_ttft_s is None) != (fixed_itl_s is None):
         raise ServecapError("fixed_itl_s", fixed_itl_s, "give both --fixed-ttft-s and --fixed-itl-s")
     if fixed_ttft_s is not None and fixed_itl_s is not None:
@@ -188,6 +199,7 @@ def emulate(
             prefix_caching=not no_prefix_caching,
             waiting_queue_limit=waiting_queue_limit,
             deployment_options=stored,
+            request_overhead_s=None if request_overhead_ms is None else request_overhead_ms / 1e3,
         )
         for n in [*notes, *([note] if note else [])]:
             click.echo(f"note: {n}", err=True)
@@ -199,7 +211,6 @@ def emulate(
         click.echo(f"servecap emulate: {what}, on http://{host}:{port}", err=True)
         _serve(base)
         return
-    _check_ports_free(host, port, replicas)
     click.echo(
         f"servecap emulate: {replicas} replicas of {what}, on http://{host}:{port}.."
         f"{port + replicas - 1} (Ctrl-C stops them all)",
