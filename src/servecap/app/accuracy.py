@@ -74,12 +74,11 @@ class AccuracyResponse(BaseModel):
 
 
 def accuracy(req: AccuracyRequest) -> AccuracyResponse:
+    from servecap.app.calibrate import last_usable_run
     from servecap.app.runs import stored_deployment
     from servecap.measure.bench import measured_hit_rate
     from servecap.results import summary_to_json_dict
     from servecap.results.store import RunStore
-
-    from servecap.app.calibrate import last_usable_run
 
     store = RunStore(req.db)
     skipped: list[str] = []
