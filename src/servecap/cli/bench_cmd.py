@@ -82,6 +82,7 @@ def _floats(field: str, text: str | None) -> list[float | None]:
 @hardware_options
 @click.option(
     "--no-enable-prefix-caching",
+    "--no-prefix-caching",
     "no_prefix_caching",
     is_flag=True,
     default=False,

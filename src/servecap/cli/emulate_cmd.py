@@ -113,7 +113,12 @@ def _run_replicas(replicas: list[_Replica]) -> None:
     "--served-model-name", type=click.STRING, default=None, help="Name clients request (default: the model id)."
 )
 @click.option(
-    "--no-enable-prefix-caching", "no_prefix_caching", is_flag=True, default=False, help="Disable prefix caching."
+    "--no-enable-prefix-caching",
+    "--no-prefix-caching",
+    "no_prefix_caching",
+    is_flag=True,
+    default=False,
+    help="Disable prefix caching.",
 )
 @click.option(
     "--waiting-queue-limit",
