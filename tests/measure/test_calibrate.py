@@ -252,3 +252,90 @@ def test_calibration_request_overhead_default_and_bad_value(tmp_path: Path) -> N
     path.write_text(json.dumps(base))
     with pytest.raises(ServecapError, match=r"calibration\.coefficients\.request_overhead_s=-1"):
         load_calibration(path)
+
+
+def _copy_db(db: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    out = tmp_path / "runs.sqlite"
+    shutil.copy(db, out)
+    return out
+
+
+def test_last_is_the_last_usable_measured_run(emulated_run: tuple[Path, str], tmp_path: Path) -> None:
+    """Defect 10: `last` picked a newer simulated or failed run; now it skips them and says so."""
+    from dataclasses import replace
+
+    db, run = emulated_run
+    db = _copy_db(db, tmp_path)
+    store = RunStore(db)
+    stored = store.get_run(run)
+    store.save_simulated(
+        run_id="sim-2", model="m", mode="open", settings={}, records=[], summary=stored.summary, created_at="2999-01-01"
+    )
+    store.save_measured(
+        run_id="failed-3",
+        url="http://x",
+        model="m",
+        mode="open",
+        settings={"deployment": DEPLOYMENT},
+        requests=[],
+        summary=replace(stored.summary, completed=0),
+        wall_duration_s=1.0,
+        interrupted=True,
+        created_at="2999-01-02",
+    )
+    res = CliRunner().invoke(cli, ["accuracy", "last", "--db", str(db), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["run_id"] == run
+    (note,) = [n for n in data["notes"] if "skipped newer" in n]
+    assert "failed-3 (no request completed (interrupted))" in note and "sim-2 (a simulated run)" in note
+    res = CliRunner().invoke(cli, ["calibrate", "last", "--db", str(db), "-o", str(tmp_path / "c.json"), "--json"])
+    assert res.exit_code == 0, res.output
+    # nothing usable: one error naming what was skipped
+    empty = tmp_path / "empty.sqlite"
+    RunStore(empty).save_simulated(
+        run_id="only-sim", model="m", mode="open", settings={}, records=[], summary=stored.summary
+    )
+    res = CliRunner().invoke(cli, ["accuracy", "last", "--db", str(empty)])
+    assert res.exit_code != 0 and "only-sim (a simulated run)" in str(res.exception)
+
+
+def test_accuracy_on_an_interrupted_run_cuts_the_simulation(emulated_run: tuple[Path, str], tmp_path: Path) -> None:
+    """Defect 14: an interrupted run compared its completed requests with the whole simulation
+    ("completed 27 vs 300"); now the simulation stops at the same time."""
+    db, run = emulated_run
+    db = _copy_db(db, tmp_path)
+    store = RunStore(db)
+    stored = store.get_run(run)
+    requests = store.get_requests(run)
+    cut = 1.5  # seconds into the run
+    kept = [r for r in requests if r.scheduled_s <= cut]
+    from servecap.measure.records import to_records
+    from servecap.results import summarize
+
+    done = [r for r in to_records(kept) if r.end_s is not None and r.end_s <= cut]
+    store.save_measured(
+        run_id="cut-1",
+        url="http://emulator",
+        model="m",
+        mode="open",
+        settings=stored.settings,
+        requests=[r for r in kept if r.end_s is not None and r.end_s <= cut],
+        summary=summarize(done, duration_s=cut),
+        wall_duration_s=cut,
+        interrupted=True,
+    )
+    cal = tmp_path / "true.json"
+    coefficients = {"bandwidth_efficiency": 0.7, "compute_efficiency": 0.5, "step_overhead_s": 0.003}
+    coefficients["prefill_s_per_token"] = 4e-6
+    cal.write_text(json.dumps({"model": DEPLOYMENT["model"], "gpu": "H100", "coefficients": coefficients}))
+    res = CliRunner().invoke(cli, ["accuracy", "cut-1", "--db", str(db), "--calibration", str(cal), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    rows = {r["metric"]: r for r in out["metrics"]}
+    measured, predicted = rows["completed"]["measured"], rows["completed"]["predicted"]
+    assert measured == len(done) < 60
+    assert abs(predicted - measured) <= max(3, 0.15 * measured)  # not 60
+    assert any("cut at the same time" in n for n in out["notes"])

@@ -103,8 +103,9 @@ def test_cli_once_json_against_the_emulator(emulator: str, tmp_path: Path) -> No
     )
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
-    assert data["replicas_up"] == 1 and data["headroom"]["capacity_source"] == "plan"
-    assert "of capacity" in data["headroom"]["summary"]
+    # no request finished in the window: the mix (and so the engine model's headroom) is unknown
+    assert data["replicas_up"] == 1 and data["headroom"] is None
+    assert any("no headroom yet" in n for n in data["notes"])
 
 
 def test_cli_every_target_down_exits_non_zero() -> None:

@@ -74,22 +74,33 @@ class AccuracyResponse(BaseModel):
 
 
 def accuracy(req: AccuracyRequest) -> AccuracyResponse:
+    from servecap.app.calibrate import last_usable_run
     from servecap.app.runs import stored_deployment
     from servecap.measure.bench import measured_hit_rate
     from servecap.results import summary_to_json_dict
     from servecap.results.store import RunStore
 
     store = RunStore(req.db)
-    run = store.get_run(req.run)
-    predicted, notes = predicted_summary(run.settings, stored_deployment(run), req.calibration)
+    skipped: list[str] = []
+    if req.run == "last":
+        run, skipped = last_usable_run(store)
+    else:
+        run = store.get_run(req.run)
+    window = run.wall_duration_s if run.interrupted and run.wall_duration_s > 0 else None
+    predicted, notes = predicted_summary(run.settings, stored_deployment(run), req.calibration, window_s=window)
+    if skipped:
+        notes.append(f"last usable measured run {run.run_id}; skipped newer: {'; '.join(skipped[:5])}")
     measured = summary_to_json_dict(run.summary)
     if measured.get("prefix_cache_hit_rate") is None:  # stored before the rate was kept
         measured["prefix_cache_hit_rate"] = measured_hit_rate(
             [t for t in store.get_requests(run.run_id) if not t.trimmed]
         )
     check_hit_rates(run.run_id, measured.get("prefix_cache_hit_rate"), predicted.get("prefix_cache_hit_rate"))
-    if run.interrupted:
-        notes.append("the run was interrupted: it is compared over the requests it completed")
+    if window is not None:
+        notes.append(
+            f"the run was interrupted after {window:,.1f} s: the simulation is cut at the same time "
+            "(requests sent by then, completed by then), and both compare the requests they completed"
+        )
     return AccuracyResponse(run_id=run.run_id, metrics=comparison(measured, predicted), notes=notes)
 
 
@@ -112,9 +123,13 @@ def predicted_summary(
     settings: dict[str, Any],
     deployment: dict[str, Any],
     calibration: Path | None,
+    *,
+    window_s: float | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Simulate the run's stored workload, seed and deployment; summarize the requests the
-    measurement summarized (warm-up and cool-down trimmed the same way)."""
+    measurement summarized (warm-up and cool-down trimmed the same way). ``window_s``: an
+    interrupted run's length: requests that arrive later are not sent, and those still running
+    then did not complete (an error ``interrupted``), as in the measurement."""
     import numpy as np
 
     from servecap.app.flags import efficiency_from_file
@@ -141,6 +156,14 @@ def predicted_summary(
     setup = engine_setup_from_plan(plan(dep, efficiency=eff), enable_prefix_caching=caching)
     res = simulate(setup, spec, np.random.default_rng(int(settings.get("seed", 0))), slo=slo, record_token_times=True)
     records = res.records()
+    if window_s is not None:
+        from dataclasses import replace
+
+        records = [
+            r if r.end_s is not None and r.end_s <= window_s else replace(r, end_s=None, error=r.error or "interrupted")
+            for r in records
+            if r.arrival_s <= window_s
+        ]
     warm, cool = float(settings.get("warmup_s") or 0.0), float(settings.get("cooldown_s") or 0.0)
     if records and (warm > 0 or cool > 0):
         last = max(r.arrival_s for r in records)

@@ -56,6 +56,39 @@ class CalibrateResponse(BaseModel):
     steps: list[RunSteps]
 
 
+def usable_problem(run: Any) -> str | None:
+    """Why a stored run cannot be calibrated or compared against (None: it can): a simulated
+    run, no completed request, or no stored deployment."""
+    if run.kind != "measured":
+        return f"a {run.kind} run"
+    if run.summary.completed <= 0:
+        return "no request completed" + (" (interrupted)" if run.interrupted else "")
+    if not isinstance(run.settings.get("deployment"), dict):
+        return "no stored deployment"
+    return None
+
+
+def last_usable_run(store: Any, scan: int = 200) -> tuple[Any, list[str]]:
+    """``last`` as `calibrate` and `accuracy` mean it: the newest measured run that completed
+    requests and stored its deployment, and the newer runs skipped ("id (why)"); the error names
+    the runs it skipped and why."""
+    skipped: list[str] = []
+    for run in store.list_runs(limit=scan):
+        problem = usable_problem(run)
+        if problem is None:
+            return run, skipped
+        skipped.append(f"{run.run_id} ({problem})")
+    if not skipped:
+        raise ServecapError("run", "last", f"no runs in {store.path}")
+    shown = "; ".join(skipped[:5]) + (f"; and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+    raise ServecapError(
+        "run",
+        "last",
+        f"no usable measured run (completed requests and a stored deployment) among the last {len(skipped)}: "
+        f"skipped {shown}",
+    )
+
+
 def calibrate(req: CalibrateRequest) -> CalibrateResponse:
     from datetime import UTC, datetime
 
@@ -71,7 +104,7 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
     rows, requests = [], []
     deployment: dict[str, Any] | None = None
     for name in req.runs:
-        row = store.get_run(name)
+        row = last_usable_run(store)[0] if name == "last" else store.get_run(name)
         key = {k: v for k, v in stored_deployment(row).items() if k != "calibration"}
         if deployment is not None and key != deployment:
             raise ServecapError("run", row.run_id, "was measured on another deployment than the first run")

@@ -39,6 +39,9 @@ class CapacityResponse(BaseModel):
     closed_loop: bool
     unit: str
     max_load: float
+    # the search's bracket: the largest load that met the SLOs and the smallest that missed them
+    # (the break point lies between; None when no searched load missed)
+    max_load_bracket: tuple[float, float | None]
     planner_load: float
     plan_load: float | None  # `servecap plan` with its defaults (single requests, duty cycle 0.2)
     slo: dict[str, Any]
@@ -65,17 +68,30 @@ class CapacityResponse(BaseModel):
         return data
 
 
-def _plan_load(built: Built, stream: StreamFlags, slo: Slo, closed: bool) -> float:
-    """What `servecap plan` says for the same flags: one request shape, no history, duty cycle 0.2."""
+def _plan_load(built: Built, stream: StreamFlags, slo: Slo, closed: bool, think: float | None) -> float:
+    """What `servecap plan` says for the same flags: one request shape, no history, and the same
+    user model (``think`` seconds between answers; None: a request every 30 s, app/defaults.py)."""
+    from servecap.app import defaults
     from servecap.core.plan import plan
 
-    p = plan(
-        built.plan.deployment,
-        request=RequestShape(stream.prompt_tokens, stream.output_tokens),
-        slo=slo,
-        efficiency=built.plan.efficiency,
-        costs=CostInputs(),
-    )
+    shape = RequestShape(stream.prompt_tokens, stream.output_tokens)
+    p = plan(built.plan.deployment, request=shape, slo=slo, efficiency=built.plan.efficiency, costs=CostInputs())
+    if closed and p.batch > 0:
+        generating = p.ttft_s + max(0, shape.output_tokens - 1) * p.tpot_s
+        duty = (
+            defaults.duty_cycle(generating)
+            if think is None
+            else min(1.0, generating / (generating + think))
+            if generating + think > 0
+            else 1.0
+        )
+        p = plan(
+            built.plan.deployment,
+            request=shape,
+            slo=slo,
+            efficiency=built.plan.efficiency,
+            costs=CostInputs(duty_cycle=max(duty, 1e-9)),
+        )
     return float(p.users_served) if closed else p.output_tokens_per_s_total / max(1, stream.output_tokens)
 
 
@@ -105,8 +121,8 @@ def capacity(
     w = built.workload
     closed = w.users is not None
     unit = "users" if closed else "req/s"
-    plan_load = _plan_load(built, stream, slo, closed) if stream is not None else None
     think = dist_mean(w.users.think_time_s) if w.users is not None else None
+    plan_load = _plan_load(built, stream, slo, closed, think) if stream is not None else None
     turns = dist_mean(w.users.turns) if w.users is not None else 1.0
     prompt = built.plan.request.prompt_tokens
     generating = built.plan.ttft_s + max(0, built.plan.request.output_tokens - 1) * built.plan.tpot_s
@@ -139,7 +155,7 @@ def capacity(
         ),
         Assumption(
             name="between answers" if closed else "arrivals",
-            plan="duty cycle 20%" if stream else None,
+            plan=(f"think time {think:g} s" if think is not None else "open loop") if stream else None,
             closed_form=(
                 f"think time {think:g} s (duty cycle {duty:.0%})"
                 if duty is not None
@@ -168,6 +184,7 @@ def capacity(
         closed_loop=closed,
         unit=unit,
         max_load=result.max_load,
+        max_load_bracket=(result.max_load, result.min_failing_load),
         planner_load=result.planner_load,
         plan_load=plan_load,
         slo={"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "percentile": 99},
@@ -198,14 +215,18 @@ def _why(
 ) -> str:
     """One line: why plan, the closed form and the simulation give different numbers."""
     causes = []
-    if stream is not None and plan_load is not None:
-        if turns > 1:
-            causes.append(
-                f"capacity's {turns:g}-turn chats resend their history (mean prompt {prompt:,} vs "
-                f"plan's {stream.prompt_tokens:,} tokens)"
-            )
-        if duty is not None:
-            causes.append(f"{think:g} s think time is a {duty:.0%} duty cycle, plan assumes 20%")
+    if stream is not None and plan_load is not None and turns > 1:
+        causes.append(
+            f"capacity's {turns:g}-turn chats resend their history (mean prompt {prompt:,} vs "
+            f"plan's {stream.prompt_tokens:,} tokens)"
+        )
+    if simulated > closed_form and turns > 1:
+        causes.append(
+            "the simulation serves more than the closed form: the resent history hits the prefix cache, "
+            "so most of each prompt is not prefilled again (the closed form prefills it all)"
+        )
+    elif simulated > closed_form:
+        causes.append("the simulation serves more than the closed form: its TPOT is below the closed form's")
     causes.append("plan's SLOs are steady-state means, capacity's are p99s with queueing")
     line = (
         f"why the numbers differ ({'plan ' + fmt(plan_load) + ', ' if plan_load is not None else ''}"
@@ -242,8 +263,11 @@ def capacity_from_flags(
     """``servecap capacity`` (and ``POST /api/v1/capacity``) from its flags: the default
     interactive SLO when none is given (checked at p99), a 600 s run of chat users unless told
     otherwise; returns the response, the built run and the SLO used."""
+    from servecap.app import defaults
+    from servecap.app.flags import deployment_from_flags, efficiency_from_file
     from servecap.app.inputs import slo_from_ms
     from servecap.app.simulate import build
+    from servecap.core.plan import plan
     from servecap.specs.perf import INTERACTIVE_SLO
 
     if ttft_slo_ms is None and tpot_slo_ms is None:
@@ -261,6 +285,19 @@ def capacity_from_flags(
         )
     if workload is None and closed and duration_s is None:
         duration_s = 600.0
+    if workload is None and closed:
+        turns = turns if turns is not None else defaults.TURNS
+    default_think = workload is None and closed and think_time_s is None
+    if default_think:
+        # the default user model: a request every 30 s, the answer included (app/defaults.py)
+        probe = plan(
+            deployment_from_flags(deployment)[0],
+            request=RequestShape(stream.prompt_tokens, stream.output_tokens),
+            slo=slo,
+            efficiency=efficiency_from_file(calibration, deployment_from_flags(deployment)[0])[0],
+        )
+        generating = probe.ttft_s + max(0, stream.output_tokens - 1) * probe.tpot_s if probe.batch > 0 else 0.0
+        think_time_s = round(defaults.think_time_s(generating), 2)
     built = build(
         deployment=deployment,
         calibration=calibration,
@@ -288,4 +325,10 @@ def capacity_from_flags(
         progress=progress,
         limits=limits,
     )
+    if default_think:
+        response.notes.insert(
+            0,
+            f"users: one request every {defaults.REQUEST_INTERVAL_S:g} s each (the default user model, "
+            f"app/defaults.py): {think_time_s:g} s think time between answers, one turn",
+        )
     return response, built, slo

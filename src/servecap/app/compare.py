@@ -58,6 +58,8 @@ class CandidateOut(BaseModel):
     usd_per_user_month: float | None
     usd_per_million_tokens: float | None
     problem: str | None
+    limited_by: str | None = None  # what caps the batch: kv_cache, max_num_seqs, tpot_slo, ttft_slo
+    bottleneck: str | None = None  # the decode step at that batch: memory or compute
 
 
 class CompareResponse(BaseModel):
@@ -144,6 +146,8 @@ def compare(request: CompareRequest) -> CompareResponse:
                 usd_per_user_month=c.usd_per_user_month,
                 usd_per_million_tokens=c.plan.cost.usd_per_million_tokens if c.plan else None,
                 problem=c.problem,
+                limited_by=c.plan.batch_limited_by if c.plan else None,
+                bottleneck=c.plan.bottleneck if c.plan else None,
             )
         )
     unpriced = sorted({g.id for g in gpu_list if g.id not in prices and g.rent_usd_per_hour is None})
@@ -156,6 +160,40 @@ def compare(request: CompareRequest) -> CompareResponse:
         candidates=rows,
         unpriced_gpus=unpriced,
     )
+
+
+def merged_rows(rows: list[CandidateOut]) -> list[tuple[CandidateOut, list[tuple[str, str]]]]:
+    """Rows that differ only in dtypes yet plan the same (same GPU, count, users, latencies to the
+    millisecond and prices: e.g. INT4 weights on a GPU where the TPOT SLO, not memory, caps the batch) shown once,
+    with every (weights, KV) dtype pair that gives them, in rank order."""
+    out: list[tuple[CandidateOut, list[tuple[str, str]]]] = []
+    index: dict[tuple[object, ...], int] = {}
+    for r in rows:
+        key = (
+            r.gpu,
+            r.num_gpus,
+            r.users_served,
+            None if r.tpot_s is None else round(r.tpot_s * 1e3),  # whole ms, as the table shows them
+            None if r.ttft_s is None else round(r.ttft_s * 1e3),
+            r.usd_per_hour,
+            r.problem,
+        )
+        if key in index:
+            out[index[key]][1].append((r.weights_dtype, r.kv_cache_dtype))
+            continue
+        index[key] = len(out)
+        out.append((r, [(r.weights_dtype, r.kv_cache_dtype)]))
+    return out
+
+
+def dtype_columns(pairs: list[tuple[str, str]]) -> tuple[str, str]:
+    """The weights and KV cells of merged pairs: each list when every pairing is there, else the
+    pairs themselves in the weights cell ("bf16/fp8, int4/bf16") and "(weights/KV)"."""
+    weights = list(dict.fromkeys(w for w, _ in pairs))
+    kvs = list(dict.fromkeys(k for _, k in pairs))
+    if len(set(pairs)) == len(weights) * len(kvs):
+        return ", ".join(weights), ", ".join(kvs)
+    return ", ".join(f"{w}/{k}" for w, k in pairs), "(weights/KV)"
 
 
 def compare_request(**values: object) -> CompareRequest:

@@ -131,6 +131,25 @@ def parse_rope_scaling(text: str | None) -> RopeScaling | None:
     return RopeScaling(str(rope_type), float(factor), original)
 
 
+def fp4_note(asked: str | None, name: str, compute: str, gpu: Any) -> str | None:
+    """What a 4-bit float weight format means on this GPU: ``-w fp4`` is read as NVFP4 (said,
+    not silent), and on a GPU without FP4 tensor cores (Hopper, Ampere) the weights still take
+    4.5 bits but their GEMMs are priced at the next wider rate it has (``GpuSpec.dense_tflops``);
+    None when there is nothing to say."""
+    if compute != "fp4":
+        return None
+    parts = []
+    if asked is not None and asked.strip().lower() == "fp4":
+        parts.append(f"-w fp4 read as {name} (NVIDIA's FP4 format; -w mxfp4 for the OCP one)")
+    if not getattr(gpu, "fp4_dense_tflops", None):
+        rate = "FP8" if getattr(gpu, "fp8_dense_tflops", None) else "BF16"
+        parts.append(
+            f"{gpu.id} has no FP4 tensor cores: {name} weights take 4.5 bits each, their GEMMs are priced at "
+            f"its {rate} rate"
+        )
+    return "; ".join(parts) or None
+
+
 def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]]:
     """Specs from names, vLLM's defaults resolved; also returns notes on the defaults used."""
     from servecap.catalog import load_gpu_file, lookup_gpu, resolve_model
@@ -176,6 +195,9 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
     )
     if max_model_len is None:
         notes.append(f"max_model_len {dep.engine.max_model_len} (the model's max_position_embeddings)")
+    fp4 = fp4_note(weights_dtype, dep.weights_dtype.name, dep.weights_dtype.compute, spec_gpu)
+    if fp4:
+        notes.append(fp4)
     if max_num_seqs is None or max_num_batched_tokens is None:
         notes.append(
             f"vLLM API-server defaults for {spec_gpu.id}: max_num_seqs {dep.engine.max_num_seqs}, "

@@ -50,9 +50,10 @@ from servecap.workload import RequestArrays, WorkloadSpec
 from servecap.workload.mix_spec import SloSpec
 
 HOURS_PER_MONTH = 730.0
+# the one default request shape of plan, capacity, fleet plan and bench (app/defaults.py)
 DEFAULT_WORKLOAD: dict[str, Any] = {
-    "prompt_tokens": {"kind": "lognormal", "median": 400, "sigma": 0.8, "max": 6000},
-    "output_tokens": {"kind": "lognormal", "median": 200, "sigma": 0.6, "max": 1500},
+    "prompt_tokens": {"kind": "fixed", "value": 1024},
+    "output_tokens": {"kind": "fixed", "value": 128},
 }
 
 

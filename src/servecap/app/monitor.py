@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict
 
 from servecap.errors import ServecapError
 from servecap.monitor.advice import Advice, Advisor
+from servecap.monitor.engine_headroom import EngineHeadroom, EngineModel, engine_headroom
 from servecap.monitor.headroom import Capacity, Headroom, capacity_from_cache_config, headroom
+from servecap.monitor.observed import ObservedMix, observed_mix
 from servecap.monitor.scrape import Down, metrics_url, scrape_all
 from servecap.monitor.snapshot import Snapshot
 from servecap.monitor.store import MonitorStore
@@ -54,7 +56,12 @@ class TargetReport(_Model):
 
 
 class HeadroomReport(_Model):
+    """``capacity_source`` "engine_model": load and capacity are request rates per replica (the
+    observed rate and the SLO break rate, with their 95% intervals); "cache_config_info": requests
+    in the server against the KV pool's concurrency (no SLO in it)."""
+
     replicas_up: int
+    unit: str = "req/s"  # of load_per_replica and capacity_per_replica
     load_per_replica: float
     capacity_per_replica: float
     capacity_source: str
@@ -63,6 +70,17 @@ class HeadroomReport(_Model):
     traffic_headroom: float | None
     queueing: bool
     summary: str
+    load_interval: tuple[float, float] | None = None
+    capacity_interval: tuple[float, float] | None = None
+    traffic_headroom_interval: tuple[float, float] | None = None
+    prompt_tokens: float | None = None  # the observed mix the engine model ran
+    output_tokens: float | None = None
+    prefix_hit_rate: float | None = None
+    observed_tpot_s: float | None = None
+    observed_ttft_s: float | None = None
+    step_time_scale: float | None = None  # calibration: the model's step time x this
+    step_time_scale_interval: tuple[float, float] | None = None
+    ttft_residual: float | None = None
 
 
 class AutoscalerReport(_Model):
@@ -111,9 +129,37 @@ def _window(w: WindowStats | None) -> WindowReport | None:
     )
 
 
+def _engine_headroom(h: EngineHeadroom) -> HeadroomReport:
+    m, c = h.mix, h.calibration
+    return HeadroomReport(
+        replicas_up=h.replicas_up,
+        unit="req/s",
+        load_per_replica=m.rate_per_s,
+        capacity_per_replica=h.break_rate_per_s,
+        capacity_source="engine_model",
+        limited_by=h.limited_by,
+        utilization=h.utilization,
+        traffic_headroom=h.traffic_headroom,
+        queueing=h.queueing,
+        summary=h.summary(),
+        load_interval=m.rate_interval(),
+        capacity_interval=h.break_interval,
+        traffic_headroom_interval=h.headroom_interval,
+        prompt_tokens=m.prompt_tokens,
+        output_tokens=m.output_tokens,
+        prefix_hit_rate=m.prefix_hit_rate,
+        observed_tpot_s=m.tpot_mean_s,
+        observed_ttft_s=m.ttft_mean_s,
+        step_time_scale=c.scale,
+        step_time_scale_interval=h.scale_interval,
+        ttft_residual=c.ttft_residual,
+    )
+
+
 def _headroom(h: Headroom) -> HeadroomReport:
     return HeadroomReport(
         replicas_up=h.replicas_up,
+        unit="requests",
         load_per_replica=h.load_per_replica,
         capacity_per_replica=h.capacity.requests_per_replica,
         capacity_source=h.capacity.source,
@@ -151,8 +197,10 @@ class MonitorSettings:
     once: bool = False
     db: Path | None = None
     store: bool = True
-    capacity: Capacity | None = None  # from the plan; else read from vllm:cache_config_info
+    engine_model: EngineModel | None = None  # the deployment: headroom from the engine model
+    capacity: Capacity | None = None  # without one: the KV pool of vllm:cache_config_info
     tokens_per_request: int = 1024 + 128
+    headroom_every_s: float = 30.0  # live: the engine model is re-run at most this often
     timeout_s: float = 2.0
     autoscaler: PoolAutoscaler | None = None  # --fleet/--pool: advice from the pool's autoscaler
 
@@ -178,6 +226,50 @@ def validate(settings: MonitorSettings) -> MonitorSettings:
     return replace(settings, urls=urls)
 
 
+NO_MIX = "no headroom yet: no request finished in the window (the mix is read from finished requests)"
+
+
+class EngineHeadroomCache:
+    """The engine-model headroom, re-run when the mix moved (rate, lengths, hit rate or TPOT by
+    more than 10%) or ``every_s`` passed; in between the last answer's break rate is compared
+    with the current rate. A search takes about a second, a scrape interval is 2 s."""
+
+    def __init__(self, model: EngineModel, every_s: float) -> None:
+        self.model, self.every_s = model, every_s
+        self.last: tuple[float, ObservedMix, EngineHeadroom] | None = None
+
+    def _moved(self, a: ObservedMix, b: ObservedMix) -> bool:
+        pairs = (
+            (a.rate_per_s, b.rate_per_s),
+            (a.prompt_tokens, b.prompt_tokens),
+            (a.output_tokens, b.output_tokens),
+            (a.tpot_mean_s or 0.0, b.tpot_mean_s or 0.0),
+        )
+        return any(abs(x - y) > 0.1 * max(abs(x), abs(y), 1e-9) for x, y in pairs) or (
+            abs(a.prefix_hit_rate - b.prefix_hit_rate) > 0.1
+        )
+
+    def headroom(self, time_s: float, fleet: WindowStats, replicas_up: int, notes: list[str]) -> EngineHeadroom | None:
+        mix = observed_mix(fleet, replicas_up)
+        if mix is None:
+            if NO_MIX not in notes:
+                notes.append(NO_MIX)
+            return None
+        if NO_MIX in notes:
+            notes.remove(NO_MIX)
+        if self.last is not None:
+            t, seen, h = self.last
+            if time_s - t < self.every_s and not self._moved(seen, mix):
+                queueing = (fleet.waiting or 0.0) > 0 and mix.rate_per_s >= h.break_rate_per_s
+                return replace(h, mix=mix, replicas_up=replicas_up, queueing=queueing)
+        h = engine_headroom(self.model, mix, replicas_up, waiting=fleet.waiting or 0.0)
+        for n in h.notes:
+            if n not in notes:
+                notes.append(n)
+        self.last = (time_s, mix, h)
+        return h
+
+
 def _capacity(settings: MonitorSettings, latest: Sequence[Snapshot | Down], notes: list[str]) -> Capacity | None:
     if settings.capacity is not None:
         return settings.capacity
@@ -189,7 +281,13 @@ def _capacity(settings: MonitorSettings, latest: Sequence[Snapshot | Down], note
     return None
 
 
-def report(tick: Tick, settings: MonitorSettings, notes: list[str], advisor: Advisor | None = None) -> MonitorReport:
+def report(
+    tick: Tick,
+    settings: MonitorSettings,
+    notes: list[str],
+    advisor: Advisor | None = None,
+    engine: EngineHeadroomCache | None = None,
+) -> MonitorReport:
     """The tick as a :class:`MonitorReport` (headroom when a capacity is known and a window exists;
     the autoscaler's decision on this tick when an ``advisor`` is given: it keeps its state)."""
     targets = [
@@ -205,9 +303,15 @@ def report(tick: Tick, settings: MonitorSettings, notes: list[str], advisor: Adv
         for t in tick.targets
     ]
     hr = None
-    cap = _capacity(settings, tick.latest, notes)
-    if cap is not None and tick.fleet is not None and tick.replicas_up:
-        hr = _headroom(headroom(tick.fleet, tick.replicas_up, cap))
+    if settings.engine_model is not None:
+        engine = engine or EngineHeadroomCache(settings.engine_model, settings.headroom_every_s)
+        if tick.fleet is not None and tick.replicas_up:
+            eh = engine.headroom(tick.time_s, tick.fleet, tick.replicas_up, notes)
+            hr = _engine_headroom(eh) if eh is not None else None
+    else:
+        cap = _capacity(settings, tick.latest, notes)
+        if cap is not None and tick.fleet is not None and tick.replicas_up:
+            hr = _headroom(headroom(tick.fleet, tick.replicas_up, cap))
     advice = None
     if advisor is not None:
         a = advisor.advise(tick.time_s, replica_views(tick.latest, advisor.pool), tick.fleet)
@@ -247,6 +351,11 @@ async def run_monitor(
     notes: list[str] = []
     watch = Watch(settings.urls, settings.window_s)
     advisor = None
+    engine = (
+        EngineHeadroomCache(settings.engine_model, settings.headroom_every_s)
+        if settings.engine_model is not None
+        else None
+    )
     if settings.autoscaler is not None:
         pa = settings.autoscaler
         advisor = Advisor(pa.settings, pa.pool, pa.source)
@@ -270,7 +379,7 @@ async def run_monitor(
             rounds += 1
             if store is not None and rounds > 1:
                 _store(store, tick)
-            last = report(tick, settings, notes, advisor)
+            last = report(tick, settings, notes, advisor, engine)
             if not settings.once or rounds >= 2:
                 on_report(last)
             if settings.once and rounds >= 2:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from servecap.core.levers import Lever
     from servecap.core.plan import Plan
 
-DEFAULT_DUTY_CYCLE = 0.2
+DEFAULT_DUTY_CYCLE = 0.2  # the duty cycle of a plan without a deployment to derive it from (core's CostInputs)
 FLEET_POINTER = (
     "a closed-form count: for the simulated answer (queueing, p99 latency, a router across "
     "replicas) see `servecap fleet plan`"
@@ -44,8 +44,9 @@ class PlanRequest:
     prompt_tokens: int = 1024
     output_tokens: int = 128
     turns: int = 1
-    duty_cycle: float | None = None  # None: 0.2, or derived from think_time_s
+    duty_cycle: float | None = None  # None: derived from think_time_s, else from request_interval_s
     think_time_s: float | None = None
+    request_interval_s: float | None = None  # None: app.defaults.REQUEST_INTERVAL_S (a request every 30 s)
     ttft_slo_ms: float | None = None
     tpot_slo_ms: float | None = None
     no_slo: bool = False  # plan without any SLO (the largest batch memory and max_num_seqs allow)
@@ -74,6 +75,7 @@ class PlanResponse:
     think_time_s: float | None = None
     peak_users: int | None = None
     replicas: int | None = None
+    request_interval_s: float | None = None  # the user model when neither duty cycle nor think time is given
     peak_tok_s: float | None = None
     replicas_for_tok_s: int | None = None
 
@@ -85,6 +87,7 @@ class PlanResponse:
         data["slo"] = _flat_dict(self.slo)
         data["turns"] = self.turns
         data["think_time_s"] = self.think_time_s
+        data["request_interval_s"] = self.request_interval_s
         data["notes"] = self.notes
         data["levers"] = [_flat_dict(lever) for lever in self.levers]
         if self.peak_users is not None:
@@ -97,6 +100,29 @@ class PlanResponse:
 
     def to_json(self) -> str:
         return dumps_json(self.to_dict())
+
+
+def fleet_plan_command(r: PlanRequest, model_id: str, request_interval_s: float | None) -> str:
+    """The ``servecap fleet plan`` command for the same deployment, request shape, SLOs and users
+    as ``r`` (every flag ``plan`` was given that ``fleet plan`` takes), ready to run as printed."""
+    import shlex
+
+    d = r.deployment
+    args = ["servecap", "fleet", "plan", "-m", model_id, "-g", d.gpu or ""]
+    tp = d.tp if d.tp is not None else (d.num_gpus // max(1, d.pp) if d.num_gpus is not None else None)
+    for flag, value in (
+        ("--tp", tp if tp is not None and tp > 1 else None),
+        ("-w", d.weights_dtype),
+        ("-k", d.kv_cache_dtype if d.kv_cache_dtype != "auto" else None),
+        ("-l", d.max_model_len),
+        ("--peak-users", r.peak_users),
+        ("--ttft-slo-ms", f"{r.ttft_slo_ms:g}" if r.ttft_slo_ms is not None else None),
+        ("--tpot-slo-ms", f"{r.tpot_slo_ms:g}" if r.tpot_slo_ms is not None else None),
+        ("--request-interval-s", f"{request_interval_s:.3g}" if request_interval_s else None),
+    ):
+        if value is not None:
+            args += [flag, str(value)]
+    return shlex.join(args)
 
 
 def _flat_dict(obj: Any) -> dict[str, Any]:
@@ -153,8 +179,17 @@ def plan(request: PlanRequest) -> PlanResponse:
         raise ServecapError("turns", r.turns, "must be between 1 and 1000")
     if r.think_time_s is not None and not 0 <= r.think_time_s <= 86_400:
         raise ServecapError("think_time_s", r.think_time_s, "must be between 0 and 86,400 seconds")
-    if r.think_time_s is not None and r.duty_cycle is not None:
-        raise ServecapError("duty_cycle", r.duty_cycle, "give --duty-cycle or --think-time-s, not both")
+    given = [n for n, v in (("duty_cycle", r.duty_cycle), ("think_time_s", r.think_time_s)) if v is not None]
+    if r.request_interval_s is not None:
+        given.append("request_interval_s")
+        if not 0 < r.request_interval_s <= 86_400:
+            raise ServecapError("request_interval_s", r.request_interval_s, "must be between 0 and 86,400 seconds")
+    if len(given) > 1:
+        raise ServecapError(
+            given[0],
+            getattr(r, given[0]),
+            "give one of --duty-cycle, --think-time-s and --request-interval-s (they say the same thing)",
+        )
     shape = request_shape(r.prompt_tokens, r.output_tokens)
     if r.turns > 1:
         prompt = round(chat_prompt_tokens(r.prompt_tokens, r.output_tokens, r.turns))
@@ -164,12 +199,28 @@ def plan(request: PlanRequest) -> PlanResponse:
             f"({r.prompt_tokens:,} new + (turns - 1) / 2 x {r.prompt_tokens + r.output_tokens:,})"
         )
     elif r.prompt_tokens == 1024 and r.output_tokens == 128:
-        notes.append("request shape 1,024 prompt + 128 output tokens (vLLM's benchmark random-dataset default)")
+        notes.append(
+            "request shape 1,024 prompt + 128 output tokens: the default of plan, capacity, fleet plan and "
+            "bench (vLLM's benchmark random-dataset default)"
+        )
     slo = slo_used(r.ttft_slo_ms, r.tpot_slo_ms, no_slo=r.no_slo)
     duty = r.duty_cycle if r.duty_cycle is not None else DEFAULT_DUTY_CYCLE
     costs = cost_inputs(r.price_per_hour, r.purchase_price, duty)
     spec_slo = Slo(slo.ttft_s, slo.tpot_s)
     p = make_plan(dep, request=shape, slo=spec_slo, efficiency=eff, costs=costs)
+    interval = None
+    if r.duty_cycle is None and r.think_time_s is None and p.batch > 0:
+        from servecap.app import defaults
+
+        interval = r.request_interval_s if r.request_interval_s is not None else defaults.REQUEST_INTERVAL_S
+        generating = p.ttft_s + max(0, shape.output_tokens - 1) * p.tpot_s
+        duty = defaults.duty_cycle(generating, interval)
+        costs = cost_inputs(r.price_per_hour, r.purchase_price, duty)
+        p = make_plan(dep, request=shape, slo=spec_slo, efficiency=eff, costs=costs)
+        notes.append(
+            f"users: one request every {interval:g} s each (the default user model, app/defaults.py): a user "
+            f"generates {generating:.1f} s of it, a duty cycle of {duty:.1%} (Little's law)"
+        )
     if r.think_time_s is not None and p.batch > 0:
         generating = p.ttft_s + max(0, shape.output_tokens - 1) * p.tpot_s
         duty = min(1.0, generating / (generating + r.think_time_s))
@@ -184,10 +235,12 @@ def plan(request: PlanRequest) -> PlanResponse:
         if r.peak_users < 0:
             raise ServecapError("peak_users", r.peak_users, "must be >= 0")
         replicas = replicas_needed(r.peak_users, p.users_served) if p.users_served else None
+        if interval is None and p.batch > 0 and duty > 0:
+            interval = (p.ttft_s + max(0, shape.output_tokens - 1) * p.tpot_s) / duty
         notes.append(
             f"replicas for {r.peak_users:,} users: {FLEET_POINTER} "
-            f"(`servecap fleet plan -m {dep.model.id} -g {dep.gpu.id} --peak-users {r.peak_users}`; "
-            "it counts users at one request per --request-interval-s instead of a duty cycle)"
+            f"(`{fleet_plan_command(r, dep.model.id, interval)}`; "
+            "it counts users at one request per --request-interval-s: the plan's duty cycle as an interval)"
         )
     if r.peak_tok_s is not None:
         if not 0 <= r.peak_tok_s < 1e12:
@@ -203,6 +256,7 @@ def plan(request: PlanRequest) -> PlanResponse:
         think_time_s=r.think_time_s,
         peak_users=r.peak_users,
         replicas=replicas,
+        request_interval_s=interval,
         peak_tok_s=r.peak_tok_s,
         replicas_for_tok_s=replicas_tok_s,
     )

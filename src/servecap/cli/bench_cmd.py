@@ -90,6 +90,7 @@ def _floats(field: str, text: str | None, *, integers: bool = False) -> list[flo
 @hardware_options
 @click.option(
     "--no-enable-prefix-caching",
+    "--no-prefix-caching",
     "no_prefix_caching",
     is_flag=True,
     default=False,

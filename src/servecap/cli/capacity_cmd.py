@@ -128,6 +128,9 @@ def capacity_command(
         return f"{x:,.0f}" if closed else f"{x:,.2f}"
 
     answer = f"simulated capacity: {fmt(response.max_load)} {unit} per replica within the p99 SLOs"
+    missed = response.max_load_bracket[1]
+    if missed is not None:
+        answer += f" ({fmt(missed)} missed them)"
     if response.target is not None:
         answer += (
             f"; {fmt(response.target)} {unit} need {response.replicas_for_target} replicas"

@@ -86,15 +86,34 @@ def compare_command(
         return
     from rich.table import Table
 
+    from servecap.app.compare import dtype_columns, merged_rows
     from servecap.app.plan import SloUsed, slo_line
     from servecap.cli.console import make_console, print_table
 
     console = make_console()
     rows = response.candidates
+    merged = merged_rows(rows)
     console.print(slo_line(SloUsed(**response.slo.model_dump())))
-    t = Table(title=f"{response.model}: deployments by $ per user per month (top {min(top, len(rows))} of {len(rows)})")
-    for col in ("#", "GPU", "n", "weights", "KV", "users", "TPOT", "TTFT", "$/GPU-h", "$/user/mo", "$/Mtok", "problem"):
-        t.add_column(col, justify="left" if col in ("GPU", "weights", "KV", "problem") else "right")
+    t = Table(
+        title=f"{response.model}: deployments by $ per user per month (top {min(top, len(merged))} of "
+        f"{len(merged)} distinct, {len(rows)} planned)"
+    )
+    for col in (
+        "#",
+        "GPU",
+        "n",
+        "weights",
+        "KV",
+        "users",
+        "TPOT",
+        "TTFT",
+        "limited by",
+        "$/GPU-h",
+        "$/user/mo",
+        "$/Mtok",
+        "problem",
+    ):
+        t.add_column(col, justify="left" if col in ("GPU", "weights", "KV", "limited by", "problem") else "right")
 
     def money(x: float | None) -> str:
         return f"${x:,.2f}" if x is not None else "-"
@@ -102,16 +121,19 @@ def compare_command(
     def ms(x: float | None) -> str:
         return f"{x * 1e3:,.0f} ms" if x is not None else "-"
 
-    for i, r in enumerate(rows[:top], 1):
+    for i, (r, pairs) in enumerate(merged[:top], 1):
+        weights, kvs = dtype_columns(pairs)
+        limit = f"{r.limited_by} ({r.bottleneck}-bound)" if r.limited_by and r.bottleneck else (r.limited_by or "")
         t.add_row(
             str(i),
             r.gpu,
             str(r.num_gpus),
-            r.weights_dtype,
-            r.kv_cache_dtype,
+            weights,
+            kvs,
             f"{r.users_served:,}" if r.users_served is not None else "-",
             ms(r.tpot_s),
             ms(r.ttft_s),
+            limit,
             money(r.usd_per_hour / r.num_gpus if r.usd_per_hour is not None else None)
             + ("*" if r.price_source == "request" and r.usd_per_hour is not None else ""),
             money(r.usd_per_user_month),
@@ -119,7 +141,9 @@ def compare_command(
             r.problem or "",
         )
     print_table(console, t)
-    if any(r.price_source == "request" for r in rows[:top]):
+    if any(len(pairs) > 1 for _, pairs in merged[:top]):
+        console.print("a row with several dtypes: each plans the same (the batch is not limited by memory there)")
+    if any(r.price_source == "request" for r, _ in merged[:top]):
         console.print("* price from --price-per-hour")
     if response.unpriced_gpus:
         console.print(

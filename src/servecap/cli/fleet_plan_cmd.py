@@ -46,6 +46,22 @@ def _ms(x: float | None) -> str:
     help="Mean seconds between a user's requests (reading, typing, the answer; default 30).",
 )
 @click.option("--workload", type=PATH, default=None, help="Workload file: lengths, tenants/classes, a daily curve.")
+@click.option(
+    "--prompt-tokens",
+    "-p",
+    type=click.INT,
+    default=None,
+    help="Prompt tokens (median with --prompt-sigma; default 1024).",
+)
+@click.option(
+    "--output-tokens",
+    "-o",
+    type=click.INT,
+    default=None,
+    help="Output tokens (median with --output-sigma; default 128).",
+)
+@click.option("--prompt-sigma", type=FINITE, default=None, help="Log-normal sigma of prompt lengths (0: fixed).")
+@click.option("--output-sigma", type=FINITE, default=None, help="Log-normal sigma of output lengths (0: fixed).")
 @click.option("--slo-ttft-p99-s", type=FINITE, default=None, help="p99 time to first token target (s).")
 @click.option("--slo-tpot-p99-s", type=FINITE, default=None, help="p99 time per output token target (s).")
 @slo_options(None, None, "checked at p99, as capacity")
@@ -79,6 +95,10 @@ def fleet_plan_command(
     peak_users: int | None,
     request_interval_s: float | None,
     workload: Path | None,
+    prompt_tokens: int | None,
+    output_tokens: int | None,
+    prompt_sigma: float | None,
+    output_sigma: float | None,
     slo_ttft_p99_s: float | None,
     slo_tpot_p99_s: float | None,
     ttft_slo_ms: float | None,
@@ -129,6 +149,9 @@ def fleet_plan_command(
         from servecap.workload import load_workload
 
         traffic["workload"] = load_workload(workload).model_dump(mode="json", by_alias=True, exclude_none=True)
+    lengths = (prompt_tokens, output_tokens, prompt_sigma, output_sigma)
+    if any(v is not None for v in lengths):
+        traffic["workload"] = _with_lengths(dict(traffic.get("workload") or {}), *lengths)
     raw["traffic"] = traffic
     slo = dict(raw.get("slo") or {})
     for metric, secs, ms in (("ttft_s", slo_ttft_p99_s, ttft_slo_ms), ("tpot_s", slo_tpot_p99_s, tpot_slo_ms)):
@@ -144,7 +167,8 @@ def fleet_plan_command(
     if router is not None:
         raw["router"] = router
     if levers is not None:
-        raw["levers"] = [x.strip() for x in levers.split(",") if x.strip()]
+        names = [x.strip() for x in levers.split(",") if x.strip()]
+        raw["levers"] = [] if names == ["none"] else names  # `--levers none`: no lever table
     if seed is not None:
         raw["seed"] = seed
     request = plan_request_from_dict(raw)
@@ -154,7 +178,75 @@ def fleet_plan_command(
     if as_json:
         click.echo(response.model_dump_json())
         return
-    render(Console(), response)
+    console = Console()
+    console.print(shape_text(request), highlight=False)
+    render(console, response)
+
+
+def shape_text(request: Any) -> str:
+    """The request shape and user model the plan used (its answer's first line)."""
+    from servecap.app.defaults import lengths_text
+    from servecap.workload import dist_mean
+
+    w = request.traffic.workload
+    t = request.traffic
+    users = (
+        f"one request every {t.request_interval_s:g} s each"
+        if t.peak_users is not None
+        else "an open loop at the peak rate"
+    )
+    if w is None or w.prompt_tokens is None or w.output_tokens is None:
+        from servecap.app import defaults
+
+        return (
+            f"request shape: {lengths_text(defaults.PROMPT_TOKENS, defaults.OUTPUT_TOKENS, None, None)}; users: {users}"
+        )
+
+    def sigma(d: Any) -> float | None:
+        return getattr(d, "sigma", None)
+
+    def typical(d: Any) -> float:
+        median = getattr(d, "median", None)
+        return float(median) if median is not None else dist_mean(d)
+
+    return (
+        "request shape: "
+        + lengths_text(
+            dist_mean(w.prompt_tokens), dist_mean(w.output_tokens), sigma(w.prompt_tokens), sigma(w.output_tokens)
+        )
+        + f"; users: {users}"
+    )
+
+
+def _with_lengths(
+    workload: dict[str, Any],
+    prompt: int | None,
+    output: int | None,
+    prompt_sigma: float | None,
+    output_sigma: float | None,
+) -> dict[str, Any]:
+    """The traffic's workload with the length flags applied (the defaults of app/defaults.py for a
+    length not given): fixed lengths, or log-normal with the given medians and sigmas."""
+    from servecap.app import defaults
+    from servecap.app.fleet_plan import DEFAULT_WORKLOAD
+    from servecap.errors import ServecapError
+
+    for name, n in (("prompt_tokens", prompt), ("output_tokens", output)):
+        if n is not None and n < 1:
+            raise ServecapError(name, n, "must be >= 1")
+    # no workload given: the default one, as fleet plan builds it (a steady open loop at the peak)
+    base = workload or {**DEFAULT_WORKLOAD, "arrival": {"kind": "poisson", "rate_per_s": 1.0}, "duration_s": 600}
+    for key, n, sigma, default in (
+        ("prompt_tokens", prompt, prompt_sigma, defaults.PROMPT_TOKENS),
+        ("output_tokens", output, output_sigma, defaults.OUTPUT_TOKENS),
+    ):
+        if n is None and sigma is None:
+            continue
+        value = n if n is not None else default
+        base[key] = (
+            {"kind": "lognormal", "median": value, "sigma": sigma} if sigma else {"kind": "fixed", "value": value}
+        )
+    return base
 
 
 def _replicas_cell(o: CandidateOut) -> str:

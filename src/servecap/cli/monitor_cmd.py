@@ -83,17 +83,99 @@ def render(r: MonitorReport) -> Any:
     return Group(*parts)
 
 
+def _replay(
+    sources: tuple[str, ...],
+    db: Path | None,
+    session: str | None,
+    fleet_file: Path | None,
+    pool: str | None,
+    seed: int,
+    html_path: Path | None,
+    as_json: bool,
+) -> None:
+    """`monitor replay`: the shadow autoscaler (servecap.app.monitor_replay)."""
+    from servecap.app.monitor_replay import replay
+    from servecap.errors import ServecapError
+    from servecap.monitor.history import load_history
+
+    if fleet_file is None:
+        raise ServecapError("fleet", None, "monitor replay needs --fleet FLEET.yaml (the autoscaler to replay)")
+    if len(sources) > 1:
+        raise ServecapError("history", " ".join(sources), "give one history file (a monitor store or a JSON export)")
+    if sources:
+        path = Path(sources[0])
+    else:
+        from servecap.monitor.store import default_path
+
+        path = db or default_path()
+    response, _ = replay(load_history(path, session), fleet_file, pool=pool, seed=seed)
+    if html_path is not None:
+        from servecap.report.replay_html import replay_html
+
+        html_path.write_text(replay_html(response.model_dump()), encoding="utf-8")
+    if as_json:
+        click.echo(response.model_dump_json(indent=2))
+        return
+    from rich.table import Table
+
+    from servecap.cli.console import make_console, print_table
+
+    c = make_console()
+    c.print(
+        f"history {response.history}: {response.prompt_tokens:,.0f}/{response.output_tokens:,.0f} tokens; "
+        f"SLO break rate {response.break_rate_req_s:.2f} req/s per replica (engine model)",
+        highlight=False,
+    )
+    c.print(response.summary(), highlight=False)
+    t = Table(title="minute by minute")
+    for col in ("min", "req/s", "ran", "shadow ready", "starting", "req/s per ready", "risk", "p99 TTFT s"):
+        t.add_column(col, justify="right")
+    for m in response.minutes:
+        risk = "cold start" if m.cold_start_gap else ("over" if m.shadow_at_risk else "")
+        if m.actual_at_risk:
+            risk += (" / " if risk else "") + "ran over"
+        t.add_row(
+            str(m.minute),
+            f"{m.rate_req_s:.2f}",
+            "-" if m.actual_replicas is None else f"{m.actual_replicas:.1f}",
+            f"{m.shadow_ready:.1f}",
+            f"{m.shadow_starting:.1f}",
+            "-" if m.rate_per_ready_replica is None else f"{m.rate_per_ready_replica:.2f}",
+            risk,
+            "-" if m.shadow_p99_ttft_s is None else f"{m.shadow_p99_ttft_s:.2f}",
+        )
+    print_table(c, t)
+    for e in response.scale_events:
+        c.print(f"scale: t={e['time_s']:,.0f} s {e['from']} -> {e['to']} replicas", highlight=False)
+    for n in response.notes:
+        c.print(f"note: {n}", style="dim", highlight=False)
+
+
 @click.command("monitor")
 @click.argument("urls", nargs=-1, required=True)
-@click.option("--interval-s", type=FINITE, default=2.0, help="Seconds between scrapes.")
+@click.option(
+    "--interval-s",
+    type=FINITE,
+    default=None,
+    help="Seconds between scrapes (default 2; with --once 10: the span of its one window, over which "
+    "a steady 25 req/s is read within about +-12%).",
+)
 @click.option("--window-s", type=FINITE, default=60.0, help="Window for rates and percentiles (seconds).")
-@click.option("--duration-s", type=FINITE, default=None, help="Stop after this many seconds (default: until Ctrl-C).")
+@click.option(
+    "--duration-s", type=FINITE, default=None, help="Stop after this many seconds (default: until Ctrl-C)."
+)
 @click.option("--once", is_flag=True, default=False, help="Two scrapes one interval apart, print, exit.")
 @click.option("--timeout-s", type=FINITE, default=2.0, help="Per-scrape timeout (seconds).")
 @o.deployment_options
-@click.option("--prompt-tokens", "-p", type=click.INT, default=1024, help="Typical prompt length (capacity).")
-@click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length (capacity).")
-@o.slo_options(None, None, "the batch the headroom is measured against")
+@click.option(
+    "--prompt-tokens",
+    "-p",
+    type=click.INT,
+    default=1024,
+    help="Without --model: prompt length for the KV-pool headroom (with it, the servers' own mix is used).",
+)
+@click.option("--output-tokens", "-o", type=click.INT, default=128, help="Without --model: output length, likewise.")
+@o.slo_options(None, None, "the SLOs the headroom holds (p99; default: the interactive SLO, 2000 ms / 100 ms)")
 @o.calibration_option
 @o.db_option
 @click.option(
@@ -105,10 +187,15 @@ def render(r: MonitorReport) -> Any:
 )
 @click.option("--pool", default=None, help="The pool of --fleet whose autoscaler advises (default: the only one).")
 @click.option("--no-store", is_flag=True, default=False, help="Do not write the time series to the database.")
+@click.option("--session", default=None, help="replay: the monitor session of the store (default: the latest).")
+@click.option(
+    "--html", "html_path", type=click.Path(path_type=Path), default=None, help="replay: write an HTML page here."
+)
+@click.option("--seed", type=click.IntRange(min=0), default=0, help="replay: the simulation's seed.")
 @o.json_option
 def monitor_command(
     urls: tuple[str, ...],
-    interval_s: float,
+    interval_s: float | None,
     window_s: float,
     duration_s: float | None,
     once: bool,
@@ -123,19 +210,33 @@ def monitor_command(
     fleet_file: Path | None,
     pool: str | None,
     no_store: bool,
+    session: str | None,
+    html_path: Path | None,
+    seed: int,
     as_json: bool,
 ) -> None:
     """Watch live vLLM/SGLang servers' /metrics: rates, queue, KV usage, latency percentiles and headroom.
 
-    Give the deployment (--model/--gpu and the plan's flags) for headroom against the plan's
-    SLO batch; without it, headroom comes from vllm:cache_config_info's KV pool where the server
-    exposes it. With --fleet FLEET.yaml [--pool NAME], the pool's autoscaler (the same policy
+    Give the deployment (--model/--gpu and the plan's flags) for headroom from the engine model
+    at the servers' observed mix (lengths, prefix hits), calibrated to their observed TPOT: the
+    request rate at which p99 TTFT/TPOT break the SLOs, with its 95% interval; without it,
+    headroom comes from vllm:cache_config_info's KV pool where the server exposes it. With --fleet FLEET.yaml [--pool NAME], the pool's autoscaler (the same policy
     `fleet simulate` runs) is fed the live signal every tick and its decision is shown. A server
     that stops answering is shown as down and counted. With --once, exits non-zero only when
     every target is down.
+
+    `servecap monitor replay [HISTORY] --fleet FLEET.yaml [--pool NAME]` is the shadow
+    autoscaler: it replays a recorded history (a monitor store, default --db's latest session, or
+    a Prometheus query_range JSON export of the request rate) through the pool's autoscaler and
+    reports minute by minute the replicas it would have run, cold-start gaps, GPU-hours and $
+    against what ran, and the SLO risk from the engine model (--html for a plot).
     """
     from servecap.app.monitor import MonitorSettings, run_monitor, validate
     from servecap.errors import ServecapError
+
+    if urls and urls[0] == "replay":
+        _replay(urls[1:], db, session, fleet_file, pool, seed, html_path, as_json)
+        return
 
     autoscaler = None
     if fleet_file is not None:
@@ -144,33 +245,33 @@ def monitor_command(
         autoscaler = pool_autoscaler(fleet_file, pool)
     elif pool is not None:
         raise ServecapError("pool", pool, "needs --fleet FLEET.yaml (the file the pool is in)")
-    capacity = None
+    engine_model = None
     if deployment.model is not None or deployment.gpu is not None:
-        from servecap.cli.inputs import request_shape, slo_from_ms
-        from servecap.core.plan import plan
-        from servecap.monitor.headroom import capacity_from_plan
+        from servecap.cli.inputs import slo_from_ms
+        from servecap.monitor.engine_headroom import EngineModel
+        from servecap.specs.perf import INTERACTIVE_SLO
 
         dep, _ = o.deployment_from_options(deployment)
         eff, _ = o.efficiency_from_options(calibration)
-        p = plan(
-            dep,
-            request=request_shape(prompt_tokens, output_tokens),
-            slo=slo_from_ms(ttft_slo_ms, tpot_slo_ms),
-            efficiency=eff,
+        slo = (
+            slo_from_ms(ttft_slo_ms, tpot_slo_ms)
+            if ttft_slo_ms is not None or tpot_slo_ms is not None
+            else INTERACTIVE_SLO
         )
-        capacity = capacity_from_plan(p.batch, p.batch_limited_by)
+        engine_model = EngineModel(dep, eff, slo)
     elif prompt_tokens < 1 or output_tokens < 1:
         raise ServecapError("prompt_tokens/output_tokens", (prompt_tokens, output_tokens), "must be >= 1")
+    default_interval = 10.0 if once else 2.0
     settings = validate(
         MonitorSettings(
             urls=urls,
-            interval_s=interval_s,
-            window_s=window_s,
+            interval_s=interval_s if interval_s is not None else default_interval,
+            window_s=window_s if interval_s is not None else max(window_s, default_interval),
             duration_s=duration_s,
             once=once,
             db=db,
             store=not no_store,
-            capacity=capacity,
+            engine_model=engine_model,
             tokens_per_request=prompt_tokens + output_tokens,
             timeout_s=timeout_s,
             autoscaler=autoscaler,

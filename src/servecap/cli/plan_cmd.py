@@ -19,9 +19,15 @@ from servecap.cli.numbers import FINITE
     "--duty-cycle",
     type=FINITE,
     default=None,
-    help="Share of a user's session spent generating [default: 0.2, or from --think-time-s].",
+    help="Share of a user's session spent generating [default: from --request-interval-s].",
 )
 @o.think_time_option
+@click.option(
+    "--request-interval-s",
+    type=click.FLOAT,
+    default=None,
+    help="Mean seconds between a user's requests, the answer included (default 30, as fleet plan).",
+)
 @o.slo_options(None, None, "steady-state mean; default: the interactive SLO, 2000 ms / 100 ms")
 @click.option("--no-slo", is_flag=True, default=False, help="Plan without an SLO (users at any speed).")
 @click.option("--price-per-hour", type=FINITE, default=None, help="USD per GPU-hour (default: catalog).")
@@ -37,6 +43,7 @@ def plan_command(
     turns: int | None,
     duty_cycle: float | None,
     think_time_s: float | None,
+    request_interval_s: float | None,
     ttft_slo_ms: float | None,
     tpot_slo_ms: float | None,
     no_slo: bool,
@@ -58,6 +65,7 @@ def plan_command(
             turns=turns or 1,
             duty_cycle=duty_cycle,
             think_time_s=think_time_s,
+            request_interval_s=request_interval_s,
             ttft_slo_ms=ttft_slo_ms,
             tpot_slo_ms=tpot_slo_ms,
             no_slo=no_slo,

@@ -30,6 +30,11 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
         f"request {p.request.prompt_tokens:,} in / {p.request.output_tokens:,} out · "
         f"duty cycle {p.costs_in.duty_cycle:.1%}"
         + (f" (think time {response.think_time_s:g} s)" if response.think_time_s is not None else "")
+        + (
+            f" (a request every {response.request_interval_s:g} s per user)"
+            if response.request_interval_s is not None
+            else ""
+        )
         + (f" · {response.turns}-turn chats" if response.turns > 1 else "")
     )
     c.print(slo_line(response.slo), style="bold" if response.slo.source == "default" else None)

@@ -41,7 +41,12 @@ stream_options = stack(
     click.option("--seed", type=click.IntRange(min=0), default=0, help="Random seed (same seed, same run)."),
 )
 no_prefix_caching_option = click.option(
-    "--no-prefix-caching", is_flag=True, default=False, help="Disable prefix caching."
+    "--no-prefix-caching",
+    "--no-enable-prefix-caching",  # vLLM's spelling, as `emulate` and `bench` take it
+    "no_prefix_caching",
+    is_flag=True,
+    default=False,
+    help="Disable prefix caching (vLLM's --no-enable-prefix-caching is the same flag).",
 )
 policy_option = click.option(
     "--policy", type=click.Choice(["fcfs", "priority"]), default="fcfs", help="Scheduling policy."

@@ -403,7 +403,19 @@ class Completions:
             return
         keys = prefix_block_hashes(prompt_key(req), st.block_size)
         rid_num = driver.next_request_id()
-        stream = driver.submit(rid_num, prompt, max_tokens, keys or None, received_s, max_tokens_param=max_tokens_param)
+        wait = driver.admission_wait_s(received_s)
+        if wait > 0:  # the per-request server cost vLLM's API server adds (Driver.request_overhead_s)
+            await asyncio.sleep(wait)
+        stream = driver.submit(
+            rid_num,
+            prompt,
+            max_tokens,
+            keys or None,
+            None if wait > 0 else received_s,
+            max_tokens_param=max_tokens_param,
+        )
+        if stream is not None:
+            stream.received_s = received_s  # the server's TTFT counts from its receipt, as vLLM's
         if stream is None:
             await _send_err(send, 503, "the server is overloaded: waiting queue full")
             return
@@ -687,9 +699,10 @@ def build_state(
     vocab_size: int | None = None,
     cache_config: dict[str, str] | None = None,
     enable_control_endpoints: bool = False,
+    request_overhead_s: float = 0.0,
 ) -> EmulatorState:
     metrics = EngineMetrics(model_name, max_model_len=max_model_len, cache_config=cache_config)
-    driver = Driver(engine, metrics, make_request)
+    driver = Driver(engine, metrics, make_request, request_overhead_s=request_overhead_s)
     return EmulatorState(
         model_name=model_name,
         max_model_len=max_model_len,

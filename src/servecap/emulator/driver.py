@@ -109,14 +109,36 @@ class Stream:
     writer: Writer | None = None
 
 
+OWN_HTTP_PATH_S = 0.001
+"""What the emulator's own HTTP path costs a request before the engine sees it and after its
+first token (uvicorn, JSON, the SSE write), about 1 ms measured on 127.0.0.1 (issue 20: ``bench``
+against ``emulate`` measured TTFT p50 6 ms below ``simulate`` of the same stream, which charges
+the fitted 7.4 ms ``Efficiency.request_overhead_s``)."""
+
+
+def request_overhead_remainder_s(request_overhead_s: float) -> float:
+    """The per-request server cost the emulator charges on top of its own HTTP path, so that a
+    client sees vLLM's TTFT: ``request_overhead_s - OWN_HTTP_PATH_S`` (>= 0)."""
+    return max(0.0, request_overhead_s - OWN_HTTP_PATH_S)
+
+
 class Driver:
+    """Steps the engine in real time. ``request_overhead_s``: each request reaches the engine this
+    long after the server received it (the HTTP handler waits the part its parsing did not take,
+    :meth:`admission_wait_s`), as the simulator lets the engine see a request
+    ``Efficiency.request_overhead_s`` after the client sent it."""
+
     def __init__(
         self,
         engine: EngineLike,
         metrics: EngineMetrics,
         make_request: Callable[[int, int, int, Any], Any],
         clock: Callable[[], float] = time.perf_counter,
+        request_overhead_s: float = 0.0,
     ) -> None:
+        if not 0.0 <= request_overhead_s <= 10.0:
+            raise ValueError(f"request_overhead_s={request_overhead_s}: must be between 0 and 10 s")
+        self.request_overhead_s = request_overhead_s
         self.engine = engine
         self.metrics = metrics
         self._make_request = make_request
@@ -166,6 +188,11 @@ class Driver:
         if now - self._last_gc >= (GC_IDLE_EVERY_S if idle else GC_BUSY_EVERY_S):
             gc.collect()
             self._last_gc = self.clock()
+
+    def admission_wait_s(self, received_s: float) -> float:
+        """How much longer a request received at ``received_s`` (engine time) waits before the
+        engine sees it: the overhead less the time the server already spent on it."""
+        return max(0.0, self.request_overhead_s - (self.now() - received_s))
 
     def next_request_id(self) -> int:
         self._ids += 1

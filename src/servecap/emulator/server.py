@@ -74,14 +74,20 @@ def engine_state(
     waiting_queue_limit: int | None = None,
     deployment_options: dict[str, Any] | None = None,
     enable_control_endpoints: bool = False,
+    request_overhead_s: float | None = None,
 ) -> EmulatorState:
     """State around :class:`servecap.sim.Engine` for one planned replica (same code as simulate).
+
+    ``request_overhead_s``: the per-request server cost charged before the engine sees a request
+    (default: the plan's ``Efficiency.request_overhead_s`` less the emulator's own HTTP path,
+    :func:`servecap.emulator.driver.request_overhead_remainder_s`), so that TTFT matches simulate.
 
     ``deployment_options``: the ``servecap emulate`` flags that built ``plan`` (served at
     ``GET /servecap/deployment`` so ``servecap bench`` can store them with its runs). Prompt
     token ids are checked against the model's vocabulary; ``vllm:cache_config_info`` carries
     the replica's block size, KV dtype (vLLM's ``auto`` for the model's own 16-bit type),
     prefix caching, memory utilization and KV block count."""
+    from servecap.emulator.driver import request_overhead_remainder_s
     from servecap.sim.engine import Engine, EngineRequest
     from servecap.sim.setup import engine_setup_from_plan
 
@@ -111,6 +117,11 @@ def engine_state(
         vocab_size=dep.model.vocab_size,
         cache_config=cache_config,
         enable_control_endpoints=enable_control_endpoints,
+        request_overhead_s=(
+            request_overhead_remainder_s(plan.efficiency.request_overhead_s)
+            if request_overhead_s is None
+            else request_overhead_s
+        ),
     )
     if deployment_options is not None:
         state.deployment = {**deployment_options, "enable_prefix_caching": setup.enable_prefix_caching}

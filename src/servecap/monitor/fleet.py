@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from servecap.monitor.names import HISTOGRAMS
+from servecap.monitor.names import HISTOGRAMS, LENGTHS
 from servecap.monitor.quantile import histogram_quantile
 from servecap.monitor.snapshot import Histogram, Snapshot
-from servecap.monitor.window import PERCENTILES, WindowStats, pname, window_stats
+from servecap.monitor.window import PERCENTILES, WindowStats, histogram_mean, pname, window_stats
 
 
 def _add(a: float | None, b: float | None) -> float | None:
@@ -46,7 +46,8 @@ def fleet_window(pairs: Sequence[tuple[Snapshot, Snapshot]]) -> WindowStats:
     hit = h_sum / q_sum if q_sum > 0 else (sum(rates) / len(rates) if rates else None)
 
     latency: dict[str, dict[str, float | None]] = {}
-    for key in HISTOGRAMS:
+    means: dict[str, float | None] = {}
+    for key in HISTOGRAMS + LENGTHS:
         merged: Histogram | None = None
         for s, e in pairs:
             h_end = e.histograms.get(key)
@@ -63,8 +64,10 @@ def fleet_window(pairs: Sequence[tuple[Snapshot, Snapshot]]) -> WindowStats:
                     merged.sum + delta.sum,
                     merged.count + delta.count,
                 )
-        if merged is not None:
+        if merged is not None and key not in LENGTHS:
             latency[key] = {pname(q): histogram_quantile(q, merged.bounds, merged.cumulative) for q in PERCENTILES}
+        if merged is not None:
+            means[key] = histogram_mean(merged)
     return WindowStats(
         url="fleet",
         window_s=max(w.window_s for w in per),
@@ -77,4 +80,10 @@ def fleet_window(pairs: Sequence[tuple[Snapshot, Snapshot]]) -> WindowStats:
         preemptions_per_s=pre,
         prefix_hit_rate=hit,
         latency_s=latency,
+        histogram_means=means,
+        requests_in_window=(
+            sum(w.requests_in_window for w in per if w.requests_in_window is not None)
+            if any(w.requests_in_window is not None for w in per)
+            else None
+        ),
     )

@@ -51,11 +51,15 @@ QUANTITIES: tuple[Quantity, ...] = (
     ),
     _q("e2e", "histogram", *v.names_for(v.E2E_REQUEST_LATENCY), "sglang:e2e_request_latency_seconds"),
     _q("queue_time", "histogram", *v.names_for(v.REQUEST_QUEUE_TIME), "sglang:queue_time_seconds"),
+    # per finished request: prompt and generated tokens (vLLM; SGLang has no such histogram)
+    _q("prompt_len", "histogram", *v.names_for(v.REQUEST_PROMPT_TOKENS)),
+    _q("output_len", "histogram", *v.names_for(v.REQUEST_GENERATION_TOKENS)),
 )
 
 GAUGES = tuple(q.key for q in QUANTITIES if q.kind == "gauge")
 COUNTERS = tuple(q.key for q in QUANTITIES if q.kind == "counter")
-HISTOGRAMS = tuple(q.key for q in QUANTITIES if q.kind == "histogram")
+LENGTHS = ("prompt_len", "output_len")  # token-count histograms: their means, no latency percentiles
+HISTOGRAMS = tuple(q.key for q in QUANTITIES if q.kind == "histogram" and q.key not in LENGTHS)
 
 SGLANG_CACHE_HIT_RATE = "sglang:cache_hit_rate"
 """SGLang exposes a prefix-cache hit rate gauge instead of query/hit counters."""

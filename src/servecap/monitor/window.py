@@ -5,17 +5,19 @@
 - Latency percentiles: of the histogram's delta over the window, by
   :func:`servecap.monitor.quantile.histogram_quantile` (Prometheus' linear interpolation within
   the bucket), i.e. what ``histogram_quantile(q, rate(X_bucket[window]))`` gives.
+- Latency means: the histogram's ``_sum`` delta over its ``_count`` delta (exact, not read off
+  the buckets): the mean inter-token latency is the token-weighted mean TPOT.
 - Prefix-cache hit rate: ``hits delta / queries delta`` (tokens), or SGLang's own gauge.
 - Gauges (running, waiting, KV usage): the latest value.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from servecap.monitor.names import HISTOGRAMS
+from servecap.monitor.names import HISTOGRAMS, LENGTHS
 from servecap.monitor.quantile import histogram_quantile
-from servecap.monitor.snapshot import Snapshot
+from servecap.monitor.snapshot import Histogram, Snapshot
 
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 
@@ -36,6 +38,9 @@ class WindowStats:
     preemptions_per_s: float | None
     prefix_hit_rate: float | None
     latency_s: dict[str, dict[str, float | None]]  # "ttft" -> {"p50": .., "p90": .., "p99": ..}
+    # each histogram's sum / count over the window: "itl" (s) ... and "prompt_len"/"output_len" (tokens)
+    histogram_means: dict[str, float | None] = field(default_factory=dict)
+    requests_in_window: float | None = None  # finished requests counted over the window
 
     def p(self, metric: str, q: float) -> float | None:
         return self.latency_s.get(metric, {}).get(pname(q))
@@ -44,6 +49,11 @@ class WindowStats:
 def pname(q: float) -> str:
     """The key of a percentile: "p50" for 0.5, "p99" for 0.99."""
     return f"p{q * 100:g}"
+
+
+def histogram_mean(h: Histogram) -> float | None:
+    """The mean observation of a histogram (delta): ``sum / count``; None when it has none."""
+    return h.sum / h.count if h.count > 0 else None
 
 
 def counter_increase(start: float, end: float) -> float:
@@ -69,23 +79,29 @@ def window_stats(start: Snapshot, end: Snapshot) -> WindowStats:
         hit_rate = dh / dq if dq > 0 else None
 
     latency: dict[str, dict[str, float | None]] = {}
-    for key in HISTOGRAMS:
+    means: dict[str, float | None] = {}
+    for key in HISTOGRAMS + LENGTHS:
         h_end = end.histograms.get(key)
         if h_end is None:
             continue
         h_start = start.histograms.get(key)
         delta = h_end.minus(h_start) if h_start is not None else h_end
-        latency[key] = {pname(q): histogram_quantile(q, delta.bounds, delta.cumulative) for q in PERCENTILES}
+        if key not in LENGTHS:
+            latency[key] = {pname(q): histogram_quantile(q, delta.bounds, delta.cumulative) for q in PERCENTILES}
+        means[key] = histogram_mean(delta)
+    requests = rate("requests")
     return WindowStats(
         url=end.url,
         window_s=span,
         running=end.gauge("running"),
         waiting=end.gauge("waiting"),
         kv_usage=end.gauge("kv_usage"),
-        request_rate_per_s=rate("requests"),
+        request_rate_per_s=requests,
         prompt_tok_s=rate("prompt_tokens"),
         generation_tok_s=rate("generation_tokens"),
         preemptions_per_s=rate("preemptions"),
         prefix_hit_rate=hit_rate,
         latency_s=latency,
+        histogram_means=means,
+        requests_in_window=requests * span if requests is not None else None,
     )

@@ -52,6 +52,7 @@ class CapacityResult:
     planner_load: float
     table: tuple[LoadPoint, ...]
     evaluations: int
+    min_failing_load: float | None = None  # the smallest load searched that missed: max_load's bracket
 
 
 def meets(summary: RunSummary, slo: Slo) -> bool:
@@ -185,6 +186,7 @@ def find_capacity(
         rows.append(evaluate(load))
     rows.sort(key=lambda p: p.load)
     unique = tuple({p.load: p for p in rows}.values())
+    failing = [p.load for p in cache.values() if not p.meets_slo and p.load > best]
     return CapacityResult(
         closed_loop=closed,
         slo=slo,
@@ -192,4 +194,5 @@ def find_capacity(
         planner_load=estimate,
         table=unique,
         evaluations=len(cache),
+        min_failing_load=min(failing) if failing else None,
     )

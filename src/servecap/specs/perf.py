@@ -83,7 +83,7 @@ class Efficiency:
       steps (HTTP, tokenisation, handing the request to the engine, detokenising and streaming
       the first token), added to every TTFT and E2E the client sees: the planner adds it to its
       TTFT, the simulator lets the engine see each request this long after the client sent it
-      (docs/simulator.md); the emulator does not add it (its own HTTP path is real). Fitted by
+      (docs/simulator.md); the emulator charges it less its own ~1 ms HTTP path (``emulator.driver``). Fitted by
       the closed form of the TTFT stage (``validation.fit.ttft_overhead``: minimises the squared
       relative TTFT error) on the training half's low-load rows only (one request in flight:
       concurrency 1 or a batch of 1), where no queueing can stand in for it

@@ -1,0 +1,252 @@
+"""`monitor replay`: a shadow autoscaler over a recorded history.
+
+What would the autoscaler of a fleet file's pool have done with the traffic that really came?
+The recorded request rate (:mod:`servecap.monitor.history`: the monitor's store, or a Prometheus
+range-query export) becomes the workload's arrival curve — a Poisson process whose rate is the
+recorded one, piecewise constant between samples (equal neighbours merged) — at the recorded
+mean lengths, and the pool (its autoscaler, cold starts and router, as the file gives them) is
+run by the fleet simulator, exactly as ``fleet simulate --fleet FILE`` runs it under that
+workload: the same scale events for the same seed. The signal the autoscaler reads
+(waiting requests, p99 TTFT ...) depends on the replicas it runs, so it comes from the simulated
+replicas, not from the recorded ones.
+
+Minute by minute: the recorded rate, the replicas that ran, the shadow's ready and starting
+replicas, and the SLO risk from the engine model: the rate per ready replica against the pool's
+SLO break rate ``lambda*`` (``servecap.sim.capacity.find_capacity`` at the history's mix, the
+search of ``capacity --rate``); a minute is at risk when it is above ``lambda*`` (or has traffic
+and no ready replica), and a cold-start gap when it is at risk while replicas are starting.
+Totals: GPU-hours and $ of the shadow (the fleet simulator's billing) against what ran
+(replicas up x GPUs per replica x time, at the pool's price).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from servecap.errors import ServecapError
+from servecap.monitor.history import History
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ReplayMinute(_Model):
+    minute: int
+    rate_req_s: float
+    actual_replicas: float | None
+    shadow_ready: float
+    shadow_starting: float
+    rate_per_ready_replica: float | None
+    actual_at_risk: bool | None
+    shadow_at_risk: bool
+    cold_start_gap: bool
+    shadow_p99_ttft_s: float | None
+
+
+class ReplayResponse(_Model):
+    history: str
+    fleet_file: str
+    pool: str
+    duration_s: float
+    prompt_tokens: float
+    output_tokens: float
+    break_rate_req_s: float  # per replica: the engine model's SLO break rate at this mix
+    slo: dict[str, float | None]
+    minutes: list[ReplayMinute]
+    scale_events: list[dict[str, Any]]
+    shadow_gpu_hours: float
+    shadow_cost_usd: float
+    actual_gpu_hours: float | None
+    actual_cost_usd: float | None
+    usd_per_gpu_hour: float
+    shadow_minutes_at_risk: int
+    actual_minutes_at_risk: int | None
+    cold_start_gap_minutes: int
+    seed: int
+    notes: list[str]
+
+    def summary(self) -> str:
+        actual = (
+            f"what ran {self.actual_gpu_hours:,.2f} GPU-hours (${self.actual_cost_usd:,.2f})"
+            if self.actual_gpu_hours is not None and self.actual_cost_usd is not None
+            else "what ran: unknown (the history has no replica count)"
+        )
+        risk = (
+            f"; minutes above the SLO rate: shadow {self.shadow_minutes_at_risk}"
+            + (f", actual {self.actual_minutes_at_risk}" if self.actual_minutes_at_risk is not None else "")
+            + f", cold-start gaps {self.cold_start_gap_minutes}"
+        )
+        return (
+            f"shadow autoscaler of pool {self.pool!r} over {self.duration_s / 60:,.1f} min: "
+            f"{len(self.scale_events)} scale events, {self.shadow_gpu_hours:,.2f} GPU-hours "
+            f"(${self.shadow_cost_usd:,.2f}) vs {actual}" + risk
+        )
+
+
+def history_workload(h: History, *, prompt_tokens: float | None = None, output_tokens: float | None = None) -> Any:
+    """The workload of the recorded traffic (module docstring): a piecewise-constant Poisson rate,
+    fixed lengths at the history's means (or the defaults of app/defaults.py)."""
+    from servecap.app import defaults
+    from servecap.workload import WorkloadSpec
+
+    if len(h.time_s) < 2:
+        raise ServecapError("history", h.source, "needs at least two samples")
+    steps: list[dict[str, float]] = []
+    for t, r in zip(h.time_s, h.rate_req_s, strict=True):
+        rate = round(max(0.0, r), 6)
+        if not steps or steps[-1]["rate_per_s"] != rate:
+            steps.append({"start_s": round(t, 6), "rate_per_s": rate})
+    steps[0]["start_s"] = 0.0
+    prompt = prompt_tokens or h.prompt_tokens or defaults.PROMPT_TOKENS
+    output = output_tokens or h.output_tokens or defaults.OUTPUT_TOKENS
+    return WorkloadSpec.model_validate(
+        {
+            "arrival": {"kind": "schedule", "rate": {"kind": "piecewise", "steps": steps}},
+            "prompt_tokens": max(1, round(prompt)),
+            "output_tokens": max(1, round(output)),
+            "duration_s": h.time_s[-1] + h.step_s,
+        }
+    )
+
+
+def _pool(fleet: Any, pool: str | None, path: str) -> Any:
+    from servecap.errors import did_you_mean
+
+    names = [p.name for p in fleet.pools]
+    if pool is None:
+        scaled = [p for p in fleet.pools if p.autoscaler is not None]
+        if len(fleet.pools) == 1:
+            return fleet.pools[0]
+        if len(scaled) == 1:
+            return scaled[0]
+        raise ServecapError("pool", None, f"{path} has pools {', '.join(names)}: name one with --pool")
+    match = [p for p in fleet.pools if p.name == pool]
+    if not match:
+        raise ServecapError(
+            "pool", pool, f"not a pool of {path} (pools: {', '.join(names)})" + did_you_mean(pool, names)
+        )
+    return match[0]
+
+
+def break_rate(pool: Any, fleet: Any, prompt: int, output: int, seed: int) -> tuple[float, dict[str, float | None]]:
+    """The pool's SLO break rate per replica at this mix (the search of ``capacity --rate``)."""
+    from servecap.app.fleet import plan_pool
+    from servecap.monitor.engine_headroom import SEARCH_REQUESTS, EngineModel, engine_for, mix_workload
+    from servecap.monitor.observed import ObservedMix
+    from servecap.sim.capacity import find_capacity
+    from servecap.specs.perf import INTERACTIVE_SLO, Slo
+
+    the_plan, _ = plan_pool(pool)
+    slo = INTERACTIVE_SLO
+    if fleet.slo is not None and (fleet.slo.ttft_ms is not None or fleet.slo.tpot_ms is not None):
+        slo = Slo(
+            fleet.slo.ttft_ms / 1e3 if fleet.slo.ttft_ms is not None else None,
+            fleet.slo.tpot_ms / 1e3 if fleet.slo.tpot_ms is not None else None,
+        )
+    model = EngineModel(the_plan.deployment, the_plan.efficiency, slo, pool.enable_prefix_caching, seed)
+    mix = ObservedMix(1.0, 0.0, float(prompt), float(output), 0.0, None, None, 60.0)
+    p, setup = engine_for(model, mix)
+    res = find_capacity(setup, p, mix_workload(mix, 1.0, SEARCH_REQUESTS), slo, seed=seed, table_fractions=(1.0,))
+    return res.max_load, {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s}
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def replay(history: History, fleet_path: Path, *, pool: str | None = None, seed: int = 0) -> tuple[ReplayResponse, Any]:
+    """Run the pool's autoscaler over ``history``; returns the response and the fleet response."""
+    from servecap.app.fleet import FleetSimulateRequest, fleet_simulate, load_fleet_file
+
+    f = load_fleet_file(fleet_path)
+    chosen = _pool(f, pool, str(fleet_path))
+    notes: list[str] = []
+    if chosen.autoscaler is None:
+        notes.append(f"pool {chosen.name!r} has no autoscaler: the shadow runs its fixed replicas")
+    if len(f.pools) > 1:
+        notes.append(f"only pool {chosen.name!r} replayed: the history is that pool's traffic")
+    step = history.step_s
+    interval = min(step, 10.0)
+    fleet = f.model_copy(update={"pools": [chosen], "gateway": None, "timeseries_interval_s": interval})
+    workload = history_workload(history)
+    assert workload.prompt_tokens is not None and workload.output_tokens is not None
+    prompt, output = int(workload.prompt_tokens.value), int(workload.output_tokens.value)
+    if history.prompt_tokens is None:
+        notes.append(f"the history has no lengths: {prompt:,}/{output:,} tokens assumed (app/defaults.py)")
+    out, _ = fleet_simulate(FleetSimulateRequest(fleet=fleet, workload=workload, seed=seed), base_dir=fleet_path.parent)
+    notes.extend(out.notes)
+    lam, slo = break_rate(chosen, f, prompt, output, seed)
+    price = (out.cost_usd / out.gpu_hours) if out.gpu_hours > 0 else (chosen.price_per_gpu_hour or 0.0)
+    from servecap.app.fleet import plan_pool
+
+    gpus = plan_pool(chosen, fleet_path.parent)[0].deployment.num_gpus
+
+    ts = out.timeseries
+    minutes: list[ReplayMinute] = []
+    horizon = history.time_s[-1] + step
+    n_min = max(1, math.ceil(horizon / 60.0))
+    for m in range(n_min):
+        lo, hi = 60.0 * m, 60.0 * (m + 1)
+        idx = [i for i, t in enumerate(history.time_s) if lo <= t < hi]
+        rate = _mean([history.rate_req_s[i] for i in idx]) if idx else 0.0
+        repl = [history.replicas[i] for i in idx if history.replicas[i] is not None]
+        actual = _mean([float(r) for r in repl if r is not None]) if repl else None
+        j = [i for i, t in enumerate(ts["time_s"]) if lo <= t < hi]
+        ready = _mean([ts["ready"][i] for i in j]) if j else 0.0
+        starting = _mean([ts["starting"][i] for i in j]) if j else 0.0
+        p99s = [ts["p99_ttft_s"][i] for i in j if ts["p99_ttft_s"][i] == ts["p99_ttft_s"][i]]
+        per = rate / ready if ready > 0 else None
+        shadow_risk = (rate > 0 and ready <= 0) or (per is not None and per > lam)
+        actual_risk = None if actual is None else (rate > 0 and actual <= 0) or (actual > 0 and rate / actual > lam)
+        minutes.append(
+            ReplayMinute(
+                minute=m,
+                rate_req_s=rate,
+                actual_replicas=actual,
+                shadow_ready=ready,
+                shadow_starting=starting,
+                rate_per_ready_replica=per,
+                actual_at_risk=actual_risk,
+                shadow_at_risk=shadow_risk,
+                cold_start_gap=shadow_risk and starting > 0,
+                shadow_p99_ttft_s=max(p99s) if p99s else None,
+            )
+        )
+    actual_hours = None
+    if all(r is not None for r in history.replicas):
+        edges = [*history.time_s[1:], horizon]
+        actual_hours = (
+            sum(float(r or 0.0) * (b - a) for r, a, b in zip(history.replicas, history.time_s, edges, strict=True))
+            * gpus
+            / 3600.0
+        )
+    response = ReplayResponse(
+        history=history.source,
+        fleet_file=str(fleet_path),
+        pool=chosen.name,
+        duration_s=horizon,
+        prompt_tokens=float(prompt),
+        output_tokens=float(output),
+        break_rate_req_s=lam,
+        slo=slo,
+        minutes=minutes,
+        scale_events=out.scale_events,
+        shadow_gpu_hours=out.gpu_hours,
+        shadow_cost_usd=out.cost_usd,
+        actual_gpu_hours=actual_hours,
+        actual_cost_usd=actual_hours * price if actual_hours is not None else None,
+        usd_per_gpu_hour=price,
+        shadow_minutes_at_risk=sum(m.shadow_at_risk for m in minutes),
+        actual_minutes_at_risk=(
+            sum(bool(m.actual_at_risk) for m in minutes) if all(m.actual_at_risk is not None for m in minutes) else None
+        ),
+        cold_start_gap_minutes=sum(m.cold_start_gap for m in minutes),
+        seed=seed,
+        notes=notes,
+    )
+    return response, out

@@ -1,0 +1,60 @@
+"""One default request shape and user model across plan, capacity and fleet plan (issue 20,
+defect 2): the same flags, the shape printed first, and the same closed-form users per replica."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from click.testing import CliRunner
+
+from servecap.cli.main import cli
+
+runner = CliRunner()
+DEP = ["-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "4096"]
+SLO = ["--ttft-slo-ms", "1000", "--tpot-slo-ms", "50"]
+
+
+def _run(args: list[str]) -> str:
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_plan_capacity_and_fleet_plan_share_one_user_model() -> None:
+    plan = json.loads(_run(["plan", *DEP, *SLO, "--json"]))
+    # the default user model: a request every 30 s, the answer included
+    assert plan["request_interval_s"] == 30 and plan["prompt_tokens"] == 1024 and plan["output_tokens"] == 128
+    generating = plan["ttft_s"] + 127 * plan["tpot_s"]
+    assert plan["duty_cycle"] == generating / 30
+    cap = json.loads(_run(["capacity", *DEP, *SLO, "--duration-s", "60", "--json"]))
+    # capacity's users think 30 s minus the time generating, one turn: its closed form is plan's
+    assert int(cap["planner_users"]) == plan["users_served"] == int(cap["plan_users"])
+    assert any("one request every 30 s" in n for n in cap["notes"])
+    fp = json.loads(_run(["fleet", "plan", *DEP, *SLO, "--peak-users", "2000", "--levers", "none", "--json"]))
+    assert fp["request_interval_s"] == 30 and fp["levers"] == []
+    closed_form_users = fp["chosen"]["closed_form_users_per_gpu"]  # 1 GPU per replica here
+    assert abs(closed_form_users / plan["users_served"] - 1) < 0.02
+
+
+def test_each_answer_prints_its_shape_first() -> None:
+    text = _run(["plan", *DEP, *SLO])
+    assert "request 1,024 in / 128 out" in text.splitlines()[1] and "a request every 30 s" in text
+    fp = _run(["fleet", "plan", *DEP, *SLO, "--peak-users", "500", "--levers", "none"])
+    assert fp.splitlines()[0].startswith("request shape: 1,024 prompt + 128 output tokens (fixed)")
+    fp2 = _run(["fleet", "plan", *DEP, *SLO, "--peak-users", "500", "--levers", "none", "-p", "512", "-o", "64"])
+    assert fp2.splitlines()[0].startswith("request shape: 512 prompt + 64 output tokens (fixed)")
+
+
+def test_plans_fleet_plan_pointer_runs_as_printed() -> None:
+    """Defect 3: the suggested command kept only -m, -g and --peak-users (and failed for a 70B)."""
+    args = ["plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--tp", "2", "-l", "4096", "-w", "fp8"]
+    data = json.loads(_run([*args, *SLO, "--peak-users", "300", "--json"]))
+    (note,) = [n for n in data["notes"] if "servecap fleet plan" in n]
+    command = note.split("`")[3]
+    suggested = shlex.split(command)
+    assert suggested[:3] == ["servecap", "fleet", "plan"]
+    for flag in ("--tp", "-l", "-w", "--ttft-slo-ms", "--tpot-slo-ms", "--peak-users", "--request-interval-s"):
+        assert flag in suggested
+    out = json.loads(_run([*suggested[1:], "--levers", "none", "--json"]))
+    assert out["chosen"]["replicas"] >= 1 and out["peak_users"] == 300
