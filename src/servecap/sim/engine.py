@@ -48,6 +48,7 @@ received a token in the step, first tokens included.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 
 from servecap.core.roofline import prefill_batch
@@ -58,8 +59,10 @@ from servecap.sim.engine_types import StepOutcome as StepOutcome
 from servecap.sim.kv_pool import KvPool
 from servecap.sim.queues import RequestQueue, make_queue
 from servecap.sim.request_state import DECODING, DONE, PREFILLING, WAITING, RequestState
+from servecap.sim.scheduler_policy import admission_policy
 from servecap.sim.setup import EngineSetup, prefix_caching_supported
 from servecap.sim.step_time import StepTimeModel
+from servecap.specs.engines import engine_profile
 from servecap.specs.model import AttentionKind
 
 _NO_IDS: list[int] = []
@@ -131,6 +134,9 @@ class Engine:
         self._price_mode = 0 if slopes is None else (1 if slopes[1] == 0.0 and slopes[3] == 0.0 else 2)
 
         self.waiting: RequestQueue = make_queue(setup.scheduling_policy)
+        # the engine profile's admission rule (vLLM: admit on the next chunk's blocks)
+        self.policy = admission_policy(engine_profile(setup.engine))
+        self._reserving = self.policy.reserves
         self._requests: dict[int, RequestState] = {}  # every request not finished
         self._decoding: dict[int, RequestState] = {}  # the decoding batch, in scheduling order
         self._prefilling: RequestState | None = None  # a request whose prompt is part-computed
@@ -536,6 +542,12 @@ class Engine:
                 chunks.append((part, part_chunk))
                 budget -= part_chunk
 
+        if self._reserving:
+            if preempted:
+                self._on_retract()
+            elif not decoding and part is None:
+                self.policy.on_idle()  # SGLang resets its reservation ratio when it had no batch
+
         # 2. admit waiting requests (vLLM skips this in a step that preempted)
         if not preempted and budget > 0 and n_waiting:
             self._admission_blocked = self._admit(now, budget, chunks)
@@ -583,6 +595,8 @@ class Engine:
             first_ids, decoded_ids, finished_ids = [], list(decoding), []
         if B:
             self._decode_step = step = step + 1
+            if self._reserving:
+                self.policy.on_decode_steps(1)
             self.itl_durations.append(dur)
             self.itl_weights.append(B)
             if self.record_token_times:
@@ -655,6 +669,7 @@ class Engine:
         bs = self.block_size
         per_key = pool.per_key
         n_running = len(self._decoding) + len(chunks)
+        reserved = self._reserved_blocks(chunks) if self._reserving else 0
         while budget > 0 and len(waiting):
             r = waiting.peek()
             if n_running >= self.max_num_seqs:
@@ -668,7 +683,15 @@ class Engine:
             chunk = min(total - start, budget)
             held = self._blocks_for(start + chunk)
             new_blocks = held - per_key * hits
-            if new_blocks + idle * per_key > pool.free + len(pool.lru) * per_key:
+            if self._reserving:
+                # the rest of its prompt and its share of the output, beside the running requests'
+                future = self._future_blocks(
+                    total - start - chunk, r.output_tokens - r.num_output_tokens, 1, self.policy.clip_tokens
+                )
+                if new_blocks + idle * per_key + future + reserved > pool.free + len(pool.lru) * per_key:
+                    return True
+                reserved += future
+            elif new_blocks + idle * per_key > pool.free + len(pool.lru) * per_key:
                 return True
             waiting.pop()
             self._waiting_tokens -= r.prompt_tokens + r.output_tokens - r.num_output_tokens
@@ -692,6 +715,45 @@ class Engine:
             budget -= chunk
             n_running += 1
         return False
+
+    def _future_blocks(self, prompt_left: int, output_left: int, num_requests: int, clip: int) -> int:
+        """Blocks the ``reserve`` rule holds back for ``num_requests`` requests with
+        ``prompt_left`` prompt tokens still to compute and ``output_left`` output tokens still to
+        produce (``clip`` caps the output counted; :mod:`servecap.sim.scheduler_policy`)."""
+        out = output_left if output_left < clip else clip
+        tokens = prompt_left + self.policy.ratio * out
+        if tokens <= 0:
+            return 0
+        blocks = math.ceil(tokens / self.block_size)
+        if self.policy.whole_blocks:
+            blocks += num_requests
+        return self._num_groups * blocks
+
+    def _reserved_blocks(self, chunks: list[tuple[RequestState, int]]) -> int:
+        """Blocks the running requests (and those scheduled this step) still hold back under the
+        ``reserve`` rule: the rest of their prompts and their share of the output to come."""
+        out_left = self._output_left_at_join_sum - len(self._decoding) * self._decode_step
+        prompt_left = 0
+        n = len(self._decoding)
+        for r, n_chunk in chunks:
+            prompt_left += r.prompt_tokens + r.num_output_tokens - r.num_computed_tokens - n_chunk
+            out_left += r.output_tokens - r.num_output_tokens
+            n += 1
+        return self._future_blocks(prompt_left, out_left, n, 1 << 62)
+
+    def _on_retract(self) -> None:
+        """Tell the policy requests were preempted, with the batch left running (rare: O(batch))."""
+        decoded = max_new = 0
+        for r in self._decoding.values():
+            decoded += r.output_at_join + self._decode_step - r.step_at_join
+            max_new += r.output_tokens
+        part = self._prefilling
+        n = len(self._decoding)
+        if part is not None:
+            decoded += part.num_output_tokens
+            max_new += part.output_tokens
+            n += 1
+        self.policy.on_retract(decoded, max_new, n)
 
     def _schedule_running_exact(self, preempted: list[RequestState], chunks: list[tuple[RequestState, int]]) -> None:
         """The running requests one by one, preempting when the pool runs out (rare)."""
@@ -742,7 +804,10 @@ class Engine:
         no prefill in flight and nobody the scheduler could admit."""
         if self._prefilling is not None or not self._decoding:
             return False
-        return not len(self.waiting) or self._admission_blocked
+        if not len(self.waiting):
+            return True
+        # a reservation that shrinks step by step may let the waiting head in without a finish
+        return self._admission_blocked and not self.policy.decaying
 
     def advance_decode_run(self, now_s: float, until_s: float, max_steps: int = 1 << 62) -> tuple[int, float]:
         """Run consecutive decode-only steps, the first starting at ``now_s``, while each starts
@@ -809,6 +874,8 @@ class Engine:
             return 0, now_s
         self._allocate(taken)
         self._decode_step = step0 + k
+        if self._reserving:
+            self.policy.on_decode_steps(k)
         self.steps += k
         self.busy_s, self.seq_time = busy_s, seq_time
         if self.max_batch < B:
