@@ -137,6 +137,8 @@ class Engine:
         # the engine profile's admission rule (vLLM: admit on the next chunk's blocks)
         self.policy = admission_policy(engine_profile(setup.engine))
         self._reserving = self.policy.reserves
+        self._whole_blocks = self.policy.whole_blocks  # exact per-request reservations
+        self._lifetime_blocks = 0  # Σ reserved_blocks over the running requests
         self._requests: dict[int, RequestState] = {}  # every request not finished
         self._decoding: dict[int, RequestState] = {}  # the decoding batch, in scheduling order
         self._prefilling: RequestState | None = None  # a request whose prompt is part-computed
@@ -424,6 +426,9 @@ class Engine:
 
     def _release_blocks(self, r: RequestState) -> None:
         pool = self.pool
+        if r.reserved_blocks:
+            self._lifetime_blocks -= r.reserved_blocks
+            r.reserved_blocks = 0
         if r.cached_keys_held:
             pool.release(r.num_blocks_held - pool.per_key * len(r.cached_keys_held))
             for key in reversed(r.cached_keys_held):  # the tail goes first into the LRU list (evicted first)
@@ -669,7 +674,7 @@ class Engine:
         bs = self.block_size
         per_key = pool.per_key
         n_running = len(self._decoding) + len(chunks)
-        reserved = self._reserved_blocks(chunks) if self._reserving else 0
+        reserved = self._reserved_blocks(chunks) if self._reserving and not self._whole_blocks else 0
         while budget > 0 and len(waiting):
             r = waiting.peek()
             if n_running >= self.max_num_seqs:
@@ -683,12 +688,27 @@ class Engine:
             chunk = min(total - start, budget)
             held = self._blocks_for(start + chunk)
             new_blocks = held - per_key * hits
-            if self._reserving:
+            if self._whole_blocks:
+                # its blocks to completion beside the running requests' (TensorRT-LLM
+                # GUARANTEED_NO_EVICT: ceil((prompt + max output) / block) - held, per request)
+                lifetime = self._blocks_for(r.prompt_tokens + r.output_tokens)
+                reserved = self._lifetime_blocks - pool.used
+                room = pool.free + len(pool.lru) * per_key
+                if lifetime - held + new_blocks + idle * per_key + reserved > room and (
+                    n_running or new_blocks + idle * per_key > room
+                ):
+                    return True  # alone in the engine it runs on what it needs now (no deadlock)
+                r.reserved_blocks = lifetime
+                self._lifetime_blocks += lifetime
+            elif self._reserving:
                 # the rest of its prompt and its share of the output, beside the running requests'
                 future = self._future_blocks(
-                    total - start - chunk, r.output_tokens - r.num_output_tokens, 1, self.policy.clip_tokens
+                    total - start - chunk, r.output_tokens - r.num_output_tokens, self.policy.clip_tokens
                 )
-                if new_blocks + idle * per_key + future + reserved > pool.free + len(pool.lru) * per_key:
+                room = pool.free + len(pool.lru) * per_key
+                if new_blocks + idle * per_key + future + reserved > room and (
+                    n_running or new_blocks + idle * per_key > room
+                ):
                     return True
                 reserved += future
             elif new_blocks + idle * per_key > pool.free + len(pool.lru) * per_key:
@@ -716,30 +736,25 @@ class Engine:
             n_running += 1
         return False
 
-    def _future_blocks(self, prompt_left: int, output_left: int, num_requests: int, clip: int) -> int:
-        """Blocks the ``reserve`` rule holds back for ``num_requests`` requests with
+    def _future_blocks(self, prompt_left: int, output_left: int, clip: int) -> int:
+        """Blocks the ``reserve`` rule (a share of the output) holds back for requests with
         ``prompt_left`` prompt tokens still to compute and ``output_left`` output tokens still to
         produce (``clip`` caps the output counted; :mod:`servecap.sim.scheduler_policy`)."""
         out = output_left if output_left < clip else clip
         tokens = prompt_left + self.policy.ratio * out
         if tokens <= 0:
             return 0
-        blocks = math.ceil(tokens / self.block_size)
-        if self.policy.whole_blocks:
-            blocks += num_requests
-        return self._num_groups * blocks
+        return self._num_groups * math.ceil(tokens / self.block_size)
 
     def _reserved_blocks(self, chunks: list[tuple[RequestState, int]]) -> int:
         """Blocks the running requests (and those scheduled this step) still hold back under the
         ``reserve`` rule: the rest of their prompts and their share of the output to come."""
         out_left = self._output_left_at_join_sum - len(self._decoding) * self._decode_step
         prompt_left = 0
-        n = len(self._decoding)
         for r, n_chunk in chunks:
             prompt_left += r.prompt_tokens + r.num_output_tokens - r.num_computed_tokens - n_chunk
             out_left += r.output_tokens - r.num_output_tokens
-            n += 1
-        return self._future_blocks(prompt_left, out_left, n, 1 << 62)
+        return self._future_blocks(prompt_left, out_left, 1 << 62)
 
     def _on_retract(self) -> None:
         """Tell the policy requests were preempted, with the batch left running (rare: O(batch))."""

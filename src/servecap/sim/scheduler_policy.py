@@ -10,10 +10,11 @@
       blocks(rest of its prompt + ratio x min(output left, clip))
       + blocks(Σ over running requests: rest of prompt + ratio x output left)
 
-  where ``blocks(t) = groups x ceil(t / block_size)`` (plus one block per request when the
-  ratio is 1, so the rounding of each request's last block is covered and a
-  ``GUARANTEED_NO_EVICT`` engine never preempts). The ratio is constant for TensorRT-LLM (1.0);
-  for SGLang it starts at ``reserve_output_ratio``, decays by
+  where ``blocks(t) = groups x ceil(t / block_size)``. With a ratio of 1 (TensorRT-LLM
+  ``GUARANTEED_NO_EVICT``) the reservation is per request and exact, as TensorRT-LLM's capacity
+  scheduler counts it: a request reserves ``blocks_held(prompt + output)`` on admission and the
+  pool must hold every running request's reservation (``Σ reserved - blocks in use`` still to
+  come, beside the newcomer's), so it never preempts. For SGLang the ratio starts at ``reserve_output_ratio``, decays by
   ``(ratio0 - min_ratio) / decay_steps`` per decode step, is reset when the engine empties, and
   after a retraction (a preemption) is re-estimated as SGLang's ``retract_decode`` does:
   ``min(1, (tokens decoded + RETRACT_DECODE_STEPS x running) / (Σ max new tokens + 1))``

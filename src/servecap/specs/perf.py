@@ -24,6 +24,16 @@ DEFAULT_COMPUTE_EFFICIENCY = 0.60
 DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY = 0.42
 """FP8/FP4 GEMMs, fitted: see :class:`Efficiency`."""
 
+BANDWIDTH_EFFICIENCY_BY_ENGINE: dict[str, dict[str, float]] = {}
+"""Per-engine, per-GPU-family bandwidth efficiencies fitted on that engine's training rows with
+its own scheduler and memory rules (``benchmarks/fit_engine.py``; docs/validation.md, "Engine
+profiles"); an engine or family not listed takes :data:`DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY`.
+vLLM (the default engine) has no entry: its values are the tables above."""
+
+LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE: dict[str, float] = {}
+"""Per-engine FP8/FP4 GEMM efficiencies, fitted likewise; others take
+:data:`DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY`."""
+
 DEFAULT_REQUEST_OVERHEAD_S = 0.0074
 """The server's per-request cost outside the engine's steps, fitted: see :class:`Efficiency`."""
 
@@ -100,17 +110,23 @@ class Efficiency:
     prefill_s_per_token: float = 0.0
     request_overhead_s: float = DEFAULT_REQUEST_OVERHEAD_S
 
-    def bandwidth_efficiency_on(self, gpu_family: str) -> float:
-        """The bandwidth efficiency on a GPU family (``specs.gpu.gpu_family``)."""
+    def bandwidth_efficiency_on(self, gpu_family: str, engine: str = "vllm") -> float:
+        """The bandwidth efficiency on a GPU family (``specs.gpu.gpu_family``) for an engine
+        profile (``specs.engines``)."""
         if self.bandwidth_efficiency is not None:
             return self.bandwidth_efficiency
+        by_family = BANDWIDTH_EFFICIENCY_BY_ENGINE.get(engine, {})
+        if gpu_family in by_family:
+            return by_family[gpu_family]
         return DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY.get(gpu_family, DEFAULT_BANDWIDTH_EFFICIENCY)
 
-    def compute_efficiency_at(self, rate: str) -> float:
-        """The compute efficiency of GEMMs at ``rate`` (``bf16``, ``fp8`` or ``fp4``)."""
+    def compute_efficiency_at(self, rate: str, engine: str = "vllm") -> float:
+        """The compute efficiency of GEMMs at ``rate`` (``bf16``, ``fp8`` or ``fp4``) for an engine."""
         if self.compute_efficiency is not None:
             return self.compute_efficiency
-        return DEFAULT_COMPUTE_EFFICIENCY if rate == "bf16" else DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY
+        if rate == "bf16":
+            return DEFAULT_COMPUTE_EFFICIENCY
+        return LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE.get(engine, DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY)
 
 
 @dataclass(frozen=True, slots=True)
