@@ -18,6 +18,7 @@ import argparse
 import math
 import time
 
+from servecap.specs.perf import DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY
 from servecap.validation.corpus import load_corpus
 from servecap.validation.evaluate import compare_rows
 from servecap.validation.fit import fit_bandwidth_by_family, golden_section, squared_log_error
@@ -28,6 +29,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", default="trtllm")
     ap.add_argument("--evaluations", type=int, default=12)
+    ap.add_argument(
+        "--bandwidth-only", action="store_true", help="stage 2 only, compute at the global default (0.42)"
+    )
     args = ap.parse_args()
     rows = [r for r in load_corpus() if r.split == "train" and r.engine == args.engine]
     print(f"{len(rows)} training rows of {args.engine}", flush=True)
@@ -41,9 +45,12 @@ def main() -> None:
 
     base_value = squared_log_error(compare_rows(rows, Adjustments()))
     print(f"objective at the defaults: {base_value:.4f}", flush=True)
-    x, value = golden_section(objective, math.log(0.2), 0.0, evaluations=args.evaluations)
-    c8 = math.exp(x)
-    print(f"stage 1: fp8/fp4 compute efficiency {c8:.3f} (objective {value:.4f})", flush=True)
+    if args.bandwidth_only:
+        c8 = DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY
+    else:
+        x, value = golden_section(objective, math.log(0.2), 0.0, evaluations=args.evaluations)
+        c8 = math.exp(x)
+        print(f"stage 1: fp8/fp4 compute efficiency {c8:.3f} (objective {value:.4f})", flush=True)
     fams = fit_bandwidth_by_family(
         rows, Adjustments(compute_efficiency_low_precision=c8), evaluations=args.evaluations, log=print
     )

@@ -24,14 +24,21 @@ DEFAULT_COMPUTE_EFFICIENCY = 0.60
 DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY = 0.42
 """FP8/FP4 GEMMs, fitted: see :class:`Efficiency`."""
 
-BANDWIDTH_EFFICIENCY_BY_ENGINE: dict[str, dict[str, float]] = {}
+BANDWIDTH_EFFICIENCY_BY_ENGINE: dict[str, dict[str, float]] = {
+    "trtllm": {"H100": 0.801, "H200": 0.582},
+}
 """Per-engine, per-GPU-family bandwidth efficiencies fitted on that engine's training rows with
 its own scheduler and memory rules (``benchmarks/fit_engine.py``; docs/validation.md, "Engine
 profiles"); an engine or family not listed takes :data:`DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY`.
-vLLM (the default engine) has no entry: its values are the tables above."""
+vLLM (the default engine) has no entry: its values are the tables above. TensorRT-LLM (fitted
+on its 22 training rows, trtllm-perf-overview and trtllm-performance-v061, with its
+GUARANTEED_NO_EVICT scheduler and free-memory KV budget; after the FP8/FP4 compute efficiency
+below): H100 0.815 (12 values; the bare weight stream measured on an H100 reaches 0.81-0.83 of
+the spec bandwidth, docs/validation.md), H200 0.658 (8 values)."""
 
 LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE: dict[str, float] = {}
-"""Per-engine FP8/FP4 GEMM efficiencies, fitted likewise; others take
+"""Per-engine FP8/FP4 GEMM efficiencies, fitted likewise (TensorRT-LLM 0.371: golden section on
+its 22 training rows, objective 0.0625 -> 0.0573); others take
 :data:`DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY`."""
 
 DEFAULT_REQUEST_OVERHEAD_S = 0.0074

@@ -168,9 +168,7 @@ def interval(
     return Interval(low, high, level, len(errors), basis, close, note)
 
 
-def intervals_for(
-    values: dict[str, tuple[float, str]], *, engine: str, gpu_family: str
-) -> dict[str, Interval]:
+def intervals_for(values: dict[str, tuple[float, str]], *, engine: str, gpu_family: str) -> dict[str, Interval]:
     """:func:`interval` of each named prediction ``name -> (value, metric)``; values that are
     not positive (nothing served) get none."""
     return {
