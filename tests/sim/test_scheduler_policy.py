@@ -87,7 +87,7 @@ def test_trtllm_ratio_is_constant() -> None:
 
 
 def test_bad_names_and_ratios_get_clear_errors() -> None:
-    with pytest.raises(ServecapError, match="engine.*trtllm"):
+    with pytest.raises(ServecapError, match=r"engine.*trtllm"):
         engine_profile("tensorrt")
     with pytest.raises(ValueError, match="reserve ratios"):
         AdmissionPolicy(True, 0.5, 0.7, 10, 100)

@@ -28,17 +28,17 @@ BANDWIDTH_EFFICIENCY_BY_ENGINE: dict[str, dict[str, float]] = {
     "trtllm": {"H100": 0.801, "H200": 0.582},
 }
 """Per-engine, per-GPU-family bandwidth efficiencies fitted on that engine's training rows with
-its own scheduler and memory rules (``benchmarks/fit_engine.py``; docs/validation.md, "Engine
+its own scheduler and KV budget (``benchmarks/fit_engine.py``: golden section per family on the
+median absolute log error, compute at the global defaults; docs/validation.md, "Engine
 profiles"); an engine or family not listed takes :data:`DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY`.
-vLLM (the default engine) has no entry: its values are the tables above. TensorRT-LLM (fitted
-on its 22 training rows, trtllm-perf-overview and trtllm-performance-v061, with its
-GUARANTEED_NO_EVICT scheduler and free-memory KV budget; after the FP8/FP4 compute efficiency
-below): H100 0.815 (12 values; the bare weight stream measured on an H100 reaches 0.81-0.83 of
-the spec bandwidth, docs/validation.md), H200 0.658 (8 values)."""
+vLLM (the default engine) has no entry: its values are the tables above. TensorRT-LLM, on its
+training rows of trtllm-perf-overview and trtllm-performance-v061: H100 0.801 (12 values; the
+bare weight stream measured on an H100 reaches 0.81-0.83 of the spec bandwidth,
+docs/validation.md), H200 0.582 (8 values)."""
 
 LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE: dict[str, float] = {}
-"""Per-engine FP8/FP4 GEMM efficiencies, fitted likewise (TensorRT-LLM 0.371: golden section on
-its 22 training rows, objective 0.0625 -> 0.0573); others take
+"""Per-engine FP8/FP4 GEMM efficiencies; none adopted (TensorRT-LLM's fitted 0.37-0.46 made its
+held-out rows worse, docs/validation.md); every engine takes
 :data:`DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY`."""
 
 DEFAULT_REQUEST_OVERHEAD_S = 0.0074
