@@ -47,6 +47,7 @@ from servecap.specs.perf import (
     DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY,
     DEFAULT_COMPUTE_EFFICIENCY,
     DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY,
+    FP4_TO_FP8_GEMM_EFFICIENCY_BY_ENGINE,
     LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE,
     Efficiency,
 )
@@ -183,9 +184,10 @@ def _compute_efficiency(eff: Efficiency, rate: str, engine: str = "vllm") -> flo
         return c
     if rate == "bf16":
         return DEFAULT_COMPUTE_EFFICIENCY
-    if engine != "vllm" and engine in LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE:
-        return LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE[engine]
-    return DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY
+    low = LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE.get(engine, DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY)
+    if rate == "fp4":  # FP4 GEMMs reach a smaller share of their peak (specs.perf, measured)
+        return low * FP4_TO_FP8_GEMM_EFFICIENCY_BY_ENGINE.get(engine, 1.0)
+    return low
 
 
 def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
