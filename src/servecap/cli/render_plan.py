@@ -39,9 +39,14 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
     mem.add_column("bytes", justify="right")
     mem.add_column("GiB", justify="right")
     b = st.budget
+    fraction = {
+        "vllm": f"x gpu_memory_utilization {b.gpu_memory_utilization:g}",
+        "sglang": f"x mem_fraction_static {b.gpu_memory_utilization:g} (+ activations)",
+        "trtllm": f"taken: the rest + {b.gpu_memory_utilization:g} x the free memory for KV",
+    }.get(eng.engine.split("-")[0], f"x {b.gpu_memory_utilization:g}")
     rows = [
-        ("total (as vLLM sees it)", b.total_gpu_memory_bytes),
-        (f"x gpu_memory_utilization {b.gpu_memory_utilization:g}", b.requested_bytes),
+        ("total (as the engine sees it)", b.total_gpu_memory_bytes),
+        (fraction, b.requested_bytes),
         ("- weights", b.weights_bytes),
         ("- peak activation (estimate)", b.activation_bytes),
         ("- CUDA context / NCCL (estimate)", b.non_torch_bytes),
