@@ -24,7 +24,6 @@ ProgressFn = Callable[[int, int], None]
 class Comparison:
     full_id: str
     source: str
-    engine: str  # the engine profile id the row ran on
     gpu: str
     gpu_family: str
     split: str
@@ -33,6 +32,7 @@ class Comparison:
     measured: float  # SI units
     predicted: float | None
     where: str
+    engine: str = "vllm"  # the engine profile the row ran on
 
     @property
     def error(self) -> float | None:
