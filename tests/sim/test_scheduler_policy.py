@@ -97,3 +97,18 @@ def test_corpus_engine_names_map_to_profiles() -> None:
     assert engine_id_for_source("TensorRT-LLM") == "trtllm"
     assert engine_id_for_source("SGLang 0.4") == "sglang"
     assert engine_id_for_source("vLLM (ROCm, 2024)") == "vllm"
+
+
+@pytest.mark.parametrize(("engine", "decoded"), [("vllm", {0, 1}), ("sglang", {1})])
+def test_sglang_runs_a_prefill_step_before_the_decoders(engine: str, decoded: set[int]) -> None:
+    """A arrives alone and decodes; B arrives: vLLM's next step decodes A beside B's prefill,
+    SGLang's prefills B alone (A waits a step: no mixed batches by default)."""
+    e = _engine(engine, blocks=1000, block_size=1 if engine == "sglang" else 16)
+    e.add_request(EngineRequest(0, 100, 10), 0.0)
+    t = e.step(0.0).duration_s  # A's prefill and first token
+    t += e.step(t).duration_s  # A's second token
+    e.add_request(EngineRequest(1, 100, 10), t)
+    out = e.step(t)
+    assert set(out.decoded) == decoded
+    assert out.first_tokens == (1,)
+    e.check_invariants()

@@ -138,6 +138,7 @@ class Engine:
         self.policy = admission_policy(engine_profile(setup.engine))
         self._reserving = self.policy.reserves
         self._whole_blocks = self.policy.whole_blocks  # exact per-request reservations
+        self._separate_prefill = not engine_profile(setup.engine).mixed_prefill_decode
         self._lifetime_blocks = 0  # Σ reserved_blocks over the running requests
         self._requests: dict[int, RequestState] = {}  # every request not finished
         self._decoding: dict[int, RequestState] = {}  # the decoding batch, in scheduling order
@@ -529,41 +530,46 @@ class Engine:
         budget = self.max_num_batched_tokens - len(decoding)
         chunks: list[tuple[RequestState, int]] = []  # prefill work of this step: (request, tokens)
 
-        # 1. the running requests: every decoder's token, the prefilling request's next chunk
-        need = self._blocks_due[(-step) % bs]
-        part = self._prefilling
-        part_chunk = part_need = 0
-        if part is not None:
-            part_chunk = min(part.prompt_tokens + part.num_output_tokens - part.num_computed_tokens, budget)
-            part_need = self._blocks_for(part.num_computed_tokens + part_chunk) - part.num_blocks_held
-        if need + part_need > pool.free + len(pool.lru) * pool.per_key:
-            preempted = []
-            self._schedule_running_exact(preempted, chunks)
-            budget = self.max_num_batched_tokens - len(decoding) - sum(n for _, n in chunks)
-        else:
-            self._allocate(need + part_need)
+        # SGLang (no mixed batches): a step that can prefill runs prefill only, decoders wait
+        prefill_only = False
+        if self._separate_prefill and decoding and (self._prefilling is not None or n_waiting):
+            prefill_only = self._prefill_only(now, chunks)
+        if not prefill_only:
+            # 1. the running requests: every decoder's token, the prefilling request's next chunk
+            need = self._blocks_due[(-step) % bs]
+            part = self._prefilling
+            part_chunk = part_need = 0
             if part is not None:
-                part.num_blocks_held += part_need
-                chunks.append((part, part_chunk))
-                budget -= part_chunk
+                part_chunk = min(part.prompt_tokens + part.num_output_tokens - part.num_computed_tokens, budget)
+                part_need = self._blocks_for(part.num_computed_tokens + part_chunk) - part.num_blocks_held
+            if need + part_need > pool.free + len(pool.lru) * pool.per_key:
+                preempted = []
+                self._schedule_running_exact(preempted, chunks)
+                budget = self.max_num_batched_tokens - len(decoding) - sum(n for _, n in chunks)
+            else:
+                self._allocate(need + part_need)
+                if part is not None:
+                    part.num_blocks_held += part_need
+                    chunks.append((part, part_chunk))
+                    budget -= part_chunk
 
-        if self._reserving:
-            if preempted:
-                self._on_retract()
-            elif not decoding and part is None:
-                self.policy.on_idle()  # SGLang resets its reservation ratio when it had no batch
+            if self._reserving:
+                if preempted:
+                    self._on_retract()
+                elif not decoding and part is None:
+                    self.policy.on_idle()  # SGLang resets its reservation ratio when it had no batch
 
-        # 2. admit waiting requests (vLLM skips this in a step that preempted)
-        if not preempted and budget > 0 and n_waiting:
-            self._admission_blocked = self._admit(now, budget, chunks)
-        else:
-            self._admission_blocked = False
+            # 2. admit waiting requests (vLLM skips this in a step that preempted)
+            if not preempted and budget > 0 and n_waiting:
+                self._admission_blocked = self._admit(now, budget, chunks)
+            else:
+                self._admission_blocked = False
 
         # 3. the step's shape, from running sums
-        B = len(decoding)
-        kv = float(self._join_offset_sum + B * (step + 1))
+        B = 0 if prefill_only else len(decoding)
+        kv = 0.0 if prefill_only else float(self._join_offset_sum + B * (step + 1))
         window = self.window
-        if window is None:
+        if window is None or prefill_only:
             wkv = kv
         else:
             wkv = float(
@@ -597,7 +603,7 @@ class Engine:
         # 4. apply: decodes advance and finish, prefills progress
         first_ids = decoded_ids = finished_ids = _NO_IDS  # appended to only when want_ids
         if want_ids:
-            first_ids, decoded_ids, finished_ids = [], list(decoding), []
+            first_ids, decoded_ids, finished_ids = [], ([] if prefill_only else list(decoding)), []
         if B:
             self._decode_step = step = step + 1
             if self._reserving:
@@ -665,6 +671,27 @@ class Engine:
             num_tokens=num_tokens,
             num_prefill_tokens=prompt,
         )
+
+    def _prefill_only(self, now: float, chunks: list[tuple[RequestState, int]]) -> bool:
+        """SGLang's order (``get_next_batch_to_run``: a new prefill batch first, else the decode
+        batch; ``enable_mixed_chunk`` off by default): the prefilling request's next chunk and
+        the admissions the whole token budget allows, no decoder. False (nothing done) when no
+        prefill can run now: then the step is an ordinary one."""
+        pool = self.pool
+        budget = self.max_num_batched_tokens
+        part = self._prefilling
+        if part is not None:
+            chunk = min(part.prompt_tokens + part.num_output_tokens - part.num_computed_tokens, budget)
+            need = self._blocks_for(part.num_computed_tokens + chunk) - part.num_blocks_held
+            if need > pool.free + len(pool.lru) * pool.per_key:
+                return False  # the ordinary step preempts to make room
+            self._allocate(need)
+            part.num_blocks_held += need
+            chunks.append((part, chunk))
+            budget -= chunk
+        if budget > 0 and len(self.waiting):
+            self._admission_blocked = self._admit(now, budget, chunks)
+        return bool(chunks)
 
     def _admit(self, now: float, budget: int, chunks: list[tuple[RequestState, int]]) -> bool:
         """Admit waiting requests in queue order while budget, seats and blocks allow; True when

@@ -61,6 +61,9 @@ class EngineProfile:
       decays to and the decode steps it takes (equal ratios: a constant share).
     - ``reserve_output_clip_tokens``: SGLang's ``CLIP_MAX_NEW_TOKENS`` (4,096): the output
       counted for one request is clipped to it (``None``: not clipped).
+    - ``mixed_prefill_decode``: prefill chunks and decodes share a step (vLLM's chunked prefill,
+      TensorRT-LLM's in-flight batching). SGLang by default does not (``--enable-mixed-chunk``
+      is off): a step that can prefill runs prefill only and the decoders wait for the next.
     """
 
     id: str
@@ -76,6 +79,7 @@ class EngineProfile:
     min_reserve_output_ratio: float = 0.0
     reserve_decay_steps: int = 0
     reserve_output_clip_tokens: int | None = None
+    mixed_prefill_decode: bool = True
     sources: tuple[str, ...] = ()
 
 
@@ -153,6 +157,7 @@ SGLANG = EngineProfile(
     min_reserve_output_ratio=0.7 * 0.14,
     reserve_decay_steps=600,
     reserve_output_clip_tokens=4096,
+    mixed_prefill_decode=False,
     sources=(
         "mem_fraction_static 0.88 at tp 1 (0.87 tp 2, 0.85 tp 4, 0.81 tp 8, 0.79 tp 16): "
         "python/sglang/srt/server_args.py ServerArgs.__post_init__",
@@ -162,6 +167,8 @@ SGLANG = EngineProfile(
         "(between 2048 and 4096 by the KV pool); the KV pool is usually the tighter limit",
         "new_token_ratio 0.7 decaying to 0.098 over 600 steps, CLIP_MAX_NEW_TOKENS 4096: "
         "python/sglang/global_config.py, python/sglang/srt/managers/schedule_policy.py",
+        "prefill batches before decode batches, not mixed (enable_mixed_chunk False): "
+        "Scheduler.get_next_batch_to_run, ServerArgs.enable_mixed_chunk",
     ),
 )
 
