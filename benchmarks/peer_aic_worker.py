@@ -114,12 +114,47 @@ def _row(r: dict) -> dict:
     }
 
 
+def _samples(r: dict) -> dict:
+    """AIConfigurator's time of single mixed steps (``run_mixed``) on a grid of prefill tokens and
+    decoding requests, for ``benchmarks/peer_step_source.py``."""
+    system = SYSTEMS.get(r["gpu_family"])
+    model_id = MODELS.get(r["model"])
+    if system is None or model_id is None:
+        return {"skipped": "not covered"}
+    from aiconfigurator_core.sdk.step_estimate import MixedStepInput
+
+    backend = r["engine"] if r["engine"] in ("vllm", "sglang") else "trtllm"
+    version = _version(system, backend)
+    if version is None:
+        return {"skipped": f"no {backend} data on {system}"}
+    gemm = getattr(common.GEMMQuantMode, GEMM.get(r["weights_dtype"], "bfloat16"))
+    kv = common.KVCacheQuantMode.fp8 if r["kv_cache_dtype"] == "fp8" else common.KVCacheQuantMode.bfloat16
+    kw: dict = {"tp_size": r["tp"], "gemm_quant_mode": gemm, "kvcache_quant_mode": kv}
+    if r["moe"]:
+        kw["moe_quant_mode"] = getattr(common.MoEQuantMode, GEMM.get(r["weights_dtype"], "bfloat16"))
+        kw["moe_tp_size"] = r["tp"]
+        kw["moe_ep_size"] = 1
+    db = perf_database.get_database(system, backend, version)
+    model = get_model(model_id, config.ModelConfig(**kw), backend)
+    be = get_backend(backend)
+    rc = config.RuntimeConfig(isl=r["prompt_tokens"], osl=r["output_tokens"])
+    out = []
+    for ctx in sorted({1, min(r["prompt_tokens"], 8192), 2048, 8192}):
+        for dec in (0, 1, 4, 16, 64, 256):
+            if dec > r["max_num_seqs"]:
+                continue
+            est = be.run_mixed(model, db, rc, MixedStepInput(context_tokens=ctx, num_decode_requests=dec))
+            out.append({"context_tokens": ctx, "num_decodes": dec, "latency_s": float(est.latency_ms) / 1e3})
+    return {"samples": out, "source": f"{backend} {version} on {system}"}
+
+
 def main() -> None:
     rows = json.load(sys.stdin)
+    fn = _samples if "--samples" in sys.argv else _row
     result = {}
     for r in rows:
         try:
-            result[r["id"]] = _row(r)
+            result[r["id"]] = fn(r)
         except Exception as err:
             result[r["id"]] = {"skipped": f"{type(err).__name__}: {str(err)[:120]}"}
     json.dump(result, sys.stdout)
