@@ -61,6 +61,7 @@ class DeploymentBody(BaseModel):
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=16_777_216)
     rope_scaling: str | None = Field(default=None, max_length=300)
+    engine: Literal["vllm", "sglang", "trtllm", "trtllm-max-utilization"] = "vllm"
 
     def flags(self, model_path: str | None = None) -> DeploymentFlags:
         data = self.model_dump(include=set(DeploymentBody.model_fields))

@@ -55,6 +55,8 @@ class CapacityResponse(BaseModel):
     gpu: str
     seed: int
     notes: list[str]
+    # the 80% interval of the measured capacity behind max_load (validation.interval), or None
+    interval: dict[str, Any] | None = None
 
     @model_serializer(mode="wrap")
     def _named(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -198,7 +200,17 @@ def capacity(
         gpu=dep.gpu.id,
         seed=seed,
         notes=built.notes,
+        interval=_load_interval(result.max_load, dep.engine.engine, dep.gpu.family),
     )
+
+
+def _load_interval(max_load: float, engine: str, gpu_family: str) -> dict[str, Any] | None:
+    """The 80% interval of the capacity found, from the corpus's throughput residuals."""
+    from servecap.validation.interval import interval
+
+    if max_load <= 0:
+        return None
+    return interval(max_load, metric="throughput", engine=engine, gpu_family=gpu_family).to_dict()
 
 
 def _why(

@@ -49,6 +49,7 @@ class DeploymentFlags:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     rope_scaling: str | None = None  # vLLM's --rope-scaling JSON
+    engine: str = "vllm"  # the engine profile: vllm, sglang, trtllm, trtllm-max-utilization
 
     def with_model(self, model: str | None) -> DeploymentFlags:
         return replace(self, model=model)
@@ -192,6 +193,7 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
         max_num_batched_tokens=max_num_batched_tokens,
         kv_cache_memory_bytes=flags.kv_cache_memory_bytes,
         rope_scaling=parse_rope_scaling(flags.rope_scaling),
+        engine=flags.engine,
     )
     if max_model_len is None:
         notes.append(f"max_model_len {dep.engine.max_model_len} (the model's max_position_embeddings)")
@@ -199,11 +201,41 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
     if fp4:
         notes.append(fp4)
     if max_num_seqs is None or max_num_batched_tokens is None:
-        notes.append(
-            f"vLLM API-server defaults for {spec_gpu.id}: max_num_seqs {dep.engine.max_num_seqs}, "
-            f"max_num_batched_tokens {dep.engine.max_num_batched_tokens}"
-        )
+        if dep.engine.engine == "vllm":
+            notes.append(
+                f"vLLM API-server defaults for {spec_gpu.id}: max_num_seqs {dep.engine.max_num_seqs}, "
+                f"max_num_batched_tokens {dep.engine.max_num_batched_tokens}"
+            )
+        else:
+            notes.append(engine_note(dep))
     return dep, notes
+
+
+def engine_note(dep: Deployment) -> str:
+    """One line on a non-vLLM engine profile's defaults and admission rule."""
+    from servecap.specs.engines import engine_profile
+
+    p = engine_profile(dep.engine.engine)
+    e = dep.engine
+    if p.admission == "reserve" and p.reserve_output_ratio >= 1.0:
+        rule = "reserves KV for prompt + output on admission, never preempts"
+    elif p.admission == "reserve":
+        rule = (
+            f"reserves {p.reserve_output_ratio:g} (decaying to {p.min_reserve_output_ratio:.3g}) of the output "
+            "on admission, retracts and recomputes when the pool runs out"
+        )
+    else:
+        rule = "admits on the next chunk's blocks, preempts by recompute"
+    base = {
+        "total": "of GPU memory",
+        "free_after_weights": "of the memory free after the weights",
+        "static": "of GPU memory for weights and KV (static)",
+    }[p.memory_base]
+    return (
+        f"{p.name} ({p.version}) defaults: memory fraction {e.gpu_memory_utilization:g} {base}, "
+        f"block size {e.block_size if e.block_size is not None else 16}, max batch {e.max_num_seqs}, "
+        f"token budget {e.max_num_batched_tokens}; scheduler {rule}"
+    )
 
 
 def efficiency_from_file(

@@ -185,6 +185,7 @@ class PoolModel(_Model):
     block_size: int | None = Field(default=None, ge=1)
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    engine: Literal["vllm", "sglang", "trtllm", "trtllm-max-utilization"] = "vllm"  # the pool's engine profile
     enable_prefix_caching: bool = True
     max_waiting: int | None = Field(default=None, ge=0)
     calibration: str | None = None
@@ -301,6 +302,7 @@ def plan_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Plan, GpuSpec
         max_num_seqs=p.max_num_seqs,
         max_num_batched_tokens=p.max_num_batched_tokens,
         kv_cache_memory_bytes=p.kv_cache_memory_bytes,
+        engine=p.engine,
     )
     efficiency = None
     if p.calibration is not None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from servecap.app.flags import DeploymentFlags, deployment_from_flags, efficiency_from_file
 from servecap.errors import ServecapError
 from servecap.files import dumps_json
+from servecap.validation.interval import Interval, intervals_for
 
 if TYPE_CHECKING:
     from servecap.core.levers import Lever
@@ -78,6 +79,8 @@ class PlanResponse:
     request_interval_s: float | None = None  # the user model when neither duty cycle nor think time is given
     peak_tok_s: float | None = None
     replicas_for_tok_s: int | None = None
+    # 80% intervals of the measured value behind users_served and tpot_s (validation.interval)
+    intervals: dict[str, Interval] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` object: docs/json-schema.md documents every key."""
@@ -96,6 +99,7 @@ class PlanResponse:
         if self.peak_tok_s is not None:
             data["peak_tok_s"] = self.peak_tok_s
             data["replicas_for_tok_s"] = self.replicas_for_tok_s
+        data["interval"] = {k: iv.to_dict() for k, iv in self.intervals.items()}
         return data
 
     def to_json(self) -> str:
@@ -259,4 +263,9 @@ def plan(request: PlanRequest) -> PlanResponse:
         request_interval_s=interval,
         peak_tok_s=r.peak_tok_s,
         replicas_for_tok_s=replicas_tok_s,
+        intervals=intervals_for(
+            {"users_served": (float(p.users_served), "throughput"), "tpot_s": (p.tpot_s, "tpot")},
+            engine=dep.engine.engine,
+            gpu_family=dep.gpu.family,
+        ),
     )

@@ -9,6 +9,7 @@ any percentile, since percentiles of an overloaded run measure the run's length,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -244,6 +245,8 @@ class SimulateResponse(BaseModel):
     seed: int
     load_check: LoadCheck
     notes: list[str]
+    # "ttft_s.p99" -> the 80% interval of the measured value (validation.interval)
+    interval: dict[str, Any] = {}
 
     @model_serializer(mode="wrap")
     def _flatten(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -265,5 +268,23 @@ def simulate(
         seed=seed,
         load_check=check_load(built, result),
         notes=built.notes,
+        interval=summary_intervals(built, result),
     )
     return response, result
+
+
+def summary_intervals(built: Built, result: SimResult) -> dict[str, Any]:
+    """80% intervals of the simulated percentiles (TTFT, TPOT, E2E: p50, p90, p99, mean), from the
+    corpus residuals of the deployment's engine and GPU family. Throughput gets none: in an open
+    loop below saturation it is the offered load, not a prediction."""
+    from servecap.validation.interval import intervals_for
+
+    s = result.summary
+    values: dict[str, tuple[float, str]] = {}
+    for name, metric, pct in (("ttft_s", "ttft", s.ttft_s), ("tpot_s", "tpot", s.tpot_s), ("e2e_s", "e2e", s.e2e_s)):
+        for stat, v in (("p50", pct.p50), ("p90", pct.p90), ("p99", pct.p99), ("mean", pct.mean)):
+            if v is not None and math.isfinite(v):
+                values[f"{name}.{stat}"] = (v, metric)
+    dep = built.plan.deployment
+    found = intervals_for(values, engine=dep.engine.engine, gpu_family=dep.gpu.family)
+    return {k: iv.to_dict() for k, iv in found.items()}

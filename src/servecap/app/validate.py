@@ -2,7 +2,7 @@
 
 One call plans and simulates every selected row and returns a pydantic value (the ``--json``
 output): per-row predicted vs measured with the signed error, and the MAPE and median absolute
-error per metric family, per GPU family and per split.
+error per metric family, per GPU family, per engine and per split.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from servecap.validation.evaluate import (
     Comparison,
     ErrorStats,
     ProgressFn,
+    by_engine,
     by_family,
     by_gpu_family,
     compare_rows,
@@ -30,7 +31,9 @@ class _Out(BaseModel):
 class ValueOut(_Out):
     row: str
     source: str
+    engine: str
     gpu: str
+    gpu_family: str
     split: str
     metric: str
     family: str
@@ -56,6 +59,7 @@ class ValidateResponse(_Out):
     values: list[ValueOut]
     by_metric: dict[str, StatsOut]
     by_gpu: dict[str, dict[str, StatsOut]]
+    by_engine: dict[str, dict[str, StatsOut]]
     by_split: dict[str, dict[str, StatsOut]]
 
 
@@ -92,7 +96,9 @@ def validate(
             ValueOut(
                 row=c.full_id,
                 source=c.source,
+                engine=c.engine,
                 gpu=c.gpu,
+                gpu_family=c.gpu_family,
                 split=c.split,
                 metric=c.metric,
                 family=c.family,
@@ -105,6 +111,7 @@ def validate(
         ],
         by_metric=_table(comps),
         by_gpu={g: {k: _stats(v) for k, v in t.items()} for g, t in by_gpu_family(comps).items()},
+        by_engine={e: {k: _stats(v) for k, v in t.items()} for e, t in by_engine(comps).items()},
         by_split={
             s: _table([c for c in comps if c.split == s]) for s in ("train", "test") if any(c.split == s for c in comps)
         },
@@ -132,6 +139,7 @@ def render_html(resp: ValidateResponse) -> str:
     parts = [stats_rows("All rows", resp.by_metric)]
     parts += [stats_rows(f"Split: {s}", t) for s, t in resp.by_split.items()]
     parts += [stats_rows(f"GPU: {g}", t) for g, t in resp.by_gpu.items()]
+    parts += [stats_rows(f"Engine: {e}", t) for e, t in resp.by_engine.items()]
     vals = "".join(
         f"<tr><td>{escape(v.row)}</td><td>{escape(v.gpu)}</td><td>{v.split}</td><td>{escape(v.metric)}</td>"
         f"<td>{v.measured:.6g}</td><td>{'-' if v.predicted is None else f'{v.predicted:.6g}'}</td>"

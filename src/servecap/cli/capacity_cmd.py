@@ -128,6 +128,9 @@ def capacity_command(
         return f"{x:,.0f}" if closed else f"{x:,.2f}"
 
     answer = f"simulated capacity: {fmt(response.max_load)} {unit} per replica within the p99 SLOs"
+    iv = response.interval
+    if iv is not None:
+        answer += f" (80% interval {fmt(iv['low'])}–{fmt(iv['high'])})"
     missed = response.max_load_bracket[1]
     if missed is not None:
         answer += f" ({fmt(missed)} missed them)"
@@ -166,6 +169,8 @@ def capacity_command(
         side.add_row(*cells, row.closed_form, row.simulated)
     print_table(out, side)
     out.print(response.why)
+    if iv is not None and not iv["close"]:
+        out.print(f"[dim]note: {iv['note']}[/]")
     t = Table(title="load vs latency", title_justify="left")
     for col in (
         f"load ({unit})",

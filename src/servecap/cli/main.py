@@ -89,7 +89,7 @@ COMMANDS: Mapping[str, LazyCommand] = {
     "validate": LazyCommand(
         "servecap.cli.validate_cmd:validate_command",
         "Plan and simulate every row of the public measurement corpus and print predicted vs "
-        "measured with the signed error, and the MAPE per metric and per GPU family.",
+        "measured with the signed error, and the MAPE per metric, per GPU family and per engine.",
     ),
     "serve": LazyCommand(
         "servecap.web.serve_cmd:serve",

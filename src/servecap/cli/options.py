@@ -103,7 +103,19 @@ turns_option = click.option(
 )
 db_option = click.option("--db", type=PATH, default=None, help="Results database (default: under the user data dir).")
 
+engine_option = click.option(
+    "--engine",
+    "-e",
+    type=click.Choice(["vllm", "sglang", "trtllm", "trtllm-max-utilization"], case_sensitive=False),
+    default="vllm",
+    show_default=True,
+    help="Serving engine profile: its defaults (memory fraction, block size, batch limits) and "
+    "scheduler (vLLM recompute preemption; SGLang output reservation; TensorRT-LLM "
+    "GUARANTEED_NO_EVICT or MAX_UTILIZATION).",
+)
+
 _HARDWARE: Sequence[Decorator] = (
+    engine_option,
     click.option("--gpu", "-g", type=click.STRING, default=None, help="GPU name, e.g. H100, h200, A100-40GB, MI300X."),
     gpu_file_option,
     click.option(

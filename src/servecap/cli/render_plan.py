@@ -44,9 +44,14 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
     mem.add_column("bytes", justify="right")
     mem.add_column("GiB", justify="right")
     b = st.budget
+    fraction = {
+        "vllm": f"x gpu_memory_utilization {b.gpu_memory_utilization:g}",
+        "sglang": f"x mem_fraction_static {b.gpu_memory_utilization:g} (+ activations)",
+        "trtllm": f"taken: the rest + {b.gpu_memory_utilization:g} x the free memory for KV",
+    }.get(eng.engine.split("-")[0], f"x {b.gpu_memory_utilization:g}")
     rows = [
-        ("total (as vLLM sees it)", b.total_gpu_memory_bytes),
-        (f"x gpu_memory_utilization {b.gpu_memory_utilization:g}", b.requested_bytes),
+        ("total (as the engine sees it)", b.total_gpu_memory_bytes),
+        (fraction, b.requested_bytes),
         ("- weights", b.weights_bytes),
         ("- peak activation (estimate)", b.activation_bytes),
         ("- CUDA context / NCCL (estimate)", b.non_torch_bytes),
@@ -74,7 +79,11 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
     speed.add_column("value", justify="right")
     speed.add_row("concurrent requests (batch)", f"{p.batch:,}  (limited by {p.batch_limited_by})")
     speed.add_row("decode step at that batch", human_seconds(p.decode_step_time_s))
-    speed.add_row("TPOT with chunked prefill", human_seconds(p.tpot_s))
+    tpot_iv = response.intervals.get("tpot_s")
+    tpot_text = human_seconds(p.tpot_s)
+    if tpot_iv is not None:
+        tpot_text += f" ({tpot_iv.level:.0%}: {human_seconds(tpot_iv.low)}–{human_seconds(tpot_iv.high)})"
+    speed.add_row("TPOT with chunked prefill", tpot_text)
     speed.add_row("TTFT beside that batch", human_seconds(p.ttft_s))
     speed.add_row(
         "single request TTFT / TPOT",
@@ -92,6 +101,9 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
     users.add_column("value", justify="right")
     basis = "batch x (G + Z) / G, Little's law" if response.think_time_s is not None else "batch / duty cycle"
     users.add_row(f"users served ({basis})", f"{p.users_served:,}")
+    iv = response.intervals.get("users_served")
+    if iv is not None:
+        users.add_row(f"  {iv.level:.0%} interval", f"{iv.low:,.0f}–{iv.high:,.0f}")
     users.add_row("$ per hour (rent)", _money(p.cost.usd_per_hour))
     users.add_row("$ per user per month (rent)", _money(p.cost.usd_per_user_month))
     users.add_row("$ per million output tokens", _money(p.cost.usd_per_million_tokens))
@@ -122,6 +134,8 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
     for r in lever_rows:
         if r.note:
             c.print(f"[dim]{r.name}: {r.note}[/]")
+    for name, iv in response.intervals.items():
+        notes = [*notes, f"{name}: {iv.note}"]
     for note in notes:
         c.print(f"[dim]note: {note}[/]")
     for warning in p.warnings:

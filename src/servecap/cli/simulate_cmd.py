@@ -62,6 +62,27 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:,.1f}"
 
 
+def render_intervals(console: Console, intervals: dict[str, Any]) -> None:
+    """The 80% intervals of the measured p50/p99 latencies (``--json``'s
+    ``interval``), one line, and what they are built from."""
+    if not intervals:
+        return
+    parts = []
+    for key, label in (
+        ("ttft_s.p50", "TTFT p50"),
+        ("ttft_s.p99", "TTFT p99"),
+        ("tpot_s.p50", "TPOT p50"),
+        ("tpot_s.p99", "TPOT p99"),
+    ):
+        iv = intervals.get(key)
+        if iv is not None:
+            parts.append(f"{label} {_ms(iv['low'])}–{_ms(iv['high'])} ms")
+    console.print("80% intervals: " + ", ".join(parts))
+    notes = {iv["note"] for iv in intervals.values() if not iv["close"]}
+    for note in sorted(notes):
+        console.print(f"[dim]note: {note}[/]")
+
+
 def render_summary(console: Console, summary: RunSummary, title: str) -> None:
     from rich.table import Table
 
@@ -229,6 +250,7 @@ def simulate_command(
         f"max_num_seqs {built.setup.max_num_seqs}, max_num_batched_tokens {built.setup.max_num_batched_tokens}"
     )
     render_summary(console, result.summary, "simulated latency")
+    render_intervals(console, response.interval)
     load = f"{check.offered_req_s:,.2f} req/s offered, " if check.offered_req_s is not None else ""
     console.print(
         f"load: {load}about {check.service_req_s:,.2f} req/s at most (planner); queue wait grows "

@@ -26,7 +26,7 @@ def validate_command(
     source: str | None, split: str, html_path: Path | None, calibration: Path | None, as_json: bool
 ) -> None:
     """Plan and simulate every row of the public measurement corpus and print predicted vs
-    measured with the signed error, and the MAPE per metric and per GPU family."""
+    measured with the signed error, and the MAPE per metric, per GPU family and per engine."""
     from servecap.app.validate import render_html, validate
 
     resp = validate(source=source, split=split, calibration=calibration)
@@ -58,6 +58,7 @@ def validate_command(
         s.add_column(col, justify="left" if col in ("group", "metric") else "right")
     groups = [("all", resp.by_metric)] + [(f"split {k}", t2) for k, t2 in resp.by_split.items()]
     groups += [(g, t2) for g, t2 in resp.by_gpu.items()]
+    groups += [(f"engine {e}", t2) for e, t2 in resp.by_engine.items()]
     for name, table in groups:
         for metric, st in table.items():
             s.add_row(

@@ -19,6 +19,7 @@ from servecap.core.kv import resolve_kv_dtype
 from servecap.core.memory import resolve_weight_dtype
 from servecap.errors import ServecapError
 from servecap.specs.deployment import Deployment, EngineConfig, Parallelism, RopeScaling
+from servecap.specs.engines import DEFAULT_ENGINE, default_memory_fraction, engine_profile
 from servecap.specs.gpu import GpuSpec
 from servecap.specs.model import ModelSpec
 from servecap.units import GIB_BYTES
@@ -58,8 +59,11 @@ def build_deployment(
     max_num_batched_tokens: int | None = None,
     kv_cache_memory_bytes: int | None = None,
     rope_scaling: RopeScaling | None = None,
+    engine: str = DEFAULT_ENGINE,
 ) -> Deployment:
-    """Validate the knobs and resolve vLLM's defaults into a concrete Deployment."""
+    """Validate the knobs and resolve the engine's defaults (vLLM's unless ``engine`` names
+    another profile, :mod:`servecap.specs.engines`) into a concrete Deployment."""
+    profile = engine_profile(engine)
     _positive("tp", tp, upper=1024)
     _positive("pp", pp, upper=1024)
     _positive("max_model_len", max_model_len, upper=1e8)
@@ -68,7 +72,7 @@ def build_deployment(
     _positive("max_num_batched_tokens", max_num_batched_tokens, upper=1e8)
     _positive("kv_cache_memory_bytes", kv_cache_memory_bytes, upper=1e15)
     _positive("gpu_memory_utilization", gpu_memory_utilization, upper=1.0)
-    if block_size is not None and block_size not in VLLM_BLOCK_SIZES:
+    if block_size is not None and profile.id == "vllm" and block_size not in VLLM_BLOCK_SIZES:
         raise ServecapError(
             "block_size", block_size, "vLLM accepts " + ", ".join(map(str, VLLM_BLOCK_SIZES)) + " tokens"
         )
@@ -83,14 +87,20 @@ def build_deployment(
             )
         max_model_len = model.max_position_embeddings
     default_tokens, default_seqs = default_batch_limits(gpu)
-    engine = EngineConfig(
+    if profile.max_num_batched_tokens is not None:
+        default_tokens = profile.max_num_batched_tokens
+    if profile.max_num_seqs is not None:
+        default_seqs = profile.max_num_seqs
+    default_fraction = default_memory_fraction(profile, tp)  # vLLM: DEFAULT_GPU_MEMORY_UTILIZATION
+    config = EngineConfig(
         max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
-        block_size=block_size,
+        gpu_memory_utilization=gpu_memory_utilization or default_fraction,
+        block_size=block_size if block_size is not None else profile.block_size,
         max_num_seqs=max_num_seqs or default_seqs,
         max_num_batched_tokens=max_num_batched_tokens or default_tokens,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
         rope_scaling=rope_scaling,
+        engine=profile.id,
     )
     if model.attention is not None and model.attention.num_heads % tp:
         raise ServecapError("tp", tp, f"must divide the {model.attention.num_heads} attention heads")
@@ -100,7 +110,7 @@ def build_deployment(
         parallelism=Parallelism(tp=tp, pp=pp),
         weights_dtype=resolve_weight_dtype(weights_dtype, model),
         kv_dtype=resolve_kv_dtype(kv_cache_dtype, model),
-        engine=engine,
+        engine=config,
     )
 
 

@@ -152,12 +152,34 @@ def memory_budget(
     non_torch_bytes: int,
     cudagraph_bytes: int = 0,
     kv_cache_memory_bytes: int | None = None,
+    memory_base: str = "total",
 ) -> MemoryBudget:
-    requested = int(total_gpu_memory_bytes * gpu_memory_utilization)
+    """The KV budget of one GPU. ``memory_base`` says what ``gpu_memory_utilization`` is a
+    fraction of (:class:`servecap.specs.engines.EngineProfile`):
+
+    - ``"total"`` (vLLM): ``kv = total x f - weights - activation - non_torch - cudagraph``;
+    - ``"free_after_weights"`` (TensorRT-LLM ``free_gpu_memory_fraction``, of the memory free
+      after the weights are loaded and the activations profiled):
+      ``kv = f x (total - weights - activation - non_torch - cudagraph)``;
+    - ``"static"`` (SGLang ``mem_fraction_static``: weights and KV pool share ``total x f``, the
+      activations live in the rest): ``kv = total x f - weights - non_torch - cudagraph``.
+
+    ``requested_bytes`` is what the engine takes (non-KV memory plus the KV budget).
+    """
+    if memory_base == "free_after_weights":
+        free = total_gpu_memory_bytes - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
+        kv = int(free * gpu_memory_utilization)
+        requested = total_gpu_memory_bytes - free + kv
+    elif memory_base == "static":
+        requested = int(total_gpu_memory_bytes * gpu_memory_utilization) + activation_bytes
+        kv = requested - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
+    elif memory_base == "total":
+        requested = int(total_gpu_memory_bytes * gpu_memory_utilization)
+        kv = requested - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
+    else:
+        raise ServecapError("memory_base", memory_base, "must be total, free_after_weights or static")
     if kv_cache_memory_bytes is not None:
         kv = kv_cache_memory_bytes
-    else:
-        kv = requested - weights_bytes - activation_bytes - non_torch_bytes - cudagraph_bytes
     return MemoryBudget(
         total_gpu_memory_bytes=total_gpu_memory_bytes,
         gpu_memory_utilization=gpu_memory_utilization,

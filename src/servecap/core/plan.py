@@ -33,6 +33,7 @@ from servecap.core.params import ParamCounts, param_counts
 from servecap.core.roofline import StepCost, step_cost
 from servecap.errors import InfeasibleError
 from servecap.specs.deployment import Deployment
+from servecap.specs.engines import engine_profile
 from servecap.specs.perf import CostInputs, Efficiency, RequestShape, Slo
 
 
@@ -122,6 +123,7 @@ def _stages(dep: Deployment) -> list[Stage]:
             non_torch_bytes=non_torch,
             cudagraph_bytes=eng.cudagraph_bytes,
             kv_cache_memory_bytes=eng.kv_cache_memory_bytes,
+            memory_base=engine_profile(eng.engine).memory_base,
         )
         layout = kv_layout(model, layers, tp=par.tp, kv_dtype=dep.kv_dtype, block_size=eng.block_size)
         cap = kv_capacity(

@@ -42,10 +42,13 @@ from servecap.core.params import layer_params_table, param_counts
 from servecap.specs.deployment import Deployment
 from servecap.specs.model import AttentionKind
 from servecap.specs.perf import (
+    BANDWIDTH_EFFICIENCY_BY_ENGINE,
     DEFAULT_BANDWIDTH_EFFICIENCY,
     DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY,
     DEFAULT_COMPUTE_EFFICIENCY,
     DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY,
+    FP4_TO_FP8_GEMM_EFFICIENCY_BY_ENGINE,
+    LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE,
     Efficiency,
 )
 from servecap.units import GB_BYTES, TB_BYTES, TFLOPS
@@ -125,6 +128,7 @@ class StepCost:
     compute_rate: str = "bf16"  # the tensor-core rate the weights compute at (WeightDtype.compute)
     gpu_family: str = ""  # picks a per-family bandwidth efficiency (Efficiency.bandwidth_efficiency_on)
     logits_flops_per_seq: float = 0.0  # 2 x vocab x hidden per GPU: the LM head, once per sequence
+    engine: str = "vllm"  # picks the engine profile's fitted efficiencies (specs.perf, by engine)
 
     def weight_bytes_read(self, num_tokens: int) -> float:
         if self.moe_layers == 0 or num_tokens <= 0:
@@ -148,8 +152,8 @@ class StepCost:
             + self.attn_flops_per_pair * batch.attn_pairs
             + self.window_attn_flops_per_pair * batch.window_attn_pairs
         )
-        memory_s = bytes_read / (self.hbm_bytes_s * _bandwidth_efficiency(eff, self.gpu_family))
-        compute_s = flops / (self.peak_flops * _compute_efficiency(eff, self.compute_rate))
+        memory_s = bytes_read / (self.hbm_bytes_s * _bandwidth_efficiency(eff, self.gpu_family, self.engine))
+        compute_s = flops / (self.peak_flops * _compute_efficiency(eff, self.compute_rate, self.engine))
         comm_s = 0.0
         if self.tp > 1:
             ring = 2.0 * (self.tp - 1) / self.tp
@@ -160,21 +164,30 @@ class StepCost:
         return StepTime(total, self.pp * memory_s, self.pp * compute_s, self.pp * comm_s, overhead_s)
 
 
-def _bandwidth_efficiency(eff: Efficiency, gpu_family: str) -> float:
-    """``eff.bandwidth_efficiency_on(gpu_family)``, the same rule in this compiled module: a
-    step prices it twice, and a call into the interpreted Efficiency costs more than the rule."""
+def _bandwidth_efficiency(eff: Efficiency, gpu_family: str, engine: str = "vllm") -> float:
+    """``eff.bandwidth_efficiency_on(gpu_family, engine)``, the same rule in this compiled module:
+    a step prices it twice, and a call into the interpreted Efficiency costs more than the rule."""
     bw = eff.bandwidth_efficiency
     if bw is not None:
         return bw
+    if engine != "vllm":
+        by_family = BANDWIDTH_EFFICIENCY_BY_ENGINE.get(engine)
+        if by_family is not None and gpu_family in by_family:
+            return by_family[gpu_family]
     return DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY.get(gpu_family, DEFAULT_BANDWIDTH_EFFICIENCY)
 
 
-def _compute_efficiency(eff: Efficiency, rate: str) -> float:
-    """``eff.compute_efficiency_at(rate)``, likewise."""
+def _compute_efficiency(eff: Efficiency, rate: str, engine: str = "vllm") -> float:
+    """``eff.compute_efficiency_at(rate, engine)``, likewise."""
     c = eff.compute_efficiency
     if c is not None:
         return c
-    return DEFAULT_COMPUTE_EFFICIENCY if rate == "bf16" else DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY
+    if rate == "bf16":
+        return DEFAULT_COMPUTE_EFFICIENCY
+    low = LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE.get(engine, DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY)
+    if rate == "fp4":  # FP4 GEMMs reach a smaller share of their peak (specs.perf, measured)
+        return low * FP4_TO_FP8_GEMM_EFFICIENCY_BY_ENGINE.get(engine, 1.0)
+    return low
 
 
 def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
@@ -247,6 +260,7 @@ def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
         compute_rate=dep.weights_dtype.compute,
         gpu_family=gpu.family,
         logits_flops_per_seq=2.0 * logits_params / pp / tp,
+        engine=dep.engine.engine,
     )
 
 

@@ -24,6 +24,7 @@ def plan_to_dict(p: Plan) -> dict[str, Any]:
         "weights_dtype": dep.weights_dtype.name,
         "kv_cache_dtype": dep.kv_dtype.name,
         "max_model_len": eng.max_model_len,
+        "engine": eng.engine,
         "gpu_memory_utilization": eng.gpu_memory_utilization,
         "max_num_seqs": eng.max_num_seqs,
         "max_num_batched_tokens": eng.max_num_batched_tokens,

@@ -48,6 +48,7 @@ received a token in the step, first tokens included.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 
 from servecap.core.roofline import prefill_batch
@@ -58,8 +59,10 @@ from servecap.sim.engine_types import StepOutcome as StepOutcome
 from servecap.sim.kv_pool import KvPool
 from servecap.sim.queues import RequestQueue, make_queue
 from servecap.sim.request_state import DECODING, DONE, PREFILLING, WAITING, RequestState
+from servecap.sim.scheduler_policy import admission_policy
 from servecap.sim.setup import EngineSetup, prefix_caching_supported
 from servecap.sim.step_time import StepTimeModel
+from servecap.specs.engines import engine_profile
 from servecap.specs.model import AttentionKind
 
 _NO_IDS: list[int] = []
@@ -131,6 +134,12 @@ class Engine:
         self._price_mode = 0 if slopes is None else (1 if slopes[1] == 0.0 and slopes[3] == 0.0 else 2)
 
         self.waiting: RequestQueue = make_queue(setup.scheduling_policy)
+        # the engine profile's admission rule (vLLM: admit on the next chunk's blocks)
+        self.policy = admission_policy(engine_profile(setup.engine))
+        self._reserving = self.policy.reserves
+        self._whole_blocks = self.policy.whole_blocks  # exact per-request reservations
+        self._separate_prefill = not engine_profile(setup.engine).mixed_prefill_decode
+        self._lifetime_blocks = 0  # Σ reserved_blocks over the running requests
         self._requests: dict[int, RequestState] = {}  # every request not finished
         self._decoding: dict[int, RequestState] = {}  # the decoding batch, in scheduling order
         self._prefilling: RequestState | None = None  # a request whose prompt is part-computed
@@ -423,6 +432,9 @@ class Engine:
 
     def _release_blocks(self, r: RequestState) -> None:
         pool = self.pool
+        if r.reserved_blocks:
+            self._lifetime_blocks -= r.reserved_blocks
+            r.reserved_blocks = 0
         if r.cached_keys_held:
             pool.release(r.num_blocks_held - pool.per_key * len(r.cached_keys_held))
             for key in reversed(r.cached_keys_held):  # the tail goes first into the LRU list (evicted first)
@@ -523,35 +535,46 @@ class Engine:
         budget = self.max_num_batched_tokens - len(decoding)
         chunks: list[tuple[RequestState, int]] = []  # prefill work of this step: (request, tokens)
 
-        # 1. the running requests: every decoder's token, the prefilling request's next chunk
-        need = self._blocks_due[(-step) % bs]
-        part = self._prefilling
-        part_chunk = part_need = 0
-        if part is not None:
-            part_chunk = min(part.prompt_tokens + part.num_output_tokens - part.num_computed_tokens, budget)
-            part_need = self._blocks_for(part.num_computed_tokens + part_chunk) - part.num_blocks_held
-        if need + part_need > pool.free + len(pool.lru) * pool.per_key:
-            preempted = []
-            self._schedule_running_exact(preempted, chunks)
-            budget = self.max_num_batched_tokens - len(decoding) - sum(n for _, n in chunks)
-        else:
-            self._allocate(need + part_need)
+        # SGLang (no mixed batches): a step that can prefill runs prefill only, decoders wait
+        prefill_only = False
+        if self._separate_prefill and decoding and (self._prefilling is not None or n_waiting):
+            prefill_only = self._prefill_only(now, chunks)
+        if not prefill_only:
+            # 1. the running requests: every decoder's token, the prefilling request's next chunk
+            need = self._blocks_due[(-step) % bs]
+            part = self._prefilling
+            part_chunk = part_need = 0
             if part is not None:
-                part.num_blocks_held += part_need
-                chunks.append((part, part_chunk))
-                budget -= part_chunk
+                part_chunk = min(part.prompt_tokens + part.num_output_tokens - part.num_computed_tokens, budget)
+                part_need = self._blocks_for(part.num_computed_tokens + part_chunk) - part.num_blocks_held
+            if need + part_need > pool.free + len(pool.lru) * pool.per_key:
+                preempted = []
+                self._schedule_running_exact(preempted, chunks)
+                budget = self.max_num_batched_tokens - len(decoding) - sum(n for _, n in chunks)
+            else:
+                self._allocate(need + part_need)
+                if part is not None:
+                    part.num_blocks_held += part_need
+                    chunks.append((part, part_chunk))
+                    budget -= part_chunk
 
-        # 2. admit waiting requests (vLLM skips this in a step that preempted)
-        if not preempted and budget > 0 and n_waiting:
-            self._admission_blocked = self._admit(now, budget, chunks)
-        else:
-            self._admission_blocked = False
+            if self._reserving:
+                if preempted:
+                    self._on_retract()
+                elif not decoding and part is None:
+                    self.policy.on_idle()  # SGLang resets its reservation ratio when it had no batch
+
+            # 2. admit waiting requests (vLLM skips this in a step that preempted)
+            if not preempted and budget > 0 and n_waiting:
+                self._admission_blocked = self._admit(now, budget, chunks)
+            else:
+                self._admission_blocked = False
 
         # 3. the step's shape, from running sums
-        B = len(decoding)
-        kv = float(self._join_offset_sum + B * (step + 1))
+        B = 0 if prefill_only else len(decoding)
+        kv = 0.0 if prefill_only else float(self._join_offset_sum + B * (step + 1))
         window = self.window
-        if window is None:
+        if window is None or prefill_only:
             wkv = kv
         else:
             wkv = float(
@@ -585,9 +608,11 @@ class Engine:
         # 4. apply: decodes advance and finish, prefills progress
         first_ids = decoded_ids = finished_ids = _NO_IDS  # appended to only when want_ids
         if want_ids:
-            first_ids, decoded_ids, finished_ids = [], list(decoding), []
+            first_ids, decoded_ids, finished_ids = [], ([] if prefill_only else list(decoding)), []
         if B:
             self._decode_step = step = step + 1
+            if self._reserving:
+                self.policy.on_decode_steps(1)
             self.itl_durations.append(dur)
             self.itl_weights.append(B)
             if self.record_token_times:
@@ -652,6 +677,27 @@ class Engine:
             num_prefill_tokens=prompt,
         )
 
+    def _prefill_only(self, now: float, chunks: list[tuple[RequestState, int]]) -> bool:
+        """SGLang's order (``get_next_batch_to_run``: a new prefill batch first, else the decode
+        batch; ``enable_mixed_chunk`` off by default): the prefilling request's next chunk and
+        the admissions the whole token budget allows, no decoder. False (nothing done) when no
+        prefill can run now: then the step is an ordinary one."""
+        pool = self.pool
+        budget = self.max_num_batched_tokens
+        part = self._prefilling
+        if part is not None:
+            chunk = min(part.prompt_tokens + part.num_output_tokens - part.num_computed_tokens, budget)
+            need = self._blocks_for(part.num_computed_tokens + chunk) - part.num_blocks_held
+            if need > pool.free + len(pool.lru) * pool.per_key:
+                return False  # the ordinary step preempts to make room
+            self._allocate(need)
+            part.num_blocks_held += need
+            chunks.append((part, chunk))
+            budget -= chunk
+        if budget > 0 and len(self.waiting):
+            self._admission_blocked = self._admit(now, budget, chunks)
+        return bool(chunks)
+
     def _admit(self, now: float, budget: int, chunks: list[tuple[RequestState, int]]) -> bool:
         """Admit waiting requests in queue order while budget, seats and blocks allow; True when
         one was left waiting for seats or blocks (not for the token budget)."""
@@ -660,6 +706,7 @@ class Engine:
         bs = self.block_size
         per_key = pool.per_key
         n_running = len(self._decoding) + len(chunks)
+        reserved = self._reserved_blocks(chunks) if self._reserving and not self._whole_blocks else 0
         while budget > 0 and len(waiting):
             r = waiting.peek()
             if n_running >= self.max_num_seqs:
@@ -673,7 +720,30 @@ class Engine:
             chunk = min(total - start, budget)
             held = self._blocks_for(start + chunk)
             new_blocks = held - per_key * hits
-            if new_blocks + idle * per_key > pool.free + len(pool.lru) * per_key:
+            if self._whole_blocks:
+                # its blocks to completion beside the running requests' (TensorRT-LLM
+                # GUARANTEED_NO_EVICT: ceil((prompt + max output) / block) - held, per request)
+                lifetime = self._blocks_for(r.prompt_tokens + r.output_tokens)
+                reserved = self._lifetime_blocks - pool.used
+                room = pool.free + len(pool.lru) * per_key
+                if lifetime - held + new_blocks + idle * per_key + reserved > room and (
+                    n_running or new_blocks + idle * per_key > room
+                ):
+                    return True  # alone in the engine it runs on what it needs now (no deadlock)
+                r.reserved_blocks = lifetime
+                self._lifetime_blocks += lifetime
+            elif self._reserving:
+                # the rest of its prompt and its share of the output, beside the running requests'
+                future = self._future_blocks(
+                    total - start - chunk, r.output_tokens - r.num_output_tokens, self.policy.clip_tokens
+                )
+                room = pool.free + len(pool.lru) * per_key
+                if new_blocks + idle * per_key + future + reserved > room and (
+                    n_running or new_blocks + idle * per_key > room
+                ):
+                    return True
+                reserved += future
+            elif new_blocks + idle * per_key > pool.free + len(pool.lru) * per_key:
                 return True
             waiting.pop()
             self._waiting_tokens -= r.prompt_tokens + r.output_tokens - r.num_output_tokens
@@ -697,6 +767,40 @@ class Engine:
             budget -= chunk
             n_running += 1
         return False
+
+    def _future_blocks(self, prompt_left: int, output_left: int, clip: int) -> int:
+        """Blocks the ``reserve`` rule (a share of the output) holds back for requests with
+        ``prompt_left`` prompt tokens still to compute and ``output_left`` output tokens still to
+        produce (``clip`` caps the output counted; :mod:`servecap.sim.scheduler_policy`)."""
+        out = output_left if output_left < clip else clip
+        tokens = prompt_left + self.policy.ratio * out
+        if tokens <= 0:
+            return 0
+        return self._num_groups * math.ceil(tokens / self.block_size)
+
+    def _reserved_blocks(self, chunks: list[tuple[RequestState, int]]) -> int:
+        """Blocks the running requests (and those scheduled this step) still hold back under the
+        ``reserve`` rule: the rest of their prompts and their share of the output to come."""
+        out_left = self._output_left_at_join_sum - len(self._decoding) * self._decode_step
+        prompt_left = 0
+        for r, n_chunk in chunks:
+            prompt_left += r.prompt_tokens + r.num_output_tokens - r.num_computed_tokens - n_chunk
+            out_left += r.output_tokens - r.num_output_tokens
+        return self._future_blocks(prompt_left, out_left, 1 << 62)
+
+    def _on_retract(self) -> None:
+        """Tell the policy requests were preempted, with the batch left running (rare: O(batch))."""
+        decoded = max_new = 0
+        for r in self._decoding.values():
+            decoded += r.output_at_join + self._decode_step - r.step_at_join
+            max_new += r.output_tokens
+        part = self._prefilling
+        n = len(self._decoding)
+        if part is not None:
+            decoded += part.num_output_tokens
+            max_new += part.output_tokens
+            n += 1
+        self.policy.on_retract(decoded, max_new, n)
 
     def _schedule_running_exact(self, preempted: list[RequestState], chunks: list[tuple[RequestState, int]]) -> None:
         """The running requests one by one, preempting when the pool runs out (rare)."""
@@ -747,7 +851,10 @@ class Engine:
         no prefill in flight and nobody the scheduler could admit."""
         if self._prefilling is not None or not self._decoding:
             return False
-        return not len(self.waiting) or self._admission_blocked
+        if not len(self.waiting):
+            return True
+        # a reservation that shrinks step by step may let the waiting head in without a finish
+        return self._admission_blocked and not self.policy.decaying
 
     def advance_decode_run(self, now_s: float, until_s: float, max_steps: int = 1 << 62) -> tuple[int, float]:
         """Run consecutive decode-only steps, the first starting at ``now_s``, while each starts
@@ -814,6 +921,8 @@ class Engine:
             return 0, now_s
         self._allocate(taken)
         self._decode_step = step0 + k
+        if self._reserving:
+            self.policy.on_decode_steps(k)
         self.steps += k
         self.busy_s, self.seq_time = busy_s, seq_time
         if self.max_batch < B:

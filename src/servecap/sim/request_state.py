@@ -39,6 +39,7 @@ class RequestState:
         "priority",
         "prompt_tokens",
         "request_id",
+        "reserved_blocks",
         "scheduled_s",
         "segments",
         "seq",
@@ -82,6 +83,7 @@ class RequestState:
         self.end_s: float | None = None
         self.scheduled_s: float | None = None  # first scheduled
         self.preemptions = 0
+        self.reserved_blocks = 0  # blocks its whole prompt + output take (reserving engines)
         self.cached_prompt_tokens = 0  # prompt tokens found in the prefix cache on admission
         # with token times recorded: (first, last) decode-step counters of each decoding stretch,
         # and the times of tokens made by prefill steps after a recompute

@@ -33,6 +33,7 @@ class EngineSetup:
     waiting_queue_limit: int | None = None
     scheduling_policy: SchedulingPolicy = "fcfs"
     notes: tuple[str, ...] = ()
+    engine: str = "vllm"  # the engine profile whose admission rule the scheduler follows
 
     @property
     def block_size(self) -> int:
@@ -88,4 +89,5 @@ def engine_setup_from_plan(
         waiting_queue_limit=waiting_queue_limit,
         scheduling_policy=policy,
         notes=tuple(notes),
+        engine=eng.engine,
     )

@@ -1,4 +1,4 @@
-"""How a model is deployed: GPUs, parallelism, storage dtypes and the engine's (vLLM's) settings."""
+"""How a model is deployed: GPUs, parallelism, storage dtypes and the serving engine's settings."""
 
 from __future__ import annotations
 
@@ -59,6 +59,7 @@ class EngineConfig:
     non_torch_bytes: int | None = None  # override the estimated CUDA context / NCCL memory
     cudagraph_bytes: int = 0  # memory held by captured CUDA graphs, subtracted from the budget
     rope_scaling: RopeScaling | None = None  # vLLM --rope-scaling / --hf-overrides: a longer context
+    engine: str = "vllm"  # the engine profile (servecap.specs.engines): defaults and scheduler
 
 
 @dataclass(frozen=True, slots=True)

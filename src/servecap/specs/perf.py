@@ -24,6 +24,34 @@ DEFAULT_COMPUTE_EFFICIENCY = 0.60
 DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY = 0.42
 """FP8/FP4 GEMMs, fitted: see :class:`Efficiency`."""
 
+BANDWIDTH_EFFICIENCY_BY_ENGINE: dict[str, dict[str, float]] = {}
+"""Per-engine, per-GPU-family bandwidth efficiencies, for values fitted on one engine's training
+rows with its own scheduler and KV budget (``benchmarks/fit_engine.py``); an engine or family
+not listed takes :data:`DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY`. None is adopted: the
+TensorRT-LLM refits (H100 0.74-0.82, H200 0.55-0.66 by the objective) did not lower the
+held-out error (docs/validation.md, "Engine profiles"), the rule for adopting a value."""
+
+LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE: dict[str, float] = {}
+"""Per-engine FP8/FP4 GEMM efficiencies, likewise; none adopted (TensorRT-LLM's fitted 0.37-0.46
+made its held-out rows worse); every engine takes
+:data:`DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY`."""
+
+FP4_TO_FP8_GEMM_EFFICIENCY_BY_ENGINE: dict[str, float] = {
+    "vllm": 0.918,
+    "sglang": 0.931,
+    "trtllm": 0.743,
+    "trtllm-max-utilization": 0.743,
+}
+"""How much of its peak an FP4 GEMM reaches relative to an FP8 GEMM on the same GPU, by engine:
+the median achieved fraction of the tensor peak over every GEMM of at least 4,096 x 4,096 x
+4,096 in the kernel timings NVIDIA measured on B200 and ships with AIConfigurator 0.12.0
+(Apache-2.0; ``systems/data/b200_sxm/gemm/<engine>/<version>/gemm_perf.parquet``, peaks from
+``systems/b200_sxm.yaml``: FP8 4,500, FP4 9,000 TFLOP/s): vLLM 0.24.0 nvfp4 0.436 / fp8 0.475,
+SGLang 0.5.14 0.443 / 0.476, TensorRT-LLM 1.3.0rc20 0.392 / 0.527. FP4 kernels use half the
+FP8 time per FLOP at best, and reach a smaller share of it; the FP8/FP4 efficiency fitted on
+FP8 rows (:data:`DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY`) is scaled by this for FP4 weights
+(``benchmarks/gemm_efficiency.py`` recomputes the ratios from the package's tables)."""
+
 DEFAULT_REQUEST_OVERHEAD_S = 0.0074
 """The server's per-request cost outside the engine's steps, fitted: see :class:`Efficiency`."""
 
@@ -100,17 +128,26 @@ class Efficiency:
     prefill_s_per_token: float = 0.0
     request_overhead_s: float = DEFAULT_REQUEST_OVERHEAD_S
 
-    def bandwidth_efficiency_on(self, gpu_family: str) -> float:
-        """The bandwidth efficiency on a GPU family (``specs.gpu.gpu_family``)."""
+    def bandwidth_efficiency_on(self, gpu_family: str, engine: str = "vllm") -> float:
+        """The bandwidth efficiency on a GPU family (``specs.gpu.gpu_family``) for an engine
+        profile (``specs.engines``)."""
         if self.bandwidth_efficiency is not None:
             return self.bandwidth_efficiency
+        by_family = BANDWIDTH_EFFICIENCY_BY_ENGINE.get(engine, {})
+        if gpu_family in by_family:
+            return by_family[gpu_family]
         return DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY.get(gpu_family, DEFAULT_BANDWIDTH_EFFICIENCY)
 
-    def compute_efficiency_at(self, rate: str) -> float:
-        """The compute efficiency of GEMMs at ``rate`` (``bf16``, ``fp8`` or ``fp4``)."""
+    def compute_efficiency_at(self, rate: str, engine: str = "vllm") -> float:
+        """The compute efficiency of GEMMs at ``rate`` (``bf16``, ``fp8`` or ``fp4``) for an engine."""
         if self.compute_efficiency is not None:
             return self.compute_efficiency
-        return DEFAULT_COMPUTE_EFFICIENCY if rate == "bf16" else DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY
+        if rate == "bf16":
+            return DEFAULT_COMPUTE_EFFICIENCY
+        low = LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE.get(engine, DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY)
+        if rate == "fp4":
+            return low * FP4_TO_FP8_GEMM_EFFICIENCY_BY_ENGINE.get(engine, 1.0)
+        return low
 
 
 @dataclass(frozen=True, slots=True)

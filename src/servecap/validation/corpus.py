@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
+from servecap.specs.engines import engine_id_for_source, engine_profile
 from servecap.validation.schema import CorpusFile, EngineLimits, Row, Source
 
 Split = Literal["train", "test", "all"]
@@ -34,6 +35,14 @@ class CorpusRow:
     @property
     def split(self) -> Literal["train", "test"]:
         return split_of(self.full_id)
+
+    @property
+    def engine(self) -> str:
+        """The engine profile the row is simulated with (:mod:`servecap.specs.engines`): the
+        row's own, else its source's engine by name."""
+        if self.row.engine is not None:
+            return engine_profile(self.row.engine).id
+        return engine_id_for_source(self.source.engine)
 
     @property
     def limits(self) -> EngineLimits:

@@ -32,6 +32,7 @@ class Comparison:
     measured: float  # SI units
     predicted: float | None
     where: str
+    engine: str = "vllm"  # the engine profile the row ran on
 
     @property
     def error(self) -> float | None:
@@ -62,6 +63,7 @@ def compare_rows(
                 Comparison(
                     full_id=crow.full_id,
                     source=crow.source.name,
+                    engine=crow.engine,
                     gpu=crow.row.gpu,
                     gpu_family=gpu_family(crow.row.gpu),
                     split=crow.split,
@@ -95,3 +97,9 @@ def by_gpu_family(comparisons: list[Comparison]) -> dict[str, dict[str, ErrorSta
     """GPU family -> metric family -> error statistics."""
     fams = sorted({c.gpu_family for c in comparisons})
     return {g: by_family([c for c in comparisons if c.gpu_family == g]) for g in fams}
+
+
+def by_engine(comparisons: list[Comparison]) -> dict[str, dict[str, ErrorStats]]:
+    """Engine profile -> metric family -> error statistics."""
+    engines = sorted({c.engine for c in comparisons})
+    return {e: by_family([c for c in comparisons if c.engine == e]) for e in engines}

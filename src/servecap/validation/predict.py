@@ -29,6 +29,7 @@ from servecap.errors import InfeasibleError, ServecapError
 from servecap.results import Percentiles
 from servecap.sim import engine_setup_from_plan, simulate
 from servecap.specs.deployment import Deployment
+from servecap.specs.engines import engine_profile
 from servecap.specs.perf import Efficiency, RequestShape
 from servecap.validation.corpus import CorpusRow
 from servecap.workload import WorkloadSpec
@@ -74,7 +75,8 @@ def _deployment(crow: CorpusRow, max_model_len: int | None) -> Deployment:
     tokens = lim.max_num_batched_tokens
     gpu = lookup_gpu(row.gpu)
     if seqs is not None:
-        tokens = max(tokens or default_batch_limits(gpu)[0], seqs)
+        profile_tokens = engine_profile(crow.engine).max_num_batched_tokens
+        tokens = max(tokens or profile_tokens or default_batch_limits(gpu)[0], seqs)
     return build_deployment(
         resolve_model(row.model),
         gpu,
@@ -86,6 +88,7 @@ def _deployment(crow: CorpusRow, max_model_len: int | None) -> Deployment:
         gpu_memory_utilization=lim.gpu_memory_utilization,
         max_num_seqs=seqs,
         max_num_batched_tokens=tokens,
+        engine=crow.engine,
     )
 
 

@@ -127,6 +127,9 @@ class Row(_Model):
     where: str = Field(min_length=1)
     assumptions: list[str] = []
     engine_limits: EngineLimits | None = None
+    # the engine profile the row ran on when it differs from its source's (vllm, sglang, trtllm,
+    # trtllm-max-utilization); None: the source's engine
+    engine: str | None = None
     workload: Workload
     measured: list[Measured] = Field(min_length=1)
 

@@ -1,0 +1,196 @@
+"""An 80% interval on a prediction, from servecap's own errors on the corpus of published
+measurements (docs/validation.md, "Intervals").
+
+A prediction ``p`` of a value whose corpus residuals (``e = predicted / measured - 1``, the
+training half's, ``residuals.json``) are ``e_1 .. e_n`` says the measured value lies in
+
+    [p / (1 + e_(n+1-k)), p / (1 + e_(k))],   k = floor(0.1 x (n + 1)),
+
+the distribution-free prediction interval of order statistics: for a new residual drawn from
+the same distribution as the ``n``, ``P(e_(k) <= e <= e_(n+1-k)) = (n + 1 - 2k) / (n + 1)``,
+at least 0.8 when ``k = floor(0.1 (n + 1))`` (H. A. David and H. N. Nagaraja, *Order
+Statistics*, 3rd ed., 2003, section 7.2; Wilks 1941). It needs ``n >= 9`` (``k >= 1``).
+
+The residuals come from the group most like the question, the first of
+
+1. the same engine, GPU family and metric,
+2. the same GPU family and metric (any engine),
+3. the same engine and metric (any GPU),
+4. the metric alone (everything the corpus has),
+
+holding at least :data:`MIN_VALUES` values. A coarser group pools unlike rows and is wider; the
+interval says which group it came from, and when it is not the first, that the corpus holds
+nothing close to the question. Users, request rates and replica counts take the throughput
+residuals (capacity scales with throughput); latencies their own metric's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from servecap.errors import ServecapError
+
+LEVEL = 0.8
+MIN_VALUES = 9
+"""The fewest residuals an 80% order-statistic interval can be built from: ``k = floor(0.1 (n +
+1)) >= 1`` needs ``n >= 9``."""
+
+METRICS = ("throughput", "tpot", "ttft", "e2e")
+
+
+@dataclass(frozen=True, slots=True)
+class Residual:
+    """One corpus value's error: ``predicted / measured - 1``."""
+
+    engine: str
+    gpu_family: str
+    metric: str  # throughput, tpot, ttft, e2e
+    split: str  # train or test
+    error: float
+    row: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """``low``..``high`` holds the measured value with probability ``level`` by the corpus's
+    errors on ``basis``; ``close`` is False when the corpus has nothing like the question
+    (no group with the engine and GPU family), and ``note`` says so in words."""
+
+    low: float
+    high: float
+    level: float
+    count: int
+    basis: str
+    close: bool
+    note: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "low": self.low,
+            "high": self.high,
+            "level": self.level,
+            "count": self.count,
+            "basis": self.basis,
+            "close": self.close,
+            "note": self.note,
+        }
+
+
+def residuals_path() -> Path:
+    return Path(str(resources.files("servecap.validation") / "residuals.json"))
+
+
+def load_residuals(path: Path | None = None) -> tuple[Residual, ...]:
+    """The residuals file ``benchmarks/write_residuals.py`` writes from ``servecap validate``."""
+    p = path or residuals_path()
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ServecapError("residuals", str(p), "no such file") from None
+    out = []
+    for item in raw["residuals"]:
+        out.append(
+            Residual(
+                engine=str(item["engine"]),
+                gpu_family=str(item["gpu_family"]),
+                metric=str(item["metric"]),
+                split=str(item["split"]),
+                error=float(item["error"]),
+                row=str(item.get("row", "")),
+            )
+        )
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> tuple[Residual, ...]:
+    return tuple(r for r in load_residuals() if r.split == "train")
+
+
+def order_statistic_bounds(errors: list[float], level: float = LEVEL) -> tuple[float, float]:
+    """The ``k``-th smallest and ``k``-th largest of ``errors``, ``k = floor((1 - level) / 2 x
+    (n + 1))`` (at least ``level`` coverage of a new draw; see the module docstring)."""
+    n = len(errors)
+    k = int((1.0 - level) / 2.0 * (n + 1) + 1e-9)
+    if k < 1:
+        raise ServecapError("residuals", n, f"too few values for a {level:.0%} interval (need {MIN_VALUES})")
+    s = sorted(errors)
+    return s[k - 1], s[n - k]
+
+
+def _group(residuals: tuple[Residual, ...], engine: str, gpu_family: str, metric: str) -> tuple[list[float], str, bool]:
+    same_metric = [r for r in residuals if r.metric == metric]
+    levels: list[tuple[list[Residual], str, bool]] = [
+        (
+            [r for r in same_metric if r.engine == engine and r.gpu_family == gpu_family],
+            f"{engine} on {gpu_family}",
+            True,
+        ),
+        ([r for r in same_metric if r.gpu_family == gpu_family], f"every engine on {gpu_family}", False),
+        ([r for r in same_metric if r.engine == engine], f"{engine} on every GPU", False),
+        (same_metric, "every engine and GPU", False),
+    ]
+    for rows, basis, close in levels:
+        if len(rows) >= MIN_VALUES:
+            return [r.error for r in rows], basis, close
+    raise ServecapError("metric", metric, f"the corpus has fewer than {MIN_VALUES} {metric} values")
+
+
+def interval(
+    predicted: float,
+    *,
+    metric: str,
+    engine: str,
+    gpu_family: str,
+    residuals: tuple[Residual, ...] | None = None,
+    level: float = LEVEL,
+) -> Interval:
+    """The ``level`` interval of the measured value behind a prediction of ``metric``
+    (throughput, tpot, ttft or e2e) for ``engine`` on ``gpu_family`` (the module docstring)."""
+    if metric not in METRICS:
+        raise ServecapError("metric", metric, "must be one of " + ", ".join(METRICS))
+    pool = residuals if residuals is not None else _shipped()
+    errors, basis, close = _group(pool, engine, gpu_family, metric)
+    lo_err, hi_err = order_statistic_bounds(errors, level)
+    low, high = predicted / (1.0 + hi_err), predicted / (1.0 + lo_err)
+    label = f"{len(errors)} corpus {metric} values of {basis}"
+    if close:
+        note = f"{level:.0%} interval from servecap's errors on {label}"
+    else:
+        note = (
+            f"the corpus has too few {metric} values of {engine} on {gpu_family} to judge this answer; "
+            f"{level:.0%} interval widened to servecap's errors on {label}"
+        )
+    return Interval(low, high, level, len(errors), basis, close, note)
+
+
+def intervals_for(values: dict[str, tuple[float, str]], *, engine: str, gpu_family: str) -> dict[str, Interval]:
+    """:func:`interval` of each named prediction ``name -> (value, metric)``; values that are
+    not positive (nothing served) get none."""
+    return {
+        name: interval(v, metric=metric, engine=engine, gpu_family=gpu_family)
+        for name, (v, metric) in values.items()
+        if v > 0
+    }
+
+
+def coverage(residuals: tuple[Residual, ...], level: float = LEVEL) -> tuple[int, int]:
+    """How many held-out values the interval built from the training values holds:
+    (inside, total). A value is inside when its prediction's interval contains the measurement,
+    i.e. when its own error lies between the group's order statistics."""
+    train = tuple(r for r in residuals if r.split == "train")
+    inside = total = 0
+    for r in residuals:
+        if r.split != "test":
+            continue
+        iv = interval(
+            1.0 + r.error, metric=r.metric, engine=r.engine, gpu_family=r.gpu_family, residuals=train, level=level
+        )
+        total += 1
+        if iv.low <= 1.0 <= iv.high:
+            inside += 1
+    return inside, total
