@@ -3,16 +3,16 @@ KV blocks released on both sides, links never above their bandwidth, TTFT = its 
 
 from __future__ import annotations
 
-from dataclasses import replace
+import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
+from fleet_helpers import open_loop, setup_8b
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from fleet_helpers import open_loop, setup_8b
 
 from servecap.catalog import resolve_model
 from servecap.core.kv_transfer import kv_footprint
@@ -73,7 +73,7 @@ def check_link_logs(fleet: PdFleet) -> None:
     for link in fleet.links():
         assert link.log is not None
         log = sorted(link.log)
-        for (s0, e0, _), (s1, _, _) in zip(log, log[1:], strict=False):
+        for (_, e0, _), (s1, _, _) in itertools.pairwise(log):
             assert s1 >= e0 - 1e-12, "a link carried two transfers at once"
         for s, e, nbytes in log:
             assert nbytes <= link.bandwidth_bytes_s * (e - s) * (1 + 1e-9), "faster than the link"

@@ -30,7 +30,7 @@ def test_llama_8b_4096_tokens_over_infiniband() -> None:
     assert occupancy_s(shape.bytes, shape, ib.bandwidth_bytes_s, ib.overhead_s) == pytest.approx(
         0.0001 + 536_870_912 / 50e9
     )
-    assert 536_870_912 / 50e9 == pytest.approx(0.010737, rel=1e-4)
+    assert pytest.approx(0.010737, rel=1e-4) == 536_870_912 / 50e9
     # TCP at 25 Gb/s: 171.8 ms for the same prompt
     tcp = link_kind("tcp")
     assert occupancy_s(shape.bytes, shape, tcp.bandwidth_bytes_s, 0.0) == pytest.approx(0.17180, rel=1e-4)

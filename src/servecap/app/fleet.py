@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from servecap.core.kv_transfer import kv_footprint
-from servecap.fleet.pd.spec import KvLinkSpec, PdRouterSpec
-from servecap.policy.pd_router import PD_PRESETS
 from servecap.errors import ServecapError, did_you_mean
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
 from servecap.fleet.gateway_stage import check_pool_names
+from servecap.fleet.pd.spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import INSTANT
 from servecap.policy.autoscalers import PRESETS, AutoscalerSettings
 from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
+from servecap.policy.pd_router import PD_PRESETS
 from servecap.policy.routers import ROUTERS
 from servecap.progress import ProgressFn
 from servecap.results import summary_to_json_dict

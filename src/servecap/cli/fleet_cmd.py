@@ -177,9 +177,9 @@ _add_plan_command()
 
 def _render_pd(console: Console, pd: dict[str, Any]) -> None:
     """A disaggregated fleet's hand-off: per-role times, the transfers, the busiest link."""
-    from servecap.fleet.pd.stats import LinkStats, PdStats, Quantiles, pd_rows
     from rich.table import Table
 
+    from servecap.fleet.pd.stats import LinkStats, PdStats, Quantiles, pd_rows
 
     fields = dict(pd)
     for k in ("prefill_s", "wait_for_room_s", "link_queue_s", "transfer_s", "decode_first_s"):

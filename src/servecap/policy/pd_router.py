@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from servecap.policy.routers import RouteRequest, Router, make_router
+from servecap.policy.routers import RouteRequest, make_router
 from servecap.policy.view import ReplicaView
 
 PD_PRESETS: dict[str, tuple[str, str]] = {

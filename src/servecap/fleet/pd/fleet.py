@@ -68,10 +68,10 @@ class _Job:
         "decode_id",
         "landed_s",
         "nbytes",
+        "preemptions",
         "prefill_end_s",
         "prefill_id",
         "prefill_start_s",
-        "preemptions",
         "queue_s",
         "spec",
         "tries",
@@ -212,9 +212,9 @@ class PdFleet:
         return [r for r in self.replicas if r.state == READY and r.role == role]
 
     def _can_get(self, role: str) -> bool:
-        return any(
-            (r.state == STARTING and r.role == role) for r in self.replicas
-        ) or any(a is not None for a, ro in zip(self.autoscalers, self.roles, strict=True) if ro == role)
+        return any((r.state == STARTING and r.role == role) for r in self.replicas) or any(
+            a is not None for a, ro in zip(self.autoscalers, self.roles, strict=True) if ro == role
+        )
 
     def _stop(self, r: PdReplica, t_s: float, state: str) -> list[int]:
         self.router.forget(r.replica_id)
@@ -471,9 +471,8 @@ class PdFleet:
         while True:
             best: PdReplica | None = None
             for r in self.replicas:
-                if r.next_s <= t_s and (best is None or r.next_s < best.next_s) and self._watched(r):
-                    if r not in stuck:
-                        best = r
+                if r.next_s <= t_s and (best is None or r.next_s < best.next_s) and self._watched(r) and r not in stuck:
+                    best = r
             te_ev = ev[0][0] if ev and ev[0][0] <= t_s else _INF
             if best is None and te_ev == _INF:
                 break

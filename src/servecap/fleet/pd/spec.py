@@ -72,7 +72,9 @@ class PdRouterSpec:
             if name not in ROUTERS:
                 from servecap.errors import did_you_mean
 
-                raise ServecapError(f"pd_router.{side}", name, f"one of {', '.join(ROUTERS)}" + did_you_mean(name, ROUTERS))
+                raise ServecapError(
+                    f"pd_router.{side}", name, f"one of {', '.join(ROUTERS)}" + did_you_mean(name, ROUTERS)
+                )
 
 
 def check_roles(roles: list[str]) -> bool:
