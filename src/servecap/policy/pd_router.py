@@ -14,7 +14,8 @@ This is how the real P/D routers are built:
   hits and load and the decode pods on KV-cache use and queue depth (llm-d.ai,
   architecture/advanced/disaggregation).
 
-Prefix affinity matters on the prefill side only (that is where the prompt is computed and
+A request with no shareable prefix goes to the least loaded prefill replica. Prefix affinity
+matters on the prefill side only (that is where the prompt is computed and
 cached); the decode side balances load and KV memory. :data:`PD_PRESETS` names the pairs.
 """
 
@@ -47,6 +48,13 @@ class PdRouter:
     def choose_prefill(
         self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
     ) -> int:
+        if request.block_keys is None and self.prefill.uses_prefix:
+            # nothing to be affine to: the load decides (llm-d's prefix scorer scores every pod 0
+            # and its load scorer ranks them), rather than the emptiest index, which would
+            # send every prefix-less request to one replica
+            if loads is None:
+                loads = [r.num_waiting + r.num_running for r in replicas]
+            return min(range(len(loads)), key=loads.__getitem__)
         return self.prefill.choose(request, replicas, now_s, loads)
 
     def choose_decode(

@@ -145,6 +145,10 @@ class PdFleet:
         self.prefilled = 0  # prefills finished (tries included)
         self.transfers = 0
         self._times: list[tuple[int, float, float, float, float, float, float]] = []
+        self.ready_prefill: list[PdReplica] = []
+        self.ready_decode: list[PdReplica] = []
+        self.live: list[PdReplica] = []
+        self.live_decode: list[PdReplica] = []
         for pi, pool in enumerate(spec.pools):
             if pool.kv is None:
                 raise ServecapError(f"pools.{pool.name}.kv", None, "a P/D pool needs its KV footprint")
@@ -195,6 +199,7 @@ class PdFleet:
 
     def _become_ready(self, r: PdReplica, now_s: float) -> None:
         r.state = READY
+        self._relist()
         r.ready_s = now_s
         r.t_last_s = now_s
         pool = self.spec.pools[r.pool_index]
@@ -209,7 +214,14 @@ class PdFleet:
                 self._route_decode(self.jobs[rid], now_s)
 
     def _ready(self, role: str) -> list[PdReplica]:
-        return [r for r in self.replicas if r.state == READY and r.role == role]
+        return self.ready_prefill if role == "prefill" else self.ready_decode
+
+    def _relist(self) -> None:
+        """The routable replicas of each role and the live (ready or draining) ones, by id."""
+        self.ready_prefill = [r for r in self.replicas if r.state == READY and r.role == "prefill"]
+        self.ready_decode = [r for r in self.replicas if r.state == READY and r.role == "decode"]
+        self.live = [r for r in self.replicas if r.state in (READY, DRAINING)]
+        self.live_decode = [r for r in self.live if r.role == "decode"]
 
     def _can_get(self, role: str) -> bool:
         return any((r.state == STARTING and r.role == role) for r in self.replicas) or any(
@@ -219,7 +231,9 @@ class PdFleet:
     def _stop(self, r: PdReplica, t_s: float, state: str) -> list[int]:
         self.router.forget(r.replica_id)
         self.gpu_log.append((t_s, -self.spec.pools[r.pool_index].gpus_per_replica))
-        return r.close(t_s, state)
+        out = r.close(t_s, state)
+        self._relist()
+        return out
 
     def _crash(self, r: PdReplica, t_s: float) -> None:
         if r.state not in (READY, DRAINING):
@@ -301,7 +315,9 @@ class PdFleet:
             )
         session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
         req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, bs)
-        loads = [r.num_waiting + r.num_running for r in candidates] if self.router.prefill.uses_load else None
+        loads = None
+        if self.router.prefill.uses_load or keys is None:  # read here rather than through the views
+            loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
         r = candidates[self.router.choose_prefill(req, candidates, now_s, loads)]
         job.prefill_id = r.replica_id
         if not r.add(spec.request_id, spec.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
@@ -334,7 +350,9 @@ class PdFleet:
             return
         self._bring_decoders(now_s)
         req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, None, None, 1)
-        loads = [r.num_waiting + r.num_running for r in candidates] if self.router.decode.uses_load else None
+        loads = None
+        if self.router.decode.uses_load:
+            loads = [r.engine.num_waiting + len(r.prealloc) + r.engine.num_running for r in candidates]
         d = candidates[self.router.choose_decode(req, candidates, now_s, loads)]
         need = d.engine.layout.blocks_held(spec.prompt_tokens)
         if need > d.engine.pool.total:
@@ -458,8 +476,8 @@ class PdFleet:
 
     def _bring_decoders(self, t_s: float) -> None:
         """Every live decode replica up to ``t_s`` (the router reads them as they stand then)."""
-        for r in self.replicas:
-            if r.role == "decode" and r.next_s <= t_s and r.state in (READY, DRAINING):
+        for r in self.live_decode:
+            if r.next_s <= t_s:
                 self._run(r, t_s, early=False)
 
     def _watched(self, r: PdReplica) -> bool:
@@ -470,7 +488,7 @@ class PdFleet:
         stuck: list[PdReplica] = []
         while True:
             best: PdReplica | None = None
-            for r in self.replicas:
+            for r in self.live:
                 if r.next_s <= t_s and (best is None or r.next_s < best.next_s) and self._watched(r) and r not in stuck:
                     best = r
             te_ev = ev[0][0] if ev and ev[0][0] <= t_s else _INF
@@ -504,8 +522,8 @@ class PdFleet:
             else:
                 self._autoscale(arg, te)
             stuck.clear()
-        for r in self.replicas:
-            if r.next_s <= t_s and r.state in (READY, DRAINING):
+        for r in self.live:
+            if r.next_s <= t_s:
                 self._run(r, t_s, early=False)
         self.now_s = t_s
 
@@ -513,7 +531,7 @@ class PdFleet:
 
     def next_event_s(self) -> float:
         t = _INF
-        for r in self.replicas:
+        for r in self.live:
             if r.next_s < t:
                 t = r.next_s
         return t
@@ -576,6 +594,7 @@ class PdFleet:
         for r in ready[:n]:
             self.router.forget(r.replica_id)
             r.state = DRAINING
+            self._relist()
             r.drain_s = now_s
             if not r.has_work():
                 self._stop(r, now_s, STOPPED)
