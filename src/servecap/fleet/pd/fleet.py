@@ -478,7 +478,11 @@ class PdFleet:
         """Every live decode replica up to ``t_s`` (the router reads them as they stand then)."""
         for r in self.live_decode:
             if r.next_s <= t_s:
-                self._run(r, t_s, early=False)
+                if r.prealloc:  # its finishes make room, one step at a time
+                    while r.next_s <= t_s and self._run(r, t_s, early=True):
+                        pass
+                else:
+                    self._run(r, t_s, early=False)
 
     def _watched(self, r: PdReplica) -> bool:
         return self.ordered or r.role == "prefill" or bool(r.prealloc)
@@ -501,8 +505,8 @@ class PdFleet:
                 if finished and self.ordered and best.role == "decode":
                     self.now_s = te
                     return
-                if best.next_s == te and best.state != STOPPED:
-                    stuck.append(best)
+                if not finished and best.next_s == te and best.state != STOPPED:
+                    stuck.append(best)  # idle until t_s itself: it starts after t_s's arrivals
                 continue
             te, _, kind, arg = heapq.heappop(ev)
             self._bring_decoders(te)
@@ -523,8 +527,10 @@ class PdFleet:
                 self._autoscale(arg, te)
             stuck.clear()
         for r in self.live:
-            if r.next_s <= t_s:
-                self._run(r, t_s, early=False)
+            # finishes are handled one step at a time (a prefill's blocks are held before its
+            # replica's next step starts)
+            while r.next_s <= t_s and self._run(r, t_s, early=True):
+                pass
         self.now_s = t_s
 
     # -- the server seam ------------------------------------------------------------------------
