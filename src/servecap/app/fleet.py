@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
 from servecap.fleet.gateway_stage import check_pool_names
+from servecap.fleet.pd.spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import INSTANT
 from servecap.policy.autoscalers import (
     AUTOSCALERS,
@@ -32,6 +34,7 @@ from servecap.policy.autoscalers import (
     make_autoscaler,
 )
 from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
+from servecap.policy.pd_router import PD_PRESETS
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.progress import ProgressFn
 from servecap.results import summary_to_json_dict
@@ -195,6 +198,33 @@ class PoolModel(_Model):
     autoscaler: AutoscalerModel | None = None
     mtbf_s: float | None = Field(default=None, gt=0)
     crash_at_s: list[float] = Field(default_factory=list)
+    role: Literal["both", "prefill", "decode"] = "both"  # docs/fleet.md, disaggregated prefill/decode
+
+
+class KvLinkModel(_Model):
+    """A P/D fleet's KV link (servecap.fleet.pd.spec.KvLinkSpec)."""
+
+    kind: Literal["nvlink", "infiniband", "roce", "tcp"] = "infiniband"
+    bandwidth_gb_s: float | None = Field(default=None, gt=0)
+    latency_us: float | None = Field(default=None, ge=0)
+    overhead_us: float | None = Field(default=None, ge=0)
+    scope: Literal["per-gpu", "shared"] = "per-gpu"
+    streaming: bool = False
+
+    def to_spec(self) -> KvLinkSpec:
+        return KvLinkSpec(
+            kind=self.kind,
+            bandwidth_bytes_s=None if self.bandwidth_gb_s is None else self.bandwidth_gb_s * 1e9,
+            latency_s=None if self.latency_us is None else self.latency_us / 1e6,
+            overhead_s=None if self.overhead_us is None else self.overhead_us / 1e6,
+            scope=self.scope,
+            streaming=self.streaming,
+        )
+
+
+class PdRouterModel(_Model):
+    prefill: str = "prefix-affinity"
+    decode: str = "least-kv"
 
 
 class RouterModel(_Model):
@@ -216,6 +246,8 @@ class FleetFile(_Model):
     slo: SloModel | None = None
     timeseries_interval_s: float | None = Field(default=None, gt=0)
     gateway: GatewayConfig | None = None  # docs/gateway.md
+    kv_link: KvLinkModel | None = None  # a P/D fleet's link
+    pd_router: PdRouterModel | Literal["sglang", "vllm-router", "llm-d"] | None = None  # a P/D fleet's router
 
     @field_validator("gateway", mode="before")
     @classmethod
@@ -355,6 +387,8 @@ def build_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Pool, list[s
         autoscaler=autoscaler,
         mtbf_s=p.mtbf_s,
         crash_at_s=tuple(p.crash_at_s),
+        role=p.role,
+        kv=kv_footprint(dep.model, dep.parallelism.tp, dep.kv_dtype, gpu.hbm_bandwidth_tb_s * 1e12),
     )
     return pool, notes
 
@@ -387,6 +421,8 @@ def build_fleet(f: FleetFile, base_dir: Path | None = None) -> tuple[FleetSpec, 
         slo=slo,
         timeseries_interval_s=f.timeseries_interval_s,
         gateway=f.gateway,
+        kv_link=None if f.kv_link is None else f.kv_link.to_spec(),
+        pd_router=_pd_router(f.pd_router),
     )
     if f.gateway is not None:
         check_pool_names(f.gateway, [p.name for p in pools], [p.name for p in f.gateway.providers])
@@ -395,6 +431,15 @@ def build_fleet(f: FleetFile, base_dir: Path | None = None) -> tuple[FleetSpec, 
 
 # above this many requests a run streams into sketches unless asked for exact percentiles
 STREAM_ABOVE_REQUESTS = 1_000_000
+
+
+def _pd_router(m: PdRouterModel | str | None) -> PdRouterSpec | None:
+    if m is None:
+        return None
+    if isinstance(m, str):
+        prefill, decode = PD_PRESETS[m]
+        return PdRouterSpec(prefill, decode)
+    return PdRouterSpec(m.prefill, m.decode)
 
 
 class FleetSimulateRequest(_Model):
@@ -442,6 +487,7 @@ class FleetSimulateResponse(_Out):
     # per replica id: its busy share of each interval of the time series
     replica_utilization: dict[str, list[float]] = Field(default_factory=dict)
     records_path: str | None = None  # where every request's record went (--records)
+    pd: dict[str, Any] | None = None  # a disaggregated fleet: per-role times, transfers, links
 
 
 class GatewayOut(_Out):
@@ -455,6 +501,15 @@ class GatewayOut(_Out):
     provider_requests: dict[str, int]
     provider_cost_usd: float
     served_summary: dict[str, Any] | None
+
+
+def _pd_out(res: FleetResult) -> dict[str, Any] | None:
+    """A disaggregated fleet's per-role times, transfers and links (servecap.fleet.pd.stats)."""
+    if res.pd is None:
+        return None
+    from dataclasses import asdict
+
+    return asdict(res.pd)
 
 
 def _gateway_out(res: FleetResult) -> GatewayOut | None:
@@ -516,6 +571,7 @@ def response_from_result(res: FleetResult, seed: int, notes: list[str]) -> Fleet
         retried=res.retried,
         seed=seed,
         notes=notes,
+        pd=_pd_out(res),
     )
 
 

@@ -223,6 +223,24 @@ def _add_plan_command() -> None:
 _add_plan_command()
 
 
+def _render_pd(console: Console, pd: dict[str, Any]) -> None:
+    """A disaggregated fleet's hand-off: per-role times, the transfers, the busiest link."""
+    from rich.table import Table
+
+    from servecap.fleet.pd.stats import LinkStats, PdStats, Quantiles, pd_rows
+
+    fields = dict(pd)
+    for k in ("prefill_s", "wait_for_room_s", "link_queue_s", "transfer_s", "decode_first_s"):
+        fields[k] = Quantiles(**fields[k])
+    fields["links"] = tuple(LinkStats(**x) for x in fields["links"])
+    tab = Table(show_header=False, title="disaggregated prefill/decode", title_justify="left")
+    tab.add_column("what")
+    tab.add_column("value", justify="right")
+    for k, v in pd_rows(PdStats(**fields)):
+        tab.add_row(k, v)
+    console.print(tab)
+
+
 def _render_gateway(console: Console, r: FleetSimulateResponse) -> None:
     """The gateway's outcome per tenant (each request has one) and its decisions."""
     from rich.table import Table
@@ -315,6 +333,8 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
         console.print(slo)
     if r.gateway is not None:
         _render_gateway(console, r)
+    if r.pd is not None:
+        _render_pd(console, r.pd)
     s = r.summary
     t = Table(show_header=False, title="outcomes and cost", title_justify="left")
     t.add_column("metric")

@@ -161,9 +161,7 @@ def _replay(
     "a steady 25 req/s is read within about +-12%).",
 )
 @click.option("--window-s", type=FINITE, default=60.0, help="Window for rates and percentiles (seconds).")
-@click.option(
-    "--duration-s", type=FINITE, default=None, help="Stop after this many seconds (default: until Ctrl-C)."
-)
+@click.option("--duration-s", type=FINITE, default=None, help="Stop after this many seconds (default: until Ctrl-C).")
 @click.option("--once", is_flag=True, default=False, help="Two scrapes one interval apart, print, exit.")
 @click.option("--timeout-s", type=FINITE, default=2.0, help="Per-scrape timeout (seconds).")
 @o.deployment_options

@@ -131,5 +131,14 @@ def fleet_html(title: str, res: FleetResult, notes: Sequence[str] = ()) -> str:
     ]
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_html.escape(n)}</li>" for n in notes) + "</ul>")
+    if res.pd is not None:
+        from servecap.fleet.pd.stats import pd_rows
+
+        parts.append("<h2>Disaggregated prefill/decode</h2>")
+        parts.append(
+            "<table>"
+            + "".join(f"<tr><td>{_html.escape(k)}</td><td>{_html.escape(v)}</td></tr>" for k, v in pd_rows(res.pd))
+            + "</table>"
+        )
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -23,6 +23,8 @@ from servecap.errors import ServecapError
 from servecap.fleet.fleet import Fleet
 from servecap.fleet.gateway_outcomes import GatewayStats
 from servecap.fleet.gateway_stage import GatewayStage
+from servecap.fleet.pd.fleet import PdFleet
+from servecap.fleet.pd.stats import PdStats, pd_stats
 from servecap.fleet.spec import FleetSpec
 from servecap.progress import ProgressFn
 from servecap.results import (
@@ -102,6 +104,7 @@ class FleetResult:
     # a streaming run's mergeable accumulators (summary, per class, tenant, pool and time window);
     # ``columns`` is then empty (per-request records went to a file, if asked for)
     sketches: RunSketches | None = None
+    pd: PdStats | None = None  # a disaggregated fleet: per-role times, transfers, links
 
     def records(self) -> list[RequestRecord]:
         """Per-request records (the shared results schema)."""
@@ -111,7 +114,7 @@ class FleetResult:
 class Recorder:
     """The observer's gauges: the engine gauges, plus the fleet's series at each sample."""
 
-    def __init__(self, fleet: Fleet, stage: GatewayStage | None = None) -> None:
+    def __init__(self, fleet: Fleet | PdFleet, stage: GatewayStage | None = None) -> None:
         self.fleet = fleet
         self.stage = stage
         self.observer: Observer | None = None
@@ -219,8 +222,14 @@ def simulate_fleet(
         raise ServecapError("workload", type(workload).__name__, "a WorkloadSpec or drawn RequestArrays")
     if isinstance(source, OpenLoopSource):
         horizon = source.arrival_s[-1] if source.arrival_s else 0.0
-    server = Fleet(fleet, seed, ordered=isinstance(source, ClosedLoopSource))
-    stage = None if fleet.gateway is None else GatewayStage(server, fleet.gateway, seed, arrays)
+    ordered = isinstance(source, ClosedLoopSource)
+    server: Fleet | PdFleet = (
+        PdFleet(fleet, seed, ordered=ordered) if fleet.is_disaggregated else Fleet(fleet, seed, ordered=ordered)
+    )
+    stage = None
+    if fleet.gateway is not None:
+        assert isinstance(server, Fleet)
+        stage = GatewayStage(server, fleet.gateway, seed, arrays)
     recorder = Recorder(server, stage)
     dt = fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
     observer = Observer(recorder, dt, progress=progress, expected_requests=source.expected_requests())
@@ -232,7 +241,7 @@ def simulate_fleet(
 
 def _result(
     spec: FleetSpec,
-    fleet: Fleet,
+    fleet: Fleet | PdFleet,
     source: TrafficSource,
     observer: Observer,
     recorder: Recorder,
@@ -315,6 +324,7 @@ def _result(
         by_class=by_class,
         gateway=gateway,
         served_summary=None if gateway is None else _served_summary(cols, gateway, observer.t_last_s, spec),
+        pd=pd_stats(fleet, horizon) if isinstance(fleet, PdFleet) else None,
     )
 
 

@@ -20,7 +20,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from servecap.core.kv_transfer import KvFootprint
 from servecap.errors import ServecapError
+from servecap.fleet.pd.spec import KvLinkSpec, PdRouterSpec, check_roles
 from servecap.policy.autoscalers import AutoscalerSettings, autoscaler_class
 from servecap.policy.gateway.config import GatewayConfig
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
@@ -83,6 +85,8 @@ class Pool:
     autoscaler: AutoscalerSettings | None = None
     mtbf_s: float | None = None  # mean time between failures of one replica (exponential)
     crash_at_s: tuple[float, ...] = ()  # a ready replica of the pool crashes at each time
+    role: str = "both"  # both | prefill | decode (servecap.fleet.pd.spec)
+    kv: KvFootprint | None = None  # what its KV weighs per token (a P/D fleet's transfers)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -118,10 +122,14 @@ class FleetSpec:
     timeseries_interval_s: float | None = None  # None: 400 samples over the arrivals
     ttft_window_s: float = 60.0  # rolling p99 TTFT of the time series
     gateway: GatewayConfig | None = None  # the gateway stage in front of the router (docs/gateway.md)
+    kv_link: KvLinkSpec | None = None  # a P/D fleet's link (default: InfiniBand, per GPU)
+    pd_router: PdRouterSpec | None = None  # a P/D fleet's router (default: prefix-affinity / least-kv)
 
     def __post_init__(self) -> None:
         if not self.pools:
             raise ServecapError("pools", [], "a fleet needs at least one pool")
+        if check_roles([p.role for p in self.pools]) and self.gateway is not None:
+            raise ServecapError("gateway", "set", "a disaggregated fleet runs without a gateway stage (not modelled)")
         names = [p.name for p in self.pools]
         if len(set(names)) != len(names):
             raise ServecapError("pools", names, "pool names must be unique")
@@ -141,3 +149,8 @@ class FleetSpec:
             raise ServecapError("timeseries_interval_s", self.timeseries_interval_s, "must be > 0")
         if not self.ttft_window_s > 0:
             raise ServecapError("ttft_window_s", self.ttft_window_s, "must be > 0")
+
+    @property
+    def is_disaggregated(self) -> bool:
+        """Prefill and decode pools (servecap.fleet.pd) rather than co-located replicas."""
+        return any(p.role != "both" for p in self.pools)

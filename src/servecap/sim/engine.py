@@ -172,6 +172,7 @@ class Engine:
         self.decode_end_times: list[float] = []  # end of the step that moved the counter to i + 1
         self.finished: list[RequestState] = []
         self._new_finished: list[RequestState] = []
+        self.held_blocks = 0  # taken outside any running request (P/D: KV awaiting transfer)
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -216,6 +217,32 @@ class Engine:
         self._waiting_tokens += prompt_tokens + output_tokens
         self._admission_blocked = False
         return True
+
+    def add_transferred(self, request_id: int, prompt_tokens: int, output_tokens: int, now_s: float) -> bool:
+        """Queue a request whose prompt's KV came from a prefill replica (disaggregated
+        prefill/decode). On admission it takes blocks for its whole prompt but computes only the
+        last prompt token, whose step samples the first output token, as vLLM's decode instance
+        does with a KV connector (``Scheduler._update_waiting_for_remote_kv`` in
+        ``vllm/v1/core/sched/scheduler.py`` leaves the last token of a fully loaded prompt to compute). A preempted one is recomputed here."""
+        if not self.add(request_id, prompt_tokens, output_tokens, None, 0, now_s):
+            return False
+        self._requests[request_id].external_tokens = prompt_tokens - 1
+        return True
+
+    def hold_blocks(self, n: int) -> bool:
+        """Take ``n`` blocks outside any running request (a P/D prefill replica keeps a finished
+        prompt's KV until it is sent; a decode replica reserves room for one arriving); False
+        when the pool cannot give them."""
+        if not self.pool.allocate(n):
+            return False
+        self.held_blocks += n
+        return True
+
+    def release_held_blocks(self, n: int) -> None:
+        """Give back ``n`` blocks taken by :meth:`hold_blocks`."""
+        self.pool.release(n)
+        self.held_blocks -= n
+        self._admission_blocked = False
 
     def has_work(self) -> bool:
         return bool(self._decoding or self._prefilling is not None or len(self.waiting))
@@ -467,6 +494,7 @@ class Engine:
             r.last_token_s = self._last_end_s
         self._free_running(r)
         r.num_computed_tokens = 0
+        r.external_tokens = 0  # recomputed here (P/D decode side)
         r.state = WAITING
         r.preemptions += 1
         self.preemptions += 1
@@ -716,7 +744,8 @@ class Engine:
             hits = idle = 0
             if keys is not None:
                 hits, idle = pool.longest_hit(keys, (total - 1) // bs)
-            start = hits * bs
+            cached = hits * bs
+            start = cached if cached >= r.external_tokens else r.external_tokens  # P/D: KV sent over
             chunk = min(total - start, budget)
             held = self._blocks_for(start + chunk)
             new_blocks = held - per_key * hits
@@ -760,9 +789,9 @@ class Engine:
             if r.scheduled_s is None:
                 r.scheduled_s = now
             if r.preemptions == 0:
-                r.cached_prompt_tokens = start
-            self.hit_tokens += start
-            self.query_tokens += total
+                r.cached_prompt_tokens = cached
+            self.hit_tokens += cached
+            self.query_tokens += total - r.external_tokens
             chunks.append((r, chunk))
             budget -= chunk
             n_running += 1
@@ -957,7 +986,7 @@ class Engine:
                 holders[key] = holders.get(key, 0) + 1
         active = {k: c for k, c in pool.refs.items() if c > 0}
         assert holders == active, "cached-block reference counts disagree with running requests"
-        assert private + pool.per_key * len(active) == pool.used, (private, len(active), pool.used)
+        assert private + pool.per_key * len(active) + self.held_blocks == pool.used, (private, len(active), pool.used)
         decoders = self._decoding.values()
         assert sum(r.computed_at_join - r.step_at_join for r in decoders) == self._join_offset_sum
         assert sum(self._blocks_due) == sum(r.blocks_per_crossing for r in decoders), "growth sums"

@@ -26,6 +26,7 @@ class RequestState:
         "computed_at_join",
         "end_s",
         "epoch",
+        "external_tokens",
         "first_token_s",
         "itl_extra_s",
         "last_token_s",
@@ -85,6 +86,7 @@ class RequestState:
         self.preemptions = 0
         self.reserved_blocks = 0  # blocks its whole prompt + output take (reserving engines)
         self.cached_prompt_tokens = 0  # prompt tokens found in the prefix cache on admission
+        self.external_tokens = 0  # prompt tokens whose KV arrived from another replica (P/D)
         # with token times recorded: (first, last) decode-step counters of each decoding stretch,
         # and the times of tokens made by prefill steps after a recompute
         self.segments: list[tuple[int, int]] | None = None

@@ -1,0 +1,640 @@
+"""A disaggregated fleet behind the loop's :class:`~servecap.sim.server.Server` seam: prefill
+replicas, decode replicas and the KV link between them, on one simulated clock.
+
+A request's path (each step cited in :mod:`servecap.fleet.pd.replica` and
+:mod:`servecap.core.kv_transfer`):
+
+1. the P/D router's prefill policy picks a prefill replica; its engine computes the prompt
+   (chunked prefill, prefix cache) and samples one token; the prompt's blocks stay held there;
+2. the decode policy picks a decode replica (reading every decode replica as it stands then);
+   the request waits in that replica's queue until its blocks can be reserved (backpressure:
+   meanwhile the prefill side keeps holding the blocks);
+3. the transfer books the sender's and the receiver's links (or the one shared link) first come,
+   first served, and lands ``latency + occupancy + re-layout`` after it started;
+4. the prefill replica releases its blocks; the decode replica's reservation becomes the
+   request's own blocks and its engine admits it, computing the last prompt token and
+   sampling the first output token (TTFT ends there, as the decode server streams it), then
+   decodes the rest.
+
+Failures: a crashed replica's requests (in its engine, held for a transfer, or waiting for room)
+start again from step 1 while the fleet's retry budget lasts (``on_failure: retry``,
+``max_retries``), else end as ``replica_failed``; the other side's blocks for them are released.
+
+Time order: events that affect other replicas — a prefill step (its finishes start transfers),
+a step of a decode replica with requests waiting for room (its finishes make room), a transfer
+landing, a cold start, a crash, an autoscaler tick — run one at a time, earliest first; decode
+replicas with nobody waiting for room run lazily, brought up to a time when the router reads
+them or a transfer lands on them (nothing happens in them otherwise), with runs of decode-only
+steps as in a co-located fleet.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from servecap.core.kv_transfer import KvFootprint, exposed_bytes, occupancy_s, transfer_shape
+from servecap.errors import ServecapError
+from servecap.fleet.pd.link import KvLink, book_transfer
+from servecap.fleet.pd.replica import DRAINING, FAILED, READY, STARTING, STOPPED, PdReplica
+from servecap.fleet.pd.spec import KvLinkSpec, PdRouterSpec
+from servecap.fleet.spec import FleetSpec, Pool
+from servecap.policy.autoscalers import TargetTracking
+from servecap.policy.pd_router import PdRouter
+from servecap.policy.routers import RouteRequest
+from servecap.results.record import RequestRecord
+from servecap.sim.engine import Engine
+from servecap.sim.request_state import RequestState
+from servecap.sim.server import ArrivingRequest, FinishedRequest
+from servecap.sim.step_time import StepTimeModel
+from servecap.workload.request import block_keys
+
+_READY, _CRASH, _TICK, _LANDED = 0, 1, 2, 3
+_INF = float("inf")
+
+
+class _Job:
+    """One request's way through the fleet (one try)."""
+
+    __slots__ = (
+        "arrival_s",
+        "cached",
+        "decode_id",
+        "landed_s",
+        "nbytes",
+        "preemptions",
+        "prefill_end_s",
+        "prefill_id",
+        "prefill_start_s",
+        "queue_s",
+        "spec",
+        "tries",
+        "xfer_ready_s",
+        "xfer_start_s",
+    )
+
+    def __init__(self, spec: ArrivingRequest) -> None:
+        self.spec = spec
+        self.arrival_s = spec.arrival_s
+        self.tries = 0
+        self.prefill_id = -1
+        self.decode_id = -1
+        self.reset()
+
+    def reset(self) -> None:
+        self.prefill_start_s = self.prefill_end_s = self.xfer_ready_s = self.xfer_start_s = self.landed_s = -1.0
+        self.queue_s: float | None = None
+        self.cached = 0
+        self.preemptions = 0
+        self.nbytes = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PdTimes:
+    """Per finished request, the pieces of its TTFT (seconds; columns in request-id order of
+    the requests that finished): arrival to the prefill's end (queue + prefill), the prefill's
+    end to the KV landing (waiting for room on the decode side + the link's queue + the
+    transfer), and the KV landing to the first token (the decode side's queue and step)."""
+
+    request_id: np.ndarray
+    prefill_s: np.ndarray
+    wait_for_room_s: np.ndarray
+    link_queue_s: np.ndarray
+    transfer_s: np.ndarray
+    decode_first_s: np.ndarray
+    kv_bytes: np.ndarray
+
+
+class PdFleet:
+    def __init__(self, spec: FleetSpec, seed: int, *, ordered: bool = False, keep_link_log: bool = False) -> None:
+        self.spec = spec
+        self.ordered = ordered
+        self.keep_link_log = keep_link_log
+        self.rng = np.random.default_rng([seed, 0xD15A66])
+        rs = spec.pd_router or PdRouterSpec()
+        self.router = PdRouter(rs.prefill, rs.decode, random.Random(seed), dict(spec.router_settings))
+        self.link_spec = spec.kv_link or KvLinkSpec()
+        self.shared_link: KvLink | None = (
+            KvLink("shared", self.link_spec.bandwidth, keep_log=keep_link_log)
+            if self.link_spec.scope == "shared"
+            else None
+        )
+        self.replicas: list[PdReplica] = []
+        self.by_pool: list[list[PdReplica]] = [[] for _ in spec.pools]
+        self.roles = [p.role for p in spec.pools]
+        self._step_models: list[StepTimeModel | None] = [None for _ in spec.pools]
+        self.autoscalers: list[TargetTracking | None] = [
+            TargetTracking(p.autoscaler) if p.autoscaler is not None else None for p in spec.pools
+        ]
+        self._events: list[tuple[float, int, int, int]] = []
+        self._seq = 0
+        self.jobs: dict[int, _Job] = {}
+        self.pending: dict[str, deque[int]] = {"prefill": deque(), "decode": deque()}  # no ready replica yet
+        self._out: list[FinishedRequest] = []
+        self.now_s = 0.0
+        self.retried = 0
+        self.gpu_log: list[tuple[float, int]] = []
+        self.scale_events: list[tuple[float, str, int, int]] = []
+        self.recent_ttft: deque[tuple[float, float]] = deque()
+        self.prefilled = 0  # prefills finished (tries included)
+        self.transfers = 0
+        self._times: list[tuple[int, float, float, float, float, float, float]] = []
+        self.ready_prefill: list[PdReplica] = []
+        self.ready_decode: list[PdReplica] = []
+        self.live: list[PdReplica] = []
+        self.live_decode: list[PdReplica] = []
+        for pi, pool in enumerate(spec.pools):
+            if pool.kv is None:
+                raise ServecapError(f"pools.{pool.name}.kv", None, "a P/D pool needs its KV footprint")
+            for _ in range(pool.replicas):
+                self._start_replica(pi, 0.0, instant=True)
+            if pool.autoscaler is not None:
+                self._push(pool.autoscaler.interval_s, _TICK, pi)
+            for t in pool.crash_at_s:
+                self._push(t, _CRASH, -1 - pi)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _push(self, t_s: float, kind: int, arg: int) -> None:
+        heapq.heappush(self._events, (t_s, self._seq, kind, arg))
+        self._seq += 1
+
+    def _start_replica(self, pi: int, now_s: float, *, instant: bool = False) -> PdReplica:
+        pool = self.spec.pools[pi]
+        engine = Engine(pool.setup, step_model=self._step_models[pi])
+        self._step_models[pi] = engine.model
+        kv = pool.kv
+        assert kv is not None
+        rid = len(self.replicas)
+        link = KvLink(f"{pool.name}/{rid}", self.link_spec.bandwidth * kv.tp, keep_log=self.keep_link_log)
+        r = PdReplica(rid, pool.name, pi, pool.role, engine, kv, link, now_s)
+        self.replicas.append(r)
+        self.by_pool[pi].append(r)
+        self.gpu_log.append((now_s, pool.gpus_per_replica))
+        if instant:
+            self._become_ready(r, now_s)
+        else:
+            self._push(now_s + self.cold_start_s(pool), _READY, rid)
+        return r
+
+    def cold_start_s(self, pool: Pool) -> float:
+        """One draw of the pool's cold start (as :meth:`servecap.fleet.fleet.Fleet.cold_start_s`)."""
+        cs = pool.cold_start
+        total = pool.weights_bytes / cs.load_bandwidth_bytes_s if math.isfinite(cs.load_bandwidth_bytes_s) else 0.0
+        for _, phase in cs.phases():
+            if phase.mean_s <= 0:
+                continue
+            if phase.cv <= 0:
+                total += phase.mean_s
+            else:
+                mu, sigma = phase.log_params()
+                total += float(self.rng.lognormal(mu, sigma))
+        return total
+
+    def _become_ready(self, r: PdReplica, now_s: float) -> None:
+        r.state = READY
+        self._relist()
+        r.ready_s = now_s
+        r.t_last_s = now_s
+        pool = self.spec.pools[r.pool_index]
+        if pool.mtbf_s is not None:
+            self._push(now_s + float(self.rng.exponential(pool.mtbf_s)), _CRASH, r.replica_id)
+        waiting = self.pending[r.role]
+        self.pending[r.role] = deque()
+        for rid in waiting:
+            if r.role == "prefill":
+                self._route_prefill(self.jobs[rid], now_s)
+            else:
+                self._route_decode(self.jobs[rid], now_s)
+
+    def _ready(self, role: str) -> list[PdReplica]:
+        return self.ready_prefill if role == "prefill" else self.ready_decode
+
+    def _relist(self) -> None:
+        """The routable replicas of each role and the live (ready or draining) ones, by id."""
+        self.ready_prefill = [r for r in self.replicas if r.state == READY and r.role == "prefill"]
+        self.ready_decode = [r for r in self.replicas if r.state == READY and r.role == "decode"]
+        self.live = [r for r in self.replicas if r.state in (READY, DRAINING)]
+        self.live_decode = [r for r in self.live if r.role == "decode"]
+
+    def _can_get(self, role: str) -> bool:
+        return any((r.state == STARTING and r.role == role) for r in self.replicas) or any(
+            a is not None for a, ro in zip(self.autoscalers, self.roles, strict=True) if ro == role
+        )
+
+    def _stop(self, r: PdReplica, t_s: float, state: str) -> list[int]:
+        self.router.forget(r.replica_id)
+        self.gpu_log.append((t_s, -self.spec.pools[r.pool_index].gpus_per_replica))
+        out = r.close(t_s, state)
+        self._relist()
+        return out
+
+    def _crash(self, r: PdReplica, t_s: float) -> None:
+        if r.state not in (READY, DRAINING):
+            return
+        replace = r.state == READY
+        self._bring_decoders(t_s)
+        for rid in self._stop(r, t_s, FAILED):
+            job = self.jobs.get(rid)
+            if job is None:
+                continue
+            self._abandon(job, t_s)
+            if self.spec.on_failure == "retry" and job.tries < self.spec.max_retries:
+                job.tries += 1
+                self.retried += 1
+                job.reset()
+                self._route_prefill(job, t_s)
+            else:
+                self._fail(job, "replica_failed")
+        if replace:
+            self._start_replica(r.pool_index, t_s)
+
+    def _abandon(self, job: _Job, t_s: float) -> None:
+        """Let go of whatever the live replicas keep for the job's current try."""
+        rid = job.spec.request_id
+        for i in (job.prefill_id, job.decode_id):
+            if i < 0:
+                continue
+            r = self.replicas[i]
+            if r.state in (READY, DRAINING):
+                r.drop(rid, t_s)
+        job.prefill_id = job.decode_id = -1
+
+    def _fail(self, job: _Job, error: str) -> None:
+        spec = job.spec
+        self.jobs.pop(spec.request_id, None)
+        self._out.append(
+            RequestRecord(
+                request_id=spec.request_id,
+                arrival_s=job.arrival_s,
+                prompt_tokens=spec.prompt_tokens,
+                output_tokens=spec.output_tokens,
+                error=error,
+                user_id=spec.user_id,
+                turn=spec.turn,
+            )
+        )
+
+    # -- the request's path ---------------------------------------------------------------------
+
+    def add(self, request: ArrivingRequest, now_s: float) -> bool:
+        job = _Job(request)
+        self.jobs[request.request_id] = job
+        n = len(self._out)
+        max_len = min(p.setup.max_model_len for p in self.spec.pools)
+        if request.prompt_tokens + request.output_tokens > max_len:
+            self._fail(job, "too_long")
+            return False
+        self._route_prefill(job, now_s)
+        return len(self._out) == n
+
+    def _route_prefill(self, job: _Job, now_s: float) -> None:
+        spec = job.spec
+        candidates = self._ready("prefill")
+        if not candidates:
+            if self._can_get("prefill"):
+                self.pending["prefill"].append(spec.request_id)
+            else:
+                self._fail(job, "no_replica")
+            return
+        bs = candidates[0].engine.block_size
+        keys = None
+        if spec.prefix_group is not None or spec.conversation_id is not None:
+            keys = block_keys(
+                prefix_group=spec.prefix_group,
+                prefix_tokens=spec.prefix_tokens,
+                conversation_id=spec.conversation_id,
+                total_tokens=spec.prompt_tokens + 1,
+                block_size=bs,
+            )
+        session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
+        req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, bs)
+        loads = None
+        if self.router.prefill.uses_load or keys is None:  # read here rather than through the views
+            loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
+        r = candidates[self.router.choose_prefill(req, candidates, now_s, loads)]
+        job.prefill_id = r.replica_id
+        if not r.add(spec.request_id, spec.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
+            self._fail(job, "rejected")
+
+    def _prefilled(self, r: PdReplica, s: RequestState) -> None:
+        """A prefill finished on ``r``: keep its blocks, pick the decode side."""
+        job = self.jobs[s.request_id]
+        end = s.end_s
+        assert end is not None
+        self.prefilled += 1
+        job.prefill_end_s = end
+        job.prefill_start_s = s.scheduled_s if s.scheduled_s is not None else end
+        job.queue_s = None if s.scheduled_s is None else s.scheduled_s - job.arrival_s
+        job.cached = s.cached_prompt_tokens
+        job.preemptions += s.preemptions
+        ok = r.hold(s.request_id, r.engine.layout.blocks_held(job.spec.prompt_tokens))
+        assert ok, "a finished prefill's blocks are free"
+        self._route_decode(job, end)
+
+    def _route_decode(self, job: _Job, now_s: float) -> None:
+        spec = job.spec
+        candidates = self._ready("decode")
+        if not candidates:
+            if self._can_get("decode"):
+                self.pending["decode"].append(spec.request_id)
+            else:
+                self._abandon(job, now_s)
+                self._fail(job, "no_replica")
+            return
+        self._bring_decoders(now_s)
+        req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, None, None, 1)
+        loads = None
+        if self.router.decode.uses_load:
+            loads = [r.engine.num_waiting + len(r.prealloc) + r.engine.num_running for r in candidates]
+        d = candidates[self.router.choose_decode(req, candidates, now_s, loads)]
+        need = d.engine.layout.blocks_held(spec.prompt_tokens)
+        if need > d.engine.pool.total:
+            self._abandon(job, now_s)
+            self._fail(job, "too_long")
+            return
+        job.decode_id = d.replica_id
+        d.prealloc.append(spec.request_id)
+        self._try_reserve(d, now_s)
+
+    def _try_reserve(self, d: PdReplica, now_s: float) -> None:
+        """Reserve room on ``d`` for the requests waiting for it, in order, and start their
+        transfers; the rest wait for the next finish there."""
+        eng = d.engine
+        while d.prealloc:
+            rid = d.prealloc[0]
+            job = self.jobs[rid]
+            need = eng.layout.blocks_held(job.spec.prompt_tokens)
+            if eng.pool.available() - need < eng.num_running or not d.hold(rid, need):
+                return
+            d.prealloc.popleft()
+            self._send(job, self.replicas[job.prefill_id], d, now_s)
+
+    def _send(self, job: _Job, p: PdReplica, d: PdReplica, now_s: float) -> None:
+        ls = self.link_spec
+        pkv, dkv = p.kv, d.kv
+        assert isinstance(pkv, KvFootprint) and isinstance(dkv, KvFootprint)
+        tokens = job.spec.prompt_tokens
+        shape = transfer_shape(
+            pkv.bytes_per_gpu(tokens),
+            pkv.tp,
+            dkv.tp,
+            dkv.bytes_per_gpu(tokens),
+            dkv.hbm_bytes_s,
+            shared=ls.scope == "shared",
+        )
+        send = shape.bytes
+        if ls.streaming:
+            rate = ls.bandwidth * shape.channels
+            send = exposed_bytes(shape.bytes, pkv.num_layers, rate, job.prefill_end_s - job.prefill_start_s)
+        occ = occupancy_s(send, shape, ls.bandwidth, ls.overhead)
+        links = (self.shared_link,) if self.shared_link is not None else (p.link, d.link)
+        start = book_transfer(links, now_s, occ, send)
+        job.xfer_ready_s = now_s
+        job.xfer_start_s = start
+        job.nbytes = shape.bytes
+        self.transfers += 1
+        self._push(start + occ + ls.latency + shape.relayout_s, _LANDED, job.spec.request_id)
+
+    def _landed(self, rid: int, t_s: float) -> None:
+        job = self.jobs.get(rid)
+        if job is None or job.decode_id < 0 or job.xfer_start_s < 0:
+            return  # its try was abandoned (a crash) since
+        p, d = self.replicas[job.prefill_id], self.replicas[job.decode_id]
+        if p.state not in (READY, DRAINING) or d.state not in (READY, DRAINING):
+            return
+        self._bring(d, t_s)
+        p.release(rid, t_s)
+        d.release(rid, t_s)
+        job.landed_s = t_s
+        spec = job.spec
+        if not d.add_transferred(rid, spec.prompt_tokens, spec.output_tokens, t_s):
+            self._abandon(job, t_s)
+            self._fail(job, "rejected")
+
+    def _decoded(self, d: PdReplica, s: RequestState) -> None:
+        job = self.jobs.pop(s.request_id)
+        spec = job.spec
+        first, end = s.first_token_s, s.end_s
+        assert first is not None and end is not None
+        d.served_ids.append(s.request_id)
+        self.recent_ttft.append((first, first - job.arrival_s))
+        self._times.append(
+            (
+                s.request_id,
+                job.prefill_end_s - job.arrival_s,
+                job.xfer_ready_s - job.prefill_end_s,
+                job.xfer_start_s - job.xfer_ready_s,
+                job.landed_s - job.xfer_start_s,
+                first - job.landed_s,
+                job.nbytes,
+            )
+        )
+        self._out.append(
+            RequestRecord(
+                request_id=s.request_id,
+                arrival_s=job.arrival_s,
+                prompt_tokens=spec.prompt_tokens,
+                output_tokens=spec.output_tokens,
+                first_token_s=first,
+                end_s=end,
+                cached_prompt_tokens=job.cached,
+                preemptions=job.preemptions + s.preemptions,
+                queue_time_s=job.queue_s,
+                user_id=spec.user_id,
+                turn=spec.turn,
+            )
+        )
+
+    # -- running replicas -----------------------------------------------------------------------
+
+    def _run(self, r: PdReplica, t_s: float, *, early: bool) -> bool:
+        done = r.advance(t_s, early=early)
+        for s in done:
+            if r.role == "prefill":
+                self._prefilled(r, s)
+            else:
+                self._decoded(r, s)
+        if done and r.role == "decode" and r.prealloc:
+            end = done[-1].end_s
+            assert end is not None
+            self._try_reserve(r, end)
+        if r.state == DRAINING and not r.has_work():
+            assert r.drain_s is not None
+            self._stop(r, max(r.drain_s, r.last_finish_s), STOPPED)
+        return bool(done)
+
+    def _bring(self, r: PdReplica, t_s: float) -> None:
+        if r.next_s <= t_s:
+            self._run(r, t_s, early=False)
+
+    def _bring_decoders(self, t_s: float) -> None:
+        """Every live decode replica up to ``t_s`` (the router reads them as they stand then)."""
+        for r in self.live_decode:
+            if r.next_s <= t_s:
+                if r.prealloc:  # its finishes make room, one step at a time
+                    while r.next_s <= t_s and self._run(r, t_s, early=True):
+                        pass
+                else:
+                    self._run(r, t_s, early=False)
+
+    def _watched(self, r: PdReplica) -> bool:
+        return self.ordered or r.role == "prefill" or bool(r.prealloc)
+
+    def advance_to(self, t_s: float) -> None:
+        ev = self._events
+        stuck: list[PdReplica] = []
+        while True:
+            best: PdReplica | None = None
+            for r in self.live:
+                if r.next_s <= t_s and (best is None or r.next_s < best.next_s) and self._watched(r) and r not in stuck:
+                    best = r
+            te_ev = ev[0][0] if ev and ev[0][0] <= t_s else _INF
+            if best is None and te_ev == _INF:
+                break
+            if best is not None and best.next_s < te_ev:
+                te = best.next_s
+                target = t_s if te >= t_s else min(t_s, math.nextafter(te, _INF))
+                finished = self._run(best, target, early=True)
+                if finished and self.ordered and best.role == "decode":
+                    self.now_s = te
+                    return
+                if not finished and best.next_s == te and best.state != STOPPED:
+                    stuck.append(best)  # idle until t_s itself: it starts after t_s's arrivals
+                continue
+            te, _, kind, arg = heapq.heappop(ev)
+            self._bring_decoders(te)
+            if kind == _LANDED:
+                self._landed(arg, te)
+            elif kind == _READY:
+                r = self.replicas[arg]
+                if r.state == STARTING:
+                    self._become_ready(r, te)
+            elif kind == _CRASH:
+                if arg >= 0:
+                    self._crash(self.replicas[arg], te)
+                else:
+                    live = [r for r in self.by_pool[-1 - arg] if r.state == READY]
+                    if live:
+                        self._crash(live[0], te)
+            else:
+                self._autoscale(arg, te)
+            stuck.clear()
+        for r in self.live:
+            # finishes are handled one step at a time (a prefill's blocks are held before its
+            # replica's next step starts)
+            while r.next_s <= t_s and self._run(r, t_s, early=True):
+                pass
+        self.now_s = t_s
+
+    # -- the server seam ------------------------------------------------------------------------
+
+    def next_event_s(self) -> float:
+        t = _INF
+        for r in self.live:
+            if r.next_s < t:
+                t = r.next_s
+        return t
+
+    def next_timer_s(self) -> float:
+        return self._events[0][0] if self._events else _INF
+
+    def has_work(self) -> bool:
+        return bool(self.jobs) or bool(self.pending["prefill"]) or bool(self.pending["decode"])
+
+    def take_finished(self) -> Sequence[FinishedRequest]:
+        out = self._out
+        if out:
+            self._out = []
+            out.sort(key=_end_key)
+        return out
+
+    # -- autoscaling (per pool: a prefill pool and a decode pool each on their own signal) -------
+
+    def signal(self, pi: int, name: str, now_s: float, window_s: float) -> float:
+        live = [r for r in self.by_pool[pi] if r.state == READY]
+        pending = len(self.pending[self.roles[pi]])
+        if name == "num_requests_waiting":
+            return float(sum(r.num_waiting for r in live) + pending)
+        if name == "inflight":
+            return float(sum(r.num_waiting + r.num_running for r in live) + pending)
+        if name == "kv_usage":
+            return sum(r.kv_usage for r in live) / len(live) if live else (1.0 if pending else 0.0)
+        q = self.recent_ttft
+        while q and q[0][0] < now_s - window_s:
+            q.popleft()
+        vals = [v for _, v in q]
+        return float(np.percentile(vals, 99)) if vals else 0.0
+
+    def _autoscale(self, pi: int, now_s: float) -> None:
+        scaler = self.autoscalers[pi]
+        assert scaler is not None
+        s = scaler.settings
+        self._push(now_s + s.interval_s, _TICK, pi)
+        members = [r for r in self.by_pool[pi] if r.state in (STARTING, READY)]
+        current = len(members)
+        desired = scaler.decide(now_s, current, self.signal(pi, s.signal, now_s, s.window_s))
+        if desired == 0 and self.pending[self.roles[pi]]:
+            desired = 1
+        if desired == current:
+            return
+        self.scale_events.append((now_s, self.spec.pools[pi].name, current, desired))
+        if desired > current:
+            for _ in range(desired - current):
+                self._start_replica(pi, now_s)
+            return
+        n = current - desired
+        starting = sorted((r for r in members if r.state == STARTING), key=lambda r: -r.replica_id)
+        for r in starting[:n]:
+            self._stop(r, now_s, STOPPED)
+        n -= min(n, len(starting))
+        ready = sorted(
+            (r for r in members if r.state == READY), key=lambda r: (r.num_waiting + r.num_running, -r.replica_id)
+        )
+        for r in ready[:n]:
+            self.router.forget(r.replica_id)
+            r.state = DRAINING
+            self._relist()
+            r.drain_s = now_s
+            if not r.has_work():
+                self._stop(r, now_s, STOPPED)
+
+    # -- gauges and results ---------------------------------------------------------------------
+
+    def gauges(self) -> tuple[float, int, int]:
+        live = [r for r in self.replicas if r.state == READY]
+        kv = sum(r.kv_usage for r in live) / len(live) if live else 0.0
+        waiting = sum(r.num_waiting for r in live) + len(self.pending["prefill"]) + len(self.pending["decode"])
+        return kv, waiting, sum(r.num_running for r in live)
+
+    def count(self, state: str) -> int:
+        return sum(1 for r in self.replicas if r.state == state)
+
+    def links(self) -> list[KvLink]:
+        if self.shared_link is not None:
+            return [self.shared_link]
+        return [r.link for r in self.replicas]
+
+    def times(self) -> PdTimes:
+        rows = sorted(self._times)
+        cols = list(zip(*rows, strict=True)) if rows else [()] * 7
+        return PdTimes(
+            request_id=np.asarray(cols[0], dtype=np.int64),
+            prefill_s=np.asarray(cols[1], dtype=float),
+            wait_for_room_s=np.asarray(cols[2], dtype=float),
+            link_queue_s=np.asarray(cols[3], dtype=float),
+            transfer_s=np.asarray(cols[4], dtype=float),
+            decode_first_s=np.asarray(cols[5], dtype=float),
+            kv_bytes=np.asarray(cols[6], dtype=float),
+        )
+
+
+def _end_key(r: FinishedRequest) -> float:
+    e = r.end_s
+    return -1.0 if e is None else e

@@ -1,0 +1,91 @@
+"""What a disaggregated (prefill/decode) fleet adds to a fleet: roles, the KV link, the P/D router.
+
+A pool's ``role`` (:data:`ROLES`): ``both`` (a co-located replica: today's default), ``prefill``
+(it computes prompts and sends their KV) or ``decode`` (it receives the KV and generates). A
+fleet with any prefill or decode pool is a P/D fleet: it needs both roles and no ``both`` pool
+(:func:`check_roles`), and runs as :class:`servecap.fleet.pd.fleet.PdFleet`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from servecap.core.kv_transfer import link_kind
+from servecap.errors import ServecapError
+from servecap.policy.routers import ROUTERS
+
+Role = Literal["both", "prefill", "decode"]
+ROLES: tuple[Role, ...] = ("both", "prefill", "decode")
+LinkScope = Literal["per-gpu", "shared"]
+
+
+@dataclass(frozen=True, slots=True)
+class KvLinkSpec:
+    """The link KV crosses on: a kind's defaults (:data:`servecap.core.kv_transfer.LINK_KINDS`)
+    with any of them overridden. ``scope``: ``per-gpu`` — every replica has one NIC per GPU, a
+    transfer holds the sender's and the receiver's (TP ranks send in parallel); ``shared`` — one
+    link for the whole fleet (a single uplink or TCP through one host), every transfer queues on
+    it. ``streaming``: the engine sends each layer's KV as it is computed (overlap with the
+    prefill)."""
+
+    kind: str = "infiniband"
+    bandwidth_bytes_s: float | None = None
+    latency_s: float | None = None
+    overhead_s: float | None = None
+    scope: LinkScope = "per-gpu"
+    streaming: bool = False
+
+    def __post_init__(self) -> None:
+        link_kind(self.kind)
+        for name in ("bandwidth_bytes_s", "latency_s", "overhead_s"):
+            v = getattr(self, name)
+            if v is not None and (not math.isfinite(v) or v < 0 or (name == "bandwidth_bytes_s" and v == 0)):
+                raise ServecapError(f"kv_link.{name}", v, "must be a finite number >= 0 (bandwidth > 0)")
+        if self.scope not in ("per-gpu", "shared"):
+            raise ServecapError("kv_link.scope", self.scope, "one of per-gpu, shared")
+
+    @property
+    def bandwidth(self) -> float:
+        return self.bandwidth_bytes_s if self.bandwidth_bytes_s is not None else link_kind(self.kind).bandwidth_bytes_s
+
+    @property
+    def latency(self) -> float:
+        return self.latency_s if self.latency_s is not None else link_kind(self.kind).latency_s
+
+    @property
+    def overhead(self) -> float:
+        return self.overhead_s if self.overhead_s is not None else link_kind(self.kind).overhead_s
+
+
+@dataclass(frozen=True, slots=True)
+class PdRouterSpec:
+    """One router policy per side (SGLang's router in PD mode takes ``--prefill-policy`` and
+    ``--decode-policy``); names from :data:`servecap.policy.routers.ROUTERS`."""
+
+    prefill: str = "prefix-affinity"
+    decode: str = "least-kv"
+
+    def __post_init__(self) -> None:
+        for side, name in (("prefill", self.prefill), ("decode", self.decode)):
+            if name not in ROUTERS:
+                from servecap.errors import did_you_mean
+
+                raise ServecapError(
+                    f"pd_router.{side}", name, f"one of {', '.join(ROUTERS)}" + did_you_mean(name, ROUTERS)
+                )
+
+
+def check_roles(roles: list[str]) -> bool:
+    """True for a P/D fleet (a prefill or decode pool); raises on a half or mixed one."""
+    for r in roles:
+        if r not in ROLES:
+            raise ServecapError("pools.role", r, f"one of {', '.join(ROLES)}")
+    if all(r == "both" for r in roles):
+        return False
+    if "prefill" not in roles or "decode" not in roles:
+        raise ServecapError("pools.role", roles, "a disaggregated fleet needs a prefill pool and a decode pool")
+    if "both" in roles:
+        raise ServecapError("pools.role", roles, "a disaggregated fleet has only prefill and decode pools")
+    return True
