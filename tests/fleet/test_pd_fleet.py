@@ -19,7 +19,7 @@ from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError
 from servecap.fleet import INSTANT, FleetSpec, Pool, simulate_fleet
 from servecap.fleet.pd.fleet import PdFleet
-from servecap.fleet.pd.spec import KvLinkSpec
+from servecap.fleet.pd_spec import KvLinkSpec
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
 from servecap.sim.traffic import OpenLoopSource

@@ -23,7 +23,7 @@ from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
 from servecap.fleet.gateway_stage import check_pool_names
-from servecap.fleet.pd.spec import KvLinkSpec, PdRouterSpec
+from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import INSTANT
 from servecap.policy.autoscalers import (
     AUTOSCALERS,
@@ -202,7 +202,7 @@ class PoolModel(_Model):
 
 
 class KvLinkModel(_Model):
-    """A P/D fleet's KV link (servecap.fleet.pd.spec.KvLinkSpec)."""
+    """A P/D fleet's KV link (servecap.fleet.pd_spec.KvLinkSpec)."""
 
     kind: Literal["nvlink", "infiniband", "roce", "tcp"] = "infiniband"
     bandwidth_gb_s: float | None = Field(default=None, gt=0)

@@ -18,16 +18,56 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from servecap.errors import ServecapError
 
 if TYPE_CHECKING:
-    from servecap.app.fleet import FleetFile
-    from servecap.app.fleet_plan import FleetPlanRequest
     from servecap.workload import WorkloadSpec
+
+
+# The shapes the checks read, as protocols: the fleet file and the fleet-plan request are
+# defined in use cases that call these checks, so naming them here would be an import circle.
+class _Autoscaled(Protocol):
+    @property
+    def max_replicas(self) -> int: ...
+
+
+class _PoolShape(Protocol):
+    @property
+    def replicas(self) -> int | None: ...
+    @property
+    def autoscaler(self) -> _Autoscaled | None: ...
+
+
+class FleetShape(Protocol):
+    """What :func:`check_fleet_work` reads of a fleet file (``servecap.app.fleet.FleetFile``)."""
+
+    @property
+    def pools(self) -> Sequence[_PoolShape]: ...
+
+
+class _TrafficShape(Protocol):
+    @property
+    def workload(self) -> WorkloadSpec | None: ...
+
+
+class FleetPlanShape(Protocol):
+    """What :func:`check_fleet_plan_work` reads of a plan (``servecap.app.fleet_plan.FleetPlanRequest``)."""
+
+    @property
+    def candidates(self) -> Sequence[object]: ...
+    @property
+    def cheaper_gpu(self) -> object | None: ...
+    @property
+    def max_replicas(self) -> int: ...
+    @property
+    def max_window_requests(self) -> int: ...
+    @property
+    def traffic(self) -> _TrafficShape: ...
+
 
 MIN_USER_CYCLE_S = 1.0
 """A chat user's cycle (think time plus the answer) counted as at least this long when sizing a
@@ -206,7 +246,7 @@ def check_layers(num_layers: int, limits: WorkLimits, *, where: str = "model.num
     _over(where, num_layers, num_layers, limits.max_layers, "layers", limits, "max_layers")
 
 
-def check_fleet_work(fleet: FleetFile, workload: WorkloadSpec, limits: WorkLimits) -> None:
+def check_fleet_work(fleet: FleetShape, workload: WorkloadSpec, limits: WorkLimits) -> None:
     """``fleet simulate``: the workload's requests and users, the fleet's replicas (the most each
     pool may run: its autoscaler's max, else its count) and replicas x simulated seconds."""
     check_workload(workload, limits)
@@ -244,7 +284,7 @@ def _horizon_s(workload: WorkloadSpec) -> float | None:
     return None
 
 
-def check_fleet_plan_work(request: FleetPlanRequest, limits: WorkLimits) -> None:
+def check_fleet_plan_work(request: FleetPlanShape, limits: WorkLimits) -> None:
     """``fleet plan``: its candidates, the replicas it may try, its peak window's requests (each
     simulation's size), a closed-loop workload's users."""
     n = len(request.candidates) + (1 if request.cheaper_gpu is not None else 0)

@@ -4,7 +4,8 @@
 ``docs/fleet.md``.
 """
 
-from servecap.fleet.simulate import FleetResult, FleetTimeSeries, ReplicaStats, simulate_fleet
+from servecap.fleet.run_result import FleetResult, FleetTimeSeries, ReplicaStats
+from servecap.fleet.simulate import simulate_fleet
 from servecap.fleet.spec import INSTANT, ColdStart, FleetSpec, Phase, Pool
 
 __all__ = [

@@ -8,7 +8,7 @@ import html as _html
 from collections.abc import Sequence
 from typing import Any
 
-from servecap.fleet.simulate import FleetResult
+from servecap.fleet.run_result import FleetResult
 
 
 def _fmt(x: Any, unit: str = "") -> str:

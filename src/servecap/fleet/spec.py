@@ -22,7 +22,7 @@ from typing import Literal
 
 from servecap.core.kv_transfer import KvFootprint
 from servecap.errors import ServecapError
-from servecap.fleet.pd.spec import KvLinkSpec, PdRouterSpec, check_roles
+from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec, check_roles
 from servecap.policy.autoscalers import AutoscalerSettings, autoscaler_class
 from servecap.policy.gateway.config import GatewayConfig
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
@@ -85,7 +85,7 @@ class Pool:
     autoscaler: AutoscalerSettings | None = None
     mtbf_s: float | None = None  # mean time between failures of one replica (exponential)
     crash_at_s: tuple[float, ...] = ()  # a ready replica of the pool crashes at each time
-    role: str = "both"  # both | prefill | decode (servecap.fleet.pd.spec)
+    role: str = "both"  # both | prefill | decode (servecap.fleet.pd_spec)
     kv: KvFootprint | None = None  # what its KV weighs per token (a P/D fleet's transfers)
 
     def __post_init__(self) -> None:

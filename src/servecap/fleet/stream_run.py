@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from servecap.fleet.fleet import Fleet
-from servecap.fleet.simulate import (
+from servecap.fleet.run_result import (
     FleetResult,
     FleetTimeSeries,
     Recorder,

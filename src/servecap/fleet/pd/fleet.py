@@ -43,7 +43,7 @@ from servecap.core.kv_transfer import KvFootprint, exposed_bytes, occupancy_s, t
 from servecap.errors import ServecapError
 from servecap.fleet.pd.link import KvLink, book_transfer
 from servecap.fleet.pd.replica import DRAINING, FAILED, READY, STARTING, STOPPED, PdReplica
-from servecap.fleet.pd.spec import KvLinkSpec, PdRouterSpec
+from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import FleetSpec, Pool
 from servecap.policy.autoscalers import TargetTracking
 from servecap.policy.pd_router import PdRouter
