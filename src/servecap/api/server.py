@@ -4,7 +4,8 @@
 with uvicorn. New plans are computed first come first served by the plan worker
 (``plan_worker.py``: one thread, or ``--plan-workers`` processes), cached answers straight from
 the event loop; the other sync routes (compare, catalogs) run in FastAPI's
-thread pool; simulations run as jobs in child processes, so none stalls the event loop.
+thread pool; simulations run as jobs in child processes, so none stalls the event loop. Every
+request passes the guard first (api/guard.py); every failure leaves in the one error shape.
 """
 
 from __future__ import annotations
