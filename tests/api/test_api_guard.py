@@ -72,6 +72,10 @@ def test_the_token_is_required_when_set(tmp_path: Path) -> None:
         _is_error(r, 401, "token")
         assert r.headers["www-authenticate"] == "Bearer" and TOKEN not in r.text
         _is_error(c.post("/api/v1/plan", json=PLAN, headers={"Authorization": "Bearer wrong"}), 401, "token")
+        for odd in ("Bearer \u00e9t\u00e9".encode("latin-1"), b"Bearer \xff\xfe", b"Basic abc"):
+            _is_error(c.post("/api/v1/plan", json=PLAN, headers={"Authorization": odd}), 401, "token")
+        _is_error(c.get("/api/v1/gpus?token=%C3%A9t%C3%A9"), 401, "token")
+        _is_error(c.get("/api/v1/gpus", headers={"Cookie": 'servecap_token="\\xff"; bad'}), 401, "token")
         assert c.post("/api/v1/plan", json=PLAN, headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
         assert c.get("/api/v1/health").status_code == 200  # for load balancers
         assert c.post(f"/api/v1/plan?token={TOKEN}", json=PLAN).status_code == 200

@@ -135,7 +135,7 @@ class Guard:
             return
         if self.settings.token is not None and scope["path"] not in OPEN_PATHS:
             query_token = _query_token(scope)
-            if query_token is not None and secrets.compare_digest(query_token, self.settings.token):
+            if query_token is not None and _same(query_token, self.settings.token):
                 if scope["method"] == "GET" and not scope["path"].startswith("/api/"):
                     # a page opened from the start-up URL: set the cookie, drop the token from the URL
                     await _redirect_with_cookie(send, scope, self.settings.token)
@@ -175,7 +175,7 @@ class Guard:
         token = self.settings.token
         assert token is not None
         auth = headers.get("authorization", "")
-        if auth[:7].lower() == "bearer " and secrets.compare_digest(auth[7:].strip(), token):
+        if auth[:7].lower() == "bearer " and _same(auth[7:].strip(), token):
             return True
         cookie = SimpleCookie()
         try:
@@ -183,7 +183,12 @@ class Guard:
         except Exception:  # a malformed Cookie header is no token
             return False
         morsel = cookie.get(COOKIE)
-        return morsel is not None and secrets.compare_digest(morsel.value, token)
+        return morsel is not None and _same(morsel.value, token)
+
+
+def _same(given: str, token: str) -> bool:
+    """A constant-time comparison that takes any text (``compare_digest`` refuses non-ASCII str)."""
+    return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
 
 
 def _headers(scope: Scope) -> dict[str, str]:
