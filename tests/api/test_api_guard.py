@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from servecap.api import ServeSettings, create_app
 from servecap.api.guard import GuardSettings
@@ -134,3 +136,24 @@ def test_a_streamed_body_is_cut_off_at_the_limit_without_reading_the_rest(tmp_pa
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     assert b'"field":"body"' in body
     assert pulled <= limit + chunk  # at most one chunk past the limit was read: not the gigabyte
+
+
+_HEADER_TEXT = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), max_size=60)
+
+
+@given(host=_HEADER_TEXT, origin=_HEADER_TEXT, auth=_HEADER_TEXT, cookie=_HEADER_TEXT, query=_HEADER_TEXT)
+@settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+def test_hostile_headers_get_a_4xx_in_the_error_shape(
+    guarded: TestClient, host: str, origin: str, auth: str, cookie: str, query: str
+) -> None:
+    texts = {"Host": host or "x", "Origin": origin, "Authorization": auth, "Cookie": cookie}
+    headers = {k: v.encode("latin-1") for k, v in texts.items()}  # any byte a header may carry
+    r = guarded.post("/api/v1/plan", params={"token": query}, json=PLAN, headers=headers)
+    assert r.status_code in (400, 401, 403), (r.status_code, r.text)
+    _is_error(r, r.status_code, r.json()["error"]["field"])
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    with _client(tmp_path_factory.mktemp("guarded"), token=TOKEN) as c:
+        yield c
