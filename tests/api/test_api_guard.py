@@ -57,7 +57,7 @@ def test_allowed_hosts_extend_the_list_and_every_interface_takes_ip_literals(tmp
 
 
 def test_cross_site_state_changes_are_refused(client: TestClient) -> None:
-    for origin in ("http://evil.example", "null", "http://localhost:9999", "file://"):
+    for origin in ("http://evil.example", "null", "http://localhost:9999", "file://", "http://[", "http://[::1"):
         _is_error(client.post("/api/v1/plan", json=PLAN, headers={"Origin": origin}), 403, "origin")
     r = client.delete("/api/v1/jobs/1-abc", headers={"Origin": "http://evil.example"})
     _is_error(r, 403, "origin")

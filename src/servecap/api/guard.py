@@ -165,11 +165,15 @@ class Guard:
         await self.app(scope, _counting(receive, limit), send)
 
     def _same_site(self, origin: str, host: str) -> bool:
-        parts = urlsplit(origin)
+        try:
+            parts = urlsplit(origin)
+            hostname = (parts.hostname or "").lower()
+        except ValueError:  # "http://[" and the like
+            return False
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return False  # "null" (a sandboxed frame, a file:// page) and the like
         # the pages are served from this origin; another origin only when named with --allowed-host
-        return parts.netloc.lower() == host.lower() or (parts.hostname or "").lower() in self.extra
+        return parts.netloc.lower() == host.lower() or hostname in self.extra
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         token = self.settings.token
@@ -231,6 +235,8 @@ async def _refuse(
     extra_headers: Iterable[tuple[bytes, bytes]] = (),
 ) -> None:
     shown = value if isinstance(value, str | int | float | bool) or value is None else str(value)
+    if isinstance(shown, str) and len(shown) > 120:
+        shown = shown[:117] + "..."
     message = f"{field}={shown!r}: {problem}" if isinstance(shown, str) else f"{field}={shown}: {problem}"
     body = json.dumps({"error": {"message": message, "field": field, "value": shown}}).encode()
     headers = [
