@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from servecap.api import ServeSettings, create_app
 from servecap.api.guard import GuardSettings
@@ -55,7 +57,7 @@ def test_allowed_hosts_extend_the_list_and_every_interface_takes_ip_literals(tmp
 
 
 def test_cross_site_state_changes_are_refused(client: TestClient) -> None:
-    for origin in ("http://evil.example", "null", "http://localhost:9999", "file://"):
+    for origin in ("http://evil.example", "null", "http://localhost:9999", "file://", "http://[", "http://[::1"):
         _is_error(client.post("/api/v1/plan", json=PLAN, headers={"Origin": origin}), 403, "origin")
     r = client.delete("/api/v1/jobs/1-abc", headers={"Origin": "http://evil.example"})
     _is_error(r, 403, "origin")
@@ -72,6 +74,10 @@ def test_the_token_is_required_when_set(tmp_path: Path) -> None:
         _is_error(r, 401, "token")
         assert r.headers["www-authenticate"] == "Bearer" and TOKEN not in r.text
         _is_error(c.post("/api/v1/plan", json=PLAN, headers={"Authorization": "Bearer wrong"}), 401, "token")
+        for odd in ("Bearer \u00e9t\u00e9".encode("latin-1"), b"Bearer \xff\xfe", b"Basic abc"):
+            _is_error(c.post("/api/v1/plan", json=PLAN, headers={"Authorization": odd}), 401, "token")
+        _is_error(c.get("/api/v1/gpus?token=%C3%A9t%C3%A9"), 401, "token")
+        _is_error(c.get("/api/v1/gpus", headers={"Cookie": 'servecap_token="\\xff"; bad'}), 401, "token")
         assert c.post("/api/v1/plan", json=PLAN, headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
         assert c.get("/api/v1/health").status_code == 200  # for load balancers
         assert c.post(f"/api/v1/plan?token={TOKEN}", json=PLAN).status_code == 200
@@ -130,3 +136,24 @@ def test_a_streamed_body_is_cut_off_at_the_limit_without_reading_the_rest(tmp_pa
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     assert b'"field":"body"' in body
     assert pulled <= limit + chunk  # at most one chunk past the limit was read: not the gigabyte
+
+
+_HEADER_TEXT = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), max_size=60)
+
+
+@given(host=_HEADER_TEXT, origin=_HEADER_TEXT, auth=_HEADER_TEXT, cookie=_HEADER_TEXT, query=_HEADER_TEXT)
+@settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+def test_hostile_headers_get_a_4xx_in_the_error_shape(
+    guarded: TestClient, host: str, origin: str, auth: str, cookie: str, query: str
+) -> None:
+    texts = {"Host": host or "x", "Origin": origin, "Authorization": auth, "Cookie": cookie}
+    headers = {k: v.encode("latin-1") for k, v in texts.items()}  # any byte a header may carry
+    r = guarded.post("/api/v1/plan", params={"token": query}, json=PLAN, headers=headers)
+    assert r.status_code in (400, 401, 403), (r.status_code, r.text)
+    _is_error(r, r.status_code, r.json()["error"]["field"])
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    with _client(tmp_path_factory.mktemp("guarded"), token=TOKEN) as c:
+        yield c

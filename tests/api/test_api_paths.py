@@ -161,6 +161,10 @@ def test_a_number_where_a_name_belongs_is_refused_naming_the_field(client: TestC
     assert r.status_code == 400 and r.json()["error"]["field"] == "fleet.pools[0].gpu", r.text
     r = client.post("/api/v1/fleet/plan", json={"plan": _with(PLAN, ["candidates", 0, "gpu"], 5)})
     assert r.status_code == 400 and r.json()["error"]["field"].startswith("plan.candidates[0].gpu"), r.text
+    r = client.post(
+        "/api/v1/fleet/simulate", json={"fleet": _with(FLEET, ["pools", 0, "gpu"], "H9000"), "workload": WORKLOAD}
+    )
+    assert r.status_code == 400 and r.json()["error"]["field"] == "fleet.pools[0].gpu", r.text
     r = client.post("/api/v1/plan", json={"gpu": 5})
     assert r.status_code == 400 and r.json()["error"]["field"] == "gpu", r.text
     r = client.post("/api/v1/compare", json={"gpus": [5]})

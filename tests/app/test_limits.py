@@ -151,4 +151,5 @@ def test_capacity_sizes_its_probes_from_the_plan() -> None:
             policy="fcfs",
             limits=replace(API_LIMITS),
         )
-    assert info.value.field == "workload.duration_s"
+    assert info.value.field == "duration_s"
+    assert "the search's probes reach about twice the planner's" in str(info.value)

@@ -135,7 +135,7 @@ class Guard:
             return
         if self.settings.token is not None and scope["path"] not in OPEN_PATHS:
             query_token = _query_token(scope)
-            if query_token is not None and secrets.compare_digest(query_token, self.settings.token):
+            if query_token is not None and _same(query_token, self.settings.token):
                 if scope["method"] == "GET" and not scope["path"].startswith("/api/"):
                     # a page opened from the start-up URL: set the cookie, drop the token from the URL
                     await _redirect_with_cookie(send, scope, self.settings.token)
@@ -165,17 +165,21 @@ class Guard:
         await self.app(scope, _counting(receive, limit), send)
 
     def _same_site(self, origin: str, host: str) -> bool:
-        parts = urlsplit(origin)
+        try:
+            parts = urlsplit(origin)
+            hostname = (parts.hostname or "").lower()
+        except ValueError:  # "http://[" and the like
+            return False
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return False  # "null" (a sandboxed frame, a file:// page) and the like
         # the pages are served from this origin; another origin only when named with --allowed-host
-        return parts.netloc.lower() == host.lower() or (parts.hostname or "").lower() in self.extra
+        return parts.netloc.lower() == host.lower() or hostname in self.extra
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         token = self.settings.token
         assert token is not None
         auth = headers.get("authorization", "")
-        if auth[:7].lower() == "bearer " and secrets.compare_digest(auth[7:].strip(), token):
+        if auth[:7].lower() == "bearer " and _same(auth[7:].strip(), token):
             return True
         cookie = SimpleCookie()
         try:
@@ -183,7 +187,12 @@ class Guard:
         except Exception:  # a malformed Cookie header is no token
             return False
         morsel = cookie.get(COOKIE)
-        return morsel is not None and secrets.compare_digest(morsel.value, token)
+        return morsel is not None and _same(morsel.value, token)
+
+
+def _same(given: str, token: str) -> bool:
+    """A constant-time comparison that takes any text (``compare_digest`` refuses non-ASCII str)."""
+    return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -226,6 +235,8 @@ async def _refuse(
     extra_headers: Iterable[tuple[bytes, bytes]] = (),
 ) -> None:
     shown = value if isinstance(value, str | int | float | bool) or value is None else str(value)
+    if isinstance(shown, str) and len(shown) > 120:
+        shown = shown[:117] + "..."
     message = f"{field}={shown!r}: {problem}" if isinstance(shown, str) else f"{field}={shown}: {problem}"
     body = json.dumps({"error": {"message": message, "field": field, "value": shown}}).encode()
     headers = [

@@ -154,7 +154,7 @@ def fleet_simulate_job(payload: dict[str, Any], progress: Callable[[Progress], N
 def check_fleet_plan_body(body: FleetPlanBody, upload_dir: Path, limits: WorkLimits) -> None:
     """Refuse a plan body before queueing it: its one-line errors (unknown keys, no candidates,
     unknown GPUs or models, file paths, bad traffic) and work past the API's limits."""
-    from servecap.api.names import api_gpu, check_spec
+    from servecap.api.names import check_spec
     from servecap.app.fleet_plan import plan_request_from_dict
     from servecap.catalog import resolve_model
     from servecap.errors import ServecapError
@@ -164,11 +164,8 @@ def check_fleet_plan_body(body: FleetPlanBody, upload_dir: Path, limits: WorkLim
     request = plan_request_from_dict(dict(body.plan))  # with uploads resolved
     if not request.candidates:
         raise ServecapError("plan.candidates", [], "give at least one candidate pool")
-    for i, c in enumerate(request.candidates):
-        api_gpu(c.gpu, f"plan.candidates[{i}].gpu")
+    for c in request.candidates:
         resolve_model(c.model or request.model)  # a catalog name or an upload's file (checked above)
-    if request.cheaper_gpu is not None:
-        api_gpu(request.cheaper_gpu.gpu, "plan.cheaper_gpu.gpu")
     check_fleet_plan_work(request, limits)
 
 

@@ -26,6 +26,8 @@ MODEL_FIELDS = frozenset({"model", "small_model"})
 """Fields (at any depth of a fleet, workload or plan body) that name a model."""
 FILE_FIELDS = frozenset({"path", "gpu_file", "calibration"})
 """Fields that name a file: accepted by the CLI, refused by the server."""
+GPU_FIELDS = frozenset({"gpu"})
+"""Fields that name a GPU: the catalog's (the server reads no GPU files)."""
 
 
 def body_model(upload_dir: Path, name: str | None) -> str | None:
@@ -93,12 +95,14 @@ def refuse_file_field(field: str, value: object) -> None:
 
 def check_spec(spec: BaseModel, raw: dict[str, Any], root: str, upload_dir: Path) -> None:
     """Walk a validated fleet, workload or plan body: refuse every file field that is set, check
-    every model name, and rewrite ``upload:<id>`` names in ``raw`` (the mapping ``spec`` was
+    every GPU and model name, and rewrite ``upload:<id>`` names in ``raw`` (the mapping ``spec`` was
     validated from, which the job receives) to the uploaded file's path."""
     for loc, key, value in _named_fields(spec, ()):
         field = root + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in (*loc, key))
         if key in FILE_FIELDS and value is not None:
             refuse_file_field(field, value)
+        if key in GPU_FIELDS and value is not None:
+            api_gpu(value, field)
         if key in MODEL_FIELDS and value is not None:
             resolved = api_model(upload_dir, value, field)
             if resolved != value:

@@ -4,7 +4,8 @@
 with uvicorn. New plans are computed first come first served by the plan worker
 (``plan_worker.py``: one thread, or ``--plan-workers`` processes), cached answers straight from
 the event loop; the other sync routes (compare, catalogs) run in FastAPI's
-thread pool; simulations run as jobs in child processes, so none stalls the event loop.
+thread pool; simulations run as jobs in child processes, so none stalls the event loop. Every
+request passes the guard first (api/guard.py); every failure leaves in the one error shape.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -49,13 +50,13 @@ from servecap.api.names import body_model
 from servecap.api.plan_compute import plan_json_from_key
 from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
+from servecap.api.stored import DamagedRun, check_stored_deployment, stored
 from servecap.api.uploads import UploadQuota, store_config
 from servecap.app.limits import API_LIMITS, WorkLimits
 from servecap.app.policies import PolicyLists, policy_lists
 from servecap.errors import ServecapError, from_validation_error
 
 API = "/api/v1"
-_T = TypeVar("_T")
 _V = TypeVar("_V")
 _log = logging.getLogger("servecap.api")
 
@@ -145,13 +146,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """A bug: one line for the client (no traceback), the traceback in the server's log."""
         _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         text = " ".join(str(exc).split())[:200]
-        err = ServecapError("request", f"{request.method} {request.url.path}", f"internal error: {type(exc).__name__}")
-        return JSONResponse(
-            status_code=500,
-            content={
-                "error": {"message": f"{err} ({text})" if text else str(err), "field": err.field, "value": err.value}
-            },
-        )
+        problem = f"internal error: {type(exc).__name__}" + (f" ({text})" if text else "")
+        return _error(500, ServecapError("request", f"{request.method} {request.url.path}", problem))
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -350,44 +346,6 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return result
 
     return app
-
-
-class DamagedRun(ServecapError):
-    """A stored run that cannot be read (bad JSON, a malformed row or deployment): HTTP 422."""
-
-
-def stored(field: str, run_id: str | None, read: Callable[[], _T]) -> _T:
-    """``read()`` of the run store, its failures on damaged data as one line naming the run."""
-    import sqlite3
-
-    from pydantic import ValidationError
-
-    try:
-        return read()
-    except ServecapError:
-        raise
-    except (ValueError, TypeError, KeyError, AttributeError, ValidationError, sqlite3.DatabaseError) as err:
-        _log.warning("damaged stored data (%s %s): %s: %s", field, run_id, type(err).__name__, err)
-        problem = " ".join(str(err).split())[:160]
-        raise DamagedRun(field, run_id, f"the stored data is damaged ({type(err).__name__}: {problem})") from None
-
-
-def check_stored_deployment(deployment: object, upload_dir: Path) -> None:
-    """A stored run's deployment, before the simulator plans it: a mapping whose model and GPU are
-    names the server resolves (the catalog's, or an upload's), and no file."""
-    from servecap.api.names import api_gpu, api_model, refuse_file_field
-
-    if deployment is None:
-        return  # the use case says how to store one
-    if not isinstance(deployment, dict):
-        raise DamagedRun("deployment", type(deployment).__name__, "the stored deployment is not a mapping")
-    for key in ("gpu_file", "calibration"):
-        if deployment.get(key) is not None:
-            refuse_file_field(f"deployment.{key}", deployment[key])
-    if deployment.get("model") is not None:
-        api_model(upload_dir, deployment["model"], "deployment.model")
-    if deployment.get("gpu") is not None:
-        api_gpu(deployment["gpu"], "deployment.gpu")
 
 
 def _version() -> str:

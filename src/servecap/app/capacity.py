@@ -118,7 +118,15 @@ def capacity(
 
     closed_loop = built.workload.users is not None
     estimate = (planner_users if closed_loop else planner_rate)(built.plan, built.workload)
-    check_workload(with_load(built.workload, 2.0 * max(estimate, 1.0)), limits if limits is not None else cli_limits())
+    probe = with_load(built.workload, 2.0 * max(estimate, 1.0))
+    try:
+        check_workload(probe, limits if limits is not None else cli_limits(), where="")
+    except ServecapError as err:
+        reach = f"{estimate:,.0f} users" if closed_loop else f"{estimate:,.1f} req/s"
+        why = (
+            f"the search's probes reach about twice the planner's {reach}: {err.problem}; or give a shorter duration_s"
+        )
+        raise ServecapError(err.field, err.value, why) from None
     result = find_capacity(built.setup, built.plan, built.workload, slo, seed=seed, progress=progress)
     w = built.workload
     closed = w.users is not None

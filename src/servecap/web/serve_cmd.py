@@ -88,7 +88,8 @@ def start_settings(
         job_timeout_s=job_timeout_s,
         job_memory_bytes=job_memory_mb * mb if job_memory_mb > 0 else None,
     )
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else (f"[{host}]" if ":" in host else host)
+    wildcard = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "[::1]"}
+    shown = wildcard.get(host, f"[{host}]" if ":" in host else host)
     query = f"?token={token}" if token is not None and not no_token else ""
     lines = [f"servecap: serving the web app on http://{shown}:{port}/{query} (API at /api/v1, Ctrl-C to stop)"]
     if host in ("0.0.0.0", "::", ""):
