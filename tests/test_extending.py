@@ -52,7 +52,9 @@ def test_every_registered_policy_reaches_the_cli() -> None:
 
 
 def test_every_registered_policy_reaches_the_api(tmp_path: Path) -> None:
-    with TestClient(create_app(ServeSettings(data_dir=tmp_path, db=tmp_path / "runs.sqlite"))) as c:
+    with TestClient(
+        create_app(ServeSettings(data_dir=tmp_path, db=tmp_path / "runs.sqlite")), base_url="http://127.0.0.1"
+    ) as c:
         got = c.get("/api/v1/policies").json()
         schema = c.get("/openapi.json").json()
     assert got == {

@@ -48,14 +48,23 @@ def _refused(client: TestClient, route: str, body: dict[str, Any], field: str, n
 
 
 def test_a_billion_request_job_is_refused_before_work(client: TestClient) -> None:
-    body = {**MODEL, "rate": 100_000, "duration_s": 10_000}
-    message = _refused(client, "/api/v1/simulate", body, "duration_s", "1,000,000,000", "--max-requests")
+    # past the workload schema's own ceiling (100M requests in one workload) the workload is
+    # refused as it is built, before the job limits are read: a one-line 400 all the same
+    started = time.perf_counter()
+    r = client.post("/api/v1/simulate", json={**MODEL, "rate": 20_000, "duration_s": 50_000})
+    assert r.status_code == 400 and time.perf_counter() - started < 2.0, r.text
+    err = r.json()["error"]
+    assert "1e+09 requests" in err["message"] and "\n" not in err["message"], err
+    assert client.get("/api/v1/jobs").json() == []
+    # below it, the job limit names the size and the flag that raises it
+    body = {**MODEL, "rate": 1_000, "duration_s": 50_000}
+    message = _refused(client, "/api/v1/simulate", body, "duration_s", "50,000,000", "--max-requests")
     assert "200,000" in message
 
 
 def test_rate_times_a_day_is_refused(client: TestClient) -> None:
-    body = {**MODEL, "rate": 100_000, "duration_s": 86_400}
-    _refused(client, "/api/v1/simulate", body, "duration_s", "8,640,000,000", "--max-requests")
+    body = {**MODEL, "rate": 1_000, "duration_s": 86_400}
+    _refused(client, "/api/v1/simulate", body, "duration_s", "86,400,000", "--max-requests")
 
 
 def test_users_with_no_think_time_over_a_day_are_refused(client: TestClient) -> None:

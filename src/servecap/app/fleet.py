@@ -680,7 +680,8 @@ def fleet_simulate(
     every request's record to (the run then streams)."""
     from servecap.app.limits import check_fleet_work, cli_limits
 
-    check_fleet_work(request.fleet, request.workload, limits if limits is not None else cli_limits())
+    limits = limits if limits is not None else cli_limits()
+    check_fleet_work(request.fleet, request.workload, dataclasses.replace(limits, max_requests=limits.max_streamed_requests))
     spec, notes = build_fleet(request.fleet, base_dir)
     spec = with_predictive_floors(spec, request.fleet, request.workload, notes)
     wl = request.workload
@@ -690,6 +691,7 @@ def fleet_simulate(
         stream = use_sketches(request.model_copy(update={"percentiles": "sketch"}), spec, notes)
     else:
         stream = use_sketches(request, spec, notes)
+    check_fleet_work(request.fleet, request.workload, limits, streaming=stream)  # the exact path keeps every request
     if stream:
         res = simulate_fleet(spec, wl, request.seed, progress=progress, stream=True, records=records)
         response = response_from_result(res, request.seed, notes)

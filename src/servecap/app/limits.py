@@ -79,6 +79,9 @@ class WorkLimits:
     """The most work one command or API job may ask for, and how each figure is raised."""
 
     max_requests: int = 10_000_000
+    # a fleet run that streams its outcomes into sketches holds nothing per request: its bound is
+    # time, not memory (a day of a 10,000-user service is ~35M requests)
+    max_streamed_requests: int = 100_000_000
     max_users: int = 1_000_000
     max_simulated_s: float = 30 * 86_400.0
     max_replicas: int = 100_000
@@ -94,6 +97,7 @@ class WorkLimits:
 
 _ENV = {
     "max_requests": "SERVECAP_MAX_REQUESTS",
+    "max_streamed_requests": "SERVECAP_MAX_STREAMED_REQUESTS",
     "max_users": "SERVECAP_MAX_USERS",
     "max_simulated_s": "SERVECAP_MAX_SIMULATED_S",
     "max_replicas": "SERVECAP_MAX_REPLICAS",
@@ -103,6 +107,7 @@ _ENV = {
 }
 SERVE_FLAGS = {
     "max_requests": "servecap serve --max-requests",
+    "max_streamed_requests": "servecap serve --max-requests",
     "max_users": "servecap serve --max-users",
     "max_simulated_s": "servecap serve --max-simulated-s",
     "max_replicas": "servecap serve --max-replicas",
@@ -113,6 +118,7 @@ SERVE_FLAGS = {
 
 API_LIMITS = WorkLimits(
     max_requests=200_000,
+    max_streamed_requests=200_000,
     max_users=100_000,
     max_simulated_s=86_400.0,
     max_replicas=4_096,
@@ -198,10 +204,20 @@ def closed_loop_requests(users: int, duration_s: float | None, think_time_s: flo
 # ---- checks, one per use case --------------------------------------------------------------------
 
 
-def check_workload(spec: WorkloadSpec, limits: WorkLimits, *, where: str = "workload") -> None:
+def check_workload(
+    spec: WorkloadSpec, limits: WorkLimits, *, where: str = "workload", streaming: bool = False
+) -> None:
     """A single engine's run (``simulate``, one capacity evaluation): its requests, users and
-    simulated seconds. ``where`` prefixes the field names ("": a request body's own fields)."""
+    simulated seconds. ``where`` prefixes the field names ("": a request body's own fields);
+    ``streaming``: a fleet run that keeps nothing per request, bounded by ``max_streamed_requests``."""
     from servecap.workload import dist_mean
+
+    if streaming:
+        limits = replace(
+            limits,
+            max_requests=limits.max_streamed_requests,
+            knobs={**limits.knobs, "max_requests": limits.knobs.get("max_streamed_requests", "")},
+        )
 
     if spec.duration_s is not None:
         d = spec.duration_s
@@ -246,10 +262,13 @@ def check_layers(num_layers: int, limits: WorkLimits, *, where: str = "model.num
     _over(where, num_layers, num_layers, limits.max_layers, "layers", limits, "max_layers")
 
 
-def check_fleet_work(fleet: FleetShape, workload: WorkloadSpec, limits: WorkLimits) -> None:
+def check_fleet_work(
+    fleet: FleetShape, workload: WorkloadSpec, limits: WorkLimits, *, streaming: bool = False
+) -> None:
     """``fleet simulate``: the workload's requests and users, the fleet's replicas (the most each
-    pool may run: its autoscaler's max, else its count) and replicas x simulated seconds."""
-    check_workload(workload, limits)
+    pool may run: its autoscaler's max, else its count) and replicas x simulated seconds;
+    ``streaming`` as :func:`check_workload`."""
+    check_workload(workload, limits, streaming=streaming)
     replicas = 0
     for p in fleet.pools:
         most = p.replicas if p.replicas is not None else 1

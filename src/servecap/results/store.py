@@ -530,7 +530,7 @@ class RunStore:
 
 
 _ROW_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError)
-_STORE_TABLES = {"runs", "requests"}
+_STORE_TABLES = {"runs", "requests", "sketches"}
 
 
 def _row_problem(err: Exception) -> str:
