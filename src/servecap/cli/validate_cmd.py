@@ -60,7 +60,10 @@ def validate_command(
         return f"{v * 1e3:,.1f} ms" if metric.split(".")[0] in ("ttft", "tpot", "itl", "e2e") else f"{v:,.2f}"
 
     con = Console()
-    t = Table(title=f"{resp.rows} rows from {len(resp.sources)} sources: predicted vs measured")
+    t = Table(
+        title=f"{resp.rows} rows from {len(resp.sources)} sources: predicted vs measured "
+        f"(step times: {resp.step_model})"
+    )
     for col in ("row", "split", "metric", "measured", "predicted", "error"):
         t.add_column(col, justify="left" if col in ("row", "split", "metric") else "right")
     for v in resp.values:
