@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent
 COMPILED = (  # modules of servecap, as paths under src/servecap
     "sim/request_state",
     "sim/queues",
+    "sim/scheduler_policy",
     "sim/kv_pool",
     "sim/step_time",
     "sim/engine",

@@ -69,7 +69,14 @@ def fit_efficiency(cost: StepCost, samples: list[dict], mean_context: float) -> 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--aic-python", required=True)
+    ap.add_argument(
+        "--write-cache",
+        action="store_true",
+        help="write the fitted coefficients to src/servecap/validation/aic_steps.json "
+        "(servecap validate --step-model aiconfigurator|auto reads them)",
+    )
     args = ap.parse_args()
+    cache: dict[str, dict[str, object]] = {}
     rows: list[CorpusRow] = load_corpus()
     questions = [_row_question(r) for r in rows]
     proc = subprocess.run(
@@ -95,6 +102,13 @@ def main() -> None:
         wl = crow.row.workload
         pl = plan(_deployment(crow, None), request=RequestShape(wl.prompt_tokens, wl.output_tokens))
         fitted = fit_efficiency(pl.step, got["samples"], wl.prompt_tokens + wl.output_tokens / 2.0)
+        cache[crow.full_id] = {
+            "bandwidth_efficiency": round(fitted.bandwidth_efficiency or 0.0, 5),
+            "compute_efficiency": round(fitted.compute_efficiency or 0.0, 5),
+            "step_overhead_s": round(fitted.step_overhead_s, 7),
+            "source": got["source"],
+            "samples": len(got["samples"]),
+        }
         try:
             base = predict_row(crow)
             seam = predict_row(crow, Adjustments(efficiency=fitted))
@@ -117,6 +131,17 @@ def main() -> None:
             f"{fitted.compute_efficiency:.3f}, overhead {fitted.step_overhead_s * 1e3:.2f} ms",
             flush=True,
         )
+    if args.write_cache:
+        from servecap.validation.step_source import CACHE_SCHEMA, cache_path
+
+        doc = {
+            "schema": CACHE_SCHEMA,
+            "about": "roofline coefficients fitted to AIConfigurator 0.12.0's per-step estimates (run_mixed) "
+            "for each corpus row it covers; written by benchmarks/peer_step_source.py --write-cache",
+            "rows": cache,
+        }
+        cache_path().write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        print(f"{len(cache)} rows -> {cache_path()}")
     print("\n| split | metric | n | roofline | AIConfigurator steps in servecap | AIConfigurator alone (n) |")
     print("|---|---|---:|---:|---:|---:|")
     for (split, fam), g in sorted(errs.items()):

@@ -22,6 +22,7 @@ from servecap.validation.evaluate import (
     compare_rows,
 )
 from servecap.validation.predict import Adjustments
+from servecap.validation.step_source import select_step_source
 
 
 class _Out(BaseModel):
@@ -56,6 +57,7 @@ class ValidateResponse(_Out):
     sources: list[str]
     split: str
     calibration: str | None
+    step_model: str = "roofline"
     values: list[ValueOut]
     by_metric: dict[str, StatsOut]
     by_gpu: dict[str, dict[str, StatsOut]]
@@ -78,6 +80,7 @@ def validate(
     adjustments: Adjustments | None = None,
     calibration: Path | None = None,
     progress: ProgressFn | None = None,
+    step_model: str = "roofline",
 ) -> ValidateResponse:
     """Run the corpus rows of ``source`` (all when None) in ``split``; ``calibration`` (a
     ``servecap calibrate`` file) replaces the default efficiencies for every row."""
@@ -86,12 +89,14 @@ def validate(
 
         adjustments = Adjustments(efficiency=load_calibration(calibration).efficiency())
     rows = select(load_corpus(), source=source, split=split)
-    comps = compare_rows(rows, adjustments, progress=progress)
+    rows, per_row = select_step_source(step_model, rows, adjustments)
+    comps = compare_rows(rows, adjustments, progress=progress, per_row=per_row)
     return ValidateResponse(
         rows=len(rows),
         sources=sorted({r.source.name for r in rows}),
         split=split,
         calibration=None if calibration is None else str(calibration),
+        step_model=step_model,
         values=[
             ValueOut(
                 row=c.full_id,

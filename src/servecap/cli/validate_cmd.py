@@ -20,16 +20,29 @@ from servecap.cli.options import PATH, calibration_option, json_option
     help="Rows of the fixed train/test split (hash of the row id), or all.",
 )
 @click.option("--html", "html_path", type=PATH, default=None, help="Also write a self-contained HTML report here.")
+@click.option(
+    "--step-model",
+    type=click.Choice(["roofline", "aiconfigurator", "auto"]),
+    default="roofline",
+    show_default=True,
+    help="Step times: the roofline; AIConfigurator's measured kernels (the rows its cache covers, "
+    "validation/aic_steps.json); or auto (AIConfigurator where covered, the roofline elsewhere).",
+)
 @calibration_option
 @json_option
 def validate_command(
-    source: str | None, split: str, html_path: Path | None, calibration: Path | None, as_json: bool
+    source: str | None,
+    split: str,
+    html_path: Path | None,
+    step_model: str,
+    calibration: Path | None,
+    as_json: bool,
 ) -> None:
     """Plan and simulate every row of the public measurement corpus and print predicted vs
     measured with the signed error, and the MAPE per metric, per GPU family and per engine."""
     from servecap.app.validate import render_html, validate
 
-    resp = validate(source=source, split=split, calibration=calibration)
+    resp = validate(source=source, split=split, calibration=calibration, step_model=step_model)
     if html_path is not None:
         html_path.write_text(render_html(resp), encoding="utf-8")
     if as_json:
@@ -47,7 +60,10 @@ def validate_command(
         return f"{v * 1e3:,.1f} ms" if metric.split(".")[0] in ("ttft", "tpot", "itl", "e2e") else f"{v:,.2f}"
 
     con = Console()
-    t = Table(title=f"{resp.rows} rows from {len(resp.sources)} sources: predicted vs measured")
+    t = Table(
+        title=f"{resp.rows} rows from {len(resp.sources)} sources: predicted vs measured "
+        f"(step times: {resp.step_model})"
+    )
     for col in ("row", "split", "metric", "measured", "predicted", "error"):
         t.add_column(col, justify="left" if col in ("row", "split", "metric") else "right")
     for v in resp.values:

@@ -138,6 +138,7 @@ class Engine:
         self.policy = admission_policy(engine_profile(setup.engine))
         self._reserving = self.policy.reserves
         self._whole_blocks = self.policy.whole_blocks  # exact per-request reservations
+        self._ratio_decays = self.policy.decay_per_step > 0.0  # SGLang: the reservation shrinks
         self._separate_prefill = not engine_profile(setup.engine).mixed_prefill_decode
         self._lifetime_blocks = 0  # Σ reserved_blocks over the running requests
         self._requests: dict[int, RequestState] = {}  # every request not finished
@@ -883,7 +884,7 @@ class Engine:
         if not len(self.waiting):
             return True
         # a reservation that shrinks step by step may let the waiting head in without a finish
-        return self._admission_blocked and not self.policy.decaying
+        return self._admission_blocked and not (self._ratio_decays and self.policy.decaying)
 
     def advance_decode_run(self, now_s: float, until_s: float, max_steps: int = 1 << 62) -> tuple[int, float]:
         """Run consecutive decode-only steps, the first starting at ``now_s``, while each starts

@@ -9,7 +9,7 @@ median is the recorded accuracy figure (robust to the few sources servecap canno
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from servecap.specs.gpu import gpu_family
@@ -53,11 +53,14 @@ def compare_rows(
     *,
     max_requests: int = MAX_SIM_REQUESTS,
     progress: ProgressFn | None = None,
+    per_row: Mapping[str, Adjustments] | None = None,
 ) -> list[Comparison]:
-    """Predict every row (fixed seed 0) and pair each measured value with its prediction."""
+    """Predict every row (fixed seed 0) and pair each measured value with its prediction;
+    ``per_row`` replaces ``adj`` for the rows it names (``validation.step_source``)."""
     out: list[Comparison] = []
     for i, crow in enumerate(rows):
-        pred = predict_row(crow, adj, max_requests=max_requests)
+        row_adj = per_row.get(crow.full_id, adj) if per_row else adj
+        pred = predict_row(crow, row_adj, max_requests=max_requests)
         for m in crow.row.measured:
             out.append(
                 Comparison(
