@@ -334,6 +334,14 @@ def special_cases() -> Iterator[Case]:
     grid["axes"]["fleet.pools.0.replicas"] = list(range(1, 101))
     yield Case("sweep: 10^8-point grid", INPUT_PATHS[5].args, {"f": yaml.safe_dump(grid).encode()}, True)
     yield Case("runs delete %", ("runs", "delete", "%", "--db", "{db}"), {}, True)
+    yield Case("plan -m: a 300-character name", ("plan", "-m", "x" * 300), {}, True)
+    for replicas in (10**7, 10**9):
+        doc = json.loads(json.dumps(FLEET))
+        doc["pools"][0]["replicas"] = replicas
+        yield Case(f"fleet: replicas {replicas:.0e}", INPUT_PATHS[2].args, {"f": yaml.safe_dump(doc).encode()}, True)
+    doc = json.loads(json.dumps(FLEET))
+    doc["pools"][0]["model"] = "x" * 300
+    yield Case("fleet: a 300-character model", INPUT_PATHS[2].args, {"f": yaml.safe_dump(doc).encode()}, True)
 
 
 def all_cases() -> list[Case]:

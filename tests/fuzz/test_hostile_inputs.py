@@ -153,3 +153,26 @@ def test_refused_inputs_leave_the_store_untouched(tmp_path: Path) -> None:
         result = run_in_process(argv, limit_s=LIMIT_S)
         assert result.outcome == "error", f"{case.name}: {result.outcome} {result.stderr[-2000:]}"
         assert _fingerprint(db) == before, case.name
+
+
+# flags whose accepted values only change a short simulation or a plan (no server, no network)
+_LOCAL_FLAGS = [(b, f) for b, f in FLOAT_FLAGS if b[0] in ("simulate", "plan", "compare", "fleet")]
+
+
+@FUZZ
+@given(
+    flag=st.sampled_from(_LOCAL_FLAGS),
+    value=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True).map(repr),
+        st.floats(min_value=-1e6, max_value=1e6).map(str),
+        st.text(max_size=12),
+    ),
+)
+def test_any_value_of_a_float_flag_is_handled(flag: tuple[tuple[str, ...], str], value: str) -> None:
+    base, name = flag
+    if value.startswith("-"):
+        value = " " + value  # a leading dash would read as an option
+    result = run_in_process([*base, name, value], limit_s=LIMIT_S)
+    assert result.outcome in ("error", "accepted"), f"{name} {value!r}: {result.outcome}\n{result.stderr[-2000:]}"
+    if result.outcome == "error":
+        assert is_one_line_naming_a_field(result.stderr), result.stderr

@@ -48,6 +48,10 @@ if TYPE_CHECKING:
     from servecap.specs.gpu import GpuSpec
 
 
+MAX_POOL_REPLICAS = 10_000
+"""Most replicas one pool of a fleet file may hold (each is a simulated engine)."""
+
+
 class _Model(BaseModel):
     """An input's model: unknown keys and non-finite numbers (NaN, infinity) refused."""
 
@@ -93,7 +97,7 @@ class ColdStartModel(_Model):
 
 class ScheduleEntry(_Model):
     at_s: float = Field(ge=0)
-    min_replicas: int = Field(ge=0)
+    min_replicas: int = Field(ge=0, le=MAX_POOL_REPLICAS)
 
 
 class PredictiveModel(_Model):
@@ -118,8 +122,8 @@ class AutoscalerModel(_Model):
     signal: Literal["num_requests_waiting", "inflight", "kv_usage", "p99_ttft_s"] | None = None
     target: float | None = Field(default=None, gt=0)
     interval_s: float | None = Field(default=None, gt=0)
-    min_replicas: int = Field(default=1, ge=0)
-    max_replicas: int = Field(ge=1)
+    min_replicas: int = Field(default=1, ge=0, le=MAX_POOL_REPLICAS)
+    max_replicas: int = Field(ge=1, le=MAX_POOL_REPLICAS)
     upscale_stabilization_s: float | None = Field(default=None, ge=0)
     downscale_stabilization_s: float | None = Field(default=None, ge=0)
     max_step_up: int | None = Field(default=None, ge=1)
@@ -193,7 +197,7 @@ class PoolModel(_Model):
     enable_prefix_caching: bool = True
     max_waiting: int | None = Field(default=None, ge=0)
     calibration: str | None = None
-    replicas: int | None = Field(default=None, ge=0)
+    replicas: int | None = Field(default=None, ge=0, le=MAX_POOL_REPLICAS)
     price_per_gpu_hour: float | None = Field(default=None, ge=0)
     cold_start: ColdStartModel | Literal["instant"] = ColdStartModel()
     autoscaler: AutoscalerModel | None = None

@@ -82,9 +82,13 @@ def resolve_model(name: str) -> ModelSpec:
     if row is not None:
         return load_catalog_model(row.id)
     path = Path(name).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
-    if path.exists() or name.endswith(".json") or name.startswith((".", "/", "~")):
+    try:
+        if path.is_dir():
+            path = path / "config.json"
+        exists = path.exists()
+    except (OSError, ValueError):  # a name too long for a path, or holding a NUL byte
+        exists = False
+    if exists or name.endswith(".json") or name.startswith((".", "/", "~")):
         raw = load_config_file(path)
         return parse_config(raw, model_id=str(path), source=str(path))
     known = [r.id for r in model_catalog()]

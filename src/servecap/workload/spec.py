@@ -71,6 +71,9 @@ MAX_DURATION_S = 365 * 86_400.0
 """Longest simulated span of arrivals: a year."""
 MAX_TOKENS = 100_000_000
 """Longest prompt or output a length distribution may give (any model's context is shorter)."""
+MAX_THINK_TIME_S = 86_400.0
+"""Longest think time (any parameter of its distribution) and users' start spread: a day (the
+simulation's work grows with its simulated seconds)."""
 MAX_USERS = 1_000_000
 """Most closed-loop users (each holds its own conversation state)."""
 
@@ -102,12 +105,19 @@ class UsersSpec(_Model):
     think_time_s: Dist = Field(default_factory=lambda: FixedDist(value=30.0))
     turns: Dist = Field(default_factory=lambda: FixedDist(value=5))
     max_context_tokens: int = Field(default=8192, ge=2)
-    start_spread_s: float | None = Field(default=None, ge=0)
+    start_spread_s: float | None = Field(default=None, ge=0, le=MAX_THINK_TIME_S)
 
     @field_validator("think_time_s", "turns", mode="before")
     @classmethod
     def _number_is_fixed(cls, v: Any) -> Any:
         return coerce_dist(v)
+
+    @field_validator("think_time_s", mode="after")
+    @classmethod
+    def _bounded_think_time(cls, v: Any) -> Any:
+        if _largest_number(v.model_dump()) > MAX_THINK_TIME_S:
+            raise ValueError(f"a think time of more than {MAX_THINK_TIME_S:,.0f} s (a day)")
+        return v
 
 
 class WorkloadSpec(_Model):

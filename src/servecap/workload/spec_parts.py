@@ -146,7 +146,7 @@ class GammaArrival(_Model):
 
     kind: Literal["gamma"] = "gamma"
     rate_per_s: float = Field(gt=0, le=1e7)
-    cv: float = Field(default=2.0, gt=0, le=100)
+    cv: float = Field(default=2.0, ge=0.001, le=100)
 
 
 class DiurnalArrival(_Model):
