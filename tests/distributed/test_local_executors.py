@@ -49,3 +49,15 @@ def test_bad_settings_name_the_field() -> None:
     with pytest.raises(ServecapError, match=r"max_retries=-1"):
         make_executor("process", max_retries=-1)
     assert set(EXECUTORS) == {"serial", "process", "ray"}
+
+
+def test_a_persistent_pool_serves_several_maps_and_recovers_from_a_death() -> None:
+    ex = make_executor("process", workers=2, persistent=True)
+    try:
+        assert [o.value for o in ex.map(tasks.square, [1, 2, 3])] == [1, 4, 9]
+        out = ex.map(tasks.die_on_three, [2, 3, 4])
+        assert [o.value for o in out] == [4, None, 16] and out[1].error == WORKER_DIED
+        assert [o.value for o in ex.map(tasks.square, [5])] == [25]  # a fresh pool after the break
+    finally:
+        ex.close()
+        ex.close()  # idempotent
