@@ -102,7 +102,6 @@ def fleet_plan_command(
     """Find the cheapest fleet that meets percentile SLOs: replicas per candidate pool from the
     closed form, then bisection with the fleet simulator on the peak window; autoscaler settings
     for a daily curve; a lever table, each lever re-simulated."""
-    from rich.console import Console
 
     from servecap.app.fleet_plan import fleet_plan, load_plan_file, plan_request_from_dict
     from servecap.errors import ServecapError
@@ -164,7 +163,9 @@ def fleet_plan_command(
     if as_json:
         click.echo(response.model_dump_json())
         return
-    console = Console()
+    from servecap.cli.console import make_console
+
+    console = make_console()
     console.print(shape_text(request), highlight=False)
     render(console, response)
 
@@ -329,6 +330,8 @@ LEVER_HEADER = ("lever", "change", "replicas", "$/month", "p99 TTFT (ms)", "p99 
 def render(console: Console, r: FleetPlanResponse) -> None:
     from rich.table import Table
 
+    from servecap.cli.console import print_table
+
     for line in summary_lines(r):
         console.print(line, highlight=False)
     cand = Table(title="candidates (peak window, fixed fleet)", title_justify="left")
@@ -346,13 +349,13 @@ def render(console: Console, r: FleetPlanResponse) -> None:
             else f"{o.users_per_gpu:,.0f} ({o.closed_form_users_per_gpu:,.0f} closed form)",
             str(o.simulations),
         )
-    console.print(cand)
+    print_table(console, cand)
     lev = Table(title="levers (each re-simulated)", title_justify="left")
     for col in LEVER_HEADER:
         lev.add_column(col, justify="right")
     for row in lever_rows(r):
         lev.add_row(*row)
-    console.print(lev)
+    print_table(console, lev)
     for s in r.levers_skipped:
         console.print(f"[dim]lever left out: {s}[/]", highlight=False)
     for s in r.story:

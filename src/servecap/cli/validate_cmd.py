@@ -35,7 +35,6 @@ def validate_command(
     if as_json:
         click.echo(resp.model_dump_json(indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
     def pct(v: float | None) -> str:
@@ -46,7 +45,9 @@ def validate_command(
             return "-"
         return f"{v * 1e3:,.1f} ms" if metric.split(".")[0] in ("ttft", "tpot", "itl", "e2e") else f"{v:,.2f}"
 
-    con = Console()
+    from servecap.cli.console import make_console
+
+    con = make_console()
     t = Table(title=f"{resp.rows} rows from {len(resp.sources)} sources: predicted vs measured")
     for col in ("row", "split", "metric", "measured", "predicted", "error"):
         t.add_column(col, justify="left" if col in ("row", "split", "metric") else "right")
