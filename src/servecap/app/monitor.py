@@ -312,6 +312,13 @@ def report(
         cap = _capacity(settings, tick.latest, notes)
         if cap is not None and tick.fleet is not None and tick.replicas_up:
             hr = _headroom(headroom(tick.fleet, tick.replicas_up, cap))
+    if settings.autoscaler is not None:
+        from servecap.app.monitor_fleet import model_mismatch
+
+        served = [t.snapshot.model_name for t in tick.targets if t.snapshot is not None and t.snapshot.model_name]
+        mismatch = model_mismatch(settings.autoscaler.model, served)
+        if mismatch and mismatch not in notes:
+            notes.append(mismatch)
     advice = None
     if advisor is not None:
         a = advisor.advise(tick.time_s, replica_views(tick.latest, advisor.pool), tick.fleet)
