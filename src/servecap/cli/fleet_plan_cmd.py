@@ -70,6 +70,18 @@ def _ms(x: float | None) -> str:
 @click.option(
     "--levers", type=click.STRING, default=None, help="Comma-separated levers (default: all the fleet file takes)."
 )
+@click.option(
+    "--small-model",
+    type=click.STRING,
+    default=None,
+    help="The overflow lever's smaller model (default Llama-3.1-8B; skipped when not smaller).",
+)
+@click.option(
+    "--cache-hit-rate",
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    default=None,
+    help="The response-cache lever's hit rate (default 0.2: measure yours, e.g. repeated prompts).",
+)
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed (default 0).")
 @click.option("--html", "html_path", type=PATH, default=None, help="Write an HTML page of the plan.")
 @json_option
@@ -95,6 +107,8 @@ def fleet_plan_command(
     tpot_slo_ms: float | None,
     router: str | None,
     levers: str | None,
+    small_model: str | None,
+    cache_hit_rate: float | None,
     seed: int | None,
     html_path: Path | None,
     as_json: bool,
@@ -156,6 +170,10 @@ def fleet_plan_command(
         raw["levers"] = [] if names == ["none"] else names  # `--levers none`: no lever table
     if seed is not None:
         raw["seed"] = seed
+    if small_model is not None:
+        raw["small_model"] = small_model
+    if cache_hit_rate is not None:
+        raw["cache_hit_rate"] = cache_hit_rate
     request = plan_request_from_dict(raw)
     response = fleet_plan(request)
     if html_path is not None:
