@@ -206,3 +206,15 @@ def test_capacity_page_headline_is_the_clis(desktop: Page, server_url: str) -> N
         abs(x - want["max_rate_req_s"]) < 1e-6 for x in marker
     )
     assert desktop.errors == []
+
+
+def test_plan_and_compare_show_the_default_answer_before_a_submit(desktop: Page, server_url: str) -> None:
+    """Issue 20, defect 4: the pages showed nothing until the first submit."""
+    pg = desktop.page
+    pg.goto(f"{server_url}/plan")
+    pg.wait_for_selector("#users-served", timeout=60_000)
+    want = _cli("plan")  # the built-in example, as the page's empty form
+    assert _users(pg.inner_text("#users-served")) == want["users_served"]
+    pg.goto(f"{server_url}/compare")
+    pg.wait_for_selector("#answer", timeout=60_000)
+    assert desktop.errors == []
