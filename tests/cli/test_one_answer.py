@@ -72,3 +72,12 @@ def test_fleet_plan_levers_overflow_and_cache_inputs() -> None:
     cache = json.loads(_run([*base, "--levers", "cache", "--cache-hit-rate", "0.4"]))
     (row,) = cache["levers"]
     assert "40% hit rate (given)" in row["change"]
+
+
+def test_fleet_plans_why_line_names_the_offered_load_as_a_bound() -> None:
+    """Defect 7: "users per GPU: 300 simulated vs 1,477 closed form", where 300 was the offered load."""
+    out = json.loads(_run(["fleet", "plan", *DEP, *SLO, "--peak-users", "3000", "--levers", "none", "--json"]))
+    n = out["chosen"]["replicas"]
+    line = out["story"][0]
+    assert line.startswith("users per GPU: between" if n > 1 else "users per GPU: at least")
+    assert f"over {n} and {n - 1} replicas' GPUs" in line and "do not" in line
