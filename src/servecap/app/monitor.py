@@ -383,7 +383,9 @@ async def run_monitor(
             rounds += 1
             if store is not None and rounds > 1:
                 _store(store, tick)
-            last = report(tick, settings, notes, advisor, engine)
+            # the engine model's search takes about a second: off the event loop, so the next
+            # scrape keeps its time (one report at a time, so the advisor's state stays ordered)
+            last = await asyncio.to_thread(report, tick, settings, notes, advisor, engine)
             if not settings.once or rounds >= 2:
                 on_report(last)
             if settings.once and rounds >= 2:
