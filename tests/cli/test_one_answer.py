@@ -58,3 +58,26 @@ def test_plans_fleet_plan_pointer_runs_as_printed() -> None:
         assert flag in suggested
     out = json.loads(_run([*suggested[1:], "--levers", "none", "--json"]))
     assert out["chosen"]["replicas"] >= 1 and out["peak_users"] == 300
+
+
+def test_fleet_plan_levers_overflow_and_cache_inputs() -> None:
+    """Defect 11: overflow from Llama-3.1-8B to Llama-3.1-8B; a 20% cache hit rate no flag set."""
+    base = ["fleet", "plan", *DEP, *SLO, "--peak-users", "300", "--json"]
+    out = json.loads(_run([*base, "--levers", "overflow"]))
+    assert out["levers"] == []
+    (why,) = out["levers_skipped"]
+    assert why.startswith("overflow: the chosen fleet already runs meta-llama/Llama-3.1-8B") and "--small-model" in why
+    bigger = json.loads(_run([*base, "--levers", "overflow", "--small-model", "meta-llama/Llama-3.1-70B"]))
+    assert "is not smaller" in bigger["levers_skipped"][0]
+    cache = json.loads(_run([*base, "--levers", "cache", "--cache-hit-rate", "0.4"]))
+    (row,) = cache["levers"]
+    assert "40% hit rate (given)" in row["change"]
+
+
+def test_fleet_plans_why_line_names_the_offered_load_as_a_bound() -> None:
+    """Defect 7: "users per GPU: 300 simulated vs 1,477 closed form", where 300 was the offered load."""
+    out = json.loads(_run(["fleet", "plan", *DEP, *SLO, "--peak-users", "3000", "--levers", "none", "--json"]))
+    n = out["chosen"]["replicas"]
+    line = out["story"][0]
+    assert line.startswith("users per GPU: between" if n > 1 else "users per GPU: at least")
+    assert f"over {n} and {n - 1} replicas' GPUs" in line and "do not" in line

@@ -65,3 +65,15 @@ def test_compare_shows_identical_plans_once_with_their_dtypes() -> None:
     cells = [tuple(c.strip() for c in ln.split("│")[2:9]) for ln in lines]
     figures = [(c[0], c[1], c[4], c[5], c[6]) for c in cells]  # GPU, n, users, TPOT, TTFT
     assert len(figures) == len(set(figures))  # no two rows plan the same
+
+
+def test_bench_rate_check_names_the_scheduled_rate() -> None:
+    """`bench --rate 10` reported "target 10.05 req/s": the schedule's drawn rate, read as a bug."""
+    from servecap.measure.checks import rate_check
+    from servecap.measure.trace import Trace
+
+    traces = [Trace(request_id=str(i), scheduled_s=i / 10.05, prompt_tokens=1, output_tokens=1) for i in range(11)]
+    for t in traces:
+        t.sent_s = t.scheduled_s
+    check = rate_check(traces)
+    assert check.ok and "vs 10.05 req/s as scheduled" in check.message and "target" not in check.message

@@ -167,3 +167,26 @@ def test_pool_autoscaler_bad_input_is_one_error(tmp_path: Path, text: str, pool:
     with pytest.raises(ServecapError) as err:
         pool_autoscaler(_write(tmp_path, text), pool)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_fleet_model_that_differs_from_the_servers_is_noticed(tmp_path: Path) -> None:
+    """Issue 20, defect 16: `monitor --fleet` advised for a 70B pool while the servers ran an 8B."""
+    from servecap.app.monitor import MonitorSettings, report
+    from servecap.app.monitor_fleet import model_mismatch
+    from servecap.monitor.watch import Watch
+
+    pa = pool_autoscaler(
+        _write(
+            tmp_path,
+            FLEET.replace(
+                "Llama-3.1-8B\n    gpu: H100\n    autoscaler", "Llama-3.1-70B\n    gpu: H100\n    autoscaler"
+            ),
+        )
+    )
+    assert pa.model == "meta-llama/Llama-3.1-70B"
+    assert model_mismatch("meta-llama/Llama-3.1-8B", ["/models/Llama-3.1-8B"]) is None  # a path to the same
+    w = Watch(["u"], window_s=60)
+    snap = Snapshot("u", 0.0, "vllm", "meta-llama/Llama-3.1-8B", gauges={"running": 1.0, "waiting": 0.0})
+    notes: list[str] = []
+    report(w.add([snap], 0.0), MonitorSettings(urls=("u",), autoscaler=pa), notes)
+    assert any("serve meta-llama/Llama-3.1-8B" in n and "runs meta-llama/Llama-3.1-70B" in n for n in notes)

@@ -111,3 +111,16 @@ def test_bad_input_shows_the_cli_error(desktop: Page, server_url: str, tmp_path:
     desktop.shot("fleet-plan-error")
     # chromium logs the API's 400 answer itself; the page's own script raised nothing
     assert [e for e in desktop.errors if "status of 400" not in e] == []
+
+
+def test_the_form_plans_a_70b_with_tp_and_weights_dtype(desktop: Page, server_url: str) -> None:
+    """Issue 20, defect 4: the form had no TP or weights-dtype field, so a 70B could not be planned."""
+    pg = desktop.page
+    form = {**FORM, "model": "meta-llama/Llama-3.1-70B", "gpus": "H100-SXM", "tp": "4", "weights_dtype": "fp8"}
+    with pg.expect_request(lambda r: r.method == "POST" and "/api/v1/fleet/plan" in r.url) as req:
+        pg.goto(f"{server_url}/fleet-plan?{urlencode(form)}")
+    body = json.loads(req.value.post_data or "{}")
+    plan = body.get("plan", body)
+    assert plan["model"] == "meta-llama/Llama-3.1-70B"
+    assert plan["candidates"] == [{"gpu": "H100-SXM", "max_model_len": 4096, "tp": 4, "weights_dtype": "fp8"}]
+    assert pg.input_value("input[name=tp]") == "4"

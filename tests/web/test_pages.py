@@ -188,3 +188,33 @@ def test_runs_page_lists_and_opens_a_stored_simulation(desktop: Page, server_url
     assert points > 0  # one marker per request
     desktop.shot("runs-opened")
     assert desktop.errors == []
+
+
+def test_capacity_page_headline_is_the_clis(desktop: Page, server_url: str) -> None:
+    """Issue 20, defect 4: the headline read `max_load` (the API says `max_rate_req_s`/`max_users`)
+    and showed "–", its marker at 0."""
+    pg = desktop.page
+    args = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100-SXM", "max_model_len": "4096", "rate": "30",
+            "ttft_slo_ms": "1000", "tpot_slo_ms": "50", "mode": "capacity"}  # fmt: skip
+    pg.goto(f"{server_url}/simulate?{urlencode(args)}")
+    pg.wait_for_selector("#capacity", timeout=120_000)
+    want = _cli("capacity", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "4096", "--rate", "30",
+                "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50")  # fmt: skip
+    assert pg.inner_text("#capacity") == f"{want['max_rate_req_s']:,.2f}"
+    marker = pg.evaluate("document.getElementById('curve')._fullLayout.shapes.map((s) => s.x0)")
+    assert want["max_rate_req_s"] in [round(x, 9) for x in marker] or any(
+        abs(x - want["max_rate_req_s"]) < 1e-6 for x in marker
+    )
+    assert desktop.errors == []
+
+
+def test_plan_and_compare_show_the_default_answer_before_a_submit(desktop: Page, server_url: str) -> None:
+    """Issue 20, defect 4: the pages showed nothing until the first submit."""
+    pg = desktop.page
+    pg.goto(f"{server_url}/plan")
+    pg.wait_for_selector("#users-served", timeout=60_000)
+    want = _cli("plan")  # the built-in example, as the page's empty form
+    assert _users(pg.inner_text("#users-served")) == want["users_served"]
+    pg.goto(f"{server_url}/compare")
+    pg.wait_for_selector("#answer", timeout=60_000)
+    assert desktop.errors == []

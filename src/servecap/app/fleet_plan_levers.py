@@ -66,6 +66,21 @@ def cache_gateway(request: FleetPlanRequest) -> dict[str, Any]:
     return {"cache": {"kind": "semantic", "hit_rate": request.cache_hit_rate}}
 
 
+def overflow_pointless(model: str, small_model: str) -> str | None:
+    """Why overflowing to ``small_model`` says nothing (None: it is smaller): the same model, or
+    one at least as large (total parameters, ``core.params``)."""
+    from servecap.catalog import resolve_model
+    from servecap.core.params import param_counts
+
+    big, small = resolve_model(model), resolve_model(small_model)
+    hint = "name a smaller model with small_model (--small-model)"
+    if big.id == small.id:
+        return f"the chosen fleet already runs {big.id}, the overflow model: {hint}"
+    if param_counts(small).total >= param_counts(big).total:
+        return f"{small.id} is not smaller than the chosen fleet's {big.id}: {hint}"
+    return None
+
+
 def overflow_gateway(ttft_s: float) -> dict[str, Any]:
     return {
         "routing": {"kind": "class", "pools": {}, "default": "main"},
@@ -181,6 +196,11 @@ def run_levers(
                 continue
             rows.append(_ramp_lever(request, ctx, name, best, autoscaler, spec, horizon, targets, peak))
         elif name in ("cache", "overflow"):
+            if name == "overflow":
+                why_not = overflow_pointless(c.model or request.model, request.small_model)
+                if why_not is not None:
+                    skipped.append(f"overflow: {why_not}")
+                    continue
             gw = gw_cache if name == "cache" else gw_overflow
             why = gateway_accepted(request, gw)
             if why is not None:
@@ -264,7 +284,9 @@ def _gateway_lever(
         ev, k = _search(
             ctx, request, lambda m, gw=gw: {**fixed_fleet(request, c, m), "gateway": gw}, scored, n, c.label()
         )
-        return _row(name, f"semantic response cache at a {request.cache_hit_rate:.0%} hit rate", ev, k)
+        given = "cache_hit_rate" in request.model_fields_set
+        source = "given" if given else "assumed: set cache_hit_rate (--cache-hit-rate) from your repeats"
+        return _row(name, f"semantic response cache at a {request.cache_hit_rate:.0%} hit rate ({source})", ev, k)
     cheapest = min(request.candidates, key=lambda x: x.price_per_gpu_hour or 0.0)
     small = cheapest.model_copy(update={"model": request.small_model, "tp": None, "weights_dtype": None, "name": None})
 

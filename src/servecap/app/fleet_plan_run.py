@@ -559,8 +559,15 @@ def size_autoscaler(
 def story_lines(request: FleetPlanRequest, chosen: CandidateOut, peak: float) -> list[str]:
     """Where fleet plan's figures differ from plan's and capacity's, and why (one line each)."""
     interval = request.traffic.request_interval_s
+    served = chosen.users_per_gpu or 0.0
+    n = chosen.replicas or 0
+    # the peak's users over the chosen count's GPUs is the load each carries, a lower bound on what
+    # a GPU serves; one replica fewer fails, so the simulated capacity is below the load over n - 1
+    upper = served * n / (n - 1) if n > 1 else None
+    between = f"between {served:,.0f} and {upper:,.0f}" if upper is not None else f"at least {served:,.0f}"
     lines = [
-        f"users per GPU: {chosen.users_per_gpu or 0:,.0f} simulated vs {chosen.closed_form_users_per_gpu:,.0f} closed form "
+        f"users per GPU: {between} simulated (the peak's users over {n} and {n - 1} replicas' GPUs: {n} meet "
+        f"the SLOs, {n - 1} do not) vs {chosen.closed_form_users_per_gpu:,.0f} closed form "
         f"(both at one request per user every {interval:g} s): the closed form checks the SLOs against "
         "steady-state means without queueing; the fleet plan checks the stated percentiles over a simulated "
         "peak window with queueing and the router across replicas",

@@ -312,6 +312,13 @@ def report(
         cap = _capacity(settings, tick.latest, notes)
         if cap is not None and tick.fleet is not None and tick.replicas_up:
             hr = _headroom(headroom(tick.fleet, tick.replicas_up, cap))
+    if settings.autoscaler is not None:
+        from servecap.app.monitor_fleet import model_mismatch
+
+        served = [t.snapshot.model_name for t in tick.targets if t.snapshot is not None and t.snapshot.model_name]
+        mismatch = model_mismatch(settings.autoscaler.model, served)
+        if mismatch and mismatch not in notes:
+            notes.append(mismatch)
     advice = None
     if advisor is not None:
         a = advisor.advise(tick.time_s, replica_views(tick.latest, advisor.pool), tick.fleet)
@@ -379,7 +386,9 @@ async def run_monitor(
             rounds += 1
             if store is not None and rounds > 1:
                 _store(store, tick)
-            last = report(tick, settings, notes, advisor, engine)
+            # the engine model's search takes about a second: off the event loop, so the next
+            # scrape keeps its time (one report at a time, so the advisor's state stays ordered)
+            last = await asyncio.to_thread(report, tick, settings, notes, advisor, engine)
             if not settings.once or rounds >= 2:
                 on_report(last)
             if settings.once and rounds >= 2:

@@ -16,6 +16,23 @@ class PoolAutoscaler:
     source: str  # the fleet file as given
     settings: AutoscalerSettings
     notes: tuple[str, ...] = ()
+    model: str | None = None  # the pool's model (catalog id or config path), to check the servers'
+
+
+def model_mismatch(pool_model: str | None, served: list[str]) -> str | None:
+    """A note when the servers serve another model than the pool's (their ``model_name`` label
+    against the fleet file's model; a served name that ends with the pool's model's name, e.g.
+    ``/models/Llama-3.1-8B`` for ``meta-llama/Llama-3.1-8B``, counts as the same)."""
+    if pool_model is None or not served:
+        return None
+    want = pool_model.rstrip("/").split("/")[-1].lower()
+    other = sorted({m for m in served if m.rstrip("/").split("/")[-1].lower() != want})
+    if not other:
+        return None
+    return (
+        f"the servers serve {', '.join(other)}, the fleet file's pool runs {pool_model}: its autoscaler's "
+        "advice is for another model (--fleet/--pool)"
+    )
 
 
 def pool_autoscaler(path: Path | str, pool: str | None = None) -> PoolAutoscaler:
@@ -52,4 +69,4 @@ def pool_autoscaler(path: Path | str, pool: str | None = None) -> PoolAutoscaler
         notes.append("the autoscaler's schedule (times on the simulated clock) is left out: the floor is min_replicas")
     if a.predictive is not None:
         notes.append("the autoscaler's predictive floors (from a workload's rate curve) are left out")
-    return PoolAutoscaler(chosen.name, str(path), settings, tuple(notes))
+    return PoolAutoscaler(chosen.name, str(path), settings, tuple(notes), chosen.model)

@@ -126,7 +126,6 @@ def fleet_simulate_command(
 ) -> None:
     """Simulate a fleet: per-request latency percentiles, SLO attainment, outcomes, per-replica
     utilisation, replicas and queue over time, GPU-hours and cost."""
-    from rich.console import Console
 
     from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate, load_fleet_file
     from servecap.app.simulate import workload_from_options
@@ -211,7 +210,9 @@ def fleet_simulate_command(
     if as_json:
         click.echo(response.model_dump_json())
         return
-    _render(Console(), response, router_name)
+    from servecap.cli.console import make_console
+
+    _render(make_console(), response, router_name)
 
 
 def _add_plan_command() -> None:
@@ -245,6 +246,7 @@ def _render_gateway(console: Console, r: FleetSimulateResponse) -> None:
     """The gateway's outcome per tenant (each request has one) and its decisions."""
     from rich.table import Table
 
+    from servecap.cli.console import print_table
     from servecap.fleet.gateway_outcomes import DECISIONS, OUTCOMES
 
     g = r.gateway
@@ -264,7 +266,7 @@ def _render_gateway(console: Console, r: FleetSimulateResponse) -> None:
             *(f"{out.get(o, 0):,}" for o in used),
             *(f"{dec.get(d, 0):,}" for d in made),
         )
-    console.print(tab)
+    print_table(console, tab)
     served = g.served_summary
     if served is not None:
         ttft, tpot = served["ttft_s"], served["tpot_s"]
@@ -283,6 +285,8 @@ def _render_gateway(console: Console, r: FleetSimulateResponse) -> None:
 def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
     from rich.table import Table
 
+    from servecap.cli.console import print_table
+
     lat = Table(title=f"fleet latency ({router})", title_justify="left")
     lat.add_column("latency (ms)")
     for q in ("p50", "p90", "p95", "p99", "mean"):
@@ -298,7 +302,7 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
         lat.add_row(
             label, *("-" if p[q] is None else f"{p[q] * 1e3:,.1f}" for q in ("p50", "p90", "p95", "p99", "mean"))
         )
-    console.print(lat)
+    print_table(console, lat)
     groups = [("tenant", k, v) for k, v in r.by_tenant.items()] + [("class", k, v) for k, v in r.by_class.items()]
     if groups:
         per = Table(title="per tenant and class", title_justify="left")
@@ -316,7 +320,7 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
                 ),
                 "-" if att is None else f"{att:.1%}",
             )
-        console.print(per)
+        print_table(console, per)
     if r.slo_by_class:
         slo = Table(title="per-class SLO targets", title_justify="left")
         for c in ("class", "target", "observed (ms)", "within", "met"):
@@ -330,7 +334,7 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
                 f"{row['share_within']:.1%}",
                 "yes" if row["met"] else "no",
             )
-        console.print(slo)
+        print_table(console, slo)
     if r.gateway is not None:
         _render_gateway(console, r)
     if r.pd is not None:
@@ -357,7 +361,7 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
         rows.append(("retried after a crash", f"{r.retried:,}"))
     for k, v in rows:
         t.add_row(k, v)
-    console.print(t)
+    print_table(console, t)
     rep = Table(title="replicas", title_justify="left")
     for c in ("id", "pool", "state", "ready (s)", "routed", "utilisation", "prefix hits"):
         rep.add_column(c, justify="right")
@@ -371,7 +375,7 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
             f"{x.utilization:.0%}",
             "-" if x.prefix_cache_hit_rate is None else f"{x.prefix_cache_hit_rate:.0%}",
         )
-    console.print(rep)
+    print_table(console, rep)
     if len(r.replicas) > 64:
         console.print(f"[dim]... and {len(r.replicas) - 64} more replicas (--json lists all)[/]")
     method = s.get("percentiles") or {}

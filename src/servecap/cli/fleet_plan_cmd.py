@@ -71,6 +71,18 @@ def _ms(x: float | None) -> str:
 @click.option(
     "--levers", type=click.STRING, default=None, help="Comma-separated levers (default: all the fleet file takes)."
 )
+@click.option(
+    "--small-model",
+    type=click.STRING,
+    default=None,
+    help="The overflow lever's smaller model (default Llama-3.1-8B; skipped when not smaller).",
+)
+@click.option(
+    "--cache-hit-rate",
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    default=None,
+    help="The response-cache lever's hit rate (default 0.2: measure yours, e.g. repeated prompts).",
+)
 @click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed (default 0).")
 @click.option(
     "--executor",
@@ -105,6 +117,8 @@ def fleet_plan_command(
     tpot_slo_ms: float | None,
     router: str | None,
     levers: str | None,
+    small_model: str | None,
+    cache_hit_rate: float | None,
     seed: int | None,
     executor: str,
     workers: int | None,
@@ -115,7 +129,6 @@ def fleet_plan_command(
     """Find the cheapest fleet that meets percentile SLOs: replicas per candidate pool from the
     closed form, then bisection with the fleet simulator on the peak window; autoscaler settings
     for a daily curve; a lever table, each lever re-simulated."""
-    from rich.console import Console
 
     from servecap.app.fleet_plan import load_plan_file, plan_request_from_dict
     from servecap.app.fleet_planner import fleet_plan
@@ -171,6 +184,10 @@ def fleet_plan_command(
         raw["levers"] = [] if names == ["none"] else names  # `--levers none`: no lever table
     if seed is not None:
         raw["seed"] = seed
+    if small_model is not None:
+        raw["small_model"] = small_model
+    if cache_hit_rate is not None:
+        raw["cache_hit_rate"] = cache_hit_rate
     request = plan_request_from_dict(raw)
     response = fleet_plan(request, executor=executor, workers=workers, ray_address=ray_address)
     if html_path is not None:
@@ -178,7 +195,9 @@ def fleet_plan_command(
     if as_json:
         click.echo(response.model_dump_json())
         return
-    console = Console()
+    from servecap.cli.console import make_console
+
+    console = make_console()
     console.print(shape_text(request), highlight=False)
     render(console, response)
 
@@ -343,6 +362,8 @@ LEVER_HEADER = ("lever", "change", "replicas", "$/month", "p99 TTFT (ms)", "p99 
 def render(console: Console, r: FleetPlanResponse) -> None:
     from rich.table import Table
 
+    from servecap.cli.console import print_table
+
     for line in summary_lines(r):
         console.print(line, highlight=False)
     cand = Table(title="candidates (peak window, fixed fleet)", title_justify="left")
@@ -360,13 +381,13 @@ def render(console: Console, r: FleetPlanResponse) -> None:
             else f"{o.users_per_gpu:,.0f} ({o.closed_form_users_per_gpu:,.0f} closed form)",
             str(o.simulations),
         )
-    console.print(cand)
+    print_table(console, cand)
     lev = Table(title="levers (each re-simulated)", title_justify="left")
     for col in LEVER_HEADER:
         lev.add_column(col, justify="right")
     for row in lever_rows(r):
         lev.add_row(*row)
-    console.print(lev)
+    print_table(console, lev)
     for s in r.levers_skipped:
         console.print(f"[dim]lever left out: {s}[/]", highlight=False)
     for s in r.story:

@@ -280,9 +280,9 @@ def monitor_command(
         if as_json:
             click.echo(dumps_json(last.model_dump(mode="json")))
         elif last.replicas_up:
-            from rich.console import Console
+            from servecap.cli.console import make_console
 
-            Console().print(render(last))
+            make_console().print(render(last))
         for t in last.targets:
             if not t.up:
                 click.echo(f"error: url={t.url!r}: down ({t.error})", err=True)

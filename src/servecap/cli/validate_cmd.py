@@ -48,7 +48,6 @@ def validate_command(
     if as_json:
         click.echo(resp.model_dump_json(indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
     def pct(v: float | None) -> str:
@@ -59,7 +58,9 @@ def validate_command(
             return "-"
         return f"{v * 1e3:,.1f} ms" if metric.split(".")[0] in ("ttft", "tpot", "itl", "e2e") else f"{v:,.2f}"
 
-    con = Console()
+    from servecap.cli.console import make_console
+
+    con = make_console()
     t = Table(
         title=f"{resp.rows} rows from {len(resp.sources)} sources: predicted vs measured "
         f"(step times: {resp.step_model})"

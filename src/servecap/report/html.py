@@ -5,6 +5,7 @@ offline. Takes results-layer values only (a summary, per-request columns, a load
 from __future__ import annotations
 
 import html as _html
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -75,16 +76,21 @@ def html_report(
                 row=1,
                 col=2,
             )
-        _slo_lines(fig, slo, row=1, col=1)
+        _slo_lines(fig, slo, row=1, col=1, log=True)
         if capacity is not None and capacity > 0:
             for col in (1, 2):
-                fig.add_vline(
-                    x=capacity,
-                    line={"color": "green", "dash": "dash"},
-                    row=1,
-                    col=col,
-                    annotation_text=f"capacity {capacity:,.4g} {load_unit}" if col == 1 else None,
-                )
+                fig.add_vline(x=capacity, line={"color": "green", "dash": "dash"}, row=1, col=col)
+            fig.add_annotation(  # one label, on the latency plot (an empty one reads "new text")
+                x=capacity,
+                xref="x",
+                y=1,
+                yref="y domain",
+                text=f"capacity {capacity:,.4g} {load_unit}",
+                showarrow=False,
+                xanchor="left",
+                yanchor="top",
+                font={"color": "green"},
+            )
         fig.update_xaxes(title_text=f"offered load ({load_unit})")
         fig.update_yaxes(title_text="latency (ms, log scale)", type="log", row=1, col=1)
         fig.update_yaxes(title_text="requests", row=1, col=2)
@@ -185,18 +191,30 @@ def _slo_text(slo: Slo) -> str:
     return ", ".join(parts)
 
 
-def _slo_lines(fig: Any, slo: Slo | None, *, row: int, col: int) -> None:
-    """The SLOs as horizontal lines on a latency-in-ms plot."""
+def _slo_lines(fig: Any, slo: Slo | None, *, row: int, col: int, log: bool = False) -> None:
+    """The SLOs as horizontal lines on a latency-in-ms plot, each labelled at its right end.
+
+    The labels are annotations of their own: ``add_hline``'s annotation takes the line's value as
+    its position, which a log axis reads as an exponent (a 1,000 ms line put its label at
+    10^1000 and the axis ran to 10^48); on a log axis an annotation's ``y`` is ``log10(value)``."""
     if slo is None:
         return
+    sub = fig.get_subplot(row, col)
+    suffix = sub.xaxis.plotly_name[5:] if sub is not None else ""  # "xaxis2" -> "2"
     for name, limit, dash in (("TTFT", slo.ttft_s, "dash"), ("TPOT", slo.tpot_s, "dot")):
         if limit is not None:
-            fig.add_hline(
-                y=limit * 1e3,
-                line={"color": "red", "dash": dash},
-                row=row,
-                col=col,
-                annotation_text=f"{name} SLO {limit * 1e3:,.0f} ms",
+            value = limit * 1e3
+            fig.add_hline(y=value, line={"color": "red", "dash": dash}, row=row, col=col)
+            fig.add_annotation(
+                x=1,
+                xref=f"x{suffix} domain",
+                y=math.log10(value) if log else value,
+                yref=f"y{suffix}",
+                text=f"{name} SLO {value:,.0f} ms",
+                showarrow=False,
+                xanchor="right",
+                yanchor="bottom" if name == "TTFT" else "top",
+                font={"color": "red"},
             )
 
 

@@ -34,5 +34,5 @@ function render(r) {
 
 const ui = page("compare", form, async (state) => render(await api("/compare", bodyFrom(state, SPEC))));
 fillCatalogs(document.getElementById("model"), null)
-  .then(() => { document.getElementById("model").value = "meta-llama/Llama-3.1-70B"; if (ui.restore()) ui.go(); })
+  .then(() => { document.getElementById("model").value = "meta-llama/Llama-3.1-70B"; ui.restore(); ui.go(); })  // the default answer at once
   .catch((e) => showError(ui.errorEl, e.message));

@@ -7,7 +7,14 @@ const cancelBtn = document.getElementById("cancel");
 function planFrom(s) {
   const n = (k) => (s[k] === undefined ? undefined : Number(s[k]));
   const list = (k) => (s[k] ? s[k].split(",").filter(Boolean) : []);
-  const candidates = list("gpus").map((gpu) => (s.max_model_len ? { gpu, max_model_len: n("max_model_len") } : { gpu }));
+  // every candidate takes the deployment fields (TP, weights dtype, context) as `-g` takes --tp/-w/-l
+  const candidates = list("gpus").map((gpu) => {
+    const c = { gpu };
+    if (s.max_model_len) c.max_model_len = n("max_model_len");
+    if (s.tp && n("tp") > 1) c.tp = n("tp");
+    if (s.weights_dtype) c.weights_dtype = s.weights_dtype;
+    return c;
+  });
   const arrival = s.shape === "diurnal"
     ? { kind: "schedule", rate: { kind: "diurnal", peak_per_s: 1.0, trough_per_s: 0.25, peak_at_s: 50400 } }
     : { kind: "poisson", rate_per_s: 1 };

@@ -8,6 +8,7 @@ function filesFrom(s) {
   const n = (k) => (s[k] === undefined ? undefined : Number(s[k]));
   const pool = { name: "main", model: s.model || "meta-llama/Llama-3.1-8B", gpu: s.gpu || "H100-SXM", replicas: n("replicas") };
   if (s.weights_dtype) pool.weights_dtype = s.weights_dtype;
+  if (s.tp && n("tp") > 1) pool.tp = n("tp");
   if (s.max_model_len) pool.max_model_len = n("max_model_len");
   if (s.price_per_gpu_hour) pool.price_per_gpu_hour = n("price_per_gpu_hour");
   if (s.cold_start === "instant") pool.cold_start = "instant";

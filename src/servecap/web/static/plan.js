@@ -48,4 +48,5 @@ function render(p) {
 }
 
 const ui = page("plan", form, async (state) => render(await api("/plan", bodyFrom(state, SPEC))));
-deploymentReady(form, ui.errorEl).then(() => { if (ui.restore()) ui.go(); }).catch((e) => showError(ui.errorEl, e.message));
+// the default answer shows before the first submit (a plan is closed form: instant)
+deploymentReady(form, ui.errorEl).then(() => { ui.restore(); ui.go(); }).catch((e) => showError(ui.errorEl, e.message));

@@ -45,8 +45,10 @@ function renderSimulation(r) {
 function renderCapacity(r) {
   const el = document.getElementById("result");
   const fmt = (x) => (r.closed_loop ? num(x) : num(x, 2));
+  // the API names the answer by its unit: max_users (closed loop) or max_rate_req_s (open loop)
+  const maxLoad = r.closed_loop ? r.max_users : r.max_rate_req_s;
   el.innerHTML = `
-    <p class="answer" id="answer">Simulated capacity: <strong id="capacity">${fmt(r.max_load)}</strong> ${esc(r.unit)} per replica
+    <p class="answer" id="answer">Simulated capacity: <strong id="capacity">${fmt(maxLoad)}</strong> ${esc(r.unit)} per replica
       within the p${num(r.slo.percentile)} SLO (${sloText(r.slo)})
       ${r.replicas_for_target ? `; ${fmt(r.target)} ${esc(r.unit)} need <strong>${num(r.replicas_for_target)}</strong> replicas` : ""}.</p>
     <p class="muted">${esc(r.why)}</p>
@@ -64,7 +66,7 @@ function renderCapacity(r) {
   ], { ...PLOT_LAYOUT, margin: { ...PLOT_LAYOUT.margin, r: 70 }, title: { text: "Load–latency curve (dashed: the SLOs)" }, xaxis: { title: { text: r.unit } },
     yaxis: { title: { text: "TTFT p99 (ms)" }, type: "log" }, yaxis2: { title: { text: "TPOT p99 (ms)" }, overlaying: "y", side: "right", type: "log" },
     shapes: [...sloLines(r.slo, (n) => (n === "TTFT" ? "y" : "y2")),
-      { type: "line", x0: r.max_load, x1: r.max_load, yref: "paper", y0: 0, y1: 1, line: { color: "#1a7f37", width: 2 } }] }, PLOT_CONFIG);
+      { type: "line", x0: maxLoad, x1: maxLoad, yref: "paper", y0: 0, y1: 1, line: { color: "#1a7f37", width: 2 } }] }, PLOT_CONFIG);
 }
 
 const ui = page("simulate", form, async (state) => {
