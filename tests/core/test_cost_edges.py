@@ -36,6 +36,16 @@ def test_no_users_or_no_tokens_leave_those_figures_out() -> None:
     assert c.usd_per_hour == 2.5 and c.purchase_usd == 30_000.0
     assert (c.usd_per_user_month, c.usd_per_million_tokens, c.usd_per_user_lifetime) == (None, None, None)
     assert c.usd_per_user_month_owned is None
+    slow = cost_breakdown(
+        rent_usd_per_gpu_hour=3.6,
+        purchase_usd_per_gpu=None,
+        num_gpus=1,
+        users=1,
+        output_tokens_per_s=0.5,
+        lifetime_years=3,
+    )
+    assert slow.usd_per_million_tokens == pytest.approx(3.6 / (0.5 * 3600) * 1e6)  # 2,000 $/M tokens
+    assert slow.purchase_usd is None and slow.usd_per_user_lifetime is None
 
 
 def test_no_demand_needs_no_replica() -> None:
