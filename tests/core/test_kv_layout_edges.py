@@ -4,12 +4,14 @@ sizes, vLLM's two "GPU KV cache size" figures, and the one-request error's numbe
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from servecap.catalog.models import load_catalog_model
 from servecap.core.blocks import KvGroup, KvLayout, kv_capacity, kv_layout, require_one_request
 from servecap.core.kv import attention_bytes_per_token_per_layer, state_bytes_per_layer
-from servecap.errors import InfeasibleError
+from servecap.errors import InfeasibleError, ServecapError
 from servecap.specs.dtypes import kv_dtype_named
 from servecap.specs.model import AttentionKind
 
@@ -53,6 +55,18 @@ def test_groups_cover_every_layer_once() -> None:
     assert sum(g.num_layers for g in layout.groups) == 62
     assert sorted(g.num_layers for g in layout.groups) == [2, 10, 10, 10, 10, 10, 10]
     assert layout.state_page_bytes == 0  # no recurrent state
+
+
+def test_attention_layers_of_two_page_sizes_are_refused() -> None:
+    """vLLM v0.11 groups layers only when their KV pages are the same size: latent (MLA) layers
+    beside full-attention ones are refused with one error, not laid out wrong."""
+    mla = load_catalog_model("deepseek-ai/DeepSeek-V3")
+    gqa = load_catalog_model("meta-llama/Llama-3.1-8B")
+    assert mla.mla is not None and gqa.attention is not None
+    layers = (replace(mla.layers[0], mixer=AttentionKind.MLA), replace(mla.layers[0], mixer=AttentionKind.FULL))
+    mixed = replace(mla, attention=gqa.attention, layers=layers)
+    with pytest.raises(ServecapError, match="different KV page sizes"):
+        kv_layout(mixed, mixed.layers, tp=1, kv_dtype=BF16, block_size=None)
 
 
 def test_the_two_kv_cache_size_figures_agree_for_one_group() -> None:
