@@ -31,3 +31,10 @@ def test_counts_eviction_and_conservation(per_key: int) -> None:
     assert (pool.free, pool.used, pool.evictable, pool.available()) == (0, 12 * per_key, 0, 0)
     assert not pool.allocate(1)  # nothing free, nothing evictable
     pool.check()
+
+
+def test_check_catches_a_negative_count_even_when_the_total_adds_up() -> None:
+    pool = KvPool(8)
+    pool.free, pool.used = -1, 9  # 9 - 1 + 0 == 8: conservation alone would pass
+    with pytest.raises(AssertionError):
+        pool.check()
