@@ -22,3 +22,14 @@ def test_an_average_signal_from_zero_replicas() -> None:
     assert kv.raw(0, 0.0) == 0  # no load, no replica
     assert kv.raw(0, 0.9) == 1  # any load: one replica (the ratio of nothing is meaningless)
     assert kv.raw(1, 0.9) == 2  # from one replica the ratio applies: ceil(1 x 1.8)
+
+
+def test_one_replica_within_the_band_stays_one() -> None:
+    a = TargetTracking(AutoscalerSettings(signal="num_requests_waiting", target=5.0))
+    assert a.raw(1, 5.2) == 1  # 1.04 x the target, inside HPA's 0.1: not ceil(5.2 / 5) = 2
+
+
+def test_a_scale_down_goes_at_most_max_step_down_at_a_time() -> None:
+    s = AutoscalerSettings(signal="inflight", target=2.0, min_replicas=0, downscale_stabilization_s=0, max_step_down=1)
+    a = TargetTracking(s)
+    assert [a.decide(float(t), n, 0.0) for t, n in ((0, 5), (10, 4), (20, 3))] == [4, 3, 2]
