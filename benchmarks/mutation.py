@@ -48,8 +48,12 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/sim/test_prefix_last_token.py",
         "tests/sim/test_engine_features.py",
     ),
-    "policy/routers.py": ("tests/policy/test_routers.py",),
-    "policy/target_tracking.py": ("tests/policy/test_autoscalers.py", "tests/policy/test_kpa.py"),
+    "policy/routers.py": ("tests/policy/test_routers.py", "tests/policy/test_router_flags.py"),
+    "policy/target_tracking.py": (
+        "tests/policy/test_autoscalers.py",
+        "tests/policy/test_target_tracking_edges.py",
+        "tests/policy/test_kpa.py",
+    ),
     "policy/kpa.py": ("tests/policy/test_kpa.py", "tests/fleet/test_fleet_kpa.py"),
 }
 DEFAULT_MODULES = (
