@@ -48,7 +48,11 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/sim/test_prefix_last_token.py",
         "tests/sim/test_engine_features.py",
     ),
-    "policy/routers.py": ("tests/policy/test_routers.py", "tests/policy/test_router_flags.py"),
+    "policy/routers.py": (
+        "tests/policy/test_routers.py",
+        "tests/policy/test_router_flags.py",
+        "tests/policy/test_prefix_affinity_edges.py",
+    ),
     "policy/target_tracking.py": (
         "tests/policy/test_autoscalers.py",
         "tests/policy/test_target_tracking_edges.py",
