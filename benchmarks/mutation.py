@@ -52,6 +52,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/policy/test_routers.py",
         "tests/policy/test_router_flags.py",
         "tests/policy/test_prefix_affinity_edges.py",
+        "tests/policy/test_weighted_settings.py",
     ),
     "policy/target_tracking.py": (
         "tests/policy/test_autoscalers.py",
