@@ -18,5 +18,5 @@ def test_fractional_and_zero_weights_are_settings() -> None:
     views = [ScrapedReplica(0, "p", True, 4, 0, 0.2), ScrapedReplica(1, "p", True, 0, 0, 0.6)]
     # no keys: prefix 0; queue weighed 0; kv 0.25 x (1 - usage)
     assert w.scores(RouteRequest(0, 64, 16), views) == pytest.approx([0.25 * 0.8, 0.25 * 0.4])
-    with pytest.raises(ServecapError, match="kv_weight=-0.1"):
+    with pytest.raises(ServecapError, match=r"kv_weight=-0\.1"):
         Weighted(random.Random(0), kv_weight=-0.1)
