@@ -44,12 +44,21 @@ TESTS: dict[str, tuple[str, ...]] = {
     "core/roofline.py": ("tests/core",),
     "core/capacity.py": ("tests/core",),
     "sim/kv_pool.py": (
+        "tests/sim/test_kv_pool.py",
         "tests/sim/test_prefix_last_token.py",
         "tests/sim/test_engine_features.py",
-        "tests/sim/test_sim_invariants.py",
     ),
-    "policy/routers.py": ("tests/policy/test_routers.py",),
-    "policy/target_tracking.py": ("tests/policy/test_autoscalers.py", "tests/policy/test_kpa.py"),
+    "policy/routers.py": (
+        "tests/policy/test_routers.py",
+        "tests/policy/test_router_flags.py",
+        "tests/policy/test_prefix_affinity_edges.py",
+        "tests/policy/test_weighted_settings.py",
+    ),
+    "policy/target_tracking.py": (
+        "tests/policy/test_autoscalers.py",
+        "tests/policy/test_target_tracking_edges.py",
+        "tests/policy/test_kpa.py",
+    ),
     "policy/kpa.py": ("tests/policy/test_kpa.py", "tests/fleet/test_fleet_kpa.py"),
 }
 DEFAULT_MODULES = (

@@ -5,18 +5,19 @@ router everywhere."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import click
 from fastapi.testclient import TestClient
 
 from servecap.api import ServeSettings, create_app
-from servecap.app.fleet import FleetFile, RouterModel
+from servecap.app.fleet import AutoscalerModel, FleetFile, RouterModel
 from servecap.app.fleet_plan import FleetPlanRequest
 from servecap.cli.fleet_cmd import fleet_simulate_command
 from servecap.cli.fleet_plan_cmd import fleet_plan_command
 from servecap.fleet.spec import FleetSpec
-from servecap.policy.autoscalers import AUTOSCALERS, DEFAULT_AUTOSCALER, PRESETS
+from servecap.policy.autoscalers import AUTOSCALERS, DEFAULT_AUTOSCALER, PRESETS, AutoscalerSettings
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +96,13 @@ def test_one_default_router() -> None:
     assert FleetSpec.__dataclass_fields__["router"].default == DEFAULT_ROUTER
     assert FleetPlanRequest.model_fields["router"].default == DEFAULT_ROUTER
     assert FleetFile(pools=[{"model": "m", "gpu": "g"}]).router_model().name == DEFAULT_ROUTER  # type: ignore[list-item]
+
+
+def test_one_default_autoscaler() -> None:
+    assert AutoscalerSettings().policy == DEFAULT_AUTOSCALER
+    settings = AutoscalerModel(max_replicas=4).to_settings()
+    assert settings.policy == DEFAULT_AUTOSCALER
+    assert settings == replace(PRESETS[AUTOSCALERS[DEFAULT_AUTOSCALER].default_preset], max_replicas=4)
 
 
 def test_the_guide_names_every_registered_autoscaler_and_the_worked_example() -> None:

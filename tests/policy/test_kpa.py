@@ -64,6 +64,12 @@ def test_panic_mode_scales_up_at_once_and_never_down_while_panicking() -> None:
     assert a.decide(122.0, 6, 0.0) == 3 and a.mode() == ""
 
 
+def test_a_count_exactly_at_the_target_is_not_rounded_up() -> None:
+    # 10 waiting at target 5 is exactly 2 replicas (ceil with a 1e-9 guard against float noise):
+    # panic 2 / 1 ready = the 200% threshold, so 2, not 3
+    assert _kpa().decide(0.0, 1, 10.0) == 2
+
+
 def test_scale_up_rate_and_bounds() -> None:
     a = _kpa(max_replicas=10, options=(("max_scale_up_rate", 2.0),))
     # from 1 replica, 100 waiting: panic wants 20, the rate allows ceil(2 x 1) = 2

@@ -1,0 +1,57 @@
+"""Edges of the cost arithmetic (found by benchmarks/mutation.py): a replica of several GPUs pays
+for each of them, and no demand needs no replica whatever a replica serves."""
+
+from __future__ import annotations
+
+import pytest
+
+from servecap.core.cost import cost_breakdown, replicas_needed
+
+
+def test_a_replica_of_several_gpus_pays_for_each() -> None:
+    c = cost_breakdown(
+        rent_usd_per_gpu_hour=2.5,
+        purchase_usd_per_gpu=30_000.0,
+        num_gpus=4,
+        users=100,
+        output_tokens_per_s=1000.0,
+        lifetime_years=3,
+    )
+    assert c.usd_per_hour == 10.0 and c.purchase_usd == 120_000.0
+    assert c.usd_per_user_month == pytest.approx(10.0 * 730 / 100)
+    assert c.usd_per_million_tokens == pytest.approx(10.0 / (1000 * 3600) * 1e6)
+    assert c.usd_per_user_lifetime == pytest.approx(1200.0)
+    assert c.usd_per_user_month_owned == pytest.approx(1200.0 / 36)
+
+
+def test_no_users_or_no_tokens_leave_those_figures_out() -> None:
+    c = cost_breakdown(
+        rent_usd_per_gpu_hour=2.5,
+        purchase_usd_per_gpu=30_000.0,
+        num_gpus=1,
+        users=0,
+        output_tokens_per_s=0.0,
+        lifetime_years=3,
+    )
+    assert c.usd_per_hour == 2.5 and c.purchase_usd == 30_000.0
+    assert (c.usd_per_user_month, c.usd_per_million_tokens, c.usd_per_user_lifetime) == (None, None, None)
+    assert c.usd_per_user_month_owned is None
+    slow = cost_breakdown(
+        rent_usd_per_gpu_hour=3.6,
+        purchase_usd_per_gpu=None,
+        num_gpus=1,
+        users=1,
+        output_tokens_per_s=0.5,
+        lifetime_years=3,
+    )
+    assert slow.usd_per_million_tokens == pytest.approx(3.6 / (0.5 * 3600) * 1e6)  # 2,000 $/M tokens
+    assert slow.purchase_usd is None and slow.usd_per_user_lifetime is None
+
+
+def test_no_demand_needs_no_replica() -> None:
+    assert replicas_needed(0, 675) == 0
+    assert replicas_needed(0, 0) == 0  # nothing to carry: not an error
+    assert replicas_needed(675, 675) == 1 and replicas_needed(676, 675) == 2
+    assert replicas_needed(3, 1) == 3 and replicas_needed(1, 0.5) == 2  # small replicas are replicas
+    with pytest.raises(ValueError, match="serves nothing"):
+        replicas_needed(1, 0)
