@@ -34,6 +34,8 @@ class _Replica:
     waiting_queue_limit: int | None = None
     deployment_options: dict[str, Any] | None = None
     fixed: tuple[float, float] | None = None  # (ttft_s, itl_s): reference mode
+    role: str = "both"  # prefill | decode: a P/D role (servecap.emulator.pd)
+    kv_link: str = "infiniband"
 
 
 def _state(r: _Replica) -> Any:
@@ -48,6 +50,8 @@ def _state(r: _Replica) -> Any:
         waiting_queue_limit=r.waiting_queue_limit,
         deployment_options=r.deployment_options,
         enable_control_endpoints=r.control,
+        role=r.role,
+        kv_link=r.kv_link,
     )
 
 
@@ -135,6 +139,19 @@ def _run_replicas(replicas: list[_Replica]) -> None:
     default=False,
     help="Serve POST /servecap/stats/reset (off by default: it changes server state).",
 )
+@click.option(
+    "--role",
+    type=click.Choice(["both", "prefill", "decode"]),
+    default="both",
+    help="A P/D role behind SGLang's router in PD mode: prefill answers one token and serves the "
+    "KV on its own port as the bootstrap port; decode fetches it (docs/fleet.md).",
+)
+@click.option(
+    "--kv-link",
+    type=click.Choice(["nvlink", "infiniband", "roce", "tcp"]),
+    default="infiniband",
+    help="The link a prefill server sends KV over (its bandwidth, latency, overhead).",
+)
 def emulate(
     deployment: DeploymentFlags,
     calibration: Path | None,
@@ -147,6 +164,8 @@ def emulate(
     port: int,
     replicas: int,
     enable_control_endpoints: bool,
+    role: str,
+    kv_link: str,
 ) -> None:
     """Serve /v1/completions, /v1/chat/completions, /v1/models, /metrics and /health with the
     simulator's engine timing, in real time."""
@@ -158,6 +177,8 @@ def emulate(
         raise ServecapError("replicas", replicas, f"ports {port}..{port + replicas - 1} go past 65535")
     if (fixed_ttft_s is None) != (fixed_itl_s is None):
         raise ServecapError("fixed_itl_s", fixed_itl_s, "give both --fixed-ttft-s and --fixed-itl-s")
+    if role != "both" and fixed_ttft_s is not None:
+        raise ServecapError("role", role, "a P/D role needs the engine model, not --fixed-ttft-s")
     if fixed_ttft_s is not None and fixed_itl_s is not None:
         if fixed_ttft_s < 0 or fixed_itl_s <= 0:
             raise ServecapError("fixed_itl_s", fixed_itl_s, "must be positive (and --fixed-ttft-s >= 0)")
@@ -188,6 +209,8 @@ def emulate(
             prefix_caching=not no_prefix_caching,
             waiting_queue_limit=waiting_queue_limit,
             deployment_options=stored,
+            role=role,
+            kv_link=kv_link,
         )
         for n in [*notes, *([note] if note else [])]:
             click.echo(f"note: {n}", err=True)
