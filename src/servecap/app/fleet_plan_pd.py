@@ -1,0 +1,98 @@
+"""The fleet plan's "split prefill/decode" lever: the chosen candidate's GPUs as prefill and
+decode pools instead of co-located replicas, re-simulated on the same peak window.
+
+For a total of ``T`` replicas the split tries prefill shares :data:`SHARES` of ``T`` (rounded, at
+least one replica a side) and stops at the first that meets every target; ``T`` is searched
+like a co-located fleet's replica count (:func:`servecap.fleet.plan_search.smallest_passing`,
+from the chosen count). The row names the winning ``prefill + decode`` counts and its cost;
+its note lists every ratio tried at the answer's size and one size below (where the ratio
+stops paying). Both sides keep the candidate's TP (a per-role TP is a fleet file's two pools);
+the KV crosses the ``infiniband`` link kind, one NIC per GPU, and the router is the ``llm-d``
+preset (prefix-affinity for prefill, least-kv for decode) — docs/fleet.md, "Disaggregated
+prefill and decode".
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from servecap.app.fleet import fleet_from_dict
+from servecap.app.fleet_plan import FleetEval, FleetPlanRequest, LeverOut, pool_dict
+from servecap.fleet.plan_search import smallest_passing
+
+if TYPE_CHECKING:
+    from servecap.app.fleet_plan import CandidateModel, Context, Scored
+
+SHARES = (0.5, 0.25, 0.375, 0.625, 0.75)  # prefill share of the replicas, in the order tried
+
+
+def split_fleet(request: FleetPlanRequest, c: CandidateModel, prefill: int, decode: int) -> dict[str, Any]:
+    """The fleet file of a split layout of candidate ``c``."""
+    return {
+        "pools": [
+            {**pool_dict(request, c, prefill, name="prefill"), "role": "prefill"},
+            {**pool_dict(request, c, decode, name="decode"), "role": "decode"},
+        ],
+        "pd_router": "llm-d",
+        "kv_link": {"kind": "infiniband"},
+    }
+
+
+def splits_of(total: int) -> list[tuple[int, int]]:
+    """The (prefill, decode) counts tried for ``total`` replicas, in order, without repeats."""
+    out: list[tuple[int, int]] = []
+    for share in SHARES:
+        p = min(total - 1, max(1, round(total * share)))
+        if (p, total - p) not in out:
+            out.append((p, total - p))
+    return out
+
+
+def split_lever(ctx: Context, request: FleetPlanRequest, c: CandidateModel, scored: Scored, n: int) -> LeverOut:
+    """The lever's row: the cheapest split layout meeting the SLOs, searched from ``n``."""
+    tried: dict[tuple[int, int], FleetEval] = {}
+
+    def evaluate(total: int) -> tuple[bool, tuple[int, int] | None]:
+        if total < 2:
+            return False, None
+        for p, d in splits_of(total):
+            ev = ctx.simulate(fleet_from_dict(split_fleet(request, c, p, d)), scored, label=c.label(), replicas=total)
+            tried[(p, d)] = ev
+            if ev.slo_met:
+                return True, (p, d)
+        return False, None
+
+    res = smallest_passing(evaluate, max(2, n), limit=request.max_replicas, lowest=2)
+    sims = sum(1 for _ in tried)
+    if res.answer is None:
+        return LeverOut(
+            name="split",
+            change="split prefill/decode",
+            replicas=None,
+            usd_per_month=None,
+            ttft_p99_s=None,
+            tpot_p99_s=None,
+            slo_met=False,
+            simulations=sims,
+            note=f"no split of up to {request.max_replicas} replicas meets the SLOs",
+        )
+    pd = res.evaluations[res.answer][1]
+    assert pd is not None
+    ev = tried[pd]
+    sizes = (res.answer, res.answer - 1)
+    note = "; ".join(
+        f"{p}P+{d}D {'meets' if e.slo_met else 'fails'} ({e.attainment:.0%})"
+        for (p, d), e in sorted(tried.items())
+        if p + d in sizes
+    )
+    return LeverOut(
+        name="split",
+        change=f"split prefill/decode: {pd[0]} prefill + {pd[1]} decode replicas ({c.label()}, InfiniBand KV link)",
+        replicas=ev.replicas,
+        usd_per_month=ev.usd_per_month,
+        ttft_p99_s=ev.ttft_p99_s,
+        tpot_p99_s=ev.tpot_p99_s,
+        slo_met=True,
+        simulations=sims,
+        note=note,
+    )
