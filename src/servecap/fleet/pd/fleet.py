@@ -492,9 +492,13 @@ class PdFleet:
         stuck: list[PdReplica] = []
         while True:
             best: PdReplica | None = None
+            best_s = _INF
+            ordered = self.ordered
             for r in self.live:
-                if r.next_s <= t_s and (best is None or r.next_s < best.next_s) and self._watched(r) and r not in stuck:
-                    best = r
+                t = r.next_s
+                # watched (see _watched): prefill replicas, decode ones with requests waiting for room
+                if t <= t_s and t < best_s and (ordered or r.role == "prefill" or r.prealloc) and r not in stuck:
+                    best, best_s = r, t
             te_ev = ev[0][0] if ev and ev[0][0] <= t_s else _INF
             if best is None and te_ev == _INF:
                 break
