@@ -434,7 +434,13 @@ class Completions:
                 return
         rid_num = driver.next_request_id()
         stream = driver.submit(
-            rid_num, prompt, max_tokens, keys or None, received_s, max_tokens_param=max_tokens_param, transferred=transferred
+            rid_num,
+            prompt,
+            max_tokens,
+            keys or None,
+            received_s,
+            max_tokens_param=max_tokens_param,
+            transferred=transferred,
         )
         if stream is None:
             await _send_err(send, 503, "the server is overloaded: waiting queue full")

@@ -65,7 +65,9 @@ class PdRole:
         if not fut.done():
             fut.set_result(prompt_tokens)
 
-    async def send(self, room: int, decode_tp: int, decode_bytes_per_token_per_gpu: int, decode_hbm: float) -> dict[str, Any]:
+    async def send(
+        self, room: int, decode_tp: int, decode_bytes_per_token_per_gpu: int, decode_hbm: float
+    ) -> dict[str, Any]:
         """Wait for the room's prefill, hold the link for the transfer, let the blocks go."""
         prompt = await asyncio.wait_for(self._room(room), WAIT_S)
         kv = self.kv

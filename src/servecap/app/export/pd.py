@@ -99,7 +99,11 @@ def pd_config(path: Path | str, *, port: int = 8000) -> tuple[dict[str, Any], li
     elif pr is not None:
         prefill, decode = pr.prefill, pr.decode
     policies = ["--prefill-policy", _policy(prefill, "prefill", warnings)]
-    vl_policies = [*policies, "--decode-policy", "kv_aware" if decode == "least-kv" else POLICY.get(decode, "power_of_two")]
+    vl_policies = [
+        *policies,
+        "--decode-policy",
+        "kv_aware" if decode == "least-kv" else POLICY.get(decode, "power_of_two"),
+    ]
     policies += ["--decode-policy", _policy(decode, "decode", warnings)]
     sg_router = ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation", *policies]
     vl_router = ["vllm-router", "--vllm-pd-disaggregation", *vl_policies]
