@@ -175,3 +175,19 @@ def test_invariants_hold_for_any_fleet(
     assert fleet.prefilled == 40 == fleet.transfers
     check_released(fleet)
     check_link_logs(fleet)
+
+
+def test_closed_loop_users_on_a_pd_fleet_each_get_every_answer() -> None:
+    from servecap.workload import workload_from_flags
+
+    w = workload_from_flags(users=6, think_time_s=0.5, num_requests=60, prompt_tokens=800, output_tokens=30)
+    res = simulate_fleet(pd_fleet(1, 1), w, 0)
+    recs = res.records()
+    assert len(recs) == 60 and all(r.error is None for r in recs)
+    # six users, one request each in flight at most: never more than six requests in the fleet
+    events = sorted([(r.arrival_s, 1) for r in recs] + [(r.end_s, -1) for r in recs if r.end_s is not None])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    assert peak <= 6
