@@ -67,6 +67,7 @@ class _Job:
         "cached",
         "decode_id",
         "landed_s",
+        "landing_s",
         "nbytes",
         "preemptions",
         "prefill_end_s",
@@ -89,6 +90,7 @@ class _Job:
 
     def reset(self) -> None:
         self.prefill_start_s = self.prefill_end_s = self.xfer_ready_s = self.xfer_start_s = self.landed_s = -1.0
+        self.landing_s = -1.0  # when this try's transfer lands (an older try's landing is stale)
         self.queue_s: float | None = None
         self.cached = 0
         self.preemptions = 0
@@ -258,6 +260,9 @@ class PdFleet:
     def _abandon(self, job: _Job, t_s: float) -> None:
         """Let go of whatever the live replicas keep for the job's current try."""
         rid = job.spec.request_id
+        for waiting in self.pending.values():
+            if rid in waiting:
+                waiting.remove(rid)
         for i in (job.prefill_id, job.decode_id):
             if i < 0:
                 continue
@@ -400,12 +405,13 @@ class PdFleet:
         job.xfer_start_s = start
         job.nbytes = shape.bytes
         self.transfers += 1
-        self._push(start + occ + ls.latency + shape.relayout_s, _LANDED, job.spec.request_id)
+        job.landing_s = start + occ + ls.latency + shape.relayout_s
+        self._push(job.landing_s, _LANDED, job.spec.request_id)
 
     def _landed(self, rid: int, t_s: float) -> None:
         job = self.jobs.get(rid)
-        if job is None or job.decode_id < 0 or job.xfer_start_s < 0:
-            return  # its try was abandoned (a crash) since
+        if job is None or job.landing_s != t_s:
+            return  # the transfer of a try abandoned since (a crash)
         p, d = self.replicas[job.prefill_id], self.replicas[job.decode_id]
         if p.state not in (READY, DRAINING) or d.state not in (READY, DRAINING):
             return
