@@ -64,3 +64,12 @@ def test_the_lever_finds_the_fewest_replicas_whose_some_ratio_passes() -> None:
     assert "3 prefill + 2 decode" in row.change
     assert "3P+2D meets" in row.note and "2P+2D fails" in row.note
     assert (3, 2) in ctx.seen
+
+
+def test_the_layouts_with_decode_at_twice_the_tp() -> None:
+    # units of the candidate's GPUs; a decode replica takes two; a remainder goes to prefill
+    assert splits_of(3, 2) == [(1, 1)]
+    assert splits_of(6, 2) == [(4, 1), (2, 2)]  # half the units: 3 -> one decode (2), prefill 4; a quarter: 2 + 2x2
+    req = _request()
+    spec, _ = build_fleet(fleet_from_dict(split_fleet(req, req.candidates[0], 2, 2, 2)))
+    assert [(p.role, p.gpus_per_replica) for p in spec.pools] == [("prefill", 1), ("decode", 2)]

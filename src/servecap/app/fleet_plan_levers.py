@@ -40,10 +40,10 @@ if TYPE_CHECKING:
     from servecap.results.slo_report import Target
     from servecap.workload import WorkloadSpec
 
-LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow", "split")
-# "split" (prefill and decode pools, servecap.app.fleet_plan_pd) runs only when asked for: it
-# simulates several prefill:decode ratios per fleet size
-DEFAULT_LEVERS = tuple(x for x in LEVERS if x != "split")
+LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow", "split", "split-tp")
+# "split" and "split-tp" (prefill and decode pools, servecap.app.fleet_plan_pd) run only when asked
+# for: they simulate several prefill:decode ratios per fleet size
+DEFAULT_LEVERS = tuple(x for x in LEVERS if not x.startswith("split"))
 
 
 def gateway_accepted(request: FleetPlanRequest, gateway: dict[str, Any]) -> str | None:
@@ -190,10 +190,10 @@ def run_levers(
                 rows.append(_gateway_lever(request, ctx, name, c, gw, scored, n))
             except ServecapError as err:  # a gateway setting the fleet file takes but cannot run here
                 skipped.append(f"{name}: {err}")
-        elif name == "split":
+        elif name in ("split", "split-tp"):
             from servecap.app.fleet_plan_pd import split_lever
 
-            rows.append(split_lever(ctx, request, c, scored, n))
+            rows.append(split_lever(ctx, request, c, scored, n, 1 if name == "split" else 2))
     return rows, skipped
 
 

@@ -9,7 +9,9 @@ its note lists every ratio tried at the answer's size and one size below (where 
 stops paying). Both sides keep the candidate's TP (a per-role TP is a fleet file's two pools);
 the KV crosses the ``infiniband`` link kind, one NIC per GPU, and the router is the ``llm-d``
 preset (prefix-affinity for prefill, least-kv for decode) — docs/fleet.md, "Disaggregated
-prefill and decode".
+prefill and decode". The ``split-tp`` lever does the same with the decode replicas at twice the
+candidate's TP (a per-role TP: decode's KV reads spread over more GPUs), sizes counted in units
+of the candidate's GPUs per replica.
 """
 
 from __future__ import annotations
@@ -26,48 +28,66 @@ if TYPE_CHECKING:
 SHARES = (0.5, 0.25, 0.375, 0.625, 0.75)  # prefill share of the replicas, in the order tried
 
 
-def split_fleet(request: FleetPlanRequest, c: CandidateModel, prefill: int, decode: int) -> dict[str, Any]:
-    """The fleet file of a split layout of candidate ``c``."""
+def split_fleet(
+    request: FleetPlanRequest, c: CandidateModel, prefill: int, decode: int, decode_tp_factor: int = 1
+) -> dict[str, Any]:
+    """The fleet file of a split layout of candidate ``c`` (its decode side at
+    ``decode_tp_factor`` times the candidate's TP)."""
+    decode_pool = {**pool_dict(request, c, decode, name="decode"), "role": "decode"}
+    if decode_tp_factor != 1:
+        decode_pool["tp"] = (c.tp or 1) * decode_tp_factor
     return {
-        "pools": [
-            {**pool_dict(request, c, prefill, name="prefill"), "role": "prefill"},
-            {**pool_dict(request, c, decode, name="decode"), "role": "decode"},
-        ],
+        "pools": [{**pool_dict(request, c, prefill, name="prefill"), "role": "prefill"}, decode_pool],
         "pd_router": "llm-d",
         "kv_link": {"kind": "infiniband"},
     }
 
 
-def splits_of(total: int) -> list[tuple[int, int]]:
-    """The (prefill, decode) counts tried for ``total`` replicas, in order, without repeats."""
+def splits_of(total: int, decode_tp_factor: int = 1) -> list[tuple[int, int]]:
+    """The (prefill, decode) replica counts tried for ``total`` units of the candidate's GPUs (a
+    decode replica takes ``decode_tp_factor`` units), in order, without repeats: the prefill
+    side takes each share of the units, the decode side what is left in whole replicas, and
+    a remainder goes to the prefill side."""
+    k = decode_tp_factor
     out: list[tuple[int, int]] = []
     for share in SHARES:
-        p = min(total - 1, max(1, round(total * share)))
-        if (p, total - p) not in out:
-            out.append((p, total - p))
+        p = min(total - k, max(1, round(total * share)))
+        d = (total - p) // k
+        if d < 1:
+            continue
+        p = total - k * d
+        if (p, d) not in out:
+            out.append((p, d))
     return out
 
 
-def split_lever(ctx: Context, request: FleetPlanRequest, c: CandidateModel, scored: Scored, n: int) -> LeverOut:
-    """The lever's row: the cheapest split layout meeting the SLOs, searched from ``n``."""
+def split_lever(
+    ctx: Context, request: FleetPlanRequest, c: CandidateModel, scored: Scored, n: int, decode_tp_factor: int = 1
+) -> LeverOut:
+    """The lever's row: the cheapest split layout meeting the SLOs, searched from ``n`` units of
+    the candidate's GPUs (``split``; ``split-tp``: the decode side at twice the TP)."""
+    k = decode_tp_factor
     tried: dict[tuple[int, int], FleetEval] = {}
 
     def evaluate(total: int) -> tuple[bool, tuple[int, int] | None]:
-        if total < 2:
+        if total < 1 + k:
             return False, None
-        for p, d in splits_of(total):
-            ev = ctx.simulate(fleet_from_dict(split_fleet(request, c, p, d)), scored, label=c.label(), replicas=total)
+        for p, d in splits_of(total, k):
+            ff = fleet_from_dict(split_fleet(request, c, p, d, k))
+            ev = ctx.simulate(ff, scored, label=c.label(), replicas=p + d)
             tried[(p, d)] = ev
             if ev.slo_met:
                 return True, (p, d)
         return False, None
 
-    res = smallest_passing(evaluate, max(2, n), limit=request.max_replicas, lowest=2)
+    res = smallest_passing(evaluate, max(1 + k, n), limit=request.max_replicas, lowest=1 + k)
+    name = "split" if k == 1 else "split-tp"
+    tp_note = "" if k == 1 else f", decode at TP {(c.tp or 1) * k}"
     sims = sum(1 for _ in tried)
     if res.answer is None:
         return LeverOut(
-            name="split",
-            change="split prefill/decode",
+            name=name,
+            change="split prefill/decode" + tp_note,
             replicas=None,
             usd_per_month=None,
             ttft_p99_s=None,
@@ -83,11 +103,12 @@ def split_lever(ctx: Context, request: FleetPlanRequest, c: CandidateModel, scor
     note = "; ".join(
         f"{p}P+{d}D {'meets' if e.slo_met else 'fails'} ({e.attainment:.0%})"
         for (p, d), e in sorted(tried.items())
-        if p + d in sizes
+        if p + k * d in sizes
     )
     return LeverOut(
-        name="split",
-        change=f"split prefill/decode: {pd[0]} prefill + {pd[1]} decode replicas ({c.label()}, InfiniBand KV link)",
+        name=name,
+        change=f"split prefill/decode: {pd[0]} prefill + {pd[1]} decode replicas ({c.label()}{tp_note}, "
+        "InfiniBand KV link)",
         replicas=ev.replicas,
         usd_per_month=ev.usd_per_month,
         ttft_p99_s=ev.ttft_p99_s,
