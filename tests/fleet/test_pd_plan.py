@@ -7,7 +7,7 @@ from typing import Any
 
 from servecap.app.fleet import build_fleet, fleet_from_dict
 from servecap.app.fleet_plan import CandidateModel, FleetEval, FleetPlanRequest
-from servecap.app.fleet_plan_pd import split_fleet, split_lever, splits_of
+from servecap.app.fleet_plan_pd import split_fleet, split_lever, splits_of, verdict
 
 
 def test_the_ratios_tried_per_size() -> None:
@@ -63,6 +63,7 @@ def test_the_lever_finds_the_fewest_replicas_whose_some_ratio_passes() -> None:
     assert row.replicas == 5 and row.slo_met and row.usd_per_month == 500.0
     assert "3 prefill + 2 decode" in row.change
     assert "3P+2D meets" in row.note and "2P+2D fails" in row.note
+    assert row.note.startswith("ratios: ")
     assert (3, 2) in ctx.seen
 
 
@@ -73,3 +74,18 @@ def test_the_layouts_with_decode_at_twice_the_tp() -> None:
     req = _request()
     spec, _ = build_fleet(fleet_from_dict(split_fleet(req, req.candidates[0], 2, 2, 2)))
     assert [(p.role, p.gpus_per_replica) for p in spec.pools] == [("prefill", 1), ("decode", 2)]
+
+
+def test_the_verdict_names_the_winner_by_how_much_and_both_p99s() -> None:
+    def ev(usd: float, ttft: float, tpot: float) -> FleetEval:
+        return FleetEval(
+            candidate="H100", replicas=1, usd_per_month=usd, requests=1, ttft_p99_s=ttft, tpot_p99_s=tpot,
+            attainment=1.0, slo_met=True, failed_targets=[], targets=[], seed=0,
+        )  # fmt: skip
+
+    v = verdict(ev(9818.5, 0.401, 0.0174), ev(5891.1, 1.124, 0.0167))
+    assert v == (
+        "split wins: 1.67x cheaper ($5,891 vs $9,818/month co-located); p99 TTFT 1,124 vs 401 ms, "
+        "p99 TPOT 17 vs 17 ms (split vs co-located)"
+    )
+    assert verdict(ev(5891.1, 0.1, 0.03), ev(7854.8, 0.08, 0.02)).startswith("co-located wins: 1.33x cheaper")

@@ -193,7 +193,9 @@ def run_levers(
         elif name in ("split", "split-tp"):
             from servecap.app.fleet_plan_pd import split_lever
 
-            rows.append(split_lever(ctx, request, c, scored, n, 1 if name == "split" else 2))
+            a = best.result.answer
+            chosen = best.result.evaluations[a][1] if a is not None else None
+            rows.append(split_lever(ctx, request, c, scored, n, 1 if name == "split" else 2, chosen=chosen))
     return rows, skipped
 
 

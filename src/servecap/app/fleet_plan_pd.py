@@ -62,7 +62,14 @@ def splits_of(total: int, decode_tp_factor: int = 1) -> list[tuple[int, int]]:
 
 
 def split_lever(
-    ctx: Context, request: FleetPlanRequest, c: CandidateModel, scored: Scored, n: int, decode_tp_factor: int = 1
+    ctx: Context,
+    request: FleetPlanRequest,
+    c: CandidateModel,
+    scored: Scored,
+    n: int,
+    decode_tp_factor: int = 1,
+    *,
+    chosen: FleetEval | None = None,
 ) -> LeverOut:
     """The lever's row: the cheapest split layout meeting the SLOs, searched from ``n`` units of
     the candidate's GPUs (``split``; ``split-tp``: the decode side at twice the TP)."""
@@ -100,11 +107,13 @@ def split_lever(
     assert pd is not None
     ev = tried[pd]
     sizes = (res.answer, res.answer - 1)
-    note = "; ".join(
+    note = "ratios: " + ", ".join(
         f"{p}P+{d}D {'meets' if e.slo_met else 'fails'} ({e.attainment:.0%})"
         for (p, d), e in sorted(tried.items())
         if p + k * d in sizes
     )
+    if chosen is not None:
+        note = verdict(chosen, ev) + "; " + note
     return LeverOut(
         name=name,
         change=f"split prefill/decode: {pd[0]} prefill + {pd[1]} decode replicas ({c.label()}{tp_note}, "
@@ -116,4 +125,23 @@ def split_lever(
         slo_met=True,
         simulations=sims,
         note=note,
+    )
+
+
+def verdict(colocated: FleetEval, split: FleetEval) -> str:
+    """Which layout wins, by how much in $/month, and both p99s."""
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x * 1e3:,.0f}"
+
+    a, b = colocated.usd_per_month, split.usd_per_month
+    if b < a:
+        head = f"split wins: {a / b:.2f}x cheaper (${b:,.0f} vs ${a:,.0f}/month co-located)"
+    elif b > a:
+        head = f"co-located wins: {b / a:.2f}x cheaper (${a:,.0f} vs ${b:,.0f}/month split)"
+    else:
+        head = f"a tie at ${a:,.0f}/month"
+    return (
+        f"{head}; p99 TTFT {ms(split.ttft_p99_s)} vs {ms(colocated.ttft_p99_s)} ms, "
+        f"p99 TPOT {ms(split.tpot_p99_s)} vs {ms(colocated.tpot_p99_s)} ms (split vs co-located)"
     )
