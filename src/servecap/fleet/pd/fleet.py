@@ -35,7 +35,6 @@ import math
 import random
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,6 +43,7 @@ from servecap.errors import ServecapError
 from servecap.fleet.pd.link import KvLink, book_transfer
 from servecap.fleet.pd.replica import DRAINING, FAILED, READY, STARTING, STOPPED, PdReplica
 from servecap.fleet.pd.spec import KvLinkSpec, PdRouterSpec
+from servecap.fleet.pd.times import PdTimes
 from servecap.fleet.spec import FleetSpec, Pool
 from servecap.policy.autoscalers import TargetTracking
 from servecap.policy.pd_router import PdRouter
@@ -62,55 +62,30 @@ _INF = float("inf")
 class _Job:
     """One request's way through the fleet (one try)."""
 
-    __slots__ = (
-        "arrival_s",
-        "cached",
-        "decode_id",
-        "landed_s",
-        "landing_s",
-        "nbytes",
-        "preemptions",
-        "prefill_end_s",
-        "prefill_id",
-        "prefill_start_s",
-        "queue_s",
-        "spec",
-        "tries",
-        "xfer_ready_s",
-        "xfer_start_s",
-    )
-
     def __init__(self, spec: ArrivingRequest) -> None:
         self.spec = spec
         self.arrival_s = spec.arrival_s
         self.tries = 0
         self.prefill_id = -1
         self.decode_id = -1
-        self.reset()
-
-    def reset(self) -> None:
-        self.prefill_start_s = self.prefill_end_s = self.xfer_ready_s = self.xfer_start_s = self.landed_s = -1.0
+        self.prefill_start_s = -1.0
+        self.prefill_end_s = -1.0
+        self.xfer_ready_s = -1.0
+        self.xfer_start_s = -1.0
+        self.landed_s = -1.0
         self.landing_s = -1.0  # when this try's transfer lands (an older try's landing is stale)
         self.queue_s: float | None = None
         self.cached = 0
         self.preemptions = 0
         self.nbytes = 0.0
 
-
-@dataclass(frozen=True, slots=True)
-class PdTimes:
-    """Per finished request, the pieces of its TTFT (seconds; columns in request-id order of
-    the requests that finished): arrival to the prefill's end (queue + prefill), the prefill's
-    end to the KV landing (waiting for room on the decode side + the link's queue + the
-    transfer), and the KV landing to the first token (the decode side's queue and step)."""
-
-    request_id: np.ndarray
-    prefill_s: np.ndarray
-    wait_for_room_s: np.ndarray
-    link_queue_s: np.ndarray
-    transfer_s: np.ndarray
-    decode_first_s: np.ndarray
-    kv_bytes: np.ndarray
+    def reset(self) -> None:
+        self.prefill_start_s = self.prefill_end_s = self.xfer_ready_s = self.xfer_start_s = self.landed_s = -1.0
+        self.landing_s = -1.0
+        self.queue_s = None
+        self.cached = 0
+        self.preemptions = 0
+        self.nbytes = 0.0
 
 
 class PdFleet:
