@@ -175,3 +175,41 @@ def test_invariants_hold_for_any_fleet(
     assert fleet.prefilled == 40 == fleet.transfers
     check_released(fleet)
     check_link_logs(fleet)
+
+
+def test_closed_loop_users_on_a_pd_fleet_each_get_every_answer() -> None:
+    from servecap.workload import workload_from_flags
+
+    w = workload_from_flags(users=6, think_time_s=0.5, num_requests=60, prompt_tokens=800, output_tokens=30)
+    res = simulate_fleet(pd_fleet(1, 1), w, 0)
+    recs = res.records()
+    assert len(recs) == 60 and all(r.error is None for r in recs)
+    # six users, one request each in flight at most: never more than six requests in the fleet
+    events = sorted([(r.arrival_s, 1) for r in recs] + [(r.end_s, -1) for r in recs if r.end_s is not None])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    assert peak <= 6
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    p_crash=st.one_of(st.none(), st.floats(0.1, 3.0)),
+    d_crash=st.one_of(st.none(), st.floats(0.1, 3.0)),
+    retries=st.integers(0, 2),
+    seed=st.integers(0, 1000),
+)
+def test_one_outcome_each_and_blocks_released_under_crashes(
+    p_crash: float | None, d_crash: float | None, retries: int, seed: int
+) -> None:
+    spec = pd_fleet(2, 2, crash_at_s=() if d_crash is None else (d_crash,), max_retries=retries)
+    if p_crash is not None:
+        spec = replace(spec, pools=(replace(spec.pools[0], crash_at_s=(p_crash,)), spec.pools[1]))
+    fleet, rec = run(spec, 25.0, 60, 1200, 80, seed)
+    assert sorted(r.request_id for r in rec.records) == list(range(60))
+    ok = sum(1 for r in rec.records if r.error is None)
+    assert ok == sum(r.completed for r in fleet.replicas if r.role == "decode")  # decoded once each
+    assert all(r.error in (None, "replica_failed") for r in rec.records)
+    check_released(replace_live(fleet))
+    check_link_logs(fleet)

@@ -686,7 +686,9 @@ def fleet_simulate(
     from servecap.app.limits import check_fleet_work, cli_limits
 
     limits = limits if limits is not None else cli_limits()
-    check_fleet_work(request.fleet, request.workload, dataclasses.replace(limits, max_requests=limits.max_streamed_requests))
+    check_fleet_work(
+        request.fleet, request.workload, dataclasses.replace(limits, max_requests=limits.max_streamed_requests)
+    )
     spec, notes = build_fleet(request.fleet, base_dir)
     spec = with_predictive_floors(spec, request.fleet, request.workload, notes)
     wl = request.workload

@@ -47,7 +47,10 @@ if TYPE_CHECKING:
     from servecap.results.slo_report import Target
     from servecap.workload import WorkloadSpec
 
-LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow")
+LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow", "split", "split-tp")
+# "split" and "split-tp" (prefill and decode pools, servecap.app.fleet_plan_pd) run only when asked
+# for: they simulate several prefill:decode ratios per fleet size
+DEFAULT_LEVERS = tuple(x for x in LEVERS if not x.startswith("split"))
 
 
 def gateway_accepted(request: FleetPlanRequest, gateway: dict[str, Any]) -> str | None:
@@ -127,7 +130,7 @@ def run_levers(
     horizon: float,
     targets: dict[tuple[str, str], tuple[Target, ...]],
 ) -> tuple[list[LeverOut], list[str]]:
-    names = list(LEVERS) if request.levers is None else request.levers
+    names = list(DEFAULT_LEVERS) if request.levers is None else request.levers
     for name in names:
         if name not in LEVERS:
             raise ServecapError("levers", name, f"one of {', '.join(LEVERS)}" + did_you_mean(name, LEVERS))
@@ -210,6 +213,12 @@ def run_levers(
                 rows.append(_gateway_lever(request, ctx, name, c, gw, scored, n))
             except ServecapError as err:  # a gateway setting the fleet file takes but cannot run here
                 skipped.append(f"{name}: {err}")
+        elif name in ("split", "split-tp"):
+            from servecap.app.fleet_plan_pd import split_lever
+
+            a = best.result.answer
+            chosen = best.result.evaluations[a][1] if a is not None else None
+            rows.append(split_lever(ctx, request, c, scored, n, 1 if name == "split" else 2, chosen=chosen))
     return rows, skipped
 
 

@@ -204,9 +204,7 @@ def closed_loop_requests(users: int, duration_s: float | None, think_time_s: flo
 # ---- checks, one per use case --------------------------------------------------------------------
 
 
-def check_workload(
-    spec: WorkloadSpec, limits: WorkLimits, *, where: str = "workload", streaming: bool = False
-) -> None:
+def check_workload(spec: WorkloadSpec, limits: WorkLimits, *, where: str = "workload", streaming: bool = False) -> None:
     """A single engine's run (``simulate``, one capacity evaluation): its requests, users and
     simulated seconds. ``where`` prefixes the field names ("": a request body's own fields);
     ``streaming``: a fleet run that keeps nothing per request, bounded by ``max_streamed_requests``."""
@@ -262,9 +260,7 @@ def check_layers(num_layers: int, limits: WorkLimits, *, where: str = "model.num
     _over(where, num_layers, num_layers, limits.max_layers, "layers", limits, "max_layers")
 
 
-def check_fleet_work(
-    fleet: FleetShape, workload: WorkloadSpec, limits: WorkLimits, *, streaming: bool = False
-) -> None:
+def check_fleet_work(fleet: FleetShape, workload: WorkloadSpec, limits: WorkLimits, *, streaming: bool = False) -> None:
     """``fleet simulate``: the workload's requests and users, the fleet's replicas (the most each
     pool may run: its autoscaler's max, else its count) and replicas x simulated seconds;
     ``streaming`` as :func:`check_workload`."""

@@ -36,6 +36,8 @@ class _Replica:
     deployment_options: dict[str, Any] | None = None
     fixed: tuple[float, float] | None = None  # (ttft_s, itl_s): reference mode
     request_overhead_s: float | None = None  # None: the plan's request_overhead_s less the own HTTP path
+    role: str = "both"  # prefill | decode: a P/D role (servecap.emulator.pd)
+    kv_link: str = "infiniband"
 
 
 def _state(r: _Replica) -> Any:
@@ -51,6 +53,8 @@ def _state(r: _Replica) -> Any:
         deployment_options=r.deployment_options,
         enable_control_endpoints=r.control,
         request_overhead_s=r.request_overhead_s,
+        role=r.role,
+        kv_link=r.kv_link,
     )
 
 
@@ -150,6 +154,19 @@ def _run_replicas(replicas: list[_Replica]) -> None:
     help="Per-request server cost charged before the engine sees a request (default: the fitted 7.4 ms "
     "less the emulator's own ~1 ms HTTP path, so TTFT matches simulate; 0: none).",
 )
+@click.option(
+    "--role",
+    type=click.Choice(["both", "prefill", "decode"]),
+    default="both",
+    help="A P/D role behind SGLang's router in PD mode: prefill answers one token and serves the "
+    "KV on its own port as the bootstrap port; decode fetches it (docs/fleet.md).",
+)
+@click.option(
+    "--kv-link",
+    type=click.Choice(["nvlink", "infiniband", "roce", "tcp"]),
+    default="infiniband",
+    help="The link a prefill server sends KV over (its bandwidth, latency, overhead).",
+)
 def emulate(
     deployment: DeploymentFlags,
     calibration: Path | None,
@@ -163,6 +180,8 @@ def emulate(
     replicas: int,
     enable_control_endpoints: bool,
     request_overhead_ms: float | None,
+    role: str,
+    kv_link: str,
 ) -> None:
     """Serve /v1/completions, /v1/chat/completions, /v1/models, /metrics and /health with the
     simulator's engine timing, in real time."""
@@ -175,6 +194,8 @@ def emulate(
     _check_ports_free(host, port, replicas)  # before any URL is printed (uvicorn's [Errno 98] came after it)
     if (fixed_ttft_s is None) != (fixed_itl_s is None):
         raise ServecapError("fixed_itl_s", fixed_itl_s, "give both --fixed-ttft-s and --fixed-itl-s")
+    if role != "both" and fixed_ttft_s is not None:
+        raise ServecapError("role", role, "a P/D role needs the engine model, not --fixed-ttft-s")
     if fixed_ttft_s is not None and fixed_itl_s is not None:
         if fixed_ttft_s < 0 or fixed_itl_s <= 0:
             raise ServecapError("fixed_itl_s", fixed_itl_s, "must be positive (and --fixed-ttft-s >= 0)")
@@ -206,6 +227,8 @@ def emulate(
             waiting_queue_limit=waiting_queue_limit,
             deployment_options=stored,
             request_overhead_s=None if request_overhead_ms is None else request_overhead_ms / 1e3,
+            role=role,
+            kv_link=kv_link,
         )
         for n in [*notes, *([note] if note else [])]:
             click.echo(f"note: {n}", err=True)

@@ -224,3 +224,21 @@ def production_stack(source: Path, out: Path | None, replicas: int | None, image
 def litellm(source: Path, out: Path | None, replicas: int | None, api_base: str) -> None:
     """LiteLLM proxy config.yaml: model list, routing strategy, fallbacks, per-tenant limits."""
     _run_export("litellm", source, out, replicas=replicas, api_base=api_base)
+
+
+@export_group.command("pd")
+@click.argument("source", type=o.PATH)
+@click.option("--output", "-o", "out", type=o.PATH, default=None, help="Write here instead of stdout.")
+@click.option("--port", type=click.INT, default=8000, show_default=True, help="The servers' HTTP port.")
+def pd(source: Path, out: Path | None, port: int) -> None:
+    """A P/D fleet file as real disaggregated serving: vLLM (--kv-transfer-config) and SGLang
+    (--disaggregation-mode) server commands per role, SGLang's and vLLM's P/D router arguments;
+    what does not map is named on stderr."""
+    import yaml
+
+    from servecap.app.export.pd import pd_config
+
+    data, warnings = pd_config(source, port=port)
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+    _write(f"# servecap export pd {source}\n" + yaml.safe_dump(data, sort_keys=False, width=200), out)

@@ -66,6 +66,31 @@ def fleet_group() -> None:
     default=None,
     help="The router reads replica gauges as last scraped this often (0: exact).",
 )
+@click.option(
+    "--prefill-replicas",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Disaggregated: this many prefill replicas (with --decode-replicas; docs/fleet.md).",
+)
+@click.option("--decode-replicas", type=click.IntRange(min=1), default=None, help="Disaggregated: decode replicas.")
+@click.option(
+    "--decode-tp",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Disaggregated: the decode replicas' TP (default --tp).",
+)
+@click.option(
+    "--kv-link",
+    type=click.Choice(["nvlink", "infiniband", "roce", "tcp"]),
+    default=None,
+    help="Disaggregated: the link KV crosses (default infiniband).",
+)
+@click.option(
+    "--pd-router",
+    type=click.Choice(["llm-d", "sglang", "vllm-router"]),
+    default=None,
+    help="Disaggregated: the prefill and decode policies (default llm-d: prefix-affinity / least-kv).",
+)
 @workload_option
 @click.option("--rate", "-r", type=FINITE, default=None, help="Open loop: requests per second.")
 @click.option("--users", "-u", type=click.INT, default=None, help="Closed loop: number of chat users.")
@@ -107,6 +132,11 @@ def fleet_simulate_command(
     price_per_gpu_hour: float | None,
     router: str | None,
     scrape_interval_ms: float | None,
+    prefill_replicas: int | None,
+    decode_replicas: int | None,
+    decode_tp: int | None,
+    kv_link: str | None,
+    pd_router: str | None,
     workload: Path | None,
     rate: float | None,
     users: int | None,
@@ -137,6 +167,14 @@ def fleet_simulate_command(
             raise ServecapError("fleet", str(fleet_file), "give --fleet or -m/-g/--replicas, not both")
         ff = load_fleet_file(fleet_file)
         base_dir = fleet_file.parent
+        if prefill_replicas is not None or decode_replicas is not None or decode_tp is not None:
+            raise ServecapError("fleet", str(fleet_file), "a fleet file sets its pools' roles and replicas itself")
+        if kv_link is not None or pd_router is not None:
+            link = {
+                **(ff.kv_link.model_dump() if ff.kv_link is not None else {}),
+                **({"kind": kv_link} if kv_link else {}),
+            }
+            ff = fleet_from_dict({**ff.model_dump(), "kv_link": link, "pd_router": pd_router or ff.pd_router})
     else:
         pool: dict[str, Any] = {k: v for k, v in deployment.to_settings().items() if v is not None}
         pool.setdefault("model", "meta-llama/Llama-3.1-8B")
@@ -154,6 +192,21 @@ def fleet_simulate_command(
         if cold_start == "instant":
             pool["cold_start"] = "instant"
         raw: dict[str, Any] = {"pools": [pool]}
+        if (prefill_replicas is None) != (decode_replicas is None):
+            raise ServecapError("decode_replicas", decode_replicas, "give --prefill-replicas and --decode-replicas")
+        if prefill_replicas is not None and decode_replicas is not None:
+            if replicas is not None or autoscaler is not None:
+                raise ServecapError("replicas", replicas, "give --prefill/--decode-replicas or --replicas/--autoscaler")
+            decode = {**pool, "name": "decode", "role": "decode", "replicas": decode_replicas}
+            if decode_tp is not None:
+                decode["tp"] = decode_tp
+            raw["pools"] = [{**pool, "name": "prefill", "role": "prefill", "replicas": prefill_replicas}, decode]
+        elif decode_tp is not None:
+            raise ServecapError("decode_tp", decode_tp, "needs --prefill-replicas and --decode-replicas")
+        if kv_link is not None:
+            raw["kv_link"] = {"kind": kv_link}
+        if pd_router is not None:
+            raw["pd_router"] = pd_router
         if ttft_slo_ms is not None or tpot_slo_ms is not None:
             raw["slo"] = {"ttft_ms": ttft_slo_ms, "tpot_ms": tpot_slo_ms}
         ff = fleet_from_dict(raw)

@@ -388,6 +388,9 @@ def render(console: Console, r: FleetPlanResponse) -> None:
     for row in lever_rows(r):
         lev.add_row(*row)
     print_table(console, lev)
+    for lv in r.levers:
+        if lv.name.startswith("split") and lv.note:
+            console.print(f"{lv.name}: {lv.note}", highlight=False)
     for s in r.levers_skipped:
         console.print(f"[dim]lever left out: {s}[/]", highlight=False)
     for s in r.story:

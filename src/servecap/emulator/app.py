@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 from servecap.emulator.driver import Driver, EngineLike, Stream
 from servecap.emulator.metrics import EngineMetrics
+from servecap.emulator.pd import PdRole
 from servecap.emulator.protocol import (
     ChatRequest,
     CompletionRequest,
@@ -109,6 +110,8 @@ class EmulatorState:
         self.enable_control_endpoints = enable_control_endpoints
         self.created = int(time.time())
         self.deployment: dict[str, Any] | None = None  # the emulate flags (engine mode only)
+        self.pd: PdRole | None = None  # a P/D role (servecap.emulator.pd)
+        self.pd_client: Any = None  # the decode role's HTTP client to the prefill servers
         self._app: Any = None
 
     def driver_app(self) -> Any:
@@ -390,6 +393,20 @@ class Completions:
         max_tokens_param = max_tokens
         if max_tokens is None:
             max_tokens = 16 if not chat else max(1, st.max_model_len - prompt)
+        pd, room = st.pd, None
+        if pd is not None:
+            extra = req.model_extra or {}
+            room = extra.get("bootstrap_room")
+            if pd.role == "prefill":
+                max_tokens = 1  # a prefill server samples the first token only
+            elif not isinstance(room, int) or extra.get("bootstrap_host") is None:
+                await _send_err(
+                    send,
+                    400,
+                    "a decode server needs bootstrap_host, bootstrap_port and bootstrap_room (a P/D router in front)",
+                    param="bootstrap_room",
+                )
+                return
         if prompt + max_tokens > st.max_model_len:
             await _send_err(
                 send,
@@ -402,6 +419,19 @@ class Completions:
             )
             return
         keys = prefix_block_hashes(prompt_key(req), st.block_size)
+        transferred = pd is not None and pd.role == "decode"
+        if transferred:
+            assert pd is not None and isinstance(room, int)
+            if st.pd_client is None:
+                import httpx
+
+                st.pd_client = httpx.AsyncClient()
+            extra = req.model_extra or {}
+            try:
+                await pd.receive(st.pd_client, str(extra["bootstrap_host"]), int(extra["bootstrap_port"]), room, prompt)
+            except Exception as err:  # the prefill side failed or never came: the client is told
+                await _send_err(send, 503, f"KV transfer failed: {type(err).__name__}: {err}")
+                return
         rid_num = driver.next_request_id()
         wait = driver.admission_wait_s(received_s)
         if wait > 0:  # the per-request server cost vLLM's API server adds (Driver.request_overhead_s)
@@ -413,6 +443,7 @@ class Completions:
             keys or None,
             None if wait > 0 else received_s,
             max_tokens_param=max_tokens_param,
+            transferred=transferred,
         )
         if stream is not None:
             stream.received_s = received_s  # the server's TTFT counts from its receipt, as vLLM's
@@ -431,6 +462,8 @@ class Completions:
             watcher.cancel()
             if not stream.finished:
                 driver.abandon(stream)
+        if pd is not None and pd.role == "prefill" and isinstance(room, int) and stream.finished:
+            pd.prefilled(room, prompt)
 
     async def _stream(
         self,
@@ -609,6 +642,14 @@ def create_app(state: EmulatorState) -> EmulatorApp:
     @app.exception_handler(405)
     async def _bad_method(request: Request, exc: Exception) -> JSONResponse:
         return _err(405, f"method {request.method} not allowed on {request.url.path}")
+
+    if state.pd is not None and state.pd.role == "prefill":
+        pd = state.pd
+
+        @app.get("/servecap/pd/kv/{room}")
+        async def pd_kv(room: int, tp: int = 1, bytes_per_token_per_gpu: int = 0, hbm: float = 0.0) -> dict[str, Any]:
+            """The bootstrap endpoint: the room's KV, once prefilled and sent (servecap.emulator.pd)."""
+            return await pd.send(room, tp, bytes_per_token_per_gpu, hbm)
 
     @app.get("/health")
     async def health() -> Response:

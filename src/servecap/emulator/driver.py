@@ -220,6 +220,8 @@ class Driver:
         prefix_key: Any,
         received_s: float | None = None,
         max_tokens_param: int | None = None,
+        *,
+        transferred: bool = False,
     ) -> Stream | None:
         """Add a request that reached the server at ``received_s`` (engine time; default now);
         None when the engine rejects it (waiting queue full)."""
@@ -230,9 +232,13 @@ class Driver:
                 now = min(now, self._next_start)  # arrivals during a step join the next one
             else:  # idle: the next step starts on arrival (not before the last one ended)
                 self._next_start = max(now, self._next_start)
-        req = self._make_request(request_id, prompt_tokens, output_tokens, prefix_key)
-        if not self.engine.add_request(req, now):
-            return None
+        if transferred:  # its prompt's KV came from a prefill server (servecap.emulator.pd)
+            if not self.engine.add_transferred(request_id, prompt_tokens, output_tokens, now):  # type: ignore[attr-defined]
+                return None
+        else:
+            req = self._make_request(request_id, prompt_tokens, output_tokens, prefix_key)
+            if not self.engine.add_request(req, now):
+                return None
         stream = Stream(request_id, prompt_tokens, output_tokens, received_s=now, max_tokens_param=max_tokens_param)
         self.streams[request_id] = stream
         w = self._wake

@@ -39,6 +39,9 @@ class SimEngineAdapter:
     def add_request(self, req: Any, now_s: float) -> bool:
         return bool(self.engine.add_request(req, now_s))
 
+    def add_transferred(self, request_id: Any, prompt_tokens: int, output_tokens: int, now_s: float) -> bool:
+        return bool(self.engine.add_transferred(request_id, prompt_tokens, output_tokens, now_s))
+
     def has_work(self) -> bool:
         return bool(self.engine.has_work())
 
@@ -75,6 +78,8 @@ def engine_state(
     deployment_options: dict[str, Any] | None = None,
     enable_control_endpoints: bool = False,
     request_overhead_s: float | None = None,
+    role: str = "both",
+    kv_link: str = "infiniband",
 ) -> EmulatorState:
     """State around :class:`servecap.sim.Engine` for one planned replica (same code as simulate).
 
@@ -125,6 +130,13 @@ def engine_state(
     )
     if deployment_options is not None:
         state.deployment = {**deployment_options, "enable_prefix_caching": setup.enable_prefix_caching}
+    if role != "both":
+        from servecap.core.kv_transfer import kv_footprint
+        from servecap.emulator.pd import PdRole
+        from servecap.fleet.pd_spec import KvLinkSpec
+
+        kv = kv_footprint(dep.model, dep.parallelism.tp, dep.kv_dtype, dep.gpu.hbm_bandwidth_tb_s * 1e12)
+        state.pd = PdRole(role, engine.engine, kv, KvLinkSpec(kind=kv_link))
     return state
 
 

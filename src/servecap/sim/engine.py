@@ -224,7 +224,8 @@ class Engine:
         prefill/decode). On admission it takes blocks for its whole prompt but computes only the
         last prompt token, whose step samples the first output token, as vLLM's decode instance
         does with a KV connector (``Scheduler._update_waiting_for_remote_kv`` in
-        ``vllm/v1/core/sched/scheduler.py`` leaves the last token of a fully loaded prompt to compute). A preempted one is recomputed here."""
+        ``vllm/v1/core/sched/scheduler.py`` leaves the last token of a fully loaded prompt to
+        compute). A preempted one is recomputed here."""
         if not self.add(request_id, prompt_tokens, output_tokens, None, 0, now_s):
             return False
         self._requests[request_id].external_tokens = prompt_tokens - 1
@@ -987,7 +988,8 @@ class Engine:
                 holders[key] = holders.get(key, 0) + 1
         active = {k: c for k, c in pool.refs.items() if c > 0}
         assert holders == active, "cached-block reference counts disagree with running requests"
-        assert private + pool.per_key * len(active) + self.held_blocks == pool.used, (private, len(active), pool.used)
+        in_use = private + pool.per_key * len(active) + self.held_blocks
+        assert in_use == pool.used, (private, len(active), self.held_blocks, pool.used)
         decoders = self._decoding.values()
         assert sum(r.computed_at_join - r.step_at_join for r in decoders) == self._join_offset_sum
         assert sum(self._blocks_due) == sum(r.blocks_per_crossing for r in decoders), "growth sums"

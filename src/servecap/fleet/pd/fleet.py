@@ -35,7 +35,6 @@ import math
 import random
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,6 +42,7 @@ from servecap.core.kv_transfer import KvFootprint, exposed_bytes, occupancy_s, t
 from servecap.errors import ServecapError
 from servecap.fleet.pd.link import KvLink, book_transfer
 from servecap.fleet.pd.replica import DRAINING, FAILED, READY, STARTING, STOPPED, PdReplica
+from servecap.fleet.pd.times import PdTimes
 from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import FleetSpec, Pool
 from servecap.policy.autoscalers import TargetTracking
@@ -62,53 +62,30 @@ _INF = float("inf")
 class _Job:
     """One request's way through the fleet (one try)."""
 
-    __slots__ = (
-        "arrival_s",
-        "cached",
-        "decode_id",
-        "landed_s",
-        "nbytes",
-        "preemptions",
-        "prefill_end_s",
-        "prefill_id",
-        "prefill_start_s",
-        "queue_s",
-        "spec",
-        "tries",
-        "xfer_ready_s",
-        "xfer_start_s",
-    )
-
     def __init__(self, spec: ArrivingRequest) -> None:
         self.spec = spec
         self.arrival_s = spec.arrival_s
         self.tries = 0
         self.prefill_id = -1
         self.decode_id = -1
-        self.reset()
-
-    def reset(self) -> None:
-        self.prefill_start_s = self.prefill_end_s = self.xfer_ready_s = self.xfer_start_s = self.landed_s = -1.0
+        self.prefill_start_s = -1.0
+        self.prefill_end_s = -1.0
+        self.xfer_ready_s = -1.0
+        self.xfer_start_s = -1.0
+        self.landed_s = -1.0
+        self.landing_s = -1.0  # when this try's transfer lands (an older try's landing is stale)
         self.queue_s: float | None = None
         self.cached = 0
         self.preemptions = 0
         self.nbytes = 0.0
 
-
-@dataclass(frozen=True, slots=True)
-class PdTimes:
-    """Per finished request, the pieces of its TTFT (seconds; columns in request-id order of
-    the requests that finished): arrival to the prefill's end (queue + prefill), the prefill's
-    end to the KV landing (waiting for room on the decode side + the link's queue + the
-    transfer), and the KV landing to the first token (the decode side's queue and step)."""
-
-    request_id: np.ndarray
-    prefill_s: np.ndarray
-    wait_for_room_s: np.ndarray
-    link_queue_s: np.ndarray
-    transfer_s: np.ndarray
-    decode_first_s: np.ndarray
-    kv_bytes: np.ndarray
+    def reset(self) -> None:
+        self.prefill_start_s = self.prefill_end_s = self.xfer_ready_s = self.xfer_start_s = self.landed_s = -1.0
+        self.landing_s = -1.0
+        self.queue_s = None
+        self.cached = 0
+        self.preemptions = 0
+        self.nbytes = 0.0
 
 
 class PdFleet:
@@ -258,6 +235,9 @@ class PdFleet:
     def _abandon(self, job: _Job, t_s: float) -> None:
         """Let go of whatever the live replicas keep for the job's current try."""
         rid = job.spec.request_id
+        for waiting in self.pending.values():
+            if rid in waiting:
+                waiting.remove(rid)
         for i in (job.prefill_id, job.decode_id):
             if i < 0:
                 continue
@@ -400,12 +380,13 @@ class PdFleet:
         job.xfer_start_s = start
         job.nbytes = shape.bytes
         self.transfers += 1
-        self._push(start + occ + ls.latency + shape.relayout_s, _LANDED, job.spec.request_id)
+        job.landing_s = start + occ + ls.latency + shape.relayout_s
+        self._push(job.landing_s, _LANDED, job.spec.request_id)
 
     def _landed(self, rid: int, t_s: float) -> None:
         job = self.jobs.get(rid)
-        if job is None or job.decode_id < 0 or job.xfer_start_s < 0:
-            return  # its try was abandoned (a crash) since
+        if job is None or job.landing_s != t_s:
+            return  # the transfer of a try abandoned since (a crash)
         p, d = self.replicas[job.prefill_id], self.replicas[job.decode_id]
         if p.state not in (READY, DRAINING) or d.state not in (READY, DRAINING):
             return
@@ -492,9 +473,13 @@ class PdFleet:
         stuck: list[PdReplica] = []
         while True:
             best: PdReplica | None = None
+            best_s = _INF
+            ordered = self.ordered
             for r in self.live:
-                if r.next_s <= t_s and (best is None or r.next_s < best.next_s) and self._watched(r) and r not in stuck:
-                    best = r
+                t = r.next_s
+                # watched (see _watched): prefill replicas, decode ones with requests waiting for room
+                if t <= t_s and t < best_s and (ordered or r.role == "prefill" or r.prealloc) and r not in stuck:
+                    best, best_s = r, t
             te_ev = ev[0][0] if ev and ev[0][0] <= t_s else _INF
             if best is None and te_ev == _INF:
                 break

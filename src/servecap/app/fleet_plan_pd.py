@@ -1,0 +1,147 @@
+"""The fleet plan's "split prefill/decode" lever: the chosen candidate's GPUs as prefill and
+decode pools instead of co-located replicas, re-simulated on the same peak window.
+
+For a total of ``T`` replicas the split tries prefill shares :data:`SHARES` of ``T`` (rounded, at
+least one replica a side) and stops at the first that meets every target; ``T`` is searched
+like a co-located fleet's replica count (:func:`servecap.fleet.plan_search.smallest_passing`,
+from the chosen count). The row names the winning ``prefill + decode`` counts and its cost;
+its note lists every ratio tried at the answer's size and one size below (where the ratio
+stops paying). Both sides keep the candidate's TP (a per-role TP is a fleet file's two pools);
+the KV crosses the ``infiniband`` link kind, one NIC per GPU, and the router is the ``llm-d``
+preset (prefix-affinity for prefill, least-kv for decode) — docs/fleet.md, "Disaggregated
+prefill and decode". The ``split-tp`` lever does the same with the decode replicas at twice the
+candidate's TP (a per-role TP: decode's KV reads spread over more GPUs), sizes counted in units
+of the candidate's GPUs per replica.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from servecap.app.fleet import fleet_from_dict
+from servecap.app.fleet_plan import FleetEval, FleetPlanRequest, LeverOut, pool_dict
+from servecap.fleet.plan_search import smallest_passing
+
+if TYPE_CHECKING:
+    from servecap.app.fleet_plan import CandidateModel, Context, Scored
+
+SHARES = (0.5, 0.25, 0.375, 0.625, 0.75)  # prefill share of the replicas, in the order tried
+
+
+def split_fleet(
+    request: FleetPlanRequest, c: CandidateModel, prefill: int, decode: int, decode_tp_factor: int = 1
+) -> dict[str, Any]:
+    """The fleet file of a split layout of candidate ``c`` (its decode side at
+    ``decode_tp_factor`` times the candidate's TP)."""
+    decode_pool = {**pool_dict(request, c, decode, name="decode"), "role": "decode"}
+    if decode_tp_factor != 1:
+        decode_pool["tp"] = (c.tp or 1) * decode_tp_factor
+    return {
+        "pools": [{**pool_dict(request, c, prefill, name="prefill"), "role": "prefill"}, decode_pool],
+        "pd_router": "llm-d",
+        "kv_link": {"kind": "infiniband"},
+    }
+
+
+def splits_of(total: int, decode_tp_factor: int = 1) -> list[tuple[int, int]]:
+    """The (prefill, decode) replica counts tried for ``total`` units of the candidate's GPUs (a
+    decode replica takes ``decode_tp_factor`` units), in order, without repeats: the prefill
+    side takes each share of the units, the decode side what is left in whole replicas, and
+    a remainder goes to the prefill side."""
+    k = decode_tp_factor
+    out: list[tuple[int, int]] = []
+    for share in SHARES:
+        p = min(total - k, max(1, round(total * share)))
+        d = (total - p) // k
+        if d < 1:
+            continue
+        p = total - k * d
+        if (p, d) not in out:
+            out.append((p, d))
+    return out
+
+
+def split_lever(
+    ctx: Context,
+    request: FleetPlanRequest,
+    c: CandidateModel,
+    scored: Scored,
+    n: int,
+    decode_tp_factor: int = 1,
+    *,
+    chosen: FleetEval | None = None,
+) -> LeverOut:
+    """The lever's row: the cheapest split layout meeting the SLOs, searched from ``n`` units of
+    the candidate's GPUs (``split``; ``split-tp``: the decode side at twice the TP)."""
+    k = decode_tp_factor
+    tried: dict[tuple[int, int], FleetEval] = {}
+
+    def evaluate(total: int) -> tuple[bool, tuple[int, int] | None]:
+        if total < 1 + k:
+            return False, None
+        for p, d in splits_of(total, k):
+            ff = fleet_from_dict(split_fleet(request, c, p, d, k))
+            ev = ctx.simulate(ff, scored, label=c.label(), replicas=p + d)
+            tried[(p, d)] = ev
+            if ev.slo_met:
+                return True, (p, d)
+        return False, None
+
+    res = smallest_passing(evaluate, max(1 + k, n), limit=request.max_replicas, lowest=1 + k)
+    name = "split" if k == 1 else "split-tp"
+    tp_note = "" if k == 1 else f", decode at TP {(c.tp or 1) * k}"
+    sims = sum(1 for _ in tried)
+    if res.answer is None:
+        return LeverOut(
+            name=name,
+            change="split prefill/decode" + tp_note,
+            replicas=None,
+            usd_per_month=None,
+            ttft_p99_s=None,
+            tpot_p99_s=None,
+            slo_met=False,
+            simulations=sims,
+            note=f"no split of up to {request.max_replicas} replicas meets the SLOs",
+        )
+    pd = res.evaluations[res.answer][1]
+    assert pd is not None
+    ev = tried[pd]
+    sizes = (res.answer, res.answer - 1)
+    note = "ratios: " + ", ".join(
+        f"{p}P+{d}D {'meets' if e.slo_met else 'fails'} ({e.attainment:.0%})"
+        for (p, d), e in sorted(tried.items())
+        if p + k * d in sizes
+    )
+    if chosen is not None:
+        note = verdict(chosen, ev) + "; " + note
+    return LeverOut(
+        name=name,
+        change=f"split prefill/decode: {pd[0]} prefill + {pd[1]} decode replicas ({c.label()}{tp_note}, "
+        "InfiniBand KV link)",
+        replicas=ev.replicas,
+        usd_per_month=ev.usd_per_month,
+        ttft_p99_s=ev.ttft_p99_s,
+        tpot_p99_s=ev.tpot_p99_s,
+        slo_met=True,
+        simulations=sims,
+        note=note,
+    )
+
+
+def verdict(colocated: FleetEval, split: FleetEval) -> str:
+    """Which layout wins, by how much in $/month, and both p99s."""
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x * 1e3:,.0f}"
+
+    a, b = colocated.usd_per_month, split.usd_per_month
+    if b < a:
+        head = f"split wins: {a / b:.2f}x cheaper (${b:,.0f} vs ${a:,.0f}/month co-located)"
+    elif b > a:
+        head = f"co-located wins: {b / a:.2f}x cheaper (${a:,.0f} vs ${b:,.0f}/month split)"
+    else:
+        head = f"a tie at ${a:,.0f}/month"
+    return (
+        f"{head}; p99 TTFT {ms(split.ttft_p99_s)} vs {ms(colocated.ttft_p99_s)} ms, "
+        f"p99 TPOT {ms(split.tpot_p99_s)} vs {ms(colocated.tpot_p99_s)} ms (split vs co-located)"
+    )
