@@ -75,7 +75,12 @@ def test_users_with_no_think_time_over_a_day_are_refused(client: TestClient) -> 
 def test_ten_million_replicas_are_refused(client: TestClient) -> None:
     fleet = {"pools": [{"name": "a", "model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "replicas": 10_000_000}]}
     body = {"fleet": fleet, "workload": WORKLOAD}
-    _refused(client, "/api/v1/fleet/simulate", body, "fleet.pools.replicas", "10,000,000", "--max-replicas")
+    # past the fleet file's own ceiling (10,000 replicas a pool) the schema refuses it, naming the pool
+    r = client.post("/api/v1/fleet/simulate", json=body)
+    assert r.status_code == 400 and r.json()["error"]["field"] == "fleet.pools[0].replicas", r.text
+    # below it, the job limit counts every pool and names the flag that raises it
+    fleet["pools"][0]["replicas"] = 5_000
+    _refused(client, "/api/v1/fleet/simulate", body, "fleet.pools.replicas", "5,000", "--max-replicas")
     long = {**WORKLOAD, "num_requests": None, "duration_s": 86_400, "arrival": {"kind": "poisson", "rate_per_s": 1}}
     fleet["pools"][0]["replicas"] = 4000
     body = {"fleet": fleet, "workload": {k: v for k, v in long.items() if v is not None}}

@@ -64,11 +64,11 @@ def test_simulated_time_is_bounded() -> None:
 
 def test_fleet_replicas_count_autoscaler_maxima_and_time() -> None:
     pool = {"name": "a", "model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "replicas": 2}
-    scaled = {**pool, "autoscaler": {"min_replicas": 1, "max_replicas": 100_000}}
+    scaled = {**pool, "autoscaler": {"min_replicas": 1, "max_replicas": 5_000}}
     workload = workload_from_dict({**LENGTHS, "arrival": {"kind": "poisson", "rate_per_s": 1}, "num_requests": 100})
     with pytest.raises(
         ServecapError,
-        match=r"=100000: over the limit of 4,096 replicas in all pools \(autoscaler maxima counted\); raise it",
+        match=r"=5000: over the limit of 4,096 replicas in all pools \(autoscaler maxima counted\); raise it",
     ) as info:
         check_fleet_work(fleet_from_dict({"pools": [scaled]}), workload, API_LIMITS)
     assert info.value.field == "fleet.pools.replicas"
