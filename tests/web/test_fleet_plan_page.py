@@ -107,9 +107,9 @@ def test_bad_input_shows_the_cli_error(desktop: Page, server_url: str, tmp_path:
     pg.goto(f"{server_url}/fleet-plan?{urlencode({**FORM, 'gpus': 'H9000'})}")
     pg.wait_for_selector("#error:not(.hidden)")
     text = pg.inner_text("#error")
-    # the same refusal; the CLI also names where in the plan file the value sat
+    # the same refusal; the API also names where in the plan body the value sat
     cli_text = str(out.exception)
-    assert text.startswith("gpu='H9000'") and cli_text.endswith(text), (text, cli_text)
+    assert cli_text.startswith("gpu='H9000'") and text.endswith(cli_text), (text, cli_text)
     desktop.shot("fleet-plan-error")
     # chromium logs the API's 400 answer itself; the page's own script raised nothing
     assert [e for e in desktop.errors if "status of 400" not in e] == []
