@@ -232,3 +232,18 @@ def test_two_seeds_merge_into_the_sketch_of_their_pooled_requests() -> None:
     assert merged.slo_attainment == pytest.approx(
         sum(exact.summary.slo_attainment or 0.0 for _, exact in runs) / 2, abs=1e-12
     )
+
+
+def test_above_the_threshold_fleet_simulate_streams_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import servecap.app.fleet as app_fleet
+
+    monkeypatch.setattr(app_fleet, "STREAM_ABOVE_REQUESTS", 250)
+    args = ["fleet", "simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--max-model-len", "4096"]
+    args += ["--replicas", "2", "--rate", "20", "--prompt-tokens", "256", "--output-tokens", "32", "--json"]
+    big = json.loads(CliRunner().invoke(cli, [*args, "--num-requests", "300"]).stdout)
+    assert big["summary"]["percentiles"]["method"] == "sketch"
+    assert any("above 250" in n for n in big["notes"])
+    small = json.loads(CliRunner().invoke(cli, [*args, "--num-requests", "200"]).stdout)
+    assert small["summary"]["percentiles"]["method"] == "exact"
+    exact = json.loads(CliRunner().invoke(cli, [*args, "--num-requests", "300", "--exact"]).stdout)
+    assert exact["summary"]["percentiles"]["method"] == "exact"
