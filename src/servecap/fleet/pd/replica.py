@@ -70,6 +70,7 @@ class PdReplica:
         self._start_s = 0.0
         self._step_s = 0.0
         self.stalled = False
+        self._blocks: dict[int, int] = {}
 
     # -- the router's view ------------------------------------------------------------------------
 
@@ -129,6 +130,13 @@ class PdReplica:
         if not self._busy and now_s > self._start_s:
             self._start_s = now_s
         self._note()
+
+    def blocks_for(self, tokens: int) -> int:
+        """Blocks a context of ``tokens`` tokens holds in this engine (memoised per length)."""
+        n = self._blocks.get(tokens)
+        if n is None:
+            n = self._blocks[tokens] = self.engine.layout.blocks_held(tokens)
+        return n
 
     def hold(self, request_id: int, blocks: int) -> bool:
         if not self.engine.hold_blocks(blocks):
