@@ -298,10 +298,20 @@ class PdFleet:
             )
         session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
         req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, bs)
+        prefill = self.router.prefill
         loads = None
-        if self.router.prefill.uses_load or keys is None:  # read here rather than through the views
+        if prefill.uses_load or keys is None:  # read here rather than through the views
             loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
-        r = candidates[self.router.choose_prefill(req, candidates, now_s, loads)]
+        if keys is None and prefill.uses_prefix:
+            # PdRouter.choose_prefill's rule, inline: nothing to be affine to, the load decides
+            assert loads is not None
+            best = 0
+            for i in range(1, len(loads)):
+                if loads[i] < loads[best]:
+                    best = i
+            r = candidates[best]
+        else:
+            r = candidates[prefill.choose(req, candidates, now_s, loads)]
         job.prefill_id = r.replica_id
         if not r.add(spec.request_id, spec.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
             self._fail(job, "rejected")
@@ -336,7 +346,7 @@ class PdFleet:
         loads = None
         if self.router.decode.uses_load:
             loads = [r.engine.num_waiting + len(r.prealloc) + r.engine.num_running for r in candidates]
-        d = candidates[self.router.choose_decode(req, candidates, now_s, loads)]
+        d = candidates[self.router.decode.choose(req, candidates, now_s, loads)]
         need = d.blocks_for(spec.prompt_tokens)
         if need > d.engine.pool.total:
             self._abandon(job, now_s)

@@ -25,6 +25,7 @@ from servecap.core.kv_transfer import KvFootprint
 from servecap.fleet.pd.link import KvLink
 from servecap.sim.engine import Engine
 from servecap.sim.request_state import RequestState
+from servecap.sim.setup import prefix_caching_supported
 
 STARTING, READY, DRAINING, STOPPED, FAILED = "starting", "ready", "draining", "stopped", "failed"
 _INF = float("inf")
@@ -71,6 +72,9 @@ class PdReplica:
         self._step_s = 0.0
         self.stalled = False
         self._blocks: dict[int, int] = {}
+        layout = engine.layout
+        self._uniform_groups = len(layout.groups) if prefix_caching_supported(layout) else 0
+        self._block_size = layout.block_size
 
     # -- the router's view ------------------------------------------------------------------------
 
@@ -132,7 +136,12 @@ class PdReplica:
         self._note()
 
     def blocks_for(self, tokens: int) -> int:
-        """Blocks a context of ``tokens`` tokens holds in this engine (memoised per length)."""
+        """Blocks a context of ``tokens`` tokens holds in this engine: one per group every
+        ``block_size`` tokens where every group is full attention (the engine's own closed
+        form), else the layout's count (memoised per length)."""
+        groups = self._uniform_groups
+        if groups:
+            return groups * -(-tokens // self._block_size)
         n = self._blocks.get(tokens)
         if n is None:
             n = self._blocks[tokens] = self.engine.layout.blocks_held(tokens)
