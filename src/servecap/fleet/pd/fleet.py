@@ -97,6 +97,9 @@ class PdFleet:
         rs = spec.pd_router or PdRouterSpec()
         self.router = PdRouter(rs.prefill, rs.decode, random.Random(seed), dict(spec.router_settings))
         self.link_spec = spec.kv_link or KvLinkSpec()
+        ls = self.link_spec  # its numbers, read once
+        self._bandwidth, self._latency, self._overhead = ls.bandwidth, ls.latency, ls.overhead
+        self._shared, self._streaming = ls.scope == "shared", ls.streaming
         self.shared_link: KvLink | None = (
             KvLink("shared", self.link_spec.bandwidth, keep_log=keep_link_log)
             if self.link_spec.scope == "shared"
@@ -295,10 +298,20 @@ class PdFleet:
             )
         session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
         req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, bs)
+        prefill = self.router.prefill
         loads = None
-        if self.router.prefill.uses_load or keys is None:  # read here rather than through the views
+        if prefill.uses_load or keys is None:  # read here rather than through the views
             loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
-        r = candidates[self.router.choose_prefill(req, candidates, now_s, loads)]
+        if keys is None and prefill.uses_prefix:
+            # PdRouter.choose_prefill's rule, inline: nothing to be affine to, the load decides
+            assert loads is not None
+            best = 0
+            for i in range(1, len(loads)):
+                if loads[i] < loads[best]:
+                    best = i
+            r = candidates[best]
+        else:
+            r = candidates[prefill.choose(req, candidates, now_s, loads)]
         job.prefill_id = r.replica_id
         if not r.add(spec.request_id, spec.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
             self._fail(job, "rejected")
@@ -314,7 +327,7 @@ class PdFleet:
         job.queue_s = None if s.scheduled_s is None else s.scheduled_s - job.arrival_s
         job.cached = s.cached_prompt_tokens
         job.preemptions += s.preemptions
-        ok = r.hold(s.request_id, r.engine.layout.blocks_held(job.spec.prompt_tokens))
+        ok = r.hold(s.request_id, r.blocks_for(job.spec.prompt_tokens))
         assert ok, "a finished prefill's blocks are free"
         self._route_decode(job, end)
 
@@ -333,8 +346,8 @@ class PdFleet:
         loads = None
         if self.router.decode.uses_load:
             loads = [r.engine.num_waiting + len(r.prealloc) + r.engine.num_running for r in candidates]
-        d = candidates[self.router.choose_decode(req, candidates, now_s, loads)]
-        need = d.engine.layout.blocks_held(spec.prompt_tokens)
+        d = candidates[self.router.decode.choose(req, candidates, now_s, loads)]
+        need = d.blocks_for(spec.prompt_tokens)
         if need > d.engine.pool.total:
             self._abandon(job, now_s)
             self._fail(job, "too_long")
@@ -350,14 +363,13 @@ class PdFleet:
         while d.prealloc:
             rid = d.prealloc[0]
             job = self.jobs[rid]
-            need = eng.layout.blocks_held(job.spec.prompt_tokens)
+            need = d.blocks_for(job.spec.prompt_tokens)
             if eng.pool.available() - need < eng.num_running or not d.hold(rid, need):
                 return
             d.prealloc.popleft()
             self._send(job, self.replicas[job.prefill_id], d, now_s)
 
     def _send(self, job: _Job, p: PdReplica, d: PdReplica, now_s: float) -> None:
-        ls = self.link_spec
         pkv, dkv = p.kv, d.kv
         assert isinstance(pkv, KvFootprint) and isinstance(dkv, KvFootprint)
         tokens = job.spec.prompt_tokens
@@ -367,20 +379,20 @@ class PdFleet:
             dkv.tp,
             dkv.bytes_per_gpu(tokens),
             dkv.hbm_bytes_s,
-            shared=ls.scope == "shared",
+            shared=self._shared,
         )
         send = shape.bytes
-        if ls.streaming:
-            rate = ls.bandwidth * shape.channels
+        if self._streaming:
+            rate = self._bandwidth * shape.channels
             send = exposed_bytes(shape.bytes, pkv.num_layers, rate, job.prefill_end_s - job.prefill_start_s)
-        occ = occupancy_s(send, shape, ls.bandwidth, ls.overhead)
+        occ = occupancy_s(send, shape, self._bandwidth, self._overhead)
         links = (self.shared_link,) if self.shared_link is not None else (p.link, d.link)
         start = book_transfer(links, now_s, occ, send)
         job.xfer_ready_s = now_s
         job.xfer_start_s = start
         job.nbytes = shape.bytes
         self.transfers += 1
-        job.landing_s = start + occ + ls.latency + shape.relayout_s
+        job.landing_s = start + occ + self._latency + shape.relayout_s
         self._push(job.landing_s, _LANDED, job.spec.request_id)
 
     def _landed(self, rid: int, t_s: float) -> None:
@@ -607,16 +619,16 @@ class PdFleet:
         return [r.link for r in self.replicas]
 
     def times(self) -> PdTimes:
-        rows = sorted(self._times)
-        cols = list(zip(*rows, strict=True)) if rows else [()] * 7
+        cols = np.array(self._times, dtype=float).reshape(-1, 7)
+        cols = cols[np.argsort(cols[:, 0], kind="stable")]
         return PdTimes(
-            request_id=np.asarray(cols[0], dtype=np.int64),
-            prefill_s=np.asarray(cols[1], dtype=float),
-            wait_for_room_s=np.asarray(cols[2], dtype=float),
-            link_queue_s=np.asarray(cols[3], dtype=float),
-            transfer_s=np.asarray(cols[4], dtype=float),
-            decode_first_s=np.asarray(cols[5], dtype=float),
-            kv_bytes=np.asarray(cols[6], dtype=float),
+            request_id=cols[:, 0].astype(np.int64),
+            prefill_s=cols[:, 1],
+            wait_for_room_s=cols[:, 2],
+            link_queue_s=cols[:, 3],
+            transfer_s=cols[:, 4],
+            decode_first_s=cols[:, 5],
+            kv_bytes=cols[:, 6],
         )
 
 

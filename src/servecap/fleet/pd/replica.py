@@ -25,6 +25,7 @@ from servecap.core.kv_transfer import KvFootprint
 from servecap.fleet.pd.link import KvLink
 from servecap.sim.engine import Engine
 from servecap.sim.request_state import RequestState
+from servecap.sim.setup import prefix_caching_supported
 
 STARTING, READY, DRAINING, STOPPED, FAILED = "starting", "ready", "draining", "stopped", "failed"
 _INF = float("inf")
@@ -70,6 +71,10 @@ class PdReplica:
         self._start_s = 0.0
         self._step_s = 0.0
         self.stalled = False
+        self._blocks: dict[int, int] = {}
+        layout = engine.layout
+        self._uniform_groups = len(layout.groups) if prefix_caching_supported(layout) else 0
+        self._block_size = layout.block_size
 
     # -- the router's view ------------------------------------------------------------------------
 
@@ -129,6 +134,18 @@ class PdReplica:
         if not self._busy and now_s > self._start_s:
             self._start_s = now_s
         self._note()
+
+    def blocks_for(self, tokens: int) -> int:
+        """Blocks a context of ``tokens`` tokens holds in this engine: one per group every
+        ``block_size`` tokens where every group is full attention (the engine's own closed
+        form), else the layout's count (memoised per length)."""
+        groups = self._uniform_groups
+        if groups:
+            return groups * -(-tokens // self._block_size)
+        n = self._blocks.get(tokens)
+        if n is None:
+            n = self._blocks[tokens] = self.engine.layout.blocks_held(tokens)
+        return n
 
     def hold(self, request_id: int, blocks: int) -> bool:
         if not self.engine.hold_blocks(blocks):
