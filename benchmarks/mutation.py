@@ -158,8 +158,9 @@ def mutants(module: str) -> list[tuple[Mutant, str]]:
     """Every mutant of ``module`` with its mutated source."""
     source = (PKG / module).read_text(encoding="utf-8")
     out = []
-    skip = _docstring_ids(ast.parse(source))
-    count = sum(1 for n, _ in _sites(ast.parse(source)) if id(n) not in skip)
+    first = ast.parse(source)  # node ids are only meaningful within one tree (kept alive)
+    skip = _docstring_ids(first)
+    count = sum(1 for n, _ in _sites(first) if id(n) not in skip)
     for i in range(count):
         tree = ast.parse(source)
         skip = _docstring_ids(tree)
@@ -197,8 +198,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout-s", type=int, default=60)
     ap.add_argument("--json", type=Path, default=None, help="write every outcome here")
+    ap.add_argument(
+        "--replay", type=Path, default=None, help="re-run only the survivors a previous run printed (its output)"
+    )
     args = ap.parse_args()
-    modules = [m for m in args.modules.split(",") if m]
+    wanted = _survivors(args.replay) if args.replay is not None else None
+    modules = [m for m in args.modules.split(",") if m] if wanted is None else sorted({m for m, _, _ in wanted})
     unknown = [m for m in modules if m not in TESTS]
     if unknown:
         ap.error(f"--modules: {unknown[0]!r} has no test selection; one of {', '.join(TESTS)}")
@@ -222,7 +227,10 @@ def main() -> None:
                 continue
             budget = max(1.0, time.perf_counter() - t0)
             every = mutants(module)
-            chosen = sorted(random.Random(args.seed).sample(every, min(args.max_per_module, len(every))), key=_key)
+            if wanted is not None:
+                chosen = [(m, t) for m, t in every if (module, m.line, m.change) in wanted]
+            else:
+                chosen = sorted(random.Random(args.seed).sample(every, min(args.max_per_module, len(every))), key=_key)
             print(f"{module}: {len(chosen)} of {len(every)} mutants, tests {budget:.1f} s unmutated", flush=True)
             for m, text in chosen:
                 target.write_text(text, encoding="utf-8")
@@ -245,6 +253,17 @@ def main() -> None:
         print(f"{module}: {killed}/{total} killed ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
     if args.json is not None:
         args.json.write_text(json.dumps([{**asdict(o.mutant), "status": o.status} for o in outcomes], indent=1))
+
+
+def _survivors(log: Path) -> set[tuple[str, int, str]]:
+    """(module, line, change) of each "SURVIVED module:line change" line of a previous run's output."""
+    out = set()
+    for line in log.read_text(encoding="utf-8").splitlines():
+        if line.strip().startswith("SURVIVED "):
+            where, change = line.strip().removeprefix("SURVIVED ").split(" ", 1)
+            module, lineno = where.rsplit(":", 1)
+            out.add((module, int(lineno), change))
+    return out
 
 
 def _key(item: tuple[Mutant, str]) -> int:

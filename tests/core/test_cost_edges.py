@@ -45,6 +45,7 @@ def test_no_users_or_no_tokens_leave_those_figures_out() -> None:
         lifetime_years=3,
     )
     assert slow.usd_per_million_tokens == pytest.approx(3.6 / (0.5 * 3600) * 1e6)  # 2,000 $/M tokens
+    assert slow.usd_per_user_month == pytest.approx(3.6 * 730)  # one user pays it all
     assert slow.purchase_usd is None and slow.usd_per_user_lifetime is None
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from servecap.app.monitor import _advice
 from servecap.app.monitor_fleet import pool_autoscaler
 from servecap.cli.main import cli
 from servecap.errors import ServecapError
@@ -66,6 +67,8 @@ def test_kpa_advises_in_the_monitor(tmp_path: Path) -> None:
     # panic window 2 s (10% of 20 s): 80 waiting -> 16 replicas >= 2 x 2 ready: panic, capped at 6
     assert adv is not None and adv.desired == 6 and adv.recommended == 16
     assert "panic mode" in adv.summary() and "2 → 6 replicas now" in adv.summary()
+    shown = _advice(adv)  # the --json report's autoscaler entry
+    assert (shown.policy, shown.mode, shown.desired_replicas) == ("kpa", "panic mode", 6)
 
 
 @pytest.mark.parametrize(

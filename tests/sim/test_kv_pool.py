@@ -30,6 +30,7 @@ def test_counts_eviction_and_conservation(per_key: int) -> None:
     assert pool.evictions == 1 and 101 not in pool.refs and 102 in pool.refs
     assert (pool.free, pool.used, pool.evictable, pool.available()) == (0, 12 * per_key, 0, 0)
     assert not pool.allocate(1)  # nothing free, nothing evictable
+    assert pool.allocate(0)  # nothing asked: always granted
     pool.check()
 
 

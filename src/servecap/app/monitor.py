@@ -98,6 +98,8 @@ class AutoscalerReport(_Model):
     upscale_stabilization_s: float
     downscale_stabilization_s: float
     summary: str
+    policy: str  # the registered autoscaler (servecap.policy.autoscalers.AUTOSCALERS)
+    mode: str  # the policy's word on its state ("panic mode" for the KPA), or ""
 
 
 class MonitorReport(_Model):
@@ -185,6 +187,8 @@ def _advice(a: Advice) -> AutoscalerReport:
         upscale_stabilization_s=a.settings.upscale_stabilization_s,
         downscale_stabilization_s=a.settings.downscale_stabilization_s,
         summary=a.summary(),
+        policy=a.settings.policy,
+        mode=a.mode,
     )
 
 
