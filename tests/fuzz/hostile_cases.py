@@ -17,7 +17,7 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -302,7 +302,6 @@ def flag_cases(values: tuple[str, ...] = BAD_FLOATS) -> Iterator[Case]:
 
 def special_cases() -> Iterator[Case]:
     """The issue's named repros that are neither a file nor a float flag."""
-    rows = {"gpu": [GPU_ROW]}
     for key, value in (
         ("hbm_bandwidth_tb_s", 1e-9),
         ("bf16_dense_tflops", 1e-9),
@@ -313,7 +312,6 @@ def special_cases() -> Iterator[Case]:
     ):
         doc = {"gpu": [{**GPU_ROW, key: value}]}
         yield Case(f"--gpu-file: {key} = {value!r}", INPUT_PATHS[1].args, {"f": toml_of(doc["gpu"]).encode()}, True)
-    del rows
     yield Case(
         "bench --concurrency 0.5", ("bench", "http://127.0.0.1:9", "--concurrency", "0.5", "--no-store"), {}, True
     )
@@ -374,8 +372,6 @@ class Result:
 def materialize(case: Case, folder: Path) -> list[str]:
     """Write the case's files under ``folder``; its arguments with ``{name}`` replaced."""
     names: dict[str, str] = {"db": str(folder / "runs.sqlite")}
-    suffix = next((a for a in case.args if a.startswith("{")), "")
-    del suffix
     for i, (key, content) in enumerate(case.files.items()):
         ext = _suffix_for(case)
         target = folder / f"input{i}{ext}"
@@ -456,6 +452,3 @@ def is_one_line_naming_a_field(stderr: str) -> bool:
         return False
     line = lines[0]
     return (line.startswith("error: ") and "=" in line) or line.startswith("Error: ")
-
-
-RunFn = Callable[[list[str]], Result]

@@ -382,9 +382,10 @@ async def run_monitor(
     try:
         while True:
             now = clock() - start
-            budget_s = settings.timeout_s  # a watch ends at duration_s, however slow a target answers
+            # a watch ends within a second of duration_s, however slowly a target answers
+            budget_s = settings.timeout_s
             if settings.duration_s is not None:
-                budget_s = max(0.05, min(budget_s, settings.duration_s - now))
+                budget_s = min(budget_s, max(1.0, settings.duration_s - now))
             results = await scrape_all(list(settings.urls), now, timeout_s=budget_s)
             tick = watch.add(results, now)
             rounds += 1
