@@ -97,3 +97,20 @@ def test_fleet_simulate_shows_load_against_capacity(monkeypatch: object) -> None
         assert r["capacity_req_s"] == pytest.approx(plan["output_tokens_per_s_total"] / 128)
     text = _out(args)
     assert "load req/s (of capacity)" in text and "busy" in text and "utilisation" not in text
+
+
+def test_fleet_plan_reports_progress_off_a_terminal(monkeypatch: object) -> None:
+    """Defect 8: `fleet plan` was silent on stderr off a terminal; now a line every interval."""
+    import pytest
+
+    import servecap.cli.console as console_mod
+
+    mp = monkeypatch
+    assert isinstance(mp, pytest.MonkeyPatch)
+    # a line for every event rather than every 5 s, for the test
+    mp.setitem(console_mod.progress_reporter.__wrapped__.__kwdefaults__, "interval_s", 0.0)
+    res = CliRunner().invoke(
+        cli, ["fleet", "plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "4096", "--peak-users", "300"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "fleet-plan:" in res.stderr and "simulations" in res.stderr and "the SLOs" in res.stderr
