@@ -127,3 +127,17 @@ def test_example_sweep_file_is_valid() -> None:
 
     points = sweep_points(load_sweep_file(EXAMPLES / "sweep-fleet.yaml"), EXAMPLES)
     assert len(points) == 8
+
+
+def test_table_shows_cost_per_hour_and_per_million_tokens(tmp_path: Path) -> None:
+    """Issue 20, defect 12: the table's cost was per run length, not comparable across points."""
+    import yaml
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(_sweep()), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["sweep", str(path), "--executor", "serial", "--no-store"])
+    assert res.exit_code == 0, res.output
+    assert "$/hour" in res.stdout and "$/M tokens" in res.stdout and "cost ($)" not in res.stdout
+    d = json.loads(CliRunner().invoke(cli, ["sweep", str(path), "--executor", "serial", "--no-store", "--json"]).stdout)
+    for p in d["points"]:
+        assert p["usd_per_hour"] > p["cost_usd"] > 0  # runs of minutes: an hour costs more than the run

@@ -77,3 +77,40 @@ def test_bench_rate_check_names_the_scheduled_rate() -> None:
         t.sent_s = t.scheduled_s
     check = rate_check(traces)
     assert check.ok and "vs 10.05 req/s as scheduled" in check.message and "target" not in check.message
+
+
+def test_fleet_simulate_shows_load_against_capacity(monkeypatch: object) -> None:
+    """Defect 12: "utilisation 100%" on replicas at 5 of ~29 req/s (it meant "had a request in flight")."""
+    from pathlib import Path
+
+    import pytest
+
+    mp = monkeypatch
+    assert isinstance(mp, pytest.MonkeyPatch)
+    mp.chdir(Path(__file__).parents[2])
+    args = ["fleet", "simulate", "--fleet", "examples/fleet-simple.yaml", "--rate", "16", "--num-requests", "800"]
+    data = json.loads(_out([*args, "--json"]))
+    plan = json.loads(_out(["plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "8192", "--json"]))
+    loads = [r["load_req_s"] for r in data["replicas"]]
+    assert sum(loads) == pytest.approx(16, rel=0.25)  # 8 replicas share the offered 16 req/s
+    for r in data["replicas"]:
+        assert r["capacity_req_s"] == pytest.approx(plan["output_tokens_per_s_total"] / 128)
+    text = _out(args)
+    assert "load req/s (of capacity)" in text and "busy" in text and "utilisation" not in text
+
+
+def test_fleet_plan_reports_progress_off_a_terminal(monkeypatch: object) -> None:
+    """Defect 8: `fleet plan` was silent on stderr off a terminal; now a line every interval."""
+    import pytest
+
+    import servecap.cli.console as console_mod
+
+    mp = monkeypatch
+    assert isinstance(mp, pytest.MonkeyPatch)
+    # a line for every event rather than every 5 s, for the test
+    mp.setitem(console_mod.progress_reporter.__wrapped__.__kwdefaults__, "interval_s", 0.0)
+    res = CliRunner().invoke(
+        cli, ["fleet", "plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "4096", "--peak-users", "300"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "fleet-plan:" in res.stderr and "simulations" in res.stderr and "the SLOs" in res.stderr

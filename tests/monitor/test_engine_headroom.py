@@ -119,7 +119,9 @@ def test_uncalibrated_model_is_capacity_rate(model: EngineModel) -> None:
         policy="fcfs",
     )
     assert h.break_rate_per_s == pytest.approx(cap.max_load, rel=1e-9)
-    assert h.calibration.scale == 1.0 and h.break_interval == (h.break_rate_per_s, h.break_rate_per_s)
+    assert h.calibration.scale == 1.0
+    lo, hi = h.break_interval  # uncalibrated: only the simulation's own noise (other seeds) widens it
+    assert lo <= h.break_rate_per_s <= hi and hi / lo < 1.25
     assert any("not calibrated" in n for n in h.notes)
 
 

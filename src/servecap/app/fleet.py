@@ -465,9 +465,11 @@ class ReplicaOut(_Out):
     stopped_s: float | None
     routed: int
     completed: int
-    utilization: float
+    utilization: float  # share of its ready time with a request in flight ("busy", not load)
     prefix_cache_hit_rate: float | None
     billed_s: float
+    load_req_s: float | None = None  # requests it completed per second of its ready time
+    capacity_req_s: float | None = None  # its pool's service rate (planner: output tok/s / mean output)
 
 
 class FleetSimulateResponse(_Out):
@@ -531,8 +533,31 @@ def _gateway_out(res: FleetResult) -> GatewayOut | None:
     )
 
 
-def response_from_result(res: FleetResult, seed: int, notes: list[str]) -> FleetSimulateResponse:
+def _load_req_s(r: Any, horizon_s: float) -> float | None:
+    if r.ready_s is None:
+        return None
+    span = (r.stopped_s if r.stopped_s is not None else horizon_s) - r.ready_s
+    return r.completed / span if span > 0 else None
+
+
+def pool_capacities(fleet: FleetFile, workload: WorkloadSpec, base_dir: Path | None = None) -> dict[str, float]:
+    """Each pool's service rate per replica, as ``simulate``'s load check reads it: the planner's
+    output tokens/s at its batch over the workload's mean output tokens."""
+    from servecap.workload import dist_mean
+
+    out_tokens = dist_mean(workload.output_tokens) if workload.output_tokens is not None else 128.0
+    caps = {}
+    for p in fleet.pools:
+        the_plan, _ = plan_pool(p, base_dir)
+        caps[p.name] = the_plan.output_tokens_per_s_total / max(1.0, out_tokens)
+    return caps
+
+
+def response_from_result(
+    res: FleetResult, seed: int, notes: list[str], capacity_by_pool: dict[str, float] | None = None
+) -> FleetSimulateResponse:
     ts = res.timeseries
+    caps = capacity_by_pool or {}
     return FleetSimulateResponse(
         gateway=_gateway_out(res),
         summary=summary_to_json_dict(res.summary),
@@ -554,6 +579,8 @@ def response_from_result(res: FleetResult, seed: int, notes: list[str]) -> Fleet
                 utilization=r.utilization,
                 prefix_cache_hit_rate=r.prefix_cache_hit_rate,
                 billed_s=r.billed_s,
+                load_req_s=_load_req_s(r, res.horizon_s),
+                capacity_req_s=caps.get(r.pool),
             )
             for r in res.replicas
         ],
@@ -705,7 +732,8 @@ def fleet_simulate(
         return response.model_copy(update={"records_path": None if records is None else str(records)}), res
     if not any(c.slo_targets for c in traffic_classes(wl)):
         res = simulate_fleet(spec, wl, request.seed, progress=progress)
-        return response_from_result(res, request.seed, notes), res
+        caps = pool_capacities(request.fleet, wl, base_dir)
+        return response_from_result(res, request.seed, notes, caps), res
     # the classes' own percentile targets: draw the requests here (simulate_fleet draws the same
     # ones from the same seed) to know each one's class
     import numpy as np
@@ -716,7 +744,7 @@ def fleet_simulate(
     arrays = generate_arrays(wl, np.random.default_rng(request.seed))
     res = simulate_fleet(spec, arrays, request.seed, progress=progress)
     report = class_slo_report(res.columns, arrays, wl)
-    response = response_from_result(res, request.seed, notes)
+    response = response_from_result(res, request.seed, notes, pool_capacities(request.fleet, wl, base_dir))
     rows = [
         {
             "group": t.group,

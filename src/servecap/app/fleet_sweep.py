@@ -195,7 +195,8 @@ def run_point(point: SweepPoint) -> PointResult:
         "tpot_p99_s": s.tpot_s.p99,
         "slo_attainment": s.slo_attainment,
         "goodput_req_s": s.goodput_req_s,
-        "cost_usd": response.cost_usd,
+        "cost_usd": response.cost_usd,  # over the run's simulated time: compare $/hour across points
+        "usd_per_hour": response.cost_usd / (response.horizon_s / 3600.0) if response.horizon_s > 0 else None,
         "usd_per_million_tokens": response.usd_per_million_tokens,
         "outcomes": dict(response.outcomes),
     }

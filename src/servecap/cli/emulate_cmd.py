@@ -83,6 +83,9 @@ def _run_replicas(replicas: list[_Replica]) -> None:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, _stop)
+    # SIGINT too, explicitly: a process started in the background by a shell inherits SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt for it (`kill -INT` did nothing)
+    previous_int = signal.signal(signal.SIGINT, _stop)
     failed: list[str] = []
     try:
         for p, r in zip(procs, replicas, strict=True):
@@ -99,6 +102,7 @@ def _run_replicas(replicas: list[_Replica]) -> None:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
         for p in procs:
             if p.is_alive():
                 p.terminate()  # SIGTERM: uvicorn shuts down gracefully

@@ -416,7 +416,8 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
         t.add_row(k, v)
     print_table(console, t)
     rep = Table(title="replicas", title_justify="left")
-    for c in ("id", "pool", "state", "ready (s)", "routed", "utilisation", "prefix hits"):
+    # load against capacity, then "busy" (a request in flight): 100% busy at 5 of ~29 req/s is idle room
+    for c in ("id", "pool", "state", "ready (s)", "routed", "load req/s (of capacity)", "busy", "prefix hits"):
         rep.add_column(c, justify="right")
     for x in r.replicas[:64]:
         rep.add_row(
@@ -425,6 +426,10 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
             x.state,
             "-" if x.ready_s is None else f"{x.ready_s:,.1f}",
             f"{x.routed:,}",
+            "-"
+            if x.load_req_s is None
+            else f"{x.load_req_s:,.2f}"
+            + (f" (of ~{x.capacity_req_s:,.1f}, {x.load_req_s / x.capacity_req_s:.0%})" if x.capacity_req_s else ""),
             f"{x.utilization:.0%}",
             "-" if x.prefix_cache_hit_rate is None else f"{x.prefix_cache_hit_rate:.0%}",
         )

@@ -189,14 +189,16 @@ def fleet_plan_command(
     if cache_hit_rate is not None:
         raw["cache_hit_rate"] = cache_hit_rate
     request = plan_request_from_dict(raw)
-    response = fleet_plan(request, executor=executor, workers=workers, ray_address=ray_address)
+    from servecap.cli.console import make_console, progress_reporter
+
+    # stage progress on stderr: a bar on a terminal, a line every 5 s off one (it was silent)
+    with progress_reporter(make_console(stderr=True)) as progress:
+        response = fleet_plan(request, progress, executor=executor, workers=workers, ray_address=ray_address)
     if html_path is not None:
         html_path.write_text(plan_html(response), encoding="utf-8")
     if as_json:
         click.echo(response.model_dump_json())
         return
-    from servecap.cli.console import make_console
-
     console = make_console()
     console.print(shape_text(request), highlight=False)
     render(console, response)

@@ -97,7 +97,17 @@ def _csv(run: object) -> str:
 
     assert isinstance(run, SweepRun)
     axes = list(run.points[0].values) if run.points else []
-    cols = ["throughput_req_s", "ttft_p50_s", "ttft_p99_s", "tpot_p99_s", "slo_attainment", "goodput_req_s", "cost_usd"]
+    cols = [
+        "throughput_req_s",
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "tpot_p99_s",
+        "slo_attainment",
+        "goodput_req_s",
+        "cost_usd",
+        "usd_per_hour",
+        "usd_per_million_tokens",
+    ]
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["index", *axes, *cols, "error"])
@@ -106,7 +116,7 @@ def _csv(run: object) -> str:
             [
                 p.index,
                 *(p.values[a] for a in axes),
-                *(("" if r is None else r.row[c]) for c in cols),
+                *(("" if r is None or r.row.get(c) is None else r.row[c]) for c in cols),
                 run.errors.get(p.index, ""),
             ]
         )
@@ -122,7 +132,8 @@ def _render(run: object) -> None:
     assert isinstance(run, SweepRun)
     axes = list(run.points[0].values) if run.points else []
     t = Table(title=f"sweep: {len(run.points)} points ({run.executor})", title_justify="left")
-    for c in ("#", *axes, "req/s", "TTFT p99 (ms)", "TPOT p99 (ms)", "SLO att.", "cost ($)"):
+    # cost per hour and per million tokens: comparable across points of different run lengths
+    for c in ("#", *axes, "req/s", "TTFT p99 (ms)", "TPOT p99 (ms)", "SLO att.", "$/hour", "$/M tokens"):
         t.add_column(c, justify="right")
 
     def ms(v: object) -> str:
@@ -131,7 +142,7 @@ def _render(run: object) -> None:
     for p, r in zip(run.points, run.results, strict=True):
         vals = [str(p.values[a]) for a in axes]
         if r is None:
-            t.add_row(str(p.index), *vals, "failed", "", "", "", "")
+            t.add_row(str(p.index), *vals, "failed", "", "", "", "", "")
             continue
         att = r.row["slo_attainment"]
         t.add_row(
@@ -141,6 +152,7 @@ def _render(run: object) -> None:
             ms(r.row["ttft_p99_s"]),
             ms(r.row["tpot_p99_s"]),
             "-" if att is None else f"{att:.1%}",
-            f"{r.row['cost_usd']:,.2f}",
+            "-" if r.row.get("usd_per_hour") is None else f"{r.row['usd_per_hour']:,.2f}",
+            "-" if r.row.get("usd_per_million_tokens") is None else f"{r.row['usd_per_million_tokens']:,.3f}",
         )
     print_table(make_console(), t)
