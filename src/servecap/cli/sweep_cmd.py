@@ -23,6 +23,19 @@ from servecap.cli.options import PATH, db_option, json_option
 @click.option("--ray-address", default=None, help="Join a Ray cluster ('auto' or 'ray://host:port').")
 @click.option("--csv", "csv_path", type=PATH, default=None, help="Also write one row per point here.")
 @click.option("--html", "html_path", type=PATH, default=None, help="Also write an HTML summary (table and chart) here.")
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Run each point on this many seeds (the file's seed, +1, ...) and merge their sketches (default: the file's seeds, 1).",
+)
+@click.option(
+    "--sketch",
+    "sketch",
+    is_flag=True,
+    default=False,
+    help="Stream every point into mergeable sketches (bounded memory); the sweep's merged summary then follows the table.",
+)
 @click.option("--no-store", is_flag=True, default=False, help="Do not store the runs in the results database.")
 @db_option
 @json_option
@@ -33,17 +46,20 @@ def sweep_command(
     ray_address: str | None,
     csv_path: Path | None,
     html_path: Path | None,
+    seeds: int | None,
+    sketch: bool,
     no_store: bool,
     db: Path | None,
     as_json: bool,
 ) -> None:
     """Run `fleet simulate` at every point of a sweep file's grid on serial, process-pool or Ray
-    workers; store each run and print one row per point."""
-    from servecap.app.fleet_sweep import load_sweep_file, rows_json, run_sweep, sweep_points
+    workers; store each run and print one row per point. With several seeds each point's
+    seeds are merged through their sketches; a streamed sweep also prints every point merged."""
+    from servecap.app.fleet_sweep import load_sweep_file, rows_json, run_sweep, sweep_points, with_overrides
     from servecap.cli.console import make_console, progress_reporter
     from servecap.distributed import make_executor
 
-    sf = load_sweep_file(sweep_file)
+    sf = with_overrides(load_sweep_file(sweep_file), seeds=seeds, percentiles="sketch" if sketch else None)
     points = sweep_points(sf, sweep_file.resolve().parent)
     ex = make_executor(executor, workers=workers, ray_address=ray_address)
     err_console = make_console(stderr=True)
@@ -84,11 +100,12 @@ def _store(run: object, db: Path | None, label: str, source: str) -> None:
             run_id=new_run_id(),
             model=r.model,
             mode="fleet-sweep",
-            settings={"sweep": source, "point": p.index, "values": p.values, "seed": p.seed},
+            settings={"sweep": source, "point": p.index, "values": p.values, "seed": p.seed, "seeds": list(r.seeds)},
             records=r.records,
             summary=r.summary,
             label=f"{label} #{p.index}",
             sweep_id=sweep_id,
+            sketches=r.sketches,  # a streamed point (its seeds merged): no records, its sketches
         )
 
 
@@ -126,12 +143,14 @@ def _csv(run: object) -> str:
 def _render(run: object) -> None:
     from rich.table import Table
 
-    from servecap.app.fleet_sweep import SweepRun
+    from servecap.app.fleet_sweep import SweepRun, merge_points
     from servecap.cli.console import make_console, print_table
 
     assert isinstance(run, SweepRun)
     axes = list(run.points[0].values) if run.points else []
-    t = Table(title=f"sweep: {len(run.points)} points ({run.executor})", title_justify="left")
+    n_seeds = len(run.points[0].all_seeds) if run.points else 1
+    seeds = f", {n_seeds} seeds each, merged" if n_seeds > 1 else ""
+    t = Table(title=f"sweep: {len(run.points)} points ({run.executor}{seeds})", title_justify="left")
     # cost per hour and per million tokens: comparable across points of different run lengths
     for c in ("#", *axes, "req/s", "TTFT p99 (ms)", "TPOT p99 (ms)", "SLO att.", "$/hour", "$/M tokens"):
         t.add_column(c, justify="right")
@@ -155,4 +174,17 @@ def _render(run: object) -> None:
             "-" if r.row.get("usd_per_hour") is None else f"{r.row['usd_per_hour']:,.2f}",
             "-" if r.row.get("usd_per_million_tokens") is None else f"{r.row['usd_per_million_tokens']:,.3f}",
         )
-    print_table(make_console(), t)
+    console = make_console()
+    print_table(console, t)
+    m = merge_points(run)
+    if m is None:
+        return
+    lines = [("all points", m.summary), *((f"pool {k}", v) for k, v in m.by_pool.items())]
+    for name, s in lines:
+        console.print(
+            f"merged, {name} ({m.points} points, {s.num_requests:,} requests): TTFT p50 {ms(s.ttft_s.p50)} ms, "
+            f"p99 {ms(s.ttft_s.p99)} ms; TPOT p99 {ms(s.tpot_s.p99)} ms "
+            f"(sketches, each within {s.relative_error or 0:.0%} of the exact value)",
+            markup=False,
+            highlight=False,
+        )
