@@ -129,7 +129,9 @@ def sweep_from_dict(raw: dict[str, Any]) -> SweepFile:
     except ValidationError as err:
         raise from_validation_error(err, "sweep") from None
     if sf.seeds > 1 and sf.percentiles == "exact":
-        raise ServecapError("sweep.seeds", sf.seeds, "seeds merge through sketches; percentiles: exact keeps no sketches")
+        raise ServecapError(
+            "sweep.seeds", sf.seeds, "seeds merge through sketches; percentiles: exact keeps no sketches"
+        )
     return sf
 
 
