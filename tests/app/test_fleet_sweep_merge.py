@@ -6,6 +6,7 @@ sweeps give identical figures."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -21,6 +22,7 @@ from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simu
 from servecap.app.fleet_sweep import (
     SweepPoint,
     merge_points,
+    run_point,
     run_sweep,
     sweep_from_dict,
     sweep_points,
@@ -103,6 +105,13 @@ def test_seeds_merge_into_the_sketch_of_their_pooled_requests(tmp_path: Path) ->
         for q, key in ((50, "p50"), (90, "p90"), (99, "p99")):
             assert _close(getattr(s.ttft_s, key), float(np.percentile(ttft, q))), key
         assert _close(s.tpot_s.p99, float(np.percentile(_pooled(parts, "tpot_s"), 99)))
+        # the engines' figures and the cost: combined over the seeds' own runs
+        alone = [run_point(dataclasses.replace(p, seed=seed)) for seed in p.seeds]
+        assert s.preemptions == sum(a.summary.preemptions for a in alone)
+        assert s.max_queue_depth == max(a.summary.max_queue_depth or 0 for a in alone)
+        assert s.duration_s == pytest.approx(sum(a.summary.duration_s for a in alone))
+        assert r.row["cost_usd"] == pytest.approx(sum(a.row["cost_usd"] for a in alone))
+        assert r.row["throughput_req_s"] == pytest.approx(s.completed / s.duration_s)
         by_seed = r.row["ttft_p99_s_by_seed"]
         assert len(by_seed) == 2 and by_seed[0] != by_seed[1]  # two seeds, two runs
         # SLO attainment over the pooled requests (counters add: it is exact)

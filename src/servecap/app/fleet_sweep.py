@@ -327,8 +327,8 @@ def _engine_figures(merged: RunSummary, parts: list[RunSummary]) -> RunSummary:
     return dataclasses.replace(
         merged,
         preemptions=sum(p.preemptions for p in parts),
-        max_queue_depth=max(p.max_queue_depth for p in parts),
-        mean_kv_utilization=0.0 if kv is None else kv,
+        max_queue_depth=max((p.max_queue_depth for p in parts if p.max_queue_depth is not None), default=None),
+        mean_kv_utilization=kv,
         prefix_cache_hit_rate=weighted([p.prefix_cache_hit_rate for p in parts], [p.prompt_tokens for p in parts]),
     )
 
