@@ -66,3 +66,30 @@ def test_fleet_sweep_on_ray_matches_serial(ray_executor) -> None:  # type: ignor
     for a, b in zip(serial.results, remote.results, strict=True):
         assert a is not None and b is not None
         assert (a.row, a.records) == (b.row, b.records)
+
+
+def test_fleet_sweep_seeds_on_ray_merge_as_serial(ray_executor) -> None:  # type: ignore[no-untyped-def]
+    """Streamed points with two seeds each: Ray workers ship their sketches back and the merged
+    points and sweep equal those of this process."""
+    from servecap.app.fleet_sweep import merge_points, run_sweep, sweep_from_dict, sweep_points
+
+    sweep = {
+        "fleet": {"pools": [{"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "max_model_len": 4096, "replicas": 2}]},
+        "workload": {
+            "arrival": {"kind": "poisson", "rate_per_s": 10},
+            "prompt_tokens": 256,
+            "output_tokens": 32,
+            "num_requests": 100,
+        },
+        "seeds": 2,
+        "axes": {"fleet.router": ["round-robin", "least-outstanding"]},
+    }
+    points = sweep_points(sweep_from_dict(sweep))
+    serial = run_sweep(points, make_executor("serial"))
+    remote = run_sweep(points, ray_executor)
+    assert not remote.errors
+    for a, b in zip(serial.results, remote.results, strict=True):
+        assert a is not None and b is not None and a.sketches is not None
+        assert (a.row, a.sketches) == (b.row, b.sketches) and a.row["requests"] == 200
+    merged = merge_points(serial)
+    assert merged is not None and merged == merge_points(remote)
