@@ -164,6 +164,10 @@ def test_seeds_need_a_point_that_streams() -> None:
     with pytest.raises(ServecapError) as err2:
         with_overrides(sweep_from_dict(_sweep(seeds=1)), seeds=0)
     assert err2.value.field.startswith("sweep.seeds")
+    many = {"workload.arrival.rate_per_s": list(range(1, 12))}
+    with pytest.raises(ServecapError) as err_runs:  # 11 points x 1,000 seeds: more runs than a sweep takes
+        sweep_points(sweep_from_dict(_sweep(seeds=1_000, axes=many)))
+    assert err_runs.value.field == "sweep.seeds" and "runs" in err_runs.value.problem
     users = {**WORKLOAD, "users": {"count": 5, "think_time_s": 1.0}, "arrival": None}
     users.pop("arrival")
     with pytest.raises(ServecapError) as err3:

@@ -209,6 +209,9 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits
         combos = list(itertools.product(*sf.axes.values()))
     if len(combos) > MAX_POINTS:
         raise ServecapError("sweep.axes", len(combos), f"at most {MAX_POINTS:,} points")
+    if len(combos) * sf.seeds > MAX_POINTS:
+        runs = f"{len(combos):,} points x {sf.seeds:,} seeds"
+        raise ServecapError("sweep.seeds", runs, f"at most {MAX_POINTS:,} runs (points x seeds)")
     points = []
     for i, combo in enumerate(combos):
         doc = copy.deepcopy(base)
