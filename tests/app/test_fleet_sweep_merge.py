@@ -181,8 +181,9 @@ def test_cli_seeds_store_each_points_merged_sketches(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(_sweep(seeds=1, workload=small, label="seeds")), encoding="utf-8")
     db = tmp_path / "runs.db"
     args = ["sweep", str(path), "--executor", "serial", "--db", str(db), "--seeds", "3"]
-    res = CliRunner().invoke(cli, [*args, "--json"])
+    res = CliRunner().invoke(cli, [*args, "--json", "--html", str(tmp_path / "seeds.html")])
     assert res.exit_code == 0, res.output
+    assert "each on 3 seeds merged through their sketches" in (tmp_path / "seeds.html").read_text(encoding="utf-8")
     d = json.loads(res.stdout)
     assert [p["seeds"] for p in d["points"]] == [[0, 1, 2], [0, 1, 2]]
     assert all(p["requests"] == 360 for p in d["points"])
@@ -192,6 +193,11 @@ def test_cli_seeds_store_each_points_merged_sketches(tmp_path: Path) -> None:
         stored = con.execute("SELECT sketch_json FROM sketches").fetchall()
     assert len(stored) == 2
     assert sorted(RunSketches.from_dict(json.loads(s)).total.num_requests for (s,) in stored) == [360, 360]
-    text = CliRunner().invoke(cli, ["sweep", str(path), "--executor", "serial", "--no-store", "--sketch"])
+    page = tmp_path / "sweep.html"
+    text = CliRunner().invoke(
+        cli, ["sweep", str(path), "--executor", "serial", "--no-store", "--sketch", "--html", str(page)]
+    )
     assert text.exit_code == 0, text.output
     assert "merged, all points (2 points, 240 requests)" in text.stdout and "merged, pool main" in text.stdout
+    html = page.read_text(encoding="utf-8")
+    assert "Every point merged" in html and "all points: 240 requests" in html and "pool b:" in html

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html as _html
 from typing import Any
 
-from servecap.app.fleet_sweep import SweepRun
+from servecap.app.fleet_sweep import SweepRun, merge_points
 
 _COLUMNS = (
     ("throughput_req_s", "req/s", 1.0),
@@ -74,6 +74,22 @@ def sweep_html(title: str, run: SweepRun) -> str:
         yaxis_type="log",
     )
     failed = len(run.errors)
+    n_seeds = len(run.points[0].all_seeds) if run.points else 1
+    seeds = f", each on {n_seeds} seeds merged through their sketches" if n_seeds > 1 else ""
+    merged = merge_points(run)
+    merged_lines = []
+    if merged is not None:
+        for name, m in [("all points", merged.summary), *((f"pool {k}", v) for k, v in merged.by_pool.items())]:
+            merged_lines.append(
+                f"<li>{_html.escape(name)}: {m.num_requests:,} requests, TTFT p50 {_cell(m.ttft_s.p50, 1e3)} ms, "
+                f"p99 {_cell(m.ttft_s.p99, 1e3)} ms, TPOT p99 {_cell(m.tpot_s.p99, 1e3)} ms</li>"
+            )
+    merged_html = (
+        f"<h2>Every point merged</h2><p>{merged.points} points' sketches pooled (each percentile within "
+        f"{merged.summary.relative_error or 0:.0%} of the exact value):</p><ul>{''.join(merged_lines)}</ul>"
+        if merged is not None
+        else ""
+    )
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>{_html.escape(title)}</title>",
@@ -81,13 +97,14 @@ def sweep_html(title: str, run: SweepRun) -> str:
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
         "</style></head><body>",
         f"<h1>{_html.escape(title)}</h1>",
-        f"<p>{len(run.points)} points on the {_html.escape(run.executor)} executor"
+        f"<p>{len(run.points)} points on the {_html.escape(run.executor)} executor{seeds}"
         + (f"; {failed} failed (their errors in the table)" if failed else "")
         + ". Green: meets the SLO for at least 99% of requests (or no SLO set).</p>",
         "<h2>Cost against p99 TTFT</h2>",
         fig.to_html(full_html=False, include_plotlyjs=True),
         "<h2>Points</h2>",
         *rows,
+        merged_html,
         "</body></html>",
     ]
     return "\n".join(parts)
