@@ -50,7 +50,7 @@ from servecap.results import RecordColumns, RequestRecord, RunSummary, records_f
 from servecap.results.sketch_set import RunSketches
 
 MAX_SEEDS = 1_000
-Percentiles = Literal["auto", "exact", "sketch"]
+PercentileMode = Literal["auto", "exact", "sketch"]
 
 
 class SweepFile(BaseModel):
@@ -62,7 +62,7 @@ class SweepFile(BaseModel):
     # each point runs on seeds seed, seed + 1, ..., seed + seeds - 1; their sketches merge
     seeds: int = Field(default=1, ge=1, le=MAX_SEEDS)
     # as fleet simulate: "sketch" streams every point into mergeable sketches (seeds > 1 do)
-    percentiles: Percentiles = "auto"
+    percentiles: PercentileMode = "auto"
     mode: Literal["grid", "zip"] = "grid"
     axes: dict[str, list[Any]] = Field(min_length=1)
     label: str = ""
@@ -84,7 +84,7 @@ class SweepPoint:
     seed: int  # the seed this task runs (the first of ``seeds`` for the point itself)
     base_dir: str | None
     seeds: tuple[int, ...] = ()  # every seed of the point (empty: just ``seed``)
-    percentiles: Percentiles = "auto"
+    percentiles: PercentileMode = "auto"
 
     @property
     def all_seeds(self) -> tuple[int, ...]:
@@ -135,7 +135,7 @@ def sweep_from_dict(raw: dict[str, Any]) -> SweepFile:
     return sf
 
 
-def with_overrides(sf: SweepFile, *, seeds: int | None = None, percentiles: Percentiles | None = None) -> SweepFile:
+def with_overrides(sf: SweepFile, *, seeds: int | None = None, percentiles: PercentileMode | None = None) -> SweepFile:
     """``sf`` with the command line's ``--seeds`` / ``--sketch`` / ``--exact`` in place of the
     file's (validated again)."""
     raw = sf.model_dump()
