@@ -53,7 +53,9 @@ def sweep_command(
     as_json: bool,
 ) -> None:
     """Run `fleet simulate` at every point of a sweep file's grid on serial, process-pool or Ray
-    workers; store each run and print one row per point. With several seeds each point's
+    workers; store each run and print one row per point.
+
+    With several seeds each point's
     seeds are merged through their sketches; a streamed sweep also prints every point merged."""
     from servecap.app.fleet_sweep import load_sweep_file, rows_json, run_sweep, sweep_points, with_overrides
     from servecap.cli.console import make_console, progress_reporter
