@@ -38,7 +38,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from servecap.core.kv_transfer import KvFootprint, exposed_bytes, occupancy_s, transfer_shape
+from servecap.core.kv_transfer import KvFootprint, TransferShape, exposed_bytes, occupancy_s, transfer_shape
 from servecap.errors import ServecapError
 from servecap.fleet.pd.link import KvLink, book_transfer
 from servecap.fleet.pd.replica import DRAINING, FAILED, READY, STARTING, STOPPED, PdReplica
@@ -47,7 +47,7 @@ from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import FleetSpec, Pool
 from servecap.policy.autoscalers import TargetTracking
 from servecap.policy.pd_router import PdRouter
-from servecap.policy.routers import RouteRequest
+from servecap.policy.routers import LeastKv, RouteRequest
 from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
 from servecap.sim.request_state import RequestState
@@ -74,6 +74,7 @@ class _Job:
         self.xfer_start_s = -1.0
         self.landed_s = -1.0
         self.landing_s = -1.0  # when this try's transfer lands (an older try's landing is stale)
+        self.first_s = -1.0  # the first token, once decoded
         self.queue_s: float | None = None
         self.cached = 0
         self.preemptions = 0
@@ -88,6 +89,50 @@ class _Job:
         self.nbytes = 0.0
 
 
+class _Transfer:
+    """What a transfer of one prompt length between two pools costs before queueing (the same
+    for every request of that length: worked out once)."""
+
+    def __init__(self, shape: TransferShape, occupancy_s: float) -> None:
+        self.shape = shape
+        self.nbytes = shape.bytes
+        self.occupancy_s = occupancy_s  # unstreamed (streaming's depends on the prefill's time)
+        self.relayout_s = shape.relayout_s
+
+
+class _Decoded:
+    """A request the decode side finished, as the loop and the results read it (the fields of
+    :class:`~servecap.results.record.RequestRecord`; a plain class costs a fraction of the
+    frozen dataclass per request)."""
+
+    def __init__(
+        self,
+        request_id: int,
+        arrival_s: float,
+        prompt_tokens: int,
+        output_tokens: int,
+        first_token_s: float,
+        end_s: float,
+        cached_prompt_tokens: int,
+        preemptions: int,
+        queue_time_s: float | None,
+        user_id: int | None,
+        turn: int,
+    ) -> None:
+        self.request_id = request_id
+        self.arrival_s = arrival_s
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.first_token_s: float | None = first_token_s
+        self.end_s: float | None = end_s
+        self.cached_prompt_tokens = cached_prompt_tokens
+        self.preemptions = preemptions
+        self.queue_time_s = queue_time_s
+        self.error: str | None = None
+        self.user_id = user_id
+        self.turn = turn
+
+
 class PdFleet:
     def __init__(self, spec: FleetSpec, seed: int, *, ordered: bool = False, keep_link_log: bool = False) -> None:
         self.spec = spec
@@ -96,6 +141,8 @@ class PdFleet:
         self.rng = np.random.default_rng([seed, 0xD15A66])
         rs = spec.pd_router or PdRouterSpec()
         self.router = PdRouter(rs.prefill, rs.decode, random.Random(seed), dict(spec.router_settings))
+        # LeastKv's rule (the first lowest KV use), read natively in _route_decode
+        self._decode_least_kv = type(self.router.decode) is LeastKv
         self.link_spec = spec.kv_link or KvLinkSpec()
         ls = self.link_spec  # its numbers, read once
         self._bandwidth, self._latency, self._overhead = ls.bandwidth, ls.latency, ls.overhead
@@ -124,7 +171,15 @@ class PdFleet:
         self.recent_ttft: deque[tuple[float, float]] = deque()
         self.prefilled = 0  # prefills finished (tries included)
         self.transfers = 0
-        self._times: list[tuple[int, float, float, float, float, float, float]] = []
+        self._done: list[_Job] = []  # the decoded requests' jobs, in the order they finished (see times())
+        # per prefill pool x decode pool: prompt length -> its transfer's shape and occupancy
+        self._transfers: list[dict[int, _Transfer]] = [{} for _ in range(len(spec.pools) ** 2)]
+        self._max_len = min(p.setup.max_model_len for p in spec.pools)
+        # the requests' TTFTs are kept for an autoscaler on p99 TTFT only (see signal())
+        self._track_ttft = any(
+            p.autoscaler is not None and p.autoscaler.signal not in ("num_requests_waiting", "inflight", "kv_usage")
+            for p in spec.pools
+        )
         self.ready_prefill: list[PdReplica] = []
         self.ready_decode: list[PdReplica] = []
         self.live: list[PdReplica] = []
@@ -270,8 +325,7 @@ class PdFleet:
         job = _Job(request)
         self.jobs[request.request_id] = job
         n = len(self._out)
-        max_len = min(p.setup.max_model_len for p in self.spec.pools)
-        if request.prompt_tokens + request.output_tokens > max_len:
+        if request.prompt_tokens + request.output_tokens > self._max_len:
             self._fail(job, "too_long")
             return False
         self._route_prefill(job, now_s)
@@ -296,8 +350,6 @@ class PdFleet:
                 total_tokens=spec.prompt_tokens + 1,
                 block_size=bs,
             )
-        session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
-        req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, bs)
         prefill = self.router.prefill
         loads = None
         if prefill.uses_load or keys is None:  # read here rather than through the views
@@ -311,6 +363,8 @@ class PdFleet:
                     best = i
             r = candidates[best]
         else:
+            session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
+            req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, bs)
             r = candidates[prefill.choose(req, candidates, now_s, loads)]
         job.prefill_id = r.replica_id
         if not r.add(spec.request_id, spec.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
@@ -342,11 +396,20 @@ class PdFleet:
                 self._fail(job, "no_replica")
             return
         self._bring_decoders(now_s)
-        req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, None, None, 1)
-        loads = None
-        if self.router.decode.uses_load:
-            loads = [r.engine.num_waiting + len(r.prealloc) + r.engine.num_running for r in candidates]
-        d = candidates[self.router.decode.choose(req, candidates, now_s, loads)]
+        if self._decode_least_kv:  # LeastKv.choose, reading the engines natively
+            best = 0
+            low = candidates[0].engine.kv_usage
+            for i in range(1, len(candidates)):
+                v = candidates[i].engine.kv_usage
+                if v < low:
+                    best, low = i, v
+            d = candidates[best]
+        else:
+            req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, None, None, 1)
+            loads = None
+            if self.router.decode.uses_load:
+                loads = [r.engine.num_waiting + len(r.prealloc) + r.engine.num_running for r in candidates]
+            d = candidates[self.router.decode.choose(req, candidates, now_s, loads)]
         need = d.blocks_for(spec.prompt_tokens)
         if need > d.engine.pool.total:
             self._abandon(job, now_s)
@@ -369,10 +432,11 @@ class PdFleet:
             d.prealloc.popleft()
             self._send(job, self.replicas[job.prefill_id], d, now_s)
 
-    def _send(self, job: _Job, p: PdReplica, d: PdReplica, now_s: float) -> None:
+    def _transfer(self, tokens: int, p: PdReplica, d: PdReplica) -> _Transfer:
+        """The shape and unstreamed occupancy of a ``tokens``-token prompt's transfer from
+        ``p``'s pool to ``d``'s (worked out once per length and pair of pools)."""
         pkv, dkv = p.kv, d.kv
         assert isinstance(pkv, KvFootprint) and isinstance(dkv, KvFootprint)
-        tokens = job.spec.prompt_tokens
         shape = transfer_shape(
             pkv.bytes_per_gpu(tokens),
             pkv.tp,
@@ -381,18 +445,30 @@ class PdFleet:
             dkv.hbm_bytes_s,
             shared=self._shared,
         )
-        send = shape.bytes
+        x = _Transfer(shape, occupancy_s(shape.bytes, shape, self._bandwidth, self._overhead))
+        self._transfers[p.pool_index * len(self.roles) + d.pool_index][tokens] = x
+        return x
+
+    def _send(self, job: _Job, p: PdReplica, d: PdReplica, now_s: float) -> None:
+        tokens = job.spec.prompt_tokens
+        x = self._transfers[p.pool_index * len(self.roles) + d.pool_index].get(tokens)
+        if x is None:
+            x = self._transfer(tokens, p, d)
+        occ = x.occupancy_s
         if self._streaming:
+            shape = x.shape
             rate = self._bandwidth * shape.channels
-            send = exposed_bytes(shape.bytes, pkv.num_layers, rate, job.prefill_end_s - job.prefill_start_s)
-        occ = occupancy_s(send, shape, self._bandwidth, self._overhead)
+            send = exposed_bytes(shape.bytes, p.kv.num_layers, rate, job.prefill_end_s - job.prefill_start_s)
+            occ = occupancy_s(send, shape, self._bandwidth, self._overhead)
+        else:
+            send = x.nbytes
         links = (self.shared_link,) if self.shared_link is not None else (p.link, d.link)
         start = book_transfer(links, now_s, occ, send)
         job.xfer_ready_s = now_s
         job.xfer_start_s = start
-        job.nbytes = shape.bytes
+        job.nbytes = x.nbytes
         self.transfers += 1
-        job.landing_s = start + occ + self._latency + shape.relayout_s
+        job.landing_s = start + occ + self._latency + x.relayout_s
         self._push(job.landing_s, _LANDED, job.spec.request_id)
 
     def _landed(self, rid: int, t_s: float) -> None:
@@ -417,31 +493,23 @@ class PdFleet:
         first, end = s.first_token_s, s.end_s
         assert first is not None and end is not None
         d.served_ids.append(s.request_id)
-        self.recent_ttft.append((first, first - job.arrival_s))
-        self._times.append(
-            (
-                s.request_id,
-                job.prefill_end_s - job.arrival_s,
-                job.xfer_ready_s - job.prefill_end_s,
-                job.xfer_start_s - job.xfer_ready_s,
-                job.landed_s - job.xfer_start_s,
-                first - job.landed_s,
-                job.nbytes,
-            )
-        )
+        if self._track_ttft:
+            self.recent_ttft.append((first, first - job.arrival_s))
+        job.first_s = first
+        self._done.append(job)
         self._out.append(
-            RequestRecord(
-                request_id=s.request_id,
-                arrival_s=job.arrival_s,
-                prompt_tokens=spec.prompt_tokens,
-                output_tokens=spec.output_tokens,
-                first_token_s=first,
-                end_s=end,
-                cached_prompt_tokens=job.cached,
-                preemptions=job.preemptions + s.preemptions,
-                queue_time_s=job.queue_s,
-                user_id=spec.user_id,
-                turn=spec.turn,
+            _Decoded(
+                s.request_id,
+                job.arrival_s,
+                spec.prompt_tokens,
+                spec.output_tokens,
+                first,
+                end,
+                job.cached,
+                job.preemptions + s.preemptions,
+                job.queue_s,
+                spec.user_id,
+                spec.turn,
             )
         )
 
@@ -449,12 +517,13 @@ class PdFleet:
 
     def _run(self, r: PdReplica, t_s: float, *, early: bool) -> bool:
         done = r.advance(t_s, early=early)
-        for s in done:
-            if r.role == "prefill":
+        if r.is_prefill:
+            for s in done:
                 self._prefilled(r, s)
-            else:
+        else:
+            for s in done:
                 self._decoded(r, s)
-        if done and r.role == "decode" and r.prealloc:
+        if done and not r.is_prefill and r.prealloc:
             end = done[-1].end_s
             assert end is not None
             self._try_reserve(r, end)
@@ -478,7 +547,7 @@ class PdFleet:
                     self._run(r, t_s, early=False)
 
     def _watched(self, r: PdReplica) -> bool:
-        return self.ordered or r.role == "prefill" or bool(r.prealloc)
+        return self.ordered or r.is_prefill or bool(r.prealloc)
 
     def advance_to(self, t_s: float) -> None:
         ev = self._events
@@ -490,7 +559,12 @@ class PdFleet:
             for r in self.live:
                 t = r.next_s
                 # watched (see _watched): prefill replicas, decode ones with requests waiting for room
-                if t <= t_s and t < best_s and (ordered or r.role == "prefill" or r.prealloc) and r not in stuck:
+                if (
+                    t <= t_s
+                    and t < best_s
+                    and (ordered or r.is_prefill or r.prealloc)
+                    and (not stuck or r not in stuck)
+                ):
                     best, best_s = r, t
             te_ev = ev[0][0] if ev and ev[0][0] <= t_s else _INF
             if best is None and te_ev == _INF:
@@ -499,7 +573,7 @@ class PdFleet:
                 te = best.next_s
                 target = t_s if te >= t_s else min(t_s, math.nextafter(te, _INF))
                 finished = self._run(best, target, early=True)
-                if finished and self.ordered and best.role == "decode":
+                if finished and self.ordered and not best.is_prefill:
                     self.now_s = te
                     return
                 if not finished and best.next_s == te and best.state != STOPPED:
@@ -619,7 +693,19 @@ class PdFleet:
         return [r.link for r in self.replicas]
 
     def times(self) -> PdTimes:
-        cols = np.array(self._times, dtype=float).reshape(-1, 7)
+        rows = [
+            (
+                job.spec.request_id,
+                job.prefill_end_s - job.arrival_s,
+                job.xfer_ready_s - job.prefill_end_s,
+                job.xfer_start_s - job.xfer_ready_s,
+                job.landed_s - job.xfer_start_s,
+                job.first_s - job.landed_s,
+                job.nbytes,
+            )
+            for job in self._done
+        ]
+        cols = np.array(rows, dtype=float).reshape(-1, 7)
         cols = cols[np.argsort(cols[:, 0], kind="stable")]
         return PdTimes(
             request_id=cols[:, 0].astype(np.int64),

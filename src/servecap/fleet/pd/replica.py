@@ -47,6 +47,7 @@ class PdReplica:
         self.pool = pool
         self.pool_index = pool_index
         self.role = role
+        self.is_prefill = role == "prefill"
         self.engine = engine
         self.kv = kv
         self.link = link
