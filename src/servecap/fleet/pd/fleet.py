@@ -35,6 +35,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
@@ -55,8 +56,12 @@ from servecap.sim.server import ArrivingRequest, FinishedRequest
 from servecap.sim.step_time import StepTimeModel
 from servecap.workload.request import block_keys
 
-_READY, _CRASH, _TICK, _LANDED = 0, 1, 2, 3
-_INF = float("inf")
+# event kinds (Final: compiled by mypyc, constants rather than look-ups in the module's globals)
+_READY: Final = 0
+_CRASH: Final = 1
+_TICK: Final = 2
+_LANDED: Final = 3
+_INF: Final = float("inf")
 
 
 class _Job:
@@ -64,6 +69,10 @@ class _Job:
 
     def __init__(self, spec: ArrivingRequest) -> None:
         self.spec = spec
+        # its numbers, read once (``spec`` is read through its protocol's attributes)
+        self.request_id = spec.request_id
+        self.prompt_tokens = spec.prompt_tokens
+        self.output_tokens = spec.output_tokens
         self.arrival_s = spec.arrival_s
         self.tries = 0
         self.prefill_id = -1
@@ -292,7 +301,7 @@ class PdFleet:
 
     def _abandon(self, job: _Job, t_s: float) -> None:
         """Let go of whatever the live replicas keep for the job's current try."""
-        rid = job.spec.request_id
+        rid = job.request_id
         for waiting in self.pending.values():
             if rid in waiting:
                 waiting.remove(rid)
@@ -336,7 +345,7 @@ class PdFleet:
         candidates = self._ready("prefill")
         if not candidates:
             if self._can_get("prefill"):
-                self.pending["prefill"].append(spec.request_id)
+                self.pending["prefill"].append(job.request_id)
             else:
                 self._fail(job, "no_replica")
             return
@@ -347,7 +356,7 @@ class PdFleet:
                 prefix_group=spec.prefix_group,
                 prefix_tokens=spec.prefix_tokens,
                 conversation_id=spec.conversation_id,
-                total_tokens=spec.prompt_tokens + 1,
+                total_tokens=job.prompt_tokens + 1,
                 block_size=bs,
             )
         prefill = self.router.prefill
@@ -364,10 +373,10 @@ class PdFleet:
             r = candidates[best]
         else:
             session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
-            req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, bs)
+            req = RouteRequest(job.request_id, job.prompt_tokens, job.output_tokens, session, keys, bs)
             r = candidates[prefill.choose(req, candidates, now_s, loads)]
         job.prefill_id = r.replica_id
-        if not r.add(spec.request_id, spec.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
+        if not r.add(job.request_id, job.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
             self._fail(job, "rejected")
 
     def _prefilled(self, r: PdReplica, s: RequestState) -> None:
@@ -381,16 +390,15 @@ class PdFleet:
         job.queue_s = None if s.scheduled_s is None else s.scheduled_s - job.arrival_s
         job.cached = s.cached_prompt_tokens
         job.preemptions += s.preemptions
-        ok = r.hold(s.request_id, r.blocks_for(job.spec.prompt_tokens))
+        ok = r.hold(s.request_id, r.blocks_for(job.prompt_tokens))
         assert ok, "a finished prefill's blocks are free"
         self._route_decode(job, end)
 
     def _route_decode(self, job: _Job, now_s: float) -> None:
-        spec = job.spec
         candidates = self._ready("decode")
         if not candidates:
             if self._can_get("decode"):
-                self.pending["decode"].append(spec.request_id)
+                self.pending["decode"].append(job.request_id)
             else:
                 self._abandon(job, now_s)
                 self._fail(job, "no_replica")
@@ -405,18 +413,18 @@ class PdFleet:
                     best, low = i, v
             d = candidates[best]
         else:
-            req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, None, None, 1)
+            req = RouteRequest(job.request_id, job.prompt_tokens, job.output_tokens, None, None, 1)
             loads = None
             if self.router.decode.uses_load:
                 loads = [r.engine.num_waiting + len(r.prealloc) + r.engine.num_running for r in candidates]
             d = candidates[self.router.decode.choose(req, candidates, now_s, loads)]
-        need = d.blocks_for(spec.prompt_tokens)
+        need = d.blocks_for(job.prompt_tokens)
         if need > d.engine.pool.total:
             self._abandon(job, now_s)
             self._fail(job, "too_long")
             return
         job.decode_id = d.replica_id
-        d.prealloc.append(spec.request_id)
+        d.prealloc.append(job.request_id)
         self._try_reserve(d, now_s)
 
     def _try_reserve(self, d: PdReplica, now_s: float) -> None:
@@ -426,7 +434,7 @@ class PdFleet:
         while d.prealloc:
             rid = d.prealloc[0]
             job = self.jobs[rid]
-            need = d.blocks_for(job.spec.prompt_tokens)
+            need = d.blocks_for(job.prompt_tokens)
             if eng.pool.available() - need < eng.num_running or not d.hold(rid, need):
                 return
             d.prealloc.popleft()
@@ -450,7 +458,7 @@ class PdFleet:
         return x
 
     def _send(self, job: _Job, p: PdReplica, d: PdReplica, now_s: float) -> None:
-        tokens = job.spec.prompt_tokens
+        tokens = job.prompt_tokens
         x = self._transfers[p.pool_index * len(self.roles) + d.pool_index].get(tokens)
         if x is None:
             x = self._transfer(tokens, p, d)
@@ -469,7 +477,7 @@ class PdFleet:
         job.nbytes = x.nbytes
         self.transfers += 1
         job.landing_s = start + occ + self._latency + x.relayout_s
-        self._push(job.landing_s, _LANDED, job.spec.request_id)
+        self._push(job.landing_s, _LANDED, job.request_id)
 
     def _landed(self, rid: int, t_s: float) -> None:
         job = self.jobs.get(rid)
@@ -482,8 +490,7 @@ class PdFleet:
         p.release(rid, t_s)
         d.release(rid, t_s)
         job.landed_s = t_s
-        spec = job.spec
-        if not d.add_transferred(rid, spec.prompt_tokens, spec.output_tokens, t_s):
+        if not d.add_transferred(rid, job.prompt_tokens, job.output_tokens, t_s):
             self._abandon(job, t_s)
             self._fail(job, "rejected")
 
@@ -501,8 +508,8 @@ class PdFleet:
             _Decoded(
                 s.request_id,
                 job.arrival_s,
-                spec.prompt_tokens,
-                spec.output_tokens,
+                job.prompt_tokens,
+                job.output_tokens,
                 first,
                 end,
                 job.cached,
@@ -695,7 +702,7 @@ class PdFleet:
     def times(self) -> PdTimes:
         rows = [
             (
-                job.spec.request_id,
+                job.request_id,
                 job.prefill_end_s - job.arrival_s,
                 job.xfer_ready_s - job.prefill_end_s,
                 job.xfer_start_s - job.xfer_ready_s,
