@@ -360,18 +360,22 @@ class PdFleet:
                 block_size=bs,
             )
         prefill = self.router.prefill
-        loads = None
-        if prefill.uses_load or keys is None:  # read here rather than through the views
-            loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
         if keys is None and prefill.uses_prefix:
             # PdRouter.choose_prefill's rule, inline: nothing to be affine to, the load decides
-            assert loads is not None
+            # (the first least loaded)
             best = 0
-            for i in range(1, len(loads)):
-                if loads[i] < loads[best]:
-                    best = i
+            eng = candidates[0].engine
+            low = eng.num_waiting + eng.num_running
+            for i in range(1, len(candidates)):
+                eng = candidates[i].engine
+                load = eng.num_waiting + eng.num_running
+                if load < low:
+                    best, low = i, load
             r = candidates[best]
         else:
+            loads = None
+            if prefill.uses_load or keys is None:  # read here rather than through the views
+                loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
             session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
             req = RouteRequest(job.request_id, job.prompt_tokens, job.output_tokens, session, keys, bs)
             r = candidates[prefill.choose(req, candidates, now_s, loads)]
@@ -605,10 +609,17 @@ class PdFleet:
                 self._autoscale(arg, te)
             stuck.clear()
         for r in self.live:
-            # finishes are handled one step at a time (a prefill's blocks are held before its
-            # replica's next step starts)
-            while r.next_s <= t_s and self._run(r, t_s, early=True):
-                pass
+            if r.next_s > t_s:
+                continue
+            if r.is_prefill or r.prealloc:
+                # finishes are handled one step at a time (a prefill's blocks are held before its
+                # replica's next step starts; a decode replica's finishes make room for the
+                # requests waiting for it)
+                while r.next_s <= t_s and self._run(r, t_s, early=True):
+                    pass
+            else:
+                # nothing waits on its finishes: the same steps in one go (as _bring_decoders)
+                self._run(r, t_s, early=False)
         self.now_s = t_s
 
     # -- the server seam ------------------------------------------------------------------------
@@ -630,7 +641,8 @@ class PdFleet:
         out = self._out
         if out:
             self._out = []
-            out.sort(key=_end_key)
+            if len(out) > 1:
+                out.sort(key=_end_key)
         return out
 
     # -- autoscaling (per pool: a prefill pool and a decode pool each on their own signal) -------
