@@ -192,6 +192,7 @@ class PdFleet:
         self.ready_prefill: list[PdReplica] = []
         self.ready_decode: list[PdReplica] = []
         self.live: list[PdReplica] = []
+        self.live_prefill: list[PdReplica] = []
         self.live_decode: list[PdReplica] = []
         for pi, pool in enumerate(spec.pools):
             if pool.kv is None:
@@ -265,6 +266,7 @@ class PdFleet:
         self.ready_prefill = [r for r in self.replicas if r.state == READY and r.role == "prefill"]
         self.ready_decode = [r for r in self.replicas if r.state == READY and r.role == "decode"]
         self.live = [r for r in self.replicas if r.state in (READY, DRAINING)]
+        self.live_prefill = [r for r in self.live if r.role == "prefill"]
         self.live_decode = [r for r in self.live if r.role == "decode"]
 
     def _can_get(self, role: str) -> bool:
@@ -567,16 +569,22 @@ class PdFleet:
             best: PdReplica | None = None
             best_s = _INF
             ordered = self.ordered
-            for r in self.live:
+            # the watched replica (see _watched) due first, the lowest id on ties: prefill
+            # replicas, then decode ones with requests waiting for room
+            for r in self.live if ordered else self.live_prefill:
                 t = r.next_s
-                # watched (see _watched): prefill replicas, decode ones with requests waiting for room
-                if (
-                    t <= t_s
-                    and t < best_s
-                    and (ordered or r.is_prefill or r.prealloc)
-                    and (not stuck or r not in stuck)
-                ):
+                if t <= t_s and t < best_s and (not stuck or r not in stuck):
                     best, best_s = r, t
+            if not ordered:
+                for r in self.live_decode:
+                    if r.prealloc:
+                        t = r.next_s
+                        if (
+                            t <= t_s
+                            and (t < best_s or (best is not None and t == best_s and r.replica_id < best.replica_id))
+                            and (not stuck or r not in stuck)
+                        ):
+                            best, best_s = r, t
             te_ev = ev[0][0] if ev and ev[0][0] <= t_s else _INF
             if best is None and te_ev == _INF:
                 break
