@@ -35,10 +35,11 @@ import math
 import random
 from collections import deque
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
-from servecap.core.kv_transfer import KvFootprint, exposed_bytes, occupancy_s, transfer_shape
+from servecap.core.kv_transfer import KvFootprint, TransferShape, exposed_bytes, occupancy_s, transfer_shape
 from servecap.errors import ServecapError
 from servecap.fleet.pd.link import KvLink, book_transfer
 from servecap.fleet.pd.replica import DRAINING, FAILED, READY, STARTING, STOPPED, PdReplica
@@ -47,7 +48,7 @@ from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import FleetSpec, Pool
 from servecap.policy.autoscalers import TargetTracking
 from servecap.policy.pd_router import PdRouter
-from servecap.policy.routers import RouteRequest
+from servecap.policy.routers import LeastKv, RouteRequest
 from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
 from servecap.sim.request_state import RequestState
@@ -55,8 +56,12 @@ from servecap.sim.server import ArrivingRequest, FinishedRequest
 from servecap.sim.step_time import StepTimeModel
 from servecap.workload.request import block_keys
 
-_READY, _CRASH, _TICK, _LANDED = 0, 1, 2, 3
-_INF = float("inf")
+# event kinds (Final: compiled by mypyc, constants rather than look-ups in the module's globals)
+_READY: Final = 0
+_CRASH: Final = 1
+_TICK: Final = 2
+_LANDED: Final = 3
+_INF: Final = float("inf")
 
 
 class _Job:
@@ -64,6 +69,10 @@ class _Job:
 
     def __init__(self, spec: ArrivingRequest) -> None:
         self.spec = spec
+        # its numbers, read once (``spec`` is read through its protocol's attributes)
+        self.request_id = spec.request_id
+        self.prompt_tokens = spec.prompt_tokens
+        self.output_tokens = spec.output_tokens
         self.arrival_s = spec.arrival_s
         self.tries = 0
         self.prefill_id = -1
@@ -74,6 +83,7 @@ class _Job:
         self.xfer_start_s = -1.0
         self.landed_s = -1.0
         self.landing_s = -1.0  # when this try's transfer lands (an older try's landing is stale)
+        self.first_s = -1.0  # the first token, once decoded
         self.queue_s: float | None = None
         self.cached = 0
         self.preemptions = 0
@@ -88,6 +98,50 @@ class _Job:
         self.nbytes = 0.0
 
 
+class _Transfer:
+    """What a transfer of one prompt length between two pools costs before queueing (the same
+    for every request of that length: worked out once)."""
+
+    def __init__(self, shape: TransferShape, occupancy_s: float) -> None:
+        self.shape = shape
+        self.nbytes = shape.bytes
+        self.occupancy_s = occupancy_s  # unstreamed (streaming's depends on the prefill's time)
+        self.relayout_s = shape.relayout_s
+
+
+class _Decoded:
+    """A request the decode side finished, as the loop and the results read it (the fields of
+    :class:`~servecap.results.record.RequestRecord`; a plain class costs a fraction of the
+    frozen dataclass per request)."""
+
+    def __init__(
+        self,
+        request_id: int,
+        arrival_s: float,
+        prompt_tokens: int,
+        output_tokens: int,
+        first_token_s: float,
+        end_s: float,
+        cached_prompt_tokens: int,
+        preemptions: int,
+        queue_time_s: float | None,
+        user_id: int | None,
+        turn: int,
+    ) -> None:
+        self.request_id = request_id
+        self.arrival_s = arrival_s
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.first_token_s: float | None = first_token_s
+        self.end_s: float | None = end_s
+        self.cached_prompt_tokens = cached_prompt_tokens
+        self.preemptions = preemptions
+        self.queue_time_s = queue_time_s
+        self.error: str | None = None
+        self.user_id = user_id
+        self.turn = turn
+
+
 class PdFleet:
     def __init__(self, spec: FleetSpec, seed: int, *, ordered: bool = False, keep_link_log: bool = False) -> None:
         self.spec = spec
@@ -96,6 +150,8 @@ class PdFleet:
         self.rng = np.random.default_rng([seed, 0xD15A66])
         rs = spec.pd_router or PdRouterSpec()
         self.router = PdRouter(rs.prefill, rs.decode, random.Random(seed), dict(spec.router_settings))
+        # LeastKv's rule (the first lowest KV use), read natively in _route_decode
+        self._decode_least_kv = type(self.router.decode) is LeastKv
         self.link_spec = spec.kv_link or KvLinkSpec()
         ls = self.link_spec  # its numbers, read once
         self._bandwidth, self._latency, self._overhead = ls.bandwidth, ls.latency, ls.overhead
@@ -124,10 +180,19 @@ class PdFleet:
         self.recent_ttft: deque[tuple[float, float]] = deque()
         self.prefilled = 0  # prefills finished (tries included)
         self.transfers = 0
-        self._times: list[tuple[int, float, float, float, float, float, float]] = []
+        self._done: list[_Job] = []  # the decoded requests' jobs, in the order they finished (see times())
+        # per prefill pool x decode pool: prompt length -> its transfer's shape and occupancy
+        self._transfers: list[dict[int, _Transfer]] = [{} for _ in range(len(spec.pools) ** 2)]
+        self._max_len = min(p.setup.max_model_len for p in spec.pools)
+        # the requests' TTFTs are kept for an autoscaler on p99 TTFT only (see signal())
+        self._track_ttft = any(
+            p.autoscaler is not None and p.autoscaler.signal not in ("num_requests_waiting", "inflight", "kv_usage")
+            for p in spec.pools
+        )
         self.ready_prefill: list[PdReplica] = []
         self.ready_decode: list[PdReplica] = []
         self.live: list[PdReplica] = []
+        self.live_prefill: list[PdReplica] = []
         self.live_decode: list[PdReplica] = []
         for pi, pool in enumerate(spec.pools):
             if pool.kv is None:
@@ -201,6 +266,7 @@ class PdFleet:
         self.ready_prefill = [r for r in self.replicas if r.state == READY and r.role == "prefill"]
         self.ready_decode = [r for r in self.replicas if r.state == READY and r.role == "decode"]
         self.live = [r for r in self.replicas if r.state in (READY, DRAINING)]
+        self.live_prefill = [r for r in self.live if r.role == "prefill"]
         self.live_decode = [r for r in self.live if r.role == "decode"]
 
     def _can_get(self, role: str) -> bool:
@@ -237,7 +303,7 @@ class PdFleet:
 
     def _abandon(self, job: _Job, t_s: float) -> None:
         """Let go of whatever the live replicas keep for the job's current try."""
-        rid = job.spec.request_id
+        rid = job.request_id
         for waiting in self.pending.values():
             if rid in waiting:
                 waiting.remove(rid)
@@ -270,8 +336,7 @@ class PdFleet:
         job = _Job(request)
         self.jobs[request.request_id] = job
         n = len(self._out)
-        max_len = min(p.setup.max_model_len for p in self.spec.pools)
-        if request.prompt_tokens + request.output_tokens > max_len:
+        if request.prompt_tokens + request.output_tokens > self._max_len:
             self._fail(job, "too_long")
             return False
         self._route_prefill(job, now_s)
@@ -282,7 +347,7 @@ class PdFleet:
         candidates = self._ready("prefill")
         if not candidates:
             if self._can_get("prefill"):
-                self.pending["prefill"].append(spec.request_id)
+                self.pending["prefill"].append(job.request_id)
             else:
                 self._fail(job, "no_replica")
             return
@@ -293,27 +358,31 @@ class PdFleet:
                 prefix_group=spec.prefix_group,
                 prefix_tokens=spec.prefix_tokens,
                 conversation_id=spec.conversation_id,
-                total_tokens=spec.prompt_tokens + 1,
+                total_tokens=job.prompt_tokens + 1,
                 block_size=bs,
             )
-        session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
-        req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, bs)
         prefill = self.router.prefill
-        loads = None
-        if prefill.uses_load or keys is None:  # read here rather than through the views
-            loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
         if keys is None and prefill.uses_prefix:
             # PdRouter.choose_prefill's rule, inline: nothing to be affine to, the load decides
-            assert loads is not None
+            # (the first least loaded)
             best = 0
-            for i in range(1, len(loads)):
-                if loads[i] < loads[best]:
-                    best = i
+            eng = candidates[0].engine
+            low = eng.num_waiting + eng.num_running
+            for i in range(1, len(candidates)):
+                eng = candidates[i].engine
+                load = eng.num_waiting + eng.num_running
+                if load < low:
+                    best, low = i, load
             r = candidates[best]
         else:
+            loads = None
+            if prefill.uses_load or keys is None:  # read here rather than through the views
+                loads = [r.engine.num_waiting + r.engine.num_running for r in candidates]
+            session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
+            req = RouteRequest(job.request_id, job.prompt_tokens, job.output_tokens, session, keys, bs)
             r = candidates[prefill.choose(req, candidates, now_s, loads)]
         job.prefill_id = r.replica_id
-        if not r.add(spec.request_id, spec.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
+        if not r.add(job.request_id, job.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
             self._fail(job, "rejected")
 
     def _prefilled(self, r: PdReplica, s: RequestState) -> None:
@@ -327,33 +396,41 @@ class PdFleet:
         job.queue_s = None if s.scheduled_s is None else s.scheduled_s - job.arrival_s
         job.cached = s.cached_prompt_tokens
         job.preemptions += s.preemptions
-        ok = r.hold(s.request_id, r.blocks_for(job.spec.prompt_tokens))
+        ok = r.hold(s.request_id, r.blocks_for(job.prompt_tokens))
         assert ok, "a finished prefill's blocks are free"
         self._route_decode(job, end)
 
     def _route_decode(self, job: _Job, now_s: float) -> None:
-        spec = job.spec
         candidates = self._ready("decode")
         if not candidates:
             if self._can_get("decode"):
-                self.pending["decode"].append(spec.request_id)
+                self.pending["decode"].append(job.request_id)
             else:
                 self._abandon(job, now_s)
                 self._fail(job, "no_replica")
             return
         self._bring_decoders(now_s)
-        req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, None, None, 1)
-        loads = None
-        if self.router.decode.uses_load:
-            loads = [r.engine.num_waiting + len(r.prealloc) + r.engine.num_running for r in candidates]
-        d = candidates[self.router.decode.choose(req, candidates, now_s, loads)]
-        need = d.blocks_for(spec.prompt_tokens)
+        if self._decode_least_kv:  # LeastKv.choose, reading the engines natively
+            best = 0
+            low = candidates[0].engine.kv_usage
+            for i in range(1, len(candidates)):
+                v = candidates[i].engine.kv_usage
+                if v < low:
+                    best, low = i, v
+            d = candidates[best]
+        else:
+            req = RouteRequest(job.request_id, job.prompt_tokens, job.output_tokens, None, None, 1)
+            loads = None
+            if self.router.decode.uses_load:
+                loads = [r.engine.num_waiting + len(r.prealloc) + r.engine.num_running for r in candidates]
+            d = candidates[self.router.decode.choose(req, candidates, now_s, loads)]
+        need = d.blocks_for(job.prompt_tokens)
         if need > d.engine.pool.total:
             self._abandon(job, now_s)
             self._fail(job, "too_long")
             return
         job.decode_id = d.replica_id
-        d.prealloc.append(spec.request_id)
+        d.prealloc.append(job.request_id)
         self._try_reserve(d, now_s)
 
     def _try_reserve(self, d: PdReplica, now_s: float) -> None:
@@ -363,16 +440,17 @@ class PdFleet:
         while d.prealloc:
             rid = d.prealloc[0]
             job = self.jobs[rid]
-            need = d.blocks_for(job.spec.prompt_tokens)
+            need = d.blocks_for(job.prompt_tokens)
             if eng.pool.available() - need < eng.num_running or not d.hold(rid, need):
                 return
             d.prealloc.popleft()
             self._send(job, self.replicas[job.prefill_id], d, now_s)
 
-    def _send(self, job: _Job, p: PdReplica, d: PdReplica, now_s: float) -> None:
+    def _transfer(self, tokens: int, p: PdReplica, d: PdReplica) -> _Transfer:
+        """The shape and unstreamed occupancy of a ``tokens``-token prompt's transfer from
+        ``p``'s pool to ``d``'s (worked out once per length and pair of pools)."""
         pkv, dkv = p.kv, d.kv
         assert isinstance(pkv, KvFootprint) and isinstance(dkv, KvFootprint)
-        tokens = job.spec.prompt_tokens
         shape = transfer_shape(
             pkv.bytes_per_gpu(tokens),
             pkv.tp,
@@ -381,19 +459,31 @@ class PdFleet:
             dkv.hbm_bytes_s,
             shared=self._shared,
         )
-        send = shape.bytes
+        x = _Transfer(shape, occupancy_s(shape.bytes, shape, self._bandwidth, self._overhead))
+        self._transfers[p.pool_index * len(self.roles) + d.pool_index][tokens] = x
+        return x
+
+    def _send(self, job: _Job, p: PdReplica, d: PdReplica, now_s: float) -> None:
+        tokens = job.prompt_tokens
+        x = self._transfers[p.pool_index * len(self.roles) + d.pool_index].get(tokens)
+        if x is None:
+            x = self._transfer(tokens, p, d)
+        occ = x.occupancy_s
         if self._streaming:
+            shape = x.shape
             rate = self._bandwidth * shape.channels
-            send = exposed_bytes(shape.bytes, pkv.num_layers, rate, job.prefill_end_s - job.prefill_start_s)
-        occ = occupancy_s(send, shape, self._bandwidth, self._overhead)
+            send = exposed_bytes(shape.bytes, p.kv.num_layers, rate, job.prefill_end_s - job.prefill_start_s)
+            occ = occupancy_s(send, shape, self._bandwidth, self._overhead)
+        else:
+            send = x.nbytes
         links = (self.shared_link,) if self.shared_link is not None else (p.link, d.link)
         start = book_transfer(links, now_s, occ, send)
         job.xfer_ready_s = now_s
         job.xfer_start_s = start
-        job.nbytes = shape.bytes
+        job.nbytes = x.nbytes
         self.transfers += 1
-        job.landing_s = start + occ + self._latency + shape.relayout_s
-        self._push(job.landing_s, _LANDED, job.spec.request_id)
+        job.landing_s = start + occ + self._latency + x.relayout_s
+        self._push(job.landing_s, _LANDED, job.request_id)
 
     def _landed(self, rid: int, t_s: float) -> None:
         job = self.jobs.get(rid)
@@ -406,8 +496,7 @@ class PdFleet:
         p.release(rid, t_s)
         d.release(rid, t_s)
         job.landed_s = t_s
-        spec = job.spec
-        if not d.add_transferred(rid, spec.prompt_tokens, spec.output_tokens, t_s):
+        if not d.add_transferred(rid, job.prompt_tokens, job.output_tokens, t_s):
             self._abandon(job, t_s)
             self._fail(job, "rejected")
 
@@ -417,31 +506,23 @@ class PdFleet:
         first, end = s.first_token_s, s.end_s
         assert first is not None and end is not None
         d.served_ids.append(s.request_id)
-        self.recent_ttft.append((first, first - job.arrival_s))
-        self._times.append(
-            (
-                s.request_id,
-                job.prefill_end_s - job.arrival_s,
-                job.xfer_ready_s - job.prefill_end_s,
-                job.xfer_start_s - job.xfer_ready_s,
-                job.landed_s - job.xfer_start_s,
-                first - job.landed_s,
-                job.nbytes,
-            )
-        )
+        if self._track_ttft:
+            self.recent_ttft.append((first, first - job.arrival_s))
+        job.first_s = first
+        self._done.append(job)
         self._out.append(
-            RequestRecord(
-                request_id=s.request_id,
-                arrival_s=job.arrival_s,
-                prompt_tokens=spec.prompt_tokens,
-                output_tokens=spec.output_tokens,
-                first_token_s=first,
-                end_s=end,
-                cached_prompt_tokens=job.cached,
-                preemptions=job.preemptions + s.preemptions,
-                queue_time_s=job.queue_s,
-                user_id=spec.user_id,
-                turn=spec.turn,
+            _Decoded(
+                s.request_id,
+                job.arrival_s,
+                job.prompt_tokens,
+                job.output_tokens,
+                first,
+                end,
+                job.cached,
+                job.preemptions + s.preemptions,
+                job.queue_s,
+                spec.user_id,
+                spec.turn,
             )
         )
 
@@ -449,12 +530,13 @@ class PdFleet:
 
     def _run(self, r: PdReplica, t_s: float, *, early: bool) -> bool:
         done = r.advance(t_s, early=early)
-        for s in done:
-            if r.role == "prefill":
+        if r.is_prefill:
+            for s in done:
                 self._prefilled(r, s)
-            else:
+        else:
+            for s in done:
                 self._decoded(r, s)
-        if done and r.role == "decode" and r.prealloc:
+        if done and not r.is_prefill and r.prealloc:
             end = done[-1].end_s
             assert end is not None
             self._try_reserve(r, end)
@@ -478,7 +560,7 @@ class PdFleet:
                     self._run(r, t_s, early=False)
 
     def _watched(self, r: PdReplica) -> bool:
-        return self.ordered or r.role == "prefill" or bool(r.prealloc)
+        return self.ordered or r.is_prefill or bool(r.prealloc)
 
     def advance_to(self, t_s: float) -> None:
         ev = self._events
@@ -487,11 +569,22 @@ class PdFleet:
             best: PdReplica | None = None
             best_s = _INF
             ordered = self.ordered
-            for r in self.live:
+            # the watched replica (see _watched) due first, the lowest id on ties: prefill
+            # replicas, then decode ones with requests waiting for room
+            for r in self.live if ordered else self.live_prefill:
                 t = r.next_s
-                # watched (see _watched): prefill replicas, decode ones with requests waiting for room
-                if t <= t_s and t < best_s and (ordered or r.role == "prefill" or r.prealloc) and r not in stuck:
+                if t <= t_s and t < best_s and (not stuck or r not in stuck):
                     best, best_s = r, t
+            if not ordered:
+                for r in self.live_decode:
+                    if r.prealloc:
+                        t = r.next_s
+                        if (
+                            t <= t_s
+                            and (t < best_s or (best is not None and t == best_s and r.replica_id < best.replica_id))
+                            and (not stuck or r not in stuck)
+                        ):
+                            best, best_s = r, t
             te_ev = ev[0][0] if ev and ev[0][0] <= t_s else _INF
             if best is None and te_ev == _INF:
                 break
@@ -499,7 +592,7 @@ class PdFleet:
                 te = best.next_s
                 target = t_s if te >= t_s else min(t_s, math.nextafter(te, _INF))
                 finished = self._run(best, target, early=True)
-                if finished and self.ordered and best.role == "decode":
+                if finished and self.ordered and not best.is_prefill:
                     self.now_s = te
                     return
                 if not finished and best.next_s == te and best.state != STOPPED:
@@ -524,10 +617,17 @@ class PdFleet:
                 self._autoscale(arg, te)
             stuck.clear()
         for r in self.live:
-            # finishes are handled one step at a time (a prefill's blocks are held before its
-            # replica's next step starts)
-            while r.next_s <= t_s and self._run(r, t_s, early=True):
-                pass
+            if r.next_s > t_s:
+                continue
+            if r.is_prefill or r.prealloc:
+                # finishes are handled one step at a time (a prefill's blocks are held before its
+                # replica's next step starts; a decode replica's finishes make room for the
+                # requests waiting for it)
+                while r.next_s <= t_s and self._run(r, t_s, early=True):
+                    pass
+            else:
+                # nothing waits on its finishes: the same steps in one go (as _bring_decoders)
+                self._run(r, t_s, early=False)
         self.now_s = t_s
 
     # -- the server seam ------------------------------------------------------------------------
@@ -549,7 +649,8 @@ class PdFleet:
         out = self._out
         if out:
             self._out = []
-            out.sort(key=_end_key)
+            if len(out) > 1:
+                out.sort(key=_end_key)
         return out
 
     # -- autoscaling (per pool: a prefill pool and a decode pool each on their own signal) -------
@@ -619,7 +720,19 @@ class PdFleet:
         return [r.link for r in self.replicas]
 
     def times(self) -> PdTimes:
-        cols = np.array(self._times, dtype=float).reshape(-1, 7)
+        rows = [
+            (
+                job.request_id,
+                job.prefill_end_s - job.arrival_s,
+                job.xfer_ready_s - job.prefill_end_s,
+                job.xfer_start_s - job.xfer_ready_s,
+                job.landed_s - job.xfer_start_s,
+                job.first_s - job.landed_s,
+                job.nbytes,
+            )
+            for job in self._done
+        ]
+        cols = np.array(rows, dtype=float).reshape(-1, 7)
         cols = cols[np.argsort(cols[:, 0], kind="stable")]
         return PdTimes(
             request_id=cols[:, 0].astype(np.int64),

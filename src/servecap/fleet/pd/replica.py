@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from typing import Final
 
 from servecap.core.kv_transfer import KvFootprint
 from servecap.fleet.pd.link import KvLink
@@ -27,8 +28,13 @@ from servecap.sim.engine import Engine
 from servecap.sim.request_state import RequestState
 from servecap.sim.setup import prefix_caching_supported
 
-STARTING, READY, DRAINING, STOPPED, FAILED = "starting", "ready", "draining", "stopped", "failed"
-_INF = float("inf")
+# Final: compiled by mypyc, constants rather than look-ups in the module's globals
+STARTING: Final = "starting"
+READY: Final = "ready"
+DRAINING: Final = "draining"
+STOPPED: Final = "stopped"
+FAILED: Final = "failed"
+_INF: Final = float("inf")
 
 
 class PdReplica:
@@ -47,6 +53,7 @@ class PdReplica:
         self.pool = pool
         self.pool_index = pool_index
         self.role = role
+        self.is_prefill = role == "prefill"
         self.engine = engine
         self.kv = kv
         self.link = link
