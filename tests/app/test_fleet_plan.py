@@ -12,7 +12,9 @@ from click.testing import CliRunner
 from servecap.app.fleet_plan import FleetPlanResponse, plan_request_from_dict
 from servecap.app.fleet_planner import fleet_plan
 from servecap.cli.main import cli, run
+from servecap.catalog import lookup_gpu
 from servecap.errors import ServecapError
+from servecap.validation.interval import replica_interval
 
 SMALL_WORKLOAD: dict[str, Any] = {
     "arrival": {"kind": "poisson", "rate_per_s": 1},
@@ -131,7 +133,16 @@ def test_cli_flags_json_and_html(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert data["slo"] == ["all: p99 TTFT <= 1,000 ms", "all: p99 TPOT <= 50 ms"] and data["simulations"] >= 2
     assert "servecap fleet plan" in page.read_text() and "p99 TTFT (ms)" in page.read_text()
+    # the 80% interval of the count and the rent, from the winner's engine and GPU family
+    n, usd, chosen = data["interval"]["replicas"], data["interval"]["usd_per_month"], data["chosen"]
+    want, want_usd = replica_interval(
+        chosen["replicas"], chosen["usd_per_month"], engine="vllm", gpu_family=lookup_gpu("H100").family
+    )
+    assert (n["low"], n["high"]) == (want.low, want.high) and n["low"] <= chosen["replicas"] <= n["high"]
+    assert (usd["low"], usd["high"]) == (pytest.approx(want_usd.low), pytest.approx(want_usd.high))
+    assert f"{n['low']:,.0f}–{n['high']:,.0f} replicas" in page.read_text()
     text = CliRunner().invoke(cli, [a for a in args if a not in ("--json", "--html", str(page))]).stdout
+    assert f"80% {n['low']:,.0f}–{n['high']:,.0f}" in text
     assert "cheapest fleet:" in text and "levers (each re-simulated)" in text and "simulations:" in text
 
 

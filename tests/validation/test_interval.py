@@ -13,6 +13,7 @@ from servecap.validation.interval import (
     interval,
     load_residuals,
     order_statistic_bounds,
+    replica_interval,
 )
 
 
@@ -79,3 +80,21 @@ def test_plan_json_carries_intervals_on_users_and_tpot() -> None:
         answers[engine] = data
     # the two engines' KV caches differ (TensorRT-LLM's fraction is of the memory left after the weights)
     assert answers["trtllm"]["kv_cache_tokens"] != answers["vllm"]["kv_cache_tokens"]
+
+
+def test_fleet_plan_replica_interval_by_hand() -> None:
+    """Nine throughput residuals -0.15 .. +0.25 (k = 1: the extremes). servecap said 7 replicas
+    at $7,000/month: a replica serving c / 1.25 .. c / 0.85 of what servecap predicted needs
+    7 x 0.85 = 5.95 -> 6 .. 7 x 1.25 = 8.75 -> 9 replicas, $1,000 each: $6,000 .. $9,000."""
+    pool = tuple(_res([round(0.05 * i - 0.15, 2) for i in range(9)]))
+    count, cost = replica_interval(7, 7000.0, engine="vllm", gpu_family="H100", residuals=pool)
+    assert (count.low, count.high) == (6.0, 9.0)
+    assert (cost.low, cost.high) == (pytest.approx(6000.0), pytest.approx(9000.0))
+    assert count.level == 0.8 and count.count == 9 and count.close and "replica count" in count.note
+    # a whole number of replicas on the boundary stays put: 10 x (1 - 0.2) = 8 exactly
+    nine = tuple(_res([0.1 * i - 0.2 for i in range(9)]))
+    count, _ = replica_interval(10, 1.0, engine="vllm", gpu_family="H100", residuals=nine)
+    assert (count.low, count.high) == (8.0, 16.0)
+    # never below one replica
+    wide = tuple(_res([-0.9] + [0.0] * 8))
+    assert replica_interval(1, 1.0, engine="vllm", gpu_family="H100", residuals=wide)[0].low == 1.0

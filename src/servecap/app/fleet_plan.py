@@ -254,6 +254,9 @@ class FleetPlanResponse(_Out):
     story: list[str]  # where the figures differ from plan/capacity and why, one line each
     fleet_file: dict[str, Any]  # the chosen fleet as a fleet file (`servecap fleet simulate --fleet`)
     notes: list[str]
+    # "replicas", "usd_per_month" -> the 80% interval of the chosen fleet's count and rent
+    # (validation.interval.replica_interval: the throughput interval carried to the count)
+    interval: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 # ---- the search --------------------------------------------------------------------------------

@@ -57,6 +57,8 @@ class Closed:
     req_s_per_replica: float
     e2e_s: float
     cold_start_s: float
+    engine: str = "vllm"  # the engine and GPU family the corpus residuals are grouped by
+    gpu_family: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +153,7 @@ def closed_form(
         weights = float(p.stage.weights_bytes_per_gpu * dep.num_gpus)
         cold = weights / spec_cs.load_bandwidth_bytes_s + sum(ph.mean_s for _, ph in spec_cs.phases())
     e2e = p.ttft_s + max(0.0, arrays_mean[1] - 1) * p.tpot_s
-    return Closed(dep.num_gpus, price, rate, e2e, cold)
+    return Closed(dep.num_gpus, price, rate, e2e, cold, dep.engine.engine, dep.gpu.family)
 
 
 # ---- the plan ----------------------------------------------------------------------------------
@@ -257,7 +259,18 @@ def run_plan(request: FleetPlanRequest, ctx: Context, run_levers: Callable[..., 
         story=story_lines(request, chosen, peak),
         fleet_file=ff,
         notes=ctx.notes,
+        interval=fleet_intervals(n, fleet_ev.usd_per_month, best.closed),
     )
+
+
+def fleet_intervals(n: int, usd_per_month: float, cf: Closed) -> dict[str, dict[str, Any]]:
+    """The 80% intervals of the winner's replica count and rent, carried from the corpus's
+    throughput residuals of its engine and GPU family (:func:`servecap.validation.interval.replica_interval`:
+    replicas needed scale inversely with what one replica serves)."""
+    from servecap.validation.interval import replica_interval
+
+    count, cost = replica_interval(n, usd_per_month, engine=cf.engine, gpu_family=cf.gpu_family)
+    return {"replicas": count.to_dict(), "usd_per_month": cost.to_dict()}
 
 
 def _labels(targets: tuple[Target, ...]) -> list[str]:

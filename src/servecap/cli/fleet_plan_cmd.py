@@ -289,6 +289,27 @@ def evidence_line(label: str, ev: FleetEval, *, fixed: bool = True) -> str:
     )
 
 
+def interval_cells(r: FleetPlanResponse) -> tuple[str, str] | None:
+    """The chosen fleet's 80% intervals as table cells, ``("6–9", "$9,198–$13,797")``, or None
+    when the plan carries none (``--json``'s ``interval``)."""
+    n, usd = r.interval.get("replicas"), r.interval.get("usd_per_month")
+    if n is None or usd is None:
+        return None
+    return f"{n['low']:,.0f}–{n['high']:,.0f}", f"${usd['low']:,.0f}–${usd['high']:,.0f}"
+
+
+def interval_line(r: FleetPlanResponse) -> str | None:
+    """The chosen fleet's intervals in a line: count, rent and what they come from."""
+    cells = interval_cells(r)
+    if cells is None:
+        return None
+    iv = r.interval["replicas"]
+    return (
+        f"{iv['level']:.0%} interval: {cells[0]} replicas, {cells[1]}/month "
+        f"(the throughput interval of {iv['count']} corpus values of {iv['basis']}, carried to the count)"
+    )
+
+
 def summary_lines(r: FleetPlanResponse) -> list[str]:
     """The answer in a few plain lines (the docs' worked example prints these)."""
     c = r.chosen
@@ -303,6 +324,9 @@ def summary_lines(r: FleetPlanResponse) -> list[str]:
         f"${c.usd_per_month or 0:,.0f}/month fixed at the peak ({c.price_per_gpu_hour:.2f} $/GPU-hour x 730 h)",
         evidence_line("chosen", r.fleet),
     ]
+    iv_line = interval_line(r)
+    if iv_line is not None:
+        lines.insert(-1, iv_line)
     if r.next_cheaper is not None:
         lines.append(evidence_line("one fewer", r.next_cheaper))
     lines.append(evidence_line("verified (second seed)", r.verify))
@@ -326,14 +350,16 @@ def summary_lines(r: FleetPlanResponse) -> list[str]:
 def lever_rows(r: FleetPlanResponse) -> list[tuple[str, str, str, str, str, str, str]]:
     rows = []
     c = r.chosen
+    cells = interval_cells(r)
+    n_iv, usd_iv = (f" (80% {cells[0]})", f" (80% {cells[1]})") if cells else ("", "")
     rows.append(
         (
             "chosen",
             f"{r.router} routing, {c.name}",
-            str(c.replicas)
+            f"{c.replicas}{n_iv}"
             if r.autoscaler is None
-            else f"{c.replicas} at the peak ({r.autoscaler.min_replicas}-{r.autoscaler.max_replicas} autoscaled)",
-            f"${c.usd_per_month or 0:,.0f}",
+            else f"{c.replicas}{n_iv} at the peak ({r.autoscaler.min_replicas}-{r.autoscaler.max_replicas} autoscaled)",
+            f"${c.usd_per_month or 0:,.0f}{usd_iv}",
             _ms(r.fleet.ttft_p99_s),
             _ms(r.fleet.tpot_p99_s),
             "yes" if r.fleet.slo_met else "no",

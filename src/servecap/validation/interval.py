@@ -27,6 +27,7 @@ residuals (capacity scales with throughput); latencies their own metric's.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -194,3 +195,40 @@ def coverage(residuals: tuple[Residual, ...], level: float = LEVEL) -> tuple[int
         if iv.low <= 1.0 <= iv.high:
             inside += 1
     return inside, total
+
+
+def replica_interval(
+    replicas: int,
+    usd_per_month: float,
+    *,
+    engine: str,
+    gpu_family: str,
+    residuals: tuple[Residual, ...] | None = None,
+    level: float = LEVEL,
+) -> tuple[Interval, Interval]:
+    """The ``level`` intervals of the replica count a fleet needs, and of its rent, when servecap
+    says ``replicas`` (costing ``usd_per_month``) for ``engine`` on ``gpu_family``.
+
+    The method: the replicas a fleet needs scale inversely with what one replica serves. The
+    fleet plan sized ``n`` replicas on a predicted per-replica throughput ``c``; the throughput
+    residuals' order statistics ``e_(k) .. e_(n+1-k)`` (:func:`interval`, the same group choice)
+    put the measured throughput in ``[c / (1 + e_(n+1-k)), c / (1 + e_(k))]``, so the fleet that
+    measured throughput needs is ``n x c / measured`` replicas, rounded up to whole ones:
+
+        [ceil(n x (1 + e_(k))), ceil(n x (1 + e_(n+1-k)))]   (at least 1 replica).
+
+    An over-predicting servecap (``e > 0``) needs more replicas than it said. The rent scales
+    with the count: ``usd_per_month / n`` per replica, times each end. It is the throughput
+    interval carried to the count, not a new simulation: it holds while the fleet's SLO-bound
+    capacity errs as the corpus's peak throughputs do."""
+    tput = interval(1.0, metric="throughput", engine=engine, gpu_family=gpu_family, residuals=residuals, level=level)
+    # tput.low = 1 / (1 + e_hi), tput.high = 1 / (1 + e_lo): replicas needed = n / (measured / c)
+    low = max(1, math.ceil(replicas / tput.high - 1e-9))
+    high = max(1, math.ceil(replicas / tput.low - 1e-9))
+    per = usd_per_month / replicas if replicas else 0.0
+    note = tput.note.replace(f"{level:.0%} interval", f"{level:.0%} interval of the replica count", 1)
+    count = Interval(float(low), float(high), level, tput.count, tput.basis, tput.close, note)
+    cost = Interval(
+        low * per, high * per, level, tput.count, tput.basis, tput.close, note.replace("replica count", "rent", 1)
+    )
+    return count, cost
