@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from servecap.app.fleet_plan import FleetPlanResponse, plan_request_from_dict
 from servecap.app.fleet_planner import fleet_plan
-from servecap.cli.main import cli, run
 from servecap.catalog import lookup_gpu
+from servecap.cli.main import cli, run
 from servecap.errors import ServecapError
 from servecap.validation.interval import replica_interval
 

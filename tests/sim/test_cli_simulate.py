@@ -43,6 +43,9 @@ def test_simulate_json_has_the_issue_keys(tmp_path: Path) -> None:
     assert d["num_requests"] == 100 and d["goodput_req_s"] is not None
     text = html.read_text()
     assert "<script src=" not in text and "Plotly" in text
+    # the report shows the 80% intervals --json carries
+    p99 = d["interval"]["ttft_s.p99"]
+    assert "80% intervals" in text and f"TTFT p99 {p99['low'] * 1e3:,.1f}–{p99['high'] * 1e3:,.1f} ms" in text
 
 
 def test_simulate_tables_and_workload_errors(tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ def capacity_command(
             response.table,
             built.notes,
             load_unit=unit,
-            context=_context(built, answer),
+            context=_context(built, answer) | ({"80% interval": str(iv["note"])} if iv is not None else {}),
             slo=slo,
             capacity=response.max_load,
         )

@@ -62,11 +62,9 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:,.1f}"
 
 
-def render_intervals(console: Console, intervals: dict[str, Any]) -> None:
-    """The 80% intervals of the measured p50/p99 latencies (``--json``'s
-    ``interval``), one line, and what they are built from."""
-    if not intervals:
-        return
+def intervals_text(intervals: dict[str, Any]) -> str | None:
+    """The 80% intervals of the measured p50/p99 latencies (``--json``'s ``interval``) in a
+    line, or None when there are none (the terminal and the HTML report print it)."""
     parts = []
     for key, label in (
         ("ttft_s.p50", "TTFT p50"),
@@ -77,7 +75,15 @@ def render_intervals(console: Console, intervals: dict[str, Any]) -> None:
         iv = intervals.get(key)
         if iv is not None:
             parts.append(f"{label} {_ms(iv['low'])}–{_ms(iv['high'])} ms")
-    console.print("80% intervals: " + ", ".join(parts))
+    return ", ".join(parts) if parts else None
+
+
+def render_intervals(console: Console, intervals: dict[str, Any]) -> None:
+    """:func:`intervals_text` in one line, and what they are built from."""
+    text = intervals_text(intervals)
+    if text is None:
+        return
+    console.print("80% intervals: " + text)
     notes = {iv["note"] for iv in intervals.values() if not iv["close"]}
     for note in sorted(notes):
         console.print(f"[dim]note: {note}[/]")
@@ -234,7 +240,7 @@ def simulate_command(
             result,
             None,
             built.notes,
-            context=_context(built, response.load_check.message),
+            context=_context(built, response.load_check.message, intervals=response.interval),
             slo=slo if has_slo else None,
         )
     if as_json:
@@ -267,7 +273,7 @@ def simulate_command(
         console.print(f"wrote {html}")
 
 
-def _context(built: Built, headline: str | None) -> dict[str, str]:
+def _context(built: Built, headline: str | None, *, intervals: dict[str, Any] | None = None) -> dict[str, str]:
     """The workload and deployment, for the report's header."""
     from servecap.workload import dist_mean
 
@@ -298,4 +304,8 @@ def _context(built: Built, headline: str | None) -> dict[str, str]:
     rows["workload"] = ", ".join(load) or "from the workload file"
     if headline:
         rows["answer"] = headline
+    iv_text = intervals_text(intervals or {})
+    if iv_text is not None:
+        notes = sorted({iv["note"] for iv in (intervals or {}).values()})
+        rows["80% intervals"] = iv_text + " (" + "; ".join(notes) + ")"
     return rows
