@@ -201,10 +201,27 @@ def test_capacity_page_headline_is_the_clis(desktop: Page, server_url: str) -> N
     want = _cli("capacity", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "4096", "--rate", "30",
                 "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50")  # fmt: skip
     assert pg.inner_text("#capacity") == f"{want['max_rate_req_s']:,.2f}"
+    iv = want["interval"]  # the 80% interval next to the headline
+    assert pg.inner_text("#capacity-interval") == f"(80% interval {iv['low']:,.2f}–{iv['high']:,.2f})"
     marker = pg.evaluate("document.getElementById('curve')._fullLayout.shapes.map((s) => s.x0)")
     assert want["max_rate_req_s"] in [round(x, 9) for x in marker] or any(
         abs(x - want["max_rate_req_s"]) < 1e-6 for x in marker
     )
+    assert desktop.errors == []
+
+
+def test_plan_page_shows_the_apis_interval_next_to_the_headline(desktop: Page, server_url: str) -> None:
+    """Issue 21, item 4: the 80% intervals the API returns (users served, TPOT) beside the numbers."""
+    pg = desktop.page
+    query = urlencode({"model": "Qwen/Qwen3-8B", "gpu": "L40S", "max_model_len": "16384", "tpot_slo_ms": "50"})
+    with pg.expect_response(lambda r: r.url.endswith("/api/v1/plan") and r.request.method == "POST") as answer:
+        pg.goto(f"{server_url}/plan?{query}")
+    data = answer.value.json()
+    pg.wait_for_selector("#users-interval")
+    users, tpot = data["interval"]["users_served"], data["interval"]["tpot_s"]
+    assert pg.inner_text("#users-interval") == f"(80% interval {users['low']:,.0f}–{users['high']:,.0f})"
+    assert pg.inner_text("#tpot-interval") == f"(80% interval {tpot['low'] * 1e3:,.1f}–{tpot['high'] * 1e3:,.1f})"
+    assert pg.get_attribute("#users-interval", "title") == users["note"]
     assert desktop.errors == []
 
 

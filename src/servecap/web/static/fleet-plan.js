@@ -36,9 +36,9 @@ function render(r) {
   const evals = [evalRow("chosen", f), evalRow("one replica fewer", r.next_cheaper), evalRow("second seed", r.verify)].filter(Boolean);
   const a = r.autoscaler;
   el.innerHTML = `
-    <p class="answer" id="answer"><strong id="chosen-replicas">${num(c.replicas)}</strong> × <strong id="chosen-gpu">${esc(c.name)}</strong>
+    <p class="answer" id="answer"><strong id="chosen-replicas">${num(c.replicas)}</strong> × <strong id="chosen-gpu">${esc(c.name)}</strong>${ivText(r.interval && r.interval.replicas, (x) => num(x), "replicas-interval")}
       (${num(c.gpus_per_replica)} GPU${c.gpus_per_replica > 1 ? "s" : ""} per replica, ${esc(c.gpu)}) serve ${num(r.peak_rps, 1)} req/s at the peak
-      for <strong id="chosen-usd">${usd(f.usd_per_month, 0)}</strong>/month; SLO attainment ${pct(f.attainment)}.</p>
+      for <strong id="chosen-usd">${usd(f.usd_per_month, 0)}</strong>/month${ivText(r.interval && r.interval.usd_per_month, (x) => usd(x, 0), "usd-interval")}; SLO attainment ${pct(f.attainment)}.</p>
     <p class="muted">SLOs: ${esc(r.slo.join(", "))}. Router ${esc(r.router)}. <span id="simulations">${num(r.simulations)}</span> simulations.</p>
     <h2>Evidence</h2>
     ${table([["fleet", (x) => x[0]], ["replicas", (x) => x[1]], ["$/month", (x) => x[2]], ["p99 TTFT (ms)", (x) => x[3]], ["p99 TPOT (ms)", (x) => x[4]], ["attainment", (x) => x[5]], ["SLO met", (x) => x[6]]], evals)}

@@ -22,6 +22,13 @@ function num(x, digits = 0) {
 const ms = (s, d = 1) => (s === null || s === undefined ? "–" : num(s * 1e3, d));
 const gb = (b, d = 1) => (b === null || b === undefined ? "–" : num(b / 1e9, d));
 const usd = (x, d = 2) => (x === null || x === undefined ? "–" : "$" + num(x, d));
+// an answer's 80% interval (the API's `interval`: low, high, level, note) next to its number, in
+// the number's own format; the note (what the corpus errors it comes from) on hover; "" when none
+function ivText(iv, fmt, id) {
+  if (!iv) return "";
+  const attr = id ? ` id="${esc(id)}"` : "";
+  return ` <span class="interval"${attr} title="${esc(iv.note)}">(${num(100 * iv.level)}% interval ${fmt(iv.low)}–${fmt(iv.high)})</span>`;
+}
 
 class ApiError extends Error {}
 

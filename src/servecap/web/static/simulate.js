@@ -23,7 +23,8 @@ function renderSimulation(r) {
   el.innerHTML = `
     ${check && check.message ? `<div class="error" id="overload">${esc(check.message)}</div>` : ""}
     <p class="answer" id="answer">${num(r.completed)} of ${num(r.num_requests)} requests completed:
-      p99 TTFT <strong>${ms(r.ttft_s && r.ttft_s.p99)}</strong> ms, p99 TPOT <strong>${ms(r.tpot_s && r.tpot_s.p99)}</strong> ms,
+      p99 TTFT <strong>${ms(r.ttft_s && r.ttft_s.p99)}</strong> ms${ivText(r.interval && r.interval["ttft_s.p99"], (x) => ms(x), "ttft-interval")},
+      p99 TPOT <strong>${ms(r.tpot_s && r.tpot_s.p99)}</strong> ms${ivText(r.interval && r.interval["tpot_s.p99"], (x) => ms(x), "tpot-interval")},
       ${num(r.throughput_req_s, 2)} req/s, ${num(r.output_tokens_per_s)} output tokens/s.</p>
     <p class="muted">${esc(r.model)} on ${esc(r.gpu)}, seed ${num(r.seed)}. Mean batch ${num(r.mean_batch_size, 1)},
       KV use ${num(100 * r.mean_kv_utilization, 1)}% mean / ${num(100 * r.max_kv_utilization, 1)}% max, preemptions ${num(r.preemptions)},
@@ -48,7 +49,7 @@ function renderCapacity(r) {
   // the API names the answer by its unit: max_users (closed loop) or max_rate_req_s (open loop)
   const maxLoad = r.closed_loop ? r.max_users : r.max_rate_req_s;
   el.innerHTML = `
-    <p class="answer" id="answer">Simulated capacity: <strong id="capacity">${fmt(maxLoad)}</strong> ${esc(r.unit)} per replica
+    <p class="answer" id="answer">Simulated capacity: <strong id="capacity">${fmt(maxLoad)}</strong>${ivText(r.interval, fmt, "capacity-interval")} ${esc(r.unit)} per replica
       within the p${num(r.slo.percentile)} SLO (${sloText(r.slo)})
       ${r.replicas_for_target ? `; ${fmt(r.target)} ${esc(r.unit)} need <strong>${num(r.replicas_for_target)}</strong> replicas` : ""}.</p>
     <p class="muted">${esc(r.why)}</p>
