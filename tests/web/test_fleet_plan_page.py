@@ -71,6 +71,9 @@ def test_the_form_gives_fleet_plans_answer(desktop: Page, server_url: str) -> No
     assert pg.inner_text("#chosen-gpu") == want.chosen.name
     assert int(pg.inner_text("#chosen-replicas").replace(",", "")) == want.chosen.replicas
     assert pg.inner_text("#chosen-usd") == f"${want.fleet.usd_per_month:,.0f}"
+    n_iv, usd_iv = want.interval["replicas"], want.interval["usd_per_month"]  # issue 21: the 80% intervals
+    assert pg.inner_text("#replicas-interval") == f"(80% interval {n_iv['low']:,.0f}–{n_iv['high']:,.0f})"
+    assert pg.inner_text("#usd-interval") == f"(80% interval ${usd_iv['low']:,.0f}–${usd_iv['high']:,.0f})"
     assert int(pg.inner_text("#simulations").replace(",", "")) == want.simulations
     assert want.next_cheaper is not None and not want.next_cheaper.slo_met
     assert "one replica fewer" in pg.inner_text("#result") and "fp8-kv" in pg.inner_text("#result")
