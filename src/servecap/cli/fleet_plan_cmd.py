@@ -351,7 +351,8 @@ def lever_rows(r: FleetPlanResponse) -> list[tuple[str, str, str, str, str, str,
     rows = []
     c = r.chosen
     cells = interval_cells(r)
-    n_iv, usd_iv = (f" (80% {cells[0]})", f" (80% {cells[1]})") if cells else ("", "")
+    level = f"{r.interval['replicas']['level']:.0%}" if cells else ""
+    n_iv, usd_iv = (f" ({level} {cells[0]})", f" ({level} {cells[1]})") if cells else ("", "")
     rows.append(
         (
             "chosen",
