@@ -81,3 +81,17 @@ def test_fleet_plans_why_line_names_the_offered_load_as_a_bound() -> None:
     line = out["story"][0]
     assert line.startswith("users per GPU: between" if n > 1 else "users per GPU: at least")
     assert f"over {n} and {n - 1} replicas' GPUs" in line and "do not" in line
+
+
+def test_compare_uses_plans_user_model() -> None:
+    """compare kept a fixed 20% duty cycle: the same deployment got more users there than in plan."""
+    plan = json.loads(_run(["plan", *DEP, *SLO, "--json"]))
+    args = ["compare", "-m", "meta-llama/Llama-3.1-8B", "--gpus", "H100", "--counts", "1", "-l", "4096", *SLO]
+    cmp = json.loads(_run([*args, "--weights-dtypes", "auto", "--kv-dtypes", "auto", "--json"]))
+    assert cmp["request_interval_s"] == 30 and cmp["duty_cycle"] is None
+    (row,) = cmp["candidates"]
+    assert row["users_served"] == plan["users_served"] and row["duty_cycle"] == plan["duty_cycle"]
+    text = _run(args)
+    assert text.splitlines()[0].startswith("request shape: 1,024 prompt + 128 output tokens (fixed); users: one")
+    given = json.loads(_run([*args, "--duty-cycle", "0.2", "--json"]))
+    assert given["request_interval_s"] is None and given["duty_cycle"] == 0.2
