@@ -43,7 +43,7 @@ class CapacityResponse(BaseModel):
     # (the break point lies between; None when no searched load missed)
     max_load_bracket: tuple[float, float | None]
     planner_load: float
-    plan_load: float | None  # `servecap plan` with its defaults (single requests, duty cycle 0.2)
+    plan_load: float | None  # `servecap plan` with its defaults (single requests, a request every 30 s per user)
     slo: dict[str, Any]
     assumptions: list[Assumption]
     why: str
