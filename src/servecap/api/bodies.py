@@ -96,7 +96,8 @@ class CompareBody(BaseModel):
     max_model_len: int | None = Field(default=None, ge=1, le=16_777_216)
     prompt_tokens: int = Field(default=1024, ge=1, le=16_777_216)
     output_tokens: int = Field(default=128, ge=1, le=16_777_216)
-    duty_cycle: float = Field(default=0.2, gt=0, le=1)
+    duty_cycle: float | None = Field(default=None, gt=0, le=1)  # None: from request_interval_s
+    request_interval_s: float | None = Field(default=None, gt=0, le=86_400)  # None: 30 s (app/defaults.py)
     ttft_slo_ms: float | None = Field(default=None, gt=0)
     tpot_slo_ms: float | None = Field(default=None, gt=0)
     price_per_hour: float | None = Field(default=None, gt=0)

@@ -43,7 +43,7 @@ class CapacityResponse(BaseModel):
     # (the break point lies between; None when no searched load missed)
     max_load_bracket: tuple[float, float | None]
     planner_load: float
-    plan_load: float | None  # `servecap plan` with its defaults (single requests, duty cycle 0.2)
+    plan_load: float | None  # `servecap plan` with its defaults (single requests, a request every 30 s per user)
     slo: dict[str, Any]
     assumptions: list[Assumption]
     why: str
@@ -55,6 +55,9 @@ class CapacityResponse(BaseModel):
     gpu: str
     seed: int
     notes: list[str]
+    # the load model the answer used, in words (its first line): closed or open loop, the warm-up
+    # left unscored and, for users, the interval between requests they actually kept at the answer
+    load_model: str = ""
     # the 80% interval of the measured capacity behind max_load (validation.interval), or None
     interval: dict[str, Any] | None = None
 
@@ -155,7 +158,11 @@ def capacity(
             name="SLOs checked against",
             plan=f"steady-state means ({slo_text})",
             closed_form=f"steady-state means ({slo_text})",
-            simulated=f"p99 over the run ({slo_text})",
+            simulated=(
+                f"p99 after the first {result.warmup_s:g} s ({slo_text})"
+                if result.warmup_s > 0
+                else f"p99 over the run ({slo_text})"
+            ),
         ),
         Assumption(
             name="mean prompt (tokens)",
@@ -190,6 +197,7 @@ def capacity(
     if target is not None and target > 0:
         replicas = math.ceil(target / result.max_load) if result.max_load > 0 else None
     dep = built.plan.deployment
+    load_model = _load_model(result, think, turns)
     return CapacityResponse(
         closed_loop=closed,
         unit=unit,
@@ -208,8 +216,32 @@ def capacity(
         gpu=dep.gpu.id,
         seed=seed,
         notes=built.notes,
+        load_model=load_model,
         interval=_load_interval(result.max_load, dep.engine.engine, dep.gpu.family),
     )
+
+
+def _load_model(result: Any, think: float | None, turns: float) -> str:
+    """The answer's load model in words: a closed loop of users keeps one request in flight or in
+    thought each, so its rate is ``users / (think + E2E)`` at the answer's own E2E (below the
+    planner's ``G`` at a light load), not ``users / 30 s``: the line gives that rate, so it can be
+    set beside the fleet planner's open loop (``users / 30 s`` Poisson arrivals)."""
+    if not result.closed_loop:
+        return "open loop: Poisson arrivals at the rate searched, scored from the start"
+    at = next((p for p in result.table if p.load == result.max_load), None)
+    rate = f"{at.throughput_req_s:,.2f} req/s" if at is not None and at.throughput_req_s > 0 else None
+    every = result.max_load / at.throughput_req_s if at is not None and at.throughput_req_s > 0 else None
+    line = (
+        f"closed loop: each user thinks {think:g} s (exponential) after an answer, then sends the next"
+        + (f" ({turns:g}-turn chats)" if turns > 1 else "")
+        + f"; p99s scored after the first {result.warmup_s:g} s"
+    )
+    if rate is not None and every is not None:
+        line += (
+            f"; at {int(result.max_load):,} users they sent {rate}, one request every {every:.1f} s each "
+            "(think time + the answer's own time)"
+        )
+    return line
 
 
 def _load_interval(max_load: float, engine: str, gpu_family: str) -> dict[str, Any] | None:

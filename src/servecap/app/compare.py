@@ -30,7 +30,8 @@ class CompareRequest(BaseModel):
     max_model_len: int | None = None
     prompt_tokens: int = 1024
     output_tokens: int = 128
-    duty_cycle: float = 0.2
+    duty_cycle: float | None = None  # None: from request_interval_s, per deployment (app/defaults.py)
+    request_interval_s: float | None = None  # None: app.defaults.REQUEST_INTERVAL_S (a request every 30 s)
     ttft_slo_ms: float | None = None
     tpot_slo_ms: float | None = None
     price_per_hour: float | None = None  # USD per GPU-hour for every GPU
@@ -60,6 +61,7 @@ class CandidateOut(BaseModel):
     problem: str | None
     limited_by: str | None = None  # what caps the batch: kv_cache, max_num_seqs, tpot_slo, ttft_slo
     bottleneck: str | None = None  # the decode step at that batch: memory or compute
+    duty_cycle: float | None = None  # the share of a user's time generating on this deployment
 
 
 class CompareResponse(BaseModel):
@@ -68,7 +70,8 @@ class CompareResponse(BaseModel):
     slo: SloOut
     prompt_tokens: int
     output_tokens: int
-    duty_cycle: float
+    duty_cycle: float | None  # the one given; None: each candidate's, from request_interval_s
+    request_interval_s: float | None  # the user model: a request every this many seconds per user
     candidates: list[CandidateOut]
     unpriced_gpus: list[str]  # GPUs with no price: ranked after the priced ones, by users per GPU
 
@@ -95,6 +98,7 @@ def parse_prices(text: str | None) -> tuple[float | None, dict[str, float]]:
 
 
 def compare(request: CompareRequest) -> CompareResponse:
+    from servecap.app import defaults
     from servecap.app.inputs import cost_inputs, request_shape
     from servecap.catalog import gpu_catalog, load_gpu_file, lookup_gpu, resolve_model
     from servecap.core.search import compare as search
@@ -107,11 +111,22 @@ def compare(request: CompareRequest) -> CompareResponse:
     if any(n < 1 or n > 1024 for n in r.counts):
         raise ServecapError("counts", r.counts, "GPU counts must be between 1 and 1024")
     prices: dict[str, float] = {}
+    interval = None
+    if r.duty_cycle is None:
+        interval = r.request_interval_s if r.request_interval_s is not None else defaults.REQUEST_INTERVAL_S
+        if not 0 < interval <= 86_400:
+            raise ServecapError("request_interval_s", interval, "must be between 0 and 86,400 seconds")
+    elif r.request_interval_s is not None:
+        raise ServecapError(
+            "duty_cycle", r.duty_cycle, "give --duty-cycle or --request-interval-s (they say the same thing)"
+        )
+    # without a duty cycle each candidate's comes from its own time generating (duty_cycle_of below)
+    duty = r.duty_cycle if r.duty_cycle is not None else 1.0
     if r.price_per_hour is not None:
-        cost_inputs(r.price_per_hour, None, r.duty_cycle)
+        cost_inputs(r.price_per_hour, None, duty)
         prices = {g.id: r.price_per_hour for g in gpu_list}
     for name, usd in r.gpu_prices.items():
-        cost_inputs(usd, None, r.duty_cycle)
+        cost_inputs(usd, None, duty)
         prices[lookup_gpu(name, extra).id] = usd
     eff, _ = efficiency_from_file(r.calibration)
     slo = slo_used(r.ttft_slo_ms, r.tpot_slo_ms)
@@ -125,8 +140,9 @@ def compare(request: CompareRequest) -> CompareResponse:
         request=request_shape(r.prompt_tokens, r.output_tokens),
         slo=Slo(slo.ttft_s, slo.tpot_s),
         efficiency=eff,
-        costs=cost_inputs(None, None, r.duty_cycle),
+        costs=cost_inputs(None, None, duty),
         rent_usd_per_gpu_hour=prices,
+        duty_cycle_of=None if interval is None else lambda g: defaults.duty_cycle(g, interval),
     )
     catalog_price = {g.id: g.rent_usd_per_hour for g in gpu_list}
     rows = []
@@ -148,6 +164,7 @@ def compare(request: CompareRequest) -> CompareResponse:
                 problem=c.problem,
                 limited_by=c.plan.batch_limited_by if c.plan else None,
                 bottleneck=c.plan.bottleneck if c.plan else None,
+                duty_cycle=c.plan.costs_in.duty_cycle if c.plan and c.plan.batch > 0 else None,
             )
         )
     unpriced = sorted({g.id for g in gpu_list if g.id not in prices and g.rent_usd_per_hour is None})
@@ -157,6 +174,7 @@ def compare(request: CompareRequest) -> CompareResponse:
         prompt_tokens=r.prompt_tokens,
         output_tokens=r.output_tokens,
         duty_cycle=r.duty_cycle,
+        request_interval_s=interval,
         candidates=rows,
         unpriced_gpus=unpriced,
     )
@@ -194,6 +212,18 @@ def dtype_columns(pairs: list[tuple[str, str]]) -> tuple[str, str]:
     if len(set(pairs)) == len(weights) * len(kvs):
         return ", ".join(weights), ", ".join(kvs)
     return ", ".join(f"{w}/{k}" for w, k in pairs), "(weights/KV)"
+
+
+def users_text(response: CompareResponse) -> str:
+    """The user model of a compare answer, for its first line."""
+    if response.request_interval_s is None:
+        return f"duty cycle {response.duty_cycle or 0:.1%} each (given)"
+    duties = [c.duty_cycle for c in response.candidates if c.duty_cycle is not None]
+    spread = f", {min(duties):.1%}-{max(duties):.1%} by deployment" if duties else ""
+    return (
+        f"one request every {response.request_interval_s:g} s each (the default user model, app/defaults.py): "
+        f"duty cycle = time generating / {response.request_interval_s:g} s{spread}"
+    )
 
 
 def compare_request(**values: object) -> CompareRequest:

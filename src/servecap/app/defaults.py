@@ -1,5 +1,6 @@
-"""The one default request shape and user model of ``plan``, ``capacity``, ``fleet plan``,
-``fleet simulate`` and the web forms, stated on each answer's first lines.
+"""The one default request shape and user model of ``plan``, ``compare``, ``capacity``,
+``simulate --users``, ``fleet plan``, ``fleet simulate`` and the web forms, stated on each
+answer's first lines.
 
 - Request shape: 1,024 prompt + 128 output tokens, fixed lengths: vLLM's ``benchmark_serving``
   random-dataset defaults (``--random-input-len 1024 --random-output-len 128``), the shape
@@ -9,7 +10,8 @@
   history resent). By Little's law a user is generating ``G = TTFT + (O - 1) x TPOT`` seconds of
   every 30, so:
 
-  * ``plan``'s duty cycle is ``G / 30`` and its users ``batch x 30 / G``;
+  * ``plan``'s duty cycle is ``G / 30`` and its users ``batch x 30 / G``; ``compare`` does the
+    same per deployment (a faster one generates for less of the 30 s);
   * ``capacity``'s chat users think ``30 - G`` seconds (exponential) between an answer and the
     next request, whose closed form is the same ``batch x (G + Z) / G``;
   * ``fleet plan`` and ``fleet simulate`` turn ``N`` users into ``N / 30`` requests/s.

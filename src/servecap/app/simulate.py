@@ -115,6 +115,26 @@ def build(
     eff, eff_note = efficiency_from_file(calibration, dep)
     if eff_note:
         notes.append(eff_note)
+    if workload is None and users is not None:
+        # chat users from flags: the default user model (app/defaults.py), one turn, a request every 30 s
+        from servecap.app import defaults
+
+        turns = turns if turns is not None else defaults.TURNS
+        if think_time_s is None:
+            from servecap.specs.perf import INTERACTIVE_SLO
+
+            bounded = slo if slo.ttft_s is not None or slo.tpot_s is not None else INTERACTIVE_SLO
+            probe = make_plan(
+                dep, request=RequestShape(stream.prompt_tokens, stream.output_tokens), slo=bounded, efficiency=eff
+            )
+            generating = probe.ttft_s + max(0, stream.output_tokens - 1) * probe.tpot_s if probe.batch > 0 else 0.0
+            think_time_s = round(defaults.think_time_s(generating), 2)
+            notes.insert(
+                0,
+                f"users: one request every {defaults.REQUEST_INTERVAL_S:g} s each (the default user model, "
+                f"app/defaults.py): {think_time_s:g} s think time between answers, {turns} turn"
+                + ("s" if turns != 1 else ""),
+            )
     spec = workload_from_options(
         workload=workload,
         rate=rate,
@@ -152,6 +172,25 @@ def build(
     )
     notes.extend(setup.notes)
     return Built(the_plan, setup, spec, notes)
+
+
+def load_text(built: Built, default_users: bool) -> str:
+    """The load a run used, for its first line: chat users (think time, turns, closed loop) or an
+    open loop's arrivals."""
+    from servecap.workload import dist_mean
+
+    w = built.workload
+    if w.users is not None:
+        think, turns = dist_mean(w.users.think_time_s), dist_mean(w.users.turns)
+        model = "one request every 30 s each (app/defaults.py): " if default_users else ""
+        return (
+            f"{w.users.count:,} users, {model}{think:g} s think time between answers, {turns:g} turn"
+            + ("s" if turns != 1 else "")
+            + ", closed loop"
+        )
+    rate = getattr(w.arrival, "rate_per_s", None)
+    kind = getattr(w.arrival, "kind", "trace")
+    return f"open loop, {kind} arrivals" + (f" at {rate:g} req/s" if rate is not None else "")
 
 
 def expected_requests(spec: WorkloadSpec) -> int:

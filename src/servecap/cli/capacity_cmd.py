@@ -158,6 +158,7 @@ def capacity_command(
     out = make_console()
     out.print(f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id}, SLOs: {_slo_text(slo)}")
     out.print(f"[bold]{answer}[/]")
+    out.print(f"load model: {response.load_model}")
     side = Table(title="assumptions side by side", title_justify="left")
     side.add_column("")
     if response.plan_load is not None:

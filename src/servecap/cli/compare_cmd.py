@@ -24,7 +24,18 @@ def _list(text: str | None) -> list[str] | None:
 @o.max_model_len_option
 @click.option("--prompt-tokens", "-p", type=click.INT, default=1024, help="Typical prompt length.")
 @click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length.")
-@click.option("--duty-cycle", type=FINITE, default=0.2, help="Share of a user's session spent generating.")
+@click.option(
+    "--duty-cycle",
+    type=FINITE,
+    default=None,
+    help="Share of a user's session spent generating [default: each deployment's, from --request-interval-s].",
+)
+@click.option(
+    "--request-interval-s",
+    type=FINITE,
+    default=None,
+    help="Mean seconds between a user's requests, the answer included (default 30, as plan and fleet plan).",
+)
 @o.slo_options(None, None, "steady-state mean; default: the interactive SLO, 2000 ms / 100 ms")
 @click.option(
     "--price-per-hour",
@@ -45,7 +56,8 @@ def compare_command(
     max_model_len: int | None,
     prompt_tokens: int,
     output_tokens: int,
-    duty_cycle: float,
+    duty_cycle: float | None,
+    request_interval_s: float | None,
     ttft_slo_ms: float | None,
     tpot_slo_ms: float | None,
     price_per_hour: str | None,
@@ -74,6 +86,7 @@ def compare_command(
             prompt_tokens=prompt_tokens,
             output_tokens=output_tokens,
             duty_cycle=duty_cycle,
+            request_interval_s=request_interval_s,
             ttft_slo_ms=ttft_slo_ms,
             tpot_slo_ms=tpot_slo_ms,
             price_per_hour=one_price,
@@ -86,13 +99,15 @@ def compare_command(
         return
     from rich.table import Table
 
-    from servecap.app.compare import dtype_columns, merged_rows
+    from servecap.app.compare import dtype_columns, merged_rows, users_text
+    from servecap.app.defaults import shape_line
     from servecap.app.plan import SloUsed, slo_line
     from servecap.cli.console import make_console, print_table
 
     console = make_console()
     rows = response.candidates
     merged = merged_rows(rows)
+    console.print(shape_line(response.prompt_tokens, response.output_tokens, users=users_text(response)))
     console.print(slo_line(SloUsed(**response.slo.model_dump())))
     t = Table(
         title=f"{response.model}: deployments by $ per user per month (top {min(top, len(merged))} of "

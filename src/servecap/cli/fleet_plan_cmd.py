@@ -212,7 +212,8 @@ def shape_text(request: Any) -> str:
     w = request.traffic.workload
     t = request.traffic
     users = (
-        f"one request every {t.request_interval_s:g} s each"
+        f"one request every {t.request_interval_s:g} s each, as an open loop (Poisson arrivals at "
+        f"{t.peak_users:,} / {t.request_interval_s:g} s, whatever the answers' times)"
         if t.peak_users is not None
         else "an open loop at the peak rate"
     )

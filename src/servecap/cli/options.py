@@ -93,13 +93,13 @@ think_time_option = click.option(
     "--think-time-s",
     type=FINITE,
     default=None,
-    help="Mean think time between a user's turns in seconds (closed loop; simulate/capacity default 30).",
+    help="Mean think time between a user's turns in seconds (closed loop; default: 30 s per request minus the answer).",
 )
 turns_option = click.option(
     "--turns",
     type=click.IntRange(1, 1000),
     default=None,
-    help="Turns per chat; each turn resends the history (plan default 1, simulate/capacity 5).",
+    help="Turns per chat; each turn resends the history (default 1).",
 )
 db_option = click.option("--db", type=PATH, default=None, help="Results database (default: under the user data dir).")
 

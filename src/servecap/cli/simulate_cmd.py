@@ -248,8 +248,23 @@ def simulate_command(
         return
     console = make_console()
     check = response.load_check
-    if check.message:
+    if check.message:  # overload first: the percentiles below then measure the run's length
         console.print(f"[bold red]{check.message}[/]")
+    if workload is None:
+        from servecap.app.defaults import shape_line
+        from servecap.app.simulate import load_text
+
+        users_text = load_text(built, default_users=users is not None and think_time_s is None)
+        console.print(
+            shape_line(
+                stream.prompt_tokens,
+                stream.output_tokens,
+                prompt_sigma=stream.prompt_sigma,
+                output_sigma=stream.output_sigma,
+                users=users_text,
+            ),
+            highlight=False,
+        )
     console.print(
         f"[bold]{dep.model.id}[/] on {dep.num_gpus}x {dep.gpu.id} (tp {dep.parallelism.tp}, pp {dep.parallelism.pp}): "
         f"{built.setup.num_gpu_blocks:,} KV blocks of {built.setup.block_size} tokens, "

@@ -6,7 +6,7 @@ within the SLOs, or have no price are kept with the reason, ranked after the pri
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from servecap.core.defaults import build_deployment
@@ -44,8 +44,12 @@ def compare(
     efficiency: Efficiency | None = None,
     costs: CostInputs | None = None,
     rent_usd_per_gpu_hour: Mapping[str, float] | None = None,
+    duty_cycle_of: Callable[[float], float] | None = None,
 ) -> list[Candidate]:
-    """Every candidate planned; ``rent_usd_per_gpu_hour`` prices GPUs by id (over the catalog's)."""
+    """Every candidate planned; ``rent_usd_per_gpu_hour`` prices GPUs by id (over the catalog's).
+    ``duty_cycle_of`` (seconds a request generates, ``TTFT + (O - 1) x TPOT`` at the candidate's
+    batch, to its duty cycle) replaces ``costs.duty_cycle`` per candidate: the same user model
+    gives a faster deployment a lower duty cycle."""
     out: list[Candidate] = []
     seen: set[tuple[str, int, str, str]] = set()
     base_costs = costs or CostInputs()
@@ -68,6 +72,11 @@ def compare(
                     seen.add(key)
                     try:
                         p = plan(dep, request=request, slo=slo, efficiency=efficiency, costs=gpu_costs)
+                        if duty_cycle_of is not None and p.batch > 0:
+                            generating = p.ttft_s + max(0, p.request.output_tokens - 1) * p.tpot_s
+                            duty = max(duty_cycle_of(generating), 1e-9)
+                            costs_here = replace(gpu_costs, duty_cycle=duty)
+                            p = plan(dep, request=request, slo=slo, efficiency=efficiency, costs=costs_here)
                     except ServecapError as err:
                         out.append(Candidate(*key, None, str(err)))
                         continue

@@ -13,7 +13,7 @@ function render(r) {
   el.innerHTML = `
     <p class="answer" id="answer">${best ? `Cheapest: <strong>${esc(label(best))}</strong> — ${num(best.users_served)} users at
       <strong>${usd(best.usd_per_user_month)}</strong> per user-month` : "No candidate meets the SLO."}</p>
-    <p class="muted">${esc(r.model)}; SLO (${esc(r.slo.statistic)}): ${sloText(r.slo)} (${esc(r.slo.source)}); ${num(r.prompt_tokens)} + ${num(r.output_tokens)} tokens per request, duty cycle ${num(r.duty_cycle, 2)}.
+    <p class="muted">${esc(r.model)}; SLO (${esc(r.slo.statistic)}): ${sloText(r.slo)} (${esc(r.slo.source)}); ${num(r.prompt_tokens)} + ${num(r.output_tokens)} tokens per request, ${r.request_interval_s !== null ? `a request every ${num(r.request_interval_s)} s per user (duty cycle from each deployment's time generating)` : `duty cycle ${num(r.duty_cycle, 2)}`}.
       ${r.unpriced_gpus.length ? "Unpriced (ranked after the priced ones): " + esc(r.unpriced_gpus.join(", ")) + "." : ""}</p>
     <div id="chart" class="plot"></div>
     ${table([
