@@ -154,3 +154,19 @@ def test_capacity_sizes_its_probes_from_the_plan() -> None:
         )
     assert info.value.field == "duration_s"
     assert "the search's probes reach about twice the planner's" in str(info.value)
+
+
+def test_a_streaming_run_has_its_own_limit_and_the_api_one_limit() -> None:
+    """The CLI bounds a streaming fleet run by max_streamed_requests (raised by its own variable);
+    the API has one request limit, so raising ``--max-requests`` raises both."""
+    day = workload_from_dict({**LENGTHS, "arrival": {"kind": "poisson", "rate_per_s": 400}, "duration_s": 86_400})
+    cli = WorkLimits(knobs=cli_limits().knobs)
+    with pytest.raises(ServecapError, match="SERVECAP_MAX_REQUESTS"):
+        check_workload(day, cli)  # 34,560,000 requests kept one by one: over 10M
+    check_workload(day, cli, streaming=True)  # streamed: within 100M
+    with pytest.raises(ServecapError, match="SERVECAP_MAX_STREAMED_REQUESTS"):
+        check_workload(day, replace(cli, max_streamed_requests=1_000_000), streaming=True)
+    raised = replace(API_LIMITS, max_requests=50_000_000)
+    check_workload(day, raised, streaming=True)
+    with pytest.raises(ServecapError, match="servecap serve --max-requests"):
+        check_workload(day, API_LIMITS, streaming=True)

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -713,9 +712,7 @@ def fleet_simulate(
     from servecap.app.limits import check_fleet_work, cli_limits
 
     limits = limits if limits is not None else cli_limits()
-    check_fleet_work(
-        request.fleet, request.workload, dataclasses.replace(limits, max_requests=limits.max_streamed_requests)
-    )
+    check_fleet_work(request.fleet, request.workload, limits.streamed())
     spec, notes = build_fleet(request.fleet, base_dir)
     spec = with_predictive_floors(spec, request.fleet, request.workload, notes)
     wl = request.workload

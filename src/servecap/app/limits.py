@@ -80,8 +80,8 @@ class WorkLimits:
 
     max_requests: int = 10_000_000
     # a fleet run that streams its outcomes into sketches holds nothing per request: its bound is
-    # time, not memory (a day of a 10,000-user service is ~35M requests)
-    max_streamed_requests: int = 100_000_000
+    # time, not memory (a day of a 10,000-user service is ~35M requests); None: max_requests
+    max_streamed_requests: int | None = 100_000_000
     max_users: int = 1_000_000
     max_simulated_s: float = 30 * 86_400.0
     max_replicas: int = 100_000
@@ -93,6 +93,14 @@ class WorkLimits:
     def raise_hint(self, name: str) -> str:
         knob = self.knobs.get(name)
         return f"; raise it with {knob}" if knob else ""
+
+    def streamed(self) -> WorkLimits:
+        """The limits of a run that streams: ``max_streamed_requests`` as its request limit,
+        raised by its own knob (both fall back to ``max_requests``'s when unset)."""
+        if self.max_streamed_requests is None:
+            return self
+        knob = self.knobs.get("max_streamed_requests", self.knobs.get("max_requests", ""))
+        return replace(self, max_requests=self.max_streamed_requests, knobs={**self.knobs, "max_requests": knob})
 
 
 _ENV = {
@@ -107,7 +115,6 @@ _ENV = {
 }
 SERVE_FLAGS = {
     "max_requests": "servecap serve --max-requests",
-    "max_streamed_requests": "servecap serve --max-requests",
     "max_users": "servecap serve --max-users",
     "max_simulated_s": "servecap serve --max-simulated-s",
     "max_replicas": "servecap serve --max-replicas",
@@ -118,7 +125,7 @@ SERVE_FLAGS = {
 
 API_LIMITS = WorkLimits(
     max_requests=200_000,
-    max_streamed_requests=200_000,
+    max_streamed_requests=None,  # one request limit for every API job: servecap serve --max-requests
     max_users=100_000,
     max_simulated_s=86_400.0,
     max_replicas=4_096,
@@ -211,11 +218,7 @@ def check_workload(spec: WorkloadSpec, limits: WorkLimits, *, where: str = "work
     from servecap.workload import dist_mean
 
     if streaming:
-        limits = replace(
-            limits,
-            max_requests=limits.max_streamed_requests,
-            knobs={**limits.knobs, "max_requests": limits.knobs.get("max_streamed_requests", "")},
-        )
+        limits = limits.streamed()
 
     if spec.duration_s is not None:
         d = spec.duration_s
