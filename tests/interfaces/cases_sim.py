@@ -1,0 +1,7 @@
+"""plan, compare, simulate, capacity (one request each, three interfaces)."""
+
+from __future__ import annotations
+
+from tests.interfaces.harness import Case
+
+CASES: list[Case] = []
