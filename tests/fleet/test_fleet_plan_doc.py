@@ -7,7 +7,7 @@ from pathlib import Path
 
 from servecap.app.fleet_plan import load_plan_file, plan_request_from_dict
 from servecap.app.fleet_planner import fleet_plan
-from servecap.cli.fleet_plan_cmd import DOC_BEGIN, DOC_END, markdown_block
+from servecap.report.fleet_plan_text import DOC_BEGIN, DOC_END, markdown_block
 
 ROOT = Path(__file__).parents[2]
 

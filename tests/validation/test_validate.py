@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from servecap.app.validate import render_html, validate
+from servecap.app.validate import validate
 from servecap.cli.main import cli, run
+from servecap.report.validate_html import render_html
 from servecap.specs.gpu import gpu_family
 from servecap.validation.corpus import load_corpus, select
 from servecap.validation.evaluate import Comparison, by_family, compare_rows

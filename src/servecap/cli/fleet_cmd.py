@@ -255,7 +255,7 @@ def fleet_simulate_command(
         )
         response = response.model_copy(update={"notes": [*response.notes, f"stored as run {run_id}"]})
     if html is not None:
-        from servecap.fleet.html import fleet_html
+        from servecap.report.fleet_html import fleet_html
 
         names = ", ".join(f"{p.name} ({p.model} on {p.gpu})" for p in ff.pools)
         page = fleet_html(f"servecap fleet simulate: {names}, {router_name} router", res, response.notes)

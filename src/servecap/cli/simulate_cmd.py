@@ -150,7 +150,7 @@ def write_html(
     slo: Slo | None = None,
     capacity: float | None = None,
 ) -> None:
-    from servecap.report import html_report
+    from servecap.report.html import html_report
 
     text = html_report(
         title,

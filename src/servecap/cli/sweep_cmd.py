@@ -75,7 +75,7 @@ def sweep_command(
     if csv_path is not None:
         csv_path.write_text(_csv(run), encoding="utf-8")
     if html_path is not None:
-        from servecap.app.sweep_html import sweep_html
+        from servecap.report.sweep_html import sweep_html
 
         html_path.write_text(sweep_html(f"servecap sweep: {sf.label or sweep_file.stem}", run), encoding="utf-8")
     if as_json:

@@ -40,7 +40,8 @@ def validate_command(
 ) -> None:
     """Plan and simulate every row of the public measurement corpus and print predicted vs
     measured with the signed error, and the MAPE per metric, per GPU family and per engine."""
-    from servecap.app.validate import render_html, validate
+    from servecap.app.validate import validate
+    from servecap.report.validate_html import render_html
 
     resp = validate(source=source, split=split, calibration=calibration, step_model=step_model)
     if html_path is not None:

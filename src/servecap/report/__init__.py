@@ -1,5 +1,2 @@
-"""Reports: a self-contained interactive HTML page (plotly.js inlined, works offline)."""
-
-from servecap.report.html import html_report
-
-__all__ = ["html_report"]
+"""Reports: every HTML page servecap writes (self-contained, plotly.js inlined, works offline) and
+the text renderings they share — one module per page."""
