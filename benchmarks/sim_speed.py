@@ -20,7 +20,7 @@ from servecap.catalog import lookup_gpu, resolve_model
 from servecap.core.defaults import build_deployment
 from servecap.core.plan import plan
 from servecap.sim import engine, engine_setup_from_plan, simulate
-from servecap.sim.capacity import planner_rate
+from servecap.sim.capacity_search import planner_rate
 from servecap.specs import RequestShape
 from servecap.workload import generate_arrays, workload_from_dict
 

@@ -88,7 +88,7 @@ def test_json_schema_documents_every_required_key(key: str) -> None:
 
 
 def test_json_schema_documents_every_emitted_key() -> None:
-    from servecap.core.summary import plan_to_dict
+    from servecap.core.plan_dict import plan_to_dict
 
     data = plan_to_dict(
         plan(build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=8192))

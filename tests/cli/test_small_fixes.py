@@ -70,9 +70,11 @@ def test_compare_shows_identical_plans_once_with_their_dtypes() -> None:
 def test_bench_rate_check_names_the_scheduled_rate() -> None:
     """`bench --rate 10` reported "target 10.05 req/s": the schedule's drawn rate, read as a bug."""
     from servecap.measure.checks import rate_check
-    from servecap.measure.trace import Trace
+    from servecap.measure.trace import ClientTrace
 
-    traces = [Trace(request_id=str(i), scheduled_s=i / 10.05, prompt_tokens=1, output_tokens=1) for i in range(11)]
+    traces = [
+        ClientTrace(request_id=str(i), scheduled_s=i / 10.05, prompt_tokens=1, output_tokens=1) for i in range(11)
+    ]
     for t in traces:
         t.sent_s = t.scheduled_s
     check = rate_check(traces)

@@ -8,7 +8,7 @@ import pytest
 from servecap.catalog import lookup_gpu, resolve_model
 from servecap.core.defaults import build_deployment
 from servecap.core.plan import plan
-from servecap.core.summary import plan_to_dict
+from servecap.core.plan_dict import plan_to_dict
 
 
 @pytest.fixture()

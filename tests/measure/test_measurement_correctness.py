@@ -22,7 +22,7 @@ from servecap.cli.main import cli
 from servecap.emulator.server import ServerProcess
 from servecap.measure.checks import prefix_cache_check
 from servecap.measure.loadgen import LoadConfig, body_for, make_trace, settle_interrupted
-from servecap.measure.trace import Trace
+from servecap.measure.trace import ClientTrace
 from servecap.workload import RequestSpec
 
 ENGINE_ARGS = [
@@ -137,8 +137,8 @@ def test_prompts_carry_the_run_nonce() -> None:
     assert pc[: 4 * 128] == pd[: 4 * 128] and pc[4 * 128 :] != pd[4 * 128 :]
 
 
-def _trace(i: int, cached: int | None, *, group: int | None = None, prefix: int = 0, turn: int = 0) -> Trace:
-    return Trace(
+def _trace(i: int, cached: int | None, *, group: int | None = None, prefix: int = 0, turn: int = 0) -> ClientTrace:
+    return ClientTrace(
         str(i),
         float(i),
         100,
@@ -164,9 +164,9 @@ def test_unexpected_cache_hits_are_a_warning() -> None:
 
 
 def test_unsent_requests_are_not_errors_after_an_interrupt() -> None:
-    sent_done = Trace("0", 0.0, 10, 2, sent_s=0.0, end_s=0.5)
-    in_flight = Trace("1", 0.1, 10, 2, sent_s=0.1, error="interrupted", error_detail="in flight")
-    unsent = Trace("2", 5.0, 10, 2)
+    sent_done = ClientTrace("0", 0.0, 10, 2, sent_s=0.0, end_s=0.5)
+    in_flight = ClientTrace("1", 0.1, 10, 2, sent_s=0.1, error="interrupted", error_detail="in flight")
+    unsent = ClientTrace("2", 5.0, 10, 2)
     kept = settle_interrupted([sent_done, in_flight, unsent], wall_s=1.0)
     assert kept == [sent_done, in_flight]
     assert in_flight.trimmed and in_flight.end_s == 1.0 and not sent_done.trimmed

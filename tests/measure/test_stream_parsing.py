@@ -13,7 +13,7 @@ import pytest
 from servecap.measure.asgi_stream import AsgiClient
 from servecap.measure.client import _Consumer, stream_request
 from servecap.measure.http1 import _Conn
-from servecap.measure.trace import Trace
+from servecap.measure.trace import ClientTrace
 
 
 def _chunk(i: int, chat: bool, text: str = " the", last: bool = False) -> bytes:
@@ -47,8 +47,8 @@ def _stream(chat: bool) -> bytes:
     )
 
 
-def _consume(pieces: list[bytes], collect: bool = False) -> Trace:
-    trace = Trace("1", 0.0, 5, 4)
+def _consume(pieces: list[bytes], collect: bool = False) -> ClientTrace:
+    trace = ClientTrace("1", 0.0, 5, 4)
     c = _Consumer(trace, 0.0, collect)
     c.status = 200
     for p in pieces:
@@ -120,7 +120,7 @@ async def test_in_process_client_stalls_and_failures_become_errors() -> None:
         raise RuntimeError("app bug")
 
     for app, kind in ((silent, "timeout"), (broken, "broken_stream")):
-        trace = Trace("1", 0.0, 5, 4)
+        trace = ClientTrace("1", 0.0, 5, 4)
         await stream_request(
             AsgiClient(app),
             "http://e/v1/completions",

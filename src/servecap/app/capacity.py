@@ -116,7 +116,7 @@ def capacity(
     before the first probe."""
     from dataclasses import asdict
 
-    from servecap.sim.capacity import find_capacity, planner_rate, planner_users, with_load
+    from servecap.sim.capacity_search import find_capacity, planner_rate, planner_users, with_load
     from servecap.workload import dist_mean
 
     closed_loop = built.workload.users is not None

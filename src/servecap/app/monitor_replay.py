@@ -12,7 +12,7 @@ replicas, not from the recorded ones.
 
 Minute by minute: the recorded rate, the replicas that ran, the shadow's ready and starting
 replicas, and the SLO risk from the engine model: the rate per ready replica against the pool's
-SLO break rate ``lambda*`` (``servecap.sim.capacity.find_capacity`` at the history's mix, the
+SLO break rate ``lambda*`` (``servecap.sim.capacity_search.find_capacity`` at the history's mix, the
 search of ``capacity --rate``); a minute is at risk when it is above ``lambda*`` (or has traffic
 and no ready replica), and a cold-start gap when it is at risk while replicas are starting.
 Totals: GPU-hours and $ of the shadow (the fleet simulator's billing) against what ran
@@ -138,7 +138,7 @@ def break_rate(pool: Any, fleet: Any, prompt: int, output: int, seed: int) -> tu
     from servecap.app.fleet import plan_pool
     from servecap.monitor.engine_headroom import SEARCH_REQUESTS, EngineModel, engine_for, mix_workload
     from servecap.monitor.observed import ObservedMix
-    from servecap.sim.capacity import find_capacity
+    from servecap.sim.capacity_search import find_capacity
     from servecap.specs.perf import INTERACTIVE_SLO, Slo
 
     the_plan, _ = plan_pool(pool)

@@ -84,7 +84,7 @@ class PlanResponse:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` object: docs/json-schema.md documents every key."""
-        from servecap.core.summary import plan_to_dict
+        from servecap.core.plan_dict import plan_to_dict
 
         data = plan_to_dict(self.plan)
         data["slo"] = _flat_dict(self.slo)

@@ -33,7 +33,7 @@ def _thresholds(
         source = str(plan_file)
     else:
         from servecap.core.plan import plan
-        from servecap.core.summary import plan_to_dict
+        from servecap.core.plan_dict import plan_to_dict
 
         dep, _ = o.deployment_from_options(deployment)
         data = plan_to_dict(plan(dep, request=request_shape(prompt_tokens, output_tokens), slo=slo))

@@ -65,7 +65,7 @@ _INF = float("inf")
 _FAILURE_KIND = {"replica_failed": "failed", "no_replica": "failed", "rejected": "rate_limited"}
 
 
-class GatewayRequest:
+class GatewayEntry:
     """A request as the gateway's policies read it: the arriving request plus its traffic-mix
     fields (tenant, class, duplicate group, priority), taken from the request itself or from the
     drawn arrays' row."""
@@ -134,7 +134,7 @@ class GatewayRequest:
 class _Flight:
     """A request the gateway has sent to a pool and not yet seen end."""
 
-    req: GatewayRequest
+    req: GatewayEntry
     pool: str | None  # None: any fleet pool (no model routing)
 
 
@@ -157,12 +157,12 @@ class GatewayStage:
         self._pool_index = {p.name: i for i, p in enumerate(fleet.spec.pools)}
         self.providers: Mapping[str, ExternalProvider] = self.policies.providers
         check_pool_names(config, list(self._pool_index), list(self.providers))
-        self._queues: dict[str | None, GatewayQueue[GatewayRequest]] = {}
+        self._queues: dict[str | None, GatewayQueue[GatewayEntry]] = {}
         self._out: list[FinishedRequest] = []
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         # waiting for one of their tenant's requests to complete (a concurrency cap), in order
-        self._limit_waiters: dict[str | None, deque[GatewayRequest]] = {}
+        self._limit_waiters: dict[str | None, deque[GatewayEntry]] = {}
         self._waited: set[int] = set()
         self._flights: dict[int, _Flight] = {}
         self._inflight: dict[str | None, int] = {}
@@ -179,7 +179,7 @@ class GatewayStage:
     # -- the server seam ------------------------------------------------------------------------
 
     def add(self, request: ArrivingRequest, now_s: float) -> bool:
-        req = GatewayRequest(request, self.arrays)
+        req = GatewayEntry(request, self.arrays)
         self.counts.arrive(req.tenant)
         before = len(self._out)
         self._admit(req, now_s)
@@ -270,7 +270,7 @@ class GatewayStage:
 
     # -- stages ---------------------------------------------------------------------------------
 
-    def _admit(self, req: GatewayRequest, now_s: float) -> None:
+    def _admit(self, req: GatewayEntry, now_s: float) -> None:
         """Rate limits, then the cache, then routing."""
         limiter = self.policies.limiter
         if limiter is not None:
@@ -307,7 +307,7 @@ class GatewayStage:
                     break
         self._send(req, pool, now_s)
 
-    def _cache_hit(self, req: GatewayRequest, hit: CacheHit, now_s: float) -> None:
+    def _cache_hit(self, req: GatewayEntry, hit: CacheHit, now_s: float) -> None:
         if hit.false_hit:
             self.counts.decision(req.tenant, "false_hit")
         if hit.stale_risk:
@@ -317,7 +317,7 @@ class GatewayStage:
         self._flights[req.request_id] = _Flight(req, None)
         self._push(end, _DONE, (req, record, "cache_hit_" + hit.kind))
 
-    def _send(self, req: GatewayRequest, pool: str | None, now_s: float) -> None:
+    def _send(self, req: GatewayEntry, pool: str | None, now_s: float) -> None:
         """To a provider, to the gateway queue (pool saturated), or to the fleet's router."""
         if pool is not None and pool in self.providers:
             self._to_provider(req, pool, now_s)
@@ -336,13 +336,13 @@ class GatewayStage:
             return
         self._to_fleet(req, pool, now_s)
 
-    def _to_fleet(self, req: GatewayRequest, pool: str | None, now_s: float) -> None:
+    def _to_fleet(self, req: GatewayEntry, pool: str | None, now_s: float) -> None:
         self._flights[req.request_id] = _Flight(req, pool)
         self._inflight[pool] = self._inflight.get(pool, 0) + 1
         self.fleet.route(req.spec, now_s, pool)
         self._take_fleet(now_s)  # refused at once (a full engine queue, no replica): act now
 
-    def _to_provider(self, req: GatewayRequest, name: str, now_s: float) -> None:
+    def _to_provider(self, req: GatewayEntry, name: str, now_s: float) -> None:
         prov = self.providers[name]
         self._flights[req.request_id] = _Flight(req, name)
         ttft = prov.sample_ttft_s(self.rng)
@@ -406,7 +406,7 @@ class GatewayStage:
 
     def _on_failure(
         self,
-        req: GatewayRequest,
+        req: GatewayEntry,
         pool: str | None,
         error: str,
         kind: str,
@@ -427,12 +427,12 @@ class GatewayStage:
             rec = req.record(error=error)
         self._fail(req, rec, now_s)
 
-    def _fail(self, req: GatewayRequest, rec: FinishedRequest, now_s: float) -> None:
+    def _fail(self, req: GatewayEntry, rec: FinishedRequest, now_s: float) -> None:
         self._finish(req, now_s, 0)
         self.counts.outcome(req.tenant, "failed")
         self._out.append(rec)
 
-    def _end(self, req: GatewayRequest, rec: FinishedRequest, now_s: float, served_by: str) -> None:
+    def _end(self, req: GatewayEntry, rec: FinishedRequest, now_s: float, served_by: str) -> None:
         self._finish(req, now_s, req.output_tokens)
         if served_by.startswith("cache_hit_"):
             self.counts.outcome(req.tenant, served_by)
@@ -447,7 +447,7 @@ class GatewayStage:
                 self.provider_cost_usd += self.providers[name].cost_usd(req.prompt_tokens, req.output_tokens)
         self._out.append(rec)
 
-    def _finish(self, req: GatewayRequest, now_s: float, output_tokens: int) -> None:
+    def _finish(self, req: GatewayEntry, now_s: float, output_tokens: int) -> None:
         self._flights.pop(req.request_id, None)
         if self.policies.limiter is not None:
             self.policies.limiter.complete(req, now_s, output_tokens)
@@ -462,7 +462,7 @@ class GatewayStage:
         if self.policies.fallback is not None:
             self.policies.fallback.done(req.request_id)
 
-    def _reject(self, req: GatewayRequest, outcome: str, now_s: float) -> None:
+    def _reject(self, req: GatewayEntry, outcome: str, now_s: float) -> None:
         self.counts.outcome(req.tenant, outcome)
         # a request the limits admitted and the queue then refused gives back its slot
         self._finish(req, now_s, 0)

@@ -24,7 +24,7 @@ from servecap.measure.loadgen import (
     run_open_loop,
 )
 from servecap.measure.records import error_counts, to_records
-from servecap.measure.trace import Trace
+from servecap.measure.trace import ClientTrace
 from servecap.measure.transport import Transport
 from servecap.results import RunSummary, summarize
 from servecap.results.measured import MeasuredRequest
@@ -41,7 +41,7 @@ class BenchOutcome:
     measured_window_s: float
 
     @property
-    def traces(self) -> list[Trace]:
+    def traces(self) -> list[ClientTrace]:
         return self.result.traces
 
     def requests(self) -> list[MeasuredRequest]:
@@ -57,7 +57,7 @@ class BenchOutcome:
         """Requests the server (or the network) failed: errors other than ``interrupted``."""
         return sum(1 for t in self.result.traces if t.error is not None and t.error != "interrupted")
 
-    def first_error(self) -> Trace | None:
+    def first_error(self) -> ClientTrace | None:
         """The first failed request (by send time): its detail holds the server's error body."""
         bad = [t for t in self.result.traces if t.error is not None and t.error != "interrupted"]
         return min(bad, key=lambda t: t.sent_s if t.sent_s is not None else t.scheduled_s, default=None)
@@ -70,7 +70,7 @@ def planned_requests(spec: WorkloadSpec, seed: int) -> int | None:
     return len(generate_requests(spec, np.random.default_rng(seed)))
 
 
-def settle_cached_counts(traces: Sequence[Trace]) -> None:
+def settle_cached_counts(traces: Sequence[ClientTrace]) -> None:
     """A server that reports cached tokens for some requests of a run (the emulator; vLLM with
     ``--enable-prompt-tokens-details``) had none for the completed ones whose usage omits them
     (the emulator leaves ``prompt_tokens_details`` out at 0): those read 0, not unknown."""
@@ -80,7 +80,7 @@ def settle_cached_counts(traces: Sequence[Trace]) -> None:
                 t.cached_prompt_tokens = 0
 
 
-def measured_hit_rate(traces: Sequence[Trace | MeasuredRequest]) -> float | None:
+def measured_hit_rate(traces: Sequence[ClientTrace | MeasuredRequest]) -> float | None:
     """Cached prompt tokens / prompt tokens over the requests whose usage reported cached
     tokens (``usage.prompt_tokens_details.cached_tokens``); None when none did."""
     reported = [t for t in traces if t.cached_prompt_tokens is not None]
@@ -90,7 +90,7 @@ def measured_hit_rate(traces: Sequence[Trace | MeasuredRequest]) -> float | None
     return sum(t.cached_prompt_tokens or 0 for t in reported) / prompt
 
 
-def summarize_traces(traces: Sequence[Trace], slo: Slo | None) -> tuple[RunSummary, float]:
+def summarize_traces(traces: Sequence[ClientTrace], slo: Slo | None) -> tuple[RunSummary, float]:
     """The shared summary over the kept (untrimmed) requests; the window runs from the first
     kept request's scheduled time to the last one's end. The prefix-cache hit rate is the
     server's own count (:func:`measured_hit_rate`)."""

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from servecap.measure.loadgen import ClientStats
-from servecap.measure.trace import Trace
+from servecap.measure.trace import ClientTrace
 from servecap.results.stats import percentile
 
 
@@ -46,7 +46,7 @@ class Check:
         return asdict(self)
 
 
-def rate_check(traces: Sequence[Trace], tolerance: float = 0.05) -> Check:
+def rate_check(traces: Sequence[ClientTrace], tolerance: float = 0.05) -> Check:
     sched = sorted(t.scheduled_s for t in traces)
     sent = sorted(t.sent_s for t in traces if t.sent_s is not None)
     if len(sched) < 3 or len(sent) < 3 or sched[-1] <= sched[0]:
@@ -63,7 +63,7 @@ def rate_check(traces: Sequence[Trace], tolerance: float = 0.05) -> Check:
     return Check("rate", ok, achieved, target, msg)
 
 
-def lag_check(traces: Sequence[Trace], limit_s: float = 0.010) -> Check:
+def lag_check(traces: Sequence[ClientTrace], limit_s: float = 0.010) -> Check:
     lags = [t.sent_s - t.scheduled_s for t in traces if t.sent_s is not None]
     if not lags:
         return Check("dispatch_lag", True, None, limit_s, "no requests sent")
@@ -75,7 +75,9 @@ def lag_check(traces: Sequence[Trace], limit_s: float = 0.010) -> Check:
     return Check("dispatch_lag", ok, p99, limit_s, msg)
 
 
-def littles_law_check(traces: Sequence[Trace], client: ClientStats, wall_s: float, tolerance: float = 0.05) -> Check:
+def littles_law_check(
+    traces: Sequence[ClientTrace], client: ClientStats, wall_s: float, tolerance: float = 0.05
+) -> Check:
     done = [t for t in traces if t.sent_s is not None and t.end_s is not None]
     if not done or wall_s <= 0:
         return Check("littles_law", True, None, tolerance, "no completed requests")
@@ -101,14 +103,14 @@ def client_check(client: ClientStats, loop_lag_limit_s: float = 0.005, cpu_limit
     return Check("client_bottleneck", not busy, client.loop_lag_p99_s, loop_lag_limit_s, msg)
 
 
-def expected_cached_tokens(t: Trace) -> int:
+def expected_cached_tokens(t: ClientTrace) -> int:
     """The most prompt tokens of ``t`` the workload itself lets a prefix cache hold."""
     if t.turn > 1:
         return t.measured_prompt_tokens
     return t.prefix_tokens if t.prefix_group is not None else 0
 
 
-def prefix_cache_check(traces: Sequence[Trace], tolerance: float = 0.05) -> Check:
+def prefix_cache_check(traces: Sequence[ClientTrace], tolerance: float = 0.05) -> Check:
     reported = [t for t in traces if t.cached_prompt_tokens is not None and t.sent_s is not None]
     if not reported:
         return Check(
@@ -134,7 +136,7 @@ def prefix_cache_check(traces: Sequence[Trace], tolerance: float = 0.05) -> Chec
     return Check("prefix_cache", ok, unexpected, tolerance, msg)
 
 
-def run_checks(traces: Sequence[Trace], client: ClientStats, wall_s: float, *, open_loop: bool) -> list[Check]:
+def run_checks(traces: Sequence[ClientTrace], client: ClientStats, wall_s: float, *, open_loop: bool) -> list[Check]:
     out = []
     if open_loop:
         out += [rate_check(traces), lag_check(traces)]

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from servecap.measure.sse import SseParser
-from servecap.measure.trace import Trace
+from servecap.measure.trace import ClientTrace
 from servecap.measure.transport import ConnectError, HttpError, StallTimeout, Transport
 
 _MAX_ERROR_BODY = 2000
@@ -36,7 +36,7 @@ def _content(choice: dict[str, Any]) -> str:
     return ""
 
 
-def _usage(trace: Trace, usage: dict[str, Any]) -> None:
+def _usage(trace: ClientTrace, usage: dict[str, Any]) -> None:
     p, c = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if isinstance(p, int):
         trace.usage_prompt_tokens = p
@@ -64,7 +64,7 @@ class _Consumer:
     comments or multi-line events go through :class:`~servecap.measure.sse.SseParser`.
     The arrival time is taken once per read, before any parsing."""
 
-    def __init__(self, trace: Trace, t0: float, collect: bool) -> None:
+    def __init__(self, trace: ClientTrace, t0: float, collect: bool) -> None:
         self.trace, self.t0, self.collect = trace, t0, collect
         self.parser = SseParser()
         self._buf = b""
@@ -190,14 +190,14 @@ async def stream_request(
     client: Transport,
     url: str,
     body: dict[str, Any],
-    trace: Trace,
+    trace: ClientTrace,
     *,
     t0: float,
     total_timeout_s: float,
     stall_timeout_s: float = 60.0,
     headers: dict[str, str] | None = None,
     collect_text: bool = False,
-) -> Trace:
+) -> ClientTrace:
     """POST ``body`` to ``url`` over ``client`` and fill ``trace``; errors become ``trace.error``.
 
     ``sent_s`` is taken when the request is handed to a ready connection (after a pooled
@@ -237,7 +237,7 @@ async def _send(
     url: str,
     payload: bytes,
     hdrs: dict[str, str],
-    trace: Trace,
+    trace: ClientTrace,
     t0: float,
     collect: bool,
     stall_s: float,
@@ -266,7 +266,7 @@ async def _send(
     _whole(b"".join(parts), trace, time.perf_counter() - t0)
 
 
-def _whole(raw: bytes, trace: Trace, now: float) -> None:
+def _whole(raw: bytes, trace: ClientTrace, now: float) -> None:
     """A non-streaming response: one JSON body, all tokens at once."""
     try:
         obj = json.loads(raw)

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from servecap.measure.client import stream_request
 from servecap.measure.http1 import RawClient
 from servecap.measure.payload import Endpoint, build_body, endpoint_path, prompt_text
-from servecap.measure.trace import Trace
+from servecap.measure.trace import ClientTrace
 from servecap.measure.transport import Transport
 from servecap.results.stats import percentile
 
@@ -100,7 +100,7 @@ class ClientStats:
 
 @dataclass(slots=True)
 class RunResult:
-    traces: list[Trace]
+    traces: list[ClientTrace]
     mode: str  # "open" | "closed" | "users"
     started_at: str
     wall_duration_s: float
@@ -109,7 +109,7 @@ class RunResult:
     t0_perf_s: float = 0.0  # time.perf_counter() at the run's zero (to align server timestamps)
 
 
-OnDone = Callable[[Trace], None]
+OnDone = Callable[[ClientTrace], None]
 
 
 @contextlib.asynccontextmanager
@@ -176,8 +176,8 @@ def quiet_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
-def make_trace(spec: RequestLike) -> Trace:
-    return Trace(
+def make_trace(spec: RequestLike) -> ClientTrace:
+    return ClientTrace(
         request_id=str(spec.request_id),
         scheduled_s=float(spec.arrival_s),
         prompt_tokens=int(spec.prompt_tokens),
@@ -189,7 +189,7 @@ def make_trace(spec: RequestLike) -> Trace:
     )
 
 
-def body_for(cfg: LoadConfig, trace: Trace) -> dict[str, Any]:
+def body_for(cfg: LoadConfig, trace: ClientTrace) -> dict[str, Any]:
     text = prompt_text(
         trace.prompt_tokens,
         unique=f"{cfg.run_nonce}-{trace.request_id}",
@@ -221,7 +221,7 @@ def auth_headers(cfg: LoadConfig) -> dict[str, str] | None:
     return {"authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else None
 
 
-def mark_trimmed(traces: list[Trace], cfg: LoadConfig) -> None:
+def mark_trimmed(traces: list[ClientTrace], cfg: LoadConfig) -> None:
     """Flag requests scheduled in the warm-up or cool-down windows (kept, not summarized)."""
     if not traces or (cfg.warmup_s <= 0 and cfg.cooldown_s <= 0):
         return
@@ -231,7 +231,7 @@ def mark_trimmed(traces: list[Trace], cfg: LoadConfig) -> None:
 
 
 async def _one(
-    client: Transport, cfg: LoadConfig, trace: Trace, t0: float, mon: _Monitor, on_done: OnDone | None
+    client: Transport, cfg: LoadConfig, trace: ClientTrace, t0: float, mon: _Monitor, on_done: OnDone | None
 ) -> None:
     mon.change(+1)
     try:
@@ -300,7 +300,7 @@ async def run_closed_loop(
     after that time (the ones in flight finish)."""
     pending = [make_trace(s) for s in specs]
     order = iter(pending)
-    done: list[Trace] = []
+    done: list[ClientTrace] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
     async with open_transport(cfg, transport) as client, _quiet():
         t0 = time.perf_counter()
@@ -345,7 +345,7 @@ async def run_chat_users(
     and waits for the answer. A turn's prompt is the conversation so far — the previous prompt
     and the answer the server actually sent — plus new filler, so a server's prefix cache sees
     what a chat frontend would send."""
-    traces: list[Trace] = []
+    traces: list[ClientTrace] = []
     started = datetime.now(UTC).isoformat(timespec="seconds")
     firsts = users.first_turns()
     history: dict[int, str] = {}
@@ -415,7 +415,7 @@ async def run_chat_users(
     return RunResult(traces, "users", started, wall, stats, interrupted, t0)
 
 
-def settle_interrupted(traces: list[Trace], wall_s: float) -> list[Trace]:
+def settle_interrupted(traces: list[ClientTrace], wall_s: float) -> list[ClientTrace]:
     """After Ctrl-C: requests never sent are not part of the run (dropped, not errors); those
     cut off in flight keep their record with the error ``interrupted`` and are left out of the
     summary (``trimmed``), since the server did not fail them."""

@@ -1,5 +1,5 @@
 """What the client sees of one request while it runs: every timestamp, the usage counts, and
-how it failed (mutable, filled in by the client's callbacks; :meth:`Trace.freeze` gives the
+how it failed (mutable, filled in by the client's callbacks; :meth:`ClientTrace.freeze` gives the
 stored :class:`~servecap.results.measured.MeasuredRequest`).
 
 Times are seconds since the run's start on the client's monotonic clock
@@ -28,7 +28,7 @@ ERROR_KINDS = (
 
 
 @dataclass(slots=True)
-class Trace:
+class ClientTrace:
     request_id: str
     scheduled_s: float
     prompt_tokens: int  # what the workload asked for (replaced by the server's usage)

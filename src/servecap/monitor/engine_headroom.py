@@ -16,7 +16,7 @@ the SLOs break long before the batch the plan allows is full. Instead:
    batch at a given rate, so TPOT grows faster than ``k``: ``k`` is bracketed then bisected
    (:func:`calibrate`) to 1%;
 4. the SLO break rate ``lambda*``: the largest rate whose simulated p99 TTFT and p99 TPOT meet the
-   SLOs on the calibrated engine — :func:`servecap.sim.capacity.find_capacity`, the search of
+   SLOs on the calibrated engine — :func:`servecap.sim.capacity_search.find_capacity`, the search of
    ``servecap capacity --rate`` (same request count and seed, so at ``k = 1`` the two agree);
    headroom ``lambda* / lambda - 1``;
 5. the interval of ``lambda*``: (a) the rate's Poisson interval ``[lambda_lo, lambda_hi]``
@@ -43,7 +43,7 @@ from servecap.core.plan import Plan, plan
 from servecap.errors import ServecapError
 from servecap.monitor.observed import ObservedMix
 from servecap.results import Slo
-from servecap.sim.capacity import CapacityResult, find_capacity
+from servecap.sim.capacity_search import CapacityResult, find_capacity
 from servecap.sim.setup import EngineSetup, engine_setup_from_plan
 from servecap.sim.simulate import simulate
 from servecap.specs import Deployment, RequestShape

@@ -3,7 +3,7 @@
 - :class:`Engine` — scheduler + paged KV block manager + prefix cache + step-time model;
 - :func:`engine_setup_from_plan` — the engine of a planned deployment;
 - :func:`simulate` — run a workload through an engine, returning a :class:`SimResult`;
-- :mod:`servecap.sim.capacity` — the largest rate / number of users meeting SLOs, by search.
+- :mod:`servecap.sim.capacity_search` — the largest rate / number of users meeting SLOs, by search.
 """
 
 from servecap.sim.engine import Engine, EngineRequest, EngineStats, StepOutcome

@@ -46,7 +46,7 @@ class EngineConfig:
     """vLLM's memory and scheduler settings, with the engine's defaults resolved.
 
     ``None`` in the CLI/API means "vLLM's default"; by the time an EngineConfig exists every
-    field is concrete (see :func:`servecap.core.defaults.resolve_engine`).
+    field but ``block_size`` is concrete (see :func:`servecap.core.defaults.build_deployment`).
     """
 
     max_model_len: int

@@ -15,13 +15,13 @@ from servecap.workload.rate import arrival_rate, workload_rate
 from servecap.workload.request import RequestSpec, block_keys, prefix_block_keys
 from servecap.workload.schedule import integrated_rate, rate_at
 from servecap.workload.spec import WorkloadSpec
-from servecap.workload.trace import Trace, load_trace
+from servecap.workload.trace import ArrivalTrace, load_trace
 
 __all__ = [
+    "ArrivalTrace",
     "ClosedLoopUsers",
     "RequestArrays",
     "RequestSpec",
-    "Trace",
     "TrafficClass",
     "WorkloadSpec",
     "arrival_rate",

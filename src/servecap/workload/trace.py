@@ -32,7 +32,9 @@ OPTIONAL = ("prefix_group", "prefix_tokens")
 
 
 @dataclass(frozen=True, slots=True)
-class Trace:
+class ArrivalTrace:
+    """A trace file's requests as columns, sorted by arrival (ties in file order)."""
+
     arrival_s: NDArray[np.float64]
     prompt_tokens: NDArray[np.int64]
     output_tokens: NDArray[np.int64]
@@ -43,7 +45,7 @@ class Trace:
         return len(self.arrival_s)
 
 
-def load_trace(path: Path) -> Trace:
+def load_trace(path: Path) -> ArrivalTrace:
     """Read and validate a trace; errors name the file, line and column."""
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".jsonl", ".ndjson"):
@@ -69,7 +71,7 @@ def load_trace(path: Path) -> Trace:
             if ptok[i] > prompt[i]:
                 raise ServecapError(f"{where}.prefix_tokens", int(ptok[i]), f"exceeds prompt_tokens {prompt[i]}")
     order = np.argsort(arr, kind="stable")
-    return Trace(arr[order], prompt[order], output[order], group[order], ptok[order])
+    return ArrivalTrace(arr[order], prompt[order], output[order], group[order], ptok[order])
 
 
 def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:

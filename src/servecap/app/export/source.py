@@ -162,7 +162,7 @@ def _from_plan(source: Source, plan: dict[str, Any], replicas: int | None) -> Ex
 
 def _from_fleet(source: Source, raw: dict[str, Any], base_dir: Path) -> ExportInput:
     from servecap.app.fleet import FleetFile, fleet_from_dict, plan_pool
-    from servecap.core.summary import plan_to_dict
+    from servecap.core.plan_dict import plan_to_dict
 
     raw = dict(raw)
     gateway: GatewayConfig | None = None
