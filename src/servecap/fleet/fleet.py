@@ -42,7 +42,7 @@ from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
 from servecap.sim.server import ArrivingRequest, FinishedRequest
 from servecap.sim.step_time import StepTimeModel
-from servecap.workload.request import RequestSpec, block_keys
+from servecap.workload.request import block_keys
 
 _READY, _CRASH, _TICK, _SCRAPE = 0, 1, 2, 3
 _INF = float("inf")
@@ -227,7 +227,7 @@ class Fleet:
                 block_size=self._block_tokens,
             )
         # the workload's session id where the request carries one, else its conversation or user
-        session = getattr(spec, "session_id", None)
+        session = spec.session_id
         if session is None:
             session = spec.conversation_id if spec.conversation_id is not None else spec.user_id
         req = RouteRequest(spec.request_id, spec.prompt_tokens, spec.output_tokens, session, keys, self._block_tokens)
@@ -240,23 +240,7 @@ class Fleet:
         r = candidates[self.router.choose(req, views, now_s, loads)]
         if now_s != spec.arrival_s:
             self._arrival.setdefault(spec.request_id, spec)
-            spec = RequestSpec(
-                request_id=spec.request_id,
-                arrival_s=now_s,
-                prompt_tokens=spec.prompt_tokens,
-                output_tokens=spec.output_tokens,
-                prefix_group=spec.prefix_group,
-                prefix_tokens=spec.prefix_tokens,
-                user_id=spec.user_id,
-                turn=spec.turn,
-                history_tokens=spec.history_tokens,
-                conversation_id=spec.conversation_id,
-                priority=spec.priority,
-                tenant=getattr(spec, "tenant", None),
-                request_class=getattr(spec, "request_class", None),
-                session_id=getattr(spec, "session_id", None),
-                duplicate_group=getattr(spec, "duplicate_group", None),
-            )
+            spec = spec.arriving_at(now_s)
         if r.add(spec, now_s):
             self._schedule(r)
             return True

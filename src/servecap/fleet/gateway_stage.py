@@ -57,7 +57,6 @@ from servecap.policy.gateway import (
 from servecap.policy.gateway.config import GatewayConfig, build_gateway
 from servecap.results.record import RequestRecord
 from servecap.sim.server import ArrivingRequest, FinishedRequest
-from servecap.workload import RequestArrays
 
 _RETRY, _DONE, _PROVIDER_FAILED = 0, 1, 2
 _INF = float("inf")
@@ -65,76 +64,34 @@ _INF = float("inf")
 _FAILURE_KIND = {"replica_failed": "failed", "no_replica": "failed", "rejected": "rate_limited"}
 
 
-class GatewayEntry:
-    """A request as the gateway's policies read it: the arriving request plus its traffic-mix
-    fields (tenant, class, duplicate group, priority), taken from the request itself or from the
-    drawn arrays' row."""
-
-    __slots__ = (
-        "duplicate_group",
-        "history_tokens",
-        "output_tokens",
-        "priority",
-        "prompt_tokens",
-        "request_class",
-        "request_id",
-        "spec",
-        "tenant",
-        "turn",
+def _record(
+    req: ArrivingRequest,
+    *,
+    first_token_s: float | None = None,
+    end_s: float | None = None,
+    queue_time_s: float | None = None,
+    error: str | None = None,
+) -> RequestRecord:
+    """The request's record as the gateway ends it (times from its original arrival)."""
+    return RequestRecord(
+        request_id=req.request_id,
+        arrival_s=req.arrival_s,
+        prompt_tokens=req.prompt_tokens,
+        output_tokens=req.output_tokens,
+        first_token_s=first_token_s,
+        end_s=end_s,
+        queue_time_s=queue_time_s,
+        error=error,
+        user_id=req.user_id,
+        turn=req.turn,
     )
-
-    def __init__(self, spec: ArrivingRequest, arrays: RequestArrays | None) -> None:
-        self.spec = spec
-        rid = spec.request_id
-        self.request_id = rid
-        self.prompt_tokens = spec.prompt_tokens
-        self.output_tokens = spec.output_tokens
-        self.turn = spec.turn
-        self.history_tokens = spec.history_tokens
-        tenant: str | None = getattr(spec, "tenant", None)
-        klass: str | None = getattr(spec, "request_class", None)
-        dup: int | None = getattr(spec, "duplicate_group", None)
-        priority = spec.priority
-        if arrays is not None and 0 <= rid < len(arrays):
-            tenant = tenant if tenant is not None else arrays.tenant_of(rid)
-            klass = klass if klass is not None else arrays.class_of(rid)
-            if dup is None and int(arrays.duplicate_group[rid]) >= 0:
-                dup = int(arrays.duplicate_group[rid])
-            priority = priority or int(arrays.priority[rid])
-        self.tenant = tenant
-        self.request_class = klass
-        self.duplicate_group = dup
-        self.priority = priority
-
-    def record(
-        self,
-        *,
-        first_token_s: float | None = None,
-        end_s: float | None = None,
-        queue_time_s: float | None = None,
-        error: str | None = None,
-    ) -> RequestRecord:
-        """The request's record as the gateway ends it (times from its original arrival)."""
-        spec = self.spec
-        return RequestRecord(
-            request_id=self.request_id,
-            arrival_s=spec.arrival_s,
-            prompt_tokens=self.prompt_tokens,
-            output_tokens=self.output_tokens,
-            first_token_s=first_token_s,
-            end_s=end_s,
-            queue_time_s=queue_time_s,
-            error=error,
-            user_id=spec.user_id,
-            turn=spec.turn,
-        )
 
 
 @dataclass(slots=True)
 class _Flight:
     """A request the gateway has sent to a pool and not yet seen end."""
 
-    req: GatewayEntry
+    req: ArrivingRequest
     pool: str | None  # None: any fleet pool (no model routing)
 
 
@@ -146,23 +103,21 @@ class GatewayStage:
         fleet: Fleet,
         config: GatewayConfig,
         seed: int,
-        arrays: RequestArrays | None = None,
     ) -> None:
         self.fleet = fleet
         self.config = config
-        self.arrays = arrays
         self.policies = build_gateway(config)
         self.rng = random.Random(seed * 1_000_003 + 0x6A7E)
         self.ordered = fleet.ordered
         self._pool_index = {p.name: i for i, p in enumerate(fleet.spec.pools)}
         self.providers: Mapping[str, ExternalProvider] = self.policies.providers
         check_pool_names(config, list(self._pool_index), list(self.providers))
-        self._queues: dict[str | None, GatewayQueue[GatewayEntry]] = {}
+        self._queues: dict[str | None, GatewayQueue[ArrivingRequest]] = {}
         self._out: list[FinishedRequest] = []
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         # waiting for one of their tenant's requests to complete (a concurrency cap), in order
-        self._limit_waiters: dict[str | None, deque[GatewayEntry]] = {}
+        self._limit_waiters: dict[str | None, deque[ArrivingRequest]] = {}
         self._waited: set[int] = set()
         self._flights: dict[int, _Flight] = {}
         self._inflight: dict[str | None, int] = {}
@@ -179,12 +134,13 @@ class GatewayStage:
     # -- the server seam ------------------------------------------------------------------------
 
     def add(self, request: ArrivingRequest, now_s: float) -> bool:
-        req = GatewayEntry(request, self.arrays)
-        self.counts.arrive(req.tenant)
+        self.counts.arrive(request.tenant)
         before = len(self._out)
-        self._admit(req, now_s)
+        self._admit(request, now_s)
         # refused at the door (a 429 or a full queue): the loop takes its record at once
-        return not (len(self._out) > before and self._out[-1].request_id == req.request_id and _is_door(self._out[-1]))
+        return not (
+            len(self._out) > before and self._out[-1].request_id == request.request_id and _is_door(self._out[-1])
+        )
 
     def next_event_s(self) -> float:
         t = self.fleet.next_event_s()
@@ -270,7 +226,7 @@ class GatewayStage:
 
     # -- stages ---------------------------------------------------------------------------------
 
-    def _admit(self, req: GatewayEntry, now_s: float) -> None:
+    def _admit(self, req: ArrivingRequest, now_s: float) -> None:
         """Rate limits, then the cache, then routing."""
         limiter = self.policies.limiter
         if limiter is not None:
@@ -307,17 +263,17 @@ class GatewayStage:
                     break
         self._send(req, pool, now_s)
 
-    def _cache_hit(self, req: GatewayEntry, hit: CacheHit, now_s: float) -> None:
+    def _cache_hit(self, req: ArrivingRequest, hit: CacheHit, now_s: float) -> None:
         if hit.false_hit:
             self.counts.decision(req.tenant, "false_hit")
         if hit.stale_risk:
             self.counts.decision(req.tenant, "stale_risk")
         end = now_s + hit.latency_s
-        record = req.record(first_token_s=end, end_s=end, queue_time_s=0.0)
+        record = _record(req, first_token_s=end, end_s=end, queue_time_s=0.0)
         self._flights[req.request_id] = _Flight(req, None)
         self._push(end, _DONE, (req, record, "cache_hit_" + hit.kind))
 
-    def _send(self, req: GatewayEntry, pool: str | None, now_s: float) -> None:
+    def _send(self, req: ArrivingRequest, pool: str | None, now_s: float) -> None:
         """To a provider, to the gateway queue (pool saturated), or to the fleet's router."""
         if pool is not None and pool in self.providers:
             self._to_provider(req, pool, now_s)
@@ -336,23 +292,24 @@ class GatewayStage:
             return
         self._to_fleet(req, pool, now_s)
 
-    def _to_fleet(self, req: GatewayEntry, pool: str | None, now_s: float) -> None:
+    def _to_fleet(self, req: ArrivingRequest, pool: str | None, now_s: float) -> None:
         self._flights[req.request_id] = _Flight(req, pool)
         self._inflight[pool] = self._inflight.get(pool, 0) + 1
-        self.fleet.route(req.spec, now_s, pool)
+        self.fleet.route(req, now_s, pool)
         self._take_fleet(now_s)  # refused at once (a full engine queue, no replica): act now
 
-    def _to_provider(self, req: GatewayEntry, name: str, now_s: float) -> None:
+    def _to_provider(self, req: ArrivingRequest, name: str, now_s: float) -> None:
         prov = self.providers[name]
         self._flights[req.request_id] = _Flight(req, name)
         ttft = prov.sample_ttft_s(self.rng)
         if prov.fails(self.rng):
             self._push(now_s + ttft, _PROVIDER_FAILED, (req, name))
             return
-        record = req.record(
+        record = _record(
+            req,
             first_token_s=now_s + ttft,
             end_s=now_s + prov.e2e_s(ttft, req.output_tokens),
-            queue_time_s=now_s - req.spec.arrival_s,
+            queue_time_s=now_s - req.arrival_s,
         )
         assert record.end_s is not None
         self._push(record.end_s, _DONE, (req, record, "provider:" + name))
@@ -406,7 +363,7 @@ class GatewayStage:
 
     def _on_failure(
         self,
-        req: GatewayEntry,
+        req: ArrivingRequest,
         pool: str | None,
         error: str,
         kind: str,
@@ -424,15 +381,15 @@ class GatewayStage:
                 self._send(req, d.to_pool, now_s)
                 return
         if rec is None:
-            rec = req.record(error=error)
+            rec = _record(req, error=error)
         self._fail(req, rec, now_s)
 
-    def _fail(self, req: GatewayEntry, rec: FinishedRequest, now_s: float) -> None:
+    def _fail(self, req: ArrivingRequest, rec: FinishedRequest, now_s: float) -> None:
         self._finish(req, now_s, 0)
         self.counts.outcome(req.tenant, "failed")
         self._out.append(rec)
 
-    def _end(self, req: GatewayEntry, rec: FinishedRequest, now_s: float, served_by: str) -> None:
+    def _end(self, req: ArrivingRequest, rec: FinishedRequest, now_s: float, served_by: str) -> None:
         self._finish(req, now_s, req.output_tokens)
         if served_by.startswith("cache_hit_"):
             self.counts.outcome(req.tenant, served_by)
@@ -447,7 +404,7 @@ class GatewayStage:
                 self.provider_cost_usd += self.providers[name].cost_usd(req.prompt_tokens, req.output_tokens)
         self._out.append(rec)
 
-    def _finish(self, req: GatewayEntry, now_s: float, output_tokens: int) -> None:
+    def _finish(self, req: ArrivingRequest, now_s: float, output_tokens: int) -> None:
         self._flights.pop(req.request_id, None)
         if self.policies.limiter is not None:
             self.policies.limiter.complete(req, now_s, output_tokens)
@@ -462,11 +419,11 @@ class GatewayStage:
         if self.policies.fallback is not None:
             self.policies.fallback.done(req.request_id)
 
-    def _reject(self, req: GatewayEntry, outcome: str, now_s: float) -> None:
+    def _reject(self, req: ArrivingRequest, outcome: str, now_s: float) -> None:
         self.counts.outcome(req.tenant, outcome)
         # a request the limits admitted and the queue then refused gives back its slot
         self._finish(req, now_s, 0)
-        self._out.append(req.record(error=outcome))
+        self._out.append(_record(req, error=outcome))
 
     # -- signals --------------------------------------------------------------------------------
 

@@ -111,7 +111,7 @@ def simulate_fleet(
     stage = None
     if fleet.gateway is not None:
         assert isinstance(server, Fleet)
-        stage = GatewayStage(server, fleet.gateway, seed, arrays)
+        stage = GatewayStage(server, fleet.gateway, seed)
     recorder = Recorder(server, stage)
     dt = fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
     observer = Observer(recorder, dt, progress=progress, expected_requests=source.expected_requests())

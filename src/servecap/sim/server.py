@@ -12,10 +12,13 @@ Ties at one instant: every request arriving at ``t`` is added before any work *s
 handled by ``advance_to(t)`` — so requests arriving at the very instant a step ends are seen by
 the next step, as in vLLM.
 
-Arriving requests are handed over as :class:`ArrivingRequest` values — anything with
-:class:`~servecap.workload.RequestSpec`'s read-only fields: a ``RequestSpec`` itself (closed-loop
-turns), or the open-loop source's lighter objects (building a frozen dataclass per request cost
-more than simulating it).
+Arriving requests are handed over as :class:`ArrivingRequest` values: the one shape of an
+arriving request from the workload through the gateway and the router to the engine — every
+read-only field of :class:`~servecap.workload.RequestSpec`, traffic-mix fields included (tenant,
+class, session, duplicate group, priority), and :meth:`ArrivingRequest.arriving_at`. Two classes
+have it: ``RequestSpec`` itself (closed-loop turns, requests given as a list) and the open-loop
+sources' :class:`~servecap.sim.traffic.OpenLoopRequest`, a plain class several times cheaper to
+build (building a frozen dataclass per request cost more than simulating it).
 
 Finished requests come back from :meth:`Server.take_finished` as :class:`FinishedRequest`
 values — anything with those read-only attributes: the engine's own request objects (no copy
@@ -30,7 +33,9 @@ from typing import Protocol
 
 
 class ArrivingRequest(Protocol):
-    """What a server reads of an arriving request (the fields of ``RequestSpec``)."""
+    """An arriving request as every stage reads it (the fields of ``RequestSpec``, which documents
+    them). The gateway's policies read it through their narrower
+    :class:`~servecap.policy.gateway.request.GatewayRequest`."""
 
     @property
     def request_id(self) -> int: ...
@@ -66,7 +71,24 @@ class ArrivingRequest(Protocol):
     def priority(self) -> int: ...
 
     @property
+    def tenant(self) -> str | None: ...
+
+    @property
+    def request_class(self) -> str | None: ...
+
+    @property
+    def session_id(self) -> int | None: ...
+
+    @property
+    def duplicate_group(self) -> int | None: ...
+
+    @property
     def total_tokens(self) -> int: ...
+
+    def arriving_at(self, arrival_s: float) -> ArrivingRequest:
+        """The same request arriving at ``arrival_s`` (a request the fleet routes later than it
+        arrived: the replica sees it then), of the same class."""
+        ...
 
 
 class FinishedRequest(Protocol):

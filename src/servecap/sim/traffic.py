@@ -29,18 +29,23 @@ _INF = float("inf")
 
 
 class OpenLoopRequest:
-    """An open-loop arrival: :class:`~servecap.workload.RequestSpec`'s fields (the server seam's
-    :class:`~servecap.sim.server.ArrivingRequest`) in a plain class, several times cheaper to
-    build than the frozen dataclass."""
+    """An open-loop arrival: :class:`~servecap.workload.RequestSpec`'s fields (the one arriving
+    shape, :class:`~servecap.sim.server.ArrivingRequest`) in a plain class, several times cheaper
+    to build than the frozen dataclass. Its traffic-mix fields are its row's in the drawn arrays;
+    an open-loop request has no user, conversation or history (one turn)."""
 
     __slots__ = (
         "arrival_s",
+        "duplicate_group",
         "output_tokens",
         "prefix_group",
         "prefix_tokens",
+        "priority",
         "prompt_tokens",
+        "request_class",
         "request_id",
         "session_id",
+        "tenant",
     )
 
     def __init__(
@@ -52,6 +57,10 @@ class OpenLoopRequest:
         prefix_group: int | None,
         prefix_tokens: int,
         session_id: int | None = None,
+        tenant: str | None = None,
+        request_class: str | None = None,
+        duplicate_group: int | None = None,
+        priority: int = 0,
     ) -> None:
         self.request_id = request_id
         self.arrival_s = arrival_s
@@ -61,6 +70,10 @@ class OpenLoopRequest:
         self.prefix_tokens = prefix_tokens
         # the user/session a session-affinity router hashes on (a traffic mix's sessions)
         self.session_id = session_id
+        self.tenant = tenant
+        self.request_class = request_class
+        self.duplicate_group = duplicate_group
+        self.priority = priority  # the gateway's queue order (the engine schedules it at 0)
 
     @property
     def user_id(self) -> int | None:
@@ -79,12 +92,51 @@ class OpenLoopRequest:
         return None
 
     @property
-    def priority(self) -> int:
-        return 0
-
-    @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.output_tokens
+
+    def arriving_at(self, arrival_s: float) -> OpenLoopRequest:
+        return OpenLoopRequest(
+            self.request_id,
+            arrival_s,
+            self.prompt_tokens,
+            self.output_tokens,
+            self.prefix_group,
+            self.prefix_tokens,
+            self.session_id,
+            self.tenant,
+            self.request_class,
+            self.duplicate_group,
+            self.priority,
+        )
+
+
+class _MixRows:
+    """The traffic-mix fields of drawn rows as lists (tenant and class names, duplicate group
+    and priority), for the open-loop sources: None when no row has any."""
+
+    __slots__ = ("duplicate_group", "priority", "request_class", "tenant")
+
+    def __init__(self, arrays: RequestArrays) -> None:
+        tn, cn = arrays.tenant_names, arrays.class_names
+        self.tenant: list[str | None] = [None if c < 0 else tn[c] for c in arrays.tenant.tolist()]
+        self.request_class: list[str | None] = [None if c < 0 else cn[c] for c in arrays.request_class.tolist()]
+        self.duplicate_group: list[int | None] = [None if d < 0 else d for d in arrays.duplicate_group.tolist()]
+        self.priority: list[int] = arrays.priority.tolist()
+
+    def fill(self, req: OpenLoopRequest, i: int) -> None:
+        """Set ``req``'s traffic-mix fields to row ``i``'s."""
+        req.tenant = self.tenant[i]
+        req.request_class = self.request_class[i]
+        req.duplicate_group = self.duplicate_group[i]
+        req.priority = self.priority[i]
+
+
+def _mix_rows(arrays: RequestArrays) -> _MixRows | None:
+    cols = (arrays.tenant, arrays.request_class, arrays.duplicate_group)
+    if any(bool((c >= 0).any()) for c in cols) or bool(arrays.priority.any()):
+        return _MixRows(arrays)
+    return None
 
 
 class TrafficSource:
@@ -123,6 +175,7 @@ class OpenLoopSource(TrafficSource):
         sessions = arrays.session_id.tolist() if len(arrays.session_id) == self._n else []
         # None unless some request carries a session id (most streams: none)
         self.session_id: list[int] | None = sessions if any(s >= 0 for s in sessions) else None
+        self._mix = _mix_rows(arrays)
         self._times: list[float] = [*self.arrival_s, _INF]  # a sentinel: _times[_next] is the next arrival
         self._next = 0
 
@@ -134,7 +187,7 @@ class OpenLoopSource(TrafficSource):
         self._next = i + 1
         g = self.prefix_group[i]
         s = -1 if self.session_id is None else self.session_id[i]
-        return OpenLoopRequest(
+        req = OpenLoopRequest(
             i,
             self.arrival_s[i],
             self.prompt_tokens[i],
@@ -143,6 +196,10 @@ class OpenLoopSource(TrafficSource):
             0 if g < 0 else self.prefix_tokens[i],
             None if s < 0 else s,
         )
+        mix = self._mix
+        if mix is not None:
+            mix.fill(req, i)
+        return req
 
     def on_finished(self, request_id: int, t_s: float) -> None:
         return None
@@ -209,6 +266,7 @@ class ChunkedSource(TrafficSource):
         self._times: list[float] = [_INF]
         self._i = 0
         self._base = 0  # the id of the current chunk's first request
+        self._mix: _MixRows | None = None
         self._load()
 
     def _load(self) -> None:
@@ -230,6 +288,7 @@ class ChunkedSource(TrafficSource):
         self._ptok: list[int] = a.prefix_tokens.tolist()
         sessions: list[int] = a.session_id.tolist()
         self._session: list[int] | None = sessions if any(s >= 0 for s in sessions) else None
+        self._mix = _mix_rows(a)
         self._times = [*self._arrival, _INF]
         self._i = 0
 
@@ -242,6 +301,7 @@ class ChunkedSource(TrafficSource):
         g = self._group[i]
         s = -1 if self._session is None else self._session[i]
         t = self._arrival[i]
+        mix = self._mix
         req = OpenLoopRequest(
             self._base + i,
             t,
@@ -251,6 +311,8 @@ class ChunkedSource(TrafficSource):
             0 if g < 0 else self._ptok[i],
             None if s < 0 else s,
         )
+        if mix is not None:
+            mix.fill(req, i)
         self.issued += 1
         self.last_arrival_s = t
         if self._i == len(self._arrival):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 
@@ -46,6 +46,10 @@ class RequestSpec:
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.output_tokens
+
+    def arriving_at(self, arrival_s: float) -> RequestSpec:
+        """This request arriving at ``arrival_s`` instead (every other field kept)."""
+        return replace(self, arrival_s=arrival_s)
 
 
 def prefix_block_keys(req: RequestSpec, block_size: int) -> tuple[int, ...] | None:

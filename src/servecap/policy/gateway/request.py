@@ -1,4 +1,5 @@
-"""What a gateway policy reads of a request (``servecap.workload.RequestSpec`` has all of it)."""
+"""What a gateway policy reads of a request: a narrower view of the one arriving shape
+(``servecap.sim.server.ArrivingRequest``; ``servecap.workload.RequestSpec`` has all of it)."""
 
 from __future__ import annotations
 
