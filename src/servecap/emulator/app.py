@@ -36,7 +36,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from servecap.emulator.driver import Driver, EngineLike, Stream
+from servecap.emulator.driver import Driver, Stream
+from servecap.emulator.engine_port import EmulatedEngine
 from servecap.emulator.metrics import EngineMetrics
 from servecap.emulator.pd import PdRole
 from servecap.emulator.protocol import (
@@ -727,12 +728,8 @@ def create_app(state: EmulatorState) -> EmulatorApp:
     return EmulatorApp(state, app, completions)
 
 
-MakeRequest = Callable[[int, int, int, Any], Any]
-
-
 def build_state(
-    engine: EngineLike,
-    make_request: MakeRequest,
+    engine: EmulatedEngine,
     *,
     model_name: str,
     max_model_len: int,
@@ -743,7 +740,7 @@ def build_state(
     request_overhead_s: float = 0.0,
 ) -> EmulatorState:
     metrics = EngineMetrics(model_name, max_model_len=max_model_len, cache_config=cache_config)
-    driver = Driver(engine, metrics, make_request, request_overhead_s=request_overhead_s)
+    driver = Driver(engine, metrics, request_overhead_s=request_overhead_s)
     return EmulatorState(
         model_name=model_name,
         max_model_len=max_model_len,

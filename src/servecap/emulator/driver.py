@@ -18,8 +18,9 @@ see :mod:`servecap.emulator.app`) whose ``token`` call puts the pre-encoded chun
 connection right away, so a step costs one write per token and no task switch per token
 (no per-request coroutine is woken per token; the request's coroutine waits for the end).
 
-Engines with a ``next_event_s()`` method (the fixed-latency reference) are event-driven instead
-of stepped: the driver sleeps until the engine's next token time, and a new request wakes it
+The engine is an :class:`~servecap.emulator.engine_port.EmulatedEngine`. One whose
+``next_event_s()`` gives a time (the fixed-latency reference) is event-driven instead of
+stepped: the driver sleeps until the engine's next token time, and a new request wakes it
 (its first token may come before the one the driver was waiting for).
 """
 
@@ -30,10 +31,11 @@ import contextlib
 import gc
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from servecap.emulator.engine_port import EmulatedEngine, EmulatedStep, EngineGauges, PrefixKey
 from servecap.emulator.metrics import EngineMetrics
 
 # Without a timerfd: the event loop waits in whole milliseconds (epoll's timeout, libuv's
@@ -49,37 +51,6 @@ BATCH_S = 0.002
 GC_IDLE_EVERY_S = 10.0
 # ... and at least this often under constant load (it pauses the loop: tens of ms).
 GC_BUSY_EVERY_S = 60.0
-
-
-class StepLike(Protocol):
-    duration_s: float
-    first_tokens: Any
-    decoded: Any
-    finished: Any
-    preempted: Any
-    num_running: int
-    num_waiting: int
-    kv_blocks_used: int
-    kv_blocks_total: int
-    prefix_cache_hit_tokens: int
-
-
-class EngineLike(Protocol):
-    """What the driver calls. An engine may also offer:
-
-    - ``cached_tokens() -> {request id: prompt tokens served from the prefix cache}`` and
-      ``scheduled_times() -> {request id: engine time first scheduled}`` for the requests
-      that finished in the last step (``usage.prompt_tokens_details.cached_tokens``; the
-      queue, prefill and inference histograms; without it a request counts as scheduled on
-      arrival);
-    - ``stats`` (:class:`servecap.sim.EngineStats`): the prefix-cache counters and the state
-      gauges after an abort;
-    - ``abort(request id) -> bool``: drop a request whose client left, freeing its KV blocks;
-    - ``next_event_s()`` (see the module docstring)."""
-
-    def add_request(self, req: Any, now_s: float) -> bool: ...
-    def has_work(self) -> bool: ...
-    def step(self, now_s: float) -> Any: ...
 
 
 class Writer(Protocol):
@@ -130,9 +101,8 @@ class Driver:
 
     def __init__(
         self,
-        engine: EngineLike,
+        engine: EmulatedEngine,
         metrics: EngineMetrics,
-        make_request: Callable[[int, int, int, Any], Any],
         clock: Callable[[], float] = time.perf_counter,
         request_overhead_s: float = 0.0,
     ) -> None:
@@ -141,10 +111,9 @@ class Driver:
         self.request_overhead_s = request_overhead_s
         self.engine = engine
         self.metrics = metrics
-        self._make_request = make_request
         self.clock = clock
         self.t0 = clock()
-        self.streams: dict[Any, Stream] = {}
+        self.streams: dict[int, Stream] = {}
         self.lags_s: deque[float] = deque(maxlen=2_000_000)  # per token written: written - scheduled
         self.step_lags_s: deque[float] = deque(maxlen=200_000)  # per step: its first write - scheduled
         self.write_s = 0.0  # time spent writing steps' tokens (first write to last) ...
@@ -158,15 +127,7 @@ class Driver:
         self._ids = 0
         self._gc_managed = False
         self._last_gc = 0.0
-        get_hits = getattr(engine, "cached_tokens", None)
-        self._hits: Callable[[], Mapping[Any, int]] | None = get_hits if callable(get_hits) else None
-        get_sched = getattr(engine, "scheduled_times", None)
-        self._sched: Callable[[], Mapping[Any, float]] | None = get_sched if callable(get_sched) else None
-        abort = getattr(engine, "abort", None)
-        self._abort: Callable[[Any], bool] | None = abort if callable(abort) else None
-        self._has_stats = hasattr(engine, "stats")
-        next_event = getattr(engine, "next_event_s", None)
-        self._next_event: Callable[[], float] | None = next_event if callable(next_event) else None
+        self._event_driven = engine.next_event_s() is not None
 
     def manage_gc(self) -> None:
         """Take the process's garbage collector in hand (call once, in a server process): what
@@ -217,7 +178,7 @@ class Driver:
         request_id: int,
         prompt_tokens: int,
         output_tokens: int,
-        prefix_key: Any,
+        prefix_key: PrefixKey,
         received_s: float | None = None,
         max_tokens_param: int | None = None,
         *,
@@ -227,18 +188,16 @@ class Driver:
         None when the engine rejects it (waiting queue full)."""
         self.ensure_started()
         now = self.now() if received_s is None else received_s
-        if self._next_event is None:
+        if not self._event_driven:
             if self.engine.has_work():
                 now = min(now, self._next_start)  # arrivals during a step join the next one
             else:  # idle: the next step starts on arrival (not before the last one ended)
                 self._next_start = max(now, self._next_start)
         if transferred:  # its prompt's KV came from a prefill server (servecap.emulator.pd)
-            if not self.engine.add_transferred(request_id, prompt_tokens, output_tokens, now):  # type: ignore[attr-defined]
+            if not self.engine.add_transferred(request_id, prompt_tokens, output_tokens, now):
                 return None
-        else:
-            req = self._make_request(request_id, prompt_tokens, output_tokens, prefix_key)
-            if not self.engine.add_request(req, now):
-                return None
+        elif not self.engine.add(request_id, prompt_tokens, output_tokens, prefix_key, now):
+            return None
         stream = Stream(request_id, prompt_tokens, output_tokens, received_s=now, max_tokens_param=max_tokens_param)
         self.streams[request_id] = stream
         w = self._wake
@@ -249,31 +208,27 @@ class Driver:
     def abandon(self, stream: Stream) -> None:
         """The client went away: the engine drops the request and frees its KV blocks (as
         vLLM aborts a request whose connection closed), counted as finished with reason
-        ``abort``. An engine without ``abort`` keeps computing it; its tokens are dropped."""
+        ``abort``."""
         if stream.abandoned or stream.finished:
             return
         stream.abandoned = True
         stream.writer = None
-        if self._abort is None:
-            return
         self.streams.pop(stream.request_id, None)
-        if self._abort(stream.request_id):
+        if self.engine.abort(stream.request_id):
             self.metrics.success["abort"] += 1
             self._refresh_state()
 
-    def _refresh_state(self, st: Any = None) -> None:
+    def _refresh_state(self, st: EngineGauges | None = None) -> None:
         """The state gauges from the engine's counters."""
-        if not self._has_stats:
-            return
         if st is None:
-            st = self.engine.stats  # type: ignore[attr-defined]
+            st = self.engine.stats
         self.num_running, self.num_waiting = st.num_running, st.num_waiting
         self.metrics.state = (st.num_running, st.num_waiting, st.kv_blocks_used, st.kv_blocks_total)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         clock, t0 = self.clock, self.t0
-        next_event = self._next_event
+        event_driven = self._event_driven
         timer = PreciseTimer.create(loop) if clock is time.perf_counter else None
         try:
             while True:
@@ -286,9 +241,9 @@ class Driver:
                     continue
                 if self._gc_managed:
                     self._maybe_collect(idle=False)
-                if next_event is not None:
+                if event_driven:
                     # event-driven: sleep until the next token time; an arrival wakes us early
-                    end = next_event()
+                    end = self._next_event_s()
                     if not await self._sleep_until(loop, timer, end, wakeable=True):
                         continue  # a request arrived: its first token may come first
                     if not self.engine.has_work():
@@ -301,7 +256,7 @@ class Driver:
                         self.steps += 1
                         if not self.engine.has_work():
                             break
-                        end = next_event()
+                        end = self._next_event_s()
                         now = clock()
                         if t0 + end > now + (timer.early_s if timer is not None else EARLY_S) or now > stop:
                             break
@@ -319,6 +274,12 @@ class Driver:
         finally:
             if timer is not None:
                 timer.close()
+
+    def _next_event_s(self) -> float:
+        """The event-driven engine's next token time (it has work)."""
+        t = self.engine.next_event_s()
+        assert t is not None
+        return t
 
     async def _sleep_until(
         self, loop: asyncio.AbstractEventLoop, timer: PreciseTimer | None, end: float, *, wakeable: bool
@@ -361,15 +322,14 @@ class Driver:
         if stop < len(ends):
             asyncio.get_running_loop().call_soon(self._finish_streams, ends, stop)
 
-    def _deliver(self, out: Any, end: float) -> None:
+    def _deliver(self, out: EmulatedStep, end: float) -> None:
         m, streams, clock = self.metrics, self.streams, self.clock
         due = self.t0 + end
         lags: list[float] = []
-        if self._hits is not None:
-            for rid, n in self._hits().items():
-                s = streams.get(rid)
-                if s is not None:
-                    s.cached_prompt_tokens = n
+        for rid, n in self.engine.cached_tokens().items():
+            s = streams.get(rid)
+            if s is not None:
+                s.cached_prompt_tokens = n
         firsts = out.first_tokens
         ttft = m.ttft
         prompt_tokens = n_firsts = 0
@@ -417,7 +377,7 @@ class Driver:
         finished = out.finished
         if finished:
             ends: list[Stream] = []
-            sched = self._sched() if self._sched is not None else {}
+            sched = self.engine.scheduled_times()
             done = 0
             for rid in finished:
                 s = streams.pop(rid, None)
@@ -431,13 +391,10 @@ class Driver:
             m.success["length"] += done
             if ends:  # usage chunks after this step's tokens, a batch per loop turn
                 asyncio.get_running_loop().call_soon(self._finish_streams, ends, 0)
-        if self._has_stats:  # the engine's state now (a client may have left since the step began)
-            st: Any = self.engine.stats  # type: ignore[attr-defined]
-            m.prefix_queries, m.prefix_hits = st.prefix_cache_query_tokens, st.prefix_cache_hit_tokens
-            self._refresh_state(st)
-        else:
-            self.num_running, self.num_waiting = out.num_running, out.num_waiting
-            m.state = (out.num_running, out.num_waiting, out.kv_blocks_used, out.kv_blocks_total)  # gauges, at scrape
+        # the engine's state now (a client may have left since the step began)
+        st = self.engine.stats
+        m.prefix_queries, m.prefix_hits = st.prefix_cache_query_tokens, st.prefix_cache_hit_tokens
+        self._refresh_state(st)
         if lags:
             self.lags_s.extend(lags)
             self.step_lags_s.append(lags[0])

@@ -2,14 +2,18 @@
 one token every ``itl_s``, whatever the load (no batching effects).
 
 Not a model of a GPU: a reference with known delays, to measure a load generator's own error
-(``servecap emulate --fixed-ttft-s 0.05 --fixed-itl-s 0.01``). Same step interface as
-:class:`servecap.sim.Engine`, so the same driver runs it.
+(``servecap emulate --fixed-ttft-s 0.05 --fixed-itl-s 0.01``). An
+:class:`~servecap.emulator.engine_port.EmulatedEngine`, event-driven, so the same driver runs it.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from servecap.emulator.engine_port import PrefixKey
 
 
 @dataclass(slots=True)
@@ -17,7 +21,7 @@ class FixedRequest:
     request_id: int
     prompt_tokens: int
     output_tokens: int
-    prefix_key: object = None
+    prefix_key: PrefixKey = None
     next_s: float = 0.0
     emitted: int = 0
 
@@ -64,15 +68,24 @@ class FixedDelayEngine:
         self._seq = 0
         self.steps = 0
 
-    @staticmethod
-    def make_request(request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: object) -> FixedRequest:
-        return FixedRequest(request_id, prompt_tokens, output_tokens, prefix_key)
-
-    def add_request(self, req: FixedRequest, now_s: float) -> bool:
-        req.next_s = now_s + self.ttft_s
+    def add(self, request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: PrefixKey, now_s: float) -> bool:
+        req = FixedRequest(request_id, prompt_tokens, output_tokens, prefix_key, next_s=now_s + self.ttft_s)
         heapq.heappush(self._heap, (req.next_s, self._seq, req))
         self._seq += 1
         return True
+
+    def add_transferred(self, request_id: int, prompt_tokens: int, output_tokens: int, now_s: float) -> bool:
+        """A request whose prompt's KV came from elsewhere: the same fixed delays (no prefill to
+        skip in a model without one)."""
+        return self.add(request_id, prompt_tokens, output_tokens, None, now_s)
+
+    def cached_tokens(self) -> Mapping[int, int]:
+        """None: no prefix cache."""
+        return {}
+
+    def scheduled_times(self) -> Mapping[int, float]:
+        """None: every request is scheduled on arrival."""
+        return {}
 
     @property
     def stats(self) -> FixedStats:
@@ -91,8 +104,9 @@ class FixedDelayEngine:
         return bool(self._heap)
 
     def next_event_s(self) -> float:
-        """When the next token is due (the driver sleeps until then; arrivals wake it)."""
-        return self._heap[0][0]
+        """When the next token is due (the driver sleeps until then; arrivals wake it); ``inf``
+        with no request in flight."""
+        return self._heap[0][0] if self._heap else math.inf
 
     def step(self, now_s: float) -> FixedStep:
         heap = self._heap

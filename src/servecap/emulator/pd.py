@@ -26,21 +26,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servecap.core.kv_transfer import KvFootprint, occupancy_s, transfer_shape
 from servecap.fleet.pd_spec import KvLinkSpec
+
+if TYPE_CHECKING:
+    from servecap.sim.engine import Engine
 
 WAIT_S = 120.0  # the longest a room waits for its other side
 POLL_S = 0.002  # how often a decode request looks for room in the engine
 
 
 class PdRole:
-    def __init__(self, role: str, engine: Any, kv: KvFootprint, link: KvLinkSpec) -> None:
+    def __init__(self, role: str, engine: Engine, kv: KvFootprint, link: KvLinkSpec) -> None:
         if role not in ("prefill", "decode"):
             raise ValueError(f"role must be prefill or decode, not {role!r}")
         self.role = role
-        self.engine = engine  # servecap.sim.engine.Engine
+        self.engine = engine
         self.kv = kv
         self.link = link
         self._rooms: dict[int, asyncio.Future[int]] = {}  # room -> prompt tokens, once prefilled

@@ -11,61 +11,70 @@ import subprocess
 import threading
 import time
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servecap.emulator.app import EmulatorState, build_state, create_app
+from servecap.emulator.engine_port import PrefixKey
 from servecap.emulator.fixed import FixedDelayEngine
 from servecap.emulator.read_deadline import REQUEST_READ_TIMEOUT_S, read_deadline_protocol
+from servecap.sim.engine_types import EngineRequest, EngineStats, StepOutcome
+
+if TYPE_CHECKING:
+    from servecap.sim.engine import Engine
 
 
 class SimEngineAdapter:
-    """:class:`servecap.sim.Engine` as the driver sees it, plus per-request prefix-cache hits
-    and first-scheduled times.
+    """:class:`servecap.sim.Engine` as the driver's
+    :class:`~servecap.emulator.engine_port.EmulatedEngine`, stepped back to back.
 
     After each step it drains ``take_finished()`` (the engine keeps every finished request
     there until asked: a long-running server must ask) and reports, for each request that
     finished in the step, the prompt tokens it found in the prefix cache (its
-    ``cached_tokens``, carried by the final usage chunk) and when it was first scheduled (its
-    ``sched_s``, for the queue/prefill/inference histograms). Otherwise only the engine's
-    public API is used (``add_request``, ``has_work``, ``step``, ``take_finished``, ``abort``,
-    ``stats``).
+    ``cached_prompt_tokens``, carried by the final usage chunk) and when it was first scheduled
+    (its ``scheduled_s``, for the queue/prefill/inference histograms). Otherwise only the
+    engine's public API is used (``add_request``, ``add_transferred``, ``has_work``, ``step``,
+    ``take_finished``, ``abort``, ``stats``).
     """
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._hits: dict[Any, int] = {}
-        self._sched: dict[Any, float] = {}
+        self._hits: dict[int, int] = {}
+        self._sched: dict[int, float] = {}
 
-    def add_request(self, req: Any, now_s: float) -> bool:
-        return bool(self.engine.add_request(req, now_s))
+    def add(self, request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: PrefixKey, now_s: float) -> bool:
+        return self.engine.add_request(EngineRequest(request_id, prompt_tokens, output_tokens, prefix_key), now_s)
 
-    def add_transferred(self, request_id: Any, prompt_tokens: int, output_tokens: int, now_s: float) -> bool:
-        return bool(self.engine.add_transferred(request_id, prompt_tokens, output_tokens, now_s))
+    def add_transferred(self, request_id: int, prompt_tokens: int, output_tokens: int, now_s: float) -> bool:
+        return self.engine.add_transferred(request_id, prompt_tokens, output_tokens, now_s)
 
     def has_work(self) -> bool:
-        return bool(self.engine.has_work())
+        return self.engine.has_work()
 
-    def step(self, now_s: float) -> Any:
+    def step(self, now_s: float) -> StepOutcome:
         out = self.engine.step(now_s)
         done = self.engine.take_finished()
         if done:
-            self._hits = {r.rid: int(getattr(r, "cached_tokens", 0) or 0) for r in done}
-            self._sched = {r.rid: s for r in done if (s := getattr(r, "sched_s", None)) is not None}
+            self._hits = {r.request_id: r.cached_prompt_tokens for r in done}
+            self._sched = {r.request_id: r.scheduled_s for r in done if r.scheduled_s is not None}
         else:
             self._hits, self._sched = {}, {}
         return out
 
-    def abort(self, request_id: Any) -> bool:
-        return bool(self.engine.abort(request_id))
+    def next_event_s(self) -> float | None:
+        """None: the driver lays the engine's steps back to back."""
+        return None
+
+    def abort(self, request_id: int) -> bool:
+        return self.engine.abort(request_id)
 
     @property
-    def stats(self) -> Any:
+    def stats(self) -> EngineStats:
         return self.engine.stats
 
-    def cached_tokens(self) -> dict[Any, int]:
+    def cached_tokens(self) -> dict[int, int]:
         return self._hits
 
-    def scheduled_times(self) -> dict[Any, float]:
+    def scheduled_times(self) -> dict[int, float]:
         return self._sched
 
 
@@ -93,16 +102,13 @@ def engine_state(
     the replica's block size, KV dtype (vLLM's ``auto`` for the model's own 16-bit type),
     prefix caching, memory utilization and KV block count."""
     from servecap.emulator.driver import request_overhead_remainder_s
-    from servecap.sim.engine import Engine, EngineRequest
+    from servecap.sim.engine import Engine
     from servecap.sim.setup import engine_setup_from_plan
 
     setup = engine_setup_from_plan(
         plan, enable_prefix_caching=enable_prefix_caching, waiting_queue_limit=waiting_queue_limit
     )
     engine = SimEngineAdapter(Engine(setup))
-
-    def make(request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: Any) -> Any:
-        return EngineRequest(request_id, prompt_tokens, output_tokens, prefix_key=prefix_key)
 
     dep = plan.deployment
     cache_config = {
@@ -115,7 +121,6 @@ def engine_state(
     }
     state = build_state(
         engine,
-        make,
         model_name=model_name,
         max_model_len=dep.engine.max_model_len,
         block_size=plan.layout.block_size,
@@ -151,7 +156,6 @@ def fixed_state(
     engine = FixedDelayEngine(ttft_s, itl_s)
     return build_state(
         engine,
-        engine.make_request,
         model_name=model_name,
         max_model_len=max_model_len,
         block_size=16,

@@ -101,18 +101,3 @@ class RequestState:
     def error(self) -> str | None:
         """Always None: a request refused at the door never becomes engine state."""
         return None
-
-    @property
-    def rid(self) -> int:
-        """``request_id`` under the name the emulator's adapter reads."""
-        return self.request_id
-
-    @property
-    def cached_tokens(self) -> int:
-        """``cached_prompt_tokens`` under the name the emulator's adapter reads."""
-        return self.cached_prompt_tokens
-
-    @property
-    def sched_s(self) -> float | None:
-        """``scheduled_s`` under the name the emulator's adapter reads."""
-        return self.scheduled_s
