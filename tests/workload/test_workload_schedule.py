@@ -182,3 +182,21 @@ def test_bad_spike_names_the_field() -> None:
     with pytest.raises(ServecapError, match="greater than 0") as err:
         workload_from_dict(raw)
     assert err.value.field == "workload.arrival.spikes.0.duration_s"
+
+
+@pytest.mark.parametrize(
+    ("arrival", "rate"),
+    [
+        ({"kind": "poisson", "rate_per_s": 5}, 5.0),
+        ({"kind": "constant", "rate_per_s": 2.5}, 2.5),
+        ({"kind": "gamma", "rate_per_s": 4, "cv": 2}, 4.0),
+        ({"kind": "diurnal", "rate_per_s": 3, "peak_to_trough": 3, "period_s": 3600}, 3.0),
+        ({"kind": "schedule", "rate": 7}, None),
+    ],
+)
+def test_mean_rate_is_rate_per_s_where_one_number_gives_it(arrival: dict[str, Any], rate: float | None) -> None:
+    from servecap.workload.spec_parts import mean_rate_per_s
+
+    spec = workload_from_dict({"arrival": arrival, "prompt_tokens": 10, "output_tokens": 5, "num_requests": 3})
+    assert mean_rate_per_s(spec.arrival) == rate
+    assert mean_rate_per_s(None) is None

@@ -28,6 +28,7 @@ from servecap.workload.arrivals import diurnal_rate
 from servecap.workload.dists import sample_tokens
 from servecap.workload.popularity import draw_popular
 from servecap.workload.spec import ConstantArrival, DiurnalArrival, GammaArrival, PoissonArrival
+from servecap.workload.spec_parts import mean_rate_per_s
 
 CHUNK_REQUESTS = 65_536
 
@@ -52,7 +53,7 @@ def expected_horizon_s(spec: WorkloadSpec) -> float | None:
     """When the last request should arrive: ``duration_s``, or ``num_requests`` at the mean rate."""
     if spec.duration_s is not None:
         return spec.duration_s
-    rate = getattr(spec.arrival, "rate_per_s", None)
+    rate = mean_rate_per_s(spec.arrival)
     if rate is not None and spec.num_requests is not None:
         return float(spec.num_requests / rate)
     return None

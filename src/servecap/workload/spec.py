@@ -31,6 +31,7 @@ from servecap.workload.spec_parts import (
     TraceArrival,
     UniformDist,
     coerce_dist,
+    mean_rate_per_s,
 )
 
 SCHEMA: Literal["servecap.workload/1"] = "servecap.workload/1"
@@ -176,8 +177,8 @@ class WorkloadSpec(_Model):
         """The open loop's size from its numbers, before any request is drawn: at most
         :data:`MAX_REQUESTS` requests (``rate_per_s x duration_s``) over at most
         :data:`MAX_DURATION_S` (``num_requests / rate_per_s``)."""
-        rate = getattr(self.arrival, "rate_per_s", None)
-        if not isinstance(rate, float | int):
+        rate = mean_rate_per_s(self.arrival)
+        if rate is None:
             return
         if self.duration_s is not None and self.num_requests is None and rate * self.duration_s > MAX_REQUESTS:
             raise ValueError(

@@ -179,6 +179,14 @@ Arrival = Annotated[
 ]
 
 
+def mean_rate_per_s(arrival: Arrival | None) -> float | None:
+    """The arrival process's mean rate where one number gives it (``rate_per_s`` of a constant,
+    Poisson, gamma or diurnal arrival); None for a schedule, a trace or no arrival."""
+    if isinstance(arrival, ConstantArrival | PoissonArrival | GammaArrival | DiurnalArrival):
+        return arrival.rate_per_s
+    return None
+
+
 # ---- prefixes ------------------------------------------------------------------------------
 
 
