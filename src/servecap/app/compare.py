@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS
 from servecap.app.flags import DEFAULT_MODEL, efficiency_from_file
 from servecap.app.plan import slo_used
 from servecap.errors import ServecapError, from_validation_error
@@ -21,15 +22,15 @@ from servecap.errors import ServecapError, from_validation_error
 class CompareRequest(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
-    model: str = DEFAULT_MODEL
+    model: str = Field(default=DEFAULT_MODEL, max_length=200)
     gpus: list[str] | None = None  # None: every catalog GPU (and the gpu_file's), priced or not
     gpu_file: Path | None = None
     counts: list[int] = Field(default=[1, 2, 4, 8], min_length=1)
     weights_dtypes: list[str] = Field(default=["auto", "fp8", "int4"], min_length=1)
     kv_dtypes: list[str] = Field(default=["auto", "fp8"], min_length=1)
-    max_model_len: int | None = None
-    prompt_tokens: int = 1024
-    output_tokens: int = 128
+    max_model_len: int | None = Field(default=None, ge=1, le=16_777_216)
+    prompt_tokens: int = Field(default=PROMPT_TOKENS, ge=1, le=16_777_216)
+    output_tokens: int = Field(default=OUTPUT_TOKENS, ge=1, le=16_777_216)
     duty_cycle: float | None = None  # None: from request_interval_s, per deployment (app/defaults.py)
     request_interval_s: float | None = None  # None: app.defaults.REQUEST_INTERVAL_S (a request every 30 s)
     ttft_slo_ms: float | None = None
