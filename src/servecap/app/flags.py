@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS
 from servecap.errors import ServecapError
@@ -112,7 +112,7 @@ class DeploymentFlags:
     def with_model(self, model: str | None) -> DeploymentFlags:
         return replace(self, model=model)
 
-    def to_settings(self) -> dict[str, Any]:
+    def to_settings(self) -> dict[str, str | int | float | None]:
         """JSON-able, as stored with a run or served by the emulator."""
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
 
@@ -126,6 +126,17 @@ class DeploymentFlags:
 
 
 FLAG_NAMES = tuple(f.name for f in fields(DeploymentFlags))
+
+
+class StreamKwargs(TypedDict):
+    """:class:`StreamFlags` as keyword arguments of :func:`servecap.workload.workload_from_flags`."""
+
+    prompt_tokens: int
+    output_tokens: int
+    prompt_sigma: float | None
+    output_sigma: float | None
+    arrival: str
+    cv: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +155,16 @@ class StreamFlags:
     arrival: str = field(default="poisson", metadata=doc("Arrival process."))
     cv: float | None = field(default=None, metadata=doc("Gamma arrivals: coefficient of variation (burstiness)."))
 
-    def workload_kwargs(self) -> dict[str, Any]:
+    def workload_kwargs(self) -> StreamKwargs:
         """Keyword arguments of :func:`servecap.workload.workload_from_flags`."""
-        return asdict(self)
+        return StreamKwargs(
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            prompt_sigma=self.prompt_sigma,
+            output_sigma=self.output_sigma,
+            arrival=self.arrival,
+            cv=self.cv,
+        )
 
 
 @dataclass(frozen=True, slots=True)

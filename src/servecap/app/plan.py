@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS, TURNS
 from servecap.app.flags import DeploymentFlags, deployment_from_flags, doc, efficiency_from_file
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from servecap.core.levers import Lever
     from servecap.core.plan import Plan
 
+JsonObject = dict[str, object]
+"""The ``--json`` answer as a JSON object (plan stays free of pydantic: no response model)."""
 DEFAULT_DUTY_CYCLE = 0.2  # the duty cycle of a plan without a deployment to derive it from (core's CostInputs)
 FLEET_POINTER = (
     "a closed-form count: for the simulated answer (queueing, p99 latency, a router across "
@@ -104,11 +106,11 @@ class PlanResponse:
     # 80% intervals of the measured value behind users_served and tpot_s (validation.interval)
     intervals: dict[str, Interval] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The ``--json`` object: docs/json-schema.md documents every key."""
         from servecap.core.summary import plan_to_dict
 
-        data = plan_to_dict(self.plan)
+        data: JsonObject = plan_to_dict(self.plan)
         data["slo"] = _flat_dict(self.slo)
         data["turns"] = self.turns
         data["think_time_s"] = self.think_time_s
@@ -151,7 +153,7 @@ def fleet_plan_command(r: PlanRequest, model_id: str, request_interval_s: float 
     return shlex.join(args)
 
 
-def _flat_dict(obj: Any) -> dict[str, Any]:
+def _flat_dict(obj: SloUsed | Lever) -> JsonObject:
     """``dataclasses.asdict`` for a dataclass of plain values (no nested dataclasses or
     containers to copy): the same dict without asdict's recursive deep copy (a tenth of the cost)."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
