@@ -12,10 +12,11 @@ from collections.abc import Sized
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
 from pydantic.json_schema import SkipJsonSchema
 
 from servecap.app.compare import CompareRequest
-from servecap.app.flags import LoadFlags, flag_help
+from servecap.app.flags import flag_help
 from servecap.app.plan import PlanRequest
 from servecap.app.request_fields import DeploymentFields
 from servecap.app.simulate_request import CapacityRequest, SimulateRequest
@@ -53,11 +54,39 @@ def plain_tree(value: _T, root: str) -> _T:
     return value
 
 
-class DeploymentBody(DeploymentFields):
+def capped(owner: type[BaseModel], name: str, **caps: Any) -> Any:
+    """``owner``'s field ``name`` (its default, help and bounds) with the API's ``caps`` added
+    (``le=``, ``max_length=``): a body redeclares a field only to cap it, never to restate it."""
+    return FieldInfo.merge_field_infos(owner.model_fields[name], Field(**caps))
+
+
+class _HttpDeployment(BaseModel):
+    """The API's caps on the deployment fields, and no GPU file."""
+
+    model: str | None = capped(DeploymentFields, "model", max_length=200)
+    gpu: str | None = capped(DeploymentFields, "gpu", max_length=100)
+    num_gpus: int | None = capped(DeploymentFields, "num_gpus", le=1024)
+    tp: int | None = capped(DeploymentFields, "tp", le=1024)
+    pp: int = capped(DeploymentFields, "pp", le=64)
+    weights_dtype: str | None = capped(DeploymentFields, "weights_dtype", max_length=20)
+    kv_cache_dtype: str = capped(DeploymentFields, "kv_cache_dtype", max_length=20)
+    max_model_len: int | None = capped(DeploymentFields, "max_model_len", le=16_777_216)
+    block_size: int | None = capped(DeploymentFields, "block_size", le=1024)
+    max_num_seqs: int | None = capped(DeploymentFields, "max_num_seqs", le=1_000_000)
+    max_num_batched_tokens: int | None = capped(DeploymentFields, "max_num_batched_tokens", le=16_777_216)
+    rope_scaling: str | None = capped(DeploymentFields, "rope_scaling", max_length=300)
+
+    @field_validator("gpu_file", "calibration", "workload", check_fields=False)
+    @classmethod
+    def _no_paths(cls, v: object) -> None:
+        if v is not None:
+            raise ValueError("file paths are not accepted over HTTP")
+        return None
+
+
+class DeploymentBody(_HttpDeployment, DeploymentFields):
     """The deployment fields of a request over HTTP (``model`` may be a catalog id or an uploaded
     config's ``upload:<id>``; file paths are not accepted over HTTP)."""
-
-    gpu_file: SkipJsonSchema[None] = None
 
 
 _PLAN = PlanRequest()
@@ -123,25 +152,21 @@ class CompareBody(CompareRequest):
         return v
 
 
-class _HttpRun(BaseModel):
-    """The API's caps on one simulated run (``MAX_SIM_REQUESTS``, ``MAX_USERS``, a day), and no
-    file paths: the fields of :class:`SimulateBody` and :class:`CapacityBody` that differ from
-    the request's. Defaults are the request's (None for each)."""
+class _HttpRun(_HttpDeployment):
+    """The API's caps on one simulated run (``MAX_SIM_REQUESTS``, ``MAX_USERS``, a day, the
+    request shape) over the request's own fields, and no file paths."""
 
-    rate: float | None = Field(default=None, gt=0, le=100_000, description=flag_help(LoadFlags, "rate"))
-    users: int | None = Field(default=None, ge=1, le=MAX_USERS, description=flag_help(LoadFlags, "users"))
-    num_requests: int | None = Field(
-        default=None, ge=1, le=MAX_SIM_REQUESTS, description=flag_help(LoadFlags, "num_requests")
-    )
-    duration_s: float | None = Field(default=None, gt=0, le=86_400, description=flag_help(LoadFlags, "duration_s"))
-    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Random seed (same seed, same run).")
-
-    @field_validator("gpu_file", "calibration", "workload", check_fields=False)
-    @classmethod
-    def _no_paths(cls, v: object) -> None:
-        if v is not None:
-            raise ValueError("file paths are not accepted over HTTP")
-        return None
+    rate: float | None = capped(SimulateRequest, "rate", le=100_000)
+    users: int | None = capped(SimulateRequest, "users", le=MAX_USERS)
+    think_time_s: float | None = capped(SimulateRequest, "think_time_s", le=86_400)
+    prompt_tokens: int = capped(SimulateRequest, "prompt_tokens", le=16_777_216)
+    output_tokens: int = capped(SimulateRequest, "output_tokens", le=16_777_216)
+    prompt_sigma: float | None = capped(SimulateRequest, "prompt_sigma", le=5)
+    output_sigma: float | None = capped(SimulateRequest, "output_sigma", le=5)
+    cv: float | None = capped(SimulateRequest, "cv", le=100)
+    num_requests: int | None = capped(SimulateRequest, "num_requests", le=MAX_SIM_REQUESTS)
+    duration_s: float | None = capped(SimulateRequest, "duration_s", le=86_400)
+    seed: int = capped(SimulateRequest, "seed", le=2**32 - 1)
 
 
 class SimulateBody(_HttpRun, SimulateRequest):

@@ -2,8 +2,8 @@
 ``plan`` requests (the HTTP bodies are these models).
 
 Defaults and help are read from :class:`~servecap.app.flags.DeploymentFlags`, where they are
-written once (``servecap plan`` reads them there without importing pydantic); the bounds are the
-requests' own. File paths (``gpu_file``) are a local interface's: they are left out of the JSON
+written once (``servecap plan`` reads them there without importing pydantic); the bounds here
+are what makes a value meaningful (a positive count), the HTTP bodies add the API's size caps. File paths (``gpu_file``) are a local interface's: they are left out of the JSON
 schema, and the HTTP bodies refuse them (``api/bodies.py``).
 """
 
@@ -36,26 +36,26 @@ class DeploymentFields(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    model: str | None = Field(default=_D.model, max_length=200, description=_d("model"))
-    gpu: str | None = Field(default=_D.gpu, max_length=100, description=_d("gpu"))
-    num_gpus: int | None = Field(default=_D.num_gpus, ge=1, le=1024, description=_d("num_gpus"))
-    tp: int | None = Field(default=_D.tp, ge=1, le=1024, description=_d("tp"))
-    pp: int = Field(default=_D.pp, ge=1, le=64, description=_d("pp"))
-    weights_dtype: str | None = Field(default=_D.weights_dtype, max_length=20, description=_d("weights_dtype"))
-    kv_cache_dtype: str = Field(default=_D.kv_cache_dtype, max_length=20, description=_d("kv_cache_dtype"))
-    max_model_len: int | None = Field(default=_D.max_model_len, ge=1, le=16_777_216, description=_d("max_model_len"))
+    model: str | None = Field(default=_D.model, description=_d("model"))
+    gpu: str | None = Field(default=_D.gpu, description=_d("gpu"))
+    num_gpus: int | None = Field(default=_D.num_gpus, ge=1, description=_d("num_gpus"))
+    tp: int | None = Field(default=_D.tp, ge=1, description=_d("tp"))
+    pp: int = Field(default=_D.pp, ge=1, description=_d("pp"))
+    weights_dtype: str | None = Field(default=_D.weights_dtype, description=_d("weights_dtype"))
+    kv_cache_dtype: str = Field(default=_D.kv_cache_dtype, description=_d("kv_cache_dtype"))
+    max_model_len: int | None = Field(default=_D.max_model_len, ge=1, description=_d("max_model_len"))
     gpu_memory_utilization: float | None = Field(
         default=_D.gpu_memory_utilization, gt=0, le=1, description=_d("gpu_memory_utilization")
     )
     kv_cache_memory_bytes: int | None = Field(
         default=_D.kv_cache_memory_bytes, ge=1, description=_d("kv_cache_memory_bytes")
     )
-    block_size: int | None = Field(default=_D.block_size, ge=1, le=1024, description=_d("block_size"))
-    max_num_seqs: int | None = Field(default=_D.max_num_seqs, ge=1, le=1_000_000, description=_d("max_num_seqs"))
+    block_size: int | None = Field(default=_D.block_size, ge=1, description=_d("block_size"))
+    max_num_seqs: int | None = Field(default=_D.max_num_seqs, ge=1, description=_d("max_num_seqs"))
     max_num_batched_tokens: int | None = Field(
-        default=_D.max_num_batched_tokens, ge=1, le=16_777_216, description=_d("max_num_batched_tokens")
+        default=_D.max_num_batched_tokens, ge=1, description=_d("max_num_batched_tokens")
     )
-    rope_scaling: str | None = Field(default=_D.rope_scaling, max_length=300, description=_d("rope_scaling"))
+    rope_scaling: str | None = Field(default=_D.rope_scaling, description=_d("rope_scaling"))
     engine: EngineName = Field(default=cast(EngineName, _D.engine), description=_d("engine"))
     gpu_file: SkipJsonSchema[Path | None] = Field(default=_D.gpu_file, description=_d("gpu_file"))
 
