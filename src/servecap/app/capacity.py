@@ -6,7 +6,9 @@ large (Llama-3.1-8B on an H100, TPOT 50 ms, TTFT 1 s: ``plan`` 1,030 users, ``ca
 The response states the assumptions side by side (SLO statistic, prompt length with chat
 history, think time or duty cycle, queueing) and one line on why the numbers differ; ``plan
 --think-time-s Z --turns T`` gives the closed form under capacity's assumptions.
-``CapacityResponse.model_dump_json()`` is ``servecap capacity --json``.
+:func:`capacity_from_request` takes a :class:`~servecap.app.simulate_request.CapacityRequest`
+(the CLI's flags and the HTTP body alike); ``CapacityResponse.model_dump_json()`` is ``servecap
+capacity --json``.
 """
 
 from __future__ import annotations

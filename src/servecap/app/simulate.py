@@ -1,10 +1,13 @@
 """The simulate use case: one replica under a workload, by discrete-event simulation.
 
-:func:`build` turns the settings into a plan, an engine set-up and a workload (shared with
-``capacity``); :func:`simulate` runs it and checks the load first: when the offered load exceeds
-what the replica serves, the response says so (arrival vs service rate, queue growth) before
-any percentile, since percentiles of an overloaded run measure the run's length, not the service.
-``SimulateResponse.model_dump_json()`` is ``servecap simulate --json``.
+:func:`simulate_request` takes a :class:`~servecap.app.simulate_request.SimulateRequest` (the
+CLI's flags and the HTTP body alike) and returns a :class:`SimulateResponse`: :func:`build`
+turns the request into a plan, an engine set-up and a workload (shared with ``capacity``);
+:func:`simulate` runs it and checks the load first: when the offered load exceeds what the
+replica serves, the response says so (arrival vs service rate, queue growth) before any
+percentile, since percentiles of an overloaded run measure the run's length, not the service.
+``SimulateResponse.model_dump_json()`` is ``servecap simulate --json``: the typed run summary's
+keys (:class:`~servecap.results.summary_json.RunSummaryJson`) at the top level, then the rest.
 """
 
 from __future__ import annotations
