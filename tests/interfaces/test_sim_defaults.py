@@ -123,3 +123,18 @@ def test_http_bodies_refuse_file_paths(body: type[BaseModel], field: str, openap
     with pytest.raises(ValidationError, match=field):
         body.model_validate({field: "/etc/passwd"})
     assert field not in openapi["components"]["schemas"][body.__name__]["properties"]
+
+
+def test_plan_body_has_every_field_of_the_plan_request() -> None:
+    """plan's request is a dataclass (``servecap plan`` stays free of pydantic) and PlanBody its
+    schema: the two name the same settings, the body flat, less the local calibration file."""
+    from dataclasses import fields
+
+    from servecap.app.flags import DeploymentFlags
+
+    settings = {f.name for f in fields(PlanRequest)} - {"deployment", "calibration"}
+    assert set(PlanBody.model_fields) == settings | {f.name for f in fields(DeploymentFlags)}
+    body = PlanBody(model="meta-llama/Llama-3.1-8B", gpu="H100", tp=2, turns=3, request_interval_s=20)
+    request = body.request()
+    assert request.deployment.tp == 2 and request.turns == 3 and request.request_interval_s == 20
+    assert request == PlanRequest(deployment=body.flags(), turns=3, request_interval_s=20)
