@@ -130,26 +130,12 @@ def test_a_sweep_point_past_the_limits_is_refused_naming_its_point() -> None:
 
 
 def test_capacity_sizes_its_probes_from_the_plan() -> None:
-    from servecap.app.capacity import capacity_from_flags
-    from servecap.app.flags import DeploymentFlags, StreamFlags
+    from servecap.app.capacity import capacity_from_request
+    from servecap.app.simulate_request import CapacityRequest
 
     with pytest.raises(ServecapError, match=r"over the limit of 200,000 requests") as info:
-        capacity_from_flags(
-            deployment=DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100"),
-            calibration=None,
-            workload=None,
-            closed=False,
-            target=None,
-            think_time_s=None,
-            turns=None,
-            stream=StreamFlags(),
-            duration_s=86_400,
-            num_requests=None,
-            seed=0,
-            ttft_slo_ms=None,
-            tpot_slo_ms=None,
-            no_prefix_caching=False,
-            policy="fcfs",
+        capacity_from_request(
+            CapacityRequest(model="meta-llama/Llama-3.1-8B", gpu="H100", closed_loop=False, duration_s=86_400),
             limits=replace(API_LIMITS),
         )
     assert info.value.field == "duration_s"

@@ -149,9 +149,8 @@ def test_bench_and_simulate_flags_give_the_same_request_stream(engine_server: Se
     the identical request stream from it."""
     import numpy as np
 
-    from servecap.cli.options import DeploymentFlags, StreamFlags
+    from servecap.app.simulate_request import SimulateRequest
     from servecap.cli.simulate_cmd import build
-    from servecap.specs import Slo
     from servecap.workload import WorkloadSpec, generate_requests
 
     flags = [
@@ -180,21 +179,19 @@ def test_bench_and_simulate_flags_give_the_same_request_stream(engine_server: Se
     shown = json.loads(CliRunner().invoke(cli, ["runs", "show", "last", "--db", db]).output)
     measured = WorkloadSpec.model_validate(shown["settings"]["workload"])
     built = build(
-        deployment=DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=4096),
-        calibration=None,
-        workload=None,
-        rate=4.0,
-        users=None,
-        think_time_s=None,
-        stream=StreamFlags(
-            prompt_tokens=120, output_tokens=6, prompt_sigma=0.5, output_sigma=0.3, arrival="gamma", cv=2.0
-        ),
-        duration_s=None,
-        num_requests=8,
-        slo=Slo(),
-        no_prefix_caching=False,
-        max_waiting=None,
-        policy="fcfs",
+        SimulateRequest(
+            model="meta-llama/Llama-3.1-8B",
+            gpu="H100",
+            max_model_len=4096,
+            rate=4.0,
+            prompt_tokens=120,
+            output_tokens=6,
+            prompt_sigma=0.5,
+            output_sigma=0.3,
+            arrival="gamma",
+            cv=2.0,
+            num_requests=8,
+        )
     )
     assert measured == built.workload
     a = generate_requests(measured, np.random.default_rng(7))

@@ -97,26 +97,19 @@ def test_calibration_recovers_a_known_scale(model: EngineModel) -> None:
 
 def test_uncalibrated_model_is_capacity_rate(model: EngineModel) -> None:
     """Without a TPOT to calibrate to, the break rate is `capacity --rate`'s for the same mix."""
-    from servecap.app.capacity import capacity_from_flags
-    from servecap.app.flags import DeploymentFlags, StreamFlags
+    from servecap.app.capacity import capacity_from_request
+    from servecap.app.simulate_request import CapacityRequest
 
     h = engine_headroom(model, mix(tpot=None, ttft=None), 1)
-    cap, _, _ = capacity_from_flags(
-        deployment=DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192),
-        calibration=None,
-        workload=None,
-        closed=False,
-        target=None,
-        think_time_s=None,
-        turns=None,
-        stream=StreamFlags(),
-        duration_s=None,
-        num_requests=None,
-        seed=0,
-        ttft_slo_ms=1000,
-        tpot_slo_ms=50,
-        no_prefix_caching=False,
-        policy="fcfs",
+    cap, _, _ = capacity_from_request(
+        CapacityRequest(
+            model="meta-llama/Llama-3.1-8B",
+            gpu="H100",
+            max_model_len=8192,
+            closed_loop=False,
+            ttft_slo_ms=1000,
+            tpot_slo_ms=50,
+        )
     )
     assert h.break_rate_per_s == pytest.approx(cap.max_load, rel=1e-9)
     assert h.calibration.scale == 1.0

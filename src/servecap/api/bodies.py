@@ -1,24 +1,37 @@
-"""Request bodies of the HTTP API: the CLI's flags as JSON fields (same names, same meaning).
-
-pydantic models with ``extra="forbid"`` (an unknown key is a 400 naming it) and bounds that keep
-one request from exhausting the server (``MAX_SIM_REQUESTS``); each converts to the use case's
-own request in one place.
+"""Request bodies of the HTTP API: each is its use case's request (``app/``), or a thin subclass
+that adds what only HTTP needs: no file paths, and caps that keep one request from exhausting
+the server (``MAX_SIM_REQUESTS``, ``MAX_USERS``). pydantic models with ``extra="forbid"`` (an
+unknown key is a 400 naming it); defaults and help are the request's, so the OpenAPI schema
+shows the CLI's defaults.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, TypeVar
+from collections.abc import Sized
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import SkipJsonSchema
 
-from servecap.app.flags import DeploymentFlags, StreamFlags
+from servecap.app.compare import CompareRequest
+from servecap.app.flags import flag_help
+from servecap.app.plan import PlanRequest
+from servecap.app.request_fields import DeploymentFields
+from servecap.app.simulate_request import CapacityRequest, SimulateRequest
 from servecap.errors import ServecapError
 
 MAX_SIM_REQUESTS = 200_000
 MAX_USERS = 100_000
 _T = TypeVar("_T")
 MAX_DEPTH = 32
+
+
+def _p(name: str) -> str | None:
+    return flag_help(PlanRequest, name)
+
+
 """Nesting of a file-shaped body (fleet, workload, plan, config): the deepest real one is < 10."""
 
 
@@ -41,107 +54,129 @@ def plain_tree(value: _T, root: str) -> _T:
     return value
 
 
-class DeploymentBody(BaseModel):
-    """The deployment flags of ``servecap plan`` (``model`` may be a catalog id or an uploaded
+def capped(owner: type[BaseModel], name: str, **caps: Any) -> Any:
+    """``owner``'s field ``name`` (its default, help and bounds) with the API's ``caps`` added
+    (``le=``, ``max_length=``): a body redeclares a field only to cap it, never to restate it."""
+    return FieldInfo.merge_field_infos(owner.model_fields[name], Field(**caps))
+
+
+class _HttpDeployment(BaseModel):
+    """The API's caps on the deployment fields, and no GPU file."""
+
+    model: str | None = capped(DeploymentFields, "model", max_length=200)
+    gpu: str | None = capped(DeploymentFields, "gpu", max_length=100)
+    num_gpus: int | None = capped(DeploymentFields, "num_gpus", le=1024)
+    tp: int | None = capped(DeploymentFields, "tp", le=1024)
+    pp: int = capped(DeploymentFields, "pp", le=64)
+    weights_dtype: str | None = capped(DeploymentFields, "weights_dtype", max_length=20)
+    kv_cache_dtype: str = capped(DeploymentFields, "kv_cache_dtype", max_length=20)
+    max_model_len: int | None = capped(DeploymentFields, "max_model_len", le=16_777_216)
+    block_size: int | None = capped(DeploymentFields, "block_size", le=1024)
+    max_num_seqs: int | None = capped(DeploymentFields, "max_num_seqs", le=1_000_000)
+    max_num_batched_tokens: int | None = capped(DeploymentFields, "max_num_batched_tokens", le=16_777_216)
+    rope_scaling: str | None = capped(DeploymentFields, "rope_scaling", max_length=300)
+
+    @field_validator("gpu_file", "calibration", "workload", check_fields=False)
+    @classmethod
+    def _no_paths(cls, v: object) -> None:
+        if v is not None:
+            raise ValueError("file paths are not accepted over HTTP")
+        return None
+
+
+class DeploymentBody(_HttpDeployment, DeploymentFields):
+    """The deployment fields of a request over HTTP (``model`` may be a catalog id or an uploaded
     config's ``upload:<id>``; file paths are not accepted over HTTP)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    model: str | None = Field(default=None, max_length=200)
-    gpu: str | None = Field(default=None, max_length=100)
-    num_gpus: int | None = Field(default=None, ge=1, le=1024)
-    tp: int | None = Field(default=None, ge=1, le=1024)
-    pp: int = Field(default=1, ge=1, le=64)
-    weights_dtype: str | None = Field(default=None, max_length=20)
-    kv_cache_dtype: str = Field(default="auto", max_length=20)
-    max_model_len: int | None = Field(default=None, ge=1, le=16_777_216)
-    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
-    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
-    block_size: int | None = Field(default=None, ge=1, le=1024)
-    max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
-    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=16_777_216)
-    rope_scaling: str | None = Field(default=None, max_length=300)
-    engine: Literal["vllm", "sglang", "trtllm", "trtllm-max-utilization"] = "vllm"
-
-    def flags(self, model_path: str | None = None) -> DeploymentFlags:
-        data = self.model_dump(include=set(DeploymentBody.model_fields))
-        if model_path is not None:
-            data["model"] = model_path
-        return DeploymentFlags(**data)
+_PLAN = PlanRequest()
 
 
 class PlanBody(DeploymentBody):
-    prompt_tokens: int = Field(default=1024, ge=1, le=16_777_216)
-    output_tokens: int = Field(default=128, ge=1, le=16_777_216)
-    turns: int = Field(default=1, ge=1, le=1000)
-    duty_cycle: float | None = Field(default=None, gt=0, le=1)
-    think_time_s: float | None = Field(default=None, ge=0, le=86_400)
-    ttft_slo_ms: float | None = Field(default=None, gt=0)
-    tpot_slo_ms: float | None = Field(default=None, gt=0)
-    no_slo: bool = False
-    price_per_hour: float | None = Field(default=None, gt=0)
-    purchase_price: float | None = Field(default=None, gt=0)
-    peak_users: int | None = Field(default=None, ge=1, le=100_000_000)
-    peak_tok_s: float | None = Field(default=None, gt=0)
+    """``servecap plan``'s request as flat JSON: :class:`~servecap.app.plan.PlanRequest`'s fields,
+    defaults and help (read from it: ``plan`` stays free of pydantic, so its request is a
+    dataclass and this body its schema), with the API's bounds."""
 
+    prompt_tokens: int = Field(default=_PLAN.prompt_tokens, ge=1, le=16_777_216, description=_p("prompt_tokens"))
+    output_tokens: int = Field(default=_PLAN.output_tokens, ge=1, le=16_777_216, description=_p("output_tokens"))
+    turns: int = Field(default=_PLAN.turns, ge=1, le=1000, description=_p("turns"))
+    duty_cycle: float | None = Field(default=_PLAN.duty_cycle, gt=0, le=1, description=_p("duty_cycle"))
+    think_time_s: float | None = Field(default=_PLAN.think_time_s, ge=0, le=86_400, description=_p("think_time_s"))
+    request_interval_s: float | None = Field(
+        default=_PLAN.request_interval_s, gt=0, le=86_400, description=_p("request_interval_s")
+    )
+    ttft_slo_ms: float | None = Field(default=_PLAN.ttft_slo_ms, gt=0, description=_p("ttft_slo_ms"))
+    tpot_slo_ms: float | None = Field(default=_PLAN.tpot_slo_ms, gt=0, description=_p("tpot_slo_ms"))
+    no_slo: bool = Field(default=_PLAN.no_slo, description=_p("no_slo"))
+    price_per_hour: float | None = Field(default=_PLAN.price_per_hour, gt=0, description=_p("price_per_hour"))
+    purchase_price: float | None = Field(default=_PLAN.purchase_price, gt=0, description=_p("purchase_price"))
+    peak_users: int | None = Field(default=_PLAN.peak_users, ge=1, le=100_000_000, description=_p("peak_users"))
+    peak_tok_s: float | None = Field(default=_PLAN.peak_tok_s, gt=0, description=_p("peak_tok_s"))
 
-class CompareBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    model: str = Field(default="meta-llama/Llama-3.1-70B", max_length=200)
-    gpus: list[str] | None = Field(default=None, max_length=64)
-    counts: list[int] = Field(default=[1, 2, 4, 8], min_length=1, max_length=8)
-    weights_dtypes: list[str] = Field(default=["auto", "fp8", "int4"], min_length=1, max_length=6)
-    kv_dtypes: list[str] = Field(default=["auto", "fp8"], min_length=1, max_length=4)
-    max_model_len: int | None = Field(default=None, ge=1, le=16_777_216)
-    prompt_tokens: int = Field(default=1024, ge=1, le=16_777_216)
-    output_tokens: int = Field(default=128, ge=1, le=16_777_216)
-    duty_cycle: float | None = Field(default=None, gt=0, le=1)  # None: from request_interval_s
-    request_interval_s: float | None = Field(default=None, gt=0, le=86_400)  # None: 30 s (app/defaults.py)
-    ttft_slo_ms: float | None = Field(default=None, gt=0)
-    tpot_slo_ms: float | None = Field(default=None, gt=0)
-    price_per_hour: float | None = Field(default=None, gt=0)
-    gpu_prices: dict[str, float] = Field(default={}, max_length=64)
-
-
-class SimulateBody(DeploymentBody):
-    """``servecap simulate``'s flags: an open loop at ``rate`` req/s, or ``users`` chat users."""
-
-    rate: float | None = Field(default=None, gt=0, le=100_000)
-    users: int | None = Field(default=None, ge=1, le=MAX_USERS)
-    think_time_s: float | None = Field(default=None, ge=0, le=86_400)
-    turns: int | None = Field(default=None, ge=1, le=1000)
-    prompt_tokens: int = Field(default=1024, ge=1, le=16_777_216)
-    output_tokens: int = Field(default=128, ge=1, le=16_777_216)
-    prompt_sigma: float | None = Field(default=None, ge=0, le=5)
-    output_sigma: float | None = Field(default=None, ge=0, le=5)
-    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
-    cv: float | None = Field(default=None, gt=0, le=100)
-    num_requests: int | None = Field(default=None, ge=1, le=MAX_SIM_REQUESTS)
-    duration_s: float | None = Field(default=None, gt=0, le=86_400)
-    ttft_slo_ms: float | None = Field(default=None, gt=0)
-    tpot_slo_ms: float | None = Field(default=None, gt=0)
-    no_prefix_caching: bool = False
-    max_waiting: int | None = Field(default=None, ge=0)
-    policy: Literal["fcfs", "priority"] = "fcfs"
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)
-
-    def stream(self) -> StreamFlags:
-        return StreamFlags(
+    def request(self, model_path: str | None = None) -> PlanRequest:
+        """The plan request (``model_path``: an uploaded model resolved to its file)."""
+        return PlanRequest(
+            deployment=self.flags(model_path),
             prompt_tokens=self.prompt_tokens,
             output_tokens=self.output_tokens,
-            prompt_sigma=self.prompt_sigma,
-            output_sigma=self.output_sigma,
-            arrival=self.arrival,
-            cv=self.cv,
+            turns=self.turns,
+            duty_cycle=self.duty_cycle,
+            think_time_s=self.think_time_s,
+            request_interval_s=self.request_interval_s,
+            ttft_slo_ms=self.ttft_slo_ms,
+            tpot_slo_ms=self.tpot_slo_ms,
+            no_slo=self.no_slo,
+            price_per_hour=self.price_per_hour,
+            purchase_price=self.purchase_price,
+            peak_users=self.peak_users,
+            peak_tok_s=self.peak_tok_s,
         )
 
 
-class CapacityBody(SimulateBody):
-    """``servecap capacity``: search the most users (``closed_loop``) or req/s within the SLOs."""
+_COMPARE_CAPS = {"gpus": 64, "counts": 8, "weights_dtypes": 6, "kv_dtypes": 4, "gpu_prices": 64}
 
-    closed_loop: bool = True
-    target: float | None = Field(default=None, gt=0)
+
+class CompareBody(CompareRequest):
+    """``servecap compare``'s request over HTTP: no GPU or calibration files, and at most
+    :data:`_COMPARE_CAPS` items per list (the candidates are their product)."""
+
+    gpu_file: SkipJsonSchema[None] = None
+    calibration: SkipJsonSchema[None] = None
+
+    @field_validator(*_COMPARE_CAPS)
+    @classmethod
+    def _capped(cls, v: Sized | None, info: ValidationInfo) -> Sized | None:
+        cap = _COMPARE_CAPS[str(info.field_name)]
+        if v is not None and len(v) > cap:
+            raise ValueError(f"at most {cap} items over HTTP")
+        return v
+
+
+class _HttpRun(_HttpDeployment):
+    """The API's caps on one simulated run (``MAX_SIM_REQUESTS``, ``MAX_USERS``, a day, the
+    request shape) over the request's own fields, and no file paths."""
+
+    rate: float | None = capped(SimulateRequest, "rate", le=100_000)
+    users: int | None = capped(SimulateRequest, "users", le=MAX_USERS)
+    think_time_s: float | None = capped(SimulateRequest, "think_time_s", le=86_400)
+    prompt_tokens: int = capped(SimulateRequest, "prompt_tokens", le=16_777_216)
+    output_tokens: int = capped(SimulateRequest, "output_tokens", le=16_777_216)
+    prompt_sigma: float | None = capped(SimulateRequest, "prompt_sigma", le=5)
+    output_sigma: float | None = capped(SimulateRequest, "output_sigma", le=5)
+    cv: float | None = capped(SimulateRequest, "cv", le=100)
+    num_requests: int | None = capped(SimulateRequest, "num_requests", le=MAX_SIM_REQUESTS)
+    duration_s: float | None = capped(SimulateRequest, "duration_s", le=86_400)
+    seed: int = capped(SimulateRequest, "seed", le=2**32 - 1)
+
+
+class SimulateBody(_HttpRun, SimulateRequest):
+    """``servecap simulate``'s request over HTTP: an open loop at ``rate`` req/s, or ``users``
+    chat users (a workload is ``POST /api/v1/fleet/simulate``'s)."""
+
+
+class CapacityBody(_HttpRun, CapacityRequest):
+    """``servecap capacity``'s request over HTTP: search the most users (``closed_loop``) or
+    req/s within the SLOs."""
 
 
 class UploadBody(BaseModel):

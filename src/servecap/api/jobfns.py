@@ -18,33 +18,13 @@ from servecap.progress import Progress
 
 
 def simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
-    from servecap.app.inputs import slo_from_ms
-    from servecap.app.simulate import build, simulate
+    from servecap.app.simulate import simulate_request
 
     model_path = payload.pop("_model_path", None)
     db = payload.pop("_db", None)
     limits = payload.pop("_limits", API_LIMITS)
     body = SimulateBody.model_validate(payload)
-    slo = slo_from_ms(body.ttft_slo_ms, body.tpot_slo_ms)
-    built = build(
-        deployment=body.flags(model_path),
-        calibration=None,
-        workload=None,
-        rate=body.rate,
-        users=body.users,
-        think_time_s=body.think_time_s,
-        stream=body.stream(),
-        duration_s=body.duration_s,
-        num_requests=body.num_requests,
-        slo=slo,
-        no_prefix_caching=body.no_prefix_caching,
-        max_waiting=body.max_waiting,
-        policy=body.policy,
-        turns=body.turns,
-        limits=limits,
-    )
-    has_slo = body.ttft_slo_ms is not None or body.tpot_slo_ms is not None
-    response, result = simulate(built, seed=body.seed, slo=slo if has_slo else None, progress=progress)
+    response, _built, result = simulate_request(body, model_path=model_path, progress=progress, limits=limits)
     data: dict[str, Any] = json.loads(response.model_dump_json())
     data["run_id"] = _store(db, body, result)
     data["timeseries"] = _timeseries(result)
@@ -52,39 +32,24 @@ def simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) 
 
 
 def capacity_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
-    from servecap.app.capacity import capacity_from_flags
+    from servecap.app.capacity import capacity_from_request
 
     model_path = payload.pop("_model_path", None)
     limits = payload.pop("_limits", API_LIMITS)
     body = CapacityBody.model_validate(payload)
-    response, _built, _slo = capacity_from_flags(
-        deployment=body.flags(model_path),
-        calibration=None,
-        workload=None,
-        closed=body.closed_loop,
-        target=body.target,
-        think_time_s=body.think_time_s,
-        turns=body.turns,
-        stream=body.stream(),
-        duration_s=body.duration_s,
-        num_requests=body.num_requests,
-        seed=body.seed,
-        ttft_slo_ms=body.ttft_slo_ms,
-        tpot_slo_ms=body.tpot_slo_ms,
-        no_prefix_caching=body.no_prefix_caching,
-        policy=body.policy,
-        progress=progress,
-        limits=limits,
-    )
+    response, _built, _slo = capacity_from_request(body, model_path=model_path, progress=progress, limits=limits)
     result: dict[str, Any] = json.loads(response.model_dump_json())
     return result
+
+
+_LOCAL_ONLY = frozenset({"gpu_file", "calibration", "workload"})  # always None over HTTP
 
 
 def _store(db: str | None, body: SimulateBody, result: Any) -> str:
     """Keep the simulation in the run store (kind "simulated"), as the runs page lists it."""
     from servecap.results.store import RunStore, new_run_id
 
-    settings = body.model_dump()
+    settings = body.model_dump(exclude=set(_LOCAL_ONLY))
     settings["deployment"] = body.flags().to_settings()
     return RunStore(Path(db) if db else None).save_simulated(
         run_id=new_run_id(),
@@ -108,15 +73,7 @@ def check_simulate_body(body: SimulateBody, limits: WorkLimits) -> None:
     duration_s, users x duration_s / think time)."""
     from servecap.app.simulate import workload_from_options
 
-    spec = workload_from_options(
-        workload=None,
-        rate=body.rate,
-        users=body.users,
-        think_time_s=body.think_time_s,
-        stream=body.stream(),
-        duration_s=body.duration_s,
-        num_requests=body.num_requests,
-    )
+    spec = workload_from_options(body.load(), body.stream())
     check_workload(spec, limits, where="")  # the body's own field names
 
 

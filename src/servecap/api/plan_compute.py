@@ -8,24 +8,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from servecap.api.bodies import DeploymentBody, PlanBody
+from servecap.api.bodies import PlanBody
 from servecap.api.names import body_model
 
-_DEPLOYMENT_FIELDS = frozenset(DeploymentBody.model_fields)
-WARM_BODY: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100"}
+WARM_BODY: dict[str, object] = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100"}
 """Planned once by each worker process as it starts: the imports and catalog caches are loaded
 before the first request rather than on it."""
 
 
 def plan_json(body: PlanBody, upload_dir: Path) -> bytes:
     """The compact JSON of ``servecap plan --json`` for ``body`` (raises ServecapError)."""
-    from servecap.app.plan import PlanRequest
     from servecap.app.plan import plan as run_plan
 
-    fields = body.model_dump(exclude=set(_DEPLOYMENT_FIELDS))
-    request = PlanRequest(deployment=body.flags(body_model(upload_dir, body.model)), **fields)
+    request = body.request(body_model(upload_dir, body.model))
     return json.dumps(run_plan(request).to_dict(), separators=(",", ":")).encode()
 
 

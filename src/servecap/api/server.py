@@ -230,11 +230,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
     def compare(body: CompareBody) -> dict[str, Any]:
         """``servecap compare --json``: GPUs x counts x dtypes ranked by $/user."""
         from servecap.app.compare import compare as run_compare
-        from servecap.app.compare import compare_request
 
-        values = body.model_dump()
-        values["model"] = body_model(settings.upload_dir, body.model)
-        result: dict[str, Any] = json.loads(run_compare(compare_request(**values)).model_dump_json(by_alias=True))
+        request = body.model_copy(update={"model": body_model(settings.upload_dir, body.model)})
+        result: dict[str, Any] = json.loads(run_compare(request).model_dump_json(by_alias=True))
         return result
 
     # -- jobs -----------------------------------------------------------------------------------
@@ -244,7 +242,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         job = jobs().submit(kind, fn, payload)
         return JSONResponse(status_code=202, content=job.snapshot(), headers={"Location": f"{API}/jobs/{job.id}"})
 
-    def engine_payload(body: SimulateBody) -> dict[str, Any]:
+    def engine_payload(body: SimulateBody | CapacityBody) -> dict[str, Any]:
         """A single-engine job's body, with an uploaded model resolved to its file."""
         payload = body.model_dump()
         payload["_model_path"] = body_model(settings.upload_dir, body.model)

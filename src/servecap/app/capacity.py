@@ -6,24 +6,32 @@ large (Llama-3.1-8B on an H100, TPOT 50 ms, TTFT 1 s: ``plan`` 1,030 users, ``ca
 The response states the assumptions side by side (SLO statistic, prompt length with chat
 history, think time or duty cycle, queueing) and one line on why the numbers differ; ``plan
 --think-time-s Z --turns T`` gives the closed form under capacity's assumptions.
-``CapacityResponse.model_dump_json()`` is ``servecap capacity --json``.
+:func:`capacity_from_request` takes a :class:`~servecap.app.simulate_request.CapacityRequest`
+(the CLI's flags and the HTTP body alike); ``CapacityResponse.model_dump_json()`` is ``servecap
+capacity --json``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from servecap.app.flags import DeploymentFlags, StreamFlags
+from servecap.app.flags import StreamFlags
 from servecap.app.limits import WorkLimits, check_workload, cli_limits
 from servecap.app.simulate import Built
+from servecap.app.simulate_request import CAPACITY_DURATION_S, CapacityRequest
 from servecap.errors import ServecapError
 from servecap.progress import ProgressFn
+from servecap.sim.capacity import LoadPoint
 from servecap.specs.perf import CostInputs, RequestShape, Slo
+from servecap.validation.interval import Interval
+
+if TYPE_CHECKING:
+    from servecap.sim.capacity import CapacityResult
 
 
 class Assumption(BaseModel):
@@ -35,6 +43,29 @@ class Assumption(BaseModel):
     simulated: str
 
 
+class CapacitySlo(BaseModel):
+    """The SLOs the search checked, at the ``percentile`` (99)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttft_s: float | None
+    tpot_s: float | None
+    percentile: int
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """The three answers to "how many" and what separates them, for :func:`_why`."""
+
+    closed: bool
+    turns: float  # mean turns per chat (1: single requests)
+    prompt: int  # the mean prompt the closed form and the simulation use (history included)
+    think: float | None  # seconds between answers (closed loop)
+    plan_load: float | None  # `servecap plan` for the same flags (None: a workload file)
+    closed_form: float
+    simulated: float
+
+
 class CapacityResponse(BaseModel):
     closed_loop: bool
     unit: str
@@ -44,12 +75,12 @@ class CapacityResponse(BaseModel):
     max_load_bracket: tuple[float, float | None]
     planner_load: float
     plan_load: float | None  # `servecap plan` with its defaults (single requests, a request every 30 s per user)
-    slo: dict[str, Any]
+    slo: CapacitySlo
     assumptions: list[Assumption]
     why: str
     target: float | None
     replicas_for_target: int | None
-    table: list[dict[str, Any]]
+    table: list[LoadPoint]
     evaluations: int
     model: str
     gpu: str
@@ -59,13 +90,13 @@ class CapacityResponse(BaseModel):
     # left unscored and, for users, the interval between requests they actually kept at the answer
     load_model: str = ""
     # the 80% interval of the measured capacity behind max_load (validation.interval), or None
-    interval: dict[str, Any] | None = None
+    interval: Interval | None = None
 
     @model_serializer(mode="wrap")
-    def _named(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _named(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         """``max_users``/``planner_users`` for a closed loop, ``max_rate_req_s``/``planner_rate_req_s``
         for an open one (the keys the JSON has always had)."""
-        data: dict[str, Any] = handler(self)
+        data: dict[str, object] = handler(self)
         suffix = "users" if self.closed_loop else "rate_req_s"
         data[f"max_{suffix}"] = data.pop("max_load")
         data[f"planner_{suffix}"] = data.pop("planner_load")
@@ -114,8 +145,6 @@ def capacity(
     what ``plan`` would say for it; ``target`` (users or req/s) gets the replicas it needs. The
     search's probes reach about twice the planner's load: that run is sized against ``limits``
     before the first probe."""
-    from dataclasses import asdict
-
     from servecap.sim.capacity_search import find_capacity, planner_rate, planner_users, with_load
     from servecap.workload import dist_mean
 
@@ -192,7 +221,7 @@ def capacity(
             simulated=fmt(result.max_load),
         ),
     ]
-    why = _why(closed, stream, turns, prompt, think, duty, plan_load, result.planner_load, result.max_load, fmt)
+    why = _why(Figures(closed, turns, prompt, think, plan_load, result.planner_load, result.max_load), stream, fmt)
     replicas = None
     if target is not None and target > 0:
         replicas = math.ceil(target / result.max_load) if result.max_load > 0 else None
@@ -205,12 +234,12 @@ def capacity(
         max_load_bracket=(result.max_load, result.min_failing_load),
         planner_load=result.planner_load,
         plan_load=plan_load,
-        slo={"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "percentile": 99},
+        slo=CapacitySlo(ttft_s=slo.ttft_s, tpot_s=slo.tpot_s, percentile=99),
         assumptions=rows,
         why=why,
         target=target,
         replicas_for_target=replicas,
-        table=[asdict(p) for p in result.table],
+        table=list(result.table),
         evaluations=result.evaluations,
         model=dep.model.id,
         gpu=dep.gpu.id,
@@ -221,7 +250,7 @@ def capacity(
     )
 
 
-def _load_model(result: Any, think: float | None, turns: float) -> str:
+def _load_model(result: CapacityResult, think: float | None, turns: float) -> str:
     """The answer's load model in words: a closed loop of users keeps one request in flight or in
     thought each, so its rate is ``users / (think + E2E)`` at the answer's own E2E (below the
     planner's ``G`` at a light load), not ``users / 30 s``: the line gives that rate, so it can be
@@ -244,28 +273,19 @@ def _load_model(result: Any, think: float | None, turns: float) -> str:
     return line
 
 
-def _load_interval(max_load: float, engine: str, gpu_family: str) -> dict[str, Any] | None:
+def _load_interval(max_load: float, engine: str, gpu_family: str) -> Interval | None:
     """The 80% interval of the capacity found, from the corpus's throughput residuals."""
     from servecap.validation.interval import interval
 
     if max_load <= 0:
         return None
-    return interval(max_load, metric="throughput", engine=engine, gpu_family=gpu_family).to_dict()
+    return interval(max_load, metric="throughput", engine=engine, gpu_family=gpu_family)
 
 
-def _why(
-    closed: bool,
-    stream: StreamFlags | None,
-    turns: float,
-    prompt: int,
-    think: float | None,
-    duty: float | None,
-    plan_load: float | None,
-    closed_form: float,
-    simulated: float,
-    fmt: Callable[[float], str],
-) -> str:
+def _why(f: Figures, stream: StreamFlags | None, fmt: Callable[[float], str]) -> str:
     """One line: why plan, the closed form and the simulation give different numbers."""
+    turns, prompt, think, plan_load = f.turns, f.prompt, f.think, f.plan_load
+    closed_form, simulated = f.closed_form, f.simulated
     causes = []
     if stream is not None and plan_load is not None and turns > 1:
         causes.append(
@@ -284,7 +304,7 @@ def _why(
         f"why the numbers differ ({'plan ' + fmt(plan_load) + ', ' if plan_load is not None else ''}"
         f"closed form {fmt(closed_form)}, simulated {fmt(simulated)}): " + "; ".join(causes)
     )
-    if closed and stream is not None and think is not None:
+    if f.closed and stream is not None and think is not None:
         line += (
             f". `servecap plan ... --think-time-s {think:g} --turns {turns:g}` gives the closed form "
             "under these assumptions"
@@ -292,29 +312,17 @@ def _why(
     return line
 
 
-def capacity_from_flags(
+def capacity_from_request(
+    request: CapacityRequest,
     *,
-    deployment: DeploymentFlags,
-    calibration: Path | None,
-    workload: Path | None,
-    closed: bool,
-    target: float | None,
-    think_time_s: float | None,
-    turns: int | None,
-    stream: StreamFlags,
-    duration_s: float | None,
-    num_requests: int | None,
-    seed: int,
-    ttft_slo_ms: float | None,
-    tpot_slo_ms: float | None,
-    no_prefix_caching: bool,
-    policy: str,
+    model_path: str | None = None,
     progress: ProgressFn | None = None,
     limits: WorkLimits | None = None,
 ) -> tuple[CapacityResponse, Built, Slo]:
-    """``servecap capacity`` (and ``POST /api/v1/capacity``) from its flags: the default
-    interactive SLO when none is given (checked at p99), a 600 s run of chat users unless told
-    otherwise; returns the response, the built run and the SLO used."""
+    """``servecap capacity`` (and ``POST /api/v1/capacity``): the default interactive SLO when
+    none is given (checked at p99), a 600 s run of chat users unless told otherwise
+    (``model_path``: an uploaded model resolved to its file); returns the response, the built run
+    and the SLO used."""
     from servecap.app import defaults
     from servecap.app.flags import deployment_from_flags, efficiency_from_file
     from servecap.app.inputs import slo_from_ms
@@ -322,58 +330,56 @@ def capacity_from_flags(
     from servecap.core.plan import plan
     from servecap.specs.perf import INTERACTIVE_SLO
 
+    r = request
+    workload, closed, stream = r.workload, r.closed_loop, r.stream()
+    ttft_slo_ms, tpot_slo_ms, think_time_s = r.ttft_slo_ms, r.tpot_slo_ms, r.think_time_s
+    duration_s, turns = r.duration_s, r.turns
     if ttft_slo_ms is None and tpot_slo_ms is None:
         assert INTERACTIVE_SLO.ttft_s is not None and INTERACTIVE_SLO.tpot_s is not None
         ttft_slo_ms, tpot_slo_ms = INTERACTIVE_SLO.ttft_s * 1e3, INTERACTIVE_SLO.tpot_s * 1e3
     slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
-    if workload is None and closed and num_requests is not None:
+    if workload is None and closed and r.num_requests is not None:
         # a fixed request count ends a run of many users before they load the server, and every
         # larger count would then "meet" the SLOs: chat users run for a duration instead
         raise ServecapError(
             "num_requests",
-            num_requests,
+            r.num_requests,
             "capacity with chat users runs for --duration-s (default 600 s), not a request count; "
             "use --duration-s, or --rate for an open loop",
         )
     if workload is None and closed and duration_s is None:
-        duration_s = 600.0
+        duration_s = CAPACITY_DURATION_S
     if workload is None and closed:
         turns = turns if turns is not None else defaults.TURNS
     default_think = workload is None and closed and think_time_s is None
     if default_think:
         # the default user model: a request every 30 s, the answer included (app/defaults.py)
+        dep = deployment_from_flags(r.flags(model_path))[0]
         probe = plan(
-            deployment_from_flags(deployment)[0],
+            dep,
             request=RequestShape(stream.prompt_tokens, stream.output_tokens),
             slo=slo,
-            efficiency=efficiency_from_file(calibration, deployment_from_flags(deployment)[0])[0],
+            efficiency=efficiency_from_file(r.calibration, dep)[0],
         )
         generating = probe.ttft_s + max(0, stream.output_tokens - 1) * probe.tpot_s if probe.batch > 0 else 0.0
         think_time_s = round(defaults.think_time_s(generating), 2)
-    built = build(
-        deployment=deployment,
-        calibration=calibration,
-        workload=workload,
-        rate=None if workload is not None or closed else 1.0,
-        users=None if workload is not None or not closed else 1,
-        think_time_s=think_time_s,
-        stream=stream,
-        duration_s=duration_s,
-        num_requests=num_requests,
-        slo=slo,
-        no_prefix_caching=no_prefix_caching,
-        max_waiting=None,
-        policy=policy,
-        default_num_requests=2000,
-        turns=turns,
-        limits=limits,
+    run = r.model_copy(
+        update={
+            "rate": None if workload is not None or closed else 1.0,
+            "users": None if workload is not None or not closed else 1,
+            "think_time_s": think_time_s,
+            "duration_s": duration_s,
+            "turns": turns,
+            "max_waiting": None,
+        }
     )
+    built = build(run, slo=slo, model_path=model_path, default_num_requests=2000, limits=limits)
     response = capacity(
         built,
         slo,
-        seed=seed,
+        seed=r.seed,
         stream=stream if workload is None else None,
-        target=target,
+        target=r.target,
         progress=progress,
         limits=limits,
     )

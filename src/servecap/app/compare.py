@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import SkipJsonSchema
 
-from servecap.app.flags import DEFAULT_MODEL, efficiency_from_file
+from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS
+from servecap.app.flags import DEFAULT_MODEL, DeploymentFlags, efficiency_from_file, flag_help
 from servecap.app.plan import slo_used
 from servecap.errors import ServecapError, from_validation_error
 
@@ -21,22 +23,43 @@ from servecap.errors import ServecapError, from_validation_error
 class CompareRequest(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
-    model: str = DEFAULT_MODEL
-    gpus: list[str] | None = None  # None: every catalog GPU (and the gpu_file's), priced or not
-    gpu_file: Path | None = None
-    counts: list[int] = Field(default=[1, 2, 4, 8], min_length=1)
-    weights_dtypes: list[str] = Field(default=["auto", "fp8", "int4"], min_length=1)
-    kv_dtypes: list[str] = Field(default=["auto", "fp8"], min_length=1)
-    max_model_len: int | None = None
-    prompt_tokens: int = 1024
-    output_tokens: int = 128
-    duty_cycle: float | None = None  # None: from request_interval_s, per deployment (app/defaults.py)
-    request_interval_s: float | None = None  # None: app.defaults.REQUEST_INTERVAL_S (a request every 30 s)
-    ttft_slo_ms: float | None = None
-    tpot_slo_ms: float | None = None
-    price_per_hour: float | None = None  # USD per GPU-hour for every GPU
-    gpu_prices: dict[str, float] = {}  # USD per GPU-hour by GPU name (over price_per_hour and the catalog)
-    calibration: Path | None = None
+    model: str = Field(default=DEFAULT_MODEL, max_length=200, description=flag_help(DeploymentFlags, "model"))
+    gpus: list[str] | None = Field(  # None: every catalog GPU (and the gpu_file's), priced or not
+        default=None, description="GPU names (default: every GPU)."
+    )
+    gpu_file: SkipJsonSchema[Path | None] = Field(default=None, description="TOML file adding [[gpu]] rows.")
+    counts: list[int] = Field(default=[1, 2, 4, 8], min_length=1, description="GPUs per replica to try (TP sizes).")
+    weights_dtypes: list[str] = Field(
+        default=["auto", "fp8", "int4"], min_length=1, description="Weight dtypes to try."
+    )
+    kv_dtypes: list[str] = Field(default=["auto", "fp8"], min_length=1, description="KV cache dtypes to try.")
+    max_model_len: int | None = Field(
+        default=None, ge=1, le=16_777_216, description="Context length (default: the model's)."
+    )
+    prompt_tokens: int = Field(default=PROMPT_TOKENS, ge=1, le=16_777_216, description="Typical prompt length.")
+    output_tokens: int = Field(default=OUTPUT_TOKENS, ge=1, le=16_777_216, description="Typical output length.")
+    duty_cycle: float | None = Field(  # None: from request_interval_s, per deployment (app/defaults.py)
+        default=None,
+        description="Share of a user's session spent generating [default: each deployment's, from "
+        "--request-interval-s].",
+    )
+    request_interval_s: float | None = Field(  # None: app.defaults.REQUEST_INTERVAL_S (a request every 30 s)
+        default=None,
+        description="Mean seconds between a user's requests, the answer included (default 30, as plan and fleet plan).",
+    )
+    ttft_slo_ms: float | None = Field(
+        default=None, description="TTFT SLO in ms (steady-state mean; default: the interactive SLO, 2000 ms / 100 ms)."
+    )
+    tpot_slo_ms: float | None = Field(
+        default=None, description="TPOT SLO in ms (steady-state mean; default: the interactive SLO, 2000 ms / 100 ms)."
+    )
+    price_per_hour: float | None = Field(default=None, description="USD per GPU-hour for every GPU.")
+    gpu_prices: dict[str, float] = Field(  # over price_per_hour and the catalog
+        default={}, description="USD per GPU-hour by GPU name."
+    )
+    calibration: SkipJsonSchema[Path | None] = Field(
+        default=None, description="Calibration file from `servecap calibrate`."
+    )
 
 
 class SloOut(BaseModel):

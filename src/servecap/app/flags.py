@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS
 from servecap.errors import ServecapError
 
 if TYPE_CHECKING:
@@ -27,6 +28,35 @@ DEFAULT_GPU = "H200"
 # The worked example (DESIGN.md): Llama-3.1-70B, FP8 weights, one H200, 8K-token requests.
 DEFAULT_EXAMPLE_WEIGHTS_DTYPE = "fp8"
 DEFAULT_EXAMPLE_MAX_MODEL_LEN = 8192
+HELP = "help"  # the metadata key of a settings field's help text
+
+
+def doc(help_text: str) -> dict[str, str]:
+    """A settings field's metadata: its help, written once beside its default
+    (``field(default=..., metadata=doc("..."))``); the CLI's options (``cli/fields.py``), the
+    HTTP bodies and the OpenAPI schema read both from the field."""
+    return {HELP: help_text}
+
+
+def flag_default(cls: type, name: str) -> object:
+    """The default of dataclass ``cls``'s field ``name`` (its factory's value for a mutable one)."""
+    for f in fields(cls):
+        if f.name == name:
+            if f.default is not MISSING:
+                return f.default
+            if f.default_factory is not MISSING:
+                return f.default_factory()
+            raise KeyError(f"{cls.__name__}.{name} has no default")
+    raise KeyError(f"{cls.__name__} has no field {name}")
+
+
+def flag_help(cls: type, name: str) -> str | None:
+    """The help of dataclass ``cls``'s field ``name`` (None when it has none)."""
+    for f in fields(cls):
+        if f.name == name:
+            text = f.metadata.get(HELP)
+            return text if isinstance(text, str) else None
+    raise KeyError(f"{cls.__name__} has no field {name}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,27 +64,55 @@ class DeploymentFlags:
     """The deployment as the flags name it (before any lookup or default): one value that every
     command taking a deployment receives as ``deployment``, and that runs store as settings."""
 
-    model: str | None = None
-    gpu: str | None = None
-    gpu_file: Path | None = None
-    num_gpus: int | None = None
-    tp: int | None = None
-    pp: int = 1
-    weights_dtype: str | None = None
-    kv_cache_dtype: str = "auto"
-    max_model_len: int | None = None
-    gpu_memory_utilization: float | None = None
-    kv_cache_memory_bytes: int | None = None
-    block_size: int | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    rope_scaling: str | None = None  # vLLM's --rope-scaling JSON
-    engine: str = "vllm"  # the engine profile: vllm, sglang, trtllm, trtllm-max-utilization
+    model: str | None = field(
+        default=None, metadata=doc("Catalog id (e.g. meta-llama/Llama-3.1-8B) or path to a config.json.")
+    )
+    gpu: str | None = field(default=None, metadata=doc("GPU name, e.g. H100, h200, A100-40GB, MI300X."))
+    gpu_file: Path | None = field(default=None, metadata=doc("TOML file adding [[gpu]] rows."))
+    num_gpus: int | None = field(
+        default=None, metadata=doc("GPUs per replica (= tp x pp; sets tp when tp is not given).")
+    )
+    tp: int | None = field(default=None, metadata=doc("Tensor-parallel size."))
+    pp: int = field(default=1, metadata=doc("Pipeline-parallel size."))
+    weights_dtype: str | None = field(default=None, metadata=doc("auto|bf16|fp16|fp8|int8|int4|nvfp4|mxfp4."))
+    kv_cache_dtype: str = field(default="auto", metadata=doc("auto|bf16|fp16|fp8."))
+    max_model_len: int | None = field(default=None, metadata=doc("Context length (default: the model's)."))
+    gpu_memory_utilization: float | None = field(
+        default=None, metadata=doc("vLLM's share of GPU memory (default 0.9).")
+    )
+    kv_cache_memory_bytes: int | None = field(
+        default=None,
+        metadata=doc("KV budget per GPU in bytes, as vLLM's option (skips the estimate)."),
+    )
+    block_size: int | None = field(
+        default=None,
+        metadata=doc("Tokens per KV block: 1, 8, 16, 32, 64, 128 or 256 as vLLM (default 16; 64 for MLA)."),
+    )
+    max_num_seqs: int | None = field(default=None, metadata=doc("Max running requests (vLLM default by GPU)."))
+    max_num_batched_tokens: int | None = field(
+        default=None, metadata=doc("Token budget per step (vLLM default by GPU).")
+    )
+    rope_scaling: str | None = field(  # vLLM's --rope-scaling JSON
+        default=None,
+        metadata=doc(
+            "vLLM's RoPE scaling JSON to run past the trained context, e.g. "
+            '\'{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}\' '
+            "(a bare number is a YaRN factor)."
+        ),
+    )
+    engine: str = field(  # the engine profile: vllm, sglang, trtllm, trtllm-max-utilization
+        default="vllm",
+        metadata=doc(
+            "Serving engine profile: its defaults (memory fraction, block size, batch limits) and "
+            "scheduler (vLLM recompute preemption; SGLang output reservation; TensorRT-LLM "
+            "GUARANTEED_NO_EVICT or MAX_UTILIZATION)."
+        ),
+    )
 
     def with_model(self, model: str | None) -> DeploymentFlags:
         return replace(self, model=model)
 
-    def to_settings(self) -> dict[str, Any]:
+    def to_settings(self) -> dict[str, str | int | float | None]:
         """JSON-able, as stored with a run or served by the emulator."""
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
 
@@ -70,21 +128,62 @@ class DeploymentFlags:
 FLAG_NAMES = tuple(f.name for f in fields(DeploymentFlags))
 
 
+class StreamKwargs(TypedDict):
+    """:class:`StreamFlags` as keyword arguments of :func:`servecap.workload.workload_from_flags`."""
+
+    prompt_tokens: int
+    output_tokens: int
+    prompt_sigma: float | None
+    output_sigma: float | None
+    arrival: str
+    cv: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class StreamFlags:
     """The request stream's shape, the same flags on `simulate`, `capacity` and `bench`: the same
     flags and seed give the same requests in a simulated and a measured run."""
 
-    prompt_tokens: int = 1024
-    output_tokens: int = 128
-    prompt_sigma: float | None = None
-    output_sigma: float | None = None
-    arrival: str = "poisson"
-    cv: float | None = None
+    prompt_tokens: int = field(
+        default=PROMPT_TOKENS, metadata=doc("Prompt tokens (median when --prompt-sigma is given).")
+    )
+    output_tokens: int = field(
+        default=OUTPUT_TOKENS, metadata=doc("Output tokens (median when --output-sigma is given).")
+    )
+    prompt_sigma: float | None = field(default=None, metadata=doc("Log-normal sigma of prompt lengths (0: fixed)."))
+    output_sigma: float | None = field(default=None, metadata=doc("Log-normal sigma of output lengths (0: fixed)."))
+    arrival: str = field(default="poisson", metadata=doc("Arrival process."))
+    cv: float | None = field(default=None, metadata=doc("Gamma arrivals: coefficient of variation (burstiness)."))
 
-    def workload_kwargs(self) -> dict[str, Any]:
+    def workload_kwargs(self) -> StreamKwargs:
         """Keyword arguments of :func:`servecap.workload.workload_from_flags`."""
-        return asdict(self)
+        return StreamKwargs(
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            prompt_sigma=self.prompt_sigma,
+            output_sigma=self.output_sigma,
+            arrival=self.arrival,
+            cv=self.cv,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LoadFlags:
+    """The load and length of a run as the flags name them: an open loop at ``rate`` req/s or
+    ``users`` chat users thinking ``think_time_s`` between answers, stopped after
+    ``num_requests`` or at ``duration_s`` (simulate, capacity, fleet simulate)."""
+
+    rate: float | None = field(default=None, metadata=doc("Open loop: requests per second."))
+    users: int | None = field(default=None, metadata=doc("Closed loop: number of chat users."))
+    think_time_s: float | None = field(
+        default=None,
+        metadata=doc(
+            "Mean think time between a user's turns in seconds (closed loop; default: 30 s per request minus "
+            "the answer)."
+        ),
+    )
+    duration_s: float | None = field(default=None, metadata=doc("Stop arrivals at this simulated time."))
+    num_requests: int | None = field(default=None, metadata=doc("Stop after this many requests."))
 
 
 def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> tuple[int, int]:

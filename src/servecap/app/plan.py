@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from servecap.app.flags import DeploymentFlags, deployment_from_flags, efficiency_from_file
+from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS, TURNS
+from servecap.app.flags import DeploymentFlags, deployment_from_flags, doc, efficiency_from_file
 from servecap.errors import ServecapError
 from servecap.files import dumps_json
 from servecap.validation.interval import Interval, intervals_for
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from servecap.core.levers import Lever
     from servecap.core.plan import Plan
 
+JsonObject = dict[str, object]
+"""The ``--json`` answer as a JSON object (plan stays free of pydantic: no response model)."""
 DEFAULT_DUTY_CYCLE = 0.2  # the duty cycle of a plan without a deployment to derive it from (core's CostInputs)
 FLEET_POINTER = (
     "a closed-form count: for the simulated answer (queueing, p99 latency, a router across "
@@ -41,21 +44,42 @@ FLEET_POINTER = (
 
 @dataclass(frozen=True, slots=True)
 class PlanRequest:
+    """``servecap plan``'s settings: each field's default and help, written once (the CLI's
+    options and the HTTP body, ``api/bodies.PlanBody``, read them here)."""
+
     deployment: DeploymentFlags = field(default_factory=DeploymentFlags)
-    prompt_tokens: int = 1024
-    output_tokens: int = 128
-    turns: int = 1
-    duty_cycle: float | None = None  # None: derived from think_time_s, else from request_interval_s
-    think_time_s: float | None = None
-    request_interval_s: float | None = None  # None: app.defaults.REQUEST_INTERVAL_S (a request every 30 s)
-    ttft_slo_ms: float | None = None
-    tpot_slo_ms: float | None = None
-    no_slo: bool = False  # plan without any SLO (the largest batch memory and max_num_seqs allow)
-    price_per_hour: float | None = None
-    purchase_price: float | None = None
-    peak_users: int | None = None
-    peak_tok_s: float | None = None
-    calibration: Path | None = None
+    prompt_tokens: int = field(default=PROMPT_TOKENS, metadata=doc("Typical prompt length (new tokens)."))
+    output_tokens: int = field(default=OUTPUT_TOKENS, metadata=doc("Typical output length."))
+    turns: int = field(default=TURNS, metadata=doc("Turns per chat; each turn resends the history."))
+    duty_cycle: float | None = field(  # None: derived from think_time_s, else from request_interval_s
+        default=None, metadata=doc("Share of a user's session spent generating [default: from --request-interval-s].")
+    )
+    think_time_s: float | None = field(
+        default=None,
+        metadata=doc(
+            "Mean think time between a user's turns in seconds (closed loop; default: 30 s per request minus "
+            "the answer)."
+        ),
+    )
+    request_interval_s: float | None = field(  # None: app.defaults.REQUEST_INTERVAL_S (a request every 30 s)
+        default=None,
+        metadata=doc("Mean seconds between a user's requests, the answer included (default 30, as fleet plan)."),
+    )
+    ttft_slo_ms: float | None = field(
+        default=None,
+        metadata=doc("TTFT SLO in ms (steady-state mean; default: the interactive SLO, 2000 ms / 100 ms)."),
+    )
+    tpot_slo_ms: float | None = field(
+        default=None,
+        metadata=doc("TPOT SLO in ms (steady-state mean; default: the interactive SLO, 2000 ms / 100 ms)."),
+    )
+    # plan without any SLO (the largest batch memory and max_num_seqs allow)
+    no_slo: bool = field(default=False, metadata=doc("Plan without an SLO (users at any speed)."))
+    price_per_hour: float | None = field(default=None, metadata=doc("USD per GPU-hour (default: catalog)."))
+    purchase_price: float | None = field(default=None, metadata=doc("USD per GPU (default: catalog)."))
+    peak_users: int | None = field(default=None, metadata=doc("Size replicas for this many users."))
+    peak_tok_s: float | None = field(default=None, metadata=doc("Size replicas for this many output tokens/s."))
+    calibration: Path | None = field(default=None, metadata=doc("Calibration file from `servecap calibrate`."))
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +106,11 @@ class PlanResponse:
     # 80% intervals of the measured value behind users_served and tpot_s (validation.interval)
     intervals: dict[str, Interval] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The ``--json`` object: docs/json-schema.md documents every key."""
         from servecap.core.plan_dict import plan_to_dict
 
-        data = plan_to_dict(self.plan)
+        data: JsonObject = plan_to_dict(self.plan)
         data["slo"] = _flat_dict(self.slo)
         data["turns"] = self.turns
         data["think_time_s"] = self.think_time_s
@@ -129,7 +153,7 @@ def fleet_plan_command(r: PlanRequest, model_id: str, request_interval_s: float 
     return shlex.join(args)
 
 
-def _flat_dict(obj: Any) -> dict[str, Any]:
+def _flat_dict(obj: SloUsed | Lever) -> JsonObject:
     """``dataclasses.asdict`` for a dataclass of plain values (no nested dataclasses or
     containers to copy): the same dict without asdict's recursive deep copy (a tenth of the cost)."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)}

@@ -1,25 +1,31 @@
 """The simulate use case: one replica under a workload, by discrete-event simulation.
 
-:func:`build` turns the settings into a plan, an engine set-up and a workload (shared with
-``capacity``); :func:`simulate` runs it and checks the load first: when the offered load exceeds
-what the replica serves, the response says so (arrival vs service rate, queue growth) before
-any percentile, since percentiles of an overloaded run measure the run's length, not the service.
-``SimulateResponse.model_dump_json()`` is ``servecap simulate --json``.
+:func:`simulate_request` takes a :class:`~servecap.app.simulate_request.SimulateRequest` (the
+CLI's flags and the HTTP body alike) and returns a :class:`SimulateResponse`: :func:`build`
+turns the request into a plan, an engine set-up and a workload (shared with ``capacity``);
+:func:`simulate` runs it and checks the load first: when the offered load exceeds what the
+replica serves, the response says so (arrival vs service rate, queue growth) before any
+percentile, since percentiles of an overloaded run measure the run's length, not the service.
+``SimulateResponse.model_dump_json()`` is ``servecap simulate --json``: the typed run summary's
+keys (:class:`~servecap.results.summary_json.RunSummaryJson`) at the top level, then the rest.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from servecap.app.flags import DeploymentFlags, StreamFlags, deployment_from_flags, efficiency_from_file
+from servecap.app.flags import LoadFlags, StreamFlags, deployment_from_flags, efficiency_from_file
 from servecap.app.limits import WorkLimits, check_workload, cli_limits
+from servecap.app.simulate_request import SimulateRequest
 from servecap.errors import ServecapError
 from servecap.progress import Progress, ProgressFn
+from servecap.results.summary_json import RunSummaryJson
+from servecap.validation.interval import Interval
 
 if TYPE_CHECKING:
     from servecap.core.plan import Plan
@@ -42,80 +48,77 @@ class Built:
 
 
 def workload_from_options(
-    *,
-    workload: Path | None,
-    rate: float | None,
-    users: int | None,
-    think_time_s: float | None,
+    load: LoadFlags,
     stream: StreamFlags,
-    duration_s: float | None,
-    num_requests: int | None,
+    *,
+    workload: Path | None = None,
     default_num_requests: int = 1000,
     notes: list[str] | None = None,
 ) -> WorkloadSpec:
     """The workload a command's flags name: a workload file (``--num-requests``/``--duration-s``
-    override its stop), or an open loop at ``rate`` / ``users`` chat users from the stream flags
-    (``default_num_requests`` when no stop is given, with a note). Shared by simulate, capacity
-    and fleet simulate."""
+    override its stop), or an open loop at ``load.rate`` / ``load.users`` chat users from the
+    stream flags (``default_num_requests`` when no stop is given, with a note). Shared by
+    simulate, capacity and fleet simulate."""
     from servecap.errors import ServecapError
     from servecap.workload import load_workload, workload_from_flags
 
+    num_requests = load.num_requests
     if workload is not None:
-        if rate is not None or users is not None:
+        if load.rate is not None or load.users is not None:
             raise ServecapError("workload", str(workload), "give --workload or --rate/--users, not both")
         spec = load_workload(workload)
-        update: dict[str, Any] = {}
+        update: dict[str, float | int] = {}
         if num_requests is not None:
             update["num_requests"] = num_requests
-        if duration_s is not None:
-            update["duration_s"] = duration_s
+        if load.duration_s is not None:
+            update["duration_s"] = load.duration_s
         return spec.model_copy(update=update) if update else spec
-    if num_requests is None and duration_s is None:
+    if num_requests is None and load.duration_s is None:
         num_requests = default_num_requests
         if notes is not None:
             notes.append(f"no --num-requests/--duration-s: {num_requests} requests")
     return workload_from_flags(
-        rate=rate,
+        rate=load.rate,
         num_requests=num_requests,
-        duration_s=duration_s,
-        users=users,
-        think_time_s=think_time_s,
-        **stream.workload_kwargs(),
+        duration_s=load.duration_s,
+        users=load.users,
+        think_time_s=load.think_time_s,
+        prompt_tokens=stream.prompt_tokens,
+        output_tokens=stream.output_tokens,
+        prompt_sigma=stream.prompt_sigma,
+        output_sigma=stream.output_sigma,
+        arrival=stream.arrival,
+        cv=stream.cv,
     )
 
 
 def build(
+    request: SimulateRequest,
     *,
-    deployment: DeploymentFlags,
-    calibration: Path | None,
-    workload: Path | None,
-    rate: float | None,
-    users: int | None,
-    think_time_s: float | None,
-    stream: StreamFlags,
-    duration_s: float | None,
-    num_requests: int | None,
-    slo: Slo,
-    no_prefix_caching: bool,
-    max_waiting: int | None,
-    policy: str,
+    slo: Slo | None = None,
+    model_path: str | None = None,
     default_num_requests: int = 1000,
-    turns: int | None = None,
     limits: WorkLimits | None = None,
 ) -> Built:
-    """Deployment, plan, engine and workload from the settings (shared with capacity); the
+    """Deployment, plan, engine and workload from the request (shared with capacity); ``slo``
+    defaults to the request's own, ``model_path`` is an uploaded model resolved to its file. The
     workload is sized against ``limits`` (default: the CLI's) before anything is built."""
+    from servecap.app.inputs import slo_from_ms
     from servecap.core.capacity import chat_prompt_tokens
     from servecap.core.plan import plan as make_plan
     from servecap.sim import engine_setup_from_plan
     from servecap.specs import RequestShape
     from servecap.workload import dist_mean
 
-    dep, notes = deployment_from_flags(deployment)
-    eff, eff_note = efficiency_from_file(calibration, dep)
+    r = request
+    if slo is None:
+        slo = slo_from_ms(r.ttft_slo_ms, r.tpot_slo_ms)
+    stream, think_time_s, turns = r.stream(), r.think_time_s, r.turns
+    dep, notes = deployment_from_flags(r.flags(model_path))
+    eff, eff_note = efficiency_from_file(r.calibration, dep)
     if eff_note:
         notes.append(eff_note)
-    if workload is None and users is not None:
+    if r.workload is None and r.users is not None:
         # chat users from flags: the default user model (app/defaults.py), one turn, a request every 30 s
         from servecap.app import defaults
 
@@ -135,16 +138,9 @@ def build(
                 f"app/defaults.py): {think_time_s:g} s think time between answers, {turns} turn"
                 + ("s" if turns != 1 else ""),
             )
+    load = replace(r.load(), think_time_s=think_time_s)
     spec = workload_from_options(
-        workload=workload,
-        rate=rate,
-        users=users,
-        think_time_s=think_time_s,
-        stream=stream,
-        duration_s=duration_s,
-        num_requests=num_requests,
-        default_num_requests=default_num_requests,
-        notes=notes,
+        load, stream, workload=r.workload, default_num_requests=default_num_requests, notes=notes
     )
     if turns is not None:
         if spec.users is None:
@@ -166,9 +162,9 @@ def build(
     the_plan = make_plan(dep, request=shape, slo=slo, efficiency=eff)
     setup = engine_setup_from_plan(
         the_plan,
-        enable_prefix_caching=not no_prefix_caching,
-        waiting_queue_limit=max_waiting,
-        scheduling_policy=policy,
+        enable_prefix_caching=not r.no_prefix_caching,
+        waiting_queue_limit=r.max_waiting,
+        scheduling_policy=r.policy,
     )
     notes.extend(setup.notes)
     return Built(the_plan, setup, spec, notes)
@@ -276,32 +272,30 @@ def run_simulation(built: Built, *, seed: int, slo: Slo | None, progress: Progre
 class SimulateResponse(BaseModel):
     """``servecap simulate --json``: the run summary's keys at the top level, then these."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    summary: dict[str, Any]
+    summary: RunSummaryJson
     model: str
     gpu: str
     seed: int
     load_check: LoadCheck
     notes: list[str]
     # "ttft_s.p99" -> the 80% interval of the measured value (validation.interval)
-    interval: dict[str, Any] = {}
+    interval: dict[str, Interval] = {}
 
     @model_serializer(mode="wrap")
-    def _flatten(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        return {**data.pop("summary"), **data}
+    def _flatten(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
+        summary = data.pop("summary")
+        assert isinstance(summary, dict)
+        return {**summary, **data}
 
 
 def simulate(
     built: Built, *, seed: int, slo: Slo | None, progress: ProgressFn | None = None
 ) -> tuple[SimulateResponse, SimResult]:
     """Run ``built`` and check its load; returns the response and the raw result (for reports)."""
-    from servecap.results import summary_to_json_dict
-
     result = run_simulation(built, seed=seed, slo=slo, progress=progress)
     response = SimulateResponse(
-        summary=summary_to_json_dict(result.summary),
+        summary=RunSummaryJson.of(result.summary),
         model=built.plan.deployment.model.id,
         gpu=built.plan.deployment.gpu.id,
         seed=seed,
@@ -312,7 +306,7 @@ def simulate(
     return response, result
 
 
-def summary_intervals(built: Built, result: SimResult) -> dict[str, Any]:
+def summary_intervals(built: Built, result: SimResult) -> dict[str, Interval]:
     """80% intervals of the simulated percentiles (TTFT, TPOT, E2E: p50, p90, p99, mean), from the
     corpus residuals of the deployment's engine and GPU family. Throughput gets none: in an open
     loop below saturation it is the offered load, not a prediction."""
@@ -325,5 +319,22 @@ def summary_intervals(built: Built, result: SimResult) -> dict[str, Any]:
             if v is not None and math.isfinite(v):
                 values[f"{name}.{stat}"] = (v, metric)
     dep = built.plan.deployment
-    found = intervals_for(values, engine=dep.engine.engine, gpu_family=dep.gpu.family)
-    return {k: iv.to_dict() for k, iv in found.items()}
+    return intervals_for(values, engine=dep.engine.engine, gpu_family=dep.gpu.family)
+
+
+def simulate_request(
+    request: SimulateRequest,
+    *,
+    model_path: str | None = None,
+    progress: ProgressFn | None = None,
+    limits: WorkLimits | None = None,
+) -> tuple[SimulateResponse, Built, SimResult]:
+    """``servecap simulate`` (and ``POST /api/v1/simulate``): build the run the request names
+    and simulate it; goodput is scored only against SLOs the request gives. Returns the
+    response, the built run and the raw result (for reports and the run store)."""
+    from servecap.app.inputs import slo_from_ms
+
+    slo = slo_from_ms(request.ttft_slo_ms, request.tpot_slo_ms)
+    built = build(request, slo=slo, model_path=model_path, limits=limits)
+    response, result = simulate(built, seed=request.seed, slo=slo if request.has_slo() else None, progress=progress)
+    return response, built, result

@@ -3,11 +3,13 @@ found by simulation, next to the planner's closed-form estimate, with a load-lat
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from servecap.app.simulate_request import CapacityRequest
 from servecap.cli.numbers import FINITE
 from servecap.cli.options import (
     DeploymentFlags,
@@ -15,7 +17,6 @@ from servecap.cli.options import (
     calibration_option,
     deployment_options,
     json_option,
-    slo_options,
     think_time_option,
     turns_option,
 )
@@ -23,6 +24,7 @@ from servecap.cli.simulate_cmd import (
     html_option,
     no_prefix_caching_option,
     policy_option,
+    request_slo_options,
     stream_options,
     workload_option,
 )
@@ -61,36 +63,27 @@ SEARCH = 0.0  # --users / --rate given without a value: search on that axis, no 
 @think_time_option
 @turns_option
 @stream_options
-@slo_options(None, None, "p99; default: the interactive SLO, 2000 ms / 100 ms")
+@request_slo_options(CapacityRequest)
 @no_prefix_caching_option
 @policy_option
 @html_option
 @json_option
 def capacity_command(
     deployment: DeploymentFlags,
-    calibration: Path | None,
-    workload: Path | None,
+    stream: StreamFlags,
     users: float | None,
     rate: float | None,
-    think_time_s: float | None,
-    turns: int | None,
-    stream: StreamFlags,
-    duration_s: float | None,
-    num_requests: int | None,
-    seed: int,
-    ttft_slo_ms: float | None,
-    tpot_slo_ms: float | None,
-    no_prefix_caching: bool,
-    policy: str,
     html: Path | None,
     as_json: bool,
+    **settings: object,
 ) -> None:
     """The largest number of chat users (closed loop, with think time) — or request rate with
     --rate — whose simulated p99 TTFT and TPOT meet the SLOs; the planner's estimate beside
     it; and a load-latency table showing where queueing takes over."""
     from rich.table import Table
 
-    from servecap.app.capacity import capacity_from_flags
+    from servecap.app.capacity import capacity_from_request
+    from servecap.app.request_fields import validated, values_of
     from servecap.cli.console import make_console, print_table, progress_reporter
     from servecap.cli.simulate_cmd import _context, _ms, write_html
     from servecap.errors import ServecapError
@@ -101,25 +94,12 @@ def capacity_command(
         if value is not None and value < 0:
             raise ServecapError(name, value, "must be a positive target (or the flag alone to search)")
     closed = rate is None
+    values = {**values_of(deployment), **values_of(stream), **settings}
+    request = validated(
+        CapacityRequest, {**values, "closed_loop": closed, "target": (users if closed else rate) or None}
+    )
     with progress_reporter(make_console(stderr=True)) as progress:
-        response, built, slo = capacity_from_flags(
-            deployment=deployment,
-            calibration=calibration,
-            workload=workload,
-            closed=closed,
-            target=(users if closed else rate) or None,
-            think_time_s=think_time_s,
-            turns=turns,
-            stream=stream,
-            duration_s=duration_s,
-            num_requests=num_requests,
-            seed=seed,
-            ttft_slo_ms=ttft_slo_ms,
-            tpot_slo_ms=tpot_slo_ms,
-            no_prefix_caching=no_prefix_caching,
-            policy=policy,
-            progress=progress,
-        )
+        response, built, slo = capacity_from_request(request, progress=progress)
     dep = built.plan.deployment
     unit = response.unit
     closed = response.closed_loop
@@ -130,7 +110,7 @@ def capacity_command(
     answer = f"simulated capacity: {fmt(response.max_load)} {unit} per replica within the p99 SLOs"
     iv = response.interval
     if iv is not None:
-        answer += f" (80% interval {fmt(iv['low'])}–{fmt(iv['high'])})"
+        answer += f" (80% interval {fmt(iv.low)}–{fmt(iv.high)})"
     missed = response.max_load_bracket[1]
     if missed is not None:
         answer += f" ({fmt(missed)} missed them)"
@@ -145,10 +125,10 @@ def capacity_command(
             html,
             f"servecap capacity: {dep.model.id} on {dep.num_gpus}x {dep.gpu.id}",
             None,
-            response.table,
+            [asdict(p) for p in response.table],
             built.notes,
             load_unit=unit,
-            context=_context(built, answer) | ({"80% interval": str(iv["note"])} if iv is not None else {}),
+            context=_context(built, answer) | ({"80% interval": iv.note} if iv is not None else {}),
             slo=slo,
             capacity=response.max_load,
         )
@@ -170,8 +150,8 @@ def capacity_command(
         side.add_row(*cells, row.closed_form, row.simulated)
     print_table(out, side)
     out.print(response.why)
-    if iv is not None and not iv["close"]:
-        out.print(f"[dim]note: {iv['note']}[/]")
+    if iv is not None and not iv.close:
+        out.print(f"[dim]note: {iv.note}[/]")
     t = Table(title="load vs latency", title_justify="left")
     for col in (
         f"load ({unit})",
@@ -187,15 +167,15 @@ def capacity_command(
         t.add_column(col, justify="right")
     for p in response.table:
         t.add_row(
-            fmt(p["load"]),
-            _ms(p["ttft_p50_s"]),
-            _ms(p["ttft_p99_s"]),
-            _ms(p["tpot_p50_s"]),
-            _ms(p["tpot_p99_s"]),
-            _ms(p["e2e_p99_s"]),
-            f"{p['mean_queue_depth']:,.1f}",
-            f"{p['mean_batch_size']:,.1f}",
-            "[green]met[/]" if p["meets_slo"] else "[red]missed[/]",
+            fmt(p.load),
+            _ms(p.ttft_p50_s),
+            _ms(p.ttft_p99_s),
+            _ms(p.tpot_p50_s),
+            _ms(p.tpot_p99_s),
+            _ms(p.e2e_p99_s),
+            f"{p.mean_queue_depth:,.1f}",
+            f"{p.mean_batch_size:,.1f}",
+            "[green]met[/]" if p.meets_slo else "[red]missed[/]",
         )
     print_table(out, t)
     for note in built.notes:

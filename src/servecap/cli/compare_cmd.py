@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
+from servecap.app.compare import CompareRequest
 from servecap.cli import options as o
+from servecap.cli.fields import field_default_and_help, field_option
 from servecap.cli.numbers import FINITE
 
 
@@ -14,29 +18,31 @@ def _list(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
+def _opt(name: str, *decls: str, **attrs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return field_option(CompareRequest, name, *decls, **attrs)
+
+
+def _text(name: str) -> str:
+    """A list field's default as the comma-separated text its flag takes."""
+    value, _ = field_default_and_help(CompareRequest, name)
+    assert isinstance(value, list)
+    return ",".join(str(v) for v in value)
+
+
 @click.command("compare")
 @o.model_option
 @click.option("--gpus", type=click.STRING, default=None, help="Comma-separated GPU names (default: every GPU).")
 @o.gpu_file_option
-@click.option("--counts", type=click.STRING, default="1,2,4,8", help="GPUs per replica to try (TP sizes).")
-@click.option("--weights-dtypes", type=click.STRING, default="auto,fp8,int4", help="Weight dtypes to try.")
-@click.option("--kv-dtypes", type=click.STRING, default="auto,fp8", help="KV cache dtypes to try.")
+@_opt("counts", "--counts", type=click.STRING, default=_text("counts"))
+@_opt("weights_dtypes", "--weights-dtypes", type=click.STRING, default=_text("weights_dtypes"))
+@_opt("kv_dtypes", "--kv-dtypes", type=click.STRING, default=_text("kv_dtypes"))
 @o.max_model_len_option
-@click.option("--prompt-tokens", "-p", type=click.INT, default=1024, help="Typical prompt length.")
-@click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length.")
-@click.option(
-    "--duty-cycle",
-    type=FINITE,
-    default=None,
-    help="Share of a user's session spent generating [default: each deployment's, from --request-interval-s].",
-)
-@click.option(
-    "--request-interval-s",
-    type=FINITE,
-    default=None,
-    help="Mean seconds between a user's requests, the answer included (default 30, as plan and fleet plan).",
-)
-@o.slo_options(None, None, "steady-state mean; default: the interactive SLO, 2000 ms / 100 ms")
+@_opt("prompt_tokens", "--prompt-tokens", "-p", type=click.INT)
+@_opt("output_tokens", "--output-tokens", "-o", type=click.INT)
+@_opt("duty_cycle", "--duty-cycle", type=FINITE)
+@_opt("request_interval_s", "--request-interval-s", type=FINITE)
+@_opt("ttft_slo_ms", "--ttft-slo-ms", type=FINITE)
+@_opt("tpot_slo_ms", "--tpot-slo-ms", type=FINITE)
 @click.option(
     "--price-per-hour",
     type=click.STRING,

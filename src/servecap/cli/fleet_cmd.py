@@ -157,6 +157,7 @@ def fleet_simulate_command(
     """Simulate a fleet: per-request latency percentiles, SLO attainment, outcomes, per-replica
     utilisation, replicas and queue over time, GPU-hours and cost."""
 
+    from servecap.app.flags import LoadFlags
     from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate, load_fleet_file
     from servecap.app.simulate import workload_from_options
     from servecap.errors import ServecapError
@@ -226,15 +227,10 @@ def fleet_simulate_command(
         )
     if fleet_file is not None and (ttft_slo_ms is not None or tpot_slo_ms is not None):
         ff = fleet_from_dict({**ff.model_dump(), "slo": {"ttft_ms": ttft_slo_ms, "tpot_ms": tpot_slo_ms}})
-    spec = workload_from_options(
-        workload=workload,
-        rate=rate,
-        users=users,
-        think_time_s=think_time_s,
-        stream=stream,
-        duration_s=duration_s,
-        num_requests=num_requests,
+    load = LoadFlags(
+        rate=rate, users=users, think_time_s=think_time_s, duration_s=duration_s, num_requests=num_requests
     )
+    spec = workload_from_options(load, stream, workload=workload)
     mode: Literal["auto", "exact", "sketch"] = (
         "exact" if percentiles == "exact" else "sketch" if percentiles else "auto"
     )

@@ -22,11 +22,13 @@ from servecap.app.flags import (
     DEFAULT_MODEL,
     FLAG_NAMES,
     DeploymentFlags,
+    LoadFlags,
     StreamFlags,
     deployment_from_flags,
     efficiency_from_file,
     resolve_parallelism,
 )
+from servecap.cli.fields import field_option
 from servecap.cli.numbers import FINITE
 
 if TYPE_CHECKING:
@@ -62,17 +64,9 @@ def stack(*decorators: Decorator) -> Callable[[F], F]:
     return apply
 
 
-model_option = click.option(
-    "--model",
-    "-m",
-    type=click.STRING,
-    default=None,
-    help="Catalog id (e.g. meta-llama/Llama-3.1-8B) or path to a config.json.",
-)
-gpu_file_option = click.option("--gpu-file", type=PATH, default=None, help="TOML file adding [[gpu]] rows.")
-max_model_len_option = click.option(
-    "--max-model-len", "-l", type=click.INT, default=None, help="Context length (default: the model's)."
-)
+model_option = field_option(DeploymentFlags, "model", "--model", "-m", type=click.STRING)
+gpu_file_option = field_option(DeploymentFlags, "gpu_file", "--gpu-file", type=PATH)
+max_model_len_option = field_option(DeploymentFlags, "max_model_len", "--max-model-len", "-l", type=click.INT)
 calibration_option = click.option(
     "--calibration", type=PATH, default=None, help="Calibration file from `servecap calibrate`."
 )
@@ -89,12 +83,7 @@ def slo_options(ttft_default_ms: float | None, tpot_default_ms: float | None, wh
     )
 
 
-think_time_option = click.option(
-    "--think-time-s",
-    type=FINITE,
-    default=None,
-    help="Mean think time between a user's turns in seconds (closed loop; default: 30 s per request minus the answer).",
-)
+think_time_option = field_option(LoadFlags, "think_time_s", "--think-time-s", type=FINITE)
 turns_option = click.option(
     "--turns",
     type=click.IntRange(1, 1000),
@@ -103,62 +92,36 @@ turns_option = click.option(
 )
 db_option = click.option("--db", type=PATH, default=None, help="Results database (default: under the user data dir).")
 
-engine_option = click.option(
+engine_option = field_option(
+    DeploymentFlags,
+    "engine",
     "--engine",
     "-e",
     type=click.Choice(["vllm", "sglang", "trtllm", "trtllm-max-utilization"], case_sensitive=False),
-    default="vllm",
     show_default=True,
-    help="Serving engine profile: its defaults (memory fraction, block size, batch limits) and "
-    "scheduler (vLLM recompute preemption; SGLang output reservation; TensorRT-LLM "
-    "GUARANTEED_NO_EVICT or MAX_UTILIZATION).",
 )
+
+
+def _hw(name: str, *decls: str, **attrs: Any) -> Decorator:
+    return field_option(DeploymentFlags, name, *decls, **attrs)
+
 
 _HARDWARE: Sequence[Decorator] = (
     engine_option,
-    click.option("--gpu", "-g", type=click.STRING, default=None, help="GPU name, e.g. H100, h200, A100-40GB, MI300X."),
+    _hw("gpu", "--gpu", "-g", type=click.STRING),
     gpu_file_option,
-    click.option(
-        "--num-gpus",
-        "-n",
-        type=click.INT,
-        default=None,
-        help="GPUs per replica (= tp x pp; sets tp when tp is not given).",
-    ),
-    click.option("--tp", type=click.INT, default=None, help="Tensor-parallel size."),
-    click.option("--pp", type=click.INT, default=1, help="Pipeline-parallel size."),
-    click.option(
-        "--weights-dtype", "-w", type=click.STRING, default=None, help="auto|bf16|fp16|fp8|int8|int4|nvfp4|mxfp4."
-    ),
-    click.option("--kv-cache-dtype", "-k", type=click.STRING, default="auto", help="auto|bf16|fp16|fp8."),
+    _hw("num_gpus", "--num-gpus", "-n", type=click.INT),
+    _hw("tp", "--tp", type=click.INT),
+    _hw("pp", "--pp", type=click.INT),
+    _hw("weights_dtype", "--weights-dtype", "-w", type=click.STRING),
+    _hw("kv_cache_dtype", "--kv-cache-dtype", "-k", type=click.STRING),
     max_model_len_option,
-    click.option(
-        "--gpu-memory-utilization", type=FINITE, default=None, help="vLLM's share of GPU memory (default 0.9)."
-    ),
-    click.option(
-        "--kv-cache-memory-bytes",
-        type=click.INT,
-        default=None,
-        help="KV budget per GPU in bytes, as vLLM's option (skips the estimate).",
-    ),
-    click.option(
-        "--block-size",
-        type=click.INT,
-        default=None,
-        help="Tokens per KV block: 1, 8, 16, 32, 64, 128 or 256 as vLLM (default 16; 64 for MLA).",
-    ),
-    click.option("--max-num-seqs", type=click.INT, default=None, help="Max running requests (vLLM default by GPU)."),
-    click.option(
-        "--max-num-batched-tokens", type=click.INT, default=None, help="Token budget per step (vLLM default by GPU)."
-    ),
-    click.option(
-        "--rope-scaling",
-        type=click.STRING,
-        default=None,
-        help="vLLM's RoPE scaling JSON to run past the trained context, e.g. "
-        '\'{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}\' '
-        "(a bare number is a YaRN factor).",
-    ),
+    _hw("gpu_memory_utilization", "--gpu-memory-utilization", type=FINITE),
+    _hw("kv_cache_memory_bytes", "--kv-cache-memory-bytes", type=click.INT),
+    _hw("block_size", "--block-size", type=click.INT),
+    _hw("max_num_seqs", "--max-num-seqs", type=click.INT),
+    _hw("max_num_batched_tokens", "--max-num-batched-tokens", type=click.INT),
+    _hw("rope_scaling", "--rope-scaling", type=click.STRING),
 )
 
 
@@ -189,26 +152,12 @@ def deployment_options(f: F) -> F:
 
 
 _STREAM_OPTIONS: Sequence[Decorator] = (
-    click.option(
-        "--prompt-tokens",
-        "-p",
-        type=click.INT,
-        default=1024,
-        help="Prompt tokens (median when --prompt-sigma is given).",
-    ),
-    click.option(
-        "--output-tokens",
-        "-o",
-        type=click.INT,
-        default=128,
-        help="Output tokens (median when --output-sigma is given).",
-    ),
-    click.option("--prompt-sigma", type=FINITE, default=None, help="Log-normal sigma of prompt lengths (0: fixed)."),
-    click.option("--output-sigma", type=FINITE, default=None, help="Log-normal sigma of output lengths (0: fixed)."),
-    click.option(
-        "--arrival", type=click.Choice(["constant", "poisson", "gamma"]), default="poisson", help="Arrival process."
-    ),
-    click.option("--cv", type=FINITE, default=None, help="Gamma arrivals: coefficient of variation (burstiness)."),
+    field_option(StreamFlags, "prompt_tokens", "--prompt-tokens", "-p", type=click.INT),
+    field_option(StreamFlags, "output_tokens", "--output-tokens", "-o", type=click.INT),
+    field_option(StreamFlags, "prompt_sigma", "--prompt-sigma", type=FINITE),
+    field_option(StreamFlags, "output_sigma", "--output-sigma", type=FINITE),
+    field_option(StreamFlags, "arrival", "--arrival", type=click.Choice(["constant", "poisson", "gamma"])),
+    field_option(StreamFlags, "cv", "--cv", type=FINITE),
 )
 
 

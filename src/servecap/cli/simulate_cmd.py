@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from servecap.app.request_fields import validated, values_of
 from servecap.app.simulate import Built, build, expected_requests
+from servecap.app.simulate_request import SimulateRequest
+from servecap.cli.fields import field_option
 from servecap.cli.numbers import FINITE
 from servecap.cli.options import (
     PATH,
@@ -17,7 +21,6 @@ from servecap.cli.options import (
     deployment_options,
     json_option,
     request_stream_options,
-    slo_options,
     stack,
     think_time_option,
     turns_option,
@@ -29,28 +32,26 @@ if TYPE_CHECKING:
     from servecap.results import RunSummary
     from servecap.sim.simulate import SimResult
     from servecap.specs import Slo
+    from servecap.validation.interval import Interval
 
-workload_option = click.option(
-    "--workload", type=PATH, default=None, help="Workload file (YAML/JSON; see docs/workload.md)."
-)
+F = TypeVar("F", bound=Callable[..., Any])
+workload_option = field_option(SimulateRequest, "workload", "--workload", type=PATH)
 # --prompt-tokens ... --seed: request lengths, arrivals and the run's length (simulate and capacity).
 stream_options = stack(
     request_stream_options,
-    click.option("--duration-s", type=FINITE, default=None, help="Stop arrivals at this simulated time."),
-    click.option("--num-requests", type=click.IntRange(min=1), default=None, help="Stop after this many requests."),
-    click.option("--seed", type=click.IntRange(min=0), default=0, help="Random seed (same seed, same run)."),
+    field_option(SimulateRequest, "duration_s", "--duration-s", type=FINITE),
+    field_option(SimulateRequest, "num_requests", "--num-requests", type=click.IntRange(min=1)),
+    field_option(SimulateRequest, "seed", "--seed", type=click.IntRange(min=0)),
 )
-no_prefix_caching_option = click.option(
+no_prefix_caching_option = field_option(
+    SimulateRequest,
+    "no_prefix_caching",
     "--no-prefix-caching",
     "--no-enable-prefix-caching",  # vLLM's spelling, as `emulate` and `bench` take it
     "no_prefix_caching",
     is_flag=True,
-    default=False,
-    help="Disable prefix caching (vLLM's --no-enable-prefix-caching is the same flag).",
 )
-policy_option = click.option(
-    "--policy", type=click.Choice(["fcfs", "priority"]), default="fcfs", help="Scheduling policy."
-)
+policy_option = field_option(SimulateRequest, "policy", "--policy", type=click.Choice(["fcfs", "priority"]))
 html_option = click.option(
     "--html", type=PATH, default=None, help="Write a self-contained interactive HTML report here."
 )
@@ -62,7 +63,7 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:,.1f}"
 
 
-def intervals_text(intervals: dict[str, Any]) -> str | None:
+def intervals_text(intervals: Mapping[str, Interval]) -> str | None:
     """The 80% intervals of the measured p50/p99 latencies (``--json``'s ``interval``) in a
     line, or None when there are none (the terminal and the HTML report print it)."""
     parts = []
@@ -74,17 +75,17 @@ def intervals_text(intervals: dict[str, Any]) -> str | None:
     ):
         iv = intervals.get(key)
         if iv is not None:
-            parts.append(f"{label} {_ms(iv['low'])}–{_ms(iv['high'])} ms")
+            parts.append(f"{label} {_ms(iv.low)}–{_ms(iv.high)} ms")
     return ", ".join(parts) if parts else None
 
 
-def render_intervals(console: Console, intervals: dict[str, Any]) -> None:
+def render_intervals(console: Console, intervals: Mapping[str, Interval]) -> None:
     """:func:`intervals_text` in one line, and what they are built from."""
     text = intervals_text(intervals)
     if text is None:
         return
     console.print("80% intervals: " + text)
-    notes = {iv["note"] for iv in intervals.values() if not iv["close"]}
+    notes = {iv.note for iv in intervals.values() if not iv.close}
     for note in sorted(notes):
         console.print(f"[dim]note: {note}[/]")
 
@@ -166,72 +167,46 @@ def write_html(
     path.write_text(text, encoding="utf-8")
 
 
+def request_slo_options(request: type[SimulateRequest]) -> Callable[[F], F]:
+    """``--ttft-slo-ms``/``--tpot-slo-ms`` with the request's defaults and help."""
+    return stack(
+        field_option(request, "ttft_slo_ms", "--ttft-slo-ms", type=FINITE),
+        field_option(request, "tpot_slo_ms", "--tpot-slo-ms", type=FINITE),
+    )
+
+
 @click.command("simulate")
 @deployment_options
 @calibration_option
 @workload_option
-@click.option("--rate", "-r", type=FINITE, default=None, help="Open loop: requests per second.")
-@click.option("--users", "-u", type=click.IntRange(min=1), default=None, help="Closed loop: number of chat users.")
+@field_option(SimulateRequest, "rate", "--rate", "-r", type=FINITE)
+@field_option(SimulateRequest, "users", "--users", "-u", type=click.IntRange(min=1))
 @think_time_option
 @turns_option
 @stream_options
-@slo_options(None, None, "per request, for goodput")
+@request_slo_options(SimulateRequest)
 @no_prefix_caching_option
-@click.option(
-    "--max-waiting",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Waiting-queue limit; requests beyond it are rejected.",
-)
+@field_option(SimulateRequest, "max_waiting", "--max-waiting", type=click.IntRange(min=0))
 @policy_option
 @html_option
 @json_option
 def simulate_command(
     deployment: DeploymentFlags,
-    calibration: Path | None,
-    workload: Path | None,
-    rate: float | None,
-    users: int | None,
-    think_time_s: float | None,
-    turns: int | None,
     stream: StreamFlags,
-    duration_s: float | None,
-    num_requests: int | None,
-    seed: int,
-    ttft_slo_ms: float | None,
-    tpot_slo_ms: float | None,
-    no_prefix_caching: bool,
-    max_waiting: int | None,
-    policy: str,
     html: Path | None,
     as_json: bool,
+    **settings: object,
 ) -> None:
     """Simulate one replica (continuous batching, paged KV cache, prefix caching) under a
     workload: latency percentiles, throughput, goodput, batch, queue and KV over time."""
     from servecap.app.inputs import slo_from_ms
-    from servecap.app.simulate import simulate
+    from servecap.app.simulate import simulate_request
     from servecap.cli.console import make_console, progress_reporter
 
-    slo = slo_from_ms(ttft_slo_ms, tpot_slo_ms)
-    built = build(
-        deployment=deployment,
-        calibration=calibration,
-        workload=workload,
-        rate=rate,
-        users=users,
-        think_time_s=think_time_s,
-        stream=stream,
-        duration_s=duration_s,
-        num_requests=num_requests,
-        slo=slo,
-        no_prefix_caching=no_prefix_caching,
-        max_waiting=max_waiting,
-        policy=policy,
-        turns=turns,
-    )
-    has_slo = ttft_slo_ms is not None or tpot_slo_ms is not None
+    request = validated(SimulateRequest, {**values_of(deployment), **values_of(stream), **settings})
     with progress_reporter(make_console(stderr=True)) as progress:
-        response, result = simulate(built, seed=seed, slo=slo if has_slo else None, progress=progress)
+        response, built, result = simulate_request(request, progress=progress)
+    slo = slo_from_ms(request.ttft_slo_ms, request.tpot_slo_ms)
     dep = built.plan.deployment
     if html is not None:
         write_html(
@@ -241,7 +216,7 @@ def simulate_command(
             None,
             built.notes,
             context=_context(built, response.load_check.message, intervals=response.interval),
-            slo=slo if has_slo else None,
+            slo=slo if request.has_slo() else None,
         )
     if as_json:
         click.echo(response.model_dump_json())
@@ -250,11 +225,11 @@ def simulate_command(
     check = response.load_check
     if check.message:  # overload first: the percentiles below then measure the run's length
         console.print(f"[bold red]{check.message}[/]")
-    if workload is None:
+    if request.workload is None:
         from servecap.app.defaults import shape_line
         from servecap.app.simulate import load_text
 
-        users_text = load_text(built, default_users=users is not None and think_time_s is None)
+        users_text = load_text(built, default_users=request.users is not None and request.think_time_s is None)
         console.print(
             shape_line(
                 stream.prompt_tokens,
@@ -288,7 +263,7 @@ def simulate_command(
         console.print(f"wrote {html}")
 
 
-def _context(built: Built, headline: str | None, *, intervals: dict[str, Any] | None = None) -> dict[str, str]:
+def _context(built: Built, headline: str | None, *, intervals: Mapping[str, Interval] | None = None) -> dict[str, str]:
     """The workload and deployment, for the report's header."""
     from servecap.workload import dist_mean
 
@@ -321,6 +296,6 @@ def _context(built: Built, headline: str | None, *, intervals: dict[str, Any] | 
         rows["answer"] = headline
     iv_text = intervals_text(intervals or {})
     if iv_text is not None:
-        notes = sorted({iv["note"] for iv in (intervals or {}).values()})
+        notes = sorted({iv.note for iv in (intervals or {}).values()})
         rows["80% intervals"] = iv_text + " (" + "; ".join(notes) + ")"
     return rows

@@ -34,5 +34,6 @@ function render(r) {
 
 const ui = page("compare", form, async (state) => render(await api("/compare", bodyFrom(state, SPEC))));
 fillCatalogs(document.getElementById("model"), null)
-  .then(() => { document.getElementById("model").value = "meta-llama/Llama-3.1-70B"; ui.restore(); ui.go(); })  // the default answer at once
+  .then(() => fillDefaults(form, "CompareBody"))  // the request's defaults, the default model among them
+  .then(() => { ui.restore(); ui.go(); })  // the default answer at once
   .catch((e) => showError(ui.errorEl, e.message));

@@ -49,4 +49,5 @@ function render(p) {
 
 const ui = page("plan", form, async (state) => render(await api("/plan", bodyFrom(state, SPEC))));
 // the default answer shows before the first submit (a plan is closed form: instant)
-deploymentReady(form, ui.errorEl).then(() => { ui.restore(); ui.go(); }).catch((e) => showError(ui.errorEl, e.message));
+Promise.all([deploymentReady(form, ui.errorEl), fillDefaults(form, "PlanBody")])
+  .then(() => { ui.restore(); ui.go(); }).catch((e) => showError(ui.errorEl, e.message));

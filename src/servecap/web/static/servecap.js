@@ -179,6 +179,21 @@ async function runJob(path, body, progressEl, labelEl, cancelBtn) {
   }
 }
 
+// Form defaults from the API's schema (/openapi.json): an input named like a field of the use
+// case's request takes that field's default, the one `servecap <command> --help` shows; a field
+// whose default is null (the server decides) keeps the input empty, with its placeholder.
+async function fillDefaults(form, schemaName) {
+  const r = await fetch("/openapi.json");
+  if (!r.ok) throw new ApiError(`the server answered ${r.status} for its schema`);
+  const props = (await r.json()).components.schemas[schemaName].properties;
+  for (const [name, prop] of Object.entries(props)) {
+    const el = form.elements.namedItem(name);
+    if (!el || el.type === "file" || prop.default === undefined || prop.default === null) continue;
+    if (el.type === "checkbox") el.checked = Boolean(prop.default);
+    else el.value = Array.isArray(prop.default) ? prop.default.join(",") : String(prop.default);
+  }
+}
+
 // Wire a page: fill from the URL, run on submit (and at load when the URL has state).
 function page(name, form, run) {
   header(name);

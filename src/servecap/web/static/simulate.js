@@ -82,4 +82,5 @@ const ui = page("simulate", form, async (state) => {
   }
   labelEl.textContent = "";
 });
-deploymentReady(form, ui.errorEl).then(() => { if (ui.restore()) ui.go(); }).catch((e) => showError(ui.errorEl, e.message));
+Promise.all([deploymentReady(form, ui.errorEl), fillDefaults(form, "SimulateBody")])
+  .then(() => { if (ui.restore()) ui.go(); }).catch((e) => showError(ui.errorEl, e.message));
