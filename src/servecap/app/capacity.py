@@ -26,12 +26,12 @@ from servecap.app.simulate import Built
 from servecap.app.simulate_request import CAPACITY_DURATION_S, CapacityRequest
 from servecap.errors import ServecapError
 from servecap.progress import ProgressFn
-from servecap.sim.capacity import LoadPoint
+from servecap.sim.capacity_search import LoadPoint
 from servecap.specs.perf import CostInputs, RequestShape, Slo
 from servecap.validation.interval import Interval
 
 if TYPE_CHECKING:
-    from servecap.sim.capacity import CapacityResult
+    from servecap.sim.capacity_search import CapacityResult
 
 
 class Assumption(BaseModel):
