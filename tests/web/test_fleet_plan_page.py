@@ -59,7 +59,8 @@ def test_the_form_gives_fleet_plans_answer(desktop: Page, server_url: str) -> No
     want = fleet_plan(plan_request_from_dict(PLAN))
     pg = desktop.page
     pg.goto(f"{server_url}/fleet-plan", wait_until="load")
-    pg.wait_for_function("document.querySelector('#gpus').options.length > 1")
+    pg.wait_for_selector("#answer", timeout=120_000)  # the form's default answer shows first
+    pg.evaluate("document.getElementById('result').innerHTML = ''")  # so the wait below sees the new one
     pg.select_option("#model", FORM["model"])
     pg.select_option("#gpus", FORM["gpus"].split(","))
     pg.select_option("#levers", ["fp8-kv"])

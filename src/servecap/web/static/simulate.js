@@ -82,4 +82,8 @@ const ui = page("simulate", form, async (state) => {
   }
   labelEl.textContent = "";
 });
-deploymentReady(form, ui.errorEl).then(() => { if (ui.restore()) ui.go(); }).catch((e) => showError(ui.errorEl, e.message));
+// the default answer shows before the first submit: with nothing in the link, `servecap capacity`
+// with no flags (a plain `simulate` needs a load: --rate or --users)
+deploymentReady(form, ui.errorEl)
+  .then(() => { if (!ui.restore()) form.elements.mode.value = "capacity"; ui.go(); })
+  .catch((e) => showError(ui.errorEl, e.message));
