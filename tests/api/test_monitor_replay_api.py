@@ -44,6 +44,8 @@ def test_a_replay_job_answers_as_the_cli(client: TestClient, tmp_path: Path) -> 
     assert refused.status_code == 400 and refused.json()["error"]["field"] == "session"
     db = tmp_path / "runs.sqlite"
     _store(db)
+    # a results file the monitor wrote first is still the run store (its tables were "foreign")
+    assert client.get("/api/v1/runs").json() == []
     (session,) = client.get("/api/v1/monitor/sessions").json()
     assert session["samples"] == 60 and session["duration_s"] == 590.0 and session["urls"] == ["http://a/metrics"]
     job = client.post("/api/v1/monitor/replay", json={**body, "session": session["session"]})
