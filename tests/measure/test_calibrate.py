@@ -293,6 +293,7 @@ def test_last_is_the_last_usable_measured_run(emulated_run: tuple[Path, str], tm
     assert "failed-3 (no request completed (interrupted))" in note and "sim-2 (a simulated run)" in note
     res = CliRunner().invoke(cli, ["calibrate", "last", "--db", str(db), "-o", str(tmp_path / "c.json"), "--json"])
     assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "c.json").read_text())["fit"]["runs"] == [run]  # fitted on the usable run
     # nothing usable: one error naming what was skipped
     empty = tmp_path / "empty.sqlite"
     RunStore(empty).save_simulated(

@@ -44,13 +44,19 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test server's data folder; its run store is ``runs.sqlite`` in it."""
+    return tmp_path_factory.mktemp("web")
+
+
+@pytest.fixture(scope="session")
+def server_url(server_data: Path) -> Iterator[str]:
     import uvicorn
 
     from servecap.api import ServeSettings, create_app
     from servecap.web import mount_web
 
-    data = tmp_path_factory.mktemp("web")
+    data = server_data
     app = create_app(ServeSettings(data_dir=data, db=data / "runs.sqlite"))
     mount_web(app)
     port = _free_port()

@@ -4,6 +4,7 @@ a shared link restores the view, bad input shows the CLI's one-line error, scree
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -54,19 +55,32 @@ PLAN: dict[str, Any] = {
     "seed": 0,
 }
 
+# every text the progress label shows, kept in window.labels
+WATCH_LABEL = """window.labels = [];
+const label = document.getElementById("progress-label");
+new MutationObserver(() => window.labels.push(label.textContent)).observe(label, { childList: true, subtree: true });"""
+STAGE_LABEL = re.compile(
+    r"running: \d+ of (2 candidates searched|1 second-seed checks|1 levers re-simulated) — simulations: \d"
+)
+
 
 def test_the_form_gives_fleet_plans_answer(desktop: Page, server_url: str) -> None:
     want = fleet_plan(plan_request_from_dict(PLAN))
     pg = desktop.page
     pg.goto(f"{server_url}/fleet-plan", wait_until="load")
-    pg.wait_for_function("document.querySelector('#gpus').options.length > 1")
+    pg.wait_for_selector("#answer", timeout=120_000)  # the form's default answer shows first
+    pg.evaluate("document.getElementById('result').innerHTML = ''")  # so the wait below sees the new one
     pg.select_option("#model", FORM["model"])
     pg.select_option("#gpus", FORM["gpus"].split(","))
     pg.select_option("#levers", ["fp8-kv"])
     for name in ("max_model_len", "peak_rps", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms"):
         pg.fill(f"input[name={name}]", FORM[name])
+    pg.evaluate(WATCH_LABEL)
     pg.click("button[type=submit]")
     pg.wait_for_selector("#answer", timeout=120_000)
+    # defect 8: the progress says where the plan is, with the stage's total ("1 of 2 candidates searched")
+    stages = [t for t in pg.evaluate("window.labels") if t.startswith("running: ")]
+    assert stages and all(STAGE_LABEL.match(t) for t in stages), stages
     assert want.chosen.replicas is not None
     assert pg.inner_text("#chosen-gpu") == want.chosen.name
     assert int(pg.inner_text("#chosen-replicas").replace(",", "")) == want.chosen.replicas

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
+from urllib.request import urlopen
 
 import pytest
 from click.testing import CliRunner
@@ -21,7 +24,7 @@ pytestmark = pytest.mark.browser
 def _cli(*args: str) -> dict[str, Any]:
     out = CliRunner().invoke(cli, [*args, "--json"])
     assert out.exit_code == 0, out.output
-    return json.loads(out.output)  # type: ignore[no-any-return]
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
 def _users(text: str) -> int:
@@ -225,13 +228,101 @@ def test_plan_page_shows_the_apis_interval_next_to_the_headline(desktop: Page, s
     assert desktop.errors == []
 
 
-def test_plan_and_compare_show_the_default_answer_before_a_submit(desktop: Page, server_url: str) -> None:
-    """Issue 20, defect 4: the pages showed nothing until the first submit."""
+# The default request of each page (its form as it loads), as the CLI's flags.
+FLEET_DEFAULT = ["fleet", "simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100-SXM", "-l", "8192", "--replicas", "4",
+                 "--router", "least-outstanding", "--rate", "40", "--duration-s", "300", "-p", "1024", "-o", "128",
+                 "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50", "--seed", "0"]  # fmt: skip
+FLEET_PLAN_DEFAULT: dict[str, Any] = {
+    "model": "meta-llama/Llama-3.1-8B",
+    "candidates": [{"gpu": "H100-SXM", "max_model_len": 8192}, {"gpu": "L40S", "max_model_len": 8192}],
+    "traffic": {
+        "peak_rps": 20,
+        "request_interval_s": 30,
+        "workload": {
+            "arrival": {"kind": "poisson", "rate_per_s": 1},
+            "prompt_tokens": 1024,
+            "output_tokens": 128,
+            "duration_s": 600,
+        },
+    },
+    "slo": {"ttft_s": {"p99": 1.0}, "tpot_s": {"p99": 0.05}},
+    "router": "least-outstanding",
+    "levers": ["router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow"],
+    "seed": 0,
+}
+
+
+def _jobs_idle(server_url: str) -> None:
+    """Wait until the server runs no job (a finished simulation lands in the run store)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        with urlopen(f"{server_url}/api/v1/jobs") as answer:
+            if all(j["state"] not in ("queued", "running") for j in json.load(answer)):
+                return
+        time.sleep(0.2)
+    raise AssertionError("the server's jobs did not finish")
+
+
+def _plan_default(pg: Any, tmp: Path, data: Path) -> None:
+    pg.wait_for_selector("#users-served")
+    assert _users(pg.inner_text("#users-served")) == _cli("plan")["users_served"]  # the built-in example
+
+
+def _compare_default(pg: Any, tmp: Path, data: Path) -> None:
+    pg.wait_for_selector("#answer")
+    want = _cli("compare")
+    best = next(c for c in want["candidates"] if not c["problem"] and c["usd_per_user_month"] is not None)
+    label = f"{best['num_gpus']}× {best['gpu']} {best['weights_dtype']}/{best['kv_cache_dtype']}"
+    answer = pg.inner_text("#answer")
+    assert f"Cheapest: {label} — {best['users_served']:,} users at ${best['usd_per_user_month']:,.2f}" in answer, answer
+
+
+def _simulate_default(pg: Any, tmp: Path, data: Path) -> None:
+    pg.wait_for_selector("#capacity")  # `servecap capacity` with no flags (simulate needs a load)
+    want = _cli("capacity")
+    assert pg.input_value("select[name=mode]") == "capacity"
+    assert pg.inner_text("#capacity") == f"{want['max_users']:,.0f}"
+
+
+def _fleet_default(pg: Any, tmp: Path, data: Path) -> None:
+    pg.wait_for_selector("#answer")
+    want = _cli(*FLEET_DEFAULT)["summary"]
+    answer = pg.inner_text("#answer")
+    assert f"{want['completed']:,} of {want['num_requests']:,} requests served" in answer, answer
+    assert f"p99 TTFT {want['ttft_s']['p99'] * 1e3:,.1f} ms" in answer, answer
+
+
+def _fleet_plan_default(pg: Any, tmp: Path, data: Path) -> None:
+    pg.wait_for_selector("#answer")
+    (tmp / "plan.json").write_text(json.dumps(FLEET_PLAN_DEFAULT))
+    want = _cli("fleet", "plan", "--plan", str(tmp / "plan.json"))
+    assert pg.inner_text("#chosen-gpu") == want["chosen"]["name"]
+    assert _users(pg.inner_text("#chosen-replicas")) == want["chosen"]["replicas"]
+    assert pg.inner_text("#chosen-usd") == f"${want['fleet']['usd_per_month']:,.0f}"
+
+
+def _runs_default(pg: Any, tmp: Path, data: Path) -> None:
+    pg.wait_for_selector("#list table, #list p")
+    want = _cli("runs", "--db", str(data / "runs.sqlite"))
+    shown = pg.eval_on_selector_all("a[data-run]", "(links) => links.map((a) => a.dataset.run)")
+    assert shown == [r["run_id"] for r in want]
+
+
+DEFAULT_ANSWERS = {"plan": _plan_default, "compare": _compare_default, "simulate": _simulate_default,
+                   "fleet": _fleet_default, "fleet-plan": _fleet_plan_default, "runs": _runs_default}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_shows_the_clis_default_answer_before_a_submit(
+    desktop: Page, server_url: str, server_data: Path, tmp_path: Path, name: str
+) -> None:
+    """Issue 20, defect 4: the simulate, fleet and fleet-plan pages showed nothing until the first
+    submit. Opened with nothing in the link, each page shows the answer to its form as it loads,
+    and that headline is the CLI's ``--json`` for the same request."""
+    assert set(DEFAULT_ANSWERS) == set(PAGES)  # a new page comes with its default answer
+    _jobs_idle(server_url)  # the run list is steady while the runs page and the CLI read it
     pg = desktop.page
-    pg.goto(f"{server_url}/plan")
-    pg.wait_for_selector("#users-served", timeout=60_000)
-    want = _cli("plan")  # the built-in example, as the page's empty form
-    assert _users(pg.inner_text("#users-served")) == want["users_served"]
-    pg.goto(f"{server_url}/compare")
-    pg.wait_for_selector("#answer", timeout=60_000)
+    pg.goto(f"{server_url}/{name}")
+    DEFAULT_ANSWERS[name](pg, tmp_path, server_data)
+    assert pg.locator("#error").is_hidden()
     assert desktop.errors == []

@@ -50,6 +50,7 @@ from servecap.api.names import body_model
 from servecap.api.plan_compute import plan_json_from_key
 from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
+from servecap.api.replay_job import ReplayBody, check_replay_body, list_sessions, replay_job
 from servecap.api.stored import DamagedRun, check_stored_deployment, stored
 from servecap.api.uploads import UploadQuota, store_config
 from servecap.app.limits import API_LIMITS, WorkLimits
@@ -273,6 +274,17 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Start ``servecap fleet plan`` as a job; its result is ``fleet plan --json``."""
         check_fleet_plan_body(body, settings.upload_dir, settings.limits)
         return accepted("fleet-plan", fleet_plan_job, {**body.model_dump(), "_limits": settings.limits})
+
+    @app.get(f"{API}/monitor/sessions")
+    def monitor_sessions() -> list[dict[str, Any]]:
+        """The monitor sessions in the server's results file, newest first (api/replay_job.py)."""
+        return list_sessions(settings.db)
+
+    @app.post(f"{API}/monitor/replay", status_code=202)
+    async def monitor_replay(body: ReplayBody) -> JSONResponse:
+        """Start ``servecap monitor replay`` of a session through a fleet as a job."""
+        check_replay_body(body, settings.db, settings.upload_dir, settings.limits)
+        return accepted("monitor-replay", replay_job, {**body.model_dump(), "_db": str(settings.db)})
 
     @app.get(f"{API}/jobs")
     async def list_jobs() -> list[dict[str, Any]]:

@@ -299,6 +299,16 @@ AUTO_PARALLEL_MIN_REQUESTS = 20_000
 EXECUTOR_CHOICES = ("auto", "serial", "process", "ray")
 
 
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """Where a fleet plan is: ``done`` of ``total`` ``unit`` (``"candidates searched"``,
+    ``"second-seed checks"``, ``"daily-curve sizings"``, ``"levers re-simulated"``)."""
+
+    unit: str
+    done: int
+    total: int
+
+
 class Context:
     """What every evaluation shares: the request, the scoring, a counter of simulations, and
     where simulations run (``executor``: ``serial`` in this process; ``process`` or ``ray``:
@@ -323,6 +333,7 @@ class Context:
         self.request = request
         self.progress = progress
         self.simulations = 0
+        self.stage = Stage("candidates searched", 0, len(request.candidates))  # the progress events' count
         self.speculated = 0  # simulations run ahead that the search did not need
         self.notes: list[str] = []
         self.executor_kind = executor
@@ -399,18 +410,21 @@ class Context:
         self._report(ev)
         return ev
 
+    def enter(self, stage: Stage) -> None:
+        """The plan moved on (a candidate searched, a lever started): said at once."""
+        self.stage = stage
+        self._emit(f"simulations: {self.simulations:,}")
+
     def _report(self, ev: FleetEval) -> None:
+        verdict = "meets" if ev.slo_met else "misses"
+        self._emit(f"simulations: {self.simulations:,}; {ev.candidate} x {ev.replicas} {verdict} the SLOs")
+
+    def _emit(self, message: str) -> None:
+        # counted in the stage's units, whose total is known when the stage starts (a search's
+        # simulations are not: it stops where the SLOs flip); the simulations in the message
         if self.progress is not None:
-            verdict = "meets" if ev.slo_met else "misses"
-            self.progress(
-                Progress(
-                    "fleet-plan",
-                    self.simulations,
-                    None,
-                    "simulations",
-                    f"{ev.candidate} x {ev.replicas} {verdict} the SLOs",
-                )
-            )
+            st = self.stage
+            self.progress(Progress("fleet-plan", st.done, st.total, st.unit, message))
 
 
 def _p99(v: np.ndarray) -> float | None:

@@ -35,6 +35,7 @@ from servecap.app.fleet_plan import (
     FleetEval,
     FleetPlanRequest,
     LeverOut,
+    Stage,
     fixed_fleet,
     search_counts,
 )
@@ -140,7 +141,8 @@ def run_levers(
     gw_cache = cache_gateway(request)
     ttft_targets = [x for t in targets.values() for m, _, x in t if m == "ttft_s"]
     gw_overflow = overflow_gateway(min(ttft_targets, default=2.0) / 2)
-    for name in names:
+    for j, name in enumerate(names):
+        ctx.enter(Stage("levers re-simulated", j, len(names)))
         if name == "router":
             alt = "least-outstanding" if request.router == "prefix-affinity" else "prefix-affinity"
             ev, k = _search(ctx, request, lambda m, alt=alt: fixed_fleet(request, c, m, alt), scored, n, c.label())
@@ -219,6 +221,7 @@ def run_levers(
             a = best.result.answer
             chosen = best.result.evaluations[a][1] if a is not None else None
             rows.append(split_lever(ctx, request, c, scored, n, 1 if name == "split" else 2, chosen=chosen))
+    ctx.enter(Stage("levers re-simulated", len(names), len(names)))
     return rows, skipped
 
 

@@ -22,6 +22,7 @@ from servecap.app.fleet_plan import (
     FleetPlanResponse,
     LeverOut,
     Scored,
+    Stage,
     fixed_fleet,
     search_counts,
 )
@@ -203,6 +204,7 @@ def run_plan(request: FleetPlanRequest, ctx: Context, run_levers: Callable[..., 
     n = best.result.answer
     fleet_ev, below = best.result.evidence()
     assert fleet_ev is not None
+    ctx.enter(Stage("second-seed checks", 0, 1))
     verify, n = verify_winner(request, ctx, best, scored, n)
     if n != best.result.answer:
         ctx.notes.append(f"the second seed needed {n} replicas: the plan takes {n}")
@@ -213,6 +215,7 @@ def run_plan(request: FleetPlanRequest, ctx: Context, run_levers: Callable[..., 
     )
     autoscaler = None
     if daily:
+        ctx.enter(Stage("daily-curve sizings", 0, 1))
         autoscaler = size_autoscaler(request, ctx, best, spec, horizon, n, peak, targets)
     levers, skipped = run_levers(
         request,
@@ -290,7 +293,8 @@ def search_all(
     order = sorted(range(len(closed)), key=lambda i: _guess(closed[i], peak) * _replica_usd_h(closed[i]))
     found: dict[int, Searched] = {}
     best_usd_h: float | None = None
-    for i in order:
+    ctx.enter(Stage("candidates searched", 0, len(order)))
+    for j, i in enumerate(order):
         c, cf = request.candidates[i], closed[i]
         break_even = None
         if best_usd_h is not None and request.prune_candidates:
@@ -298,6 +302,7 @@ def search_all(
             break_even = min(request.max_replicas, math.ceil(best_usd_h / per - 1e-9) - 1) if per > 0 else None
         s = search_candidate(request, ctx, c, cf, scored, peak, limit=break_even)
         found[i] = s
+        ctx.enter(Stage("candidates searched", j + 1, len(order)))
         if s.result.answer is not None:
             usd = s.result.answer * _replica_usd_h(cf)
             best_usd_h = usd if best_usd_h is None else min(best_usd_h, usd)

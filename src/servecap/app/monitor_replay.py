@@ -161,9 +161,18 @@ def _mean(xs: list[float]) -> float:
 
 def replay(history: History, fleet_path: Path, *, pool: str | None = None, seed: int = 0) -> tuple[ReplayResponse, Any]:
     """Run the pool's autoscaler over ``history``; returns the response and the fleet response."""
-    from servecap.app.fleet import FleetSimulateRequest, fleet_simulate, load_fleet_file
+    from servecap.app.fleet import load_fleet_file
 
-    f = load_fleet_file(fleet_path)
+    return replay_fleet(history, load_fleet_file(fleet_path), fleet_path, pool=pool, seed=seed)
+
+
+def replay_fleet(
+    history: History, f: Any, fleet_path: Path, *, pool: str | None = None, seed: int = 0
+) -> tuple[ReplayResponse, Any]:
+    """:func:`replay` of a fleet file already read (``f``, a ``FleetFile``; the HTTP API's body);
+    ``fleet_path`` names it in the answer, and its folder is where relative paths in it start."""
+    from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
+
     chosen = _pool(f, pool, str(fleet_path))
     notes: list[str] = []
     if chosen.autoscaler is None:

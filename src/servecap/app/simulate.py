@@ -294,16 +294,33 @@ def simulate(
 ) -> tuple[SimulateResponse, SimResult]:
     """Run ``built`` and check its load; returns the response and the raw result (for reports)."""
     result = run_simulation(built, seed=seed, slo=slo, progress=progress)
+    result, warmup_note = scored_as_capacity(built, result)
     response = SimulateResponse(
         summary=RunSummaryJson.of(result.summary),
         model=built.plan.deployment.model.id,
         gpu=built.plan.deployment.gpu.id,
         seed=seed,
         load_check=check_load(built, result),
-        notes=built.notes,
+        notes=[*built.notes, *warmup_note],
         interval=summary_intervals(built, result),
     )
     return response, result
+
+
+def scored_as_capacity(built: Built, result: SimResult) -> tuple[SimResult, list[str]]:
+    """The run with the summary ``capacity`` scores the same load by
+    (:func:`servecap.sim.capacity_search.scored_run`: a closed loop after its warm-up, when every
+    user's first turn arrives at once), and the note saying so (none for an open loop)."""
+    from servecap.sim.capacity_search import scored_run
+
+    summary, warmup_s = scored_run(built.plan, built.workload, result)
+    if summary is result.summary:
+        return result, []
+    note = (
+        f"closed loop: latencies and throughput over the {summary.num_requests:,} requests arriving after "
+        f"the first {warmup_s:,.0f} s (the warm-up, when every user's first turn comes at once), as capacity scores"
+    )
+    return replace(result, summary=summary), [note]
 
 
 def summary_intervals(built: Built, result: SimResult) -> dict[str, Interval]:

@@ -531,6 +531,8 @@ class RunStore:
 
 _ROW_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError)
 _STORE_TABLES = {"runs", "requests", "sketches"}
+# the tables `servecap monitor --db` adds to the same file (servecap.monitor.store): not foreign
+_NEIGHBOUR_TABLES = {"monitor_sessions", "monitor_samples"}
 
 
 def _row_problem(err: Exception) -> str:
@@ -556,7 +558,7 @@ def _check_not_foreign(con: sqlite3.Connection, version: int, path: Path) -> set
     """Refuse a database written by something else: unknown tables, or a ``runs``/``requests``
     table without this schema's columns."""
     tables = {str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    foreign = sorted(tables - _STORE_TABLES - {"sqlite_sequence", "sqlite_stat1"})
+    foreign = sorted(tables - _STORE_TABLES - _NEIGHBOUR_TABLES - {"sqlite_sequence", "sqlite_stat1"})
     if foreign:
         raise ServecapError(
             "db",

@@ -111,6 +111,14 @@ def scored_summary(result: SimResult, warmup_s: float) -> RunSummary:
     )
 
 
+def scored_run(plan: Plan, workload: WorkloadSpec, result: SimResult) -> tuple[RunSummary, float]:
+    """The summary a run is scored by, and its unscored warm-up in seconds: a closed loop after
+    :func:`closed_loop_warmup_s`, an open loop whole. ``capacity``'s search and ``simulate
+    --users`` both score through here, so the same users get the same p99s."""
+    warmup_s = closed_loop_warmup_s(plan, workload)
+    return scored_summary(result, warmup_s), warmup_s
+
+
 def meets(summary: RunSummary, slo: Slo) -> bool:
     """p99 TTFT and p99 TPOT within the SLOs, and nothing rejected or failed."""
     if summary.completed < summary.num_requests:
@@ -182,8 +190,9 @@ def find_capacity(
     def evaluate(load: float) -> LoadPoint:
         key = float(int(load)) if closed else load
         if key not in cache:
-            res = simulate(setup, with_load(workload, key), np.random.default_rng(seed))
-            cache[key] = _point(key, scored_summary(res, warmup), slo)
+            loaded = with_load(workload, key)
+            res = simulate(setup, loaded, np.random.default_rng(seed))
+            cache[key] = _point(key, scored_run(plan, loaded, res)[0], slo)
             if progress is not None:
                 unit = "users" if closed else "req/s"
                 verdict = "meets" if cache[key].meets_slo else "misses"

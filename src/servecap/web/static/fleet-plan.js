@@ -72,6 +72,7 @@ fillCatalogs(document.getElementById("model"), document.getElementById("gpus"))
     for (const o of document.getElementById("gpus").options) o.selected = ["H100-SXM", "L40S"].includes(o.value);
     const params = new URLSearchParams(location.search);
     if ([...params.keys()].length && !params.has("levers")) for (const o of document.getElementById("levers").options) o.selected = false;
-    if (ui.restore()) ui.go();
+    ui.restore();
+    ui.go();  // the default answer before the first submit: the form's plan, as its plan file
   })
   .catch((e) => showError(ui.errorEl, e.message));

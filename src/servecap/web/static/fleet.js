@@ -62,6 +62,7 @@ fillCatalogs(document.getElementById("model"), document.getElementById("gpu"))
   .then(() => {
     document.getElementById("model").value = "meta-llama/Llama-3.1-8B";
     document.getElementById("gpu").value = "H100-SXM";
-    if (ui.restore()) ui.go();
+    ui.restore();
+    ui.go();  // the default answer before the first submit: the form's fleet, as its CLI flags
   })
   .catch((e) => showError(ui.errorEl, e.message));

@@ -41,5 +41,79 @@ const ui = page("runs", form, async (state) => {
   if (state.run) await openRun(state.run);
   else document.getElementById("result").innerHTML = "";
 });
+
+// ---- the shadow autoscaler: `monitor replay` of a stored monitor session -----------------------
+
+const replayForm = document.getElementById("replay-form");
+const DEFAULT_FLEET = {
+  pools: [{ name: "main", model: "meta-llama/Llama-3.1-8B", gpu: "H100", max_model_len: 8192,
+    autoscaler: { preset: "keda-vllm", min_replicas: 1, max_replicas: 4 } }],
+  router: "least-outstanding", slo: { ttft_ms: 1000, tpot_ms: 50 },
+};
+
+function renderReplay(r) {
+  const x = r.minutes.map((m) => m.minute);
+  const ran = r.actual_gpu_hours === null ? "" : ` vs <strong>${num(r.actual_gpu_hours, 2)}</strong> GPU-hours (${usd(r.actual_cost_usd)}) that ran`;
+  document.getElementById("replay").innerHTML = `
+    <p class="answer" id="replay-answer"><strong id="replay-events">${num(r.scale_events.length)}</strong> scale events of pool ${esc(r.pool)}'s autoscaler;
+      shadow <strong>${num(r.shadow_gpu_hours, 2)}</strong> GPU-hours (${usd(r.shadow_cost_usd)})${ran}.</p>
+    <p class="muted">${esc(r.history)}, ${num(r.duration_s / 60, 1)} min at ${num(r.prompt_tokens)} + ${num(r.output_tokens)} tokens per request.
+      SLO break rate ${num(r.break_rate_req_s, 2)} req/s per replica (${sloText(r.slo)}); minutes above it: shadow ${num(r.shadow_minutes_at_risk)}${r.actual_minutes_at_risk === null ? "" : ", what ran " + num(r.actual_minutes_at_risk)}, cold-start gaps ${num(r.cold_start_gap_minutes)}.</p>
+    <div id="replay-plot" class="plot"></div>
+    <h2>Scale events</h2>
+    ${table([["time (s)", (e) => num(e.time_s, 1)], ["pool", (e) => esc(e.pool)], ["from", (e) => num(e.from)], ["to", (e) => num(e.to)]], r.scale_events)}
+    ${notes(r.notes)}`;
+  const risky = r.minutes.filter((m) => m.shadow_at_risk);
+  const traces = [
+    { x, y: r.minutes.map((m) => m.shadow_ready), name: "shadow: ready", line: { shape: "hv", width: 2 } },
+    { x, y: r.minutes.map((m) => m.shadow_ready + m.shadow_starting), name: "shadow: ready + starting", line: { shape: "hv", dash: "dot" } },
+    { x, y: r.minutes.map((m) => m.rate_req_s), name: "recorded req/s", yaxis: "y2", line: { shape: "hv" } },
+  ];
+  if (r.minutes.some((m) => m.actual_replicas !== null)) traces.unshift({ x, y: r.minutes.map((m) => m.actual_replicas), name: "ran", line: { shape: "hv" } });
+  if (risky.length) traces.push({ x: risky.map((m) => m.minute), y: risky.map((m) => m.rate_req_s), name: "shadow above the SLO rate", yaxis: "y2",
+    mode: "markers", marker: { color: "#b42318", size: 9, symbol: "x" } });
+  Plotly.newPlot("replay-plot", traces, { ...PLOT_LAYOUT, height: 520, title: { text: "Replicas that ran and the shadow autoscaler's; the recorded traffic" },
+    grid: { rows: 2, columns: 1, pattern: "independent" }, xaxis: { title: { text: "minute of the history" }, anchor: "y2" },
+    yaxis: { title: { text: "replicas" }, domain: [0.55, 1], rangemode: "tozero" },
+    yaxis2: { title: { text: "requests/s" }, domain: [0, 0.42], rangemode: "tozero" } }, PLOT_CONFIG);
+}
+
+async function replaySessions() {
+  const sessions = await api("/monitor/sessions");
+  document.getElementById("sessions").innerHTML = sessions.length ? table([
+    ["session", (s) => `<a href="?${new URLSearchParams({ session: s.session })}" data-session="${esc(s.session)}">${esc(s.session)}</a>`],
+    ["started", (s) => esc(s.started_at)], ["targets", (s) => esc(s.urls.join(", "))], ["samples", (s) => num(s.samples)],
+    ["minutes", (s) => num(s.duration_s / 60, 1)],
+  ], sessions) : `<p class="muted">No monitor sessions yet: <code>servecap monitor URL --db</code> this server's results file records one.</p>`;
+  const select = document.getElementById("session");
+  for (const s of sessions) select.add(new Option(`${s.session} (${s.started_at})`, s.session));
+  return sessions;
+}
+
+const replayError = document.getElementById("error");
+async function replayGo() {
+  const state = formState(replayForm);
+  history.replaceState(null, "", location.pathname + "?" + new URLSearchParams(state).toString());
+  showError(replayError, "");
+  let fleet;
+  try { fleet = JSON.parse(state.fleet || "{}"); } catch (e) { showError(replayError, `fleet: not valid JSON (${e.message})`); return; }
+  const body = { session: state.session, fleet, seed: parseInt(state.seed || "0", 10) };
+  if (state.pool) body.pool = state.pool;
+  const button = replayForm.querySelector("button[type=submit]");
+  button.disabled = true;
+  try {
+    renderReplay(await runJob("/monitor/replay", body, document.getElementById("progress"), document.getElementById("progress-label"), document.getElementById("cancel")));
+    document.getElementById("progress-label").textContent = "";
+  } catch (e) { showError(replayError, e.message); }
+  finally { button.disabled = false; }
+}
+replayForm.addEventListener("submit", (ev) => { ev.preventDefault(); replayGo(); });
+const startParams = new URLSearchParams(location.search);  // read before the run list rewrites the link
 ui.restore();
 ui.go();
+replaySessions().then((sessions) => {
+  if (!sessions.length) return;
+  document.getElementById("fleet").value = JSON.stringify(DEFAULT_FLEET, null, 2);
+  replayForm.classList.remove("hidden");
+  if (startParams.has("session")) { fillForm(replayForm, startParams); replayGo(); }  // a shared link opens the replay
+}).catch((e) => showError(replayError, e.message));
