@@ -127,7 +127,7 @@ def test_simulate_users_is_scored_as_capacity_scores_the_same_users() -> None:
     """simulate --users scored its closed loop from the start, the burst of every user's first
     turn included, while capacity skipped that warm-up: the same 837 users on an 8B over 60 s
     had a p99 TTFT of 3.49 s in simulate and 0.72 s in capacity's table. One function scores
-    both (sim/capacity.py, scored_run): the same users, seed and run give the same numbers."""
+    both (sim/capacity_search.py, scored_run): the same users, seed and run give the same numbers."""
     args = [*DEP, *SLO, "--duration-s", "60"]
     cap = json.loads(_run(["capacity", *args, "--json"]))
     at = next(p for p in cap["table"] if p["load"] == cap["max_users"])
