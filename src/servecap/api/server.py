@@ -46,6 +46,7 @@ from servecap.api.jobfns import (
     simulate_job,
 )
 from servecap.api.jobs import JobFn, JobManager, JobQueueFull
+from servecap.api.measure_routes import add_measure_routes
 from servecap.api.names import body_model
 from servecap.api.plan_compute import plan_json_from_key
 from servecap.api.plan_compute import warm as warm_plan_worker
@@ -345,6 +346,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         result: dict[str, Any] = json.loads(response.model_dump_json())
         return result
 
+    add_measure_routes(app, API, settings.upload_dir, accepted)
     return app
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from servecap.app.export.request import ExportTarget
 from servecap.cli import options as o
 
 
@@ -129,101 +130,110 @@ def alerts(
     _write(header + yaml.safe_dump(alert_rules(t, source=source), sort_keys=False, width=200), out)
 
 
+def _default(name: str) -> str:
+    """The option's default, from the request model (defaults live once, in app/)."""
+    from servecap.app.export.request import option_default
+
+    return str(option_default(name))
+
+
+def _help(name: str) -> str:
+    from servecap.app.export.request import ExportOptions
+
+    return ExportOptions.model_fields[name].description or ""
+
+
 def _serving_options(*extra: o.Decorator) -> Callable[[o.F], o.F]:
     return o.stack(
         click.argument("source", type=o.PATH),
         click.option("--output", "-o", "out", type=o.PATH, default=None, help="Write here instead of stdout."),
-        click.option(
-            "--replicas",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Replicas of a PLAN.json's deployment (default 1).",
-        ),
+        click.option("--replicas", type=click.IntRange(min=1), default=None, help=_help("replicas")),
         *extra,
+        click.option(
+            "--json", "as_json", is_flag=True, default=False, help="Print one JSON object (target, text, warnings)."
+        ),
     )
 
 
-_NAMESPACE = click.option(
-    "--namespace", "-n", default=None, help="Kubernetes namespace of the objects (default: none set)."
-)
-_IMAGE = click.option("--image", default="vllm/vllm-openai:latest", show_default=True, help="vLLM server image.")
+_NAMESPACE = click.option("--namespace", "-n", default=None, help=_help("namespace"))
+_IMAGE = click.option("--image", default=_default("image"), show_default=True, help=_help("image"))
 _PROMETHEUS = click.option(
-    "--prometheus-url",
-    default="http://prometheus-operated.monitoring.svc:9090",
-    show_default=True,
-    help="Prometheus the autoscaler queries.",
+    "--prometheus-url", default=_default("prometheus_url"), show_default=True, help=_help("prometheus_url")
 )
 
 
-def _run_export(target: str, source: Path, out: Path | None, **kw: Any) -> None:
-    from servecap.app.export import ExportOptions, export
+def _run_export(target: ExportTarget, source: Path, out: Path | None, as_json: bool, **kw: Any) -> None:
+    """Read ``source``, answer the request, write the text (or, with ``--json``, the response)."""
+    from servecap.app.export import ExportRequest, export_file
+    from servecap.files import read_bytes
 
-    result = export(target, source, ExportOptions(**kw))
-    for w in result.warnings:
+    resp = export_file(ExportRequest(target=target, name=str(source), content=read_bytes(source, "file"), **kw))
+    for w in resp.warnings:
         click.echo(f"warning: {w}", err=True)
-    _write(result.text, out)
+    _write(resp.model_dump_json() + "\n" if as_json else resp.text, out)
 
 
 @export_group.command("ray-serve")
 @_serving_options(
+    click.option("--import-path", default=None, metavar="MODULE:APP", help=_help("import_path")),
     click.option(
-        "--import-path",
-        default=None,
-        metavar="MODULE:APP",
-        help="Your own vLLM Serve app (called with model and engine_kwargs) instead of Ray Serve LLM.",
-    ),
-    click.option(
-        "--deployment-name",
-        default="VLLMDeployment",
-        show_default=True,
-        help="The deployment in --import-path's app that gets the replicas and GPUs.",
+        "--deployment-name", default=_default("deployment_name"), show_default=True, help=_help("deployment_name")
     ),
 )
 def ray_serve(
-    source: Path, out: Path | None, replicas: int | None, import_path: str | None, deployment_name: str
+    source: Path, out: Path | None, replicas: int | None, import_path: str | None, deployment_name: str, as_json: bool
 ) -> None:
     """Ray Serve config (serve deploy): Ray Serve LLM with vLLM, autoscaling_config from the autoscaler."""
-    _run_export("ray-serve", source, out, replicas=replicas, import_path=import_path, deployment_name=deployment_name)
+    _run_export(
+        "ray-serve", source, out, as_json, replicas=replicas, import_path=import_path, deployment_name=deployment_name
+    )
 
 
 @export_group.command("keda")
 @_serving_options(_NAMESPACE, _IMAGE, _PROMETHEUS)
 def keda(
-    source: Path, out: Path | None, replicas: int | None, namespace: str | None, image: str, prometheus_url: str
+    source: Path,
+    out: Path | None,
+    replicas: int | None,
+    namespace: str | None,
+    image: str,
+    prometheus_url: str,
+    as_json: bool,
 ) -> None:
     """Kubernetes Deployment + Service running vLLM with the plan's flags, and a KEDA ScaledObject."""
-    _run_export("keda", source, out, replicas=replicas, namespace=namespace, image=image, prometheus_url=prometheus_url)
+    _run_export(
+        "keda", source, out, as_json, replicas=replicas, namespace=namespace, image=image, prometheus_url=prometheus_url
+    )
 
 
 @export_group.command("kserve")
 @_serving_options(_NAMESPACE, _PROMETHEUS)
-def kserve(source: Path, out: Path | None, replicas: int | None, namespace: str | None, prometheus_url: str) -> None:
+def kserve(
+    source: Path, out: Path | None, replicas: int | None, namespace: str | None, prometheus_url: str, as_json: bool
+) -> None:
     """KServe InferenceService: Hugging Face runtime with the vLLM backend, KEDA autoscaling."""
-    _run_export("kserve", source, out, replicas=replicas, namespace=namespace, prometheus_url=prometheus_url)
+    _run_export("kserve", source, out, as_json, replicas=replicas, namespace=namespace, prometheus_url=prometheus_url)
 
 
 @export_group.command("production-stack")
 @_serving_options(
     _IMAGE,
-    click.option("--session-key", default="x-user-id", show_default=True, help="Header the session router hashes."),
+    click.option("--session-key", default=_default("session_key"), show_default=True, help=_help("session_key")),
 )
-def production_stack(source: Path, out: Path | None, replicas: int | None, image: str, session_key: str) -> None:
+def production_stack(
+    source: Path, out: Path | None, replicas: int | None, image: str, session_key: str, as_json: bool
+) -> None:
     """vLLM production-stack Helm values: modelSpec per pool, routerSpec from the router."""
-    _run_export("production-stack", source, out, replicas=replicas, image=image, session_key=session_key)
+    _run_export("production-stack", source, out, as_json, replicas=replicas, image=image, session_key=session_key)
 
 
 @export_group.command("litellm")
 @_serving_options(
-    click.option(
-        "--api-base",
-        default="http://{pool}:8000/v1",
-        show_default=True,
-        help="Each deployment's URL; {pool} is the pool's name, {replica} (fixed-size pools) lists every replica.",
-    )
+    click.option("--api-base", default=_default("api_base"), show_default=True, help=_help("api_base")),
 )
-def litellm(source: Path, out: Path | None, replicas: int | None, api_base: str) -> None:
+def litellm(source: Path, out: Path | None, replicas: int | None, api_base: str, as_json: bool) -> None:
     """LiteLLM proxy config.yaml: model list, routing strategy, fallbacks, per-tenant limits."""
-    _run_export("litellm", source, out, replicas=replicas, api_base=api_base)
+    _run_export("litellm", source, out, as_json, replicas=replicas, api_base=api_base)
 
 
 @export_group.command("pd")

@@ -9,9 +9,9 @@ API (a file's text in the body) answer alike; the server never opens ``name``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from servecap.app.export.keda import DEFAULT_IMAGE, DEFAULT_PROMETHEUS
 from servecap.app.export.litellm import DEFAULT_API_BASE
@@ -53,7 +53,9 @@ class ExportRequest(ExportOptions):
         max_length=4096,
         description="The file's name: its suffix (.yaml, .yml, .json) gives the format; the header names it.",
     )
-    content: bytes = Field(max_length=MAX_DOC_BYTES, description="The file's contents (UTF-8 text).")
+    content: Annotated[bytes, WithJsonSchema({"type": "string", "maxLength": MAX_DOC_BYTES})] = Field(
+        max_length=MAX_DOC_BYTES, description="The file's contents (UTF-8 text)."
+    )
 
 
 class ExportResponse(BaseModel):

@@ -1,0 +1,90 @@
+"""The HTTP routes of the measuring and configuration use cases that are safe to serve: pure
+computations on the body or on the server's own run store.
+
+- ``POST /api/v1/validate`` (a job): the corpus rows planned and simulated
+  (``servecap validate --json``); the body is
+  :class:`~servecap.app.validate.ValidateRequest` without a calibration file.
+- ``POST /api/v1/export``: a fleet file's or plan's text in, one target's configuration out
+  (``servecap export TARGET --json``). The body is the use case's request
+  (:class:`~servecap.app.export.request.ExportRequest`); its ``name`` is a label (its suffix
+  gives the format), never opened. A fleet file naming a file (``gpu_file``, a model's
+  ``config.json``) is refused: the server reads no files for a client.
+
+Not served: ``bench`` and ``monitor``, which connect to a URL the user gives; a server doing
+that for any client would reach whatever its network reaches. They stay CLI commands.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import field_validator
+
+from servecap.api.jobs import JobFn
+from servecap.app.export.request import ExportRequest, ExportResponse
+from servecap.app.validate import ValidateRequest
+from servecap.errors import ServecapError
+
+Accept = Callable[[str, JobFn, dict[str, Any]], JSONResponse]
+"""Queue a job and answer 202 (``create_app``'s ``accepted``)."""
+
+
+class ValidateBody(ValidateRequest):
+    """``servecap validate``'s request, less the calibration file (the server opens no path a
+    client names)."""
+
+    @field_validator("calibration")
+    @classmethod
+    def _no_file(cls, v: Path | None) -> Path | None:
+        if v is not None:
+            raise ValueError("file paths are not accepted by the server")
+        return v
+
+
+def check_export_body(body: ExportRequest, upload_dir: Path) -> None:
+    """Refuse, by name alone, every file a fleet file in the body would make the server read
+    (file fields, models that are not catalog names); a plan holds numbers only."""
+    from servecap.api.names import check_spec
+    from servecap.app.export.source import PLAN_SCHEMA_PREFIX
+    from servecap.app.fleet import FleetFile, fleet_from_dict
+    from servecap.files import decode_text, format_of, parse_document
+
+    fmt = format_of(body.name, "name", ("json", "yaml"))
+    raw: dict[str, object] = parse_document(
+        decode_text(body.content, "content", body.name), fmt, "content", body.name, mapping=True
+    )
+    schema = raw.get("schema")
+    if (isinstance(schema, str) and schema.startswith(PLAN_SCHEMA_PREFIX)) or "pools" not in raw:
+        return  # a plan, or not a fleet file (the use case says which)
+    if "gateway" not in FleetFile.model_fields:
+        raw.pop("gateway", None)  # read by the export itself (app/export/source.py)
+    fleet = fleet_from_dict(raw)
+    resolved = copy.deepcopy(raw)
+    check_spec(fleet, resolved, "content", upload_dir)
+    if resolved != raw:
+        raise ServecapError("content", body.name, "names an uploaded model (upload:<id>): export takes catalog models")
+
+
+def add_measure_routes(app: FastAPI, api: str, upload_dir: Path, accepted: Accept) -> None:
+    """Add this module's routes under ``api`` (``/api/v1``)."""
+
+    @app.post(f"{api}/validate", status_code=202)
+    async def validate(body: ValidateBody) -> JSONResponse:
+        """Start ``servecap validate`` as a job; its result is ``validate --json``."""
+        from servecap.api.measure_jobs import validate_job
+
+        return accepted("validate", validate_job, body.model_dump(mode="json"))
+
+    @app.post(f"{api}/export")
+    def export(body: ExportRequest) -> ExportResponse:
+        """``servecap export TARGET --json``: the target's configuration (provenance header, YAML)
+        and the settings it cannot express, for a fleet file's or plan's text."""
+        from servecap.app.export import export_file
+
+        check_export_body(body, upload_dir)
+        return export_file(body)
