@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -182,14 +182,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return {"status": "ok", "version": _version()}
 
     @app.get(f"{API}/gpus")
-    def gpus(q: str | None = Query(default=None, max_length=100)) -> list[dict[str, Any]]:
+    def gpus(q: str | None = Query(default=None, max_length=100)) -> list[dict[str, object]]:
         """The GPU catalog (``servecap gpus --json``), optionally searched by name."""
         from servecap.app.catalog import gpu_rows
 
         return gpu_rows(query=q)
 
     @app.get(f"{API}/models")
-    def models(q: str | None = Query(default=None, max_length=100)) -> list[dict[str, Any]]:
+    def models(q: str | None = Query(default=None, max_length=100)) -> Sequence[Mapping[str, object]]:
         """The model catalog (``servecap models --json``), optionally searched by name."""
         from servecap.app.catalog import model_rows
 

@@ -63,6 +63,7 @@ def runs(ctx: click.Context, db: Path | None, limit: int, kind: str | None, as_j
             return "-" if p50 is None else f"{float(p50) * 1e3:.1f}"
 
         mode = r.mode + (" (interrupted)" if r.interrupted else "")
+        tput = s.get("throughput_req_s")
         cells.append(
             (
                 r.run_id,
@@ -72,7 +73,7 @@ def runs(ctx: click.Context, db: Path | None, limit: int, kind: str | None, as_j
                 mode,
                 f"{r.num_requests:,}",
                 f"{r.num_errors:,}",
-                f"{float(s.get('throughput_req_s') or 0.0):.2f}",
+                f"{float(tput) if isinstance(tput, int | float) else 0.0:.2f}",
                 ms("ttft_s"),
                 ms("tpot_s"),
                 r.label,
