@@ -6,8 +6,14 @@ must not do for its clients (api/measure_routes.py).
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
+from fastapi.testclient import TestClient
 from tests.interfaces.harness import Case
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -37,4 +43,112 @@ CASES: list[Case] = [
         ["validate", "--source", "vllm-pr43232-b200", "--split", "train", "--step-model", "auto"],
         ("POST", "/api/v1/validate", {"source": "vllm-pr43232-b200", "split": "train", "step_model": "auto"}),
     ),
+]
+
+
+# -- stored runs: one emulated bench run, stored once, copied into the server's store ----------------
+
+_DIR = Path(tempfile.gettempdir()) / f"servecap-cases-measure-{os.getpid()}"
+_DB = _DIR / "runs.sqlite"
+_RUN = "cases-measure-1"
+_DEPLOYMENT = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "max_model_len": 4096, "enable_prefix_caching": True}
+
+
+def _stored_run() -> Path:
+    """A bench run against the emulator (in-process, the real load generator and engine), stored
+    like ``servecap bench`` stores it; made once per test process."""
+    if _DB.exists():
+        return _DB
+    import asyncio
+
+    from servecap.app.flags import DeploymentFlags, deployment_from_flags
+    from servecap.core.plan import plan
+    from servecap.emulator.server import engine_state
+    from servecap.measure.asgi_stream import AsgiClient
+    from servecap.measure.bench import BenchOutcome, run_bench
+    from servecap.measure.loadgen import LoadConfig
+    from servecap.results.store import RunStore
+    from servecap.workload import WorkloadSpec
+
+    spec = WorkloadSpec.model_validate(
+        {
+            "arrival": {"kind": "poisson", "rate_per_s": 40.0},
+            "prompt_tokens": {"kind": "uniform", "low": 16, "high": 1500},
+            "output_tokens": {"kind": "uniform", "low": 8, "high": 32},
+            "num_requests": 40,
+        }
+    )
+    dep, _ = deployment_from_flags(DeploymentFlags(model=_DEPLOYMENT["model"], gpu="H100", max_model_len=4096))
+    state = engine_state(plan(dep), model_name="m")
+    cfg = LoadConfig(base_url="http://emulator", model="m", extra_body={"servecap_timing": True})
+
+    async def go() -> BenchOutcome:
+        try:
+            return await run_bench(cfg, spec, seed=1, transport=AsgiClient(state.driver_app()))
+        finally:
+            await state.driver.stop()
+
+    out = asyncio.run(go())
+    settings = {
+        "workload": spec.model_dump(mode="json", by_alias=True),
+        "seed": 1,
+        "concurrency": None,
+        "warmup_s": 0.0,
+        "cooldown_s": 0.0,
+        "slo": None,
+        "deployment": _DEPLOYMENT,
+    }
+    _DIR.mkdir(parents=True, exist_ok=True)
+    atexit.register(shutil.rmtree, _DIR, True)
+    partial = _DIR / "partial.sqlite"
+    RunStore(partial).save_measured(
+        run_id=_RUN,
+        url="http://emulator",
+        model="m",
+        mode="open",
+        settings=settings,
+        requests=out.requests(),
+        summary=out.summary,
+        wall_duration_s=out.result.wall_duration_s,
+        created_at="2026-01-01T00:00:00+00:00",
+    )
+    partial.replace(_DB)
+    return _DB
+
+
+def _into_server(client: TestClient) -> None:
+    """The server's store holds the same run the CLI reads (``--db``)."""
+    server_db = client.app.state.run_db
+    shutil.copyfile(_stored_run(), server_db)
+
+
+def _stored(name: str, cli: list[str], api: tuple[str, str, dict[str, object]], **kw: Any) -> Case:
+    return Case(name, [*cli, "--db", str(_DB)], api, setup=_into_server, **kw)
+
+
+CASES += [
+    _stored("runs-list", ["runs"], ("GET", "/api/v1/runs", {})),
+    _stored(
+        "runs-list-measured-limit-1",
+        ["runs", "--kind", "measured", "--limit", "1"],
+        ("GET", "/api/v1/runs", {"kind": "measured", "limit": 1}),
+    ),
+    _stored("runs-show", ["runs", "show", _RUN], ("GET", f"/api/v1/runs/{_RUN}", {})),
+    _stored("accuracy", ["accuracy", _RUN], ("GET", f"/api/v1/runs/{_RUN}/accuracy", {})),
+    _stored(
+        "calibrate",
+        ["calibrate", _RUN, "-o", str(_DIR / "calibration.json")],
+        ("POST", "/api/v1/calibrate", {"runs": [_RUN]}),
+        drop=("output",),
+        why_dropped="the CLI names the file it wrote; the server writes none (null)",
+    ),
+    _stored(
+        "calibrate-client-clock-no-prefill",
+        ["calibrate", _RUN, "--source", "client", "--no-fit-prefill", "-o", str(_DIR / "calibration-client.json")],
+        ("POST", "/api/v1/calibrate", {"runs": [_RUN], "source": "client", "fit_prefill": False}),
+        drop=("output",),
+        why_dropped="the CLI names the file it wrote; the server writes none (null)",
+    ),
+    Case("gpus", ["gpus"], ("GET", "/api/v1/gpus", {})),
+    Case("models", ["models"], ("GET", "/api/v1/models", {})),
 ]

@@ -4,6 +4,11 @@ computations on the body or on the server's own run store.
 - ``POST /api/v1/validate`` (a job): the corpus rows planned and simulated
   (``servecap validate --json``); the body is
   :class:`~servecap.app.validate.ValidateRequest` without a calibration file.
+- ``POST /api/v1/calibrate``: the step-time coefficients fitted to runs in the server's own
+  store (``servecap calibrate --json``); the body is
+  :class:`~servecap.app.calibrate.CalibrateRequest` without a file to write or a store to read
+  (the answer's ``output`` is null), and each run's stored deployment is checked as
+  ``/runs/{id}/accuracy`` checks it (catalog names only, no file).
 - ``POST /api/v1/export``: a fleet file's or plan's text in, one target's configuration out
   (``servecap export TARGET --json``). The body is the use case's request
   (:class:`~servecap.app.export.request.ExportRequest`); its ``name`` is a label (its suffix
@@ -18,17 +23,22 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import field_validator
 
 from servecap.api.jobs import JobFn
+from servecap.app.calibrate import CalibrateRequest, CalibrateResponse
 from servecap.app.export.request import ExportRequest, ExportResponse
 from servecap.app.validate import ValidateRequest
 from servecap.errors import ServecapError
+
+if TYPE_CHECKING:
+    from servecap.results.store import RunStore, StoredRun
 
 Accept = Callable[[str, JobFn, dict[str, Any]], JSONResponse]
 """Queue a job and answer 202 (``create_app``'s ``accepted``)."""
@@ -44,6 +54,26 @@ class ValidateBody(ValidateRequest):
         if v is not None:
             raise ValueError("file paths are not accepted by the server")
         return v
+
+
+class CalibrateBody(CalibrateRequest):
+    """``servecap calibrate``'s request on the server's store, writing no file."""
+
+    output: Path | None = None
+
+    @field_validator("output", "db")
+    @classmethod
+    def _no_path(cls, v: Path | None) -> Path | None:
+        if v is not None:
+            raise ValueError("file paths are not accepted by the server")
+        return v
+
+
+def _stored_run(store: RunStore, name: str) -> StoredRun:
+    """A run named as ``calibrate`` names them (an id, a unique prefix, or ``last``)."""
+    from servecap.app.calibrate import last_usable_run
+
+    return last_usable_run(store)[0] if name == "last" else store.get_run(name)
 
 
 def check_export_body(body: ExportRequest, upload_dir: Path) -> None:
@@ -70,8 +100,24 @@ def check_export_body(body: ExportRequest, upload_dir: Path) -> None:
         raise ServecapError("content", body.name, "names an uploaded model (upload:<id>): export takes catalog models")
 
 
-def add_measure_routes(app: FastAPI, api: str, upload_dir: Path, accepted: Accept) -> None:
-    """Add this module's routes under ``api`` (``/api/v1``)."""
+def add_measure_routes(app: FastAPI, api: str, upload_dir: Path, db: Path | None, accepted: Accept) -> None:
+    """Add this module's routes under ``api`` (``/api/v1``); ``db`` is the server's run store
+    (None: the user's default), kept as ``app.state.run_db`` for whoever fills it."""
+    app.state.run_db = db
+
+    @app.post(f"{api}/calibrate")
+    def calibrate(body: CalibrateBody) -> CalibrateResponse:
+        """``servecap calibrate --json`` on stored runs of one deployment; no file is written."""
+        from servecap.api.stored import check_stored_deployment, stored
+        from servecap.app.calibrate import calibrate as run_calibrate
+        from servecap.results.store import RunStore
+
+        store = RunStore(db)
+        for name in body.runs:
+            row = stored("run", name, partial(_stored_run, store, name))
+            check_stored_deployment(row.settings.get("deployment"), upload_dir)
+        request = CalibrateRequest.model_validate({**body.model_dump(), "output": None, "db": db})
+        return stored("runs", ",".join(body.runs), lambda: run_calibrate(request))
 
     @app.post(f"{api}/validate", status_code=202)
     async def validate(body: ValidateBody) -> JSONResponse:

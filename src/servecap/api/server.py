@@ -55,6 +55,7 @@ from servecap.api.stored import DamagedRun, check_stored_deployment, stored
 from servecap.api.uploads import UploadQuota, store_config
 from servecap.app.limits import API_LIMITS, WorkLimits
 from servecap.app.policies import PolicyLists, policy_lists
+from servecap.app.runs import ListRunsRequest
 from servecap.errors import ServecapError, from_validation_error
 
 API = "/api/v1"
@@ -306,10 +307,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.get(f"{API}/runs")
     def runs(
-        kind: Literal["measured", "simulated"] | None = None, limit: int = Query(default=50, ge=1, le=1000)
+        kind: Literal["measured", "simulated"] | None = None,
+        limit: int = Query(default=ListRunsRequest.model_fields["limit"].default, ge=1, le=1000),
     ) -> list[dict[str, Any]]:
         """Stored runs, newest first (``servecap runs --json``)."""
-        from servecap.app.runs import ListRunsRequest, list_runs
+        from servecap.app.runs import list_runs
 
         _path, listing = stored(
             "runs", None, lambda: list_runs(ListRunsRequest(db=settings.db, limit=limit, kind=kind))
@@ -346,7 +348,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         result: dict[str, Any] = json.loads(response.model_dump_json())
         return result
 
-    add_measure_routes(app, API, settings.upload_dir, accepted)
+    add_measure_routes(app, API, settings.upload_dir, settings.db, accepted)
     return app
 
 
