@@ -68,21 +68,32 @@ class BenchRequest(BaseModel):
     url: str
     model: str | None = None  # None: the server's first /v1/models entry
     steps: list[BenchStep] = Field(min_length=1)
-    seed: int = 0
-    endpoint: Literal["completions", "chat"] = "completions"
-    warmup_s: float = Field(default=0.0, ge=0)
-    cooldown_s: float = Field(default=0.0, ge=0)
-    timeout_s: float = Field(default=600.0, gt=0)
-    stall_timeout_s: float = Field(default=60.0, gt=0)
+    seed: int = Field(default=0, description="Workload RNG seed (same stream as simulate).")
+    endpoint: Literal["completions", "chat"] = Field(default="completions", description="completions|chat.")
+    warmup_s: float = Field(
+        default=0.0, ge=0, description="Exclude requests scheduled in the first N s from the summary."
+    )
+    cooldown_s: float = Field(default=0.0, ge=0, description="Exclude requests scheduled in the last N s.")
+    timeout_s: float = Field(default=600.0, gt=0, description="Total deadline per request.")
+    stall_timeout_s: float = Field(default=60.0, gt=0, description="Timeout when no bytes arrive for this long.")
     slo: SloModel | None = None
-    label: str = ""
+    label: str = Field(default="", description="A note stored with the run.")
     db: Path | None = None
     store: bool = True
     api_key: str | None = Field(default=None, exclude=True, repr=False)
     deployment: JsonObject | None = None  # DeploymentFlags settings + enable_prefix_caching
     server_timing: bool | None = None  # None: on when the server is `servecap emulate`
-    max_error_fraction: float = Field(default=0.1, ge=0, le=1)
-    share_prefixes_across_runs: bool = False
+    max_error_fraction: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Exit non-zero (and stop a sweep) when more than this share of a run's requests fail.",
+    )
+    share_prefixes_across_runs: bool = Field(
+        default=False,
+        description="Shared-prefix groups keep the same text in every run (prompts are otherwise unique per run, "
+        "so a server's prefix cache cannot answer one run from another).",
+    )
 
 
 class CheckResult(BaseModel):
