@@ -37,6 +37,7 @@ from servecap.workload import WorkloadSpec
 
 if TYPE_CHECKING:
     from servecap.measure.loadgen import LoadConfig
+    from servecap.measure.trace import Trace
     from servecap.results.store import RunStore
 
 T = TypeVar("T")
@@ -257,7 +258,7 @@ def _run_step(
     done = errors = 0
     stage = "bench" + (f" {label}" if label else "")
 
-    def on_done(trace: Any) -> None:
+    def on_done(trace: Trace) -> None:
         nonlocal done, errors
         done += 1
         if trace.error is not None:
