@@ -1,5 +1,6 @@
-"""``POST /api/v1/export``: a fleet file's or plan's text in, the configuration out; a fleet file
-naming a file or a non-catalog model is refused by name (the server opens nothing)."""
+"""The measuring routes: ``POST /api/v1/export`` (a fleet file's or plan's text in, the
+configuration out; a fleet file naming a file or a non-catalog model is refused by name),
+``/validate`` and ``/calibrate`` (no file named by the client is read or written)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import yaml
 from fastapi.testclient import TestClient
 
 from servecap.api import ServeSettings, create_app
+from servecap.results import summarize
+from servecap.results.measured import MeasuredRequest
+from servecap.results.store import RunStore
 
 ROOT = Path(__file__).parents[2]
 REAL_CONFIG = ROOT / "src/servecap/catalog/data/models/meta-llama--Llama-3.1-8B.json"
@@ -20,6 +24,9 @@ POOL = {"name": "a", "model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "replica
 @pytest.fixture()
 def client(tmp_path: Path) -> Iterator[TestClient]:
     settings = ServeSettings(data_dir=tmp_path, db=tmp_path / "runs.sqlite")
+    _store_run(
+        tmp_path / "runs.sqlite", "r-gpu-file", {"model": "meta-llama/Llama-3.1-8B", "gpu_file": "/etc/gpus.toml"}
+    )
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as c:
         yield c
 
@@ -67,3 +74,34 @@ def test_bench_and_monitor_are_not_served(client: TestClient) -> None:
     """Both would make the server connect to a URL the client gives."""
     assert client.post("/api/v1/bench", json={"url": "http://127.0.0.1:1"}).status_code in (404, 405)
     assert client.post("/api/v1/monitor", json={"url": "http://127.0.0.1:1"}).status_code in (404, 405)
+
+
+def _store_run(db: Path, run_id: str, deployment: dict[str, object]) -> None:
+    req = MeasuredRequest("0", 0.0, 10, 2, sent_s=0.0, first_token_s=0.1, end_s=0.2, token_times_s=(0.1, 0.2))
+    RunStore(db).save_measured(
+        run_id=run_id,
+        url="http://x",
+        model="m",
+        mode="open",
+        settings={"seed": 0, "deployment": deployment},
+        requests=[req],
+        summary=summarize([req.to_record(0)], duration_s=0.2),
+        wall_duration_s=0.2,
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/v1/validate", {"calibration": "/etc/passwd"}, "calibration"),
+        ("/api/v1/calibrate", {"runs": ["r-gpu-file"], "output": "/tmp/calibration.json"}, "output"),
+        ("/api/v1/calibrate", {"runs": ["r-gpu-file"], "db": "/tmp/other.sqlite"}, "db"),
+        ("/api/v1/calibrate", {"runs": ["r-gpu-file"]}, "deployment.gpu_file"),
+    ],
+)
+def test_no_client_named_file_is_read_or_written(
+    client: TestClient, path: str, body: dict[str, object], field: str
+) -> None:
+    r = client.post(path, json=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["field"] == field
