@@ -26,7 +26,10 @@ from servecap.cli.options import (
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
 
+    from servecap.app.bench import BenchRequest
+    from servecap.app.json_object import JsonObject
     from servecap.progress import Progress, ProgressFn
+    from servecap.workload import WorkloadSpec
 
 
 def _floats(field: str, text: str | None, *, integers: bool = False) -> list[float | None]:
@@ -163,7 +166,7 @@ def bench(
     `servecap emulate` it is read from the server."""
     from pydantic import ValidationError
 
-    from servecap.app.bench import MAX_CONCURRENCY, BenchRequest, BenchStep, SloModel, bench, check_base_url
+    from servecap.app.bench import MAX_CONCURRENCY, BenchStep, bench, check_base_url
     from servecap.errors import ServecapError, from_validation_error
     from servecap.workload import load_workload, workload_from_flags
 
@@ -210,7 +213,7 @@ def bench(
                 steps.append(BenchStep(workload=spec, rate=r, concurrency=workers))
             except ValidationError as err:
                 raise from_validation_error(err) from None
-    dep_settings: dict[str, Any] | None = None
+    dep_settings: JsonObject | None = None
     if deployment.gpu is not None or model_id is not None:
         # (no model named: the app fills in the served model's name once it knows it)
         dep_settings = {
@@ -218,9 +221,7 @@ def bench(
             "enable_prefix_caching": not no_prefix_caching,
         }
     try:
-        _slo, req = _request(
-            BenchRequest,
-            SloModel,
+        req = _request(
             ttft_slo_ms,
             tpot_slo_ms,
             url=url,
@@ -266,18 +267,19 @@ def bench(
         ctx.exit(1)
 
 
-def _request(
-    request_cls: Any, slo_cls: Any, ttft_slo_ms: float | None, tpot_slo_ms: float | None, **values: Any
-) -> tuple[Any, Any]:
+def _request(ttft_slo_ms: float | None, tpot_slo_ms: float | None, **values: object) -> BenchRequest:
+    """The request: the flags as they are, the SLO from milliseconds (none when neither is set)."""
+    from servecap.app.bench import BenchRequest, SloModel
+
     slo = (
-        slo_cls(ttft_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None, tpot_s=tpot_slo_ms / 1e3 if tpot_slo_ms else None)
+        SloModel(ttft_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None, tpot_s=tpot_slo_ms / 1e3 if tpot_slo_ms else None)
         if (ttft_slo_ms or tpot_slo_ms)
         else None
     )
-    return slo, request_cls(slo=slo, **values)
+    return BenchRequest.model_validate({"slo": slo, **values})
 
 
-def _concurrency_spec(c: float | None, prompt: int, output: int, n: int | None, dur: float | None) -> Any:
+def _concurrency_spec(c: float | None, prompt: int, output: int, n: int | None, dur: float | None) -> WorkloadSpec:
     """A closed loop by --concurrency: lengths from a constant-rate stream (times unused)."""
     from servecap.errors import ServecapError
     from servecap.workload import workload_from_flags
