@@ -12,7 +12,8 @@ from servecap.progress import Progress
 
 def validate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
     """``servecap validate --json``: every selected corpus row planned and simulated."""
-    from servecap.app.validate import ValidateRequest, validate_request
+    from servecap.app.validate import validate_request
+    from servecap.app.validate_request import ValidateRequest
 
     def rows(done: int, total: int) -> None:
         progress(Progress("validate", done, total, "rows"))

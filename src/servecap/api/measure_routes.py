@@ -34,7 +34,7 @@ from pydantic import field_validator
 from servecap.api.jobs import JobFn
 from servecap.app.calibrate import CalibrateRequest, CalibrateResponse
 from servecap.app.export.request import ExportRequest, ExportResponse
-from servecap.app.validate import ValidateRequest
+from servecap.app.validate_request import ValidateRequest
 from servecap.errors import ServecapError
 
 if TYPE_CHECKING:

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
-from servecap.results.store import RunStore, StoredRun, export_csv, export_json, run_dict
 
 if TYPE_CHECKING:
+    from servecap.results.store import StoredRun
     from servecap.specs.deployment import Deployment
 
 
@@ -60,6 +60,8 @@ class ListRunsRequest(BaseModel):
 
 
 def _info(run: StoredRun) -> JsonObject:
+    from servecap.results.store import run_dict
+
     d = run_dict(run)
     return {k: d[k] for k in RunInfo.model_fields}
 
@@ -73,6 +75,8 @@ def list_runs(req: ListRunsRequest) -> tuple[str, RunList]:
 def list_runs_checked(req: ListRunsRequest) -> tuple[str, RunList, list[str]]:
     """The store's path, its readable runs newest first, and one line per damaged row
     (``run <id>: <problem>``) for the interface to report."""
+    from servecap.results.store import RunStore
+
     store = RunStore(req.db)
     runs, damaged = store.list_runs_checked(req.limit, req.kind)
     notes = [f"run {rid} is damaged and skipped: {problem}" for rid, problem in damaged]
@@ -80,12 +84,16 @@ def list_runs_checked(req: ListRunsRequest) -> tuple[str, RunList, list[str]]:
 
 
 def show_run(run: str, db: Path | None = None) -> RunDetail:
+    from servecap.results.store import RunStore, run_dict
+
     row = run_dict(RunStore(db).get_run(run))
     return RunDetail.model_validate({k: v for k, v in row.items() if k in RunDetail.model_fields})
 
 
 def export_run(run: str, fmt: str, db: Path | None = None) -> str:
     """A run with every request: JSON (settings, summary, requests) or CSV (requests)."""
+    from servecap.results.store import RunStore, export_csv, export_json
+
     if fmt not in ("json", "csv"):
         raise ServecapError("format", fmt, "must be json or csv")
     store = RunStore(db)
@@ -95,6 +103,8 @@ def export_run(run: str, fmt: str, db: Path | None = None) -> str:
 
 
 def delete_run(run: str, db: Path | None = None) -> str:
+    from servecap.results.store import RunStore
+
     return RunStore(db).delete_run(run)
 
 

@@ -8,10 +8,10 @@ error per metric family, per GPU family, per engine and per split.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
+from servecap.app.validate_request import ValidateRequest
 from servecap.validation.corpus import load_corpus, select
 from servecap.validation.evaluate import (
     Comparison,
@@ -64,21 +64,6 @@ class ValidateResponse(_Out):
     by_gpu: dict[str, dict[str, StatsOut]]
     by_engine: dict[str, dict[str, StatsOut]]
     by_split: dict[str, dict[str, StatsOut]]
-
-
-class ValidateRequest(_Out):
-    """Which corpus rows to run, and how (the defaults of ``servecap validate``)."""
-
-    source: str | None = Field(default=None, description="Only this source's rows (a corpus file's source name).")
-    split: Literal["train", "test", "all"] = Field(
-        default="all", description="Rows of the fixed train/test split (hash of the row id), or all."
-    )
-    step_model: Literal["roofline", "aiconfigurator", "auto"] = Field(
-        default="roofline",
-        description="Step times: the roofline; AIConfigurator's measured kernels (the rows its cache covers, "
-        "validation/aic_steps.json); or auto (AIConfigurator where covered, the roofline elsewhere).",
-    )
-    calibration: Path | None = Field(default=None, description="Calibration file from `servecap calibrate`.")
 
 
 def validate_request(req: ValidateRequest, progress: ProgressFn | None = None) -> ValidateResponse:

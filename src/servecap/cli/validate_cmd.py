@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def _field(name: str) -> FieldInfo:
     """The request model's field: its default and help are the option's (defaults live once, in app/)."""
-    from servecap.app.validate import ValidateRequest
+    from servecap.app.validate_request import ValidateRequest
 
     return ValidateRequest.model_fields[name]
 
@@ -49,7 +49,8 @@ def validate_command(
 ) -> None:
     """Plan and simulate every row of the public measurement corpus and print predicted vs
     measured with the signed error, and the MAPE per metric, per GPU family and per engine."""
-    from servecap.app.validate import ValidateRequest, render_html, validate_request
+    from servecap.app.validate import render_html, validate_request
+    from servecap.app.validate_request import ValidateRequest
 
     req = ValidateRequest.model_validate(
         {"source": source, "split": split, "step_model": step_model, "calibration": calibration}

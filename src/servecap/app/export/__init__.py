@@ -13,15 +13,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from servecap.app.export.keda import KedaObject
-from servecap.app.export.kserve import InferenceService
-from servecap.app.export.litellm import LitellmConfig
-from servecap.app.export.production_stack import StackValues
-from servecap.app.export.ray_serve import RayServeConfig
 from servecap.app.export.request import ExportOptions, ExportRequest, ExportResponse
-from servecap.app.export.source import ExportInput, load_source, parse_source, policy_warnings
 from servecap.errors import ServecapError, did_you_mean
+
+if TYPE_CHECKING:  # the targets load when one is built (reading the request's defaults loads none)
+    from servecap.app.export.keda import KedaObject
+    from servecap.app.export.kserve import InferenceService
+    from servecap.app.export.litellm import LitellmConfig
+    from servecap.app.export.production_stack import StackValues
+    from servecap.app.export.ray_serve import RayServeConfig
+    from servecap.app.export.source import ExportInput
+
+    ExportDocument = RayServeConfig | list[KedaObject] | list[InferenceService] | StackValues | LitellmConfig
+    """The document(s) a target writes: one mapping, or a list of Kubernetes objects."""
 
 TARGETS: dict[str, str] = {
     "ray-serve": "Ray Serve config (Ray Serve LLM apps with autoscaling_config)",
@@ -30,10 +36,6 @@ TARGETS: dict[str, str] = {
     "production-stack": "vLLM production-stack Helm values",
     "litellm": "LiteLLM proxy config.yaml",
 }
-
-
-ExportDocument = RayServeConfig | list[KedaObject] | list[InferenceService] | StackValues | LitellmConfig
-"""The document(s) a target writes: one mapping, or a list of Kubernetes objects."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,8 @@ class ExportResult:
 
 def export_file(req: ExportRequest) -> ExportResponse:
     """``req.target``'s configuration for the file ``req`` carries."""
+    from servecap.app.export.source import parse_source
+
     inp = parse_source(req.name, req.content, replicas=req.replicas)
     result = build(req.target, inp, req)
     return ExportResponse(target=req.target, text=result.text, warnings=list(result.warnings))
@@ -53,6 +57,8 @@ def export_file(req: ExportRequest) -> ExportResponse:
 
 def export(target: str, path: Path | str, options: ExportOptions | None = None) -> ExportResult:
     """Read ``path`` and write ``target``'s configuration."""
+    from servecap.app.export.source import load_source
+
     if target not in TARGETS:
         raise ServecapError(
             "target", target, f"unknown export target; one of {', '.join(TARGETS)}" + did_you_mean(target, TARGETS)
@@ -63,6 +69,8 @@ def export(target: str, path: Path | str, options: ExportOptions | None = None) 
 def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -> ExportResult:
     """``target``'s document for an already-read input."""
     import yaml
+
+    from servecap.app.export.source import policy_warnings
 
     o = options or ExportOptions()
     warnings: list[str] = policy_warnings(inp)
@@ -102,7 +110,6 @@ def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -
 
 __all__ = [
     "TARGETS",
-    "ExportDocument",
     "ExportOptions",
     "ExportRequest",
     "ExportResponse",

@@ -26,11 +26,9 @@ from __future__ import annotations
 from typing import TypedDict
 
 from servecap.app.export import kube
+from servecap.app.export.request import DEFAULT_IMAGE, DEFAULT_PROMETHEUS
 from servecap.app.export.source import ExportInput, PoolExport
 from servecap.app.export.vllm_args import cli_args, engine_kwargs
-
-DEFAULT_IMAGE = "vllm/vllm-openai:latest"
-DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
 
 
 class ScaleTargetRef(TypedDict):

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 from servecap.app.export import kube
-from servecap.app.export.keda import DEFAULT_PROMETHEUS
+from servecap.app.export.request import DEFAULT_PROMETHEUS
 from servecap.app.export.source import ExportInput, PoolExport
 from servecap.app.export.vllm_args import cli_args, engine_kwargs
 

@@ -39,11 +39,11 @@ from __future__ import annotations
 import json
 from typing import NotRequired, TypedDict
 
+from servecap.app.export.request import DEFAULT_API_BASE
 from servecap.app.export.source import ExportInput
 from servecap.errors import ServecapError
 from servecap.policy.gateway.config import ExactCacheConfig, GatewayConfig, TenantLimitsConfig
 
-DEFAULT_API_BASE = "http://{pool}:8000/v1"
 _STRATEGY = {"least-outstanding": "least-busy", "random": "simple-shuffle", "round-robin": "simple-shuffle"}
 
 

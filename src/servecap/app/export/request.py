@@ -13,9 +13,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from servecap.app.export.keda import DEFAULT_IMAGE, DEFAULT_PROMETHEUS
-from servecap.app.export.litellm import DEFAULT_API_BASE
 from servecap.files import MAX_DOC_BYTES
+
+DEFAULT_IMAGE = "vllm/vllm-openai:latest"
+DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
+DEFAULT_API_BASE = "http://{pool}:8000/v1"
 
 ExportTarget = Literal["ray-serve", "keda", "kserve", "production-stack", "litellm"]
 
@@ -73,4 +75,13 @@ def option_default(name: str) -> object:
     return ExportOptions.model_fields[name].default
 
 
-__all__ = ["ExportOptions", "ExportRequest", "ExportResponse", "ExportTarget", "option_default"]
+__all__ = [
+    "DEFAULT_API_BASE",
+    "DEFAULT_IMAGE",
+    "DEFAULT_PROMETHEUS",
+    "ExportOptions",
+    "ExportRequest",
+    "ExportResponse",
+    "ExportTarget",
+    "option_default",
+]
