@@ -158,7 +158,7 @@ def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchRespons
     if req.deployment is not None:
         deployment = {**req.deployment, "model": req.deployment.get("model") or model}
         deployment_from_settings(deployment)  # a bad flag fails now, not at calibration
-    extra: JsonObject = {}
+    extra: dict[str, bool] = {}  # extra body keys of every request (the emulator's servecap_timing)
     if req.server_timing if req.server_timing is not None else emulated is not None:
         extra["servecap_timing"] = True
     sweep_id = new_run_id() if len(req.steps) > 1 else None
