@@ -7,6 +7,7 @@ must not do for its clients (api/measure_routes.py).
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import tempfile
@@ -74,8 +75,8 @@ def _stored_run() -> Path:
         {
             "arrival": {"kind": "poisson", "rate_per_s": 40.0},
             "prompt_tokens": {"kind": "uniform", "low": 16, "high": 1500},
-            "output_tokens": {"kind": "uniform", "low": 8, "high": 32},
-            "num_requests": 40,
+            "output_tokens": {"kind": "uniform", "low": 16, "high": 64},
+            "num_requests": 60,
         }
     )
     dep, _ = deployment_from_flags(DeploymentFlags(model=_DEPLOYMENT["model"], gpu="H100", max_model_len=4096))
@@ -143,12 +144,50 @@ CASES += [
         why_dropped="the CLI names the file it wrote; the server writes none (null)",
     ),
     _stored(
-        "calibrate-client-clock-no-prefill",
-        ["calibrate", _RUN, "--source", "client", "--no-fit-prefill", "-o", str(_DIR / "calibration-client.json")],
-        ("POST", "/api/v1/calibrate", {"runs": [_RUN], "source": "client", "fit_prefill": False}),
+        "calibrate-server-clock-no-prefill",
+        ["calibrate", _RUN, "--source", "server", "--no-fit-prefill", "-o", str(_DIR / "calibration-2.json")],
+        ("POST", "/api/v1/calibrate", {"runs": [_RUN], "source": "server", "fit_prefill": False}),
         drop=("output",),
         why_dropped="the CLI names the file it wrote; the server writes none (null)",
     ),
     Case("gpus", ["gpus"], ("GET", "/api/v1/gpus", {})),
     Case("models", ["models"], ("GET", "/api/v1/models", {})),
+]
+
+
+# -- monitoring exports: a plan as `servecap plan --json` writes it, as a file and as a body ----------
+
+
+def _plan() -> dict[str, object]:
+    from servecap.app.flags import DeploymentFlags, deployment_from_flags
+    from servecap.core.plan import plan
+    from servecap.core.summary import plan_to_dict
+
+    dep, _ = deployment_from_flags(DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192))
+    return plan_to_dict(plan(dep))
+
+
+_PLAN = _plan()
+_PLAN_FILE = _DIR / "plan.json"
+
+
+def _write_plan_file(_client: TestClient) -> None:
+    _DIR.mkdir(parents=True, exist_ok=True)
+    atexit.register(shutil.rmtree, _DIR, True)
+    _PLAN_FILE.write_text(json.dumps(_PLAN), encoding="utf-8")
+
+
+def _monitoring(kind: str, *flags: str, **body: object) -> Case:
+    return Case(
+        f"export-{kind}" + "".join(flags).replace("-", "_"),
+        ["export", kind, str(_PLAN_FILE), *flags],
+        ("POST", "/api/v1/export/monitoring", {"kind": kind, "plan": _PLAN, "source": str(_PLAN_FILE), **body}),
+        setup=_write_plan_file,
+    )
+
+
+CASES += [
+    _monitoring("grafana"),
+    _monitoring("alerts"),
+    _monitoring("alerts", "--ttft-slo-ms", "300", ttft_slo_ms=300),
 ]

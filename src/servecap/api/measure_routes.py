@@ -9,6 +9,8 @@ computations on the body or on the server's own run store.
   :class:`~servecap.app.calibrate.CalibrateRequest` without a file to write or a store to read
   (the answer's ``output`` is null), and each run's stored deployment is checked as
   ``/runs/{id}/accuracy`` checks it (catalog names only, no file).
+- ``POST /api/v1/export/monitoring``: a Grafana dashboard or Prometheus alert rules for a plan
+  object (``servecap export grafana|alerts PLAN.json --json``).
 - ``POST /api/v1/export``: a fleet file's or plan's text in, one target's configuration out
   (``servecap export TARGET --json``). The body is the use case's request
   (:class:`~servecap.app.export.request.ExportRequest`); its ``name`` is a label (its suffix
@@ -33,6 +35,7 @@ from pydantic import field_validator
 
 from servecap.api.jobs import JobFn
 from servecap.app.calibrate import CalibrateRequest, CalibrateResponse
+from servecap.app.export.monitoring import MonitoringExportRequest, MonitoringExportResponse
 from servecap.app.export.request import ExportRequest, ExportResponse
 from servecap.app.validate_request import ValidateRequest
 from servecap.errors import ServecapError
@@ -69,6 +72,13 @@ class CalibrateBody(CalibrateRequest):
         return v
 
 
+def refuse_control_characters(field: str, text: str) -> None:
+    """A name written into a comment line of the output holds no line break (or other control
+    character) that would end the comment."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ServecapError(field, text, "must not hold control characters (line breaks, tabs, ...)")
+
+
 def _stored_run(store: RunStore, name: str) -> StoredRun:
     """A run named as ``calibrate`` names them (an id, a unique prefix, or ``last``)."""
     from servecap.app.calibrate import last_usable_run
@@ -84,6 +94,7 @@ def check_export_body(body: ExportRequest, upload_dir: Path) -> None:
     from servecap.app.fleet import FleetFile, fleet_from_dict
     from servecap.files import decode_text, format_of, parse_document
 
+    refuse_control_characters("name", body.name)
     fmt = format_of(body.name, "name", ("json", "yaml"))
     raw: dict[str, object] = parse_document(
         decode_text(body.content, "content", body.name), fmt, "content", body.name, mapping=True
@@ -125,6 +136,15 @@ def add_measure_routes(app: FastAPI, api: str, upload_dir: Path, db: Path | None
         from servecap.api.measure_jobs import validate_job
 
         return accepted("validate", validate_job, body.model_dump(mode="json"))
+
+    @app.post(f"{api}/export/monitoring")
+    def export_monitoring(body: MonitoringExportRequest) -> MonitoringExportResponse:
+        """``servecap export grafana|alerts PLAN.json --json``: the dashboard or rules for a plan
+        (``POST /api/v1/plan``'s answer); ``source`` names it in the output."""
+        from servecap.app.export.monitoring import monitoring_export
+
+        refuse_control_characters("source", body.source)
+        return monitoring_export(body)
 
     @app.post(f"{api}/export")
     def export(body: ExportRequest) -> ExportResponse:
