@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import field_validator
 
 from servecap.api.jobs import JobFn
@@ -116,8 +116,8 @@ def add_measure_routes(app: FastAPI, api: str, upload_dir: Path, db: Path | None
     (None: the user's default), kept as ``app.state.run_db`` for whoever fills it."""
     app.state.run_db = db
 
-    @app.post(f"{api}/calibrate")
-    def calibrate(body: CalibrateBody) -> CalibrateResponse:
+    @app.post(f"{api}/calibrate", response_model=CalibrateResponse)
+    def calibrate(body: CalibrateBody) -> Response:
         """``servecap calibrate --json`` on stored runs of one deployment; no file is written."""
         from servecap.api.stored import check_stored_deployment, stored
         from servecap.app.calibrate import calibrate as run_calibrate
@@ -128,7 +128,9 @@ def add_measure_routes(app: FastAPI, api: str, upload_dir: Path, db: Path | None
             row = stored("run", name, partial(_stored_run, store, name))
             check_stored_deployment(row.settings.get("deployment"), upload_dir)
         request = CalibrateRequest.model_validate({**body.model_dump(), "output": None, "db": db})
-        return stored("runs", ",".join(body.runs), lambda: run_calibrate(request))
+        response = stored("runs", ",".join(body.runs), lambda: run_calibrate(request))
+        # as `calibrate --json` prints it (a fit's NaN, say an r2 of constant steps, is null)
+        return Response(content=response.model_dump_json(), media_type="application/json")
 
     @app.post(f"{api}/validate", status_code=202)
     async def validate(body: ValidateBody) -> JSONResponse:

@@ -53,10 +53,9 @@ from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
 from servecap.api.stored import DamagedRun, check_stored_deployment, stored
 from servecap.api.uploads import UploadQuota, store_config
-from servecap.app.accuracy import AccuracyResponse
 from servecap.app.limits import API_LIMITS, WorkLimits
 from servecap.app.policies import PolicyLists, policy_lists
-from servecap.app.runs import ListRunsRequest, RunDetail, RunInfo
+from servecap.app.runs import ListRunsRequest
 from servecap.errors import ServecapError, from_validation_error
 
 API = "/api/v1"
@@ -310,21 +309,24 @@ def create_app(settings: ServeSettings) -> FastAPI:
     def runs(
         kind: Literal["measured", "simulated"] | None = None,
         limit: int = Query(default=ListRunsRequest.model_fields["limit"].default, ge=1, le=1000),
-    ) -> list[RunInfo]:
+    ) -> list[dict[str, Any]]:
         """Stored runs, newest first (``servecap runs --json``)."""
         from servecap.app.runs import list_runs
 
         _path, listing = stored(
             "runs", None, lambda: list_runs(ListRunsRequest(db=settings.db, limit=limit, kind=kind))
         )
-        return listing.root
+        return [json.loads(r.model_dump_json()) for r in listing.root]
 
     @app.get(f"{API}/runs/{{run_id}}")
-    def run(run_id: str) -> RunDetail:
+    def run(run_id: str) -> dict[str, Any]:
         """One run with its settings and checks (``servecap runs show --json``)."""
         from servecap.app.runs import show_run
 
-        return stored("run", run_id, lambda: show_run(run_id, settings.db))
+        detail: dict[str, Any] = json.loads(
+            stored("run", run_id, lambda: show_run(run_id, settings.db)).model_dump_json()
+        )
+        return detail
 
     @app.get(f"{API}/runs/{{run_id}}/requests")
     def run_requests(run_id: str) -> dict[str, Any]:
@@ -335,14 +337,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return exported
 
     @app.get(f"{API}/runs/{{run_id}}/accuracy")
-    def run_accuracy(run_id: str) -> AccuracyResponse:
+    def run_accuracy(run_id: str) -> dict[str, Any]:
         """A measured run next to the simulator's prediction (``servecap accuracy --json``)."""
         from servecap.app.accuracy import AccuracyRequest, accuracy
         from servecap.app.runs import show_run
 
         detail = stored("run", run_id, lambda: show_run(run_id, settings.db))
         check_stored_deployment(detail.settings.get("deployment"), settings.upload_dir)
-        return stored("run", run_id, lambda: accuracy(AccuracyRequest(run=run_id, db=settings.db)))
+        response = stored("run", run_id, lambda: accuracy(AccuracyRequest(run=run_id, db=settings.db)))
+        result: dict[str, Any] = json.loads(response.model_dump_json())
+        return result
 
     add_measure_routes(app, API, settings.upload_dir, settings.db, accepted)
     return app
