@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -46,6 +46,7 @@ from servecap.api.jobfns import (
     simulate_job,
 )
 from servecap.api.jobs import JobFn, JobManager, JobQueueFull
+from servecap.api.measure_routes import add_measure_routes
 from servecap.api.names import body_model
 from servecap.api.plan_compute import plan_json_from_key
 from servecap.api.plan_compute import warm as warm_plan_worker
@@ -55,6 +56,7 @@ from servecap.api.stored import DamagedRun, check_stored_deployment, stored
 from servecap.api.uploads import UploadQuota, store_config
 from servecap.app.limits import API_LIMITS, WorkLimits
 from servecap.app.policies import PolicyLists, policy_lists
+from servecap.app.runs import ListRunsRequest
 from servecap.errors import ServecapError, from_validation_error
 
 API = "/api/v1"
@@ -182,14 +184,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return {"status": "ok", "version": _version()}
 
     @app.get(f"{API}/gpus")
-    def gpus(q: str | None = Query(default=None, max_length=100)) -> list[dict[str, Any]]:
+    def gpus(q: str | None = Query(default=None, max_length=100)) -> list[dict[str, object]]:
         """The GPU catalog (``servecap gpus --json``), optionally searched by name."""
         from servecap.app.catalog import gpu_rows
 
         return gpu_rows(query=q)
 
     @app.get(f"{API}/models")
-    def models(q: str | None = Query(default=None, max_length=100)) -> list[dict[str, Any]]:
+    def models(q: str | None = Query(default=None, max_length=100)) -> Sequence[Mapping[str, object]]:
         """The model catalog (``servecap models --json``), optionally searched by name."""
         from servecap.app.catalog import model_rows
 
@@ -315,10 +317,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.get(f"{API}/runs")
     def runs(
-        kind: Literal["measured", "simulated"] | None = None, limit: int = Query(default=50, ge=1, le=1000)
+        kind: Literal["measured", "simulated"] | None = None,
+        limit: int = Query(default=ListRunsRequest.model_fields["limit"].default, ge=1, le=1000),
     ) -> list[dict[str, Any]]:
         """Stored runs, newest first (``servecap runs --json``)."""
-        from servecap.app.runs import ListRunsRequest, list_runs
+        from servecap.app.runs import list_runs
 
         _path, listing = stored(
             "runs", None, lambda: list_runs(ListRunsRequest(db=settings.db, limit=limit, kind=kind))
@@ -355,6 +358,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         result: dict[str, Any] = json.loads(response.model_dump_json())
         return result
 
+    add_measure_routes(app, API, settings.upload_dir, settings.db, accepted)
     return app
 
 

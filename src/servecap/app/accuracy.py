@@ -14,11 +14,12 @@ TTFT would be blamed on the simulator.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 
 MAX_HIT_RATE_GAP = 0.10
@@ -95,13 +96,28 @@ def accuracy(req: AccuracyRequest) -> AccuracyResponse:
         measured["prefix_cache_hit_rate"] = measured_hit_rate(
             [t for t in store.get_requests(run.run_id) if not t.trimmed]
         )
-    check_hit_rates(run.run_id, measured.get("prefix_cache_hit_rate"), predicted.get("prefix_cache_hit_rate"))
+    check_hit_rates(run.run_id, _rate(measured, "prefix_cache_hit_rate"), _rate(predicted, "prefix_cache_hit_rate"))
     if window is not None:
         notes.append(
             f"the run was interrupted after {window:,.1f} s: the simulation is cut at the same time "
             "(requests sent by then, completed by then), and both compare the requests they completed"
         )
     return AccuracyResponse(run_id=run.run_id, metrics=comparison(measured, predicted), notes=notes)
+
+
+def _rate(summary: Mapping[str, object], key: str) -> float | None:
+    value = summary.get(key)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _setting(settings: Mapping[str, object], key: str, default: float) -> float:
+    """A stored run's numeric setting (``default`` when unset or null)."""
+    value = settings.get(key)
+    if value is None:
+        return default
+    if isinstance(value, int | float | str):
+        return float(value)
+    raise ServecapError(key, value, "must be a number")
 
 
 def check_hit_rates(run_id: str, measured: float | None, predicted: float | None) -> None:
@@ -120,12 +136,12 @@ def check_hit_rates(run_id: str, measured: float | None, predicted: float | None
 
 
 def predicted_summary(
-    settings: dict[str, Any],
-    deployment: dict[str, Any],
+    settings: Mapping[str, object],
+    deployment: Mapping[str, object],
     calibration: Path | None,
     *,
     window_s: float | None = None,
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[JsonObject, list[str]]:
     """Simulate the run's stored workload, seed and deployment; summarize the requests the
     measurement summarized (warm-up and cool-down trimmed the same way). ``window_s``: an
     interrupted run's length: requests that arrive later are not sent, and those still running
@@ -154,7 +170,10 @@ def predicted_summary(
     slo_d = settings.get("slo")
     slo = Slo(slo_d.get("ttft_s"), slo_d.get("tpot_s")) if isinstance(slo_d, dict) else None
     setup = engine_setup_from_plan(plan(dep, efficiency=eff), enable_prefix_caching=caching)
-    res = simulate(setup, spec, np.random.default_rng(int(settings.get("seed", 0))), slo=slo, record_token_times=True)
+    seed = settings.get("seed", 0)
+    if not isinstance(seed, int):
+        raise ServecapError("seed", seed, "must be an integer")
+    res = simulate(setup, spec, np.random.default_rng(seed), slo=slo, record_token_times=True)
     records = res.records()
     if window_s is not None:
         from dataclasses import replace
@@ -164,7 +183,7 @@ def predicted_summary(
             for r in records
             if r.arrival_s <= window_s
         ]
-    warm, cool = float(settings.get("warmup_s") or 0.0), float(settings.get("cooldown_s") or 0.0)
+    warm, cool = _setting(settings, "warmup_s", 0.0), _setting(settings, "cooldown_s", 0.0)
     if records and (warm > 0 or cool > 0):
         last = max(r.arrival_s for r in records)
         records = [r for r in records if warm <= r.arrival_s <= last - cool]
@@ -178,7 +197,7 @@ def predicted_summary(
     return out, notes
 
 
-def comparison(measured: dict[str, Any], predicted: dict[str, Any]) -> list[MetricRow]:
+def comparison(measured: Mapping[str, object], predicted: Mapping[str, object]) -> list[MetricRow]:
     """One row per metric: measured, predicted, error = predicted / measured - 1."""
     rows = []
     for key, sub in METRICS:

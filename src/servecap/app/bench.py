@@ -23,18 +23,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.progress import Progress, ProgressFn
 from servecap.workload import WorkloadSpec
 
 if TYPE_CHECKING:
     from servecap.measure.loadgen import LoadConfig
+    from servecap.measure.trace import Trace
     from servecap.results.store import RunStore
 
 T = TypeVar("T")
@@ -66,21 +69,32 @@ class BenchRequest(BaseModel):
     url: str
     model: str | None = None  # None: the server's first /v1/models entry
     steps: list[BenchStep] = Field(min_length=1)
-    seed: int = 0
-    endpoint: Literal["completions", "chat"] = "completions"
-    warmup_s: float = Field(default=0.0, ge=0)
-    cooldown_s: float = Field(default=0.0, ge=0)
-    timeout_s: float = Field(default=600.0, gt=0)
-    stall_timeout_s: float = Field(default=60.0, gt=0)
+    seed: int = Field(default=0, description="Workload RNG seed (same stream as simulate).")
+    endpoint: Literal["completions", "chat"] = Field(default="completions", description="completions|chat.")
+    warmup_s: float = Field(
+        default=0.0, ge=0, description="Exclude requests scheduled in the first N s from the summary."
+    )
+    cooldown_s: float = Field(default=0.0, ge=0, description="Exclude requests scheduled in the last N s.")
+    timeout_s: float = Field(default=600.0, gt=0, description="Total deadline per request.")
+    stall_timeout_s: float = Field(default=60.0, gt=0, description="Timeout when no bytes arrive for this long.")
     slo: SloModel | None = None
-    label: str = ""
+    label: str = Field(default="", description="A note stored with the run.")
     db: Path | None = None
     store: bool = True
     api_key: str | None = Field(default=None, exclude=True, repr=False)
-    deployment: dict[str, Any] | None = None  # DeploymentFlags settings + enable_prefix_caching
+    deployment: JsonObject | None = None  # DeploymentFlags settings + enable_prefix_caching
     server_timing: bool | None = None  # None: on when the server is `servecap emulate`
-    max_error_fraction: float = Field(default=0.1, ge=0, le=1)
-    share_prefixes_across_runs: bool = False
+    max_error_fraction: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Exit non-zero (and stop a sweep) when more than this share of a run's requests fail.",
+    )
+    share_prefixes_across_runs: bool = Field(
+        default=False,
+        description="Shared-prefix groups keep the same text in every run (prompts are otherwise unique per run, "
+        "so a server's prefix cache cannot answer one run from another).",
+    )
 
 
 class CheckResult(BaseModel):
@@ -101,7 +115,7 @@ class BenchRunResult(BaseModel):
     concurrency: int | None
     mode: str
     interrupted: bool
-    summary: dict[str, Any]  # servecap.results.summary_to_json_dict (as `simulate --json`)
+    summary: JsonObject  # servecap.results.summary_to_json_dict (as `simulate --json`)
     errors: dict[str, int]
     checks: list[CheckResult]
     measured_window_s: float
@@ -144,7 +158,7 @@ def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchRespons
     if req.deployment is not None:
         deployment = {**req.deployment, "model": req.deployment.get("model") or model}
         deployment_from_settings(deployment)  # a bad flag fails now, not at calibration
-    extra: dict[str, Any] = {}
+    extra: dict[str, bool] = {}  # extra body keys of every request (the emulator's servecap_timing)
     if req.server_timing if req.server_timing is not None else emulated is not None:
         extra["servecap_timing"] = True
     sweep_id = new_run_id() if len(req.steps) > 1 else None
@@ -169,7 +183,7 @@ def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchRespons
             extra_body=extra,
             share_prefixes_across_runs=req.share_prefixes_across_runs,
         )
-        settings = {
+        settings: JsonObject = {
             "url": req.url,
             "model": model,
             "workload": step.workload.model_dump(mode="json", by_alias=True),
@@ -187,7 +201,8 @@ def bench(req: BenchRequest, progress: ProgressFn | None = None) -> BenchRespons
         }
         label = f"step {i + 1}/{len(req.steps)}" if len(req.steps) > 1 else ""
         received: list[Literal["SIGINT", "SIGTERM"]] = []
-        result = _run_step(req, cfg, step, progress, label, store, settings, sweep_id, received, out.warnings)
+        sweep = _Sweep(req, store, sweep_id, progress, out.warnings)
+        result = _run_step(sweep, cfg, step, label, settings, received)
         out.runs.append(result)
         if result.interrupted:
             out.interrupted = True
@@ -211,17 +226,25 @@ def _failure(result: BenchRunResult, limit: float) -> str:
     return msg
 
 
+@dataclass(frozen=True, slots=True)
+class _Sweep:
+    """What every step of one bench shares: the request, the store (None: not stored), the
+    sweep's id, the progress callback and the response's warnings (appended to)."""
+
+    req: BenchRequest
+    store: RunStore | None
+    sweep_id: str | None
+    progress: ProgressFn | None
+    warnings: list[str]
+
+
 def _run_step(
-    req: BenchRequest,
+    sweep: _Sweep,
     cfg: LoadConfig,
     step: BenchStep,
-    progress: ProgressFn | None,
     label: str,
-    store: RunStore | None,
-    settings: dict[str, Any],
-    sweep_id: str | None,
+    settings: JsonObject,
     received: list[Literal["SIGINT", "SIGTERM"]],
-    warnings: list[str],
 ) -> BenchRunResult:
     from dataclasses import asdict
 
@@ -229,12 +252,13 @@ def _run_step(
     from servecap.results import Slo, summary_to_json_dict
     from servecap.results.store import new_run_id
 
+    req, store, progress = sweep.req, sweep.store, sweep.progress
     slo = None if req.slo is None else Slo(req.slo.ttft_s, req.slo.tpot_s)
     total = planned_requests(step.workload, req.seed)
     done = errors = 0
     stage = "bench" + (f" {label}" if label else "")
 
-    def on_done(trace: Any) -> None:
+    def on_done(trace: Trace) -> None:
         nonlocal done, errors
         done += 1
         if trace.error is not None:
@@ -254,7 +278,7 @@ def _run_step(
     if store is not None:
         run_id = save_or_keep(
             store,
-            warnings,
+            sweep.warnings,
             run_id=run_id,
             url=req.url,
             model=cfg.model,
@@ -267,7 +291,7 @@ def _run_step(
             wall_duration_s=result.wall_duration_s,
             interrupted=result.interrupted,
             label=req.label,
-            sweep_id=sweep_id,
+            sweep_id=sweep.sweep_id,
             created_at=result.started_at,
         )
     first = outcome.first_error()
@@ -301,19 +325,23 @@ def save_or_keep(store: RunStore, warnings: list[str], **run: Any) -> str | None
         return None
 
 
-def keep_in_side_file(run: dict[str, Any]) -> Path:
+def keep_in_side_file(run: Mapping[str, object]) -> Path:
     """``servecap-run-<id>.json`` in the working folder (else the temporary folder): the run's
     settings, summary and every request, as ``runs export`` writes them."""
     import tempfile
     from dataclasses import asdict
 
     from servecap.files import dumps_json
-    from servecap.results import summary_to_json_dict
+    from servecap.results import RunSummary, summary_to_json_dict
+    from servecap.results.measured import MeasuredRequest
 
+    summary, requests = run["summary"], run["requests"]
+    if not isinstance(summary, RunSummary) or not isinstance(requests, Sequence):
+        raise TypeError("a measured run's summary is a RunSummary and its requests a sequence")
     body = {
         **{k: v for k, v in run.items() if k not in ("requests", "summary")},
-        "summary": summary_to_json_dict(run["summary"]),
-        "requests": [asdict(r) for r in run["requests"]],
+        "summary": summary_to_json_dict(summary),
+        "requests": [asdict(r) for r in requests if isinstance(r, MeasuredRequest)],
     }
     text = dumps_json(body)
     name = f"servecap-run-{run['run_id']}.json"
@@ -421,7 +449,7 @@ def first_model(url: str, api_key: str | None) -> str:
     raise ServecapError("model", None, f"not given and {base}/v1/models did not name one ({problem}); pass --model")
 
 
-def server_deployment(url: str, api_key: str | None, warnings: list[str] | None = None) -> dict[str, Any] | None:
+def server_deployment(url: str, api_key: str | None, warnings: list[str] | None = None) -> JsonObject | None:
     """The emulator's own deployment (``GET /servecap/deployment``), validated on receipt: None
     from other servers, and None with a warning when the answer is not a deployment this
     servecap can plan (so ``accuracy`` and ``calibrate`` never read a garbage one)."""

@@ -9,20 +9,28 @@ the response reports each run's measured hit rate.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
+
+if TYPE_CHECKING:
+    from servecap.results.store import RunStore, StoredRun
 
 
 class CalibrateRequest(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
     runs: list[str] = Field(min_length=1)  # run ids, unique prefixes or "last", of one deployment
-    output: Path = Path("calibration.json")
-    source: Literal["auto", "client", "server"] = "auto"
-    fit_prefill: bool = True
+    output: Path | None = Field(
+        default=Path("calibration.json"), description="Calibration file to write (None: not written)."
+    )
+    source: Literal["auto", "client", "server"] = Field(
+        default="auto", description="Token times: the server's own schedule (the emulator's) or the client's clock."
+    )
+    fit_prefill: bool = Field(default=True, description="Fit prefill_s_per_token (else kept at 0).")
     db: Path | None = None
 
 
@@ -39,7 +47,7 @@ class RunSteps(BaseModel):
 class CalibrateResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    output: str
+    output: str | None  # None: the file was not written (the coefficients are below)
     model: str
     gpu: str
     num_gpus: int
@@ -56,7 +64,7 @@ class CalibrateResponse(BaseModel):
     steps: list[RunSteps]
 
 
-def usable_problem(run: Any) -> str | None:
+def usable_problem(run: StoredRun) -> str | None:
     """Why a stored run cannot be calibrated or compared against (None: it can): a simulated
     run, no completed request, or no stored deployment."""
     if run.kind != "measured":
@@ -68,7 +76,7 @@ def usable_problem(run: Any) -> str | None:
     return None
 
 
-def last_usable_run(store: Any, scan: int = 200) -> tuple[Any, list[str]]:
+def last_usable_run(store: RunStore, scan: int = 200) -> tuple[StoredRun, list[str]]:
     """``last`` as `calibrate` and `accuracy` mean it: the newest measured run that completed
     requests and stored its deployment, and the newer runs skipped ("id (why)"); the error names
     the runs it skipped and why."""
@@ -102,7 +110,7 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
 
     store = RunStore(req.db)
     rows, requests = [], []
-    deployment: dict[str, Any] | None = None
+    deployment: JsonObject | None = None
     for name in req.runs:
         row = last_usable_run(store)[0] if name == "last" else store.get_run(name)
         key = {k: v for k, v in stored_deployment(row).items() if k != "calibration"}
@@ -148,12 +156,13 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
         fit=FitSummary(runs=[r.run_id for r in rows], num_samples=fit.num_samples, rmse_s=fit.rmse_s, r2=fit.r2),
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
-    try:
-        req.output.write_text(cal.to_json() + "\n", encoding="utf-8")
-    except OSError as err:
-        raise ServecapError("output", str(req.output), f"cannot write: {err.strerror}") from None
+    if req.output is not None:
+        try:
+            req.output.write_text(cal.to_json() + "\n", encoding="utf-8")
+        except OSError as err:
+            raise ServecapError("output", str(req.output), f"cannot write: {err.strerror}") from None
     return CalibrateResponse(
-        output=str(req.output),
+        output=None if req.output is None else str(req.output),
         model=dep.model.id,
         gpu=dep.gpu.id,
         num_gpus=dep.num_gpus,

@@ -5,9 +5,25 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+from servecap.app.json_object import JsonObject
 from servecap.catalog.names import normalize_name
+
+
+class ModelRow(TypedDict):
+    """One catalog model as ``servecap models --json`` lists it (KV at the model dtype, TP 1)."""
+
+    id: str
+    model_type: str
+    layers: int
+    layer_kinds: list[str]
+    params_total: int
+    params_active: int
+    kv_bytes_per_token: int
+    sliding_kv_bytes_per_token: int
+    state_bytes_per_request: int
+    max_position_embeddings: int
 
 
 def _matches(query: str | None, *names: str) -> bool:
@@ -17,8 +33,9 @@ def _matches(query: str | None, *names: str) -> bool:
     return any(q in normalize_name(n) for n in names)
 
 
-def gpu_rows(gpu_file: Path | None = None, query: str | None = None) -> list[dict[str, Any]]:
-    """Every catalog GPU (and a ``gpu_file``'s) with its memory as vLLM sees it."""
+def gpu_rows(gpu_file: Path | None = None, query: str | None = None) -> list[JsonObject]:
+    """Every catalog GPU (and a ``gpu_file``'s) with its memory as vLLM sees it: the GPU spec's
+    fields as they are (a JSON object per GPU, as the spec dataclass grows)."""
     from servecap.catalog import gpu_catalog, load_gpu_file
 
     gpus = list(gpu_catalog()) + (load_gpu_file(gpu_file) if gpu_file else [])
@@ -29,13 +46,13 @@ def gpu_rows(gpu_file: Path | None = None, query: str | None = None) -> list[dic
     ]
 
 
-def model_rows(query: str | None = None) -> list[dict[str, Any]]:
+def model_rows(query: str | None = None) -> list[ModelRow]:
     """Every catalog model with its parameters and KV bytes per token (model dtype, TP 1)."""
     from servecap.catalog.models import load_catalog_model, model_catalog
     from servecap.core.kv import kv_bytes_per_token, resolve_kv_dtype, sliding_bytes_per_token, state_bytes_per_request
     from servecap.core.params import param_counts
 
-    rows: list[dict[str, Any]] = []
+    rows: list[ModelRow] = []
     for row in model_catalog():
         if not _matches(query, row.id, *row.aliases):
             continue

@@ -7,13 +7,18 @@ Responses are pydantic models: ``servecap runs --json`` prints ``list_runs(...).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
-from servecap.results.store import RunStore, StoredRun, export_csv, export_json, run_dict
+
+if TYPE_CHECKING:
+    from servecap.results.store import StoredRun
+    from servecap.specs.deployment import Deployment
 
 
 class RunInfo(BaseModel):
@@ -32,7 +37,7 @@ class RunInfo(BaseModel):
     num_requests: int
     num_errors: int
     interrupted: bool
-    summary: dict[str, Any]
+    summary: JsonObject
 
 
 class RunList(RootModel[list[RunInfo]]):
@@ -40,9 +45,9 @@ class RunList(RootModel[list[RunInfo]]):
 
 
 class RunDetail(RunInfo):
-    settings: dict[str, Any]
-    checks: list[dict[str, Any]]
-    client: dict[str, Any]
+    settings: JsonObject
+    checks: list[JsonObject]
+    client: JsonObject
     wall_duration_s: float
 
 
@@ -54,7 +59,9 @@ class ListRunsRequest(BaseModel):
     kind: Literal["measured", "simulated"] | None = None
 
 
-def _info(run: StoredRun) -> dict[str, Any]:
+def _info(run: StoredRun) -> JsonObject:
+    from servecap.results.store import run_dict
+
     d = run_dict(run)
     return {k: d[k] for k in RunInfo.model_fields}
 
@@ -68,18 +75,25 @@ def list_runs(req: ListRunsRequest) -> tuple[str, RunList]:
 def list_runs_checked(req: ListRunsRequest) -> tuple[str, RunList, list[str]]:
     """The store's path, its readable runs newest first, and one line per damaged row
     (``run <id>: <problem>``) for the interface to report."""
+    from servecap.results.store import RunStore
+
     store = RunStore(req.db)
     runs, damaged = store.list_runs_checked(req.limit, req.kind)
     notes = [f"run {rid} is damaged and skipped: {problem}" for rid, problem in damaged]
-    return str(store.path), RunList([RunInfo(**_info(r)) for r in runs]), notes
+    return str(store.path), RunList([RunInfo.model_validate(_info(r)) for r in runs]), notes
 
 
 def show_run(run: str, db: Path | None = None) -> RunDetail:
-    return RunDetail(**{k: v for k, v in run_dict(RunStore(db).get_run(run)).items() if k in RunDetail.model_fields})
+    from servecap.results.store import RunStore, run_dict
+
+    row = run_dict(RunStore(db).get_run(run))
+    return RunDetail.model_validate({k: v for k, v in row.items() if k in RunDetail.model_fields})
 
 
 def export_run(run: str, fmt: str, db: Path | None = None) -> str:
     """A run with every request: JSON (settings, summary, requests) or CSV (requests)."""
+    from servecap.results.store import RunStore, export_csv, export_json
+
     if fmt not in ("json", "csv"):
         raise ServecapError("format", fmt, "must be json or csv")
     store = RunStore(db)
@@ -89,10 +103,12 @@ def export_run(run: str, fmt: str, db: Path | None = None) -> str:
 
 
 def delete_run(run: str, db: Path | None = None) -> str:
+    from servecap.results.store import RunStore
+
     return RunStore(db).delete_run(run)
 
 
-def deployment_from_settings(settings: dict[str, Any]) -> tuple[Any, list[str], bool]:
+def deployment_from_settings(settings: Mapping[str, object]) -> tuple[Deployment, list[str], bool]:
     """(Deployment, notes on defaults, prefix caching on) from a run's stored ``settings["deployment"]``."""
     from servecap.app.flags import DeploymentFlags, deployment_from_flags
 
@@ -107,7 +123,7 @@ def deployment_from_settings(settings: dict[str, Any]) -> tuple[Any, list[str], 
     return dep, notes, bool(settings.get("enable_prefix_caching", True))
 
 
-def stored_deployment(run: StoredRun) -> dict[str, Any]:
+def stored_deployment(run: StoredRun) -> JsonObject:
     """A measured run's stored deployment settings (an error says how to store one)."""
     if run.kind != "measured":
         raise ServecapError("run", run.run_id, f"is a {run.kind} run, not a measurement")

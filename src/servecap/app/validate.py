@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from servecap.app.validate_request import ValidateRequest
 from servecap.validation.corpus import load_corpus, select
 from servecap.validation.evaluate import (
     Comparison,
@@ -63,6 +64,13 @@ class ValidateResponse(_Out):
     by_gpu: dict[str, dict[str, StatsOut]]
     by_engine: dict[str, dict[str, StatsOut]]
     by_split: dict[str, dict[str, StatsOut]]
+
+
+def validate_request(req: ValidateRequest, progress: ProgressFn | None = None) -> ValidateResponse:
+    """:func:`validate` for a request."""
+    return validate(
+        source=req.source, split=req.split, calibration=req.calibration, progress=progress, step_model=req.step_model
+    )
 
 
 def _stats(s: ErrorStats) -> StatsOut:

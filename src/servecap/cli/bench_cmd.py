@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,7 @@ from servecap.cli.numbers import FINITE, FiniteRange
 from servecap.cli.options import (
     PATH,
     DeploymentFlags,
+    F,
     StreamFlags,
     db_option,
     hardware_options,
@@ -23,7 +24,12 @@ from servecap.cli.options import (
 )
 
 if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
+
+    from servecap.app.bench import BenchRequest
+    from servecap.app.json_object import JsonObject
     from servecap.progress import Progress, ProgressFn
+    from servecap.workload import WorkloadSpec
 
 
 def _floats(field: str, text: str | None, *, integers: bool = False) -> list[float | None]:
@@ -47,6 +53,19 @@ def _floats(field: str, text: str | None, *, integers: bool = False) -> list[flo
     return list(vals)
 
 
+def _request_field(name: str) -> FieldInfo:
+    """:class:`~servecap.app.bench.BenchRequest`'s field: the option's default and help (defaults
+    live once, in app/)."""
+    from servecap.app.bench import BenchRequest
+
+    return BenchRequest.model_fields[name]
+
+
+def _option(flag: str, name: str, kind: click.ParamType) -> Callable[[F], F]:  # type: ignore[type-arg]
+    field = _request_field(name)
+    return click.option(flag, type=kind, default=field.default, help=field.description)
+
+
 @click.command("bench")
 @click.argument("url", type=click.STRING)
 @click.option(
@@ -66,16 +85,14 @@ def _floats(field: str, text: str | None, *, integers: bool = False) -> list[flo
 @click.option("--users", type=click.INT, default=None, help="Closed loop: chat users.")
 @click.option("--think-time-s", type=FINITE, default=None, help="Chat users' think time.")
 @click.option("--concurrency", type=click.STRING, default=None, help="Closed loop with N workers; a comma list sweeps.")
-@click.option("--seed", type=click.INT, default=0, help="Workload RNG seed (same stream as simulate).")
-@click.option("--endpoint", type=click.STRING, default="completions", help="completions|chat.")
-@click.option(
-    "--warmup-s", type=FINITE, default=0.0, help="Exclude requests scheduled in the first N s from the summary."
-)
-@click.option("--cooldown-s", type=FINITE, default=0.0, help="Exclude requests scheduled in the last N s.")
-@click.option("--timeout-s", type=FINITE, default=600.0, help="Total deadline per request.")
-@click.option("--stall-timeout-s", type=FINITE, default=60.0, help="Timeout when no bytes arrive for this long.")
+@_option("--seed", "seed", click.INT)
+@_option("--endpoint", "endpoint", click.STRING)
+@_option("--warmup-s", "warmup_s", FINITE)
+@_option("--cooldown-s", "cooldown_s", FINITE)
+@_option("--timeout-s", "timeout_s", FINITE)
+@_option("--stall-timeout-s", "stall_timeout_s", FINITE)
 @slo_options(None, None, "for goodput")
-@click.option("--label", type=click.STRING, default="", help="A note stored with the run.")
+@_option("--label", "label", click.STRING)
 @db_option
 @click.option("--no-store", is_flag=True, default=False, help="Do not save the run.")
 @click.option(
@@ -101,18 +118,12 @@ def _floats(field: str, text: str | None, *, integers: bool = False) -> list[flo
     default=None,
     help="Ask for the emulator's servecap_timing (default: on when the server is servecap emulate).",
 )
-@click.option(
-    "--max-error-fraction",
-    type=FiniteRange(0.0, 1.0),
-    default=0.1,
-    help="Exit non-zero (and stop a sweep) when more than this share of a run's requests fail.",
-)
+@_option("--max-error-fraction", "max_error_fraction", FiniteRange(0.0, 1.0))
 @click.option(
     "--share-prefixes-across-runs",
     is_flag=True,
-    default=False,
-    help="Shared-prefix groups keep the same text in every run (prompts are otherwise unique per run, "
-    "so a server's prefix cache cannot answer one run from another).",
+    default=_request_field("share_prefixes_across_runs").default,
+    help=_request_field("share_prefixes_across_runs").description,
 )
 @json_option
 def bench(
@@ -155,7 +166,7 @@ def bench(
     `servecap emulate` it is read from the server."""
     from pydantic import ValidationError
 
-    from servecap.app.bench import MAX_CONCURRENCY, BenchRequest, BenchStep, SloModel, bench, check_base_url
+    from servecap.app.bench import MAX_CONCURRENCY, BenchStep, bench, check_base_url
     from servecap.errors import ServecapError, from_validation_error
     from servecap.workload import load_workload, workload_from_flags
 
@@ -202,7 +213,7 @@ def bench(
                 steps.append(BenchStep(workload=spec, rate=r, concurrency=workers))
             except ValidationError as err:
                 raise from_validation_error(err) from None
-    dep_settings: dict[str, Any] | None = None
+    dep_settings: JsonObject | None = None
     if deployment.gpu is not None or model_id is not None:
         # (no model named: the app fills in the served model's name once it knows it)
         dep_settings = {
@@ -210,9 +221,7 @@ def bench(
             "enable_prefix_caching": not no_prefix_caching,
         }
     try:
-        _slo, req = _request(
-            BenchRequest,
-            SloModel,
+        req = _request(
             ttft_slo_ms,
             tpot_slo_ms,
             url=url,
@@ -258,18 +267,19 @@ def bench(
         ctx.exit(1)
 
 
-def _request(
-    request_cls: Any, slo_cls: Any, ttft_slo_ms: float | None, tpot_slo_ms: float | None, **values: Any
-) -> tuple[Any, Any]:
+def _request(ttft_slo_ms: float | None, tpot_slo_ms: float | None, **values: object) -> BenchRequest:
+    """The request: the flags as they are, the SLO from milliseconds (none when neither is set)."""
+    from servecap.app.bench import BenchRequest, SloModel
+
     slo = (
-        slo_cls(ttft_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None, tpot_s=tpot_slo_ms / 1e3 if tpot_slo_ms else None)
+        SloModel(ttft_s=ttft_slo_ms / 1e3 if ttft_slo_ms else None, tpot_s=tpot_slo_ms / 1e3 if tpot_slo_ms else None)
         if (ttft_slo_ms or tpot_slo_ms)
         else None
     )
-    return slo, request_cls(slo=slo, **values)
+    return BenchRequest.model_validate({"slo": slo, **values})
 
 
-def _concurrency_spec(c: float | None, prompt: int, output: int, n: int | None, dur: float | None) -> Any:
+def _concurrency_spec(c: float | None, prompt: int, output: int, n: int | None, dur: float | None) -> WorkloadSpec:
     """A closed loop by --concurrency: lengths from a constant-rate stream (times unused)."""
     from servecap.errors import ServecapError
     from servecap.workload import workload_from_flags

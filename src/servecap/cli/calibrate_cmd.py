@@ -3,26 +3,44 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, get_args
 
 import click
 
 from servecap.cli.options import PATH, db_option, json_option
 
+if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
+
+
+def _field(name: str) -> FieldInfo:
+    """The request model's field: its default is the option's (defaults live once, in app/)."""
+    from servecap.app.calibrate import CalibrateRequest
+
+    return CalibrateRequest.model_fields[name]
+
 
 @click.command("calibrate")
 @click.argument("runs", type=click.STRING, nargs=-1, required=True)
-@click.option("--output", "-o", type=PATH, default="calibration.json", help="Calibration file to write.")
+@click.option("--output", "-o", type=PATH, default=str(_field("output").default), help="Calibration file to write.")
 @click.option(
     "--source",
-    type=click.Choice(["auto", "client", "server"]),
-    default="auto",
-    help="Token times: the server's own schedule (the emulator's) or the client's clock.",
+    type=click.Choice([str(c) for c in get_args(_field("source").annotation)]),
+    default=_field("source").default,
+    help=_field("source").description,
 )
-@click.option("--no-fit-prefill", is_flag=True, default=False, help="Keep prefill_s_per_token at 0.")
+@click.option(
+    "--no-fit-prefill", is_flag=True, default=not _field("fit_prefill").default, help="Keep prefill_s_per_token at 0."
+)
 @db_option
 @json_option
 def calibrate(
-    runs: tuple[str, ...], output: Path, source: str, no_fit_prefill: bool, db: Path | None, as_json: bool
+    runs: tuple[str, ...],
+    output: Path,
+    source: Literal["auto", "client", "server"],
+    no_fit_prefill: bool,
+    db: Path | None,
+    as_json: bool,
 ) -> None:
     """Fit bandwidth/compute efficiency, step overhead and per-prompt-token cost to the step
     times seen in stored runs of one deployment; write a file for --calibration.
@@ -35,7 +53,7 @@ def calibrate(
         CalibrateRequest(
             runs=list(runs),
             output=output,
-            source=source,  # type: ignore[arg-type]
+            source=source,
             fit_prefill=not no_fit_prefill,
             db=db,
         )

@@ -151,6 +151,15 @@ def _replay(
         c.print(f"note: {n}", style="dim", highlight=False)
 
 
+def _default(name: str) -> object:
+    """:class:`~servecap.app.monitor.MonitorSettings`' default (defaults live once, in app/)."""
+    from dataclasses import fields
+
+    from servecap.app.monitor import MonitorSettings
+
+    return next(f.default for f in fields(MonitorSettings) if f.name == name)
+
+
 @click.command("monitor")
 @click.argument("urls", nargs=-1, required=True)
 @click.option(
@@ -160,10 +169,12 @@ def _replay(
     help="Seconds between scrapes (default 2; with --once 10: the span of its one window, over which "
     "a steady 25 req/s is read within about +-12%).",
 )
-@click.option("--window-s", type=FINITE, default=60.0, help="Window for rates and percentiles (seconds).")
+@click.option(
+    "--window-s", type=FINITE, default=_default("window_s"), help="Window for rates and percentiles (seconds)."
+)
 @click.option("--duration-s", type=FINITE, default=None, help="Stop after this many seconds (default: until Ctrl-C).")
 @click.option("--once", is_flag=True, default=False, help="Two scrapes one interval apart, print, exit.")
-@click.option("--timeout-s", type=FINITE, default=2.0, help="Per-scrape timeout (seconds).")
+@click.option("--timeout-s", type=FINITE, default=_default("timeout_s"), help="Per-scrape timeout (seconds).")
 @o.deployment_options
 @click.option(
     "--prompt-tokens",

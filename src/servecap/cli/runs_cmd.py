@@ -13,6 +13,18 @@ from servecap.cli.options import PATH, db_option, json_option
 run_argument = click.argument("run", type=click.STRING)
 
 
+def _limit_default() -> int:
+    """The listing's default length, from the request model (defaults live once, in app/)."""
+    from servecap.app.runs import ListRunsRequest
+
+    default = ListRunsRequest.model_fields["limit"].default
+    assert isinstance(default, int)
+    return default
+
+
+_LIMIT_DEFAULT = _limit_default()
+
+
 @click.group(
     "runs",
     cls=LazyGroup,
@@ -21,7 +33,7 @@ run_argument = click.argument("run", type=click.STRING)
     help="Stored bench runs: list (default), show, export, delete.",
 )
 @db_option
-@click.option("--limit", type=click.IntRange(min=1), default=50)
+@click.option("--limit", type=click.IntRange(min=1), default=_LIMIT_DEFAULT)
 @click.option("--kind", type=click.Choice(["measured", "simulated"]), default=None, help="Only runs of this kind.")
 @json_option
 @click.pass_context
@@ -63,6 +75,7 @@ def runs(ctx: click.Context, db: Path | None, limit: int, kind: str | None, as_j
             return "-" if p50 is None else f"{float(p50) * 1e3:.1f}"
 
         mode = r.mode + (" (interrupted)" if r.interrupted else "")
+        tput = s.get("throughput_req_s")
         cells.append(
             (
                 r.run_id,
@@ -72,7 +85,7 @@ def runs(ctx: click.Context, db: Path | None, limit: int, kind: str | None, as_j
                 mode,
                 f"{r.num_requests:,}",
                 f"{r.num_errors:,}",
-                f"{float(s.get('throughput_req_s') or 0.0):.2f}",
+                f"{float(tput) if isinstance(tput, int | float) else 0.0:.2f}",
                 ms("ttft_s"),
                 ms("tpot_s"),
                 r.label,
@@ -114,7 +127,8 @@ def plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> st
     help="A streaming run's stored sketches (counters and DDSketch buckets per group and window) instead.",
 )
 @db_option
-def show(run: str, sketches: bool, db: Path | None) -> None:
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print JSON (the output always is).")
+def show(run: str, sketches: bool, db: Path | None, as_json: bool) -> None:
     """One run's settings, summary and self-checks as JSON (or, with --sketches, a streaming
     run's mergeable accumulators).
 

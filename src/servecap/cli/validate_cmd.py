@@ -3,30 +3,39 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, get_args
 
 import click
 
 from servecap.cli.options import PATH, calibration_option, json_option
 
+if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
+
+
+def _field(name: str) -> FieldInfo:
+    """The request model's field: its default and help are the option's (defaults live once, in app/)."""
+    from servecap.app.validate_request import ValidateRequest
+
+    return ValidateRequest.model_fields[name]
+
+
+def _choices(name: str) -> list[str]:
+    return [str(c) for c in get_args(_field(name).annotation)]
+
 
 @click.command("validate")
+@click.option("--source", type=click.STRING, default=_field("source").default, help=_field("source").description)
 @click.option(
-    "--source", type=click.STRING, default=None, help="Only this source's rows (a corpus file's source name)."
-)
-@click.option(
-    "--split",
-    type=click.Choice(["train", "test", "all"]),
-    default="all",
-    help="Rows of the fixed train/test split (hash of the row id), or all.",
+    "--split", type=click.Choice(_choices("split")), default=_field("split").default, help=_field("split").description
 )
 @click.option("--html", "html_path", type=PATH, default=None, help="Also write a self-contained HTML report here.")
 @click.option(
     "--step-model",
-    type=click.Choice(["roofline", "aiconfigurator", "auto"]),
-    default="roofline",
+    type=click.Choice(_choices("step_model")),
+    default=_field("step_model").default,
     show_default=True,
-    help="Step times: the roofline; AIConfigurator's measured kernels (the rows its cache covers, "
-    "validation/aic_steps.json); or auto (AIConfigurator where covered, the roofline elsewhere).",
+    help=_field("step_model").description,
 )
 @calibration_option
 @json_option
@@ -40,10 +49,14 @@ def validate_command(
 ) -> None:
     """Plan and simulate every row of the public measurement corpus and print predicted vs
     measured with the signed error, and the MAPE per metric, per GPU family and per engine."""
-    from servecap.app.validate import validate
+    from servecap.app.validate import validate_request
+    from servecap.app.validate_request import ValidateRequest
     from servecap.report.validate_html import render_html
 
-    resp = validate(source=source, split=split, calibration=calibration, step_model=step_model)
+    req = ValidateRequest.model_validate(
+        {"source": source, "split": split, "step_model": step_model, "calibration": calibration}
+    )
+    resp = validate_request(req)
     if html_path is not None:
         html_path.write_text(render_html(resp), encoding="utf-8")
     if as_json:

@@ -1,19 +1,33 @@
 """``servecap export TARGET FLEET.yaml|PLAN.json``: the configuration of the systems users already
 run, written from a fleet file or a plan (docs/export.md).
 
-:func:`export` reads the file (:mod:`~servecap.app.export.source`), builds the target's document
-(one small module per target) and returns its text, with the provenance header, and the
-warnings: every setting the target cannot express is named there, never dropped in silence.
+:func:`export_file` answers an :class:`~servecap.app.export.request.ExportRequest` (the file's
+name and bytes, the target, its options) with an
+:class:`~servecap.app.export.request.ExportResponse`; :func:`export` reads a path. Both parse
+the file (:mod:`~servecap.app.export.source`), build the target's document (one small module
+per target) and return its text, with the provenance header, and the warnings: every setting
+the target cannot express is named there, never dropped in silence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from servecap.app.export.source import ExportInput, load_source, policy_warnings
+from servecap.app.export.request import ExportOptions, ExportRequest, ExportResponse
 from servecap.errors import ServecapError, did_you_mean
+
+if TYPE_CHECKING:  # the targets load when one is built (reading the request's defaults loads none)
+    from servecap.app.export.keda import KedaObject
+    from servecap.app.export.kserve import InferenceService
+    from servecap.app.export.litellm import LitellmConfig
+    from servecap.app.export.production_stack import StackValues
+    from servecap.app.export.ray_serve import RayServeConfig
+    from servecap.app.export.source import ExportInput
+
+    ExportDocument = RayServeConfig | list[KedaObject] | list[InferenceService] | StackValues | LitellmConfig
+    """The document(s) a target writes: one mapping, or a list of Kubernetes objects."""
 
 TARGETS: dict[str, str] = {
     "ray-serve": "Ray Serve config (Ray Serve LLM apps with autoscaling_config)",
@@ -25,27 +39,26 @@ TARGETS: dict[str, str] = {
 
 
 @dataclass(frozen=True, slots=True)
-class ExportOptions:
-    replicas: int | None = None  # a plan's replica count
-    namespace: str | None = None
-    image: str = "vllm/vllm-openai:latest"
-    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
-    api_base: str = "http://{pool}:8000/v1"
-    session_key: str = "x-user-id"
-    import_path: str | None = None  # ray-serve: the user's vLLM app instead of Ray Serve LLM
-    deployment_name: str = "VLLMDeployment"
-
-
-@dataclass(frozen=True, slots=True)
 class ExportResult:
     target: str
     text: str
-    data: Any  # the document(s) written: a dict, or a list of Kubernetes objects
+    data: ExportDocument
     warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def export_file(req: ExportRequest) -> ExportResponse:
+    """``req.target``'s configuration for the file ``req`` carries."""
+    from servecap.app.export.source import parse_source
+
+    inp = parse_source(req.name, req.content, replicas=req.replicas)
+    result = build(req.target, inp, req)
+    return ExportResponse(target=req.target, text=result.text, warnings=list(result.warnings))
 
 
 def export(target: str, path: Path | str, options: ExportOptions | None = None) -> ExportResult:
     """Read ``path`` and write ``target``'s configuration."""
+    from servecap.app.export.source import load_source
+
     if target not in TARGETS:
         raise ServecapError(
             "target", target, f"unknown export target; one of {', '.join(TARGETS)}" + did_you_mean(target, TARGETS)
@@ -57,10 +70,12 @@ def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -
     """``target``'s document for an already-read input."""
     import yaml
 
+    from servecap.app.export.source import policy_warnings
+
     o = options or ExportOptions()
     warnings: list[str] = policy_warnings(inp)
     header = inp.source.header(target)
-    data: Any
+    data: ExportDocument
     if target == "ray-serve":
         from servecap.app.export.ray_serve import ray_serve_config
 
@@ -93,4 +108,13 @@ def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -
     return ExportResult(target, comment + body, data, tuple(warnings))
 
 
-__all__ = ["TARGETS", "ExportOptions", "ExportResult", "build", "export"]
+__all__ = [
+    "TARGETS",
+    "ExportOptions",
+    "ExportRequest",
+    "ExportResponse",
+    "ExportResult",
+    "build",
+    "export",
+    "export_file",
+]

@@ -23,14 +23,52 @@ servecap (``autoscaler:``)      KEDA ``ScaledObject``                      KEDA/
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from servecap.app.export import kube
+from servecap.app.export.request import DEFAULT_IMAGE, DEFAULT_PROMETHEUS
 from servecap.app.export.source import ExportInput, PoolExport
 from servecap.app.export.vllm_args import cli_args, engine_kwargs
 
-DEFAULT_IMAGE = "vllm/vllm-openai:latest"
-DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
+
+class ScaleTargetRef(TypedDict):
+    apiVersion: str
+    kind: str
+    name: str
+
+
+class PrometheusMetadata(TypedDict):
+    serverAddress: str
+    query: str
+    threshold: str
+
+
+class Trigger(TypedDict):
+    type: str
+    metricType: kube.MetricType
+    metadata: PrometheusMetadata
+
+
+class ScaledObjectSpec(TypedDict):
+    scaleTargetRef: ScaleTargetRef
+    pollingInterval: int
+    cooldownPeriod: int
+    minReplicaCount: int
+    maxReplicaCount: int
+    advanced: kube.HpaAdvanced
+    triggers: list[Trigger]
+
+
+class ScaledObject(TypedDict):
+    """``keda.sh/v1alpha1`` ScaledObject, the parts written."""
+
+    apiVersion: str
+    kind: str
+    metadata: kube.ObjectMeta
+    spec: ScaledObjectSpec
+
+
+KedaObject = kube.Deployment | kube.Service | ScaledObject
 
 
 def keda_manifests(
@@ -40,10 +78,10 @@ def keda_manifests(
     namespace: str | None = None,
     image: str = DEFAULT_IMAGE,
     prometheus_url: str = DEFAULT_PROMETHEUS,
-) -> list[dict[str, Any]]:
+) -> list[KedaObject]:
     """Deployment, Service and (autoscaled pools) ScaledObject, pool by pool."""
     kube.duplicate_models(inp, warnings)
-    docs: list[dict[str, Any]] = []
+    docs: list[KedaObject] = []
     for pool in inp.pools:
         args = cli_args(engine_kwargs(pool, warnings))
         docs.append(kube.deployment(inp, pool, namespace=namespace, image=image, args=args))
@@ -55,7 +93,7 @@ def keda_manifests(
 
 def scaled_object(
     inp: ExportInput, pool: PoolExport, warnings: list[str], *, namespace: str | None, prometheus_url: str
-) -> dict[str, Any]:
+) -> ScaledObject:
     a = pool.autoscaler
     assert a is not None
     query, metric_type = kube.signal_query(a.signal, pool.model, a.window_s)

@@ -28,54 +28,112 @@ the external metric is used.)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from servecap.app.export import kube
-from servecap.app.export.keda import DEFAULT_PROMETHEUS
+from servecap.app.export.request import DEFAULT_PROMETHEUS
 from servecap.app.export.source import ExportInput, PoolExport
 from servecap.app.export.vllm_args import cli_args, engine_kwargs
 
 
+class ModelFormat(TypedDict):
+    name: str
+
+
+class PredictorModel(TypedDict):
+    modelFormat: ModelFormat
+    args: list[str]
+    resources: kube.GpuResources
+
+
+class ExternalMetricSource(TypedDict):
+    backend: str
+    serverAddress: str
+    query: str
+
+
+class MetricTarget(TypedDict):
+    type: kube.MetricType
+    averageValue: NotRequired[str]
+    value: NotRequired[str]
+
+
+class ExternalMetric(TypedDict):
+    metric: ExternalMetricSource
+    target: MetricTarget
+
+
+class MetricSpec(TypedDict):
+    type: str
+    external: ExternalMetric
+
+
+class AutoScaling(TypedDict):
+    metrics: list[MetricSpec]
+    behavior: kube.HpaBehavior
+
+
+class Predictor(TypedDict):
+    model: PredictorModel
+    minReplicas: int
+    maxReplicas: int
+    autoScaling: NotRequired[AutoScaling]
+
+
+class InferenceServiceSpec(TypedDict):
+    predictor: Predictor
+
+
+class InferenceService(TypedDict):
+    """``serving.kserve.io/v1beta1`` InferenceService, the parts written."""
+
+    apiVersion: str
+    kind: str
+    metadata: kube.ObjectMeta
+    spec: InferenceServiceSpec
+
+
 def inference_services(
     inp: ExportInput, warnings: list[str], *, namespace: str | None = None, prometheus_url: str = DEFAULT_PROMETHEUS
-) -> list[dict[str, Any]]:
+) -> list[InferenceService]:
     kube.duplicate_models(inp, warnings)
     return [_isvc(inp, pool, warnings, namespace, prometheus_url) for pool in inp.pools]
 
 
 def _isvc(
     inp: ExportInput, pool: PoolExport, warnings: list[str], namespace: str | None, prometheus_url: str
-) -> dict[str, Any]:
+) -> InferenceService:
     kw = engine_kwargs(pool, warnings)
     model = kw.pop("model")
     args = [f"--model_name={pool.name}", f"--model_id={model}", "--backend=vllm", *cli_args(kw)]
     gpus = str(pool.gpus_per_replica)
     meta = kube.metadata(pool.name, namespace, inp.source)
     meta["annotations"]["serving.kserve.io/deploymentMode"] = "Standard"
-    predictor: dict[str, Any] = {
-        "model": {
-            "modelFormat": {"name": "huggingface"},
-            "args": args,
-            "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
-        }
+    model_spec: PredictorModel = {
+        "modelFormat": {"name": "huggingface"},
+        "args": args,
+        "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
     }
     a = pool.autoscaler
+    predictor: Predictor
     if a is None:
-        predictor["minReplicas"] = pool.replicas
-        predictor["maxReplicas"] = pool.replicas
+        predictor = {"model": model_spec, "minReplicas": pool.replicas, "maxReplicas": pool.replicas}
     else:
         meta["annotations"]["serving.kserve.io/autoscalerClass"] = "keda"
         query, metric_type = kube.signal_query(a.signal, pool.model, a.window_s)
-        target_key = "averageValue" if metric_type == "AverageValue" else "value"
-        predictor["minReplicas"] = a.min_replicas
-        predictor["maxReplicas"] = a.max_replicas
+        target: MetricTarget
+        if metric_type == "AverageValue":
+            target = {"type": metric_type, "averageValue": kube.quantity(a.target)}
+        else:
+            target = {"type": metric_type, "value": kube.quantity(a.target)}
+        predictor = {"model": model_spec, "minReplicas": a.min_replicas, "maxReplicas": a.max_replicas}
         predictor["autoScaling"] = {
             "metrics": [
                 {
                     "type": "External",
                     "external": {
                         "metric": {"backend": "prometheus", "serverAddress": prometheus_url, "query": query},
-                        "target": {"type": metric_type, target_key: kube.quantity(a.target)},
+                        "target": target,
                     },
                 }
             ],

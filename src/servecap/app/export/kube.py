@@ -15,7 +15,7 @@ by ``model_name``), and the HPA metric target type that gives servecap's own for
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal, NotRequired, TypedDict
 
 from servecap.app.export.source import ExportInput, PoolExport, Source
 from servecap.monitor.promql import selector
@@ -25,6 +25,157 @@ VLLM_PORT = 8000
 ANNOTATION_SOURCE = "servecap/source"
 ANNOTATION_SHA256 = "servecap/source-sha256"
 MetricType = Literal["AverageValue", "Value"]
+
+# The Kubernetes objects written, as the parts of their API schemas that are set (keys in the
+# order they are written; the functional form where a key is not an identifier).
+NameLabel = TypedDict("NameLabel", {"app.kubernetes.io/name": str})
+Labels = TypedDict("Labels", {"app.kubernetes.io/name": str, "app.kubernetes.io/managed-by": str})
+GpuQuantity = TypedDict("GpuQuantity", {"nvidia.com/gpu": str})
+
+
+class ObjectMeta(TypedDict):
+    name: str
+    namespace: NotRequired[str]
+    labels: Labels
+    annotations: dict[str, str]
+
+
+class GpuResources(TypedDict):
+    limits: GpuQuantity
+    requests: GpuQuantity
+
+
+class ContainerPort(TypedDict):
+    name: str
+    containerPort: int
+
+
+class SecretKeyRef(TypedDict):
+    name: str
+    key: str
+    optional: bool
+
+
+class EnvSource(TypedDict):
+    secretKeyRef: SecretKeyRef
+
+
+class EnvVar(TypedDict):
+    name: str
+    valueFrom: EnvSource
+
+
+class HttpGet(TypedDict):
+    path: str
+    port: int
+
+
+class Probe(TypedDict):
+    httpGet: HttpGet
+    periodSeconds: int
+
+
+class VolumeMount(TypedDict):
+    name: str
+    mountPath: str
+
+
+class Container(TypedDict):
+    name: str
+    image: str
+    args: list[str]
+    ports: list[ContainerPort]
+    env: list[EnvVar]
+    resources: GpuResources
+    readinessProbe: Probe
+    volumeMounts: list[VolumeMount]
+
+
+class EmptyDir(TypedDict):
+    medium: str
+
+
+class Volume(TypedDict):
+    name: str
+    emptyDir: EmptyDir
+
+
+class PodSpec(TypedDict):
+    containers: list[Container]
+    volumes: list[Volume]
+
+
+class PodMeta(TypedDict):
+    labels: NameLabel
+
+
+class PodTemplate(TypedDict):
+    metadata: PodMeta
+    spec: PodSpec
+
+
+class LabelSelector(TypedDict):
+    matchLabels: NameLabel
+
+
+class DeploymentSpec(TypedDict):
+    replicas: int
+    selector: LabelSelector
+    template: PodTemplate
+
+
+class Deployment(TypedDict):
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: DeploymentSpec
+
+
+class ServicePort(TypedDict):
+    name: str
+    port: int
+    targetPort: int
+    protocol: str
+
+
+class ServiceSpec(TypedDict):
+    selector: NameLabel
+    ports: list[ServicePort]
+
+
+class Service(TypedDict):
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: ServiceSpec
+
+
+class ScalingPolicy(TypedDict):
+    type: str
+    value: int
+    periodSeconds: int
+
+
+class ScalingRules(TypedDict):
+    stabilizationWindowSeconds: int
+    policies: NotRequired[list[ScalingPolicy]]
+
+
+class HpaBehavior(TypedDict):
+    """``autoscaling/v2`` HorizontalPodAutoscaler ``spec.behavior``."""
+
+    scaleUp: ScalingRules
+    scaleDown: ScalingRules
+
+
+class HpaConfig(TypedDict):
+    behavior: HpaBehavior
+
+
+class HpaAdvanced(TypedDict):
+    """KEDA's ``advanced`` block (ScaledObject spec, and the production-stack chart's ``keda``)."""
+
+    horizontalPodAutoscalerConfig: HpaConfig
 
 
 def signal_query(signal: str, model: str, window_s: float) -> tuple[str, MetricType]:
@@ -48,16 +199,15 @@ def quantity(x: float) -> str:
     return f"{round(x * 1000)}m"
 
 
-def metadata(name: str, namespace: str | None, source: Source) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    meta["labels"] = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "servecap"}
-    meta["annotations"] = {ANNOTATION_SOURCE: source.path, ANNOTATION_SHA256: source.sha256}
-    return meta
+def metadata(name: str, namespace: str | None, source: Source) -> ObjectMeta:
+    labels: Labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "servecap"}
+    annotations = {ANNOTATION_SOURCE: source.path, ANNOTATION_SHA256: source.sha256}
+    if namespace is None:
+        return {"name": name, "labels": labels, "annotations": annotations}
+    return {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations}
 
 
-def container(pool: PoolExport, image: str, args: list[str]) -> dict[str, Any]:
+def container(pool: PoolExport, image: str, args: list[str]) -> Container:
     """The vLLM container: OpenAI server image, the plan's flags, one GPU per TP x PP rank."""
     gpus = str(pool.gpus_per_replica)
     return {
@@ -77,9 +227,7 @@ def container(pool: PoolExport, image: str, args: list[str]) -> dict[str, Any]:
     }
 
 
-def deployment(
-    inp: ExportInput, pool: PoolExport, *, namespace: str | None, image: str, args: list[str]
-) -> dict[str, Any]:
+def deployment(inp: ExportInput, pool: PoolExport, *, namespace: str | None, image: str, args: list[str]) -> Deployment:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -99,7 +247,7 @@ def deployment(
     }
 
 
-def service(inp: ExportInput, pool: PoolExport, *, namespace: str | None) -> dict[str, Any]:
+def service(inp: ExportInput, pool: PoolExport, *, namespace: str | None) -> Service:
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -111,13 +259,13 @@ def service(inp: ExportInput, pool: PoolExport, *, namespace: str | None) -> dic
     }
 
 
-def hpa_behavior(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
+def hpa_behavior(pool: PoolExport, warnings: list[str]) -> HpaBehavior:
     """HPA ``behavior`` from the stabilisation windows and step limits (``autoscaling/v2``)."""
     a = pool.autoscaler
     assert a is not None
     period = max(1, round(a.interval_s))
-    up: dict[str, Any] = {"stabilizationWindowSeconds": round(a.upscale_stabilization_s)}
-    down: dict[str, Any] = {"stabilizationWindowSeconds": round(a.downscale_stabilization_s)}
+    up: ScalingRules = {"stabilizationWindowSeconds": round(a.upscale_stabilization_s)}
+    down: ScalingRules = {"stabilizationWindowSeconds": round(a.downscale_stabilization_s)}
     if "max_step_up" in pool.explicit:
         up["policies"] = [{"type": "Pods", "value": a.max_step_up, "periodSeconds": period}]
     if "max_step_down" in pool.explicit:

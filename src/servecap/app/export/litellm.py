@@ -37,18 +37,66 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import NotRequired, TypedDict
 
+from servecap.app.export.request import DEFAULT_API_BASE
 from servecap.app.export.source import ExportInput
 from servecap.errors import ServecapError
 from servecap.policy.gateway.config import ExactCacheConfig, GatewayConfig, TenantLimitsConfig
 
-DEFAULT_API_BASE = "http://{pool}:8000/v1"
 _STRATEGY = {"least-outstanding": "least-busy", "random": "simple-shuffle", "round-robin": "simple-shuffle"}
 
 
-def litellm_config(inp: ExportInput, warnings: list[str], *, api_base: str = DEFAULT_API_BASE) -> dict[str, Any]:
-    model_list: list[dict[str, Any]] = []
+# config.yaml's parts that are written (keys in the order they are written).
+class LitellmParams(TypedDict):
+    model: str
+    api_base: str
+
+
+class ModelInfo(TypedDict):
+    id: str
+
+
+class ModelEntry(TypedDict):
+    model_name: str
+    litellm_params: LitellmParams
+    model_info: NotRequired[ModelInfo]
+
+
+class RouterSettings(TypedDict):
+    routing_strategy: str
+    num_retries: int
+    fallbacks: NotRequired[list[dict[str, list[str]]]]
+    max_fallbacks: NotRequired[int]
+
+
+class CacheParams(TypedDict):
+    type: str
+    ttl: NotRequired[float]
+
+
+class CacheSettings(TypedDict):
+    cache: bool
+    cache_params: CacheParams
+
+
+class LitellmConfig(TypedDict):
+    model_list: list[ModelEntry]
+    router_settings: RouterSettings
+    litellm_settings: NotRequired[CacheSettings]
+
+
+class TeamBody(TypedDict):
+    """LiteLLM's ``POST /team/new`` body, the limits servecap sets."""
+
+    team_alias: str
+    rpm_limit: NotRequired[int]
+    tpm_limit: NotRequired[int]
+    max_parallel_requests: NotRequired[int]
+
+
+def litellm_config(inp: ExportInput, warnings: list[str], *, api_base: str = DEFAULT_API_BASE) -> LitellmConfig:
+    model_list: list[ModelEntry] = []
     for pool in inp.pools:
         per_replica = "{replica}" in api_base
         if per_replica and pool.autoscaler is not None:
@@ -60,22 +108,24 @@ def litellm_config(inp: ExportInput, warnings: list[str], *, api_base: str = DEF
                 base = api_base.format(pool=pool.name, replica=i)
             except (KeyError, IndexError, ValueError) as err:
                 raise ServecapError("api_base", api_base, f"takes only {{pool}} and {{replica}} ({err})") from None
-            entry: dict[str, Any] = {
+            entry: ModelEntry = {
                 "model_name": pool.name,
                 "litellm_params": {"model": f"hosted_vllm/{pool.model}", "api_base": base},
             }
             if per_replica:
                 entry["model_info"] = {"id": f"{pool.name}-{i}"}
             model_list.append(entry)
-    router: dict[str, Any] = {"routing_strategy": _strategy(inp, warnings)}
-    router["num_retries"] = inp.max_retries if inp.on_failure == "retry" else 0
-    config: dict[str, Any] = {"model_list": model_list, "router_settings": router}
+    router: RouterSettings = {
+        "routing_strategy": _strategy(inp, warnings),
+        "num_retries": inp.max_retries if inp.on_failure == "retry" else 0,
+    }
+    config: LitellmConfig = {"model_list": model_list, "router_settings": router}
     gw = inp.gateway
     if gw is not None:
         names = {p.name for p in inp.pools}
         _fallbacks(gw, names, router, warnings)
         settings = _cache(gw, warnings)
-        if settings:
+        if settings is not None:
             config["litellm_settings"] = settings
         for part, present in (
             ("queue", gw.queue is not None),
@@ -108,7 +158,7 @@ def tenant_comments(inp: ExportInput, warnings: list[str]) -> list[str]:
     lines = ["Per-tenant limits: create one team per tenant (POST /team/new), then its keys (POST /key/generate):"]
     windows: set[float] = set()
     for name, t in tenants:
-        body: dict[str, Any] = {"team_alias": name}
+        body: TeamBody = {"team_alias": name}
         if t.rpm is not None:
             body["rpm_limit"] = round(t.rpm)
         if t.tpm is not None:
@@ -168,7 +218,7 @@ def _strategy(inp: ExportInput, warnings: list[str]) -> str:
     return strategy
 
 
-def _fallbacks(gw: GatewayConfig, names: set[str], router: dict[str, Any], warnings: list[str]) -> None:
+def _fallbacks(gw: GatewayConfig, names: set[str], router: RouterSettings, warnings: list[str]) -> None:
     from servecap.app.export.source import dns_name
 
     fb = gw.fallback
@@ -200,12 +250,12 @@ def _fallbacks(gw: GatewayConfig, names: set[str], router: dict[str, Any], warni
         warnings.append(f"gateway.fallback.on {fb.on}: LiteLLM falls back on every error")
 
 
-def _cache(gw: GatewayConfig, warnings: list[str]) -> dict[str, Any]:
+def _cache(gw: GatewayConfig, warnings: list[str]) -> CacheSettings | None:
     c = gw.cache
     if c is None:
-        return {}
+        return None
     if isinstance(c, ExactCacheConfig):
-        params: dict[str, Any] = {"type": "local"}
+        params: CacheParams = {"type": "local"}
         if c.ttl_s is not None:
             params["ttl"] = c.ttl_s
         for key in ("capacity", "latency_s", "skip_multi_turn"):
@@ -215,4 +265,4 @@ def _cache(gw: GatewayConfig, warnings: list[str]) -> dict[str, Any]:
     warnings.append(
         "gateway.cache (semantic): LiteLLM's semantic caches need an embedding model and a vector store: not written"
     )
-    return {}
+    return None

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from servecap.app.export.source import dns_name, load_source
 from servecap.app.export.vllm_args import cli_args, engine_kwargs
@@ -57,7 +57,23 @@ def _policy(name: str, side: str, warnings: list[str]) -> str:
     return real
 
 
-def pd_config(path: Path | str, *, port: int = 8000) -> tuple[dict[str, Any], list[str]]:
+class PdServer(TypedDict):
+    """One pool's servers: its role, its hosts and the two engines' command lines."""
+
+    role: str
+    replicas: int
+    hosts: list[str]
+    vllm: str
+    sglang: str
+
+
+class PdConfig(TypedDict):
+    servers: dict[str, PdServer]
+    sglang_router: str
+    vllm_router: str
+
+
+def pd_config(path: Path | str, *, port: int = 8000) -> tuple[PdConfig, list[str]]:
     """The servers' and the routers' command lines for the P/D fleet file at ``path``."""
     from servecap.app.fleet import load_fleet_file
 
@@ -68,7 +84,7 @@ def pd_config(path: Path | str, *, port: int = 8000) -> tuple[dict[str, Any], li
     inp = load_source(path)
     warnings: list[str] = []
     backend = "nixl" if ff.kv_link is None or ff.kv_link.kind in ("tcp", "nvlink") else "mooncake"
-    servers: dict[str, Any] = {}
+    servers: dict[str, PdServer] = {}
     urls: dict[str, list[str]] = {"prefill": [], "decode": []}
     for pool, model in zip(inp.pools, ff.pools, strict=True):
         role = model.role
@@ -120,5 +136,5 @@ def pd_config(path: Path | str, *, port: int = 8000) -> tuple[dict[str, Any], li
             + (", streaming" if link.streaming else "")
             + ": not a router or server setting (the network, and UCX's or Mooncake's configuration)"
         )
-    data = {"servers": servers, "sglang_router": shlex.join(sg_router), "vllm_router": shlex.join(vl_router)}
+    data: PdConfig = {"servers": servers, "sglang_router": shlex.join(sg_router), "vllm_router": shlex.join(vl_router)}
     return data, warnings

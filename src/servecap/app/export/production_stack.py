@@ -32,11 +32,56 @@ others              ``roundrobin``   warning: no counterpart (``kvaware`` needs 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
-from servecap.app.export.kube import hpa_behavior
+from servecap.app.export.kube import HpaAdvanced, hpa_behavior
 from servecap.app.export.source import ExportInput, PoolExport
-from servecap.app.export.vllm_args import cli_args, engine_kwargs
+from servecap.app.export.vllm_args import EngineValue, cli_args, engine_kwargs
+
+# The chart's values that are written (keys in the order they are written).
+GpuCount = TypedDict("GpuCount", {"nvidia.com/gpu": int})
+
+
+class GpuCounts(TypedDict):
+    limits: GpuCount
+    requests: GpuCount
+
+
+class KedaValues(TypedDict):
+    enabled: bool
+    minReplicaCount: int
+    maxReplicaCount: int
+    pollingInterval: int
+    cooldownPeriod: int
+    advanced: HpaAdvanced
+
+
+class ModelSpec(TypedDict):
+    name: str
+    repository: str
+    tag: str
+    modelURL: str
+    replicaCount: int
+    requestGPU: int
+    resources: GpuCounts
+    vllmConfig: dict[str, EngineValue | list[str]]
+    keda: NotRequired[KedaValues]
+
+
+class ServingEngineSpec(TypedDict):
+    modelSpec: list[ModelSpec]
+
+
+class RouterSpec(TypedDict):
+    routingLogic: str
+    sessionKey: NotRequired[str]
+    engineScrapeInterval: NotRequired[int]
+
+
+class StackValues(TypedDict):
+    servingEngineSpec: ServingEngineSpec
+    routerSpec: RouterSpec
+
 
 CHART_VERSION = "0.1.12"
 _CHART_KEYS = {
@@ -57,9 +102,9 @@ def stack_values(
     repository: str = "vllm/vllm-openai",
     tag: str = "latest",
     session_key: str = "x-user-id",
-) -> dict[str, Any]:
+) -> StackValues:
     specs = [_model_spec(pool, warnings, repository, tag) for pool in inp.pools]
-    router: dict[str, Any] = {"routingLogic": _routing(inp, warnings)}
+    router: RouterSpec = {"routingLogic": _routing(inp, warnings)}
     if router["routingLogic"] == "session":
         router["sessionKey"] = session_key
     if inp.scrape_interval_ms > 0:
@@ -67,15 +112,15 @@ def stack_values(
     return {"servingEngineSpec": {"modelSpec": specs}, "routerSpec": router}
 
 
-def _model_spec(pool: PoolExport, warnings: list[str], repository: str, tag: str) -> dict[str, Any]:
+def _model_spec(pool: PoolExport, warnings: list[str], repository: str, tag: str) -> ModelSpec:
     kw = engine_kwargs(pool, warnings)
-    model = kw.pop("model")
-    vllm_config = {_CHART_KEYS[k]: kw.pop(k) for k in list(kw) if k in _CHART_KEYS}
+    model = str(kw.pop("model"))
+    vllm_config: dict[str, EngineValue | list[str]] = {_CHART_KEYS[k]: kw.pop(k) for k in list(kw) if k in _CHART_KEYS}
     extra = cli_args(kw)
     if extra:
         vllm_config["extraArgs"] = extra
     gpus = pool.gpus_per_replica
-    spec: dict[str, Any] = {
+    spec: ModelSpec = {
         "name": pool.name,
         "repository": repository,
         "tag": tag,

@@ -37,10 +37,79 @@ counterpart and leaves the default (warning).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
-from servecap.app.export.source import ExportInput, PoolExport
-from servecap.app.export.vllm_args import engine_kwargs
+from servecap.app.export.source import ExportInput, PoolExport, plan_int
+from servecap.app.export.vllm_args import EngineKwargs, engine_kwargs
+
+
+# ``ServeDeploySchema``'s parts that are written (keys in the order they are written).
+class AutoscalingConfig(TypedDict):
+    min_replicas: int
+    max_replicas: int
+    initial_replicas: NotRequired[int]
+    target_ongoing_requests: NotRequired[float]
+    upscale_delay_s: NotRequired[float]
+    downscale_delay_s: NotRequired[float]
+
+
+class RequestRouterConfig(TypedDict):
+    request_router_class: str
+    request_router_kwargs: dict[str, float | int | None]
+
+
+class DeploymentConfig(TypedDict):
+    num_replicas: NotRequired[int]
+    autoscaling_config: NotRequired[AutoscalingConfig]
+    request_router_config: NotRequired[RequestRouterConfig]
+
+
+class CustomDeployment(DeploymentConfig):
+    """A deployment of the user's own app: its name first, then :class:`DeploymentConfig`'s keys."""
+
+    name: str
+    ray_actor_options: NotRequired[dict[str, int]]
+
+
+class ModelLoadingConfig(TypedDict):
+    model_id: str
+    model_source: str
+
+
+class LlmConfig(TypedDict):
+    model_loading_config: ModelLoadingConfig
+    accelerator_type: NotRequired[str]
+    deployment_config: DeploymentConfig
+    engine_kwargs: EngineKwargs
+
+
+class LlmArgs(TypedDict):
+    llm_configs: list[LlmConfig]
+
+
+class LlmApp(TypedDict):
+    name: str
+    route_prefix: str
+    import_path: str
+    args: LlmArgs
+
+
+class CustomArgs(TypedDict):
+    model: str
+    engine_kwargs: EngineKwargs
+
+
+class CustomApp(TypedDict):
+    name: str
+    route_prefix: str
+    import_path: str
+    args: CustomArgs
+    deployments: list[CustomDeployment]
+
+
+class RayServeConfig(TypedDict):
+    applications: list[LlmApp] | list[CustomApp]
+
 
 IMPORT_PATH = "ray.serve.llm:build_openai_app"
 PREFIX_ROUTER = "ray.serve.llm.request_router:PrefixCacheAffinityRouter"
@@ -80,54 +149,59 @@ def ray_serve_config(
     *,
     import_path: str | None = None,
     deployment_name: str = "VLLMDeployment",
-) -> dict[str, Any]:
+) -> RayServeConfig:
     """The ``serve deploy`` config (``ServeDeploySchema``'s shape): Ray Serve LLM, or with
     ``import_path`` the user's own vLLM application, one per pool (:func:`custom_apps`)."""
     router = _request_router(inp, warnings)
     if import_path is not None:
         return {"applications": custom_apps(inp, warnings, router, import_path, deployment_name)}
     models = [pool.model for pool in inp.pools]
-    llm_configs: list[dict[str, Any]] = []
+    llm_configs: list[LlmConfig] = []
     for pool in inp.pools:
         kw = engine_kwargs(pool, warnings)
-        model = kw.pop("model")
+        model = str(kw.pop("model"))
         model_id = model if models.count(model) == 1 else pool.name
-        entry: dict[str, Any] = {"model_loading_config": {"model_id": model_id, "model_source": model}}
+        loading: ModelLoadingConfig = {"model_id": model_id, "model_source": model}
         accel = ray_accelerator(str(pool.plan["gpu"]))
+        deployment = _deployment(pool, warnings, router)
         if accel is None:
             warnings.append(
                 f"{pool.name}: GPU {pool.plan['gpu']!r} has no Ray accelerator type: accelerator_type left out"
             )
+            entry: LlmConfig = {"model_loading_config": loading, "deployment_config": deployment, "engine_kwargs": kw}
         else:
-            entry["accelerator_type"] = accel
-        entry["deployment_config"] = _deployment(pool, warnings, router)
-        entry["engine_kwargs"] = kw
-        llm_configs.append(entry)
-    return {
-        "applications": [
-            {
-                "name": "servecap",
-                "route_prefix": "/",
-                "import_path": IMPORT_PATH,
-                "args": {"llm_configs": llm_configs},
+            entry = {
+                "model_loading_config": loading,
+                "accelerator_type": accel,
+                "deployment_config": deployment,
+                "engine_kwargs": kw,
             }
-        ]
+        llm_configs.append(entry)
+    app: LlmApp = {
+        "name": "servecap",
+        "route_prefix": "/",
+        "import_path": IMPORT_PATH,
+        "args": {"llm_configs": llm_configs},
     }
+    return {"applications": [app]}
 
 
 def custom_apps(
-    inp: ExportInput, warnings: list[str], router: dict[str, Any] | None, import_path: str, deployment_name: str
-) -> list[dict[str, Any]]:
+    inp: ExportInput, warnings: list[str], router: RequestRouterConfig | None, import_path: str, deployment_name: str
+) -> list[CustomApp]:
     """One application per pool running the user's vLLM app (``import_path``, called with
     ``model`` and ``engine_kwargs`` as its args), its deployment ``deployment_name`` given the
     replicas or ``autoscaling_config`` and ``ray_actor_options.num_gpus`` = TP x PP (the actor
     holds every GPU of the replica, as vLLM's multiprocessing executor inside it needs)."""
-    apps: list[dict[str, Any]] = []
+    apps: list[CustomApp] = []
     for pool in inp.pools:
         kw = engine_kwargs(pool, warnings)
-        model = kw.pop("model")
-        deployment = {"name": deployment_name, **_deployment(pool, warnings, router)}
-        deployment["ray_actor_options"] = {"num_gpus": pool.gpus_per_replica}
+        model = str(kw.pop("model"))
+        deployment: CustomDeployment = {
+            "name": deployment_name,
+            **_deployment(pool, warnings, router),
+            "ray_actor_options": {"num_gpus": pool.gpus_per_replica},
+        }
         apps.append(
             {
                 "name": pool.name,
@@ -140,8 +214,8 @@ def custom_apps(
     return apps
 
 
-def _deployment(pool: PoolExport, warnings: list[str], router: dict[str, Any] | None) -> dict[str, Any]:
-    deployment: dict[str, Any] = {}
+def _deployment(pool: PoolExport, warnings: list[str], router: RequestRouterConfig | None) -> DeploymentConfig:
+    deployment: DeploymentConfig = {}
     if pool.autoscaler is None:
         deployment["num_replicas"] = pool.replicas
     else:
@@ -151,16 +225,16 @@ def _deployment(pool: PoolExport, warnings: list[str], router: dict[str, Any] | 
     return deployment
 
 
-def _autoscaling(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
+def _autoscaling(pool: PoolExport, warnings: list[str]) -> AutoscalingConfig:
     a = pool.autoscaler
     assert a is not None
-    cfg: dict[str, Any] = {"min_replicas": a.min_replicas, "max_replicas": a.max_replicas}
+    cfg: AutoscalingConfig = {"min_replicas": a.min_replicas, "max_replicas": a.max_replicas}
     if pool.replicas != a.min_replicas:
         cfg["initial_replicas"] = pool.replicas
     if a.signal == "inflight":
         cfg["target_ongoing_requests"] = a.target
     elif a.signal == "num_requests_waiting":
-        batch = int(pool.plan["batch_size"])
+        batch = plan_int(pool.plan, "batch_size")
         cfg["target_ongoing_requests"] = batch + a.target
         warnings.append(
             f"{pool.name}: autoscaler.signal num_requests_waiting: Ray Serve scales on ongoing (running + queued) "
@@ -186,12 +260,12 @@ def _autoscaling(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
     return cfg
 
 
-def _request_router(inp: ExportInput, warnings: list[str]) -> dict[str, Any] | None:
+def _request_router(inp: ExportInput, warnings: list[str]) -> RequestRouterConfig | None:
     if inp.router is None or inp.router == "power-of-two":
         return None
     if inp.router == "prefix-affinity":
         s = dict(inp.router_settings or {})
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, float | int | None] = {}
         if "balance_abs_threshold" in s:
             v = s["balance_abs_threshold"]
             kwargs["imbalanced_threshold"] = float("inf") if v is None else v

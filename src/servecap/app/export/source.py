@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from servecap import __version__
 from servecap.errors import ServecapError
@@ -62,7 +62,7 @@ class PoolExport:
     """One pool: a DNS-1123 ``name``, its plan dict, and how many replicas it runs."""
 
     name: str
-    plan: Mapping[str, Any]
+    plan: Mapping[str, object]
     enable_prefix_caching: bool = True
     replicas: int = 1
     autoscaler: AutoscalerSettings | None = None
@@ -72,7 +72,7 @@ class PoolExport:
 
     @property
     def gpus_per_replica(self) -> int:
-        return int(self.plan["tp"]) * int(self.plan["pp"])
+        return plan_int(self.plan, "tp") * plan_int(self.plan, "pp")
 
     @property
     def model(self) -> str:
@@ -89,6 +89,22 @@ class ExportInput:
     on_failure: str = "retry"
     max_retries: int = 2
     gateway: GatewayConfig | None = None
+
+
+def plan_int(plan: Mapping[str, object], key: str) -> int:
+    """A plan's whole-number setting (:data:`PLAN_FIELDS`; :func:`check_plan` has checked its type)."""
+    value = plan[key]
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise ServecapError(f"plan.{key}", value, "must be an integer")
+
+
+def plan_float(plan: Mapping[str, object], key: str) -> float:
+    """A plan's numeric setting (:data:`PLAN_FIELDS`; :func:`check_plan` has checked its type)."""
+    value = plan[key]
+    if isinstance(value, int | float | str):
+        return float(value)
+    raise ServecapError(f"plan.{key}", value, "must be a number")
 
 
 def policy_warnings(inp: ExportInput) -> list[str]:
@@ -112,12 +128,19 @@ def load_source(path: Path | str, *, replicas: int | None = None) -> ExportInput
     """Read ``path``: a ``.json`` holding a ``servecap plan --json`` object, or a fleet file
     (``.yaml``/``.yml``/``.json`` with ``pools``). ``replicas`` sets a plan's replica count."""
     path = Path(path)
-    data = read_bytes(path, "file")
+    return parse_source(str(path), read_bytes(path, "file"), replicas=replicas)
+
+
+def parse_source(name: str, data: bytes, *, replicas: int | None = None) -> ExportInput:
+    """:func:`load_source` for a file already read: ``name``'s suffix gives the format, the
+    header names it, and a fleet file's relative paths are read from its folder."""
+    path = Path(name)
     source_kind: Literal["fleet file", "plan"] = "fleet file"
     raw = _parse(path, data)
-    if isinstance(raw.get("schema"), str) and raw["schema"].startswith(PLAN_SCHEMA_PREFIX):
+    schema = raw.get("schema")
+    if isinstance(schema, str) and schema.startswith(PLAN_SCHEMA_PREFIX):
         source_kind = "plan"
-    source = Source(str(path), hashlib.sha256(data).hexdigest(), source_kind)
+    source = Source(name, hashlib.sha256(data).hexdigest(), source_kind)
     if source_kind == "plan":
         return _from_plan(source, raw, replicas)
     if "pools" not in raw:
@@ -129,13 +152,13 @@ def load_source(path: Path | str, *, replicas: int | None = None) -> ExportInput
     return _from_fleet(source, raw, path.parent)
 
 
-def _parse(path: Path, data: bytes) -> dict[str, Any]:
+def _parse(path: Path, data: bytes) -> dict[str, object]:
     fmt = format_of(path, "file", ("json", "yaml"))
-    raw: dict[str, Any] = parse_document(decode_text(data, "file", str(path)), fmt, "file", str(path), mapping=True)
+    raw: dict[str, object] = parse_document(decode_text(data, "file", str(path)), fmt, "file", str(path), mapping=True)
     return raw
 
 
-def check_plan(plan: Mapping[str, Any]) -> None:
+def check_plan(plan: Mapping[str, object]) -> None:
     """Every key the targets read is there with its type (a plan from ``servecap plan --json``)."""
     for key, types in PLAN_FIELDS.items():
         if key not in plan:
@@ -145,13 +168,13 @@ def check_plan(plan: Mapping[str, Any]) -> None:
             kinds = " or ".join("number" if t is float else t.__name__ for t in types)
             raise ServecapError(f"plan.{key}", value, f"must be {kinds.replace('int', 'an integer')}")
     for key in ("tp", "pp", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size"):
-        if plan[key] < 1:
+        if plan_int(plan, key) < 1:
             raise ServecapError(f"plan.{key}", plan[key], "must be >= 1")
-    if not 0 < plan["gpu_memory_utilization"] <= 1:
+    if not 0 < plan_float(plan, "gpu_memory_utilization") <= 1:
         raise ServecapError("plan.gpu_memory_utilization", plan["gpu_memory_utilization"], "must be in (0, 1]")
 
 
-def _from_plan(source: Source, plan: dict[str, Any], replicas: int | None) -> ExportInput:
+def _from_plan(source: Source, plan: dict[str, object], replicas: int | None) -> ExportInput:
     check_plan(plan)
     if replicas is not None and replicas < 1:
         raise ServecapError("replicas", replicas, "must be >= 1")
@@ -160,7 +183,7 @@ def _from_plan(source: Source, plan: dict[str, Any], replicas: int | None) -> Ex
     return ExportInput(source=source, pools=(pool,))
 
 
-def _from_fleet(source: Source, raw: dict[str, Any], base_dir: Path) -> ExportInput:
+def _from_fleet(source: Source, raw: dict[str, object], base_dir: Path) -> ExportInput:
     from servecap.app.fleet import FleetFile, fleet_from_dict, plan_pool
     from servecap.core.plan_dict import plan_to_dict
 

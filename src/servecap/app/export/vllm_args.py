@@ -26,15 +26,18 @@ pool ``kv_cache_memory_bytes`` ``--kv-cache-memory-bytes``
 
 from __future__ import annotations
 
-from typing import Any
+from servecap.app.export.source import PoolExport, plan_float, plan_int
 
-from servecap.app.export.source import PoolExport
+EngineValue = str | int | float | bool
+"""One vLLM ``EngineArgs`` keyword's value: every flag an export writes is a scalar."""
+EngineKwargs = dict[str, EngineValue]
+"""vLLM ``EngineArgs`` keywords, in the order their flags are written."""
 
 VLLM_DEFAULT_BLOCK_SIZE = 16
 _SIXTEEN_BIT = ("bf16", "fp16")
 
 
-def engine_kwargs(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
+def engine_kwargs(pool: PoolExport, warnings: list[str]) -> EngineKwargs:
     """vLLM ``EngineArgs`` keywords for ``pool``; what cannot be said is appended to ``warnings``."""
     p = pool.plan
     model = str(p["model"])
@@ -43,13 +46,13 @@ def engine_kwargs(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
             f"{pool.name}: model {model!r} is a local config, not a Hugging Face id: "
             "replace it with the model's id or the path the server mounts"
         )
-    kw: dict[str, Any] = {"model": model, "tensor_parallel_size": int(p["tp"])}
-    if int(p["pp"]) > 1:
-        kw["pipeline_parallel_size"] = int(p["pp"])
-    kw["max_model_len"] = int(p["max_model_len"])
-    kw["gpu_memory_utilization"] = float(p["gpu_memory_utilization"])
-    kw["max_num_seqs"] = int(p["max_num_seqs"])
-    kw["max_num_batched_tokens"] = int(p["max_num_batched_tokens"])
+    kw: EngineKwargs = {"model": model, "tensor_parallel_size": plan_int(p, "tp")}
+    if plan_int(p, "pp") > 1:
+        kw["pipeline_parallel_size"] = plan_int(p, "pp")
+    kw["max_model_len"] = plan_int(p, "max_model_len")
+    kw["gpu_memory_utilization"] = plan_float(p, "gpu_memory_utilization")
+    kw["max_num_seqs"] = plan_int(p, "max_num_seqs")
+    kw["max_num_batched_tokens"] = plan_int(p, "max_num_batched_tokens")
     kv = str(p["kv_cache_dtype"])
     if kv in _SIXTEEN_BIT:
         kw["kv_cache_dtype"] = "auto"
@@ -66,8 +69,8 @@ def engine_kwargs(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
             f"{pool.name}: weights_dtype {weights!r} is read by vLLM from a pre-quantized checkpoint "
             "(no flag written): point the model at one"
         )
-    if int(p["block_size"]) != VLLM_DEFAULT_BLOCK_SIZE:
-        kw["block_size"] = int(p["block_size"])
+    if plan_int(p, "block_size") != VLLM_DEFAULT_BLOCK_SIZE:
+        kw["block_size"] = plan_int(p, "block_size")
     kw["enable_prefix_caching"] = pool.enable_prefix_caching
     if pool.kv_cache_memory_bytes is not None:
         kw["kv_cache_memory_bytes"] = pool.kv_cache_memory_bytes
@@ -79,7 +82,7 @@ def engine_kwargs(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
     return kw
 
 
-def cli_args(kwargs: dict[str, Any]) -> list[str]:
+def cli_args(kwargs: EngineKwargs) -> list[str]:
     """``vllm serve`` flags for ``kwargs`` (``model`` first, as ``--model``)."""
     args: list[str] = []
     for key, value in kwargs.items():
@@ -91,7 +94,7 @@ def cli_args(kwargs: dict[str, Any]) -> list[str]:
     return args
 
 
-def _text(value: Any) -> str:
+def _text(value: EngineValue) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)

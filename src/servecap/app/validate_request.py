@@ -1,0 +1,26 @@
+"""The ``validate`` use case's request, apart from the use case so that reading its defaults
+(``servecap validate --help``, the HTTP API's schema) loads no simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ValidateRequest(BaseModel):
+    """Which corpus rows to run, and how (the defaults of ``servecap validate``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str | None = Field(default=None, description="Only this source's rows (a corpus file's source name).")
+    split: Literal["train", "test", "all"] = Field(
+        default="all", description="Rows of the fixed train/test split (hash of the row id), or all."
+    )
+    step_model: Literal["roofline", "aiconfigurator", "auto"] = Field(
+        default="roofline",
+        description="Step times: the roofline; AIConfigurator's measured kernels (the rows its cache covers, "
+        "validation/aic_steps.json); or auto (AIConfigurator where covered, the roofline elsewhere).",
+    )
+    calibration: Path | None = Field(default=None, description="Calibration file from `servecap calibrate`.")
