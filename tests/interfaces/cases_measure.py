@@ -161,7 +161,7 @@ CASES += [
 def _plan() -> dict[str, object]:
     from servecap.app.flags import DeploymentFlags, deployment_from_flags
     from servecap.core.plan import plan
-    from servecap.core.summary import plan_to_dict
+    from servecap.core.plan_dict import plan_to_dict
 
     dep, _ = deployment_from_flags(DeploymentFlags(model="meta-llama/Llama-3.1-8B", gpu="H100", max_model_len=8192))
     return plan_to_dict(plan(dep))

@@ -37,7 +37,7 @@ from servecap.workload import WorkloadSpec
 
 if TYPE_CHECKING:
     from servecap.measure.loadgen import LoadConfig
-    from servecap.measure.trace import Trace
+    from servecap.measure.trace import ClientTrace
     from servecap.results.store import RunStore
 
 T = TypeVar("T")
@@ -258,7 +258,7 @@ def _run_step(
     done = errors = 0
     stage = "bench" + (f" {label}" if label else "")
 
-    def on_done(trace: Trace) -> None:
+    def on_done(trace: ClientTrace) -> None:
         nonlocal done, errors
         done += 1
         if trace.error is not None:
