@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS, TURNS
 from servecap.app.flags import DeploymentFlags, deployment_from_flags, doc, efficiency_from_file
+from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.files import dumps_json
 from servecap.validation.interval import Interval, intervals_for
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
     from servecap.core.levers import Lever
     from servecap.core.plan import Plan
 
-JsonObject = dict[str, object]
-"""The ``--json`` answer as a JSON object (plan stays free of pydantic: no response model)."""
 DEFAULT_DUTY_CYCLE = 0.2  # the duty cycle of a plan without a deployment to derive it from (core's CostInputs)
 FLEET_POINTER = (
     "a closed-form count: for the simulated answer (queueing, p99 latency, a router across "
