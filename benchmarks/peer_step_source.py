@@ -105,7 +105,7 @@ def main() -> None:
         cache[crow.full_id] = {
             "bandwidth_efficiency": round(fitted.bandwidth_efficiency or 0.0, 5),
             "compute_efficiency": round(fitted.compute_efficiency or 0.0, 5),
-            "step_overhead_s": round(fitted.step_overhead_s, 7),
+            "step_overhead_s": round(fitted.step_overhead_on(""), 7),
             "source": got["source"],
             "samples": len(got["samples"]),
         }
@@ -128,7 +128,7 @@ def main() -> None:
                 group["aic"].append(answer[akey] / m.value_si - 1.0)
         print(
             f"{crow.full_id}: {got['source']}: bandwidth {fitted.bandwidth_efficiency:.3f}, compute "
-            f"{fitted.compute_efficiency:.3f}, overhead {fitted.step_overhead_s * 1e3:.2f} ms",
+            f"{fitted.compute_efficiency:.3f}, overhead {fitted.step_overhead_on('') * 1e3:.2f} ms",
             flush=True,
         )
     if args.write_cache:

@@ -58,7 +58,7 @@ def main() -> None:
     print(
         f"fitted: bandwidth_efficiency {a.efficiency.bandwidth_efficiency:.3f}  compute_efficiency (bf16) "
         f"{a.efficiency.compute_efficiency:.3f}  compute_efficiency (fp8/fp4) {a.compute_efficiency_low_precision:.3f}  "
-        f"step_overhead {a.efficiency.step_overhead_s * 1e3:.2f} ms  ttft_overhead {a.ttft_overhead_s * 1e3:.1f} ms  "
+        f"step_overhead {a.efficiency.step_overhead_on('') * 1e3:.2f} ms  ttft_overhead {a.ttft_overhead_s * 1e3:.1f} ms  "
         f"(objective {result.objective:.4f}, {result.evaluations} evaluations, {result.num_values} values)"
     )
     for name, adj in (("default", Adjustments()), ("fitted", a)):

@@ -29,7 +29,11 @@ def test_defaults_by_gpu_family_and_dtype() -> None:
     assert e.compute_efficiency_at("fp4") == pytest.approx(0.42 * 0.918)
     assert e.compute_efficiency_at("fp4", "trtllm") == pytest.approx(0.42 * 0.743)
     assert e.compute_efficiency_at("fp8", "trtllm") == 0.42  # no per-engine value adopted
-    assert e.step_overhead_s == 0.00207
+    assert e.step_overhead_s is None  # the engine's value on the family, else the global fit
+    assert e.step_overhead_on("H100") == 0.00113  # vLLM on H100: fitted on its training rows
+    assert e.step_overhead_on("H100", "trtllm") == 0.00207
+    assert e.step_overhead_on("A100") == 0.00207
+    assert Efficiency(step_overhead_s=0.003).step_overhead_on("H100") == 0.003  # explicit wins
 
 
 def test_an_explicit_value_holds_for_every_gpu_and_dtype() -> None:
@@ -46,12 +50,22 @@ def test_gpu_family_of_catalog_ids() -> None:
 
 def test_h100_decode_step_uses_the_family_bandwidth() -> None:
     """Llama-3.1-8B BF16 on one H100, one sequence of 1,000 tokens: (16,060,522,496 weight bytes
-    + 1,000 x 131,072 KV bytes) / (3.35e12 B/s x 0.89) = 5.431 ms, + 2.07 ms step overhead."""
+    + 1,000 x 131,072 KV bytes) / (3.35e12 B/s x 0.89) = 5.431 ms, then the token's 5,767,168
+    activation bytes (core/activation_traffic.py) at the same bandwidth, 1.934 us, and vLLM's
+    1.13 ms step overhead on an H100 (2.07 ms under TensorRT-LLM, whose activation kernels are
+    fused: 2,097,152 bytes, the norms')."""
     dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=8192)
     cost = step_cost(dep, stage_weights_bytes=8_030_261_248 * 2)
     st = cost.step_time(decode_batch(1, 1000, None), Efficiency())
     assert st.memory_s == pytest.approx((16_060_522_496 + 1000 * 131_072) / (3.35e12 * 0.89))
-    assert st.total_s == pytest.approx(st.memory_s + 0.00207)
+    assert st.activation_s == pytest.approx(5_767_168 / (3.35e12 * 0.89))
+    assert st.total_s == pytest.approx(st.memory_s + st.activation_s + 0.00113)
+    trt = build_deployment(
+        resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=8192, engine="trtllm"
+    )
+    st_trt = step_cost(trt, stage_weights_bytes=8_030_261_248 * 2).step_time(decode_batch(1, 1000, None), Efficiency())
+    assert st_trt.activation_s == pytest.approx(2_097_152 / (3.35e12 * 0.89))
+    assert st_trt.total_s == pytest.approx(st_trt.memory_s + st_trt.activation_s + 0.00207)
 
 
 def test_fp8_weights_compute_at_the_fp8_efficiency() -> None:

@@ -52,7 +52,9 @@ def test_guaranteed_no_evict_admits_what_fits_to_completion_and_never_preempts()
 def test_max_utilization_schedules_as_vllm() -> None:
     a, b = _engine("trtllm-max-utilization", blocks=100, block_size=32), _engine("vllm", blocks=100, block_size=32)
     assert _run(a, 20) == _run(b, 20)
-    assert (a.preemptions, a.steps, a.busy_s) == (b.preemptions, b.steps, b.busy_s)
+    # the same schedule; each step is priced by its engine (TensorRT-LLM fuses its activation
+    # kernels and keeps the global step overhead: core/activation_traffic.py, specs/perf.py)
+    assert (a.preemptions, a.steps) == (b.preemptions, b.steps)
 
 
 def test_sglang_reserves_its_share_of_the_output() -> None:

@@ -135,7 +135,7 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
         coeffs = Coefficients(
             bandwidth_efficiency=e.bandwidth_efficiency_on(""),  # the fit sets both explicitly
             compute_efficiency=e.compute_efficiency_at("bf16"),
-            step_overhead_s=e.step_overhead_s,
+            step_overhead_s=e.step_overhead_on(""),
             prefill_s_per_token=e.prefill_s_per_token,
             allreduce_latency_s=e.allreduce_latency_s,
         )
@@ -171,7 +171,7 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
         defaults={  # the defaults this deployment would run with (by GPU family and dtype)
             "bandwidth_efficiency": start.bandwidth_efficiency_on(dep.gpu.family),
             "compute_efficiency": start.compute_efficiency_at(dep.weights_dtype.compute),
-            "step_overhead_s": start.step_overhead_s,
+            "step_overhead_s": start.step_overhead_on(dep.gpu.family, dep.engine.engine),
             "prefill_s_per_token": start.prefill_s_per_token,
         },
         num_samples=fit.num_samples,

@@ -57,6 +57,7 @@ def sweep(
     eff = efficiency or Efficiency()
     total_mem = np.array([g.total_memory_bytes for g in gpus], dtype=np.float64)
     bw = np.array([g.hbm_bandwidth_tb_s * TB_BYTES * eff.bandwidth_efficiency_on(g.family) for g in gpus])
+    overhead_s = np.array([eff.step_overhead_on(g.family) for g in gpus])
     limits = [default_batch_limits(g) for g in gpus]
     seqs = np.array([s for _, s in limits], dtype=np.float64)
     lens = np.array(lengths, dtype=np.float64)
@@ -126,11 +127,13 @@ def sweep(
                     )
                     flops = batch * (
                         cost.matmul_flops_per_token
+                        + cost.expert_flops_per_token * (1.0 / cost.moe_gemm_efficiency_ratio - 1.0)
                         + cost.logits_flops_per_seq
                         + cost.attn_flops_per_pair * ctx
                         + cost.window_attn_flops_per_pair * win
                     )
-                    step = np.maximum(mem_b / bw[:, None], flops / peak[:, None]) + eff.step_overhead_s
+                    act_s = batch * cost.activation_bytes_per_token / bw[:, None]
+                    step = np.maximum(mem_b / bw[:, None], flops / peak[:, None]) + act_s + overhead_s[:, None]
                     if tp > 1:
                         link = np.array([(g.interconnect_gb_s or np.nan) * 1e9 for g in gpus])
                         per = 2.0 * (tp - 1) / tp * batch * cost.allreduce_bytes_per_token / link[:, None]

@@ -44,11 +44,12 @@ def _plain(cell: object) -> str:
 
 
 def _min_width(console: Console, column: Column) -> int:
-    """A right-aligned column: its widest cell (a number never wraps); text: its longest word;
-    either way at least the header's longest word (a header may wrap between words)."""
+    """A right-aligned or ``no_wrap`` column: its widest cell (a number or a flag never wraps);
+    text: its longest word; either way at least the header's longest word (a header may wrap
+    between words)."""
     cells = list(column.cells)
     header = max((len(w) for w in _plain(column.header).split()), default=1)
-    if column.justify == "right":
+    if column.justify == "right" or column.no_wrap:
         return max([header, *(Measurement.get(console, console.options, c).maximum for c in cells)])
     words = [w for c in cells for w in _plain(c).split()]
     return max([header, *(len(w) for w in words)])

@@ -7,13 +7,21 @@ Patterson, "Roofline", CACM 2009; applied to LLM decode in e.g. arXiv:2402.16363
 
     memory_s  = (weight_bytes + kv_bytes + state_bytes) / (hbm_bandwidth x bandwidth_efficiency)
     compute_s = (2 x body_params x tokens + 2 x V x h x seqs + attention_flops) / (peak_flops x compute_efficiency)
+                + 2 x routed_active_params x tokens x (1 / moe_ratio - 1) / (peak_flops x compute_efficiency)
     comm_s    = 2 x layers x [2 (tp-1)/tp x tokens x hidden x act_bytes / link_bw + latency]
-    step_s    = max(memory_s, compute_s) + comm_s + step_overhead_s + prefill_s_per_token x prompt
+    act_s     = act_bytes x tokens / (hbm_bandwidth x bandwidth_efficiency)
+    step_s    = max(memory_s, compute_s) + comm_s + act_s + step_overhead_s + prefill_s_per_token x prompt
 
 - attention FLOPs: ``4 x heads_per_rank x head_dim`` per (query, key) pair per layer (QK^T and PV,
   2 FLOPs per multiply-add); MLA uses ``(d_nope + d_rope) + d_v`` in place of ``2 x head_dim``;
 - MoE weight reads: with uniform routing, ``T`` tokens each picking ``k`` of ``E`` experts touch
   ``E x (1 - (1 - k/E)^T)`` distinct experts per layer in expectation (occupancy of E bins);
+- ``act_bytes``: what a token moves through the memory-bound kernels between the GEMMs (norms,
+  rotary, the KV-cache write, SiLU-and-mul; ``core/activation_traffic.py``), kernels that run
+  between the GEMMs rather than beside them, so their time adds to the step's;
+- MoE expert GEMMs: the routed experts' FLOPs (``k`` of ``E`` experts per token) run at
+  ``moe_ratio`` of the dense compute efficiency (``MOE_TO_DENSE_GEMM_EFFICIENCY_BY_ENGINE``,
+  ``specs/perf.py``: grouped GEMMs measured by NVIDIA reach about half a dense GEMM's share of peak);
 - TP: two all-reduces per layer (after attention and after the MLP) of ``tokens x hidden``
   activations, ring algorithm moving ``2 (tp-1)/tp`` of the buffer over each link
   (Patarasuk and Yuan 2009), plus a fixed latency per all-reduce;
@@ -33,6 +41,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from servecap.core.activation_traffic import activation_bytes_per_token
 from servecap.core.kv import (
     attention_bytes_per_token_per_layer,
     kv_heads_per_rank,
@@ -40,6 +49,7 @@ from servecap.core.kv import (
 )
 from servecap.core.params import layer_params_table, param_counts
 from servecap.specs.deployment import Deployment
+from servecap.specs.engines import engine_profile
 from servecap.specs.model import AttentionKind
 from servecap.specs.perf import (
     BANDWIDTH_EFFICIENCY_BY_ENGINE,
@@ -47,8 +57,11 @@ from servecap.specs.perf import (
     DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY,
     DEFAULT_COMPUTE_EFFICIENCY,
     DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY,
+    DEFAULT_STEP_OVERHEAD_S,
     FP4_TO_FP8_GEMM_EFFICIENCY_BY_ENGINE,
     LOW_PRECISION_COMPUTE_EFFICIENCY_BY_ENGINE,
+    MOE_TO_DENSE_GEMM_EFFICIENCY_BY_ENGINE,
+    STEP_OVERHEAD_S_BY_ENGINE,
     Efficiency,
 )
 from servecap.units import GB_BYTES, TB_BYTES, TFLOPS
@@ -89,6 +102,7 @@ class StepTime:
     compute_s: float
     comm_s: float
     overhead_s: float
+    activation_s: float = 0.0  # memory-bound kernels between the GEMMs, run after them (not overlapped)
 
     @property
     def bottleneck(self) -> Bottleneck:
@@ -129,6 +143,9 @@ class StepCost:
     gpu_family: str = ""  # picks a per-family bandwidth efficiency (Efficiency.bandwidth_efficiency_on)
     logits_flops_per_seq: float = 0.0  # 2 x vocab x hidden per GPU: the LM head, once per sequence
     engine: str = "vllm"  # picks the engine profile's fitted efficiencies (specs.perf, by engine)
+    expert_flops_per_token: float = 0.0  # 2 x the routed expert params one token runs, per GPU (in matmul_flops)
+    moe_gemm_efficiency_ratio: float = 1.0  # expert GEMMs' share of peak over a dense GEMM's (specs.perf)
+    activation_bytes_per_token: float = 0.0  # norms, rotary, KV write, SiLU-and-mul (core.activation_traffic)
 
     def weight_bytes_read(self, num_tokens: int) -> float:
         if self.moe_layers == 0 or num_tokens <= 0:
@@ -146,22 +163,29 @@ class StepCost:
             + self.window_bytes_per_token * batch.window_kv_tokens
             + 2.0 * self.state_bytes_per_seq * batch.num_seqs
         )
+        # routed expert FLOPs run at moe_gemm_efficiency_ratio of the dense efficiency: counted
+        # once in matmul_flops_per_token, the rest (1 / ratio - 1) of them added here
+        expert_extra = self.expert_flops_per_token * (1.0 / self.moe_gemm_efficiency_ratio - 1.0)
         flops = (
-            self.matmul_flops_per_token * batch.num_tokens
+            (self.matmul_flops_per_token + expert_extra) * batch.num_tokens
             + self.logits_flops_per_seq * batch.num_seqs
             + self.attn_flops_per_pair * batch.attn_pairs
             + self.window_attn_flops_per_pair * batch.window_attn_pairs
         )
-        memory_s = bytes_read / (self.hbm_bytes_s * _bandwidth_efficiency(eff, self.gpu_family, self.engine))
+        bandwidth = self.hbm_bytes_s * _bandwidth_efficiency(eff, self.gpu_family, self.engine)
+        memory_s = bytes_read / bandwidth
+        activation_s = self.activation_bytes_per_token * batch.num_tokens / bandwidth
         compute_s = flops / (self.peak_flops * _compute_efficiency(eff, self.compute_rate, self.engine))
         comm_s = 0.0
         if self.tp > 1:
             ring = 2.0 * (self.tp - 1) / self.tp
             per_allreduce = ring * batch.num_tokens * self.allreduce_bytes_per_token / self.link_bytes_s
             comm_s = self.allreduces * (per_allreduce + eff.allreduce_latency_s)
-        overhead_s = eff.step_overhead_s + eff.prefill_s_per_token * batch.prompt_tokens
-        total = self.pp * (max(memory_s, compute_s) + comm_s) + overhead_s
-        return StepTime(total, self.pp * memory_s, self.pp * compute_s, self.pp * comm_s, overhead_s)
+        overhead_s = _step_overhead(eff, self.gpu_family, self.engine) + eff.prefill_s_per_token * batch.prompt_tokens
+        total = self.pp * (max(memory_s, compute_s) + comm_s + activation_s) + overhead_s
+        return StepTime(
+            total, self.pp * memory_s, self.pp * compute_s, self.pp * comm_s, overhead_s, self.pp * activation_s
+        )
 
 
 def _bandwidth_efficiency(eff: Efficiency, gpu_family: str, engine: str = "vllm") -> float:
@@ -175,6 +199,17 @@ def _bandwidth_efficiency(eff: Efficiency, gpu_family: str, engine: str = "vllm"
         if by_family is not None and gpu_family in by_family:
             return by_family[gpu_family]
     return DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY.get(gpu_family, DEFAULT_BANDWIDTH_EFFICIENCY)
+
+
+def _step_overhead(eff: Efficiency, gpu_family: str, engine: str) -> float:
+    """``eff.step_overhead_on(gpu_family, engine)``, likewise."""
+    o = eff.step_overhead_s
+    if o is not None:
+        return o
+    by_family = STEP_OVERHEAD_S_BY_ENGINE.get(engine)
+    if by_family is not None and gpu_family in by_family:
+        return by_family[gpu_family]
+    return DEFAULT_STEP_OVERHEAD_S
 
 
 def _compute_efficiency(eff: Efficiency, rate: str, engine: str = "vllm") -> float:
@@ -230,6 +265,8 @@ def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
     if moe is not None and moe_layers:
         expert_bytes_per_layer = expert_total / moe_layers / moe.num_experts * wbytes / tp
     dense_weight_bytes = stage_weights_bytes - expert_bytes_per_layer * moe_layers * (moe.num_experts if moe else 0)
+    # the routed experts one token runs: k of the E experts of every MoE layer of the stage
+    expert_flops = 2.0 * expert_total / moe.num_experts * moe.experts_per_token / tp if moe and moe_layers else 0.0
 
     counts = param_counts(model)
     logits_params = model.vocab_size * model.hidden_size  # the LM head's matmul, tied or not
@@ -261,6 +298,11 @@ def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
         gpu_family=gpu.family,
         logits_flops_per_seq=2.0 * logits_params / pp / tp,
         engine=dep.engine.engine,
+        expert_flops_per_token=expert_flops,
+        activation_bytes_per_token=activation_bytes_per_token(
+            model, layers, tp, fused=engine_profile(dep.engine.engine).fused_elementwise
+        ),
+        moe_gemm_efficiency_ratio=MOE_TO_DENSE_GEMM_EFFICIENCY_BY_ENGINE.get(dep.engine.engine, 1.0),
     )
 
 

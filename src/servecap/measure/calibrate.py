@@ -2,13 +2,14 @@
 
 The model (:meth:`servecap.core.roofline.StepCost.step_time`) prices one engine step as::
 
-    step_s = max(M / bandwidth_efficiency, C / compute_efficiency) + comm_s
-             + step_overhead_s + prefill_s_per_token x P
+    step_s = max(M / bandwidth_efficiency, C / compute_efficiency) + A / bandwidth_efficiency
+             + comm_s + step_overhead_s + prefill_s_per_token x P
 
 where ``M`` is the step's memory time at 100% of the spec sheet's HBM bandwidth, ``C`` its
 compute time at 100% of peak FLOPs (both for the step's batch shape: weights, KV read, attention
 pairs, ...), ``comm_s`` the tensor-parallel all-reduces and ``P`` the prompt tokens the step
-prefills. With ``a = 1/bandwidth_efficiency`` and ``b = 1/compute_efficiency`` this is
+prefills, ``A`` the memory time of the activation kernels between the GEMMs at 100% of the
+bandwidth (``core/activation_traffic.py``). With ``a = 1/bandwidth_efficiency`` and ``b = 1/compute_efficiency`` this is
 piecewise linear in ``(a, b, step_overhead_s, prefill_s_per_token)``, so it is fitted by least
 squares once each step is known to be memory- or compute-bound.
 
@@ -33,7 +34,7 @@ emits one token for every running request at the end of each step, so:
 
 **The fit.** Starting from the deployment's default efficiencies, each step is classified
 memory- or compute-bound by the current ``a x M`` vs ``b x C``, the linear least-squares problem
-``duration - comm = a M [mem] + b C [compute] + overhead + prefill_per_token x P`` is solved
+``duration - comm = a (M [mem] + A) + b C [compute] + overhead + prefill_per_token x P`` is solved
 (numpy ``lstsq``), and the classification is redone until it stops changing (a standard
 alternating fit of a max-affine model; Magnani and Boyd, "Convex piecewise-linear fitting",
 Optim. Eng. 2009). Steps with residuals beyond 6 median absolute deviations (a GC pause, a
@@ -87,6 +88,7 @@ class StepSample:
     prompt_tokens: int  # prefilled in the step
     num_tokens: int
     num_decodes: int
+    activation_s: float = 0.0  # the activation kernels' memory time at bandwidth_efficiency 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +239,15 @@ def step_samples(
         st = cost.step_time(shape, eff1)
         out.append(
             StepSample(
-                starts[k], starts[k] - starts[k - 1], st.memory_s, st.compute_s, st.comm_s, prompt, nt, len(decoding)
+                starts[k],
+                starts[k] - starts[k - 1],
+                st.memory_s,
+                st.compute_s,
+                st.comm_s,
+                prompt,
+                nt,
+                len(decoding),
+                st.activation_s,
             )
         )
     return out, StepStats(n, len(out), contiguous, sum(tainted))
@@ -259,10 +269,11 @@ def fit_coefficients(
     c = np.array([s.compute_s for s in samples])
     y = np.array([s.duration_s - s.comm_s for s in samples])
     p = np.array([float(s.prompt_tokens) for s in samples])
+    g = np.array([s.activation_s for s in samples])
     keep = np.ones(len(samples), dtype=bool)
     # start from the explicit values, else the global defaults (BF16 compute)
     a, b = 1.0 / eff0.bandwidth_efficiency_on(""), 1.0 / eff0.compute_efficiency_at("bf16")
-    o, q = eff0.step_overhead_s, eff0.prefill_s_per_token
+    o, q = eff0.step_overhead_on(""), eff0.prefill_s_per_token
     dropped = 0
     iterations = 0
     fixed: set[str] = set()
@@ -270,20 +281,22 @@ def fit_coefficients(
         mem = a * m >= b * c
         for _ in range(_MAX_ITER):
             iterations += 1
-            a, b, o, q, fixed = _solve(m[keep], c[keep], p[keep], y[keep], mem[keep], (a, b, o, q), fit_prefill)
+            a, b, o, q, fixed = _solve(
+                m[keep], c[keep], p[keep], y[keep], mem[keep], (a, b, o, q), fit_prefill, g[keep]
+            )
             new = a * m >= b * c
             if np.array_equal(new, mem):
                 break
             mem = new
         if outlier_pass == 0:
-            resid = y - (np.maximum(a * m, b * c) + o + q * p)
+            resid = y - (np.maximum(a * m, b * c) + a * g + o + q * p)
             mad = max(float(np.median(np.abs(resid - np.median(resid)))), 2e-5)
             ok = np.abs(resid - np.median(resid)) <= 6.0 * 1.4826 * mad
             dropped = int(np.sum(~ok))
             if dropped == 0:
                 break
             keep = ok
-    pred = np.maximum(a * m, b * c) + o + q * p
+    pred = np.maximum(a * m, b * c) + a * g + o + q * p
     resid = (y - pred)[keep]
     yk = y[keep]
     ss_tot = float(np.sum((yk - yk.mean()) ** 2))
@@ -338,12 +351,13 @@ def _solve(
     mem: np.ndarray,
     cur: tuple[float, float, float, float],
     fit_prefill: bool,
+    g: np.ndarray,
 ) -> tuple[float, float, float, float, set[str]]:
     """One linear least-squares solve with the classification ``mem`` held fixed. A column the
     data cannot determine (no step in its regime, no varied prefill, rank deficiency) keeps its
     value in ``cur`` and is reported; a negative overhead or per-token cost is pinned at 0."""
     val = dict(zip("aboq", cur, strict=True))
-    cols = {"a": np.where(mem, m, 0.0), "b": np.where(mem, 0.0, c), "o": np.ones_like(y), "q": p}
+    cols = {"a": np.where(mem, m, 0.0) + g, "b": np.where(mem, 0.0, c), "o": np.ones_like(y), "q": p}
     free = [n for n in "aboq" if np.any(cols[n] != 0) and (n != "q" or fit_prefill)]
     undetermined = {n for n in "aboq" if n not in free and (n != "q" or fit_prefill)}
     while free:

@@ -132,7 +132,7 @@ def scaled_setup(setup: EngineSetup, k: float) -> EngineSetup:
     step = replace(s, peak_flops=s.peak_flops / k, hbm_bytes_s=s.hbm_bytes_s / k, link_bytes_s=s.link_bytes_s / k)
     eff = replace(
         e,
-        step_overhead_s=e.step_overhead_s * k,
+        step_overhead_s=e.step_overhead_on(s.gpu_family, s.engine) * k,
         allreduce_latency_s=e.allreduce_latency_s * k,
         prefill_s_per_token=e.prefill_s_per_token * k,
     )

@@ -3,7 +3,7 @@
 ``StepCost.step_time`` is, for a fixed number of query tokens, an affine-max function of the
 batch's aggregates (core/roofline.py)::
 
-    total = max(memory_s, compute_s) + comm_s + overhead_s
+    total = max(memory_s, compute_s) + comm_s + activation_s + overhead_s
 
 with each part affine in ``(num_seqs, kv_tokens, window_kv_tokens, attn_pairs,
 window_attn_pairs, prompt_tokens)``. :class:`StepTimeModel` reads those coefficients off
@@ -18,11 +18,17 @@ from __future__ import annotations
 
 import math
 
-from servecap.core.roofline import BatchShape, StepCost
+from servecap.core.roofline import BatchShape, StepCost, StepTime
 from servecap.specs.perf import Efficiency
 
 _PROBE = 1.0e6  # unit of each probe step (tokens or pairs): large enough for exact slopes
 _REL_TOL = 1e-9
+
+
+def _rest(st: StepTime) -> float:
+    """The step's time outside ``max(memory, compute)``, summed in one order (so that equal steps
+    give a slope of exactly 0)."""
+    return st.comm_s + st.overhead_s + st.activation_s
 
 
 class StepTimeModel:
@@ -34,6 +40,7 @@ class StepTimeModel:
         # (memory_s, compute_s, rest_s) of each token count in an empty batch, read off as needed
         self.bases: dict[int, tuple[float, float, float]] = {}
         zero = cost.step_time(BatchShape(1, 0, 0.0, 0.0, 0.0, 0.0, 0), eff)
+        zero_rest = _rest(zero)
 
         def slope(**kw: float) -> tuple[float, float, float]:
             shape = BatchShape(
@@ -50,7 +57,7 @@ class StepTimeModel:
             return (
                 (st.memory_s - zero.memory_s) / unit,
                 (st.compute_s - zero.compute_s) / unit,
-                (st.comm_s + st.overhead_s - zero.comm_s - zero.overhead_s) / unit,
+                (_rest(st) - zero_rest) / unit,
             )
 
         self._seq = slope(num_seqs=_PROBE)
@@ -63,7 +70,7 @@ class StepTimeModel:
 
     def _base_for(self, num_tokens: int) -> tuple[float, float, float]:
         st = self.cost.step_time(BatchShape(num_tokens, 0, 0.0, 0.0, 0.0, 0.0, 0), self.eff)
-        base = (st.memory_s, st.compute_s, st.comm_s + st.overhead_s)
+        base = (st.memory_s, st.compute_s, _rest(st))
         self.bases[num_tokens] = base
         return base
 

@@ -61,6 +61,13 @@ class EngineProfile:
       decays to and the decode steps it takes (equal ratios: a constant share).
     - ``reserve_output_clip_tokens``: SGLang's ``CLIP_MAX_NEW_TOKENS`` (4,096): the output
       counted for one request is clipped to it (``None``: not clipped).
+    - ``fused_elementwise``: rotary embedding and the KV-cache write run inside the attention
+      kernel and SiLU-and-mul in the gated GEMM's epilogue, so only the residual-add RMSNorms move
+      activations on their own (:mod:`servecap.core.activation_traffic`). TensorRT-LLM: its
+      attention op applies RoPE and writes K and V to the cache in its own pre-processing
+      (``docs/source/advanced/gpt-attention.md``, "the GPT attention operator"; the
+      ``applyBiasRopeUpdateKVCache`` kernel) and fuses the SwiGLU into the FP8 gate/up GEMM
+      (``fused_gated_gemm``). vLLM and SGLang run them as separate kernels.
     - ``mixed_prefill_decode``: prefill chunks and decodes share a step (vLLM's chunked prefill,
       TensorRT-LLM's in-flight batching). SGLang by default does not (``--enable-mixed-chunk``
       is off): a step that can prefill runs prefill only and the decoders wait for the next.
@@ -80,6 +87,7 @@ class EngineProfile:
     reserve_decay_steps: int = 0
     reserve_output_clip_tokens: int | None = None
     mixed_prefill_decode: bool = True
+    fused_elementwise: bool = False
     sources: tuple[str, ...] = ()
 
 
@@ -114,6 +122,7 @@ TRTLLM = EngineProfile(
     admission="reserve",
     reserve_output_ratio=1.0,
     min_reserve_output_ratio=1.0,
+    fused_elementwise=True,
     sources=(
         "free_gpu_memory_fraction 0.9 of the free memory after loading the weights: "
         "docs/source/examples/kvcacheconfig.md ('TensorRT-LLM tries to allocate 90% of free GPU "
@@ -136,6 +145,7 @@ TRTLLM_MAX_UTILIZATION = EngineProfile(
     max_num_seqs=TRTLLM.max_num_seqs,
     max_num_batched_tokens=TRTLLM.max_num_batched_tokens,
     admission="recompute",
+    fused_elementwise=TRTLLM.fused_elementwise,
     sources=(
         *TRTLLM.sources[:4],
         "MAX_UTILIZATION packs as many requests as fit each iteration and pauses requests when "

@@ -52,7 +52,40 @@ FP8 time per FLOP at best, and reach a smaller share of it; the FP8/FP4 efficien
 FP8 rows (:data:`DEFAULT_LOW_PRECISION_COMPUTE_EFFICIENCY`) is scaled by this for FP4 weights
 (``benchmarks/gemm_efficiency.py`` recomputes the ratios from the package's tables)."""
 
-DEFAULT_REQUEST_OVERHEAD_S = 0.0074
+DEFAULT_STEP_OVERHEAD_S = 0.00207
+"""The per-step cost not hidden by CUDA graphs, fitted on every engine's training rows: see
+:class:`Efficiency`."""
+
+STEP_OVERHEAD_S_BY_ENGINE: dict[str, dict[str, float]] = {"vllm": {"H100": 0.00113}}
+"""Per-engine, per-GPU-family step overheads, fitted on one engine's training rows on one family
+(``benchmarks/fit_engine.py --parameter step_overhead``: golden section on the median absolute
+log error of their throughput, TPOT and E2E values, the family's bandwidth efficiency fixed)
+where they carry at least ``MIN_FAMILY_VALUES`` such values; elsewhere
+:data:`DEFAULT_STEP_OVERHEAD_S`. vLLM on H100: the first-party vLLM 0.26.0 training rows
+(servecap-vllm-h100-sweep c16, c64, c256, Poisson 8/s and 24/s; 35 values). The global 2.07 ms
+was set by the single-stream rows of older engines beside bandwidths fitted on TensorRT-LLM; vLLM
+0.26.0 replays whole decode steps as CUDA graphs, and its measured single-stream step (6.50 ms)
+is the bare weight stream of the same GPU (5.42 ms, ``benchmarks/data/gpu_ceilings_h100.json``)
+plus about 1.1 ms (docs/validation.md, "First-party vLLM rows"); AIConfigurator's measured vLLM
+0.24 kernels give 1.37 ms for the same deployments (``validation/aic_steps.json``)."""
+
+MOE_TO_DENSE_GEMM_EFFICIENCY_BY_ENGINE: dict[str, float] = {
+    "vllm": 0.473,
+    "sglang": 0.483,
+    "trtllm": 0.559,
+    "trtllm-max-utilization": 0.559,
+}
+"""The share of the tensor peak an MoE layer's grouped expert GEMMs reach relative to a dense GEMM
+of the same GPU, engine and dtype, by engine: routed expert FLOPs run at the compute efficiency
+times this. The median over H100, H200 and B200 and every dtype and kernel of the ratio of the
+expert layers' achieved share of peak (128 experts, 8 per token, hidden 2,048 and 4,096 as in
+Qwen3-30B-A3B and Qwen3-235B-A22B, balanced routing, at least 4,096 tokens) to the large dense
+GEMMs' (m, n, k >= 4,096), both from the kernel timings NVIDIA measured and ships with
+AIConfigurator 0.12.0 (Apache-2.0; ``systems/data/<system>/{moe,gemm}/<engine>/<version>/``;
+``benchmarks/moe_gemm_efficiency.py`` recomputes them): grouped GEMMs over a few hundred tokens
+per expert, with the routing's gather and scatter, reach about half a dense GEMM's share."""
+
+DEFAULT_REQUEST_OVERHEAD_S = 0.0067
 """The server's per-request cost outside the engine's steps, fitted: see :class:`Efficiency`."""
 
 
@@ -100,14 +133,15 @@ class Efficiency:
       oracle-mi300x-llama31-405b (MI300X) and vllm-pr43232-b200 (Qwen3-235B-A22B): FP8 GEMMs
       reach a smaller share of their doubled peak than BF16 ones (activation quantisation,
       per-block scales).
-    - ``step_overhead_s`` 0.00207: fitted (2 ms before): the per-step scheduler, sampling and
-      launch cost not hidden by CUDA graphs; set by the single-stream TPOT rows above, whose
-      step is this overhead plus the weight-streaming time.
+    - ``step_overhead_s`` (``None``: the engine's value on the GPU family,
+      :data:`STEP_OVERHEAD_S_BY_ENGINE`, else 0.00207): fitted (2 ms before): the per-step
+      scheduler, sampling and launch cost not hidden by CUDA graphs; set by the single-stream TPOT
+      rows above, whose step is this overhead plus the weight-streaming time.
     - ``allreduce_latency_s`` 10e-6: the fixed cost of one tensor-parallel all-reduce
       (NCCL's small-message latency within one NVLink node is of this order).
     - ``prefill_s_per_token``: an extra per-prompt-token cost (tokenisation, input processing)
       that calibration can fit; 0 by default.
-    - ``request_overhead_s`` 0.0074: the API server's cost per request outside the engine's
+    - ``request_overhead_s`` 0.0067: the API server's cost per request outside the engine's
       steps (HTTP, tokenisation, handing the request to the engine, detokenising and streaming
       the first token), added to every TTFT and E2E the client sees: the planner adds it to its
       TTFT, the simulator lets the engine see each request this long after the client sent it
@@ -117,13 +151,14 @@ class Efficiency:
       concurrency 1 or a batch of 1), where no queueing can stand in for it
       (``validation.fit.fit_request_overhead``): the 9 TTFT values of six
       tenstorrent-issue340-a100 rows (Qwen3-1.7B and Qwen3-14B, vLLM) and two
-      trtllm-performance-v061 rows (Llama-2-70B on A100, TensorRT-LLM); 7.45 ms, given as 7.4.
+      trtllm-performance-v061 rows (Llama-2-70B on A100, TensorRT-LLM); 6.73 ms, given as 6.7
+      (7.45 ms before the prefill's activation kernels were priced, core/activation_traffic.py).
       A calibration file that does not give it takes this default (calibrate fits step times).
     """
 
     bandwidth_efficiency: float | None = None
     compute_efficiency: float | None = None
-    step_overhead_s: float = 0.00207
+    step_overhead_s: float | None = None
     allreduce_latency_s: float = 10e-6
     prefill_s_per_token: float = 0.0
     request_overhead_s: float = DEFAULT_REQUEST_OVERHEAD_S
@@ -137,6 +172,12 @@ class Efficiency:
         if gpu_family in by_family:
             return by_family[gpu_family]
         return DEFAULT_BANDWIDTH_EFFICIENCY_BY_GPU_FAMILY.get(gpu_family, DEFAULT_BANDWIDTH_EFFICIENCY)
+
+    def step_overhead_on(self, gpu_family: str, engine: str = "vllm") -> float:
+        """The per-step overhead on a GPU family for an engine profile."""
+        if self.step_overhead_s is not None:
+            return self.step_overhead_s
+        return STEP_OVERHEAD_S_BY_ENGINE.get(engine, {}).get(gpu_family, DEFAULT_STEP_OVERHEAD_S)
 
     def compute_efficiency_at(self, rate: str, engine: str = "vllm") -> float:
         """The compute efficiency of GEMMs at ``rate`` (``bf16``, ``fp8`` or ``fp4``) for an engine."""

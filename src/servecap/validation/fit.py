@@ -140,7 +140,7 @@ def fit(
             e.bandwidth_efficiency_on(""),
             e.compute_efficiency_at("bf16"),
             e.compute_efficiency_at("fp8"),
-            max(e.step_overhead_s, 1e-4),
+            max(e.step_overhead_on(""), 1e-4),
         ]
     )
 
@@ -150,7 +150,7 @@ def fit(
             a = _adjustments(x)
             log(
                 f"bw {a.efficiency.bandwidth_efficiency:.3f} c16 {a.efficiency.compute_efficiency:.3f} "
-                f"c8 {a.compute_efficiency_low_precision:.3f} ovh {a.efficiency.step_overhead_s * 1e3:.2f} ms "
+                f"c8 {a.compute_efficiency_low_precision:.3f} ovh {a.efficiency.step_overhead_on('') * 1e3:.2f} ms "
                 f"-> {value:.4f}"
             )
         return value
