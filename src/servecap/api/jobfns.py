@@ -170,8 +170,7 @@ def check_fleet_plan_body(body: FleetPlanBody, upload_dir: Path, limits: WorkLim
 
 
 def fleet_plan_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
-    from servecap.app.fleet_plan import plan_request_from_dict
-    from servecap.app.fleet_planner import fleet_plan
+    from servecap.app.fleet_plan import fleet_plan, plan_request_from_dict
 
     limits = payload.pop("_limits", API_LIMITS)
     body = FleetPlanBody.model_validate(payload)

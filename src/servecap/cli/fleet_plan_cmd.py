@@ -16,7 +16,7 @@ from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from servecap.app.fleet_plan import CandidateOut, FleetEval, FleetPlanResponse
+    from servecap.app.fleet_plan.model import CandidateOut, FleetEval, FleetPlanResponse
 
 
 def _ms(x: float | None) -> str:
@@ -130,8 +130,7 @@ def fleet_plan_command(
     closed form, then bisection with the fleet simulator on the peak window; autoscaler settings
     for a daily curve; a lever table, each lever re-simulated."""
 
-    from servecap.app.fleet_plan import load_plan_file, plan_request_from_dict
-    from servecap.app.fleet_planner import fleet_plan
+    from servecap.app.fleet_plan import fleet_plan, load_plan_file, plan_request_from_dict
     from servecap.errors import ServecapError
 
     raw: dict[str, Any] = load_plan_file(plan_file) if plan_file is not None else {}
@@ -250,7 +249,7 @@ def _with_lengths(
     """The traffic's workload with the length flags applied (the defaults of app/defaults.py for a
     length not given): fixed lengths, or log-normal with the given medians and sigmas."""
     from servecap.app import defaults
-    from servecap.app.fleet_plan import DEFAULT_WORKLOAD
+    from servecap.app.fleet_plan.model import DEFAULT_WORKLOAD
     from servecap.errors import ServecapError
 
     for name, n in (("prompt_tokens", prompt), ("output_tokens", output)):

@@ -29,7 +29,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from servecap.app.fleet import fleet_from_dict
-from servecap.app.fleet_plan import (
+from servecap.app.fleet_plan.model import (
     HOURS_PER_MONTH,
     Context,
     FleetEval,
@@ -38,17 +38,17 @@ from servecap.app.fleet_plan import (
     fixed_fleet,
     search_counts,
 )
-from servecap.app.fleet_plan_run import Searched, ramp_fleet, scored_window
+from servecap.app.fleet_plan.run import Searched, ramp_fleet, scored_window
 from servecap.errors import ServecapError, did_you_mean
 from servecap.fleet.plan_window import ramp_window, rate_fn
 
 if TYPE_CHECKING:
-    from servecap.app.fleet_plan import AutoscalerOut, CandidateModel, Scored
+    from servecap.app.fleet_plan.model import AutoscalerOut, CandidateModel, Scored
     from servecap.results.slo_report import Target
     from servecap.workload import WorkloadSpec
 
 LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow", "split", "split-tp")
-# "split" and "split-tp" (prefill and decode pools, servecap.app.fleet_plan_pd) run only when asked
+# "split" and "split-tp" (prefill and decode pools, servecap.app.fleet_plan.pd) run only when asked
 # for: they simulate several prefill:decode ratios per fleet size
 DEFAULT_LEVERS = tuple(x for x in LEVERS if not x.startswith("split"))
 
@@ -214,7 +214,7 @@ def run_levers(
             except ServecapError as err:  # a gateway setting the fleet file takes but cannot run here
                 skipped.append(f"{name}: {err}")
         elif name in ("split", "split-tp"):
-            from servecap.app.fleet_plan_pd import split_lever
+            from servecap.app.fleet_plan.pd import split_lever
 
             a = best.result.answer
             chosen = best.result.evaluations[a][1] if a is not None else None
@@ -300,7 +300,7 @@ def _gateway_lever(
     small = cheapest.model_copy(update={"model": request.small_model, "tp": None, "weights_dtype": None, "name": None})
 
     def build(m: int, small: Any = small, gw: dict[str, Any] = gw) -> dict[str, Any]:
-        from servecap.app.fleet_plan import pool_dict
+        from servecap.app.fleet_plan.model import pool_dict
 
         return {
             "pools": [pool_dict(request, c, m), pool_dict(request, small, 1, name="small")],

@@ -1,6 +1,6 @@
 """The fleet-plan use case: for this traffic and these SLOs, the cheapest fleet, with evidence.
 
-:func:`servecap.app.fleet_planner.fleet_plan` takes a :class:`FleetPlanRequest` (a plan file or the flags of ``servecap
+:func:`servecap.app.fleet_plan.fleet_plan` takes a :class:`FleetPlanRequest` (a plan file or the flags of ``servecap
 fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The steps:
 
 1. **Traffic**: the workload (lengths, shared prefixes, tenants and classes with their SLOs, a
@@ -21,7 +21,7 @@ fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The
 5. **Daily curve**: an autoscaler from the winner's requests/s per replica — min from the
    trough, max from the peak, scale-ahead of the curve by one cold start — checked on the
    steepest ramp of the day; $/month from the scale-ahead floor over the day.
-6. **Levers** (:mod:`servecap.app.fleet_plan_levers`), each re-simulated.
+6. **Levers** (:mod:`servecap.app.fleet_plan.levers`), each re-simulated.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The steps of :func:`servecap.app.fleet_planner.fleet_plan` (see :mod:`servecap.app.fleet_plan`)."""
+"""The steps of :func:`servecap.app.fleet_plan.fleet_plan` (see :mod:`servecap.app.fleet_plan.model`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from servecap.app.fleet import fleet_from_dict
-from servecap.app.fleet_plan import (
+from servecap.app.fleet_plan.model import (
     DEFAULT_WORKLOAD,
     HOURS_PER_MONTH,
     AutoscalerOut,
@@ -160,7 +160,7 @@ def closed_form(
 
 
 def run_plan(request: FleetPlanRequest, ctx: Context, run_levers: Callable[..., LeverRows]) -> FleetPlanResponse:
-    """The plan; ``run_levers`` (:func:`servecap.app.fleet_plan_levers.run_levers`, passed in by
+    """The plan; ``run_levers`` (:func:`servecap.app.fleet_plan.levers.run_levers`, passed in by
     the entry point: the levers build on this module) re-simulates the levers on the winner."""
     if not request.candidates:
         raise ServecapError("candidates", [], "give at least one candidate pool (e.g. -g H100)")

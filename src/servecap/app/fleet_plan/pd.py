@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from servecap.app.fleet import fleet_from_dict
-from servecap.app.fleet_plan import FleetEval, FleetPlanRequest, LeverOut, pool_dict
+from servecap.app.fleet_plan.model import FleetEval, FleetPlanRequest, LeverOut, pool_dict
 from servecap.fleet.plan_search import smallest_passing
 
 if TYPE_CHECKING:
-    from servecap.app.fleet_plan import CandidateModel, Context, Scored
+    from servecap.app.fleet_plan.model import CandidateModel, Context, Scored
 
 SHARES = (0.5, 0.25, 0.375, 0.625, 0.75)  # prefill share of the replicas, in the order tried
 
