@@ -38,14 +38,12 @@ from servecap.app.fleet_plan.model import (
     fixed_fleet,
     search_counts,
 )
-from servecap.app.fleet_plan.run import Searched, ramp_fleet, scored_window
+from servecap.app.fleet_plan.run import Winner, ramp_fleet, scored_window
 from servecap.errors import ServecapError, did_you_mean
 from servecap.fleet.plan_window import ramp_window, rate_fn
 
 if TYPE_CHECKING:
     from servecap.app.fleet_plan.model import AutoscalerOut, CandidateModel, Scored
-    from servecap.results.slo_report import Target
-    from servecap.workload import WorkloadSpec
 
 LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow", "split", "split-tp")
 # "split" and "split-tp" (prefill and decode pools, servecap.app.fleet_plan.pd) run only when asked
@@ -116,20 +114,11 @@ def _search(
     return res.evaluations[res.answer][1], res.count
 
 
-def run_levers(
-    request: FleetPlanRequest,
-    ctx: Context,
-    *,
-    best: Searched,
-    searched: list[Searched],
-    scored: Scored,
-    n: int,
-    peak: float,
-    autoscaler: AutoscalerOut | None,
-    spec: WorkloadSpec,
-    horizon: float,
-    targets: dict[tuple[str, str], tuple[Target, ...]],
-) -> tuple[list[LeverOut], list[str]]:
+def run_levers(request: FleetPlanRequest, ctx: Context, winner: Winner) -> tuple[list[LeverOut], list[str]]:
+    """Each lever of ``request.levers`` (default :data:`DEFAULT_LEVERS`) re-simulated on the
+    winner: its rows, and the levers skipped with why."""
+    best, searched, scored, n = winner.best, winner.searched, winner.scored, winner.replicas
+    autoscaler, targets = winner.autoscaler, winner.targets
     names = list(DEFAULT_LEVERS) if request.levers is None else request.levers
     for name in names:
         if name not in LEVERS:
@@ -197,7 +186,7 @@ def run_levers(
             if autoscaler is None:
                 skipped.append(f"{name}: the traffic has no daily curve (a fixed fleet)")
                 continue
-            rows.append(_ramp_lever(request, ctx, name, best, autoscaler, spec, horizon, targets, peak))
+            rows.append(_ramp_lever(request, ctx, name, winner, autoscaler))
         elif name in ("cache", "overflow"):
             if name == "overflow":
                 why_not = overflow_pointless(c.model or request.model, request.small_model)
@@ -222,17 +211,9 @@ def run_levers(
     return rows, skipped
 
 
-def _ramp_lever(
-    request: FleetPlanRequest,
-    ctx: Context,
-    name: str,
-    best: Searched,
-    a: AutoscalerOut,
-    spec: WorkloadSpec,
-    horizon: float,
-    targets: dict[tuple[str, str], tuple[Target, ...]],
-    peak: float,
-) -> LeverOut:
+def _ramp_lever(request: FleetPlanRequest, ctx: Context, name: str, winner: Winner, a: AutoscalerOut) -> LeverOut:
+    """A daily-curve lever (``scale-ahead`` or ``warm-pool``) checked on the steepest ramp."""
+    best, spec, horizon, peak, targets = winner.best, winner.spec, winner.horizon_s, winner.peak_req_s, winner.targets
     ramp_s = a.ramp_end_s - a.ramp_start_s
     window = ramp_window(spec, horizon_s=horizon, window_s=ramp_s, warmup_s=60.0)
     scored = scored_window(window, targets, request.seed)

@@ -70,6 +70,23 @@ class Searched:
     pruned_at: int | None = None  # it failed at the most replicas that would cost less than the best
 
 
+@dataclass(frozen=True, slots=True)
+class Winner:
+    """What the levers start from: the winner's search and every candidate's, the peak window
+    scored, the chosen replica count, the peak rate, the autoscaler sized for a daily curve
+    (``None``: a fixed fleet), the traffic, its horizon and the SLO targets per group."""
+
+    best: Searched
+    searched: list[Searched]
+    scored: Scored
+    replicas: int
+    peak_req_s: float
+    autoscaler: AutoscalerOut | None
+    spec: WorkloadSpec
+    horizon_s: float
+    targets: dict[tuple[str, str], tuple[Target, ...]]
+
+
 # ---- inputs ------------------------------------------------------------------------------------
 
 
@@ -159,7 +176,9 @@ def closed_form(
 # ---- the plan ----------------------------------------------------------------------------------
 
 
-def run_plan(request: FleetPlanRequest, ctx: Context, run_levers: Callable[..., LeverRows]) -> FleetPlanResponse:
+def run_plan(
+    request: FleetPlanRequest, ctx: Context, run_levers: Callable[[FleetPlanRequest, Context, Winner], LeverRows]
+) -> FleetPlanResponse:
     """The plan; ``run_levers`` (:func:`servecap.app.fleet_plan.levers.run_levers`, passed in by
     the entry point: the levers build on this module) re-simulates the levers on the winner."""
     if not request.candidates:
@@ -214,19 +233,8 @@ def run_plan(request: FleetPlanRequest, ctx: Context, run_levers: Callable[..., 
     autoscaler = None
     if daily:
         autoscaler = size_autoscaler(request, ctx, best, spec, horizon, n, peak, targets)
-    levers, skipped = run_levers(
-        request,
-        ctx,
-        best=best,
-        searched=searched,
-        scored=scored,
-        n=n,
-        peak=peak,
-        autoscaler=autoscaler,
-        spec=spec,
-        horizon=horizon,
-        targets=targets,
-    )
+    winner = Winner(best, searched, scored, n, peak, autoscaler, spec, horizon, targets)
+    levers, skipped = run_levers(request, ctx, winner)
     ff = fixed_fleet(request, best.candidate, n)
     ff["pools"][0].pop("cold_start", None)
     if autoscaler is not None:
