@@ -23,6 +23,7 @@ from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
 from servecap.fleet.gateway_stage import check_pool_names
+from servecap.fleet.pd.stats import PdStats
 from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import INSTANT
 from servecap.policy.autoscalers import (
@@ -148,30 +149,26 @@ class AutoscalerModel(_Model):
 
     def to_settings(self) -> AutoscalerSettings:
         base = PRESETS[self.preset or autoscaler_class(self.policy or DEFAULT_AUTOSCALER).default_preset]
-        kw: dict[str, Any] = {
-            f: getattr(self, f)
-            for f in (
-                "signal",
-                "target",
-                "interval_s",
-                "upscale_stabilization_s",
-                "downscale_stabilization_s",
-                "max_step_up",
-                "max_step_down",
-                "tolerance",
-                "window_s",
-            )
-            if getattr(self, f) is not None
-        }
-        fields = {f: getattr(base, f) for f in base.__slots__}
-        fields.update(kw)
-        fields["min_replicas"] = self.min_replicas
-        fields["max_replicas"] = self.max_replicas
-        fields["schedule"] = tuple((e.at_s, e.min_replicas) for e in self.schedule)
-        if self.policy is not None:
-            fields["policy"] = self.policy
-        fields["options"] = tuple(sorted(self.options.items()))
-        settings = AutoscalerSettings(**fields)
+        settings = AutoscalerSettings(
+            signal=base.signal if self.signal is None else self.signal,
+            target=base.target if self.target is None else self.target,
+            interval_s=base.interval_s if self.interval_s is None else self.interval_s,
+            min_replicas=self.min_replicas,
+            max_replicas=self.max_replicas,
+            upscale_stabilization_s=base.upscale_stabilization_s
+            if self.upscale_stabilization_s is None
+            else self.upscale_stabilization_s,
+            downscale_stabilization_s=base.downscale_stabilization_s
+            if self.downscale_stabilization_s is None
+            else self.downscale_stabilization_s,
+            max_step_up=base.max_step_up if self.max_step_up is None else self.max_step_up,
+            max_step_down=base.max_step_down if self.max_step_down is None else self.max_step_down,
+            tolerance=base.tolerance if self.tolerance is None else self.tolerance,
+            window_s=base.window_s if self.window_s is None else self.window_s,
+            schedule=tuple((e.at_s, e.min_replicas) for e in self.schedule),
+            policy=base.policy if self.policy is None else self.policy,
+            options=tuple(sorted(self.options.items())),
+        )
         make_autoscaler(settings)  # the policy checks its signal and options now, not mid-run
         return settings
 
@@ -471,6 +468,20 @@ class ReplicaOut(_Out):
     capacity_req_s: float | None = None  # its pool's service rate (planner: output tok/s / mean output)
 
 
+class SloTargetOut(_Out):
+    """One percentile target of one (tenant, class) group and how the run met it."""
+
+    group: str
+    target: str
+    metric: str
+    percentile: float
+    max_s: float
+    observed_s: float | None  # None: failed requests count as infinitely slow
+    share_within: float
+    requests: int
+    met: bool
+
+
 class FleetSimulateResponse(_Out):
     summary: dict[str, Any]
     by_tenant: dict[str, dict[str, Any]]
@@ -487,13 +498,13 @@ class FleetSimulateResponse(_Out):
     retried: int
     seed: int
     notes: list[str]
-    slo_by_class: list[dict[str, Any]] = Field(default_factory=list)  # per (tenant, class) percentile targets
+    slo_by_class: list[SloTargetOut] = Field(default_factory=list)  # per (tenant, class) percentile targets
     gateway: GatewayOut | None = None  # with a gateway: section
     by_pool: dict[str, dict[str, Any]] = Field(default_factory=dict)  # a streaming run of several pools
     # per replica id: its busy share of each interval of the time series
     replica_utilization: dict[str, list[float]] = Field(default_factory=dict)
     records_path: str | None = None  # where every request's record went (--records)
-    pd: dict[str, Any] | None = None  # a disaggregated fleet: per-role times, transfers, links
+    pd: PdStats | None = None  # a disaggregated fleet: per-role times, transfers, links
 
 
 class GatewayOut(_Out):
@@ -507,15 +518,6 @@ class GatewayOut(_Out):
     provider_requests: dict[str, int]
     provider_cost_usd: float
     served_summary: dict[str, Any] | None
-
-
-def _pd_out(res: FleetResult) -> dict[str, Any] | None:
-    """A disaggregated fleet's per-role times, transfers and links (servecap.fleet.pd.stats)."""
-    if res.pd is None:
-        return None
-    from dataclasses import asdict
-
-    return asdict(res.pd)
 
 
 def _gateway_out(res: FleetResult) -> GatewayOut | None:
@@ -602,7 +604,7 @@ def response_from_result(
         retried=res.retried,
         seed=seed,
         notes=notes,
-        pd=_pd_out(res),
+        pd=res.pd,
     )
 
 
@@ -743,17 +745,17 @@ def fleet_simulate(
     report = class_slo_report(res.columns, arrays, wl)
     response = response_from_result(res, request.seed, notes, pool_capacities(request.fleet, wl, base_dir))
     rows = [
-        {
-            "group": t.group,
-            "target": t.label(),
-            "metric": t.metric,
-            "percentile": t.percentile,
-            "max_s": t.max_s,
-            "observed_s": t.observed_s if np.isfinite(t.observed_s) else None,
-            "share_within": t.share_within,
-            "requests": g.requests,
-            "met": t.met,
-        }
+        SloTargetOut(
+            group=t.group,
+            target=t.label(),
+            metric=t.metric,
+            percentile=t.percentile,
+            max_s=t.max_s,
+            observed_s=t.observed_s if np.isfinite(t.observed_s) else None,
+            share_within=t.share_within,
+            requests=g.requests,
+            met=t.met,
+        )
         for g in report
         for t in g.targets
     ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from servecap.app.fleet import FleetSimulateResponse
+    from servecap.fleet.pd.stats import PdStats
 
 
 @click.group("fleet")
@@ -239,20 +240,16 @@ def _add_plan_command() -> None:
 _add_plan_command()
 
 
-def _render_pd(console: Console, pd: dict[str, Any]) -> None:
+def _render_pd(console: Console, pd: PdStats) -> None:
     """A disaggregated fleet's hand-off: per-role times, the transfers, the busiest link."""
     from rich.table import Table
 
-    from servecap.fleet.pd.stats import LinkStats, PdStats, Quantiles, pd_rows
+    from servecap.fleet.pd.stats import pd_rows
 
-    fields = dict(pd)
-    for k in ("prefill_s", "wait_for_room_s", "link_queue_s", "transfer_s", "decode_first_s"):
-        fields[k] = Quantiles(**fields[k])
-    fields["links"] = tuple(LinkStats(**x) for x in fields["links"])
     tab = Table(show_header=False, title="disaggregated prefill/decode", title_justify="left")
     tab.add_column("what")
     tab.add_column("value", justify="right")
-    for k, v in pd_rows(PdStats(**fields)):
+    for k, v in pd_rows(pd):
         tab.add_row(k, v)
     console.print(tab)
 
@@ -341,13 +338,13 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
         for c in ("class", "target", "observed (ms)", "within", "met"):
             slo.add_column(c, justify="right")
         for row in r.slo_by_class:
-            obs = row["observed_s"]
+            obs = row.observed_s
             slo.add_row(
-                row["group"],
-                row["target"],
+                row.group,
+                row.target,
                 "failed requests" if obs is None else f"{obs * 1e3:,.1f}",
-                f"{row['share_within']:.1%}",
-                "yes" if row["met"] else "no",
+                f"{row.share_within:.1%}",
+                "yes" if row.met else "no",
             )
         print_table(console, slo)
     if r.gateway is not None:
