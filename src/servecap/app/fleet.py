@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -264,7 +264,7 @@ class FleetFile(_Model):
         return RouterModel(name=self.router) if isinstance(self.router, str) else self.router
 
 
-def fleet_from_dict(raw: dict[str, Any]) -> FleetFile:
+def fleet_from_dict(raw: Mapping[str, object]) -> FleetFile:
     """Validate a mapping; the first problem becomes one error naming the field."""
     try:
         return FleetFile.model_validate(raw)

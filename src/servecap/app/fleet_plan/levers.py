@@ -26,9 +26,11 @@ not accept one, they are listed in ``levers_skipped`` with the reason.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from servecap.app.fleet import fleet_from_dict
+from servecap.app.fleet_plan.doc import FleetDoc, Section
 from servecap.app.fleet_plan.model import (
     HOURS_PER_MONTH,
     Context,
@@ -51,9 +53,9 @@ LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache"
 DEFAULT_LEVERS = tuple(x for x in LEVERS if not x.startswith("split"))
 
 
-def gateway_accepted(request: FleetPlanRequest, gateway: dict[str, Any]) -> str | None:
+def gateway_accepted(request: FleetPlanRequest, gateway: Section) -> str | None:
     """None when the fleet file takes this ``gateway:`` section, else why not (one line)."""
-    raw = {**fixed_fleet(request, request.candidates[0], 1), "gateway": gateway}
+    raw: FleetDoc = {**fixed_fleet(request, request.candidates[0], 1), "gateway": gateway}
     try:
         fleet_from_dict(raw)
     except ServecapError as err:
@@ -63,7 +65,7 @@ def gateway_accepted(request: FleetPlanRequest, gateway: dict[str, Any]) -> str 
     return None
 
 
-def cache_gateway(request: FleetPlanRequest) -> dict[str, Any]:
+def cache_gateway(request: FleetPlanRequest) -> Section:
     return {"cache": {"kind": "semantic", "hit_rate": request.cache_hit_rate}}
 
 
@@ -82,7 +84,7 @@ def overflow_pointless(model: str, small_model: str) -> str | None:
     return None
 
 
-def overflow_gateway(ttft_s: float) -> dict[str, Any]:
+def overflow_gateway(ttft_s: float) -> Section:
     return {
         "routing": {"kind": "class", "pools": {}, "default": "main"},
         "overflow": [{"from_pool": "main", "to_pool": "small", "max_ttft_s": ttft_s}],
@@ -103,8 +105,22 @@ def _row(name: str, change: str, ev: FleetEval | None, sims: int, note: str = ""
     )
 
 
+def _fixed(
+    request: FleetPlanRequest, c: CandidateModel, router: str | None = None, *, gateway: Section | None = None
+) -> Callable[[int], FleetDoc]:
+    """The fleet of ``m`` replicas of candidate ``c`` (with that router, or that ``gateway:``)."""
+
+    def build(m: int) -> FleetDoc:
+        doc = fixed_fleet(request, c, m, router)
+        if gateway is not None:
+            doc["gateway"] = gateway
+        return doc
+
+    return build
+
+
 def _search(
-    ctx: Context, request: FleetPlanRequest, build: Any, scored: Scored, n: int, label: str
+    ctx: Context, request: FleetPlanRequest, build: Callable[[int], FleetDoc], scored: Scored, n: int, label: str
 ) -> tuple[FleetEval | None, int]:
     """The fewest replicas passing with the lever, searched from the chosen ``n``."""
 
@@ -132,14 +148,14 @@ def run_levers(request: FleetPlanRequest, ctx: Context, winner: Winner) -> tuple
     for name in names:
         if name == "router":
             alt = "least-outstanding" if request.router == "prefix-affinity" else "prefix-affinity"
-            ev, k = _search(ctx, request, lambda m, alt=alt: fixed_fleet(request, c, m, alt), scored, n, c.label())
+            ev, k = _search(ctx, request, _fixed(request, c, alt), scored, n, c.label())
             rows.append(_row(name, f"{alt} routing instead of {request.router}", ev, k))
         elif name == "fp8-kv":
             if c.kv_cache_dtype == "fp8":
                 skipped.append("fp8-kv: the chosen fleet already stores its KV cache in FP8")
                 continue
             c8 = c.model_copy(update={"kv_cache_dtype": "fp8"})
-            ev, k = _search(ctx, request, lambda m, c8=c8: fixed_fleet(request, c8, m), scored, n, c8.label())
+            ev, k = _search(ctx, request, _fixed(request, c8), scored, n, c8.label())
             rows.append(_row(name, "KV cache in FP8", ev, k))
         elif name == "cheaper-gpu":
             cheaper = [s for s in searched if s.closed.price_per_gpu_hour < best.closed.price_per_gpu_hour]
@@ -150,9 +166,7 @@ def run_levers(request: FleetPlanRequest, ctx: Context, winner: Winner) -> tuple
                         "cheaper-gpu: no candidate has a lower $/GPU-hour than the chosen one (set cheaper_gpu)"
                     )
                     continue
-                ev, k = _search(
-                    ctx, request, lambda m, alt=alt_gpu: fixed_fleet(request, alt, m), scored, n, alt_gpu.label()
-                )
+                ev, k = _search(ctx, request, _fixed(request, alt_gpu), scored, n, alt_gpu.label())
                 price = ev.usd_per_month / HOURS_PER_MONTH / max(1, ev.replicas) if ev is not None else None
                 rows.append(
                     _row(
@@ -232,7 +246,7 @@ def _ramp_lever(request: FleetPlanRequest, ctx: Context, name: str, winner: Winn
             usd=a.usd_per_month,
         )
     cs = request.cold_start
-    cold: dict[str, Any] | str
+    cold: Section | str
     if cs == "instant":
         cold = "instant"
     else:
@@ -265,22 +279,20 @@ def _gateway_lever(
     ctx: Context,
     name: str,
     c: CandidateModel,
-    gw: dict[str, Any],
+    gw: Section,
     scored: Scored,
     n: int,
 ) -> LeverOut:
     """A gateway lever (``cache`` or ``overflow``): the fewest replicas with that ``gateway:``."""
     if name == "cache":
-        ev, k = _search(
-            ctx, request, lambda m, gw=gw: {**fixed_fleet(request, c, m), "gateway": gw}, scored, n, c.label()
-        )
+        ev, k = _search(ctx, request, _fixed(request, c, gateway=gw), scored, n, c.label())
         given = "cache_hit_rate" in request.model_fields_set
         source = "given" if given else "assumed: set cache_hit_rate (--cache-hit-rate) from your repeats"
         return _row(name, f"semantic response cache at a {request.cache_hit_rate:.0%} hit rate ({source})", ev, k)
     cheapest = min(request.candidates, key=lambda x: x.price_per_gpu_hour or 0.0)
     small = cheapest.model_copy(update={"model": request.small_model, "tp": None, "weights_dtype": None, "name": None})
 
-    def build(m: int, small: Any = small, gw: dict[str, Any] = gw) -> dict[str, Any]:
+    def build(m: int, small: CandidateModel = small, gw: Section = gw) -> FleetDoc:
         from servecap.app.fleet_plan.model import pool_dict
 
         return {

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from servecap.app.fleet import fleet_from_dict
+from servecap.app.fleet_plan.doc import AutoscalerDoc, FleetDoc, Section
 from servecap.app.fleet_plan.model import (
     DEFAULT_WORKLOAD,
     HOURS_PER_MONTH,
@@ -271,7 +272,7 @@ def run_plan(
     )
 
 
-def fleet_intervals(n: int, usd_per_month: float, cf: Closed) -> dict[str, dict[str, Any]]:
+def fleet_intervals(n: int, usd_per_month: float, cf: Closed) -> dict[str, dict[str, object]]:
     """The 80% intervals of the winner's replica count and rent, carried from the corpus's
     throughput residuals of its engine and GPU family (:func:`servecap.validation.interval.replica_interval`:
     replicas needed scale inversely with what one replica serves)."""
@@ -331,7 +332,7 @@ def search_candidate(
     guess = _guess(cf, peak)
     cache: dict[int, tuple[bool, FleetEval]] = {}
 
-    def build(k: int) -> dict[str, Any]:
+    def build(k: int) -> FleetDoc:
         return fixed_fleet(request, c, k, router)
 
     if limit is not None:
@@ -429,8 +430,8 @@ def _pair(group: str) -> tuple[str, str]:
 # ---- the autoscaler on the daily curve --------------------------------------------------------
 
 
-def autoscaler_dict(request: FleetPlanRequest, a: AutoscalerOut, *, predictive: bool = True) -> dict[str, Any]:
-    d: dict[str, Any] = {
+def autoscaler_dict(request: FleetPlanRequest, a: AutoscalerOut, *, predictive: bool = True) -> AutoscalerDoc:
+    d: AutoscalerDoc = {
         "preset": a.preset,
         "target": a.target,
         "interval_s": a.interval_s,
@@ -474,8 +475,8 @@ def ramp_fleet(
     start_replicas: int,
     *,
     predictive: bool,
-    cold: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    cold: Section | None = None,
+) -> FleetDoc:
     """A fleet file for the ramp window: the autoscaled pool, with scale-ahead floors of the
     window's own curve as its schedule."""
     pool = fixed_fleet(request, best.candidate, start_replicas)["pools"][0]
