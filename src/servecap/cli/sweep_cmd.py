@@ -135,7 +135,7 @@ def _csv(run: object) -> str:
             [
                 p.index,
                 *(p.values[a] for a in axes),
-                *(("" if r is None or r.row.get(c) is None else r.row[c]) for c in cols),
+                *(("" if r is None or r.row.get(c) is None else r.row.get(c)) for c in cols),
                 run.errors.get(p.index, ""),
             ]
         )
