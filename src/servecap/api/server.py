@@ -28,13 +28,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from servecap.api.bodies import (
     CapacityBody,
     CompareBody,
-    FleetPlanBody,
-    FleetSimulateBody,
     PlanBody,
     SimulateBody,
     UploadBody,
 )
 from servecap.api.cache import ResponseCache
+from servecap.api.fleet_bodies import FleetPlanBody, FleetSimulateBody
 from servecap.api.guard import BodyTooLarge, Guard, GuardSettings
 from servecap.api.jobfns import (
     capacity_job,

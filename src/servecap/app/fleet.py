@@ -452,6 +452,30 @@ class FleetSimulateRequest(_Model):
     percentiles: Literal["auto", "exact", "sketch"] = "auto"
 
 
+JsonObject = dict[str, object]
+"""A fleet or workload file's mapping as a person writes it (validated by its schema)."""
+
+
+class FleetSimulateInput(BaseModel):
+    """``fleet simulate`` asked with its files inline: a fleet file and a workload file as
+    mappings (the keys the YAML files take; docs/fleet.md, docs/workload.md) and a seed. The HTTP
+    API's body is this model; :meth:`request` validates the files into a
+    :class:`FleetSimulateRequest` (the first problem one error naming the field)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    fleet: JsonObject
+    workload: JsonObject
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+    def request(self) -> FleetSimulateRequest:
+        from servecap.workload import workload_from_dict
+
+        return FleetSimulateRequest(
+            fleet=fleet_from_dict(self.fleet), workload=workload_from_dict(dict(self.workload)), seed=self.seed
+        )
+
+
 class ReplicaOut(_Out):
     replica_id: int
     pool: str

@@ -133,6 +133,19 @@ class FleetPlanRequest(_Model):
     seed: int = 0
 
 
+class FleetPlanInput(BaseModel):
+    """``fleet plan`` asked with its plan file inline, as a mapping (the keys the YAML file takes;
+    docs/fleet.md, "Planning a fleet"). The HTTP API's body is this model; :meth:`request`
+    validates it into a :class:`FleetPlanRequest`."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    plan: dict[str, object]
+
+    def request(self) -> FleetPlanRequest:
+        return plan_request_from_dict(self.plan)
+
+
 def plan_request_from_dict(raw: Mapping[str, object]) -> FleetPlanRequest:
     """Validate a plan file's mapping; the first problem is one error naming the field."""
     try:
