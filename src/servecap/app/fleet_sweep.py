@@ -46,9 +46,8 @@ from typing_extensions import TypedDict
 from servecap.app.limits import WorkLimits
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, from_validation_error
-from servecap.files import dumps_json
 from servecap.progress import ProgressFn
-from servecap.results import RecordColumns, RequestRecord, RunSummary, records_from_columns, summary_to_json_dict
+from servecap.results import RecordColumns, RequestRecord, RunSummary, records_from_columns
 from servecap.results.sketch_set import RunSketches
 
 MAX_SEEDS = 1_000
@@ -419,23 +418,6 @@ def merge_points(run: SweepRun) -> SweepMerge | None:
     dur = sum(r.summary.duration_s for r in done)
     by_pool = {name: s.summary(dur) for name, s in sorted(sk.groups["pool"].items())}
     return SweepMerge(len(done), sk.total.summary(dur), by_pool)
-
-
-def rows_json(run: SweepRun) -> str:
-    out = []
-    for p, r in zip(run.points, run.results, strict=True):
-        out.append(
-            {"index": p.index, "values": p.values, "error": run.errors.get(p.index), **({} if r is None else r.row)}
-        )
-    m = merge_points(run)
-    merged = None
-    if m is not None:
-        merged = {
-            "points": m.points,
-            "summary": summary_to_json_dict(m.summary),
-            "by_pool": {k: summary_to_json_dict(v) for k, v in m.by_pool.items()},
-        }
-    return dumps_json({"executor": run.executor, "points": out, "merged": merged})
 
 
 def _section(doc: JsonObject, name: str) -> JsonObject:
