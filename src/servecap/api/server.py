@@ -51,6 +51,7 @@ from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
 from servecap.api.stored import DamagedRun, check_stored_deployment, stored
 from servecap.api.uploads import UploadQuota, store_config
+from servecap.app.fleet_plan.lever_lists import LeverLists, lever_lists
 from servecap.app.limits import API_LIMITS, WorkLimits
 from servecap.app.policies import PolicyLists, policy_lists
 from servecap.errors import ServecapError, from_validation_error
@@ -268,6 +269,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
         check_fleet_body(body, settings.upload_dir, settings.limits)
         return accepted("fleet-simulate", fleet_simulate_job, {**body.model_dump(), "_limits": settings.limits})
+
+    @app.get(f"{API}/fleet/plan/levers")
+    def fleet_plan_levers() -> LeverLists:
+        """The planner's levers, and those a plan without ``levers`` runs."""
+        return lever_lists()
 
     @app.post(f"{API}/fleet/plan", status_code=202)
     async def fleet_plan(body: FleetPlanBody) -> JSONResponse:
