@@ -45,6 +45,7 @@ from servecap.workload import WorkloadSpec, traffic_classes
 if TYPE_CHECKING:
     from servecap.app.limits import WorkLimits
     from servecap.core.plan import Plan
+    from servecap.fleet.run_result import ReplicaStats
     from servecap.specs.gpu import GpuSpec
 
 
@@ -513,7 +514,7 @@ class FleetSimulateResponse(_Out):
     outcomes: dict[str, int]
     replicas: list[ReplicaOut]
     timeseries: dict[str, list[float]]
-    scale_events: list[dict[str, Any]]
+    scale_events: list[dict[str, Any]]  # time_s, pool, from, to (app/monitor_replay.py passes them on)
     horizon_s: float
     gpu_hours: float
     cost_usd: float
@@ -558,7 +559,7 @@ def _gateway_out(res: FleetResult) -> GatewayOut | None:
     )
 
 
-def _load_req_s(r: Any, horizon_s: float) -> float | None:
+def _load_req_s(r: ReplicaStats, horizon_s: float) -> float | None:
     if r.ready_s is None:
         return None
     span = (r.stopped_s if r.stopped_s is not None else horizon_s) - r.ready_s
