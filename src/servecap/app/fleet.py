@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, with_config
+from typing_extensions import TypedDict
 
 from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
@@ -493,8 +494,10 @@ class ReplicaOut(_Out):
     capacity_req_s: float | None = None  # its pool's service rate (planner: output tok/s / mean output)
 
 
-class SloTargetOut(_Out):
-    """One percentile target of one (tenant, class) group and how the run met it."""
+@with_config(ConfigDict(extra="forbid"))
+class SloTargetOut(TypedDict):
+    """One percentile target of one (tenant, class) group and how the run met it (a typed
+    dictionary: the response's rows stay plain mappings)."""
 
     group: str
     target: str

@@ -338,13 +338,13 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
         for c in ("class", "target", "observed (ms)", "within", "met"):
             slo.add_column(c, justify="right")
         for row in r.slo_by_class:
-            obs = row.observed_s
+            obs = row["observed_s"]
             slo.add_row(
-                row.group,
-                row.target,
+                row["group"],
+                row["target"],
                 "failed requests" if obs is None else f"{obs * 1e3:,.1f}",
-                f"{row.share_within:.1%}",
-                "yes" if row.met else "no",
+                f"{row['share_within']:.1%}",
+                "yes" if row["met"] else "no",
             )
         print_table(console, slo)
     if r.gateway is not None:
