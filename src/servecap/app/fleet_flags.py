@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from servecap.app.flags import DeploymentFlags
-from servecap.app.fleet import FleetFile, fleet_from_dict, load_fleet_file
+from servecap.app.fleet import FleetFile, JsonObject, fleet_from_dict, load_fleet_file
 from servecap.errors import ServecapError
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.pd_router import PD_PRESETS
@@ -105,7 +105,7 @@ def _from_file(flags: FleetFlags, path: Path) -> FleetFile:
 
 def _from_pool_flags(flags: FleetFlags) -> FleetFile:
     """One pool from the deployment flags (a prefill and a decode pool when disaggregated)."""
-    pool: dict[str, object] = {k: v for k, v in flags.deployment.to_settings().items() if v is not None}
+    pool: JsonObject = {k: v for k, v in flags.deployment.to_settings().items() if v is not None}
     pool.setdefault("model", FLEET_DEFAULT_MODEL)
     pool.setdefault("gpu", FLEET_DEFAULT_GPU)
     if flags.autoscaler is not None:
@@ -124,7 +124,7 @@ def _from_pool_flags(flags: FleetFlags) -> FleetFile:
         pool["price_per_gpu_hour"] = flags.price_per_gpu_hour
     if flags.cold_start == "instant":
         pool["cold_start"] = "instant"
-    raw: dict[str, object] = {"pools": [pool]}
+    raw: JsonObject = {"pools": [pool]}
     if (flags.prefill_replicas is None) != (flags.decode_replicas is None):
         raise ServecapError("decode_replicas", flags.decode_replicas, "give --prefill-replicas and --decode-replicas")
     if flags.prefill_replicas is not None and flags.decode_replicas is not None:
@@ -132,7 +132,7 @@ def _from_pool_flags(flags: FleetFlags) -> FleetFile:
             raise ServecapError(
                 "replicas", flags.replicas, "give --prefill/--decode-replicas or --replicas/--autoscaler"
             )
-        decode: dict[str, object] = {**pool, "name": "decode", "role": "decode", "replicas": flags.decode_replicas}
+        decode: JsonObject = {**pool, "name": "decode", "role": "decode", "replicas": flags.decode_replicas}
         if flags.decode_tp is not None:
             decode["tp"] = flags.decode_tp
         raw["pools"] = [{**pool, "name": "prefill", "role": "prefill", "replicas": flags.prefill_replicas}, decode]

@@ -43,6 +43,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import TypedDict
 
+from servecap.app.fleet import JsonObject  # the sweep file's base fleet and workload, a point's axis values
 from servecap.app.limits import WorkLimits
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, from_validation_error
@@ -52,9 +53,6 @@ from servecap.results.sketch_set import RunSketches
 
 MAX_SEEDS = 1_000
 PercentileMode = Literal["auto", "exact", "sketch"]
-JsonObject = dict[str, object]
-"""A mapping as the sweep file writes it (its base fleet and workload: free-form YAML that the
-fleet and workload schemas validate per point), or a point's axis values."""
 
 
 class PointRow(TypedDict, total=False):
@@ -126,7 +124,7 @@ class PointResult:
     model: str
     # a streaming run's mergeable accumulators, RunSketches.to_dict() (plain data: any executor
     # ships it); None for an exact run
-    sketches: dict[str, object] | None = None
+    sketches: JsonObject | None = None
     horizon_s: float = 0.0  # simulated time billed (summed over merged seeds)
     seeds: tuple[int, ...] = ()
 
@@ -304,7 +302,7 @@ def _row(s: RunSummary, cost_usd: float, horizon_s: float, usd_per_million_token
     }
 
 
-def merge_sketches(dicts: list[dict[str, object]]) -> RunSketches:
+def merge_sketches(dicts: list[JsonObject]) -> RunSketches:
     """One RunSketches holding every one of ``dicts``' requests, merged in the given order."""
     out = RunSketches.from_dict(dicts[0])
     for d in dicts[1:]:

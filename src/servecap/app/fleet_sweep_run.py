@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from servecap.app.fleet import JsonObject
 from servecap.app.fleet_sweep import (
-    JsonObject,
     SweepFile,
     SweepRun,
     load_sweep_file,

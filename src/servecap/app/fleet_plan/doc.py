@@ -11,7 +11,9 @@ from __future__ import annotations
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
-Section = dict[str, object]
+from servecap.app.fleet import JsonObject
+
+Section = JsonObject
 """A fleet-file section copied as it is (a cold-start model's or a gateway's keys)."""
 
 _STRICT = ConfigDict(extra="forbid")  # a key a response's fleet file does not declare is an error, not dropped

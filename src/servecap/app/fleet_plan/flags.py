@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from servecap.app import defaults
+from servecap.app.fleet import JsonObject
 from servecap.app.fleet_plan.model import DEFAULT_WORKLOAD, FleetPlanRequest, load_plan_file, plan_request_from_dict
 from servecap.errors import ServecapError
 from servecap.workload import load_workload
@@ -56,11 +57,11 @@ class FleetPlanFlags(BaseModel):
 
 def plan_request_from_flags(flags: FleetPlanFlags) -> FleetPlanRequest:
     """The plan file's mapping (empty without one) with every given flag laid over it, validated."""
-    raw: dict[str, object] = dict(load_plan_file(flags.plan_file)) if flags.plan_file is not None else {}
+    raw: JsonObject = dict(load_plan_file(flags.plan_file)) if flags.plan_file is not None else {}
     if flags.model is not None:
         raw["model"] = flags.model
     if flags.gpus:
-        cand: dict[str, object] = {"kv_cache_dtype": flags.kv_cache_dtype}
+        cand: JsonObject = {"kv_cache_dtype": flags.kv_cache_dtype}
         for k, v in (("tp", flags.tp), ("weights_dtype", flags.weights_dtype), ("max_model_len", flags.max_model_len)):
             if v is not None:
                 cand[k] = v
@@ -96,7 +97,7 @@ def plan_request_from_flags(flags: FleetPlanFlags) -> FleetPlanRequest:
     return plan_request_from_dict(raw)
 
 
-def _mapping(value: object, field: str) -> dict[str, object]:
+def _mapping(value: object, field: str) -> JsonObject:
     """A plan file's section as a copy of its mapping (``{}`` when absent)."""
     if value is None:
         return {}
@@ -105,7 +106,7 @@ def _mapping(value: object, field: str) -> dict[str, object]:
     return {str(k): v for k, v in value.items()}
 
 
-def _traffic(flags: FleetPlanFlags, section: object) -> dict[str, object]:
+def _traffic(flags: FleetPlanFlags, section: object) -> JsonObject:
     """The plan file's ``traffic:`` with the peak, interval, workload and length flags applied."""
     traffic = _mapping(section, "traffic")
     peaks: tuple[tuple[str, float | None], ...] = (
@@ -127,14 +128,14 @@ def _traffic(flags: FleetPlanFlags, section: object) -> dict[str, object]:
     return traffic
 
 
-def with_lengths(workload: dict[str, object], flags: FleetPlanFlags) -> dict[str, object]:
+def with_lengths(workload: JsonObject, flags: FleetPlanFlags) -> JsonObject:
     """The traffic's workload with the length flags applied (the defaults of app/defaults.py for a
     length not given): fixed lengths, or log-normal with the given medians and sigmas."""
     for name, n in (("prompt_tokens", flags.prompt_tokens), ("output_tokens", flags.output_tokens)):
         if n is not None and n < 1:
             raise ServecapError(name, n, "must be >= 1")
     # no workload given: the default one, as fleet plan builds it (a steady open loop at the peak)
-    base: dict[str, object] = workload or {
+    base: JsonObject = workload or {
         **DEFAULT_WORKLOAD,
         "arrival": {"kind": "poisson", "rate_per_s": 1.0},
         "duration_s": 600,

@@ -37,7 +37,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
+from servecap.app.fleet import ColdStartModel, FleetFile, JsonObject, build_fleet, fleet_from_dict
 from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
@@ -52,7 +52,7 @@ from servecap.workload.mix_spec import SloSpec
 
 HOURS_PER_MONTH = 730.0
 # the one default request shape of plan, capacity, fleet plan and bench (app/defaults.py)
-DEFAULT_WORKLOAD: dict[str, dict[str, object]] = {
+DEFAULT_WORKLOAD: dict[str, JsonObject] = {
     "prompt_tokens": {"kind": "fixed", "value": 1024},
     "output_tokens": {"kind": "fixed", "value": 128},
 }
@@ -140,7 +140,7 @@ class FleetPlanInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    plan: dict[str, object]
+    plan: JsonObject
 
     def request(self) -> FleetPlanRequest:
         return plan_request_from_dict(self.plan)
@@ -156,12 +156,12 @@ def plan_request_from_dict(raw: Mapping[str, object]) -> FleetPlanRequest:
         ) from None
 
 
-def load_plan_file(path: Path | str) -> dict[str, object]:
+def load_plan_file(path: Path | str) -> JsonObject:
     """Read a ``.yaml``/``.yml``/``.json`` plan file into a mapping (validated by
     :func:`plan_request_from_dict`)."""
     from servecap.files import load_document
 
-    raw: dict[str, object] = load_document(path, "plan")
+    raw: JsonObject = load_document(path, "plan")
     return raw
 
 
@@ -270,7 +270,7 @@ class FleetPlanResponse(_Out):
     notes: list[str]
     # "replicas", "usd_per_month" -> the 80% interval of the chosen fleet's count and rent
     # (validation.interval.replica_interval: the throughput interval carried to the count)
-    interval: dict[str, dict[str, object]] = Field(default_factory=dict)
+    interval: dict[str, JsonObject] = Field(default_factory=dict)
 
 
 # ---- the search --------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from servecap.app.fleet import fleet_from_dict
+from servecap.app.fleet import JsonObject, fleet_from_dict
 from servecap.app.fleet_plan.doc import AutoscalerDoc, FleetDoc, Section
 from servecap.app.fleet_plan.model import (
     DEFAULT_WORKLOAD,
@@ -272,7 +272,7 @@ def run_plan(
     )
 
 
-def fleet_intervals(n: int, usd_per_month: float, cf: Closed) -> dict[str, dict[str, object]]:
+def fleet_intervals(n: int, usd_per_month: float, cf: Closed) -> dict[str, JsonObject]:
     """The 80% intervals of the winner's replica count and rent, carried from the corpus's
     throughput residuals of its engine and GPU family (:func:`servecap.validation.interval.replica_interval`:
     replicas needed scale inversely with what one replica serves)."""
