@@ -88,6 +88,33 @@ CASES: list[Case] = [
         api=("POST", "/api/v1/fleet/simulate", {"fleet": PD_FLEET, "workload": WORKLOAD, "seed": 5}),
     ),
     Case(
+        name="fleet-simulate-autoscaled-flags",
+        cli=[
+            *("fleet", "simulate", "-m", MODEL, "-g", "H100", "--autoscaler", "keda-vllm", "--max-replicas", "3"),
+            *("--cold-start", "instant", "--price-per-gpu-hour", "2", "--rate", "8", "-p", "512", "-o", "64"),
+            *("--num-requests", "200", "--seed", "4"),
+        ],
+        api=(
+            "POST",
+            "/api/v1/fleet/simulate",
+            {
+                "fleet": {
+                    "pools": [
+                        {
+                            "model": MODEL,
+                            "gpu": "H100",
+                            "autoscaler": {"preset": "keda-vllm", "min_replicas": 1, "max_replicas": 3},
+                            "price_per_gpu_hour": 2.0,
+                            "cold_start": "instant",
+                        }
+                    ]
+                },
+                "workload": WORKLOAD,
+                "seed": 4,
+            },
+        ),
+    ),
+    Case(
         name="fleet-plan-no-levers",
         cli=["fleet", "plan", "-m", MODEL, "-g", "H100", "--peak-rps", "4", "--levers", "none", "--seed", "1"],
         api=(
