@@ -182,7 +182,7 @@ def fleet_plan_command(
     render(console, response)
 
 
-def shape_text(request: Any) -> str:
+def shape_text(request: FleetPlanRequest) -> str:
     """The request shape and user model the plan used (its answer's first line)."""
     from servecap.app.defaults import lengths_text
     from servecap.workload import dist_mean
