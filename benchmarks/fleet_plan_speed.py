@@ -22,8 +22,7 @@ import argparse
 import time
 from typing import Any
 
-from servecap.app.fleet_plan import plan_request_from_dict
-from servecap.app.fleet_planner import fleet_plan
+from servecap.app.fleet_plan import fleet_plan, plan_request_from_dict
 from servecap.progress import Progress
 from servecap.sim import engine
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from servecap.app.fleet_plan import load_plan_file, plan_request_from_dict
-from servecap.app.fleet_planner import fleet_plan
+from servecap.app.fleet_plan import fleet_plan, load_plan_file, plan_request_from_dict
 from servecap.report.fleet_plan_text import DOC_BEGIN, DOC_END, markdown_block
 
 ROOT = Path(__file__).resolve().parent.parent

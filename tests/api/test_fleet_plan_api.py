@@ -77,3 +77,12 @@ def test_fleet_plan_body_errors_name_the_field(client: TestClient, plan: dict[st
     r = client.post("/api/v1/fleet/plan", json={"plan": plan})
     assert r.status_code == 400, r.text
     assert r.json()["error"]["field"].startswith(field)
+
+
+def test_the_lever_list_is_the_planners_table(client: TestClient) -> None:
+    from servecap.app.fleet_plan.levers import DEFAULT_LEVERS, LEVERS
+
+    r = client.get("/api/v1/fleet/plan/levers")
+    assert r.status_code == 200
+    assert r.json() == {"levers": list(LEVERS), "default_levers": list(DEFAULT_LEVERS)}
+    assert set(DEFAULT_LEVERS) <= set(LEVERS)

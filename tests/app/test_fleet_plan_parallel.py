@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from servecap.app.fleet_plan import Context, FleetPlanResponse, plan_request_from_dict
-from servecap.app.fleet_planner import fleet_plan
+from servecap.app.fleet_plan import Context, FleetPlanResponse, fleet_plan, plan_request_from_dict
 from servecap.errors import ServecapError
 
 WORKLOAD: dict[str, Any] = {

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servecap.app.fleet_plan import load_plan_file, plan_request_from_dict
-from servecap.app.fleet_planner import fleet_plan
+from servecap.app.fleet_plan import fleet_plan, load_plan_file, plan_request_from_dict
 from servecap.report.fleet_plan_text import DOC_BEGIN, DOC_END, markdown_block
 
 ROOT = Path(__file__).parents[2]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from servecap.app.fleet import build_fleet, fleet_from_dict
-from servecap.app.fleet_plan import CandidateModel, FleetEval, FleetPlanRequest
-from servecap.app.fleet_plan_pd import split_fleet, split_lever, splits_of, verdict
+from servecap.app.fleet_plan.model import CandidateModel, FleetEval, FleetPlanRequest
+from servecap.app.fleet_plan.pd import split_fleet, split_lever, splits_of, verdict
 
 
 def test_the_ratios_tried_per_size() -> None:

@@ -13,8 +13,7 @@ import pytest
 from click.testing import CliRunner
 from tests.web.conftest import Page
 
-from servecap.app.fleet_plan import plan_request_from_dict
-from servecap.app.fleet_planner import fleet_plan
+from servecap.app.fleet_plan import fleet_plan, plan_request_from_dict
 from servecap.cli.main import cli
 
 pytestmark = pytest.mark.browser

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from servecap.api.bodies import CapacityBody, FleetPlanBody, FleetSimulateBody, SimulateBody
+from servecap.api.bodies import CapacityBody, SimulateBody
+from servecap.api.fleet_bodies import FleetPlanBody, FleetSimulateBody
 from servecap.app.limits import API_LIMITS, WorkLimits, check_fleet_plan_work, check_fleet_work, check_workload
 from servecap.progress import Progress
 
@@ -95,15 +96,11 @@ def check_fleet_body(body: FleetSimulateBody, upload_dir: Path, limits: WorkLimi
 
 
 def fleet_simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
-    from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate
-    from servecap.workload import workload_from_dict
+    from servecap.app.fleet import fleet_simulate
 
     limits = payload.pop("_limits", API_LIMITS)
     body = FleetSimulateBody.model_validate(payload)
-    request = FleetSimulateRequest(
-        fleet=fleet_from_dict(dict(body.fleet)), workload=workload_from_dict(dict(body.workload)), seed=body.seed
-    )
-    response, _result = fleet_simulate(request, progress=progress, limits=limits)
+    response, _result = fleet_simulate(body.request(), progress=progress, limits=limits)
     result: dict[str, Any] = json.loads(response.model_dump_json())
     return result
 
@@ -127,11 +124,10 @@ def check_fleet_plan_body(body: FleetPlanBody, upload_dir: Path, limits: WorkLim
 
 
 def fleet_plan_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
-    from servecap.app.fleet_plan import plan_request_from_dict
-    from servecap.app.fleet_planner import fleet_plan
+    from servecap.app.fleet_plan import fleet_plan
 
     limits = payload.pop("_limits", API_LIMITS)
     body = FleetPlanBody.model_validate(payload)
-    response = fleet_plan(plan_request_from_dict(dict(body.plan)), progress=progress, limits=limits, executor="serial")
+    response = fleet_plan(body.request(), progress=progress, limits=limits, executor="serial")
     result: dict[str, Any] = json.loads(response.model_dump_json())
     return result

@@ -28,13 +28,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from servecap.api.bodies import (
     CapacityBody,
     CompareBody,
-    FleetPlanBody,
-    FleetSimulateBody,
     PlanBody,
     SimulateBody,
     UploadBody,
 )
 from servecap.api.cache import ResponseCache
+from servecap.api.fleet_bodies import FleetPlanBody, FleetSimulateBody
 from servecap.api.guard import BodyTooLarge, Guard, GuardSettings
 from servecap.api.jobfns import (
     capacity_job,
@@ -54,6 +53,7 @@ from servecap.api.plan_worker import PlanWorker
 from servecap.api.replay_job import ReplayBody, check_replay_body, list_sessions, replay_job
 from servecap.api.stored import DamagedRun, check_stored_deployment, stored
 from servecap.api.uploads import UploadQuota, store_config
+from servecap.app.fleet_plan.lever_lists import LeverLists, lever_lists
 from servecap.app.limits import API_LIMITS, WorkLimits
 from servecap.app.policies import PolicyLists, policy_lists
 from servecap.app.runs import ListRunsRequest
@@ -270,6 +270,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
         check_fleet_body(body, settings.upload_dir, settings.limits)
         return accepted("fleet-simulate", fleet_simulate_job, {**body.model_dump(), "_limits": settings.limits})
+
+    @app.get(f"{API}/fleet/plan/levers")
+    def fleet_plan_levers() -> LeverLists:
+        """The planner's levers, and those a plan without ``levers`` runs."""
+        return lever_lists()
 
     @app.post(f"{API}/fleet/plan", status_code=202)
     async def fleet_plan(body: FleetPlanBody) -> JSONResponse:

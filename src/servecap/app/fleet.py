@@ -13,16 +13,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, with_config
+from typing_extensions import TypedDict
 
 from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
 from servecap.fleet.gateway_stage import check_pool_names
+from servecap.fleet.pd.stats import PdStats
 from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import INSTANT
 from servecap.policy.autoscalers import (
@@ -44,6 +46,7 @@ from servecap.workload import WorkloadSpec, traffic_classes
 if TYPE_CHECKING:
     from servecap.app.limits import WorkLimits
     from servecap.core.plan import Plan
+    from servecap.fleet.run_result import ReplicaStats
     from servecap.specs.gpu import GpuSpec
 
 
@@ -148,30 +151,26 @@ class AutoscalerModel(_Model):
 
     def to_settings(self) -> AutoscalerSettings:
         base = PRESETS[self.preset or autoscaler_class(self.policy or DEFAULT_AUTOSCALER).default_preset]
-        kw: dict[str, Any] = {
-            f: getattr(self, f)
-            for f in (
-                "signal",
-                "target",
-                "interval_s",
-                "upscale_stabilization_s",
-                "downscale_stabilization_s",
-                "max_step_up",
-                "max_step_down",
-                "tolerance",
-                "window_s",
-            )
-            if getattr(self, f) is not None
-        }
-        fields = {f: getattr(base, f) for f in base.__slots__}
-        fields.update(kw)
-        fields["min_replicas"] = self.min_replicas
-        fields["max_replicas"] = self.max_replicas
-        fields["schedule"] = tuple((e.at_s, e.min_replicas) for e in self.schedule)
-        if self.policy is not None:
-            fields["policy"] = self.policy
-        fields["options"] = tuple(sorted(self.options.items()))
-        settings = AutoscalerSettings(**fields)
+        settings = AutoscalerSettings(
+            signal=base.signal if self.signal is None else self.signal,
+            target=base.target if self.target is None else self.target,
+            interval_s=base.interval_s if self.interval_s is None else self.interval_s,
+            min_replicas=self.min_replicas,
+            max_replicas=self.max_replicas,
+            upscale_stabilization_s=base.upscale_stabilization_s
+            if self.upscale_stabilization_s is None
+            else self.upscale_stabilization_s,
+            downscale_stabilization_s=base.downscale_stabilization_s
+            if self.downscale_stabilization_s is None
+            else self.downscale_stabilization_s,
+            max_step_up=base.max_step_up if self.max_step_up is None else self.max_step_up,
+            max_step_down=base.max_step_down if self.max_step_down is None else self.max_step_down,
+            tolerance=base.tolerance if self.tolerance is None else self.tolerance,
+            window_s=base.window_s if self.window_s is None else self.window_s,
+            schedule=tuple((e.at_s, e.min_replicas) for e in self.schedule),
+            policy=base.policy if self.policy is None else self.policy,
+            options=tuple(sorted(self.options.items())),
+        )
         make_autoscaler(settings)  # the policy checks its signal and options now, not mid-run
         return settings
 
@@ -267,7 +266,7 @@ class FleetFile(_Model):
         return RouterModel(name=self.router) if isinstance(self.router, str) else self.router
 
 
-def fleet_from_dict(raw: dict[str, Any]) -> FleetFile:
+def fleet_from_dict(raw: Mapping[str, object]) -> FleetFile:
     """Validate a mapping; the first problem becomes one error naming the field."""
     try:
         return FleetFile.model_validate(raw)
@@ -455,6 +454,30 @@ class FleetSimulateRequest(_Model):
     percentiles: Literal["auto", "exact", "sketch"] = "auto"
 
 
+JsonObject = dict[str, object]
+"""A fleet or workload file's mapping as a person writes it (validated by its schema)."""
+
+
+class FleetSimulateInput(BaseModel):
+    """``fleet simulate`` asked with its files inline: a fleet file and a workload file as
+    mappings (the keys the YAML files take; docs/fleet.md, docs/workload.md) and a seed. The HTTP
+    API's body is this model; :meth:`request` validates the files into a
+    :class:`FleetSimulateRequest` (the first problem one error naming the field)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    fleet: JsonObject
+    workload: JsonObject
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+    def request(self) -> FleetSimulateRequest:
+        from servecap.workload import workload_from_dict
+
+        return FleetSimulateRequest(
+            fleet=fleet_from_dict(self.fleet), workload=workload_from_dict(dict(self.workload)), seed=self.seed
+        )
+
+
 class ReplicaOut(_Out):
     replica_id: int
     pool: str
@@ -471,6 +494,22 @@ class ReplicaOut(_Out):
     capacity_req_s: float | None = None  # its pool's service rate (planner: output tok/s / mean output)
 
 
+@with_config(ConfigDict(extra="forbid"))
+class SloTargetOut(TypedDict):
+    """One percentile target of one (tenant, class) group and how the run met it (a typed
+    dictionary: the response's rows stay plain mappings)."""
+
+    group: str
+    target: str
+    metric: str
+    percentile: float
+    max_s: float
+    observed_s: float | None  # None: failed requests count as infinitely slow
+    share_within: float
+    requests: int
+    met: bool
+
+
 class FleetSimulateResponse(_Out):
     summary: dict[str, Any]
     by_tenant: dict[str, dict[str, Any]]
@@ -478,7 +517,7 @@ class FleetSimulateResponse(_Out):
     outcomes: dict[str, int]
     replicas: list[ReplicaOut]
     timeseries: dict[str, list[float]]
-    scale_events: list[dict[str, Any]]
+    scale_events: list[dict[str, Any]]  # time_s, pool, from, to (app/monitor_replay.py passes them on)
     horizon_s: float
     gpu_hours: float
     cost_usd: float
@@ -487,13 +526,13 @@ class FleetSimulateResponse(_Out):
     retried: int
     seed: int
     notes: list[str]
-    slo_by_class: list[dict[str, Any]] = Field(default_factory=list)  # per (tenant, class) percentile targets
+    slo_by_class: list[SloTargetOut] = Field(default_factory=list)  # per (tenant, class) percentile targets
     gateway: GatewayOut | None = None  # with a gateway: section
     by_pool: dict[str, dict[str, Any]] = Field(default_factory=dict)  # a streaming run of several pools
     # per replica id: its busy share of each interval of the time series
     replica_utilization: dict[str, list[float]] = Field(default_factory=dict)
     records_path: str | None = None  # where every request's record went (--records)
-    pd: dict[str, Any] | None = None  # a disaggregated fleet: per-role times, transfers, links
+    pd: PdStats | None = None  # a disaggregated fleet: per-role times, transfers, links
 
 
 class GatewayOut(_Out):
@@ -507,15 +546,6 @@ class GatewayOut(_Out):
     provider_requests: dict[str, int]
     provider_cost_usd: float
     served_summary: dict[str, Any] | None
-
-
-def _pd_out(res: FleetResult) -> dict[str, Any] | None:
-    """A disaggregated fleet's per-role times, transfers and links (servecap.fleet.pd.stats)."""
-    if res.pd is None:
-        return None
-    from dataclasses import asdict
-
-    return asdict(res.pd)
 
 
 def _gateway_out(res: FleetResult) -> GatewayOut | None:
@@ -532,7 +562,7 @@ def _gateway_out(res: FleetResult) -> GatewayOut | None:
     )
 
 
-def _load_req_s(r: Any, horizon_s: float) -> float | None:
+def _load_req_s(r: ReplicaStats, horizon_s: float) -> float | None:
     if r.ready_s is None:
         return None
     span = (r.stopped_s if r.stopped_s is not None else horizon_s) - r.ready_s
@@ -602,7 +632,7 @@ def response_from_result(
         retried=res.retried,
         seed=seed,
         notes=notes,
-        pd=_pd_out(res),
+        pd=res.pd,
     )
 
 
@@ -743,17 +773,17 @@ def fleet_simulate(
     report = class_slo_report(res.columns, arrays, wl)
     response = response_from_result(res, request.seed, notes, pool_capacities(request.fleet, wl, base_dir))
     rows = [
-        {
-            "group": t.group,
-            "target": t.label(),
-            "metric": t.metric,
-            "percentile": t.percentile,
-            "max_s": t.max_s,
-            "observed_s": t.observed_s if np.isfinite(t.observed_s) else None,
-            "share_within": t.share_within,
-            "requests": g.requests,
-            "met": t.met,
-        }
+        SloTargetOut(
+            group=t.group,
+            target=t.label(),
+            metric=t.metric,
+            percentile=t.percentile,
+            max_s=t.max_s,
+            observed_s=t.observed_s if np.isfinite(t.observed_s) else None,
+            share_within=t.share_within,
+            requests=g.requests,
+            met=t.met,
+        )
         for g in report
         for t in g.targets
     ]

@@ -35,36 +35,57 @@ import copy
 import dataclasses
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing_extensions import TypedDict
 
+from servecap.app.fleet import JsonObject  # the sweep file's base fleet and workload, a point's axis values
 from servecap.app.limits import WorkLimits
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, from_validation_error
-from servecap.files import dumps_json
 from servecap.progress import ProgressFn
-from servecap.results import RecordColumns, RequestRecord, RunSummary, records_from_columns, summary_to_json_dict
+from servecap.results import RecordColumns, RequestRecord, RunSummary, records_from_columns
 from servecap.results.sketch_set import RunSketches
 
 MAX_SEEDS = 1_000
 PercentileMode = Literal["auto", "exact", "sketch"]
 
 
+class PointRow(TypedDict, total=False):
+    """The figures a table shows for one point (``seeds`` and the TTFT spread: a merged point)."""
+
+    requests: int
+    completed: int
+    throughput_req_s: float
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    tpot_p99_s: float | None
+    slo_attainment: float | None
+    goodput_req_s: float | None
+    cost_usd: float  # over the run's simulated time: compare $/hour across points
+    usd_per_hour: float | None
+    usd_per_million_tokens: float | None
+    outcomes: dict[str, int]
+    seeds: list[int]
+    ttft_p99_s_by_seed: list[float | None]
+
+
 class SweepFile(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
-    fleet: dict[str, Any] | str
-    workload: dict[str, Any] | str
+    fleet: JsonObject | str
+    workload: JsonObject | str
     seed: int = Field(default=0, ge=0)
     # each point runs on seeds seed, seed + 1, ..., seed + seeds - 1; their sketches merge
     seeds: int = Field(default=1, ge=1, le=MAX_SEEDS)
     # as fleet simulate: "sketch" streams every point into mergeable sketches (seeds > 1 do)
     percentiles: PercentileMode = "auto"
     mode: Literal["grid", "zip"] = "grid"
-    axes: dict[str, list[Any]] = Field(min_length=1)
+    axes: dict[str, list[object]] = Field(min_length=1)
     label: str = ""
 
     @property
@@ -78,9 +99,9 @@ class SweepPoint:
     """One run: the axes' values and the fleet and workload mappings they give."""
 
     index: int
-    values: dict[str, Any]
-    fleet: dict[str, Any]
-    workload: dict[str, Any]
+    values: JsonObject
+    fleet: JsonObject
+    workload: JsonObject
     seed: int  # the seed this task runs (the first of ``seeds`` for the point itself)
     base_dir: str | None
     seeds: tuple[int, ...] = ()  # every seed of the point (empty: just ``seed``)
@@ -93,8 +114,8 @@ class SweepPoint:
 
 @dataclass(frozen=True, slots=True)
 class PointResult:
-    values: dict[str, Any]
-    row: dict[str, Any]  # the figures a table shows
+    values: JsonObject
+    row: PointRow
     summary: RunSummary
     # the per-request outcomes as columns (numpy arrays): a worker ships them back to the parent
     # many times cheaper than a list of records (3.8 MB pickled and 0.5 s for 60,000 records);
@@ -103,7 +124,7 @@ class PointResult:
     model: str
     # a streaming run's mergeable accumulators, RunSketches.to_dict() (plain data: any executor
     # ships it); None for an exact run
-    sketches: dict[str, Any] | None = None
+    sketches: JsonObject | None = None
     horizon_s: float = 0.0  # simulated time billed (summed over merged seeds)
     seeds: tuple[int, ...] = ()
 
@@ -123,7 +144,7 @@ def load_sweep_file(path: Path | str) -> SweepFile:
     return sweep_from_dict(raw)
 
 
-def sweep_from_dict(raw: dict[str, Any]) -> SweepFile:
+def sweep_from_dict(raw: Mapping[str, object]) -> SweepFile:
     try:
         sf = SweepFile.model_validate(raw)
     except ValidationError as err:
@@ -146,21 +167,21 @@ def with_overrides(sf: SweepFile, *, seeds: int | None = None, percentiles: Perc
     return sweep_from_dict(raw)
 
 
-def _mapping(value: dict[str, Any] | str, field: str, base_dir: Path | None) -> dict[str, Any]:
+def _mapping(value: JsonObject | str, field: str, base_dir: Path | None) -> JsonObject:
     if isinstance(value, dict):
         return value
     from servecap.files import load_document
 
     path = Path(value) if base_dir is None or Path(value).is_absolute() else base_dir / value
-    raw: dict[str, Any] = load_document(path, field, fmt="yaml")  # JSON is YAML too
+    raw: JsonObject = load_document(path, field, fmt="yaml")  # JSON is YAML too
     return raw
 
 
-def set_path(root: dict[str, Any], path: str, value: Any) -> None:
+def set_path(root: JsonObject, path: str, value: object) -> None:
     """Set ``root[a][b][0][c] = value`` for ``path`` ``"a.b.0.c"`` (the last key may be new;
     every key before it must exist)."""
     parts = path.split(".")
-    node: Any = root
+    node: object = root
     for i, p in enumerate(parts[:-1]):
         if isinstance(node, list) and p.isdigit() and int(p) < len(node):
             node = node[int(p)]
@@ -185,7 +206,7 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits
     from servecap.app.limits import check_fleet_work, cli_limits
     from servecap.workload import workload_from_dict
 
-    base = {
+    base: JsonObject = {
         "fleet": _mapping(sf.fleet, "sweep.fleet", base_dir),
         "workload": _mapping(sf.workload, "sweep.workload", base_dir),
     }
@@ -215,12 +236,13 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits
     points = []
     for i, combo in enumerate(combos):
         doc = copy.deepcopy(base)
-        values = dict(zip(names, combo, strict=True))
+        values: JsonObject = dict(zip(names, combo, strict=True))
         for name, v in values.items():
             set_path(doc, name, v)
         try:
-            fleet = fleet_from_dict(doc["fleet"])
-            workload = workload_from_dict(doc["workload"])
+            fleet_doc, workload_doc = _section(doc, "fleet"), _section(doc, "workload")
+            fleet = fleet_from_dict(fleet_doc)
+            workload = workload_from_dict(workload_doc)
             check_fleet_work(fleet, workload, limits or cli_limits(), streaming=sf.sketched)
             spec, _ = build_fleet(fleet, base_dir)  # names, plans: what the run would refuse
             if sf.sketched:  # raises where the point cannot stream (closed loop, gateway, ...)
@@ -231,8 +253,8 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits
             SweepPoint(
                 i,
                 values,
-                doc["fleet"],
-                doc["workload"],
+                fleet_doc,
+                workload_doc,
                 sf.seed,
                 None if base_dir is None else str(base_dir),
                 seeds=tuple(range(sf.seed, sf.seed + sf.seeds)),
@@ -257,14 +279,14 @@ def run_point(point: SweepPoint) -> PointResult:
     response, result = fleet_simulate(request, base_dir=None if point.base_dir is None else Path(point.base_dir))
     row = _row(result.summary, response.cost_usd, response.horizon_s, response.usd_per_million_tokens)
     row["outcomes"] = dict(response.outcomes)
-    model = ",".join(sorted({str(p.get("model", "")) for p in point.fleet.get("pools", [])}))
+    model = ",".join(sorted({p.model for p in request.fleet.pools}))
     sketches = None if result.sketches is None else result.sketches.to_dict()
     return PointResult(
         point.values, row, result.summary, result.columns, model, sketches, response.horizon_s, (point.seed,)
     )
 
 
-def _row(s: RunSummary, cost_usd: float, horizon_s: float, usd_per_million_tokens: float | None) -> dict[str, Any]:
+def _row(s: RunSummary, cost_usd: float, horizon_s: float, usd_per_million_tokens: float | None) -> PointRow:
     return {
         "requests": s.num_requests,
         "completed": s.completed,
@@ -280,7 +302,7 @@ def _row(s: RunSummary, cost_usd: float, horizon_s: float, usd_per_million_token
     }
 
 
-def merge_sketches(dicts: list[dict[str, Any]]) -> RunSketches:
+def merge_sketches(dicts: list[JsonObject]) -> RunSketches:
     """One RunSketches holding every one of ``dicts``' requests, merged in the given order."""
     out = RunSketches.from_dict(dicts[0])
     for d in dicts[1:]:
@@ -300,7 +322,7 @@ def merge_seeds(parts: list[PointResult]) -> PointResult:
     sk = merge_sketches([d for d in dicts if d is not None])
     duration = sum(p.summary.duration_s for p in parts)
     horizon = sum(p.horizon_s for p in parts)
-    cost = sum(float(p.row["cost_usd"]) for p in parts)
+    cost = sum(p.row["cost_usd"] for p in parts)
     summary = _engine_figures(sk.total.summary(duration), [p.summary for p in parts])
     tokens = sk.total.prompt_tokens_completed + sk.total.output_tokens_completed
     row = _row(summary, cost, horizon, cost / tokens * 1e6 if tokens else None)
@@ -396,22 +418,13 @@ def merge_points(run: SweepRun) -> SweepMerge | None:
     return SweepMerge(len(done), sk.total.summary(dur), by_pool)
 
 
-def rows_json(run: SweepRun) -> str:
-    out = []
-    for p, r in zip(run.points, run.results, strict=True):
-        out.append(
-            {"index": p.index, "values": p.values, "error": run.errors.get(p.index), **({} if r is None else r.row)}
-        )
-    m = merge_points(run)
-    merged = None
-    if m is not None:
-        merged = {
-            "points": m.points,
-            "summary": summary_to_json_dict(m.summary),
-            "by_pool": {k: summary_to_json_dict(v) for k, v in m.by_pool.items()},
-        }
-    return dumps_json({"executor": run.executor, "points": out, "merged": merged})
+def _section(doc: JsonObject, name: str) -> JsonObject:
+    """The sweep point's ``fleet`` or ``workload`` mapping (an axis may have replaced it whole)."""
+    value = doc[name]
+    if not isinstance(value, dict):
+        raise ServecapError(f"axes.{name}", value, "must be a mapping")
+    return value
 
 
-def _label(values: dict[str, Any]) -> str:
+def _label(values: JsonObject) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items())

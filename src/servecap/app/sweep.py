@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from servecap.core.blocks import kv_layout
 from servecap.core.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, default_batch_limits
@@ -24,6 +24,10 @@ from servecap.specs.model import ModelSpec
 from servecap.specs.perf import Efficiency
 from servecap.units import TB_BYTES, TFLOPS
 
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
 
 @dataclass(frozen=True, slots=True)
 class SweepResult:
@@ -32,10 +36,10 @@ class SweepResult:
     labels: list[tuple[str, str, str, int]]  # (model, weights dtype, kv dtype, tp)
     gpus: list[str]
     lengths: list[int]
-    num_blocks: Any
-    max_concurrency: Any
-    decode_step_s: Any
-    feasible: Any
+    num_blocks: NDArray[np.float64]
+    max_concurrency: NDArray[np.float64]
+    decode_step_s: NDArray[np.float64]
+    feasible: NDArray[np.bool_]
 
     @property
     def num_configs(self) -> int:

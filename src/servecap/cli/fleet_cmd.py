@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
+from servecap.app.fleet import KvLinkModel
+from servecap.app.fleet_flags import MIN_REPLICAS_DEFAULT, FleetFlags, choices_of, fleet_from_flags
 from servecap.cli.numbers import FINITE, FiniteRange
 from servecap.cli.options import (
     PATH,
@@ -20,12 +22,14 @@ from servecap.cli.options import (
 )
 from servecap.cli.simulate_cmd import html_option, stream_options, workload_option
 from servecap.policy.autoscalers import PRESETS
+from servecap.policy.pd_router import PD_PRESETS
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from servecap.app.fleet import FleetSimulateResponse
+    from servecap.fleet.pd.stats import PdStats
 
 
 @click.group("fleet")
@@ -43,12 +47,17 @@ def fleet_group() -> None:
     default=None,
     help="Autoscale between --min-replicas and --max-replicas with this preset (its policy and defaults).",
 )
-@click.option("--min-replicas", type=click.IntRange(min=0), default=None, help="Autoscaler minimum (default 1).")
+@click.option(
+    "--min-replicas",
+    type=click.IntRange(min=0),
+    default=None,
+    help=f"Autoscaler minimum (default {MIN_REPLICAS_DEFAULT}).",
+)
 @click.option("--max-replicas", type=click.IntRange(min=1), default=None, help="Autoscaler maximum.")
 @click.option(
     "--cold-start",
-    type=click.Choice(["default", "instant"]),
-    default="default",
+    type=click.Choice(choices_of(FleetFlags, "cold_start")),
+    default=FleetFlags.model_fields["cold_start"].default,
     help="Cold-start model of new replicas (docs/fleet.md).",
 )
 @click.option(
@@ -81,13 +90,13 @@ def fleet_group() -> None:
 )
 @click.option(
     "--kv-link",
-    type=click.Choice(["nvlink", "infiniband", "roce", "tcp"]),
+    type=click.Choice(choices_of(FleetFlags, "kv_link")),
     default=None,
-    help="Disaggregated: the link KV crosses (default infiniband).",
+    help=f"Disaggregated: the link KV crosses (default {KvLinkModel.model_fields['kind'].default}).",
 )
 @click.option(
     "--pd-router",
-    type=click.Choice(["llm-d", "sglang", "vllm-router"]),
+    type=click.Choice(sorted(PD_PRESETS)),
     default=None,
     help="Disaggregated: the prefill and decode policies (default llm-d: prefix-affinity / least-kv).",
 )
@@ -128,14 +137,14 @@ def fleet_simulate_command(
     autoscaler: str | None,
     min_replicas: int | None,
     max_replicas: int | None,
-    cold_start: str,
+    cold_start: Literal["default", "instant"],
     price_per_gpu_hour: float | None,
     router: str | None,
     scrape_interval_ms: float | None,
     prefill_replicas: int | None,
     decode_replicas: int | None,
     decode_tp: int | None,
-    kv_link: str | None,
+    kv_link: Literal["nvlink", "infiniband", "roce", "tcp"] | None,
     pd_router: str | None,
     workload: Path | None,
     rate: float | None,
@@ -158,75 +167,29 @@ def fleet_simulate_command(
     utilisation, replicas and queue over time, GPU-hours and cost."""
 
     from servecap.app.flags import LoadFlags
-    from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate, load_fleet_file
+    from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
     from servecap.app.simulate import workload_from_options
-    from servecap.errors import ServecapError
 
-    base_dir: Path | None = None
-    if fleet_file is not None:
-        if deployment.model is not None or deployment.gpu is not None or replicas is not None:
-            raise ServecapError("fleet", str(fleet_file), "give --fleet or -m/-g/--replicas, not both")
-        ff = load_fleet_file(fleet_file)
-        base_dir = fleet_file.parent
-        if prefill_replicas is not None or decode_replicas is not None or decode_tp is not None:
-            raise ServecapError("fleet", str(fleet_file), "a fleet file sets its pools' roles and replicas itself")
-        if kv_link is not None or pd_router is not None:
-            link = {
-                **(ff.kv_link.model_dump() if ff.kv_link is not None else {}),
-                **({"kind": kv_link} if kv_link else {}),
-            }
-            ff = fleet_from_dict({**ff.model_dump(), "kv_link": link, "pd_router": pd_router or ff.pd_router})
-    else:
-        pool: dict[str, Any] = {k: v for k, v in deployment.to_settings().items() if v is not None}
-        pool.setdefault("model", "meta-llama/Llama-3.1-8B")
-        pool.setdefault("gpu", "H100")
-        if autoscaler is not None:
-            if max_replicas is None:
-                raise ServecapError("max_replicas", None, "--autoscaler needs --max-replicas")
-            pool["autoscaler"] = {"preset": autoscaler, "max_replicas": max_replicas, "min_replicas": min_replicas or 1}
-        elif min_replicas is not None or max_replicas is not None:
-            raise ServecapError("autoscaler", None, "--min-replicas/--max-replicas need --autoscaler")
-        if replicas is not None:
-            pool["replicas"] = replicas
-        if price_per_gpu_hour is not None:
-            pool["price_per_gpu_hour"] = price_per_gpu_hour
-        if cold_start == "instant":
-            pool["cold_start"] = "instant"
-        raw: dict[str, Any] = {"pools": [pool]}
-        if (prefill_replicas is None) != (decode_replicas is None):
-            raise ServecapError("decode_replicas", decode_replicas, "give --prefill-replicas and --decode-replicas")
-        if prefill_replicas is not None and decode_replicas is not None:
-            if replicas is not None or autoscaler is not None:
-                raise ServecapError("replicas", replicas, "give --prefill/--decode-replicas or --replicas/--autoscaler")
-            decode = {**pool, "name": "decode", "role": "decode", "replicas": decode_replicas}
-            if decode_tp is not None:
-                decode["tp"] = decode_tp
-            raw["pools"] = [{**pool, "name": "prefill", "role": "prefill", "replicas": prefill_replicas}, decode]
-        elif decode_tp is not None:
-            raise ServecapError("decode_tp", decode_tp, "needs --prefill-replicas and --decode-replicas")
-        if kv_link is not None:
-            raw["kv_link"] = {"kind": kv_link}
-        if pd_router is not None:
-            raw["pd_router"] = pd_router
-        if ttft_slo_ms is not None or tpot_slo_ms is not None:
-            raw["slo"] = {"ttft_ms": ttft_slo_ms, "tpot_ms": tpot_slo_ms}
-        ff = fleet_from_dict(raw)
-    if router is not None or scrape_interval_ms is not None:
-        current = ff.router_model()
-        ff = ff.model_copy(
-            update={
-                "router": current.model_copy(
-                    update={
-                        "name": router or current.name,
-                        "scrape_interval_ms": current.scrape_interval_ms
-                        if scrape_interval_ms is None
-                        else scrape_interval_ms,
-                    }
-                )
-            }
-        )
-    if fleet_file is not None and (ttft_slo_ms is not None or tpot_slo_ms is not None):
-        ff = fleet_from_dict({**ff.model_dump(), "slo": {"ttft_ms": ttft_slo_ms, "tpot_ms": tpot_slo_ms}})
+    flags = FleetFlags(
+        fleet_file=fleet_file,
+        deployment=deployment,
+        replicas=replicas,
+        autoscaler=autoscaler,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        cold_start=cold_start,
+        price_per_gpu_hour=price_per_gpu_hour,
+        router=router,
+        scrape_interval_ms=scrape_interval_ms,
+        prefill_replicas=prefill_replicas,
+        decode_replicas=decode_replicas,
+        decode_tp=decode_tp,
+        kv_link=kv_link,
+        pd_router=pd_router,
+        ttft_slo_ms=ttft_slo_ms,
+        tpot_slo_ms=tpot_slo_ms,
+    )
+    ff, base_dir = fleet_from_flags(flags)
     load = LoadFlags(
         rate=rate, users=users, think_time_s=think_time_s, duration_s=duration_s, num_requests=num_requests
     )
@@ -273,20 +236,16 @@ def _add_plan_command() -> None:
 _add_plan_command()
 
 
-def _render_pd(console: Console, pd: dict[str, Any]) -> None:
+def _render_pd(console: Console, pd: PdStats) -> None:
     """A disaggregated fleet's hand-off: per-role times, the transfers, the busiest link."""
     from rich.table import Table
 
-    from servecap.fleet.pd.stats import LinkStats, PdStats, Quantiles, pd_rows
+    from servecap.fleet.pd.stats import pd_rows
 
-    fields = dict(pd)
-    for k in ("prefill_s", "wait_for_room_s", "link_queue_s", "transfer_s", "decode_first_s"):
-        fields[k] = Quantiles(**fields[k])
-    fields["links"] = tuple(LinkStats(**x) for x in fields["links"])
     tab = Table(show_header=False, title="disaggregated prefill/decode", title_justify="left")
     tab.add_column("what")
     tab.add_column("value", justify="right")
-    for k, v in pd_rows(PdStats(**fields)):
+    for k, v in pd_rows(pd):
         tab.add_row(k, v)
     console.print(tab)
 

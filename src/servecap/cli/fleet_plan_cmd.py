@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from servecap.app import defaults
+from servecap.app.fleet_plan.model import EXECUTOR_CHOICES, FleetPlanRequest, TrafficModel
 from servecap.cli.numbers import FINITE
 from servecap.cli.options import PATH, json_option, slo_options
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
@@ -15,7 +17,9 @@ from servecap.report.fleet_plan_text import LEVER_HEADER, lever_rows, plan_html,
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from servecap.app.fleet_plan import FleetPlanResponse
+    from servecap.app.fleet_plan.model import FleetPlanResponse
+
+_DEFAULT = FleetPlanRequest.model_fields  # the request's defaults, read for the help
 
 
 @click.command("plan")
@@ -36,7 +40,8 @@ if TYPE_CHECKING:
     "--request-interval-s",
     type=FINITE,
     default=None,
-    help="Mean seconds between a user's requests (reading, typing, the answer; default 30).",
+    help="Mean seconds between a user's requests (reading, typing, the answer; "
+    f"default {TrafficModel.model_fields['request_interval_s'].default:g}).",
 )
 @click.option("--workload", type=PATH, default=None, help="Workload file: lengths, tenants/classes, a daily curve.")
 @click.option(
@@ -44,14 +49,14 @@ if TYPE_CHECKING:
     "-p",
     type=click.INT,
     default=None,
-    help="Prompt tokens (median with --prompt-sigma; default 1024).",
+    help=f"Prompt tokens (median with --prompt-sigma; default {defaults.PROMPT_TOKENS}).",
 )
 @click.option(
     "--output-tokens",
     "-o",
     type=click.INT,
     default=None,
-    help="Output tokens (median with --output-sigma; default 128).",
+    help=f"Output tokens (median with --output-sigma; default {defaults.OUTPUT_TOKENS}).",
 )
 @click.option("--prompt-sigma", type=FINITE, default=None, help="Log-normal sigma of prompt lengths (0: fixed).")
 @click.option("--output-sigma", type=FINITE, default=None, help="Log-normal sigma of output lengths (0: fixed).")
@@ -68,18 +73,20 @@ if TYPE_CHECKING:
     "--small-model",
     type=click.STRING,
     default=None,
-    help="The overflow lever's smaller model (default Llama-3.1-8B; skipped when not smaller).",
+    help=f"The overflow lever's smaller model (default {str(_DEFAULT['small_model'].default).split('/')[-1]}; skipped when not smaller).",
 )
 @click.option(
     "--cache-hit-rate",
     type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
     default=None,
-    help="The response-cache lever's hit rate (default 0.2: measure yours, e.g. repeated prompts).",
+    help=f"The response-cache lever's hit rate (default {_DEFAULT['cache_hit_rate'].default:g}: measure yours, e.g. repeated prompts).",
 )
-@click.option("--seed", type=click.IntRange(min=0), default=None, help="Random seed (default 0).")
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=None, help=f"Random seed (default {_DEFAULT['seed'].default})."
+)
 @click.option(
     "--executor",
-    type=click.Choice(["auto", "serial", "process", "ray"]),
+    type=click.Choice(list(EXECUTOR_CHOICES)),
     default="auto",
     help="Where the simulations run: auto (a process pool on more than one core for big windows), "
     "serial, process, ray. The answer is the same.",
@@ -123,65 +130,36 @@ def fleet_plan_command(
     closed form, then bisection with the fleet simulator on the peak window; autoscaler settings
     for a daily curve; a lever table, each lever re-simulated."""
 
-    from servecap.app.fleet_plan import load_plan_file, plan_request_from_dict
-    from servecap.app.fleet_planner import fleet_plan
-    from servecap.errors import ServecapError
+    from servecap.app.fleet_plan import fleet_plan
+    from servecap.app.fleet_plan.flags import FleetPlanFlags, plan_request_from_flags
 
-    raw: dict[str, Any] = load_plan_file(plan_file) if plan_file is not None else {}
-    if model is not None:
-        raw["model"] = model
-    if gpus:
-        cand: dict[str, Any] = {"kv_cache_dtype": kv_cache_dtype}
-        for k, v in (("tp", tp), ("weights_dtype", weights_dtype), ("max_model_len", max_model_len)):
-            if v is not None:
-                cand[k] = v
-        raw["candidates"] = [{"gpu": g, **cand} for g in gpus]
-    elif plan_file is None:
-        raise ServecapError("gpu", None, "give at least one candidate GPU (-g H100 -g H200) or --plan FILE")
-    traffic: dict[str, Any] = dict(raw.get("traffic") or {})
-    flags: tuple[tuple[str, float | None], ...] = (
-        ("peak_rps", peak_rps),
-        ("peak_users", peak_users),
-        ("request_interval_s", request_interval_s),
+    flags = FleetPlanFlags(
+        plan_file=plan_file,
+        model=model,
+        gpus=gpus,
+        tp=tp,
+        weights_dtype=weights_dtype,
+        kv_cache_dtype=kv_cache_dtype,
+        max_model_len=max_model_len,
+        peak_rps=peak_rps,
+        peak_users=peak_users,
+        request_interval_s=request_interval_s,
+        workload=workload,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        prompt_sigma=prompt_sigma,
+        output_sigma=output_sigma,
+        slo_ttft_p99_s=slo_ttft_p99_s,
+        slo_tpot_p99_s=slo_tpot_p99_s,
+        ttft_slo_ms=ttft_slo_ms,
+        tpot_slo_ms=tpot_slo_ms,
+        router=router,
+        levers=levers,
+        small_model=small_model,
+        cache_hit_rate=cache_hit_rate,
+        seed=seed,
     )
-    for key, amount in flags:
-        if amount is not None:
-            traffic[key] = amount
-    if peak_rps is not None:
-        traffic.pop("peak_users", None)
-    if peak_users is not None:
-        traffic.pop("peak_rps", None)
-    if workload is not None:
-        from servecap.workload import load_workload
-
-        traffic["workload"] = load_workload(workload).model_dump(mode="json", by_alias=True, exclude_none=True)
-    lengths = (prompt_tokens, output_tokens, prompt_sigma, output_sigma)
-    if any(v is not None for v in lengths):
-        traffic["workload"] = _with_lengths(dict(traffic.get("workload") or {}), *lengths)
-    raw["traffic"] = traffic
-    slo = dict(raw.get("slo") or {})
-    for metric, secs, ms in (("ttft_s", slo_ttft_p99_s, ttft_slo_ms), ("tpot_s", slo_tpot_p99_s, tpot_slo_ms)):
-        if secs is not None and ms is not None:
-            raise ServecapError(
-                f"slo.{metric}", secs, f"give --slo-{metric[:4]}-p99-s or --{metric[:4]}-slo-ms, not both"
-            )
-        value = secs if secs is not None else (ms / 1e3 if ms is not None else None)
-        if value is not None:
-            slo[metric] = {"p99": value}
-    if slo:
-        raw["slo"] = slo
-    if router is not None:
-        raw["router"] = router
-    if levers is not None:
-        names = [x.strip() for x in levers.split(",") if x.strip()]
-        raw["levers"] = [] if names == ["none"] else names  # `--levers none`: no lever table
-    if seed is not None:
-        raw["seed"] = seed
-    if small_model is not None:
-        raw["small_model"] = small_model
-    if cache_hit_rate is not None:
-        raw["cache_hit_rate"] = cache_hit_rate
-    request = plan_request_from_dict(raw)
+    request = plan_request_from_flags(flags)
     from servecap.cli.console import make_console, progress_reporter
 
     # stage progress on stderr: a bar on a terminal, a line every 5 s off one (it was silent)
@@ -197,7 +175,7 @@ def fleet_plan_command(
     render(console, response)
 
 
-def shape_text(request: Any) -> str:
+def shape_text(request: FleetPlanRequest) -> str:
     """The request shape and user model the plan used (its answer's first line)."""
     from servecap.app.defaults import lengths_text
     from servecap.workload import dist_mean
@@ -231,37 +209,6 @@ def shape_text(request: Any) -> str:
         )
         + f"; users: {users}"
     )
-
-
-def _with_lengths(
-    workload: dict[str, Any],
-    prompt: int | None,
-    output: int | None,
-    prompt_sigma: float | None,
-    output_sigma: float | None,
-) -> dict[str, Any]:
-    """The traffic's workload with the length flags applied (the defaults of app/defaults.py for a
-    length not given): fixed lengths, or log-normal with the given medians and sigmas."""
-    from servecap.app import defaults
-    from servecap.app.fleet_plan import DEFAULT_WORKLOAD
-    from servecap.errors import ServecapError
-
-    for name, n in (("prompt_tokens", prompt), ("output_tokens", output)):
-        if n is not None and n < 1:
-            raise ServecapError(name, n, "must be >= 1")
-    # no workload given: the default one, as fleet plan builds it (a steady open loop at the peak)
-    base = workload or {**DEFAULT_WORKLOAD, "arrival": {"kind": "poisson", "rate_per_s": 1.0}, "duration_s": 600}
-    for key, n, sigma, default in (
-        ("prompt_tokens", prompt, prompt_sigma, defaults.PROMPT_TOKENS),
-        ("output_tokens", output, output_sigma, defaults.OUTPUT_TOKENS),
-    ):
-        if n is None and sigma is None:
-            continue
-        value = n if n is not None else default
-        base[key] = (
-            {"kind": "lognormal", "median": value, "sigma": sigma} if sigma else {"kind": "fixed", "value": value}
-        )
-    return base
 
 
 def render(console: Console, r: FleetPlanResponse) -> None:

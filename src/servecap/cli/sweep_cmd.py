@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import get_args
 
 import click
 
+from servecap.app.fleet_sweep_run import SweepExecutor, SweepRequest
 from servecap.cli.options import PATH, db_option, json_option
 
 
@@ -15,8 +17,8 @@ from servecap.cli.options import PATH, db_option, json_option
 @click.argument("sweep_file", type=PATH)
 @click.option(
     "--executor",
-    type=click.Choice(["serial", "process", "ray"]),
-    default="process",
+    type=click.Choice(list(get_args(SweepExecutor))),
+    default=SweepRequest.model_fields["executor"].default,
     help="Where the points run: in this process, a local process pool, or Ray (pip install 'servecap[distributed]').",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Pool size (or a local Ray's CPUs).")
@@ -41,7 +43,7 @@ from servecap.cli.options import PATH, db_option, json_option
 @json_option
 def sweep_command(
     sweep_file: Path,
-    executor: str,
+    executor: SweepExecutor,
     workers: int | None,
     ray_address: str | None,
     csv_path: Path | None,
@@ -57,19 +59,21 @@ def sweep_command(
 
     With several seeds each point's
     seeds are merged through their sketches; a streamed sweep also prints every point merged."""
-    from servecap.app.fleet_sweep import load_sweep_file, rows_json, run_sweep, sweep_points, with_overrides
+    from servecap.app.fleet_sweep_run import load_request_file, run_sweep_request, sweep_response
     from servecap.cli.console import make_console, progress_reporter
-    from servecap.distributed import make_executor
 
-    sf = with_overrides(load_sweep_file(sweep_file), seeds=seeds, percentiles="sketch" if sketch else None)
-    points = sweep_points(sf, sweep_file.resolve().parent)
-    ex = make_executor(executor, workers=workers, ray_address=ray_address)
+    request = SweepRequest(
+        sweep_file=sweep_file,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        seeds=seeds,
+        sketch=sketch,
+    )
+    sf = load_request_file(request)
     err_console = make_console(stderr=True)
-    try:
-        with progress_reporter(err_console) as report:
-            run = run_sweep(points, ex, progress=report)
-    finally:
-        ex.close()
+    with progress_reporter(err_console) as report:
+        run = run_sweep_request(request, sf, report)
     if not no_store:
         _store(run, db, sf.label or sweep_file.stem, str(sweep_file))
     if csv_path is not None:
@@ -79,7 +83,7 @@ def sweep_command(
 
         html_path.write_text(sweep_html(f"servecap sweep: {sf.label or sweep_file.stem}", run), encoding="utf-8")
     if as_json:
-        click.echo(rows_json(run))
+        click.echo(sweep_response(run).to_json())
     else:
         _render(run)
     if run.errors:
@@ -135,7 +139,7 @@ def _csv(run: object) -> str:
             [
                 p.index,
                 *(p.values[a] for a in axes),
-                *(("" if r is None or r.row.get(c) is None else r.row[c]) for c in cols),
+                *(("" if r is None or r.row.get(c) is None else r.row.get(c)) for c in cols),
                 run.errors.get(p.index, ""),
             ]
         )

@@ -42,12 +42,13 @@ def sweep_html(title: str, run: SweepRun) -> str:
     slo_ttft: float | None = None
     for p, r in zip(run.points, run.results, strict=True):
         values = "".join(f"<td>{_cell(p.values[a])}</td>" for a in axes)
-        figures = "".join(f"<td>{_cell(None if r is None else r.row[k], s)}</td>" for k, _, s in _COLUMNS)
+        figures = "".join(f"<td>{_cell(None if r is None else r.row.get(k), s)}</td>" for k, _, s in _COLUMNS)
         rows.append(f"<tr><td>{p.index}</td>{values}{figures}<td>{_cell(run.errors.get(p.index))}</td></tr>")
-        if r is None or r.row.get("cost_usd") is None or r.row.get("ttft_p99_s") is None:
+        cost, ttft = (None, None) if r is None else (r.row.get("cost_usd"), r.row.get("ttft_p99_s"))
+        if r is None or cost is None or ttft is None:
             continue
-        xs.append(float(r.row["cost_usd"]))
-        ys.append(float(r.row["ttft_p99_s"]) * 1e3)
+        xs.append(float(cost))
+        ys.append(float(ttft) * 1e3)
         labels.append(f"#{p.index}: " + ", ".join(f"{a}={p.values[a]}" for a in axes))
         att = r.row.get("slo_attainment")
         ok.append(att is None or float(att) >= 0.99)

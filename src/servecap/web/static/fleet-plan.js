@@ -66,8 +66,19 @@ const ui = page("fleet-plan", form, async (state) => {
   render(await runJob("/fleet/plan", { plan: planFrom(state) }, progressEl, labelEl, cancelBtn));
   labelEl.textContent = "";
 });
-fillCatalogs(document.getElementById("model"), document.getElementById("gpus"))
-  .then(() => {
+
+// The lever list and its default selection from the planner's table (GET /fleet/plan/levers).
+function fillLevers(lists) {
+  const sel = document.getElementById("levers");
+  for (const name of lists.levers) {
+    const on = lists.default_levers.includes(name);
+    sel.add(new Option(name, name, on, on));
+  }
+}
+
+Promise.all([fillCatalogs(document.getElementById("model"), document.getElementById("gpus")), api("/fleet/plan/levers")])
+  .then(([, levers]) => {
+    fillLevers(levers);
     document.getElementById("model").value = "meta-llama/Llama-3.1-8B";
     for (const o of document.getElementById("gpus").options) o.selected = ["H100-SXM", "L40S"].includes(o.value);
     const params = new URLSearchParams(location.search);

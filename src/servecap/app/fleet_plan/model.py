@@ -1,6 +1,6 @@
 """The fleet-plan use case: for this traffic and these SLOs, the cheapest fleet, with evidence.
 
-:func:`servecap.app.fleet_planner.fleet_plan` takes a :class:`FleetPlanRequest` (a plan file or the flags of ``servecap
+:func:`servecap.app.fleet_plan.fleet_plan` takes a :class:`FleetPlanRequest` (a plan file or the flags of ``servecap
 fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The steps:
 
 1. **Traffic**: the workload (lengths, shared prefixes, tenants and classes with their SLOs, a
@@ -21,7 +21,7 @@ fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The
 5. **Daily curve**: an autoscaler from the winner's requests/s per replica — min from the
    trough, max from the peak, scale-ahead of the curve by one cold start — checked on the
    steepest ramp of the day; $/month from the scale-ahead floor over the day.
-6. **Levers** (:mod:`servecap.app.fleet_plan_levers`), each re-simulated.
+6. **Levers** (:mod:`servecap.app.fleet_plan.levers`), each re-simulated.
 """
 
 from __future__ import annotations
@@ -29,15 +29,16 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
+from servecap.app.fleet import ColdStartModel, FleetFile, JsonObject, build_fleet, fleet_from_dict
+from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import FleetSpec
@@ -51,7 +52,7 @@ from servecap.workload.mix_spec import SloSpec
 
 HOURS_PER_MONTH = 730.0
 # the one default request shape of plan, capacity, fleet plan and bench (app/defaults.py)
-DEFAULT_WORKLOAD: dict[str, Any] = {
+DEFAULT_WORKLOAD: dict[str, JsonObject] = {
     "prompt_tokens": {"kind": "fixed", "value": 1024},
     "output_tokens": {"kind": "fixed", "value": 128},
 }
@@ -132,7 +133,20 @@ class FleetPlanRequest(_Model):
     seed: int = 0
 
 
-def plan_request_from_dict(raw: dict[str, Any]) -> FleetPlanRequest:
+class FleetPlanInput(BaseModel):
+    """``fleet plan`` asked with its plan file inline, as a mapping (the keys the YAML file takes;
+    docs/fleet.md, "Planning a fleet"). The HTTP API's body is this model; :meth:`request`
+    validates it into a :class:`FleetPlanRequest`."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    plan: JsonObject
+
+    def request(self) -> FleetPlanRequest:
+        return plan_request_from_dict(self.plan)
+
+
+def plan_request_from_dict(raw: Mapping[str, object]) -> FleetPlanRequest:
     """Validate a plan file's mapping; the first problem is one error naming the field."""
     try:
         return FleetPlanRequest.model_validate(raw)
@@ -142,12 +156,12 @@ def plan_request_from_dict(raw: dict[str, Any]) -> FleetPlanRequest:
         ) from None
 
 
-def load_plan_file(path: Path | str) -> dict[str, Any]:
+def load_plan_file(path: Path | str) -> JsonObject:
     """Read a ``.yaml``/``.yml``/``.json`` plan file into a mapping (validated by
     :func:`plan_request_from_dict`)."""
     from servecap.files import load_document
 
-    raw: dict[str, Any] = load_document(path, "plan")
+    raw: JsonObject = load_document(path, "plan")
     return raw
 
 
@@ -252,11 +266,11 @@ class FleetPlanResponse(_Out):
     levers_skipped: list[str]
     simulations: int
     story: list[str]  # where the figures differ from plan/capacity and why, one line each
-    fleet_file: dict[str, Any]  # the chosen fleet as a fleet file (`servecap fleet simulate --fleet`)
+    fleet_file: FleetDoc  # the chosen fleet as a fleet file (`servecap fleet simulate --fleet`)
     notes: list[str]
     # "replicas", "usd_per_month" -> the 80% interval of the chosen fleet's count and rent
     # (validation.interval.replica_interval: the throughput interval carried to the count)
-    interval: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    interval: dict[str, JsonObject] = Field(default_factory=dict)
 
 
 # ---- the search --------------------------------------------------------------------------------
@@ -278,7 +292,7 @@ class EvalTask:
     """One simulation of the search, as a value a worker can run (:func:`evaluate_task`)."""
 
     request: FleetPlanRequest
-    fleet: dict[str, Any]  # a fleet file
+    fleet: FleetDoc
     scored: Scored
     label: str
     replicas: int
@@ -457,8 +471,9 @@ def usd_per_month(spec: FleetSpec) -> float:
     return float(sum(p.replicas * p.gpus_per_replica * p.price_per_gpu_hour for p in spec.pools)) * HOURS_PER_MONTH
 
 
-def pool_dict(request: FleetPlanRequest, c: CandidateModel, replicas: int, *, name: str = "main") -> dict[str, Any]:
-    d: dict[str, Any] = {
+def pool_dict(request: FleetPlanRequest, c: CandidateModel, replicas: int, *, name: str = "main") -> PoolDoc:
+    """Candidate ``c`` as a fleet file's pool of ``replicas`` (cold starts instant: a fixed fleet)."""
+    d: PoolDoc = {
         "name": name,
         "model": c.model or request.model,
         "gpu": c.gpu,
@@ -466,16 +481,22 @@ def pool_dict(request: FleetPlanRequest, c: CandidateModel, replicas: int, *, na
         "kv_cache_dtype": c.kv_cache_dtype,
         "cold_start": "instant",
     }
-    for k in ("tp", "weights_dtype", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "price_per_gpu_hour"):
-        v = getattr(c, k)
-        if v is not None:
-            d[k] = v
+    if c.tp is not None:
+        d["tp"] = c.tp
+    if c.weights_dtype is not None:
+        d["weights_dtype"] = c.weights_dtype
+    if c.max_model_len is not None:
+        d["max_model_len"] = c.max_model_len
+    if c.gpu_memory_utilization is not None:
+        d["gpu_memory_utilization"] = c.gpu_memory_utilization
+    if c.max_num_seqs is not None:
+        d["max_num_seqs"] = c.max_num_seqs
+    if c.price_per_gpu_hour is not None:
+        d["price_per_gpu_hour"] = c.price_per_gpu_hour
     return d
 
 
-def fixed_fleet(
-    request: FleetPlanRequest, c: CandidateModel, replicas: int, router: str | None = None
-) -> dict[str, Any]:
+def fixed_fleet(request: FleetPlanRequest, c: CandidateModel, replicas: int, router: str | None = None) -> FleetDoc:
     return {"pools": [pool_dict(request, c, replicas)], "router": router or request.router}
 
 
@@ -486,7 +507,7 @@ def search_counts(
     ctx: Context,
     scored: Scored,
     label: str,
-    build: Callable[[int], dict[str, Any]],
+    build: Callable[[int], FleetDoc],
     guess: int,
     *,
     limit: int,

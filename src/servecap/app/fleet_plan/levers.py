@@ -26,10 +26,12 @@ not accept one, they are listed in ``levers_skipped`` with the reason.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from servecap.app.fleet import fleet_from_dict
-from servecap.app.fleet_plan import (
+from servecap.app.fleet_plan.doc import FleetDoc, Section
+from servecap.app.fleet_plan.model import (
     HOURS_PER_MONTH,
     Context,
     FleetEval,
@@ -39,24 +41,22 @@ from servecap.app.fleet_plan import (
     fixed_fleet,
     search_counts,
 )
-from servecap.app.fleet_plan_run import Searched, ramp_fleet, scored_window
+from servecap.app.fleet_plan.run import Winner, ramp_fleet, scored_window
 from servecap.errors import ServecapError, did_you_mean
 from servecap.fleet.plan_window import ramp_window, rate_fn
 
 if TYPE_CHECKING:
-    from servecap.app.fleet_plan import AutoscalerOut, CandidateModel, Scored
-    from servecap.results.slo_report import Target
-    from servecap.workload import WorkloadSpec
+    from servecap.app.fleet_plan.model import AutoscalerOut, CandidateModel, Scored
 
 LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow", "split", "split-tp")
-# "split" and "split-tp" (prefill and decode pools, servecap.app.fleet_plan_pd) run only when asked
+# "split" and "split-tp" (prefill and decode pools, servecap.app.fleet_plan.pd) run only when asked
 # for: they simulate several prefill:decode ratios per fleet size
 DEFAULT_LEVERS = tuple(x for x in LEVERS if not x.startswith("split"))
 
 
-def gateway_accepted(request: FleetPlanRequest, gateway: dict[str, Any]) -> str | None:
+def gateway_accepted(request: FleetPlanRequest, gateway: Section) -> str | None:
     """None when the fleet file takes this ``gateway:`` section, else why not (one line)."""
-    raw = {**fixed_fleet(request, request.candidates[0], 1), "gateway": gateway}
+    raw: FleetDoc = {**fixed_fleet(request, request.candidates[0], 1), "gateway": gateway}
     try:
         fleet_from_dict(raw)
     except ServecapError as err:
@@ -66,7 +66,7 @@ def gateway_accepted(request: FleetPlanRequest, gateway: dict[str, Any]) -> str 
     return None
 
 
-def cache_gateway(request: FleetPlanRequest) -> dict[str, Any]:
+def cache_gateway(request: FleetPlanRequest) -> Section:
     return {"cache": {"kind": "semantic", "hit_rate": request.cache_hit_rate}}
 
 
@@ -85,7 +85,7 @@ def overflow_pointless(model: str, small_model: str) -> str | None:
     return None
 
 
-def overflow_gateway(ttft_s: float) -> dict[str, Any]:
+def overflow_gateway(ttft_s: float) -> Section:
     return {
         "routing": {"kind": "class", "pools": {}, "default": "main"},
         "overflow": [{"from_pool": "main", "to_pool": "small", "max_ttft_s": ttft_s}],
@@ -106,8 +106,22 @@ def _row(name: str, change: str, ev: FleetEval | None, sims: int, note: str = ""
     )
 
 
+def _fixed(
+    request: FleetPlanRequest, c: CandidateModel, router: str | None = None, *, gateway: Section | None = None
+) -> Callable[[int], FleetDoc]:
+    """The fleet of ``m`` replicas of candidate ``c`` (with that router, or that ``gateway:``)."""
+
+    def build(m: int) -> FleetDoc:
+        doc = fixed_fleet(request, c, m, router)
+        if gateway is not None:
+            doc["gateway"] = gateway
+        return doc
+
+    return build
+
+
 def _search(
-    ctx: Context, request: FleetPlanRequest, build: Any, scored: Scored, n: int, label: str
+    ctx: Context, request: FleetPlanRequest, build: Callable[[int], FleetDoc], scored: Scored, n: int, label: str
 ) -> tuple[FleetEval | None, int]:
     """The fewest replicas passing with the lever, searched from the chosen ``n``."""
 
@@ -117,20 +131,11 @@ def _search(
     return res.evaluations[res.answer][1], res.count
 
 
-def run_levers(
-    request: FleetPlanRequest,
-    ctx: Context,
-    *,
-    best: Searched,
-    searched: list[Searched],
-    scored: Scored,
-    n: int,
-    peak: float,
-    autoscaler: AutoscalerOut | None,
-    spec: WorkloadSpec,
-    horizon: float,
-    targets: dict[tuple[str, str], tuple[Target, ...]],
-) -> tuple[list[LeverOut], list[str]]:
+def run_levers(request: FleetPlanRequest, ctx: Context, winner: Winner) -> tuple[list[LeverOut], list[str]]:
+    """Each lever of ``request.levers`` (default :data:`DEFAULT_LEVERS`) re-simulated on the
+    winner: its rows, and the levers skipped with why."""
+    best, searched, scored, n = winner.best, winner.searched, winner.scored, winner.replicas
+    autoscaler, targets = winner.autoscaler, winner.targets
     names = list(DEFAULT_LEVERS) if request.levers is None else request.levers
     for name in names:
         if name not in LEVERS:
@@ -145,14 +150,14 @@ def run_levers(
         ctx.enter(Stage("levers re-simulated", j, len(names)))
         if name == "router":
             alt = "least-outstanding" if request.router == "prefix-affinity" else "prefix-affinity"
-            ev, k = _search(ctx, request, lambda m, alt=alt: fixed_fleet(request, c, m, alt), scored, n, c.label())
+            ev, k = _search(ctx, request, _fixed(request, c, alt), scored, n, c.label())
             rows.append(_row(name, f"{alt} routing instead of {request.router}", ev, k))
         elif name == "fp8-kv":
             if c.kv_cache_dtype == "fp8":
                 skipped.append("fp8-kv: the chosen fleet already stores its KV cache in FP8")
                 continue
             c8 = c.model_copy(update={"kv_cache_dtype": "fp8"})
-            ev, k = _search(ctx, request, lambda m, c8=c8: fixed_fleet(request, c8, m), scored, n, c8.label())
+            ev, k = _search(ctx, request, _fixed(request, c8), scored, n, c8.label())
             rows.append(_row(name, "KV cache in FP8", ev, k))
         elif name == "cheaper-gpu":
             cheaper = [s for s in searched if s.closed.price_per_gpu_hour < best.closed.price_per_gpu_hour]
@@ -163,9 +168,7 @@ def run_levers(
                         "cheaper-gpu: no candidate has a lower $/GPU-hour than the chosen one (set cheaper_gpu)"
                     )
                     continue
-                ev, k = _search(
-                    ctx, request, lambda m, alt=alt_gpu: fixed_fleet(request, alt, m), scored, n, alt_gpu.label()
-                )
+                ev, k = _search(ctx, request, _fixed(request, alt_gpu), scored, n, alt_gpu.label())
                 price = ev.usd_per_month / HOURS_PER_MONTH / max(1, ev.replicas) if ev is not None else None
                 rows.append(
                     _row(
@@ -199,7 +202,7 @@ def run_levers(
             if autoscaler is None:
                 skipped.append(f"{name}: the traffic has no daily curve (a fixed fleet)")
                 continue
-            rows.append(_ramp_lever(request, ctx, name, best, autoscaler, spec, horizon, targets, peak))
+            rows.append(_ramp_lever(request, ctx, name, winner, autoscaler))
         elif name in ("cache", "overflow"):
             if name == "overflow":
                 why_not = overflow_pointless(c.model or request.model, request.small_model)
@@ -216,7 +219,7 @@ def run_levers(
             except ServecapError as err:  # a gateway setting the fleet file takes but cannot run here
                 skipped.append(f"{name}: {err}")
         elif name in ("split", "split-tp"):
-            from servecap.app.fleet_plan_pd import split_lever
+            from servecap.app.fleet_plan.pd import split_lever
 
             a = best.result.answer
             chosen = best.result.evaluations[a][1] if a is not None else None
@@ -225,17 +228,9 @@ def run_levers(
     return rows, skipped
 
 
-def _ramp_lever(
-    request: FleetPlanRequest,
-    ctx: Context,
-    name: str,
-    best: Searched,
-    a: AutoscalerOut,
-    spec: WorkloadSpec,
-    horizon: float,
-    targets: dict[tuple[str, str], tuple[Target, ...]],
-    peak: float,
-) -> LeverOut:
+def _ramp_lever(request: FleetPlanRequest, ctx: Context, name: str, winner: Winner, a: AutoscalerOut) -> LeverOut:
+    """A daily-curve lever (``scale-ahead`` or ``warm-pool``) checked on the steepest ramp."""
+    best, spec, horizon, peak, targets = winner.best, winner.spec, winner.horizon_s, winner.peak_req_s, winner.targets
     ramp_s = a.ramp_end_s - a.ramp_start_s
     window = ramp_window(spec, horizon_s=horizon, window_s=ramp_s, warmup_s=60.0)
     scored = scored_window(window, targets, request.seed)
@@ -254,7 +249,7 @@ def _ramp_lever(
             usd=a.usd_per_month,
         )
     cs = request.cold_start
-    cold: dict[str, Any] | str
+    cold: Section | str
     if cs == "instant":
         cold = "instant"
     else:
@@ -287,23 +282,21 @@ def _gateway_lever(
     ctx: Context,
     name: str,
     c: CandidateModel,
-    gw: dict[str, Any],
+    gw: Section,
     scored: Scored,
     n: int,
 ) -> LeverOut:
     """A gateway lever (``cache`` or ``overflow``): the fewest replicas with that ``gateway:``."""
     if name == "cache":
-        ev, k = _search(
-            ctx, request, lambda m, gw=gw: {**fixed_fleet(request, c, m), "gateway": gw}, scored, n, c.label()
-        )
+        ev, k = _search(ctx, request, _fixed(request, c, gateway=gw), scored, n, c.label())
         given = "cache_hit_rate" in request.model_fields_set
         source = "given" if given else "assumed: set cache_hit_rate (--cache-hit-rate) from your repeats"
         return _row(name, f"semantic response cache at a {request.cache_hit_rate:.0%} hit rate ({source})", ev, k)
     cheapest = min(request.candidates, key=lambda x: x.price_per_gpu_hour or 0.0)
     small = cheapest.model_copy(update={"model": request.small_model, "tp": None, "weights_dtype": None, "name": None})
 
-    def build(m: int, small: Any = small, gw: dict[str, Any] = gw) -> dict[str, Any]:
-        from servecap.app.fleet_plan import pool_dict
+    def build(m: int, small: CandidateModel = small, gw: Section = gw) -> FleetDoc:
+        from servecap.app.fleet_plan.model import pool_dict
 
         return {
             "pools": [pool_dict(request, c, m), pool_dict(request, small, 1, name="small")],

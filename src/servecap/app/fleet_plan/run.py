@@ -1,4 +1,4 @@
-"""The steps of :func:`servecap.app.fleet_planner.fleet_plan` (see :mod:`servecap.app.fleet_plan`)."""
+"""The steps of :func:`servecap.app.fleet_plan.fleet_plan` (see :mod:`servecap.app.fleet_plan.model`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from servecap.app.fleet import fleet_from_dict
-from servecap.app.fleet_plan import (
+from servecap.app.fleet import JsonObject, fleet_from_dict
+from servecap.app.fleet_plan.doc import AutoscalerDoc, FleetDoc, Section
+from servecap.app.fleet_plan.model import (
     DEFAULT_WORKLOAD,
     HOURS_PER_MONTH,
     AutoscalerOut,
@@ -69,6 +70,23 @@ class Searched:
     guess: int
     result: SearchResult[FleetEval]
     pruned_at: int | None = None  # it failed at the most replicas that would cost less than the best
+
+
+@dataclass(frozen=True, slots=True)
+class Winner:
+    """What the levers start from: the winner's search and every candidate's, the peak window
+    scored, the chosen replica count, the peak rate, the autoscaler sized for a daily curve
+    (``None``: a fixed fleet), the traffic, its horizon and the SLO targets per group."""
+
+    best: Searched
+    searched: list[Searched]
+    scored: Scored
+    replicas: int
+    peak_req_s: float
+    autoscaler: AutoscalerOut | None
+    spec: WorkloadSpec
+    horizon_s: float
+    targets: dict[tuple[str, str], tuple[Target, ...]]
 
 
 # ---- inputs ------------------------------------------------------------------------------------
@@ -160,8 +178,10 @@ def closed_form(
 # ---- the plan ----------------------------------------------------------------------------------
 
 
-def run_plan(request: FleetPlanRequest, ctx: Context, run_levers: Callable[..., LeverRows]) -> FleetPlanResponse:
-    """The plan; ``run_levers`` (:func:`servecap.app.fleet_plan_levers.run_levers`, passed in by
+def run_plan(
+    request: FleetPlanRequest, ctx: Context, run_levers: Callable[[FleetPlanRequest, Context, Winner], LeverRows]
+) -> FleetPlanResponse:
+    """The plan; ``run_levers`` (:func:`servecap.app.fleet_plan.levers.run_levers`, passed in by
     the entry point: the levers build on this module) re-simulates the levers on the winner."""
     if not request.candidates:
         raise ServecapError("candidates", [], "give at least one candidate pool (e.g. -g H100)")
@@ -217,19 +237,8 @@ def run_plan(request: FleetPlanRequest, ctx: Context, run_levers: Callable[..., 
     if daily:
         ctx.enter(Stage("daily-curve sizings", 0, 1))
         autoscaler = size_autoscaler(request, ctx, best, spec, horizon, n, peak, targets)
-    levers, skipped = run_levers(
-        request,
-        ctx,
-        best=best,
-        searched=searched,
-        scored=scored,
-        n=n,
-        peak=peak,
-        autoscaler=autoscaler,
-        spec=spec,
-        horizon=horizon,
-        targets=targets,
-    )
+    winner = Winner(best, searched, scored, n, peak, autoscaler, spec, horizon, targets)
+    levers, skipped = run_levers(request, ctx, winner)
     ff = fixed_fleet(request, best.candidate, n)
     ff["pools"][0].pop("cold_start", None)
     if autoscaler is not None:
@@ -266,7 +275,7 @@ def run_plan(request: FleetPlanRequest, ctx: Context, run_levers: Callable[..., 
     )
 
 
-def fleet_intervals(n: int, usd_per_month: float, cf: Closed) -> dict[str, dict[str, Any]]:
+def fleet_intervals(n: int, usd_per_month: float, cf: Closed) -> dict[str, JsonObject]:
     """The 80% intervals of the winner's replica count and rent, carried from the corpus's
     throughput residuals of its engine and GPU family (:func:`servecap.validation.interval.replica_interval`:
     replicas needed scale inversely with what one replica serves)."""
@@ -328,7 +337,7 @@ def search_candidate(
     guess = _guess(cf, peak)
     cache: dict[int, tuple[bool, FleetEval]] = {}
 
-    def build(k: int) -> dict[str, Any]:
+    def build(k: int) -> FleetDoc:
         return fixed_fleet(request, c, k, router)
 
     if limit is not None:
@@ -426,8 +435,8 @@ def _pair(group: str) -> tuple[str, str]:
 # ---- the autoscaler on the daily curve --------------------------------------------------------
 
 
-def autoscaler_dict(request: FleetPlanRequest, a: AutoscalerOut, *, predictive: bool = True) -> dict[str, Any]:
-    d: dict[str, Any] = {
+def autoscaler_dict(request: FleetPlanRequest, a: AutoscalerOut, *, predictive: bool = True) -> AutoscalerDoc:
+    d: AutoscalerDoc = {
         "preset": a.preset,
         "target": a.target,
         "interval_s": a.interval_s,
@@ -471,8 +480,8 @@ def ramp_fleet(
     start_replicas: int,
     *,
     predictive: bool,
-    cold: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    cold: Section | None = None,
+) -> FleetDoc:
     """A fleet file for the ramp window: the autoscaled pool, with scale-ahead floors of the
     window's own curve as its schedule."""
     pool = fixed_fleet(request, best.candidate, start_replicas)["pools"][0]

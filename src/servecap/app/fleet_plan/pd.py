@@ -16,24 +16,25 @@ of the candidate's GPUs per replica.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from servecap.app.fleet import fleet_from_dict
-from servecap.app.fleet_plan import FleetEval, FleetPlanRequest, LeverOut, pool_dict
+from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
+from servecap.app.fleet_plan.model import FleetEval, FleetPlanRequest, LeverOut, pool_dict
 from servecap.fleet.plan_search import smallest_passing
 
 if TYPE_CHECKING:
-    from servecap.app.fleet_plan import CandidateModel, Context, Scored
+    from servecap.app.fleet_plan.model import CandidateModel, Context, Scored
 
 SHARES = (0.5, 0.25, 0.375, 0.625, 0.75)  # prefill share of the replicas, in the order tried
 
 
 def split_fleet(
     request: FleetPlanRequest, c: CandidateModel, prefill: int, decode: int, decode_tp_factor: int = 1
-) -> dict[str, Any]:
+) -> FleetDoc:
     """The fleet file of a split layout of candidate ``c`` (its decode side at
     ``decode_tp_factor`` times the candidate's TP)."""
-    decode_pool = {**pool_dict(request, c, decode, name="decode"), "role": "decode"}
+    decode_pool: PoolDoc = {**pool_dict(request, c, decode, name="decode"), "role": "decode"}
     if decode_tp_factor != 1:
         decode_pool["tp"] = (c.tp or 1) * decode_tp_factor
     return {

@@ -1,0 +1,32 @@
+"""The HTTP bodies of ``fleet simulate`` and ``fleet plan``: the use cases' own input models
+(:class:`~servecap.app.fleet.FleetSimulateInput`, :class:`~servecap.app.fleet_plan.model.FleetPlanInput`)
+with the HTTP-only restriction on a file-shaped body: nested at most ``MAX_DEPTH`` deep, every
+number finite (:func:`~servecap.api.bodies.plain_tree`)."""
+
+from __future__ import annotations
+
+from pydantic import ValidationInfo, field_validator
+
+from servecap.api.bodies import plain_tree
+from servecap.app.fleet import FleetSimulateInput
+from servecap.app.fleet_plan.model import FleetPlanInput
+
+
+class FleetSimulateBody(FleetSimulateInput):
+    """``servecap fleet simulate``: a fleet file and a workload file, as JSON objects (the same
+    keys the YAML files take; docs/fleet.md, docs/workload.md)."""
+
+    @field_validator("fleet", "workload")
+    @classmethod
+    def _plain(cls, v: dict[str, object], info: ValidationInfo) -> dict[str, object]:
+        return plain_tree(v, str(info.field_name))
+
+
+class FleetPlanBody(FleetPlanInput):
+    """``servecap fleet plan``: a plan file as a JSON object (the keys the YAML file takes;
+    docs/fleet.md, "Planning a fleet")."""
+
+    @field_validator("plan")
+    @classmethod
+    def _plain(cls, v: dict[str, object]) -> dict[str, object]:
+        return plain_tree(v, "plan")
