@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, with_config
 from typing_extensions import TypedDict
 
+from servecap.app.json_object import JsonObject
 from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
@@ -452,10 +453,6 @@ class FleetSimulateRequest(_Model):
     # "auto": exact up to STREAM_ABOVE_REQUESTS requests, sketches above; "exact": keep every
     # request; "sketch": stream into mergeable sketches (bounded memory) whatever the size
     percentiles: Literal["auto", "exact", "sketch"] = "auto"
-
-
-JsonObject = dict[str, object]
-"""A fleet or workload file's mapping as a person writes it (validated by its schema)."""
 
 
 class FleetSimulateInput(BaseModel):

@@ -17,7 +17,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from servecap.app.flags import DeploymentFlags
-from servecap.app.fleet import FleetFile, JsonObject, fleet_from_dict, load_fleet_file
+from servecap.app.fleet import FleetFile, fleet_from_dict, load_fleet_file
+from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.pd_router import PD_PRESETS

@@ -43,7 +43,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import TypedDict
 
-from servecap.app.fleet import JsonObject  # the sweep file's base fleet and workload, a point's axis values
+from servecap.app.json_object import JsonObject  # the sweep file's base fleet and workload, a point's axis values
 from servecap.app.limits import WorkLimits
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, from_validation_error

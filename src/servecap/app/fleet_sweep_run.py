@@ -16,7 +16,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from servecap.app.fleet import JsonObject
 from servecap.app.fleet_sweep import (
     SweepFile,
     SweepRun,
@@ -26,6 +25,7 @@ from servecap.app.fleet_sweep import (
     sweep_points,
     with_overrides,
 )
+from servecap.app.json_object import JsonObject
 from servecap.files import dumps_json
 from servecap.progress import ProgressFn
 from servecap.results import summary_to_json_dict

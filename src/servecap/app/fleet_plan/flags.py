@@ -15,8 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from servecap.app import defaults
-from servecap.app.fleet import JsonObject
 from servecap.app.fleet_plan.model import DEFAULT_WORKLOAD, FleetPlanRequest, load_plan_file, plan_request_from_dict
+from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.workload import load_workload
 

@@ -37,8 +37,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from servecap.app.fleet import ColdStartModel, FleetFile, JsonObject, build_fleet, fleet_from_dict
+from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
 from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
+from servecap.app.json_object import JsonObject
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import FleetSpec

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from servecap.app.fleet import JsonObject, fleet_from_dict
+from servecap.app.fleet import fleet_from_dict
 from servecap.app.fleet_plan.doc import AutoscalerDoc, FleetDoc, Section
 from servecap.app.fleet_plan.model import (
     DEFAULT_WORKLOAD,
@@ -27,6 +27,7 @@ from servecap.app.fleet_plan.model import (
     fixed_fleet,
     search_counts,
 )
+from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.fleet.class_slo import class_groups, class_targets, group_name
 from servecap.fleet.plan_search import SearchResult
