@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from typing_extensions import TypedDict
 
 from servecap.app.json_object import JsonObject
+from servecap.app.scale_event import ScaleEvent
 from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
@@ -40,7 +41,7 @@ from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
 from servecap.policy.pd_router import PD_PRESETS
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.progress import ProgressFn
-from servecap.results import summary_to_json_dict
+from servecap.results.summary_json import RunSummaryJson
 from servecap.specs.perf import Slo
 from servecap.workload import WorkloadSpec, traffic_classes
 
@@ -508,13 +509,13 @@ class SloTargetOut(TypedDict):
 
 
 class FleetSimulateResponse(_Out):
-    summary: dict[str, Any]
-    by_tenant: dict[str, dict[str, Any]]
-    by_class: dict[str, dict[str, Any]]
+    summary: RunSummaryJson
+    by_tenant: dict[str, RunSummaryJson]
+    by_class: dict[str, RunSummaryJson]
     outcomes: dict[str, int]
     replicas: list[ReplicaOut]
     timeseries: dict[str, list[float]]
-    scale_events: list[dict[str, Any]]  # time_s, pool, from, to (app/monitor_replay.py passes them on)
+    scale_events: list[ScaleEvent]  # app/monitor_replay.py passes them on
     horizon_s: float
     gpu_hours: float
     cost_usd: float
@@ -525,7 +526,7 @@ class FleetSimulateResponse(_Out):
     notes: list[str]
     slo_by_class: list[SloTargetOut] = Field(default_factory=list)  # per (tenant, class) percentile targets
     gateway: GatewayOut | None = None  # with a gateway: section
-    by_pool: dict[str, dict[str, Any]] = Field(default_factory=dict)  # a streaming run of several pools
+    by_pool: dict[str, RunSummaryJson] = Field(default_factory=dict)  # a streaming run of several pools
     # per replica id: its busy share of each interval of the time series
     replica_utilization: dict[str, list[float]] = Field(default_factory=dict)
     records_path: str | None = None  # where every request's record went (--records)
@@ -542,7 +543,7 @@ class GatewayOut(_Out):
     decisions_by_tenant: dict[str, dict[str, int]]
     provider_requests: dict[str, int]
     provider_cost_usd: float
-    served_summary: dict[str, Any] | None
+    served_summary: RunSummaryJson | None
 
 
 def _gateway_out(res: FleetResult) -> GatewayOut | None:
@@ -555,7 +556,7 @@ def _gateway_out(res: FleetResult) -> GatewayOut | None:
         decisions_by_tenant={t: dict(c) for t, c in g.decisions_by_tenant.items()},
         provider_requests=dict(g.provider_requests),
         provider_cost_usd=g.provider_cost_usd,
-        served_summary=None if res.served_summary is None else summary_to_json_dict(res.served_summary),
+        served_summary=None if res.served_summary is None else RunSummaryJson.of(res.served_summary),
     )
 
 
@@ -586,10 +587,10 @@ def response_from_result(
     caps = capacity_by_pool or {}
     return FleetSimulateResponse(
         gateway=_gateway_out(res),
-        summary=summary_to_json_dict(res.summary),
-        by_tenant={k: summary_to_json_dict(v) for k, v in res.by_tenant.items()},
-        by_class={k: summary_to_json_dict(v) for k, v in res.by_class.items()},
-        by_pool={k: summary_to_json_dict(v) for k, v in res.by_pool.items()},
+        summary=RunSummaryJson.of(res.summary),
+        by_tenant={k: RunSummaryJson.of(v) for k, v in res.by_tenant.items()},
+        by_class={k: RunSummaryJson.of(v) for k, v in res.by_class.items()},
+        by_pool={k: RunSummaryJson.of(v) for k, v in res.by_pool.items()},
         replica_utilization={str(i): list(u) for i, u in enumerate(ts.replica_utilization)},
         outcomes=dict(res.outcomes),
         replicas=[
@@ -620,7 +621,7 @@ def response_from_result(
             "kv_usage": list(ts.kv_usage),
             "p99_ttft_s": list(ts.p99_ttft_s),
         },
-        scale_events=[{"time_s": t, "pool": p, "from": a, "to": b} for t, p, a, b in res.scale_events],
+        scale_events=[ScaleEvent({"time_s": t, "pool": p, "from": a, "to": b}) for t, p, a, b in res.scale_events],
         horizon_s=res.horizon_s,
         gpu_hours=res.gpu_hours,
         cost_usd=res.cost_usd,

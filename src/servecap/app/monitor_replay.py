@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from servecap.app.scale_event import ScaleEvent
 from servecap.errors import ServecapError
 from servecap.monitor.history import History
 
@@ -58,7 +59,7 @@ class ReplayResponse(_Model):
     break_rate_req_s: float  # per replica: the engine model's SLO break rate at this mix
     slo: dict[str, float | None]
     minutes: list[ReplayMinute]
-    scale_events: list[dict[str, Any]]
+    scale_events: list[ScaleEvent]
     shadow_gpu_hours: float
     shadow_cost_usd: float
     actual_gpu_hours: float | None

@@ -277,12 +277,12 @@ def _render_gateway(console: Console, r: FleetSimulateResponse) -> None:
     print_table(console, tab)
     served = g.served_summary
     if served is not None:
-        ttft, tpot = served["ttft_s"], served["tpot_s"]
+        ttft, tpot = served.ttft_s.p99, served.tpot_s.p99
         console.print(
-            f"served by a pool (cache hits apart): {served['num_requests']:,} requests, TTFT p99 "
-            + ("-" if ttft["p99"] is None else f"{ttft['p99'] * 1e3:,.1f} ms")
+            f"served by a pool (cache hits apart): {served.num_requests:,} requests, TTFT p99 "
+            + ("-" if ttft is None else f"{ttft * 1e3:,.1f} ms")
             + ", TPOT p99 "
-            + ("-" if tpot["p99"] is None else f"{tpot['p99'] * 1e3:,.1f} ms")
+            + ("-" if tpot is None else f"{tpot * 1e3:,.1f} ms")
         )
     for name, n in g.provider_requests.items():
         console.print(f"external provider {name}: {n:,} requests")
@@ -299,17 +299,15 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
     lat.add_column("latency (ms)")
     for q in ("p50", "p90", "p95", "p99", "mean"):
         lat.add_column(q, justify="right")
-    for key, label in (
-        ("ttft_s", "TTFT"),
-        ("tpot_s", "TPOT"),
-        ("itl_s", "ITL"),
-        ("e2e_s", "E2E"),
-        ("queue_time_s", "queue"),
+    s = r.summary
+    for p, label in (
+        (s.ttft_s, "TTFT"),
+        (s.tpot_s, "TPOT"),
+        (s.itl_s, "ITL"),
+        (s.e2e_s, "E2E"),
+        (s.queue_time_s, "queue"),
     ):
-        p = r.summary[key]
-        lat.add_row(
-            label, *("-" if p[q] is None else f"{p[q] * 1e3:,.1f}" for q in ("p50", "p90", "p95", "p99", "mean"))
-        )
+        lat.add_row(label, *("-" if v is None else f"{v * 1e3:,.1f}" for v in (p.p50, p.p90, p.p95, p.p99, p.mean)))
     print_table(console, lat)
     groups = [("tenant", k, v) for k, v in r.by_tenant.items()] + [("class", k, v) for k, v in r.by_class.items()]
     if groups:
@@ -317,15 +315,12 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
         for c in ("", "name", "requests", "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p99 (ms)", "SLO attainment"):
             per.add_column(c, justify="right")
         for kind, name, d in groups:
-            att = d.get("slo_attainment")
+            att = d.slo_attainment
             per.add_row(
                 kind,
                 name,
-                f"{d['num_requests']:,}",
-                *(
-                    "-" if d[m][q] is None else f"{d[m][q] * 1e3:,.1f}"
-                    for m, q in (("ttft_s", "p50"), ("ttft_s", "p99"), ("tpot_s", "p99"))
-                ),
+                f"{d.num_requests:,}",
+                *("-" if v is None else f"{v * 1e3:,.1f}" for v in (d.ttft_s.p50, d.ttft_s.p99, d.tpot_s.p99)),
                 "-" if att is None else f"{att:.1%}",
             )
         print_table(console, per)
@@ -347,16 +342,15 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
         _render_gateway(console, r)
     if r.pd is not None:
         _render_pd(console, r.pd)
-    s = r.summary
     t = Table(show_header=False, title="outcomes and cost", title_justify="left")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    att = s.get("slo_attainment")
-    hit = s.get("prefix_cache_hit_rate")
+    att = s.slo_attainment
+    hit = s.prefix_cache_hit_rate
     rows = [
         ("outcomes", ", ".join(f"{k} {v:,}" for k, v in r.outcomes.items())),
-        ("throughput", f"{s['throughput_req_s']:,.2f} req/s"),
-        ("goodput (within SLOs)", "-" if s["goodput_req_s"] is None else f"{s['goodput_req_s']:,.2f} req/s"),
+        ("throughput", f"{s.throughput_req_s:,.2f} req/s"),
+        ("goodput (within SLOs)", "-" if s.goodput_req_s is None else f"{s.goodput_req_s:,.2f} req/s"),
         ("SLO attainment", "-" if att is None else f"{att:.1%}"),
         ("prefix cache hit rate", "-" if hit is None else f"{hit:.1%}"),
         ("replicas (peak ready)", f"{max(r.timeseries['ready'], default=0):,.0f}"),
@@ -391,10 +385,10 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
     print_table(console, rep)
     if len(r.replicas) > 64:
         console.print(f"[dim]... and {len(r.replicas) - 64} more replicas (--json lists all)[/]")
-    method = s.get("percentiles") or {}
-    if method.get("method") == "sketch":
+    method = s.percentiles
+    if method.method == "sketch":
         console.print(
-            f"[dim]percentiles from sketches (DDSketch), each within {method['relative_error']:.0%} "
+            f"[dim]percentiles from sketches (DDSketch), each within {method.relative_error or 0:.0%} "
             "of the exact value at its rank; counts, goodput and SLO attainment exact[/]"
         )
     if r.records_path is not None:
