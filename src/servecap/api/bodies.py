@@ -191,33 +191,3 @@ class UploadBody(BaseModel):
     @classmethod
     def _plain(cls, v: dict[str, object]) -> dict[str, object]:
         return plain_tree(v, "config")
-
-
-class FleetSimulateBody(BaseModel):
-    """``servecap fleet simulate``: a fleet file and a workload file, as JSON objects (the same
-    keys the YAML files take; docs/fleet.md, docs/workload.md)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    fleet: dict[str, object]
-    workload: dict[str, object]
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)
-
-    @field_validator("fleet", "workload")
-    @classmethod
-    def _plain(cls, v: dict[str, object], info: ValidationInfo) -> dict[str, object]:
-        return plain_tree(v, str(info.field_name))
-
-
-class FleetPlanBody(BaseModel):
-    """``servecap fleet plan``: a plan file as a JSON object (the keys the YAML file takes;
-    docs/fleet.md, "Planning a fleet")."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    plan: dict[str, object]
-
-    @field_validator("plan")
-    @classmethod
-    def _plain(cls, v: dict[str, object]) -> dict[str, object]:
-        return plain_tree(v, "plan")
