@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.progress import Progress, ProgressFn
+from servecap.results.summary_json import RunSummaryJson
 from servecap.workload import WorkloadSpec
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ class BenchRunResult(BaseModel):
     concurrency: int | None
     mode: str
     interrupted: bool
-    summary: JsonObject  # servecap.results.summary_to_json_dict (as `simulate --json`)
+    summary: RunSummaryJson  # as `simulate --json` writes it
     errors: dict[str, int]
     checks: list[CheckResult]
     measured_window_s: float
@@ -249,7 +250,7 @@ def _run_step(
     from dataclasses import asdict
 
     from servecap.measure.bench import planned_requests, run_bench
-    from servecap.results import Slo, summary_to_json_dict
+    from servecap.results import Slo
     from servecap.results.store import new_run_id
 
     req, store, progress = sweep.req, sweep.store, sweep.progress
@@ -301,7 +302,7 @@ def _run_step(
         concurrency=step.concurrency,
         mode=result.mode,
         interrupted=result.interrupted,
-        summary=summary_to_json_dict(outcome.summary),
+        summary=RunSummaryJson.of(outcome.summary),
         errors=outcome.errors,
         checks=checks,
         measured_window_s=outcome.measured_window_s,

@@ -26,7 +26,7 @@ from servecap.cli.options import (
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
 
-    from servecap.app.bench import BenchRequest
+    from servecap.app.bench import BenchRequest, BenchRunResult
     from servecap.app.json_object import JsonObject
     from servecap.progress import Progress, ProgressFn
     from servecap.workload import WorkloadSpec
@@ -345,7 +345,7 @@ def progress_reporter(*, quiet: bool, every_s: float = 5.0) -> Iterator[Progress
         yield bar
 
 
-def _render(run: Any, db: str | None) -> None:
+def _render(run: BenchRunResult, db: str | None) -> None:
     """One run as a table; piped output is plain and never truncated (rich wraps, never cuts)."""
     from rich.console import Console
     from rich.table import Table
@@ -353,23 +353,22 @@ def _render(run: Any, db: str | None) -> None:
     con = Console(soft_wrap=True)
     s = run.summary
     title = (
-        f"run {run.run_id or '(not stored)'}: {s['completed']}/{s['num_requests']} completed, "
+        f"run {run.run_id or '(not stored)'}: {s.completed}/{s.num_requests} completed, "
         f"{run.measured_window_s:.1f} s window" + (" (interrupted)" if run.interrupted else "")
     )
     t = Table(title=title, title_justify="left")
     t.add_column("metric", no_wrap=True)
     for col in ("p50", "p90", "p99", "mean"):
         t.add_column(col, justify="right", no_wrap=True)
-    for name in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
-        p = s[name]
+    for name, p in (("ttft", s.ttft_s), ("tpot", s.tpot_s), ("itl", s.itl_s), ("e2e", s.e2e_s)):
         t.add_row(
-            name.removesuffix("_s") + " (ms)",
-            *("-" if p[k] is None else f"{p[k] * 1e3:.1f}" for k in ("p50", "p90", "p99", "mean")),
+            name + " (ms)",
+            *("-" if v is None else f"{v * 1e3:.1f}" for v in (p.p50, p.p90, p.p99, p.mean)),
         )
     con.print(t)
-    good = s.get("goodput_req_s")
+    good = s.goodput_req_s
     con.print(
-        f"throughput {s['throughput_req_s']:.2f} req/s, {s['output_tokens_per_s']:.1f} output tok/s"
+        f"throughput {s.throughput_req_s:.2f} req/s, {s.output_tokens_per_s:.1f} output tok/s"
         + (f", goodput {good:.2f} req/s" if good is not None else "")
     )
     hit = run.prefix_cache_hit_rate
