@@ -32,6 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from servecap.errors import ServecapError
+from servecap.fleet.lifecycle import cold_start_draw_s, scale_down_choice
 from servecap.fleet.recent import RecentValues, mean_itl_s
 from servecap.fleet.replica import DRAINING, FAILED, READY, STARTING, STOPPED, Replica, ReplicaSnapshot
 from servecap.fleet.spec import FleetSpec, Pool
@@ -124,18 +125,8 @@ class Fleet:
         return r
 
     def cold_start_s(self, pool: Pool) -> float:
-        """One draw of the pool's cold start: the phases' sum (see :mod:`servecap.fleet.spec`)."""
-        cs = pool.cold_start
-        total = pool.weights_bytes / cs.load_bandwidth_bytes_s if math.isfinite(cs.load_bandwidth_bytes_s) else 0.0
-        for _, phase in cs.phases():
-            if phase.mean_s <= 0:
-                continue
-            if phase.cv <= 0:
-                total += phase.mean_s
-            else:
-                mu, sigma = phase.log_params()
-                total += float(self.rng.lognormal(mu, sigma))
-        return total
+        """One draw of the pool's cold start (:func:`servecap.fleet.lifecycle.cold_start_draw_s`)."""
+        return cold_start_draw_s(pool, self.rng)
 
     def _become_ready(self, r: Replica, now_s: float) -> None:
         r.state = READY
@@ -460,15 +451,10 @@ class Fleet:
                 self._start_replica(pi, now_s)
             return
         # scale down: cancel starting replicas first (newest first), then drain the least loaded
-        n = current - desired
-        starting = sorted((r for r in members if r.state == STARTING), key=lambda r: -r.replica_id)
-        for r in starting[:n]:
+        starting, ready = scale_down_choice(members, current - desired)
+        for r in starting:
             self._stop(r, now_s, STOPPED)
-        n -= min(n, len(starting))
-        ready = sorted(
-            (r for r in members if r.state == READY), key=lambda r: (r.num_waiting + r.num_running, -r.replica_id)
-        )
-        for r in ready[:n]:
+        for r in ready:
             self._leave(r)
             r.state = DRAINING
             r.drain_s = now_s

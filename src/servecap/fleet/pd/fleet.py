@@ -41,6 +41,7 @@ import numpy as np
 
 from servecap.core.kv_transfer import KvFootprint, TransferShape, exposed_bytes, occupancy_s, transfer_shape
 from servecap.errors import ServecapError
+from servecap.fleet.lifecycle import cold_start_draw_s, scale_down_choice
 from servecap.fleet.pd.link import KvLink, book_transfer
 from servecap.fleet.pd.replica import DRAINING, FAILED, READY, STARTING, STOPPED, PdReplica
 from servecap.fleet.pd.times import PdTimes
@@ -231,18 +232,8 @@ class PdFleet:
         return r
 
     def cold_start_s(self, pool: Pool) -> float:
-        """One draw of the pool's cold start (as :meth:`servecap.fleet.fleet.Fleet.cold_start_s`)."""
-        cs = pool.cold_start
-        total = pool.weights_bytes / cs.load_bandwidth_bytes_s if math.isfinite(cs.load_bandwidth_bytes_s) else 0.0
-        for _, phase in cs.phases():
-            if phase.mean_s <= 0:
-                continue
-            if phase.cv <= 0:
-                total += phase.mean_s
-            else:
-                mu, sigma = phase.log_params()
-                total += float(self.rng.lognormal(mu, sigma))
-        return total
+        """One draw of the pool's cold start (:func:`servecap.fleet.lifecycle.cold_start_draw_s`)."""
+        return cold_start_draw_s(pool, self.rng)
 
     def _become_ready(self, r: PdReplica, now_s: float) -> None:
         r.state = READY
@@ -692,15 +683,10 @@ class PdFleet:
             for _ in range(desired - current):
                 self._start_replica(pi, now_s)
             return
-        n = current - desired
-        starting = sorted((r for r in members if r.state == STARTING), key=lambda r: -r.replica_id)
-        for r in starting[:n]:
+        starting, ready = scale_down_choice(members, current - desired)
+        for r in starting:
             self._stop(r, now_s, STOPPED)
-        n -= min(n, len(starting))
-        ready = sorted(
-            (r for r in members if r.state == READY), key=lambda r: (r.num_waiting + r.num_running, -r.replica_id)
-        )
-        for r in ready[:n]:
+        for r in ready:
             self.router.forget(r.replica_id)
             r.state = DRAINING
             self._relist()
