@@ -2,9 +2,14 @@
 decode pools instead of co-located replicas, re-simulated on the same peak window.
 
 For a total of ``T`` replicas the split tries prefill shares :data:`SHARES` of ``T`` (rounded, at
-least one replica a side) and stops at the first that meets every target; ``T`` is searched
-like a co-located fleet's replica count (:func:`servecap.fleet.plan_search.smallest_passing`,
-from the chosen count). The row names the winning ``prefill + decode`` counts and its cost;
+least one replica a side) — the share that met the targets at another size first — and stops at
+the first that meets every target, skipping the ratios a failed one rules out (one that missed
+TPOT, short of decode replicas, rules out those with no more decode replicas); ``T`` is searched like a
+co-located fleet's replica count (:func:`servecap.fleet.plan_search.smallest_passing`, from the
+chosen count) up to twice the chosen count (:data:`SIZE_LIMIT_FACTOR`: a split needing more
+GPUs than that does not pay, and the row says so). That largest size is simulated first: when
+no ratio of it meets the targets the answer is known (co-located wins) for the ratios of one
+size; when one does, its share is the first tried at the smaller sizes. The row names the winning ``prefill + decode`` counts and its cost;
 its note lists every ratio tried at the answer's size and one size below (where the ratio
 stops paying). Both sides keep the candidate's TP (a per-role TP is a fleet file's two pools);
 the KV crosses the ``infiniband`` link kind, one NIC per GPU, and the router is the ``llm-d``
@@ -20,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from servecap.app.fleet import fleet_from_dict
 from servecap.app.fleet_plan import FleetEval, FleetPlanRequest, LeverOut, pool_dict
-from servecap.fleet.plan_search import smallest_passing
+from servecap.fleet.plan_search import SearchResult, smallest_passing
 
 if TYPE_CHECKING:
     from servecap.app.fleet_plan import CandidateModel, Context, Scored
 
 SHARES = (0.5, 0.25, 0.375, 0.625, 0.75)  # prefill share of the replicas, in the order tried
+SIZE_LIMIT_FACTOR = 2  # the largest split searched, in units of the chosen fleet's GPUs
 
 
 def split_fleet(
@@ -61,6 +67,25 @@ def splits_of(total: int, decode_tp_factor: int = 1) -> list[tuple[int, int]]:
     return out
 
 
+def ratios_to_try(
+    splits: list[tuple[int, int]], tried: dict[tuple[int, int], FleetEval], share: float | None
+) -> list[tuple[int, int]]:
+    """The (prefill, decode) counts of one size worth simulating, in order: the prefill share
+    that met the targets at another size first (``share``; then :data:`SHARES`' order), and
+    none a failed ratio of this size rules out. TPOT is the decode side's alone: a ratio that
+    missed a TPOT target rules out every ratio with at least as many prefill replicas (so no
+    more decode ones) — assuming, as the size search assumes more replicas never hurt, that
+    more decode replicas never raise TPOT. A missed TTFT rules nothing out: it is the prefill
+    side's queue, or the decode side's, when a decode pool short of KV room holds finished
+    prefills back."""
+    order = splits if share is None else sorted(splits, key=lambda pd: abs(pd[0] / (pd[0] + pd[1]) - share))
+    hi = 1 << 30  # prefill counts still open: p < hi
+    for (p, d), ev in tried.items():
+        if (p, d) in splits and not ev.slo_met and any(t.metric == "tpot_s" and not t.met for t in ev.targets):
+            hi = min(hi, p)
+    return [(p, d) for p, d in order if p < hi and (p, d) not in tried]
+
+
 def split_lever(
     ctx: Context,
     request: FleetPlanRequest,
@@ -72,22 +97,43 @@ def split_lever(
     chosen: FleetEval | None = None,
 ) -> LeverOut:
     """The lever's row: the cheapest split layout meeting the SLOs, searched from ``n`` units of
-    the candidate's GPUs (``split``; ``split-tp``: the decode side at twice the TP)."""
+    the candidate's GPUs (``split``; ``split-tp``: the decode side at twice the TP). Per size,
+    the ratios :func:`ratios_to_try` leaves, until one meets the targets."""
     k = decode_tp_factor
     tried: dict[tuple[int, int], FleetEval] = {}
+    share: list[float] = []  # the prefill share of the last ratio that met the targets
+
+    sizes_seen: dict[int, tuple[bool, tuple[int, int] | None]] = {}
 
     def evaluate(total: int) -> tuple[bool, tuple[int, int] | None]:
+        if total not in sizes_seen:
+            sizes_seen[total] = evaluate_size(total)
+        return sizes_seen[total]
+
+    def evaluate_size(total: int) -> tuple[bool, tuple[int, int] | None]:
         if total < 1 + k:
             return False, None
-        for p, d in splits_of(total, k):
+        splits = splits_of(total, k)
+        while True:
+            todo = ratios_to_try(splits, tried, share[-1] if share else None)
+            if not todo:
+                return False, None
+            p, d = todo[0]
             ff = fleet_from_dict(split_fleet(request, c, p, d, k))
             ev = ctx.simulate(ff, scored, label=c.label(), replicas=p + d)
             tried[(p, d)] = ev
             if ev.slo_met:
+                share.append(p / (p + d))
                 return True, (p, d)
-        return False, None
 
-    res = smallest_passing(evaluate, max(1 + k, n), limit=request.max_replicas, lowest=1 + k)
+    # a split of more than twice the chosen GPUs does not pay: the search stops there, and starts
+    # there — where no split of that size meets the targets, none smaller does (the size search's
+    # assumption), and the answer costs the ratios of one size
+    limit = min(request.max_replicas, max(SIZE_LIMIT_FACTOR * n, 2 + k))
+    if evaluate(limit)[0]:
+        res = smallest_passing(evaluate, max(1 + k, min(n, limit)), limit=limit, lowest=1 + k)
+    else:
+        res = SearchResult(None, {limit: sizes_seen[limit]})
     name = "split" if k == 1 else "split-tp"
     tp_note = "" if k == 1 else f", decode at TP {(c.tp or 1) * k}"
     sims = sum(1 for _ in tried)
@@ -101,7 +147,8 @@ def split_lever(
             tpot_p99_s=None,
             slo_met=False,
             simulations=sims,
-            note=f"no split of up to {request.max_replicas} replicas meets the SLOs",
+            note=f"co-located wins: no split of up to {limit} replicas meets the SLOs"
+            + (f" ({limit / n:.1f}x the chosen {n})" if limit < request.max_replicas and n > 0 else ""),
         )
     pd = res.evaluations[res.answer][1]
     assert pd is not None
