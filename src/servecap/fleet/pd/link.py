@@ -25,6 +25,7 @@ from bisect import bisect_right
 from typing import Final
 
 KEEP_S: Final = 60.0  # how long a finished span is kept for a transfer booked out of order
+PRUNE_AT: Final = 64  # spans kept before the old ones are looked at
 
 
 class KvLink:
@@ -42,6 +43,8 @@ class KvLink:
     def earliest_free_s(self, t_s: float, occupancy_s: float) -> float:
         """The earliest time at or after ``t_s`` from which the link is free for ``occupancy_s``."""
         starts, ends = self._starts, self._ends
+        if not ends or ends[-1] <= t_s:  # idle from t_s on (the common case)
+            return t_s
         i = bisect_right(starts, t_s)
         if i > 0 and ends[i - 1] > t_s:  # a span under way at t_s
             t_s = ends[i - 1]
@@ -55,17 +58,19 @@ class KvLink:
     def book(self, start_s: float, end_s: float, nbytes: float) -> None:
         """Hold the link over ``[start_s, end_s)`` for ``nbytes`` (the caller checked it is free)."""
         starts, ends = self._starts, self._ends
-        k = 0
-        while k < len(ends) and ends[k] < start_s - KEEP_S:
-            k += 1
-        if k:
+        if len(ends) >= PRUNE_AT:
+            k = bisect_right(ends, start_s - KEEP_S)
             del starts[:k]
             del ends[:k]
-        i = bisect_right(starts, start_s)
-        assert i == 0 or ends[i - 1] <= start_s + 1e-12, (self.name, start_s, ends[i - 1])
-        assert i == len(starts) or starts[i] >= end_s - 1e-12, (self.name, end_s, starts[i])
-        starts.insert(i, start_s)
-        ends.insert(i, end_s)
+        if not ends or start_s >= ends[-1] - 1e-12:  # after every span (the common case)
+            starts.append(start_s)
+            ends.append(end_s)
+        else:
+            i = bisect_right(starts, start_s)
+            assert i == 0 or ends[i - 1] <= start_s + 1e-12, (self.name, start_s, ends[i - 1])
+            assert i == len(starts) or starts[i] >= end_s - 1e-12, (self.name, end_s, starts[i])
+            starts.insert(i, start_s)
+            ends.insert(i, end_s)
         self.busy_s += end_s - start_s
         self.bytes += nbytes
         self.transfers += 1
