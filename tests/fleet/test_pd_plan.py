@@ -132,7 +132,10 @@ def test_the_search_stops_at_twice_the_chosen_fleet() -> None:
     ctx = _Never()
     row = split_lever(ctx, _request(), CandidateModel(gpu="H100"), None, 8)  # type: ignore[arg-type]
     assert row.replicas is None and not row.slo_met
-    assert row.note == "co-located wins: no split of up to 16 replicas meets the SLOs (2.0x the chosen 8)"
+    assert row.note == (
+        "co-located wins: no split of up to 16 replicas meets the SLOs (2.0x the chosen 8); "
+        "ratios: 4P+12D fails (90%), 8P+8D fails (90%)"
+    )
     # the largest size first: 8P+8D misses TPOT, 4P+12D too, leaving no ratio of 16 (fewer
     # decode replicas would not do better) and so no smaller size: two simulations in all
     assert ctx.seen == [(8, 8), (4, 12)]

@@ -137,6 +137,14 @@ def split_lever(
     name = "split" if k == 1 else "split-tp"
     tp_note = "" if k == 1 else f", decode at TP {(c.tp or 1) * k}"
     sims = sum(1 for _ in tried)
+
+    def ratios(sizes: tuple[int, ...]) -> str:
+        return "ratios: " + ", ".join(
+            f"{p}P+{d}D {'meets' if e.slo_met else 'fails'} ({e.attainment:.0%})"
+            for (p, d), e in sorted(tried.items())
+            if p + k * d in sizes
+        )
+
     if res.answer is None:
         return LeverOut(
             name=name,
@@ -148,17 +156,13 @@ def split_lever(
             slo_met=False,
             simulations=sims,
             note=f"co-located wins: no split of up to {limit} replicas meets the SLOs"
-            + (f" ({limit / n:.1f}x the chosen {n})" if limit < request.max_replicas and n > 0 else ""),
+            + (f" ({limit / n:.1f}x the chosen {n})" if limit < request.max_replicas and n > 0 else "")
+            + f"; {ratios((limit,))}",
         )
     pd = res.evaluations[res.answer][1]
     assert pd is not None
     ev = tried[pd]
-    sizes = (res.answer, res.answer - 1)
-    note = "ratios: " + ", ".join(
-        f"{p}P+{d}D {'meets' if e.slo_met else 'fails'} ({e.attainment:.0%})"
-        for (p, d), e in sorted(tried.items())
-        if p + k * d in sizes
-    )
+    note = ratios((res.answer, res.answer - 1))
     if chosen is not None:
         note = verdict(chosen, ev) + "; " + note
     return LeverOut(
