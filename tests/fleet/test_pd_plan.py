@@ -109,8 +109,8 @@ def _missed(*metrics: str) -> FleetEval:
 def test_a_ratio_that_missed_tpot_rules_out_those_with_no_more_decode_replicas() -> None:
     splits = splits_of(8)  # [(4, 4), (2, 6), (3, 5), (5, 3), (6, 2)]
     assert ratios_to_try(splits, {}, None) == splits
-    # the share that met the targets elsewhere first: 3/8 -> 3P+5D, then the nearest shares
-    assert ratios_to_try(splits, {}, 0.375) == [(3, 5), (4, 4), (2, 6), (5, 3), (6, 2)]
+    # once a share met the targets elsewhere: the three nearest it, 3/8 -> 3P+5D, 4P+4D, 2P+6D
+    assert ratios_to_try(splits, {}, 0.375) == [(3, 5), (4, 4), (2, 6)]
     # 4P+4D missed TPOT (alone or with TTFT): short of decode; 4 or more prefill are out
     assert ratios_to_try(splits, {(4, 4): _missed("tpot_s")}, None) == [(2, 6), (3, 5)]
     assert ratios_to_try(splits, {(4, 4): _missed("ttft_s", "tpot_s")}, None) == [(2, 6), (3, 5)]

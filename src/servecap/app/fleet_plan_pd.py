@@ -2,7 +2,8 @@
 decode pools instead of co-located replicas, re-simulated on the same peak window.
 
 For a total of ``T`` replicas the split tries prefill shares :data:`SHARES` of ``T`` (rounded, at
-least one replica a side) — the share that met the targets at another size first — and stops at
+least one replica a side; once a share met the targets at another size, the three nearest it,
+nearest first) and stops at
 the first that meets every target, skipping the ratios a failed one rules out (one that missed
 TPOT, short of decode replicas, rules out those with no more decode replicas); ``T`` is searched like a
 co-located fleet's replica count (:func:`servecap.fleet.plan_search.smallest_passing`, from the
@@ -12,8 +13,9 @@ no ratio of it meets the targets the answer is known (co-located wins) for the r
 size; when one does, its share is the first tried at the smaller sizes. The row names the winning ``prefill + decode`` counts and its cost;
 its note lists every ratio tried at the answer's size and one size below (where the ratio
 stops paying). Both sides keep the candidate's TP (a per-role TP is a fleet file's two pools);
-the KV crosses the ``infiniband`` link kind, one NIC per GPU, and the router is the ``llm-d``
-preset (prefix-affinity for prefill, least-kv for decode) — docs/fleet.md, "Disaggregated
+the KV crosses the ``infiniband`` link kind, one NIC per GPU, and the prefill side routes by the
+plan's own router (the co-located fleet's, so the comparison is of the layout alone), the decode
+side by least-kv (llm-d's decode scorer) — docs/fleet.md, "Disaggregated
 prefill and decode". The ``split-tp`` lever does the same with the decode replicas at twice the
 candidate's TP (a per-role TP: decode's KV reads spread over more GPUs), sizes counted in units
 of the candidate's GPUs per replica.
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 
 SHARES = (0.5, 0.25, 0.375, 0.625, 0.75)  # prefill share of the replicas, in the order tried
 SIZE_LIMIT_FACTOR = 2  # the largest split searched, in units of the chosen fleet's GPUs
+NEAR_RATIOS = 3  # once a share met the targets: the ratios tried per size, nearest that share first
 
 
 def split_fleet(
@@ -44,7 +47,7 @@ def split_fleet(
         decode_pool["tp"] = (c.tp or 1) * decode_tp_factor
     return {
         "pools": [{**pool_dict(request, c, prefill, name="prefill"), "role": "prefill"}, decode_pool],
-        "pd_router": "llm-d",
+        "pd_router": {"prefill": request.router, "decode": "least-kv"},
         "kv_link": {"kind": "infiniband"},
     }
 
@@ -70,15 +73,17 @@ def splits_of(total: int, decode_tp_factor: int = 1) -> list[tuple[int, int]]:
 def ratios_to_try(
     splits: list[tuple[int, int]], tried: dict[tuple[int, int], FleetEval], share: float | None
 ) -> list[tuple[int, int]]:
-    """The (prefill, decode) counts of one size worth simulating, in order: the prefill share
-    that met the targets at another size first (``share``; then :data:`SHARES`' order), and
-    none a failed ratio of this size rules out. TPOT is the decode side's alone: a ratio that
+    """The (prefill, decode) counts of one size worth simulating, in order: every share of
+    :data:`SHARES` until one met the targets at another size (``share``), then the
+    :data:`NEAR_RATIOS` nearest that share; none a failed ratio of this size rules out. TPOT is the decode side's alone: a ratio that
     missed a TPOT target rules out every ratio with at least as many prefill replicas (so no
     more decode ones) — assuming, as the size search assumes more replicas never hurt, that
     more decode replicas never raise TPOT. A missed TTFT rules nothing out: it is the prefill
     side's queue, or the decode side's, when a decode pool short of KV room holds finished
     prefills back."""
-    order = splits if share is None else sorted(splits, key=lambda pd: abs(pd[0] / (pd[0] + pd[1]) - share))
+    order = splits
+    if share is not None:  # the nearest shares only
+        order = sorted(splits, key=lambda pd: abs(pd[0] / (pd[0] + pd[1]) - share))[:NEAR_RATIOS]
     hi = 1 << 30  # prefill counts still open: p < hi
     for (p, d), ev in tried.items():
         if (p, d) in splits and not ev.slo_met and any(t.metric == "tpot_s" and not t.met for t in ev.targets):
