@@ -4,7 +4,8 @@ Llama-3.1-8B on H100 or H200, chat lengths with 16 shared 1,024-token system pro
 requests, a diurnal day (peak 1,000 req/s at 14:00, trough 250), p99 TTFT <= 1 s and p99 TPOT
 <= 50 ms. The planner simulates the peak window per candidate (bisection from the closed form),
 verifies the winner, and checks the autoscaler on the steepest ramp; ``--levers`` adds the lever
-table. Prints the answer, wall time, simulations run and simulated requests, and whether the
+table (``--levers default``: the plan's default table, split-or-not included). Prints the answer,
+wall time, simulations run and simulated requests, each lever's simulations, and whether the
 simulator's modules are compiled (mypyc) or pure Python.
 
 ``--executors serial,process,ray`` plans once on each (``--workers`` each for the process pool
@@ -12,7 +13,7 @@ and the local Ray instance) and prints each one's wall time, its speed-up over t
 whether its answer is the serial one (it must be: the parallel search runs the serial search's
 simulations, some of them ahead of need).
 
-    .venv/bin/python benchmarks/fleet_plan_speed.py [--peak-rps 1000] [--levers router,fp8-kv]
+    .venv/bin/python benchmarks/fleet_plan_speed.py [--peak-rps 1000] [--levers router,fp8-kv | default]
     .venv/bin/python benchmarks/fleet_plan_speed.py --executors serial,process,ray --workers 2
 """
 
@@ -31,7 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--peak-rps", type=float, default=1000.0)
     ap.add_argument("--gpus", default="H100,H200")
-    ap.add_argument("--levers", default="", help="comma-separated (default: none, the plan alone)")
+    ap.add_argument("--levers", default="", help="comma-separated, or 'default' (default: none, the plan alone)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--executors", default="serial", help="comma-separated: serial, process, ray")
     ap.add_argument("--workers", type=int, default=2, help="workers of the process pool and of Ray")
@@ -53,7 +54,7 @@ def main() -> None:
             },
         },
         "slo": {"ttft_s": {"p99": 1.0}, "tpot_s": {"p99": 0.05}},
-        "levers": [x for x in args.levers.split(",") if x],
+        "levers": None if args.levers == "default" else [x for x in args.levers.split(",") if x],
         "seed": args.seed,
     }
     compiled = engine.__file__.endswith((".so", ".pyd"))
@@ -78,6 +79,10 @@ def main() -> None:
             )
         print(f"peak window: {r.window['duration_s']:,.0f} s, {r.window['scored_requests']:,.0f} scored requests")
         print(f"wall time: {wall:.1f} s, simulations: {r.simulations} (scored requests of the answers: {simulated:,})")
+        for lv in r.levers:
+            print(f"lever {lv.name}: {lv.simulations} simulations, {lv.change}" + (f"; {lv.note}" if lv.note else ""))
+        if r.levers:
+            print(f"levers' simulations: {sum(lv.simulations for lv in r.levers)} of {r.simulations}")
         if first is None:
             first = (wall, r)
         else:

@@ -13,8 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from servecap.api import ServeSettings, create_app
-from servecap.app.fleet_plan import plan_request_from_dict
-from servecap.app.fleet_plan import fleet_plan
+from servecap.app.fleet_plan import fleet_plan, plan_request_from_dict
 from servecap.progress import Progress
 
 PLAN: dict[str, Any] = {  # an 8B at 30 req/s on two GPUs with two levers: about 2 s

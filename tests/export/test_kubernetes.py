@@ -80,12 +80,15 @@ def test_keda_example_and_plan(plan_file: Path) -> None:
         ("inflight", "AverageValue"),
         ("kv_usage", "Value"),
         ("p99_ttft_s", "Value"),
+        ("p99_itl_s", "Value"),
     ],
 )
 def test_every_signal_is_valid_promql(signal: str, metric_type: str) -> None:
     query, kind = signal_query(signal, 'org/m"odel', 60.0)
     promql_parser.parse(query)
     assert kind == metric_type
+    if signal == "p99_itl_s":
+        assert "vllm:inter_token_latency_seconds_bucket" in query
 
 
 def test_quantity() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fleet_helpers import open_loop, setup_8b
+from fleet_helpers import open_loop, prefix_arrays, setup_8b
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -115,6 +115,20 @@ def test_a_full_decode_side_holds_the_prefill_blocks_back() -> None:
     assert all(r.error is None for r in obs.records)
     t = fleet.times()
     assert float(np.max(t.wait_for_room_s)) > 0.1
+    check_released(fleet)
+
+
+def test_a_full_prefill_pool_holds_what_a_shared_prefix_leaves_free() -> None:
+    # four 1,024-token system prompts shared by every request: a finished prefill frees only the
+    # blocks no running request shares, so on a full pool it holds fewer than its prompt's
+    p = Pool("p", setup_8b(600 * 16 * 131_072), replicas=1, cold_start=INSTANT, role="prefill", kv=_FP)
+    d = Pool("d", setup_8b(700 * 16 * 131_072), replicas=1, cold_start=INSTANT, role="decode", kv=_FP)
+    fleet = PdFleet(FleetSpec((p, d)), 0)
+    rec = Recording(fleet)
+    run_loop(OpenLoopSource(prefix_arrays(400, 30.0, 4, 1024, 512, 200)), rec, Observer(fleet.gauges, 1.0))
+    assert sorted(r.request_id for r in rec.records) == list(range(400))
+    assert all(r.error is None for r in rec.records)
+    assert fleet.prefilled == 400 and fleet.transfers == 400
     check_released(fleet)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from servecap.app.fleet import build_fleet, fleet_from_dict
 from servecap.app.fleet_plan.model import CandidateModel, FleetEval, FleetPlanRequest
-from servecap.app.fleet_plan.pd import split_fleet, split_lever, splits_of, verdict
+from servecap.app.fleet_plan.pd import ratios_to_try, split_fleet, split_lever, splits_of, verdict
 
 
 def test_the_ratios_tried_per_size() -> None:
@@ -89,3 +89,54 @@ def test_the_verdict_names_the_winner_by_how_much_and_both_p99s() -> None:
         "p99 TPOT 17 vs 17 ms (split vs co-located)"
     )
     assert verdict(ev(5891.1, 0.1, 0.03), ev(7854.8, 0.08, 0.02)).startswith("co-located wins: 1.33x cheaper")
+
+
+def _missed(*metrics: str) -> FleetEval:
+    from servecap.app.fleet_plan import TargetOut
+
+    targets = [
+        TargetOut(
+            group="all", target=m, metric=m, percentile=99.0, max_s=1.0, observed_s=2.0, share_within=0.9, met=False
+        )
+        for m in metrics
+    ]
+    return FleetEval(
+        candidate="H100", replicas=8, usd_per_month=1.0, requests=1, ttft_p99_s=None, tpot_p99_s=None,
+        attainment=0.9, slo_met=False, failed_targets=list(metrics), targets=targets, seed=0,
+    )  # fmt: skip
+
+
+def test_a_ratio_that_missed_tpot_rules_out_those_with_no_more_decode_replicas() -> None:
+    splits = splits_of(8)  # [(4, 4), (2, 6), (3, 5), (5, 3), (6, 2)]
+    assert ratios_to_try(splits, {}, None) == splits
+    # once a share met the targets elsewhere: the three nearest it, 3/8 -> 3P+5D, 4P+4D, 2P+6D
+    assert ratios_to_try(splits, {}, 0.375) == [(3, 5), (4, 4), (2, 6)]
+    # 4P+4D missed TPOT (alone or with TTFT): short of decode; 4 or more prefill are out
+    assert ratios_to_try(splits, {(4, 4): _missed("tpot_s")}, None) == [(2, 6), (3, 5)]
+    assert ratios_to_try(splits, {(4, 4): _missed("ttft_s", "tpot_s")}, None) == [(2, 6), (3, 5)]
+    # a missed TTFT alone, or another target, rules nothing out (a prefill queue, or a decode
+    # side short of KV room holding finished prefills back)
+    assert ratios_to_try(splits, {(4, 4): _missed("ttft_s")}, None) == splits[1:]
+    assert ratios_to_try(splits, {(4, 4): _missed("e2e_s")}, None) == splits[1:]
+
+
+class _Never(_Ctx):
+    """No split meets the SLOs; every ratio misses TPOT (short of decode replicas)."""
+
+    def simulate(self, ff: Any, scored: Any, *, label: str, replicas: int) -> FleetEval:
+        super().simulate(ff, scored, label=label, replicas=replicas)  # records the layout
+        return _missed("tpot_s").model_copy(update={"replicas": replicas})
+
+
+def test_the_search_stops_at_twice_the_chosen_fleet() -> None:
+    ctx = _Never()
+    row = split_lever(ctx, _request(), CandidateModel(gpu="H100"), None, 8)  # type: ignore[arg-type]
+    assert row.replicas is None and not row.slo_met
+    assert row.note == (
+        "co-located wins: no split of up to 16 replicas meets the SLOs (2.0x the chosen 8); "
+        "ratios: 4P+12D fails (90%), 8P+8D fails (90%)"
+    )
+    # the largest size first: 8P+8D misses TPOT, 4P+12D too, leaving no ratio of 16 (fewer
+    # decode replicas would not do better) and so no smaller size: two simulations in all
+    assert ctx.seen == [(8, 8), (4, 12)]
+    assert row.simulations == 2

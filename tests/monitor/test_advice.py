@@ -25,10 +25,9 @@ def _replicas(
     return [ScrapedReplica(i, "p", True, w, r, k) for i, (w, r, k) in enumerate(zip(waiting, running, kv, strict=True))]
 
 
-def _fleet(p99_ttft_s: float | None) -> WindowStats:
-    return WindowStats(
-        "fleet", 10.0, None, None, None, None, None, None, None, None, {"ttft": {"p50": None, "p99": p99_ttft_s}}
-    )
+def _fleet(p99_ttft_s: float | None, p99_itl_s: float | None = None) -> WindowStats:
+    latency = {"ttft": {"p50": None, "p99": p99_ttft_s}, "itl": {"p50": None, "p99": p99_itl_s}}
+    return WindowStats("fleet", 10.0, None, None, None, None, None, None, None, None, latency)
 
 
 def test_signals_as_the_simulator_reads_them() -> None:
@@ -39,6 +38,9 @@ def test_signals_as_the_simulator_reads_them() -> None:
     assert signal_value("p99_ttft_s", reps, None) is None  # no window yet
     assert signal_value("p99_ttft_s", reps, _fleet(None)) == 0.0  # nothing observed: the simulator's 0
     assert signal_value("p99_ttft_s", reps, _fleet(1.25)) == 1.25
+    assert signal_value("p99_itl_s", reps, None) is None
+    assert signal_value("p99_itl_s", reps, _fleet(1.25)) == 0.0  # no ITL observed
+    assert signal_value("p99_itl_s", reps, _fleet(1.25, 0.03)) == 0.03  # vllm:inter_token_latency_seconds
 
 
 def test_scale_up_now_with_keda_defaults() -> None:

@@ -34,6 +34,8 @@ def test_values_by_hand() -> None:
     assert signal_value("kv_usage", [], lambda: None, pending=1) == 1.0  # nothing ready, work waits: full
     assert signal_value("kv_usage", [], lambda: None) == 0.0
     assert signal_value("p99_ttft_s", reps, lambda: 0.75) == 0.75
+    assert signal_value("p99_itl_s", reps, lambda: 0.75, 0, lambda: 0.012) == 0.012
+    assert signal_value("p99_itl_s", reps, lambda: 0.75) is None  # a caller that cannot tell the ITL
     assert set(ADDITIVE_SIGNALS) < set(SIGNALS)
 
 

@@ -123,7 +123,7 @@ class AutoscalerModel(_Model):
     preset: str | None = Field(default=None, json_schema_extra={"enum": [*PRESETS, None]})
     policy: str | None = Field(default=None, json_schema_extra={"enum": [*AUTOSCALERS, None]})
     options: dict[str, float] = Field(default_factory=dict)
-    signal: Literal["num_requests_waiting", "inflight", "kv_usage", "p99_ttft_s"] | None = None
+    signal: Literal["num_requests_waiting", "inflight", "kv_usage", "p99_ttft_s", "p99_itl_s"] | None = None
     target: float | None = Field(default=None, gt=0)
     interval_s: float | None = Field(default=None, gt=0)
     min_replicas: int = Field(default=1, ge=0, le=MAX_POOL_REPLICAS)

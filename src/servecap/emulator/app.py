@@ -442,7 +442,9 @@ class Completions:
             prompt,
             max_tokens,
             keys or None,
-            None if wait > 0 else received_s,
+            # a decode server's request reaches the engine when its KV has landed, not when the
+            # router sent it (an earlier time would lay its steps in the past: a burst of tokens)
+            None if wait > 0 or transferred else received_s,
             max_tokens_param=max_tokens_param,
             transferred=transferred,
         )

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from servecap.errors import ServecapError
+from servecap.fleet.lifecycle import cold_start_draw_s, scale_down_choice
+from servecap.fleet.recent import RecentValues, mean_itl_s
 from servecap.fleet.replica import DRAINING, FAILED, READY, STARTING, STOPPED, Replica, ReplicaSnapshot
 from servecap.fleet.spec import FleetSpec, Pool
 from servecap.policy.autoscalers import Autoscaler, make_autoscaler
@@ -83,9 +85,12 @@ class Fleet:
         self._block_tokens = spec.pools[0].setup.block_size
         # the requested GPUs over time, as (time, change): what the bill integrates
         self.gpu_log: list[tuple[float, int]] = []
-        # rolling TTFT window of the time series and the autoscaler: (first token time, ttft)
-        self.recent_ttft: deque[tuple[float, float]] = deque()
-        self._track_ttft = any(p.autoscaler is not None and p.autoscaler.signal == "p99_ttft_s" for p in spec.pools)
+        # the windowed autoscaling signals' values, kept only for an autoscaler that reads them
+        self.recent_ttft = RecentValues()
+        self.recent_itl = RecentValues()
+        signals = {p.autoscaler.signal for p in spec.pools if p.autoscaler is not None}
+        self._track_ttft = "p99_ttft_s" in signals
+        self._track_itl = "p99_itl_s" in signals
         self.scale_events: list[tuple[float, str, int, int]] = []  # (time, pool, from, to)
         self.retried = 0
         for pi, pool in enumerate(spec.pools):
@@ -120,18 +125,8 @@ class Fleet:
         return r
 
     def cold_start_s(self, pool: Pool) -> float:
-        """One draw of the pool's cold start: the phases' sum (see :mod:`servecap.fleet.spec`)."""
-        cs = pool.cold_start
-        total = pool.weights_bytes / cs.load_bandwidth_bytes_s if math.isfinite(cs.load_bandwidth_bytes_s) else 0.0
-        for _, phase in cs.phases():
-            if phase.mean_s <= 0:
-                continue
-            if phase.cv <= 0:
-                total += phase.mean_s
-            else:
-                mu, sigma = phase.log_params()
-                total += float(self.rng.lognormal(mu, sigma))
-        return total
+        """One draw of the pool's cold start (:func:`servecap.fleet.lifecycle.cold_start_draw_s`)."""
+        return cold_start_draw_s(pool, self.rng)
 
     def _become_ready(self, r: Replica, now_s: float) -> None:
         r.state = READY
@@ -371,7 +366,11 @@ class Fleet:
         first = rec.first_token_s
         if first is not None and self._track_ttft:
             original = self._arrival.get(rec.request_id, spec)
-            self.recent_ttft.append((first, first - original.arrival_s))
+            self.recent_ttft.add(first, first - original.arrival_s)
+        if first is not None and self._track_itl and rec.end_s is not None:
+            itl = mean_itl_s(first, rec.end_s, spec.output_tokens)
+            if itl is not None:
+                self.recent_itl.add(rec.end_s, itl)
         original_spec = self._arrival.pop(rec.request_id, None)
         if original_spec is None:
             return rec
@@ -399,17 +398,23 @@ class Fleet:
 
     def p99_ttft_s(self, now_s: float, window_s: float) -> float:
         """p99 TTFT of the requests whose first token came in the last ``window_s``."""
-        q = self.recent_ttft
-        while q and q[0][0] < now_s - window_s:
-            q.popleft()
-        vals = [v for t, v in q if t >= now_s - window_s]
-        return float(np.percentile(vals, 99)) if vals else 0.0
+        return self.recent_ttft.p99(now_s, window_s)
+
+    def p99_itl_s(self, now_s: float, window_s: float) -> float:
+        """p99 mean inter-token latency of the requests that finished in the last ``window_s``."""
+        return self.recent_itl.p99(now_s, window_s)
 
     def signal(self, pi: int, name: str, now_s: float, window_s: float) -> float:
         """Signal ``name`` of pool ``pi`` (:func:`servecap.policy.signals.signal_value`, as the
         monitor computes it), counting the requests waiting at the router for the pool."""
         pending = sum(1 for _, p in self.pending if p is None or p == pi)
-        value = signal_value(name, self.by_pool[pi], lambda: self.p99_ttft_s(now_s, window_s), pending)
+        value = signal_value(
+            name,
+            self.by_pool[pi],
+            lambda: self.p99_ttft_s(now_s, window_s),
+            pending,
+            lambda: self.p99_itl_s(now_s, window_s),
+        )
         return 0.0 if value is None else value
 
     def _autoscale(self, pi: int, now_s: float) -> None:
@@ -430,15 +435,10 @@ class Fleet:
                 self._start_replica(pi, now_s)
             return
         # scale down: cancel starting replicas first (newest first), then drain the least loaded
-        n = current - desired
-        starting = sorted((r for r in members if r.state == STARTING), key=lambda r: -r.replica_id)
-        for r in starting[:n]:
+        starting, ready = scale_down_choice(members, current - desired)
+        for r in starting:
             self._stop(r, now_s, STOPPED)
-        n -= min(n, len(starting))
-        ready = sorted(
-            (r for r in members if r.state == READY), key=lambda r: (r.num_waiting + r.num_running, -r.replica_id)
-        )
-        for r in ready[:n]:
+        for r in ready:
             self._leave(r)
             r.state = DRAINING
             r.drain_s = now_s

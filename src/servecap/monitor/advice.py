@@ -21,20 +21,21 @@ from dataclasses import dataclass, replace
 from servecap.monitor.views import ScrapedReplica
 from servecap.monitor.window import WindowStats
 from servecap.policy.autoscalers import ADDITIVE_SIGNALS, AutoscalerSettings, make_autoscaler
+from servecap.policy.signals import WINDOWED_SIGNALS
 from servecap.policy.signals import signal_value as _signal_value
 
 
 def signal_value(signal: str, replicas: Sequence[ScrapedReplica], fleet: WindowStats | None) -> float | None:
     """The policy's input from the live replicas; ``None`` when it cannot be told yet (the p99
-    TTFT before the first window)."""
+    TTFT or ITL before the first window)."""
 
-    def p99() -> float | None:
+    def p99(metric: str) -> float | None:
         if fleet is None:
             return None
-        p = fleet.p("ttft", 0.99)
+        p = fleet.p(metric, 0.99)
         return 0.0 if p is None else p
 
-    return _signal_value(signal, replicas, p99)
+    return _signal_value(signal, replicas, lambda: p99("ttft"), 0, lambda: p99("itl"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,7 @@ class Advice:
 
     def summary(self) -> str:
         s = self.settings
-        unit = " s" if s.signal == "p99_ttft_s" else ""
+        unit = " s" if s.signal in WINDOWED_SIGNALS else ""
         per = " per replica" if s.signal in ADDITIVE_SIGNALS else ""
         digits = 1 if s.signal in ADDITIVE_SIGNALS else 2
         why = f"{s.signal} {self.per_replica:.{digits}f}{unit}{per} vs target {s.target:g}{unit}"

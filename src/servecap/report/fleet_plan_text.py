@@ -164,6 +164,7 @@ def plan_html(r: FleetPlanResponse) -> str:
         table(("candidate", "closed-form replicas", "simulated replicas", "$/month", "simulations"), cands),
         "<h2>Levers (each re-simulated)</h2>",
         table(LEVER_HEADER, [tuple(x) for x in lever_rows(r)]),
+        "".join(f"<p>{esc(lv.name)}: {esc(lv.note)}</p>" for lv in r.levers if lv.name.startswith("split") and lv.note),
         "".join(f"<p><small>lever left out: {esc(s)}</small></p>" for s in r.levers_skipped),
         "".join(f"<p><small>why: {esc(s)}</small></p>" for s in r.story),
         "</body></html>",
@@ -193,6 +194,10 @@ def markdown_block(r: FleetPlanResponse) -> str:
         )
     out += ["", "| " + " | ".join(LEVER_HEADER) + " |", "|" + "---|" * len(LEVER_HEADER)]
     out.extend("| " + " | ".join(row) + " |" for row in lever_rows(r))
+    notes = [f"- {lv.name}: {lv.note}" for lv in r.levers if lv.name.startswith("split") and lv.note]
+    if notes:
+        out.append("")
+        out.extend(notes)
     if r.levers_skipped:
         out.append("")
         out.extend(f"- left out: {s}" for s in r.levers_skipped)

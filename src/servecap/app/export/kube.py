@@ -10,7 +10,8 @@ by ``model_name``), and the HPA metric target type that gives servecap's own for
 - ``inflight``: ``sum(running) + sum(waiting)``, ``AverageValue``;
 - ``kv_usage``: ``avg(vllm:kv_cache_usage_perc)`` (a fraction, 1 = full), ``Value`` —
   ``ceil(current x value / target)``, servecap's rule for per-replica averages;
-- ``p99_ttft_s``: ``histogram_quantile(0.99, sum by (le) (rate(..._bucket[window])))``, ``Value``.
+- ``p99_ttft_s``, ``p99_itl_s``: ``histogram_quantile(0.99, sum by (le) (rate(..._bucket[window])))``
+  over ``vllm:time_to_first_token_seconds`` or ``vllm:inter_token_latency_seconds``, ``Value``.
 """
 
 from __future__ import annotations
@@ -188,8 +189,8 @@ def signal_query(signal: str, model: str, window_s: float) -> tuple[str, MetricT
     if signal == "kv_usage":
         return f"avg({v.KV_CACHE_USAGE_PERC.name}{sel})", "Value"
     window = f"{max(1, round(window_s))}s"
-    ttft = v.TIME_TO_FIRST_TOKEN.name
-    return f"histogram_quantile(0.99, sum by (le) (rate({ttft}_bucket{sel}[{window}])))", "Value"
+    hist = (v.INTER_TOKEN_LATENCY if signal == "p99_itl_s" else v.TIME_TO_FIRST_TOKEN).name
+    return f"histogram_quantile(0.99, sum by (le) (rate({hist}_bucket{sel}[{window}])))", "Value"
 
 
 def quantity(x: float) -> str:

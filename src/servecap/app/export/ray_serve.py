@@ -21,7 +21,8 @@ pool ``replicas``               ``initial_replicas``             ``min_replicas`
 ``upscale_stabilization_s``     ``upscale_delay_s``              30
 ``downscale_stabilization_s``   ``downscale_delay_s``            600
 ``kv_usage``, ``p99_ttft_s``,   (none: warning)
-``tolerance``, ``max_step_*``,
+``p99_itl_s``, ``tolerance``,
+``max_step_*``,
 ``schedule``, ``predictive``
 =============================== ================================ ===========================
 

@@ -68,9 +68,17 @@ class KvLinkDoc(TypedDict):
 
 
 @with_config(_STRICT)
+class PdRouterDoc(TypedDict):
+    """A P/D fleet's router as the fleet file writes it: a policy per side."""
+
+    prefill: str
+    decode: str
+
+
+@with_config(_STRICT)
 class FleetDoc(TypedDict, total=False):
     pools: list[PoolDoc]
     router: str
     gateway: Section
-    pd_router: str
+    pd_router: str | PdRouterDoc  # a preset's name, or a policy per side
     kv_link: KvLinkDoc

@@ -17,7 +17,10 @@ run the steepest-ramp window without scale-ahead, with and without a warm pool.
   a pool replenished faster than the ramp draws on it.);
 - ``cache``: ``gateway: {cache: {kind: semantic, hit_rate: X}}`` — hits cost no GPU work;
 - ``overflow``: a one-replica small-model pool and ``gateway: {overflow: [...]}`` from the main
-  pool when its p99 TTFT passes half the TTFT target (answers from a smaller model).
+  pool when its p99 TTFT passes half the TTFT target (answers from a smaller model);
+- ``split``: the chosen GPUs as prefill and decode pools (:mod:`servecap.app.fleet_plan.pd`):
+  whether splitting pays, by how much, at which P:D ratio (``split-tp``, asked for only: the
+  decode side at twice the TP).
 
 The two gateway levers need a fleet file with a ``gateway:`` section; where the fleet file does
 not accept one, they are listed in ``levers_skipped`` with the reason.
@@ -49,9 +52,9 @@ if TYPE_CHECKING:
     from servecap.app.fleet_plan.model import AutoscalerOut, CandidateModel, Scored
 
 LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow", "split", "split-tp")
-# "split" and "split-tp" (prefill and decode pools, servecap.app.fleet_plan.pd) run only when asked
-# for: they simulate several prefill:decode ratios per fleet size
-DEFAULT_LEVERS = tuple(x for x in LEVERS if not x.startswith("split"))
+# "split-tp" (the decode side at twice the TP, servecap.app.fleet_plan.pd) runs only when asked for;
+# "split" (split or not) is part of the default answer
+DEFAULT_LEVERS = tuple(x for x in LEVERS if x != "split-tp")
 
 
 def gateway_accepted(request: FleetPlanRequest, gateway: Section) -> str | None:
@@ -223,7 +226,10 @@ def run_levers(request: FleetPlanRequest, ctx: Context, winner: Winner) -> tuple
 
             a = best.result.answer
             chosen = best.result.evaluations[a][1] if a is not None else None
-            rows.append(split_lever(ctx, request, c, scored, n, 1 if name == "split" else 2, chosen=chosen))
+            try:
+                rows.append(split_lever(ctx, request, c, scored, n, 1 if name == "split" else 2, chosen=chosen))
+            except ServecapError as err:  # a layout the P/D fleet cannot run for this candidate
+                skipped.append(f"{name}: {err}")
     ctx.enter(Stage("levers re-simulated", len(names), len(names)))
     return rows, skipped
 

@@ -2,13 +2,20 @@
 decode pools instead of co-located replicas, re-simulated on the same peak window.
 
 For a total of ``T`` replicas the split tries prefill shares :data:`SHARES` of ``T`` (rounded, at
-least one replica a side) and stops at the first that meets every target; ``T`` is searched
-like a co-located fleet's replica count (:func:`servecap.fleet.plan_search.smallest_passing`,
-from the chosen count). The row names the winning ``prefill + decode`` counts and its cost;
+least one replica a side; once a share met the targets at another size, the three nearest it,
+nearest first) and stops at
+the first that meets every target, skipping the ratios a failed one rules out (one that missed
+TPOT, short of decode replicas, rules out those with no more decode replicas); ``T`` is searched like a
+co-located fleet's replica count (:func:`servecap.fleet.plan_search.smallest_passing`, from the
+chosen count) up to twice the chosen count (:data:`SIZE_LIMIT_FACTOR`: a split needing more
+GPUs than that does not pay, and the row says so). That largest size is simulated first: when
+no ratio of it meets the targets the answer is known (co-located wins) for the ratios of one
+size; when one does, its share is the first tried at the smaller sizes. The row names the winning ``prefill + decode`` counts and its cost;
 its note lists every ratio tried at the answer's size and one size below (where the ratio
 stops paying). Both sides keep the candidate's TP (a per-role TP is a fleet file's two pools);
-the KV crosses the ``infiniband`` link kind, one NIC per GPU, and the router is the ``llm-d``
-preset (prefix-affinity for prefill, least-kv for decode) — docs/fleet.md, "Disaggregated
+the KV crosses the ``infiniband`` link kind, one NIC per GPU, and the prefill side routes by the
+plan's own router (the co-located fleet's, so the comparison is of the layout alone), the decode
+side by least-kv (llm-d's decode scorer) — docs/fleet.md, "Disaggregated
 prefill and decode". The ``split-tp`` lever does the same with the decode replicas at twice the
 candidate's TP (a per-role TP: decode's KV reads spread over more GPUs), sizes counted in units
 of the candidate's GPUs per replica.
@@ -21,12 +28,14 @@ from typing import TYPE_CHECKING
 from servecap.app.fleet import fleet_from_dict
 from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
 from servecap.app.fleet_plan.model import FleetEval, FleetPlanRequest, LeverOut, pool_dict
-from servecap.fleet.plan_search import smallest_passing
+from servecap.fleet.plan_search import SearchResult, smallest_passing
 
 if TYPE_CHECKING:
     from servecap.app.fleet_plan.model import CandidateModel, Context, Scored
 
 SHARES = (0.5, 0.25, 0.375, 0.625, 0.75)  # prefill share of the replicas, in the order tried
+SIZE_LIMIT_FACTOR = 2  # the largest split searched, in units of the chosen fleet's GPUs
+NEAR_RATIOS = 3  # once a share met the targets: the ratios tried per size, nearest that share first
 
 
 def split_fleet(
@@ -39,7 +48,7 @@ def split_fleet(
         decode_pool["tp"] = (c.tp or 1) * decode_tp_factor
     return {
         "pools": [{**pool_dict(request, c, prefill, name="prefill"), "role": "prefill"}, decode_pool],
-        "pd_router": "llm-d",
+        "pd_router": {"prefill": request.router, "decode": "least-kv"},
         "kv_link": {"kind": "infiniband"},
     }
 
@@ -62,6 +71,27 @@ def splits_of(total: int, decode_tp_factor: int = 1) -> list[tuple[int, int]]:
     return out
 
 
+def ratios_to_try(
+    splits: list[tuple[int, int]], tried: dict[tuple[int, int], FleetEval], share: float | None
+) -> list[tuple[int, int]]:
+    """The (prefill, decode) counts of one size worth simulating, in order: every share of
+    :data:`SHARES` until one met the targets at another size (``share``), then the
+    :data:`NEAR_RATIOS` nearest that share; none a failed ratio of this size rules out. TPOT is the decode side's alone: a ratio that
+    missed a TPOT target rules out every ratio with at least as many prefill replicas (so no
+    more decode ones) — assuming, as the size search assumes more replicas never hurt, that
+    more decode replicas never raise TPOT. A missed TTFT rules nothing out: it is the prefill
+    side's queue, or the decode side's, when a decode pool short of KV room holds finished
+    prefills back."""
+    order = splits
+    if share is not None:  # the nearest shares only
+        order = sorted(splits, key=lambda pd: abs(pd[0] / (pd[0] + pd[1]) - share))[:NEAR_RATIOS]
+    hi = 1 << 30  # prefill counts still open: p < hi
+    for (p, d), ev in tried.items():
+        if (p, d) in splits and not ev.slo_met and any(t.metric == "tpot_s" and not t.met for t in ev.targets):
+            hi = min(hi, p)
+    return [(p, d) for p, d in order if p < hi and (p, d) not in tried]
+
+
 def split_lever(
     ctx: Context,
     request: FleetPlanRequest,
@@ -73,25 +103,54 @@ def split_lever(
     chosen: FleetEval | None = None,
 ) -> LeverOut:
     """The lever's row: the cheapest split layout meeting the SLOs, searched from ``n`` units of
-    the candidate's GPUs (``split``; ``split-tp``: the decode side at twice the TP)."""
+    the candidate's GPUs (``split``; ``split-tp``: the decode side at twice the TP). Per size,
+    the ratios :func:`ratios_to_try` leaves, until one meets the targets."""
     k = decode_tp_factor
     tried: dict[tuple[int, int], FleetEval] = {}
+    share: list[float] = []  # the prefill share of the last ratio that met the targets
+
+    sizes_seen: dict[int, tuple[bool, tuple[int, int] | None]] = {}
 
     def evaluate(total: int) -> tuple[bool, tuple[int, int] | None]:
+        if total not in sizes_seen:
+            sizes_seen[total] = evaluate_size(total)
+        return sizes_seen[total]
+
+    def evaluate_size(total: int) -> tuple[bool, tuple[int, int] | None]:
         if total < 1 + k:
             return False, None
-        for p, d in splits_of(total, k):
+        splits = splits_of(total, k)
+        while True:
+            todo = ratios_to_try(splits, tried, share[-1] if share else None)
+            if not todo:
+                return False, None
+            p, d = todo[0]
             ff = fleet_from_dict(split_fleet(request, c, p, d, k))
             ev = ctx.simulate(ff, scored, label=c.label(), replicas=p + d)
             tried[(p, d)] = ev
             if ev.slo_met:
+                share.append(p / (p + d))
                 return True, (p, d)
-        return False, None
 
-    res = smallest_passing(evaluate, max(1 + k, n), limit=request.max_replicas, lowest=1 + k)
+    # a split of more than twice the chosen GPUs does not pay: the search stops there, and starts
+    # there — where no split of that size meets the targets, none smaller does (the size search's
+    # assumption), and the answer costs the ratios of one size
+    limit = min(request.max_replicas, max(SIZE_LIMIT_FACTOR * n, 2 + k))
+    if evaluate(limit)[0]:
+        res = smallest_passing(evaluate, max(1 + k, min(n, limit)), limit=limit, lowest=1 + k)
+    else:
+        res = SearchResult(None, {limit: sizes_seen[limit]})
     name = "split" if k == 1 else "split-tp"
     tp_note = "" if k == 1 else f", decode at TP {(c.tp or 1) * k}"
     sims = sum(1 for _ in tried)
+
+    def ratios(sizes: tuple[int, ...]) -> str:
+        return "ratios: " + ", ".join(
+            f"{p}P+{d}D {'meets' if e.slo_met else 'fails'} ({e.attainment:.0%})"
+            for (p, d), e in sorted(tried.items())
+            if p + k * d in sizes
+        )
+
     if res.answer is None:
         return LeverOut(
             name=name,
@@ -102,17 +161,14 @@ def split_lever(
             tpot_p99_s=None,
             slo_met=False,
             simulations=sims,
-            note=f"no split of up to {request.max_replicas} replicas meets the SLOs",
+            note=f"co-located wins: no split of up to {limit} replicas meets the SLOs"
+            + (f" ({limit / n:.1f}x the chosen {n})" if limit < request.max_replicas and n > 0 else "")
+            + f"; {ratios((limit,))}",
         )
     pd = res.evaluations[res.answer][1]
     assert pd is not None
     ev = tried[pd]
-    sizes = (res.answer, res.answer - 1)
-    note = "ratios: " + ", ".join(
-        f"{p}P+{d}D {'meets' if e.slo_met else 'fails'} ({e.attainment:.0%})"
-        for (p, d), e in sorted(tried.items())
-        if p + k * d in sizes
-    )
+    note = ratios((res.answer, res.answer - 1))
     if chosen is not None:
         note = verdict(chosen, ev) + "; " + note
     return LeverOut(

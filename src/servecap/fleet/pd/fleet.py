@@ -41,14 +41,17 @@ import numpy as np
 
 from servecap.core.kv_transfer import KvFootprint, TransferShape, exposed_bytes, occupancy_s, transfer_shape
 from servecap.errors import ServecapError
+from servecap.fleet.lifecycle import cold_start_draw_s, scale_down_choice
 from servecap.fleet.pd.link import KvLink, book_transfer
 from servecap.fleet.pd.replica import DRAINING, FAILED, READY, STARTING, STOPPED, PdReplica
 from servecap.fleet.pd.times import PdTimes
 from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
+from servecap.fleet.recent import RecentValues, mean_itl_s
 from servecap.fleet.spec import FleetSpec, Pool
 from servecap.policy.autoscalers import TargetTracking
 from servecap.policy.pd_router import PdRouter
 from servecap.policy.routers import LeastKv, RouteRequest
+from servecap.policy.signals import signal_value
 from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
 from servecap.sim.request_state import RequestState
@@ -177,18 +180,18 @@ class PdFleet:
         self.retried = 0
         self.gpu_log: list[tuple[float, int]] = []
         self.scale_events: list[tuple[float, str, int, int]] = []
-        self.recent_ttft: deque[tuple[float, float]] = deque()
+        self.recent_ttft = RecentValues()
+        self.recent_itl = RecentValues()
         self.prefilled = 0  # prefills finished (tries included)
         self.transfers = 0
         self._done: list[_Job] = []  # the decoded requests' jobs, in the order they finished (see times())
         # per prefill pool x decode pool: prompt length -> its transfer's shape and occupancy
         self._transfers: list[dict[int, _Transfer]] = [{} for _ in range(len(spec.pools) ** 2)]
         self._max_len = min(p.setup.max_model_len for p in spec.pools)
-        # the requests' TTFTs are kept for an autoscaler on p99 TTFT only (see signal())
-        self._track_ttft = any(
-            p.autoscaler is not None and p.autoscaler.signal not in ("num_requests_waiting", "inflight", "kv_usage")
-            for p in spec.pools
-        )
+        # the requests' TTFTs and ITLs are kept for an autoscaler on them only (see signal())
+        signals = {p.autoscaler.signal for p in spec.pools if p.autoscaler is not None}
+        self._track_ttft = "p99_ttft_s" in signals
+        self._track_itl = "p99_itl_s" in signals
         self.ready_prefill: list[PdReplica] = []
         self.ready_decode: list[PdReplica] = []
         self.live: list[PdReplica] = []
@@ -229,18 +232,8 @@ class PdFleet:
         return r
 
     def cold_start_s(self, pool: Pool) -> float:
-        """One draw of the pool's cold start (as :meth:`servecap.fleet.fleet.Fleet.cold_start_s`)."""
-        cs = pool.cold_start
-        total = pool.weights_bytes / cs.load_bandwidth_bytes_s if math.isfinite(cs.load_bandwidth_bytes_s) else 0.0
-        for _, phase in cs.phases():
-            if phase.mean_s <= 0:
-                continue
-            if phase.cv <= 0:
-                total += phase.mean_s
-            else:
-                mu, sigma = phase.log_params()
-                total += float(self.rng.lognormal(mu, sigma))
-        return total
+        """One draw of the pool's cold start (:func:`servecap.fleet.lifecycle.cold_start_draw_s`)."""
+        return cold_start_draw_s(pool, self.rng)
 
     def _become_ready(self, r: PdReplica, now_s: float) -> None:
         r.state = READY
@@ -396,7 +389,9 @@ class PdFleet:
         job.queue_s = None if s.scheduled_s is None else s.scheduled_s - job.arrival_s
         job.cached = s.cached_prompt_tokens
         job.preemptions += s.preemptions
-        ok = r.hold(s.request_id, r.blocks_for(job.prompt_tokens))
+        # its prompt's blocks, less those that other running requests share (a prefix cached
+        # blocks: still in use, so not freed by this finish) where the pool is full
+        ok = r.hold(s.request_id, min(r.blocks_for(job.prompt_tokens), r.engine.pool.available()))
         assert ok, "a finished prefill's blocks are free"
         self._route_decode(job, end)
 
@@ -507,7 +502,11 @@ class PdFleet:
         assert first is not None and end is not None
         d.served_ids.append(s.request_id)
         if self._track_ttft:
-            self.recent_ttft.append((first, first - job.arrival_s))
+            self.recent_ttft.add(first, first - job.arrival_s)
+        if self._track_itl:
+            itl = mean_itl_s(first, end, job.output_tokens)
+            if itl is not None:
+                self.recent_itl.add(end, itl)
         job.first_s = first
         self._done.append(job)
         self._out.append(
@@ -656,19 +655,16 @@ class PdFleet:
     # -- autoscaling (per pool: a prefill pool and a decode pool each on their own signal) -------
 
     def signal(self, pi: int, name: str, now_s: float, window_s: float) -> float:
-        live = [r for r in self.by_pool[pi] if r.state == READY]
-        pending = len(self.pending[self.roles[pi]])
-        if name == "num_requests_waiting":
-            return float(sum(r.num_waiting for r in live) + pending)
-        if name == "inflight":
-            return float(sum(r.num_waiting + r.num_running for r in live) + pending)
-        if name == "kv_usage":
-            return sum(r.kv_usage for r in live) / len(live) if live else (1.0 if pending else 0.0)
-        q = self.recent_ttft
-        while q and q[0][0] < now_s - window_s:
-            q.popleft()
-        vals = [v for _, v in q]
-        return float(np.percentile(vals, 99)) if vals else 0.0
+        """Signal ``name`` of pool ``pi`` (:func:`servecap.policy.signals.signal_value`, as the
+        monitor computes it), counting the requests waiting for the pool's role."""
+        value = signal_value(
+            name,
+            self.by_pool[pi],
+            lambda: self.recent_ttft.p99(now_s, window_s),
+            len(self.pending[self.roles[pi]]),
+            lambda: self.recent_itl.p99(now_s, window_s),
+        )
+        return 0.0 if value is None else value
 
     def _autoscale(self, pi: int, now_s: float) -> None:
         scaler = self.autoscalers[pi]
@@ -687,15 +683,10 @@ class PdFleet:
             for _ in range(desired - current):
                 self._start_replica(pi, now_s)
             return
-        n = current - desired
-        starting = sorted((r for r in members if r.state == STARTING), key=lambda r: -r.replica_id)
-        for r in starting[:n]:
+        starting, ready = scale_down_choice(members, current - desired)
+        for r in starting:
             self._stop(r, now_s, STOPPED)
-        n -= min(n, len(starting))
-        ready = sorted(
-            (r for r in members if r.state == READY), key=lambda r: (r.num_waiting + r.num_running, -r.replica_id)
-        )
-        for r in ready[:n]:
+        for r in ready:
             self.router.forget(r.replica_id)
             r.state = DRAINING
             self._relist()
