@@ -92,7 +92,7 @@ def test_the_verdict_names_the_winner_by_how_much_and_both_p99s() -> None:
 
 
 def _missed(*metrics: str) -> FleetEval:
-    from servecap.app.fleet_plan import TargetOut
+    from servecap.app.fleet_plan.model import TargetOut
 
     targets = [
         TargetOut(
