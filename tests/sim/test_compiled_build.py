@@ -4,40 +4,46 @@ test_fast_equals_reference.py, run in both builds)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 import pickle
+import re
 from pathlib import Path
 
 import pytest
 
 from servecap.sim import EngineRequest, EngineStats, StepOutcome
 
-COMPILED = (  # setup.py's list, as module names
-    "sim.request_state",
-    "sim.queues",
-    "sim.kv_pool",
-    "sim.step_time",
-    "sim.engine",
-    "sim.engine_server",
-    "sim.traffic",
-    "sim.observer",
-    "sim.loop",
-    "fleet.replica",
-    "fleet.fleet",
-    "fleet.pd.link",
-    "fleet.pd.replica",
-    "fleet.pd.fleet",
-    "policy.routers",
-    "core.roofline",
-    "core.capacity",
-)
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_list_is_setup_pys() -> None:
-    text = (Path(__file__).resolve().parents[2] / "setup.py").read_text()
-    for name in COMPILED:
-        assert f'"{name.replace(".", "/")}"' in text
+def _setup_list() -> tuple[str, ...]:
+    """setup.py's ``COMPILED``, read from its source (setup.py is not importable)."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "COMPILED" for t in node.targets):
+            value = ast.literal_eval(node.value)
+            return tuple(str(v) for v in value)
+    raise AssertionError("setup.py has no COMPILED list")
+
+
+COMPILED = tuple(path.replace("/", ".") for path in _setup_list())  # as module names
+
+
+def test_the_makefile_rebuilds_on_every_compiled_source() -> None:
+    """`make test` reinstalls (recompiles) when one of these sources changes: a module missing
+    from its list would leave a stale extension behind after an edit."""
+    makefile = (ROOT / "Makefile").read_text()
+    block = makefile[makefile.index("COMPILED_SIM :=") :].split("\n\n", 1)[0].replace("\\\n", " ")
+    listed = {
+        f"{prefix}{name}"
+        for prefix, names in re.findall(r"\$\(addprefix ([^,]+),([^)]*)\)", block)
+        for name in names.split()
+    }
+    listed |= set(re.sub(r"\$\(addprefix [^)]*\)", " ", block).split())
+    for path in _setup_list():
+        assert f"src/servecap/{path}.py" in listed, f"Makefile's COMPILED_SIM lacks src/servecap/{path}.py"
 
 
 @pytest.mark.parametrize("name", COMPILED)
