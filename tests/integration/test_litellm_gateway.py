@@ -192,7 +192,7 @@ def measure(
     rate_limited = errors.pop("http_429", 0)
     assert not errors, (errors, run.first_error)  # nothing failed but the 429s
     counts = {"rate_limited": rate_limited} | {name: round(after[name] - before[name]) for name in pools}
-    return counts, run.summary
+    return counts, run.summary.model_dump()
 
 
 def simulate(fleet: dict[str, Any], trace: Path) -> tuple[dict[str, int], dict[str, Any]]:
@@ -212,7 +212,8 @@ def simulate(fleet: dict[str, Any], trace: Path) -> tuple[dict[str, int], dict[s
     out = {"rate_limited": outcomes.get("rate_limited_rpm", 0), "fell_back": fell_back}
     for r in resp.replicas:
         out[r.pool] = out.get(r.pool, 0) + r.completed
-    return out, resp.gateway.served_summary or {}
+    served = resp.gateway.served_summary
+    return out, {} if served is None else served.model_dump()
 
 
 @pytest.fixture(scope="module")

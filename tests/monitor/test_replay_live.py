@@ -104,7 +104,7 @@ def test_replay_of_a_recorded_step_gives_fleet_simulates_scale_events(emulator: 
     finally:
         monitor.join()
     run = measured.runs[0]
-    assert run.failed_requests == 0 and run.summary["completed"] > 60
+    assert run.failed_requests == 0 and run.summary.completed > 60
     offset_s = started - first_sample[0]  # the bench's start on the history's clock
 
     history = load_history(db)
@@ -124,5 +124,5 @@ def test_replay_of_a_recorded_step_gives_fleet_simulates_scale_events(emulator: 
     # at the same time within the monitor's sampling: its rate counts the requests completed in
     # the window ending at a sample, so the step shows up to a window plus a request's E2E late,
     # and the autoscaler acts on its next tick (every 2 s)
-    late_s = INTERVAL_S + run.summary["e2e_s"]["p99"] + 2.0
+    late_s = INTERVAL_S + (run.summary.e2e_s.p99 or 0.0) + 2.0
     assert simulated - 2.0 <= replayed <= simulated + late_s, (replayed, simulated, late_s)
