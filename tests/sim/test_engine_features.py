@@ -174,3 +174,36 @@ def test_token_times_and_step_outcome_agree(llama8b_plan: Plan) -> None:
         assert len(r.token_times_s) == r.output_tokens
         assert r.token_times_s[0] == r.first_token_s and r.token_times_s[-1] == r.end_s
         assert all(b > a for a, b in zip(r.token_times_s, r.token_times_s[1:], strict=False))
+
+
+def test_an_open_loop_streams_class_priority_reaches_the_engine() -> None:
+    """The traffic mix's class priority drives the engine's ``priority`` policy for an open-loop
+    stream (docs/workload.md, "Priority: lower is served first"). The open-loop source's requests
+    once entered the engine at priority 0 whatever their class, so ``--policy priority`` changed
+    nothing. Overloaded (twice what one H100 serves), the interactive class (priority 0) now waits
+    far less than the batch class (priority 10); under FCFS both wait alike."""
+    from servecap.workload import generate_arrays
+
+    spec = workload_from_dict(
+        {
+            "arrival": {"kind": "poisson", "rate_per_s": 60},
+            "prompt_tokens": 1024,
+            "output_tokens": 128,
+            "duration_s": 20,
+            "tenants": [
+                {"name": "interactive", "share": 0.5, "classes": [{"name": "chat"}]},
+                {"name": "batch", "share": 0.5, "priority": 10, "classes": [{"name": "bulk"}]},
+            ],
+        }
+    )
+    arrays = generate_arrays(spec, np.random.default_rng(1))
+    priority = {int(i): int(p) for i, p in enumerate(arrays.priority)}
+    mean_ttft: dict[str, dict[int, float]] = {}
+    for policy in ("fcfs", "priority"):
+        setup = engine_setup_from_plan(make_plan(), scheduling_policy=policy)
+        recs = [r for r in simulate(setup, arrays).records() if r.ttft_s is not None]
+        by = {p: [r.ttft_s for r in recs if priority[r.request_id] == p] for p in (0, 10)}
+        mean_ttft[policy] = {p: float(np.mean(v)) for p, v in by.items()}
+    fcfs, prio = mean_ttft["fcfs"], mean_ttft["priority"]
+    assert 0.5 < fcfs[0] / fcfs[10] < 2.0  # FCFS: classes wait alike
+    assert prio[0] < 0.25 * prio[10]  # priority: the interactive class goes first

@@ -59,7 +59,7 @@ class EngineServer:
                 request.prefix_group,
                 request.prefix_tokens,
                 None,
-                0,
+                request.priority,  # a traffic mix's class priority (0 without one)
                 now_s,
             )
         return self._add(
