@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from servecap.results.stats import Percentiles
-from servecap.results.summary import RunSummary
+from servecap.results.summary import RunSummary, summary_to_json_dict
 
 
 class LatencyJson(BaseModel):
@@ -27,10 +26,6 @@ class LatencyJson(BaseModel):
     mean: float | None
     max: float | None
     count: int
-
-    @classmethod
-    def of(cls, p: Percentiles) -> LatencyJson:
-        return cls(p50=p.p50, p90=p.p90, p95=p.p95, p99=p.p99, mean=p.mean, max=p.max, count=p.count)
 
 
 class SloJson(BaseModel):
@@ -98,45 +93,9 @@ class RunSummaryJson(BaseModel):
 
     @classmethod
     def of(cls, s: RunSummary, *, include_timeseries: bool = False) -> RunSummaryJson:
-        ts = s.timeseries if include_timeseries else None
-        return cls(
-            ttft_s=LatencyJson.of(s.ttft_s),
-            tpot_s=LatencyJson.of(s.tpot_s),
-            itl_s=LatencyJson.of(s.itl_s),
-            e2e_s=LatencyJson.of(s.e2e_s),
-            queue_time_s=LatencyJson.of(s.queue_time_s),
-            throughput_req_s=s.throughput_req_s,
-            output_tokens_per_s=s.output_tokens_per_s,
-            goodput_req_s=s.goodput_req_s,
-            preemptions=s.preemptions,
-            rejected=s.rejected,
-            mean_batch_size=s.mean_batch_size,
-            num_requests=s.num_requests,
-            completed=s.completed,
-            duration_s=s.duration_s,
-            input_tokens_per_s=s.input_tokens_per_s,
-            slo=None if s.slo is None else SloJson(ttft_s=s.slo.ttft_s, tpot_s=s.slo.tpot_s),
-            slo_attainment=s.slo_attainment,
-            errors=dict(s.errors),
-            max_batch_size=s.max_batch_size,
-            mean_kv_utilization=s.mean_kv_utilization,
-            max_kv_utilization=s.max_kv_utilization,
-            mean_queue_depth=s.mean_queue_depth,
-            max_queue_depth=s.max_queue_depth,
-            prefix_cache_hit_rate=s.prefix_cache_hit_rate,
-            cached_prompt_tokens=s.cached_prompt_tokens,
-            prompt_tokens=s.prompt_tokens,
-            percentiles=PercentileMethodJson(method=s.percentile_method, relative_error=s.relative_error),
-            extra=dict(s.extra),
-            timeseries=None
-            if ts is None
-            else TimeSeriesJson(
-                time_s=list(ts.time_s),
-                kv_utilization=list(ts.kv_utilization),
-                queue_depth=list(ts.queue_depth),
-                running=list(ts.running),
-            ),
-        )
+        """The model of :func:`~servecap.results.summary.summary_to_json_dict` (one serialisation
+        of a summary; this only types it, and ``extra="forbid"`` refuses a key it lacks)."""
+        return cls.model_validate(summary_to_json_dict(s, include_timeseries=include_timeseries))
 
     @model_serializer(mode="wrap")
     def _optional_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
