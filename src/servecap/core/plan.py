@@ -29,6 +29,7 @@ from servecap.core.memory import (
     stage_layers,
     stage_weights,
 )
+from servecap.core.ops import OperationStep
 from servecap.core.params import ParamCounts, param_counts
 from servecap.core.roofline import StepCost, step_cost
 from servecap.errors import InfeasibleError
@@ -242,6 +243,8 @@ def plan(
     eng = dep.engine
     pieces = _deployment_pieces(dep)
     stage, cost = pieces.stage, pieces.step
+    if eff.step_model == "operations" and cost.ops is None:
+        cost.ops = OperationStep(dep, cost)  # once per deployment: the pieces are memoised
     if request.total_tokens > eng.max_model_len:
         raise InfeasibleError(
             "prompt_tokens",

@@ -154,6 +154,10 @@ class Efficiency:
       trtllm-performance-v061 rows (Llama-2-70B on A100, TensorRT-LLM); 6.73 ms, given as 6.7
       (7.45 ms before the prefill's activation kernels were priced, core/activation_traffic.py).
       A calibration file that does not give it takes this default (calibrate fits step times).
+    - ``step_model``: ``roofline`` (the default: one ``max(memory, compute)`` over the whole step,
+      ``core/roofline.py``) or ``operations`` (the step as the sum of its operations, each from
+      NVIDIA's measured kernel tables where they cover it and the roofline elsewhere,
+      ``core/ops``; docs/simulator.md, "The step as operations").
     """
 
     bandwidth_efficiency: float | None = None
@@ -162,6 +166,7 @@ class Efficiency:
     allreduce_latency_s: float = 10e-6
     prefill_s_per_token: float = 0.0
     request_overhead_s: float = DEFAULT_REQUEST_OVERHEAD_S
+    step_model: str = "roofline"
 
     def bandwidth_efficiency_on(self, gpu_family: str, engine: str = "vllm") -> float:
         """The bandwidth efficiency on a GPU family (``specs.gpu.gpu_family``) for an engine

@@ -149,15 +149,25 @@ def interval(
     gpu_family: str,
     residuals: tuple[Residual, ...] | None = None,
     level: float = LEVEL,
+    fallback_share: float = 0.0,
 ) -> Interval:
     """The ``level`` interval of the measured value behind a prediction of ``metric``
-    (throughput, tpot, ttft or e2e) for ``engine`` on ``gpu_family`` (the module docstring)."""
+    (throughput, tpot, ttft or e2e) for ``engine`` on ``gpu_family`` (the module docstring).
+
+    ``fallback_share`` (the step-as-operations model, ``core.ops``): the share ``f`` of the
+    step's time that no measured table covered. The residuals were the roofline's, which times
+    every operation; the interval of such an answer keeps their spread for the roofline's part
+    and widens it on its measured part too, since those tables are one GPU's kernels, not the
+    deployment's: its log-width is scaled by ``1 + f`` about the prediction (no widening when
+    every operation was measured, twice the log-width when none was)."""
     if metric not in METRICS:
         raise ServecapError("metric", metric, "must be one of " + ", ".join(METRICS))
     pool = residuals if residuals is not None else _shipped()
     errors, basis, close = _group(pool, engine, gpu_family, metric)
     lo_err, hi_err = order_statistic_bounds(errors, level)
-    low, high = predicted / (1.0 + hi_err), predicted / (1.0 + lo_err)
+    widen = 1.0 + min(1.0, max(0.0, fallback_share))
+    low = predicted / (1.0 + hi_err) ** widen
+    high = predicted / (1.0 + lo_err) ** widen
     label = f"{len(errors)} corpus {metric} values of {basis}"
     if close:
         note = f"{level:.0%} interval from servecap's errors on {label}"
@@ -166,14 +176,21 @@ def interval(
             f"the corpus has too few {metric} values of {engine} on {gpu_family} to judge this answer; "
             f"{level:.0%} interval widened to servecap's errors on {label}"
         )
+    if fallback_share > 0.0:
+        note += (
+            f"; {fallback_share:.0%} of the step's operation time from the roofline fallback (no measured "
+            f"kernel table covers it): log-width x {widen:.2f}"
+        )
     return Interval(low, high, level, len(errors), basis, close, note)
 
 
-def intervals_for(values: dict[str, tuple[float, str]], *, engine: str, gpu_family: str) -> dict[str, Interval]:
+def intervals_for(
+    values: dict[str, tuple[float, str]], *, engine: str, gpu_family: str, fallback_share: float = 0.0
+) -> dict[str, Interval]:
     """:func:`interval` of each named prediction ``name -> (value, metric)``; values that are
     not positive (nothing served) get none."""
     return {
-        name: interval(v, metric=metric, engine=engine, gpu_family=gpu_family)
+        name: interval(v, metric=metric, engine=engine, gpu_family=gpu_family, fallback_share=fallback_share)
         for name, (v, metric) in values.items()
         if v > 0
     }
