@@ -225,7 +225,7 @@ class OperationStep:
                 "step_overhead",
                 "overhead",
                 1,
-                eff.step_overhead_on(c.gpu_family, c.engine) + eff.prefill_s_per_token * prompt_tokens,
+                _overhead(eff, c.gpu_family, c.engine) + eff.prefill_s_per_token * prompt_tokens,
                 0.0,
                 0.0,
                 ROOFLINE,
@@ -305,7 +305,7 @@ class OperationStep:
         att = self.attention_op(BatchShape(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt), eff)
         gpu_s = tok + seq + (self.pp * att.time_s if att is not None else 0.0)
         c = self.cost
-        over = eff.step_overhead_on(c.gpu_family, c.engine) + eff.prefill_s_per_token * prompt
+        over = _overhead(eff, c.gpu_family, c.engine) + eff.prefill_s_per_token * prompt
         cap = self.graph_max_batch
         if cap is not None and num_tokens > cap:
             launch = (self.kernels_per_layer * self.layers * self.pp + 3) * EAGER_LAUNCH_S - gpu_s
@@ -348,3 +348,10 @@ def _scaled(op: Operation, pp: int) -> Operation:
     return Operation(
         op.name, op.kind, op.count * pp, op.time_s * pp, op.bytes * pp, op.flops * pp, op.source, op.per_rank
     )
+
+
+def _overhead(eff: Efficiency, gpu_family: str, engine: str) -> float:
+    """The step's CPU cost: the operations model's own fit where it has one (``specs.perf``)."""
+    if eff.step_model == "operations":
+        return eff.operations_step_overhead_on(gpu_family, engine)
+    return eff.step_overhead_on(gpu_family, engine)
