@@ -66,7 +66,9 @@ def main() -> None:
         mine = [r for r in rows if gpu_family(r.row.gpu) == fam]
 
         def at(log_v: float, mine: list = mine) -> list[Comparison]:  # type: ignore[type-arg]
-            return compare_rows(mine, Adjustments(efficiency=_efficiency(args.parameter, math.exp(log_v), args.step_model)))
+            return compare_rows(
+                mine, Adjustments(efficiency=_efficiency(args.parameter, math.exp(log_v), args.step_model))
+            )
 
         n = sum(1 for c in at(math.log(hi)) if c.family != "ttft" and c.predicted is not None)
         if n < MIN_FAMILY_VALUES:

@@ -28,7 +28,8 @@ from servecap.app.flags import DeploymentFlags, deployment_from_flags, doc, effi
 from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.files import dumps_json
-from servecap.validation.interval import Interval, intervals_for
+from servecap.specs.engines import engine_profile
+from servecap.validation.interval import Interval, intervals_for, model_class_of
 
 if TYPE_CHECKING:
     from servecap.core.levers import Lever
@@ -332,6 +333,8 @@ def plan(request: PlanRequest) -> PlanResponse:
             engine=dep.engine.engine,
             gpu_family=dep.gpu.family,
             fallback_share=fallback,
+            model_class=model_class_of(dep.model.moe is not None, p.params.total),
+            engine_version=engine_profile(dep.engine.engine).version,
         ),
         step=step if r.explain_step else None,
     )

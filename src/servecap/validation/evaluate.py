@@ -56,11 +56,10 @@ def model_class(model_id: str) -> str:
     model's does not (expert reads, routing, all-reduces across many GPUs)."""
     from servecap.catalog.models import resolve_model
     from servecap.core.params import param_counts
+    from servecap.validation.interval import model_class_of
 
     model = resolve_model(model_id)
-    if model.moe is None:
-        return "dense"
-    return "moe<=100B" if param_counts(model).total <= 100e9 else "moe>100B"
+    return model_class_of(model.moe is not None, param_counts(model).total)
 
 
 def compare_rows(
