@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 
 from servecap.app.plan import PlanResponse, slo_line
 from servecap.cli.console import make_console, print_table
-from servecap.core.ops.operation import StepExplanation
 from servecap.units import gib, human_bytes, human_seconds
+
+if TYPE_CHECKING:
+    from servecap.core.ops.operation import StepExplanation
 
 
 def _money(value: float | None, fmt: str = "${:,.2f}") -> str:

@@ -29,7 +29,6 @@ from servecap.core.memory import (
     stage_layers,
     stage_weights,
 )
-from servecap.core.ops import OperationStep
 from servecap.core.params import ParamCounts, param_counts
 from servecap.core.roofline import StepCost, step_cost
 from servecap.errors import InfeasibleError
@@ -244,6 +243,8 @@ def plan(
     pieces = _deployment_pieces(dep)
     stage, cost = pieces.stage, pieces.step
     if eff.step_model == "operations" and cost.ops is None:
+        from servecap.core.ops import OperationStep  # local: the default roofline never loads it
+
         cost.ops = OperationStep(dep, cost)  # once per deployment: the pieces are memoised
     if request.total_tokens > eng.max_model_len:
         raise InfeasibleError(

@@ -30,7 +30,6 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from servecap.core.ops.operation import ROOFLINE
-from servecap.specs.kernel_timings import ALLREDUCE_S, DECODE_ATTENTION_RATIO, GEMM_FIT, SOURCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +101,10 @@ class TableTimer:
     """Measured tables for one GPU and engine where they cover an operation, else ``fallback``."""
 
     def __init__(self, fallback: RooflineTimer, gpu: str, engine: str, rate: str, kv_dtype: str, kv_heads: int) -> None:
+        # the tables (160 KB of literals) load only when the operations model is asked for:
+        # ``servecap plan`` on the default roofline never pays for them
+        from servecap.specs.kernel_timings import ALLREDUCE_S, DECODE_ATTENTION_RATIO, GEMM_FIT, SOURCE
+
         self.fallback = fallback
         self.hbm_bytes_s = fallback.hbm_bytes_s
         self.rate = rate
