@@ -39,3 +39,14 @@ def test_bad_step_flags_are_one_line_errors(flag: str, value: str) -> None:
     res = runner.invoke(cli, [*LLAMA, "--explain-step", flag, value])
     assert res.exit_code == 2
     assert "Traceback" not in res.output and value in res.output
+
+
+def test_simulate_runs_on_either_step_model() -> None:
+    base = ["simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--rate", "5", "--num-requests", "60", "--json"]
+    tpots = {}
+    for step_model in ("roofline", "operations"):
+        res = runner.invoke(cli, [*base, "--step-model", step_model])
+        assert res.exit_code == 0, res.output
+        tpots[step_model] = json.loads(res.output)["tpot_s"]["p50"]
+    assert tpots["roofline"] > 0 and tpots["operations"] > 0
+    assert tpots["roofline"] != tpots["operations"]  # the step model is not ignored
