@@ -41,10 +41,10 @@ def median_abs_log_error(comps: list[Comparison]) -> float:
     return statistics.median(terms) if terms else 0.0
 
 
-def _efficiency(parameter: str, value: float) -> Efficiency:
+def _efficiency(parameter: str, value: float, step_model: str = "roofline") -> Efficiency:
     if parameter == "bandwidth":
-        return Efficiency(bandwidth_efficiency=value)
-    return Efficiency(step_overhead_s=value)
+        return Efficiency(bandwidth_efficiency=value, step_model=step_model)
+    return Efficiency(step_overhead_s=value, step_model=step_model)
 
 
 def main() -> None:
@@ -53,6 +53,9 @@ def main() -> None:
     ap.add_argument("--family", default=None, help="one GPU family only (default: every family)")
     ap.add_argument("--parameter", choices=sorted(BOUNDS), default="bandwidth")
     ap.add_argument("--evaluations", type=int, default=14)
+    ap.add_argument(
+        "--step-model", choices=("roofline", "operations"), default="roofline", help="the step model fitted"
+    )
     args = ap.parse_args()
     rows = [r for r in load_corpus() if r.split == "train" and r.engine == args.engine]
     print(f"{len(rows)} training rows of {args.engine}", flush=True)
@@ -63,7 +66,9 @@ def main() -> None:
         mine = [r for r in rows if gpu_family(r.row.gpu) == fam]
 
         def at(log_v: float, mine: list = mine) -> list[Comparison]:  # type: ignore[type-arg]
-            return compare_rows(mine, Adjustments(efficiency=_efficiency(args.parameter, math.exp(log_v))))
+            return compare_rows(
+                mine, Adjustments(efficiency=_efficiency(args.parameter, math.exp(log_v), args.step_model))
+            )
 
         n = sum(1 for c in at(math.log(hi)) if c.family != "ttft" and c.predicted is not None)
         if n < MIN_FAMILY_VALUES:

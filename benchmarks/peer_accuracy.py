@@ -5,7 +5,9 @@ own environment: ``python3 -m venv /tmp/aic-venv && /tmp/aic-venv/bin/pip instal
 aiconfigurator==0.12.0``) answers the rows it covers through ``benchmarks/peer_aic_worker.py``,
 run as a subprocess with that environment's Python (it is never imported here). Both tools'
 signed errors (``predicted / measured - 1``) are paired on the values both answered, and the
-median |error| is printed per metric family, per engine and per split, as a Markdown table
+median |error| is printed per metric family, per engine and per split (and per engine on the
+held-out rows), for servecap's roofline and its step as operations (``--step-model
+operations``), as a Markdown table
 (``docs/validation.md``, "Side by side with AIConfigurator").
 
     PYTHONPATH=src .venv/bin/python benchmarks/peer_accuracy.py --aic-python /tmp/aic-venv/bin/python
@@ -24,6 +26,7 @@ from pathlib import Path
 from servecap.specs.gpu import gpu_family
 from servecap.validation.corpus import load_corpus
 from servecap.validation.evaluate import compare_rows
+from servecap.validation.step_source import select_step_source
 
 WORKER = Path(__file__).with_name("peer_aic_worker.py")
 
@@ -74,6 +77,9 @@ def main() -> None:
         sys.exit(f"AIConfigurator worker failed: {proc.stderr.strip().splitlines()[-1:]}")
     aic: dict[str, dict] = json.loads(proc.stdout)
     comps = compare_rows(rows)
+    # the same rows on the step as operations (core/ops), paired value by value
+    _, ops_adj = select_step_source("operations", rows)
+    ops_pred = {(c.full_id, c.metric): c.predicted for c in compare_rows(rows, per_row=ops_adj)}
     paired = []
     for c in comps:
         answer = aic.get(c.full_id, {})
@@ -95,6 +101,7 @@ def main() -> None:
                 "servecap": c.predicted,
                 "aiconfigurator": value,
                 "servecap_error": c.predicted / c.measured - 1.0,
+                "servecap_operations_error": (ops_pred.get((c.full_id, c.metric)) or float("nan")) / c.measured - 1.0,
                 "aiconfigurator_error": value / c.measured - 1.0,
                 "aiconfigurator_source": answer.get("source"),
             }
@@ -111,17 +118,20 @@ def main() -> None:
         print(f"  {n:3d} rows: {why}")
     groups: list[tuple[str, list[dict]]] = [("all", paired)]
     groups += [(f"split {s}", [p for p in paired if p["split"] == s]) for s in ("train", "test")]
-    groups += [(f"engine {e}", [p for p in paired if p["engine"] == e]) for e in sorted({p["engine"] for p in paired})]
+    engines = sorted({p["engine"] for p in paired})
+    groups += [(f"engine {e}", [p for p in paired if p["engine"] == e]) for e in engines]
+    groups += [(f"test, engine {e}", [p for p in paired if p["engine"] == e and p["split"] == "test"]) for e in engines]
     print()
-    print("| rows | metric | n | servecap median abs error | AIConfigurator median abs error |")
-    print("|---|---|---:|---:|---:|")
+    print("| rows | metric | n | servecap (roofline) | servecap (operations) | AIConfigurator |")
+    print("|---|---|---:|---:|---:|---:|")
     for name, ps in groups:
         for fam in ("throughput", "tpot", "ttft", "e2e"):
             sel = [p for p in ps if p["family"] == fam]
             if not sel:
                 continue
             s, a = _stats([p["servecap_error"] for p in sel]), _stats([p["aiconfigurator_error"] for p in sel])
-            print(f"| {name} | {fam} | {len(sel)} | {s} | {a} |")
+            o = _stats([p["servecap_operations_error"] for p in sel])
+            print(f"| {name} | {fam} | {len(sel)} | {s} | {o} | {a} |")
     if args.json is not None:
         args.json.write_text(json.dumps({"paired": paired, "skipped": skipped}, indent=1) + "\n", encoding="utf-8")
 

@@ -22,6 +22,7 @@ from servecap.core.plan import plan
 from servecap.sim import engine, engine_setup_from_plan, simulate
 from servecap.sim.capacity_search import planner_rate
 from servecap.specs import RequestShape
+from servecap.specs.perf import Efficiency
 from servecap.workload import generate_arrays, workload_from_dict
 
 CHAT = {  # chat-like lengths: log-normal prompts (median 512) and answers (median 200)
@@ -37,13 +38,17 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.8, help="fraction of the simulated capacity")
     ap.add_argument("--skip-reference", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each path; the best wall time counts")
+    ap.add_argument(
+        "--step-model", choices=("roofline", "operations"), default="roofline", help="the step model (Efficiency)"
+    )
     args = ap.parse_args()
 
     dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=8192)
     probe = workload_from_dict({"arrival": {"kind": "poisson", "rate_per_s": 1.0}, **CHAT, "num_requests": 1})
     mean_prompt, mean_out = 512 * np.exp(0.8**2 / 2), 200 * np.exp(0.7**2 / 2)
-    the_plan = plan(dep, request=RequestShape(round(mean_prompt), round(mean_out)))
-    setup = engine_setup_from_plan(the_plan)
+    eff = Efficiency(step_model=args.step_model)
+    the_plan = plan(dep, request=RequestShape(round(mean_prompt), round(mean_out)), efficiency=eff)
+    setup = engine_setup_from_plan(the_plan, efficiency=eff)
     # capacity: the throughput of a saturated run (the planner's figure is a ceiling above it)
     sat = workload_from_dict(
         {"arrival": {"kind": "poisson", "rate_per_s": 2 * planner_rate(the_plan, probe)}, **CHAT, "num_requests": 5000}
@@ -60,7 +65,7 @@ def main() -> None:
         f"Llama-3.1-8B on 1x H100: planner ceiling {planner_rate(the_plan, probe):.1f} req/s, "
         f"simulated capacity {capacity:.1f} req/s; Poisson at {rate:.1f} req/s ({args.load:.0%})"
     )
-    print(f"workload: {args.requests:,} requests drawn in {t_gen:.3f} s")
+    print(f"workload: {args.requests:,} requests drawn in {t_gen:.3f} s; step model {args.step_model}")
     compiled = not engine.__file__.endswith(".py")  # a C extension built by mypyc (setup.py)
     name = engine.__file__.rsplit("/", 1)[-1]
     print(f"simulator engine: {'compiled by mypyc' if compiled else 'pure Python'} ({name})")

@@ -25,6 +25,8 @@ def main() -> None:
             "metric": v.family,
             "split": v.split,
             "error": round(v.error, 6),
+            "model_class": v.model_class,
+            "engine_version": v.engine_version,
         }
         for v in resp.values
         if v.error is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sized
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
@@ -112,6 +112,9 @@ class PlanBody(DeploymentBody):
     purchase_price: float | None = Field(default=_PLAN.purchase_price, gt=0, description=_p("purchase_price"))
     peak_users: int | None = Field(default=_PLAN.peak_users, ge=1, le=100_000_000, description=_p("peak_users"))
     peak_tok_s: float | None = Field(default=_PLAN.peak_tok_s, gt=0, description=_p("peak_tok_s"))
+    step_model: Literal["roofline", "operations"] = Field(default="roofline", description=_p("step_model"))
+    explain_step: bool = Field(default=_PLAN.explain_step, description=_p("explain_step"))
+    explain_batch: int | None = Field(default=_PLAN.explain_batch, ge=1, le=1_000_000, description=_p("explain_batch"))
 
     def request(self, model_path: str | None = None) -> PlanRequest:
         """The plan request (``model_path``: an uploaded model resolved to its file)."""
@@ -130,6 +133,9 @@ class PlanBody(DeploymentBody):
             purchase_price=self.purchase_price,
             peak_users=self.peak_users,
             peak_tok_s=self.peak_tok_s,
+            step_model=self.step_model,
+            explain_step=self.explain_step,
+            explain_batch=self.explain_batch,
         )
 
 

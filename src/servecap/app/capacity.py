@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
@@ -359,7 +359,7 @@ def capacity_from_request(
             dep,
             request=RequestShape(stream.prompt_tokens, stream.output_tokens),
             slo=slo,
-            efficiency=efficiency_from_file(r.calibration, dep)[0],
+            efficiency=replace(efficiency_from_file(r.calibration, dep)[0], step_model=r.step_model),
         )
         generating = probe.ttft_s + max(0, stream.output_tokens - 1) * probe.tpot_s if probe.batch > 0 else 0.0
         think_time_s = round(defaults.think_time_s(generating), 2)

@@ -28,10 +28,12 @@ from servecap.app.flags import DeploymentFlags, deployment_from_flags, doc, effi
 from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.files import dumps_json
-from servecap.validation.interval import Interval, intervals_for
+from servecap.specs.engines import engine_profile
+from servecap.validation.interval import Interval, intervals_for, model_class_of
 
 if TYPE_CHECKING:
     from servecap.core.levers import Lever
+    from servecap.core.ops.operation import StepExplanation
     from servecap.core.plan import Plan
 
 DEFAULT_DUTY_CYCLE = 0.2  # the duty cycle of a plan without a deployment to derive it from (core's CostInputs)
@@ -79,6 +81,22 @@ class PlanRequest:
     peak_users: int | None = field(default=None, metadata=doc("Size replicas for this many users."))
     peak_tok_s: float | None = field(default=None, metadata=doc("Size replicas for this many output tokens/s."))
     calibration: Path | None = field(default=None, metadata=doc("Calibration file from `servecap calibrate`."))
+    step_model: str = field(
+        default="roofline",
+        metadata=doc(
+            "Step times: roofline (one max(memory, compute) per step) or operations (the sum of the step's "
+            "operations, measured kernel tables where they cover them)."
+        ),
+    )
+    explain_step: bool = field(
+        default=False, metadata=doc("Print one decode step's operations, each with its time and source.")
+    )
+    explain_batch: int | None = field(
+        default=None, metadata=doc("The batch of the explained decode step [default: the plan's batch].")
+    )
+
+
+STEP_MODELS = ("roofline", "operations")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +122,7 @@ class PlanResponse:
     replicas_for_tok_s: int | None = None
     # 80% intervals of the measured value behind users_served and tpot_s (validation.interval)
     intervals: dict[str, Interval] = field(default_factory=dict)
+    step: StepExplanation | None = None  # --explain-step: one decode step's operations
 
     def to_dict(self) -> JsonObject:
         """The ``--json`` object: docs/json-schema.md documents every key."""
@@ -123,6 +142,8 @@ class PlanResponse:
             data["peak_tok_s"] = self.peak_tok_s
             data["replicas_for_tok_s"] = self.replicas_for_tok_s
         data["interval"] = {k: iv.to_dict() for k, iv in self.intervals.items()}
+        if self.step is not None:
+            data["explain_step"] = explanation_dict(self.step)
         return data
 
     def to_json(self) -> str:
@@ -202,6 +223,14 @@ def plan(request: PlanRequest) -> PlanResponse:
     eff, eff_note = efficiency_from_file(r.calibration, dep)
     if eff_note:
         notes.append(eff_note)
+    if r.step_model not in STEP_MODELS:
+        raise ServecapError("step_model", r.step_model, "must be one of " + ", ".join(STEP_MODELS))
+    if r.explain_batch is not None and not 1 <= r.explain_batch <= 1_000_000:
+        raise ServecapError("explain_batch", r.explain_batch, "must be between 1 and 1,000,000 sequences")
+    if r.step_model != eff.step_model:
+        from dataclasses import replace
+
+        eff = replace(eff, step_model=r.step_model)
     if not 1 <= r.turns <= 1000:
         raise ServecapError("turns", r.turns, "must be between 1 and 1000")
     if r.think_time_s is not None and not 0 <= r.think_time_s <= 86_400:
@@ -274,6 +303,19 @@ def plan(request: PlanRequest) -> PlanResponse:
             raise ServecapError("peak_tok_s", r.peak_tok_s, "must be a non-negative rate")
         total = p.output_tokens_per_s_total
         replicas_tok_s = replicas_needed(r.peak_tok_s, total) if total > 0 else None
+    step = None
+    fallback = 0.0
+    if r.explain_step or r.step_model == "operations":
+        from servecap.core.ops import explain_decode_step
+
+        step = explain_decode_step(
+            dep,
+            p.step,
+            eff,
+            batch=r.explain_batch or max(1, p.batch),
+            context_tokens=shape.mean_held_tokens,
+        )
+        fallback = step.fallback_share if r.step_model == "operations" else 0.0
     return PlanResponse(
         plan=p,
         levers=levers(p),
@@ -290,5 +332,33 @@ def plan(request: PlanRequest) -> PlanResponse:
             {"users_served": (float(p.users_served), "throughput"), "tpot_s": (p.tpot_s, "tpot")},
             engine=dep.engine.engine,
             gpu_family=dep.gpu.family,
+            fallback_share=fallback,
+            model_class=model_class_of(dep.model.moe is not None, p.params.total),
+            engine_version=engine_profile(dep.engine.engine).version,
         ),
+        step=step if r.explain_step else None,
     )
+
+
+def explanation_dict(step: StepExplanation) -> JsonObject:
+    """``--explain-step``'s JSON: the step and each operation's time (seconds) and source."""
+    return {
+        "step_model": step.step_model,
+        "batch": step.batch,
+        "context_tokens": step.context_tokens,
+        "total_s": step.total_s,
+        "fallback_share": step.fallback_share,
+        "operations": [
+            {
+                "name": o.name,
+                "kind": o.kind,
+                "count": o.count,
+                "time_s": o.time_s,
+                "bytes": o.bytes,
+                "flops": o.flops,
+                "per_rank": o.per_rank,
+                "source": o.source,
+            }
+            for o in step.operations
+        ],
+    }

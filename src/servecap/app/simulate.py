@@ -118,6 +118,9 @@ def build(
     eff, eff_note = efficiency_from_file(r.calibration, dep)
     if eff_note:
         notes.append(eff_note)
+    if r.step_model != eff.step_model:
+        eff = replace(eff, step_model=r.step_model)
+        notes.append("step times: the step as operations (docs/simulator.md, 'The step as operations')")
     if r.workload is None and r.users is not None:
         # chat users from flags: the default user model (app/defaults.py), one turn, a request every 30 s
         from servecap.app import defaults

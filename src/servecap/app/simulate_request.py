@@ -63,6 +63,11 @@ class SimulateRequest(DeploymentFields):
     )
     policy: PolicyName = Field(default="fcfs", description="Scheduling policy.")
     seed: int = Field(default=0, ge=0, description="Random seed (same seed, same run).")
+    step_model: Literal["roofline", "operations"] = Field(
+        default="roofline",
+        description="Step times: roofline (one max(memory, compute) per step) or operations (the sum of the "
+        "step's operations, measured kernel tables where they cover them).",
+    )
     calibration: SkipJsonSchema[Path | None] = Field(
         default=None, description="Calibration file from `servecap calibrate`."
     )

@@ -20,6 +20,8 @@ from servecap.validation.evaluate import (
     by_engine,
     by_family,
     by_gpu_family,
+    by_model_class,
+    by_vendor,
     compare_rows,
 )
 from servecap.validation.predict import Adjustments
@@ -43,6 +45,9 @@ class ValueOut(_Out):
     predicted: float | None
     error: float | None
     where: str
+    vendor: str = ""
+    model_class: str = ""
+    engine_version: str = ""
 
 
 class StatsOut(_Out):
@@ -63,6 +68,8 @@ class ValidateResponse(_Out):
     by_metric: dict[str, StatsOut]
     by_gpu: dict[str, dict[str, StatsOut]]
     by_engine: dict[str, dict[str, StatsOut]]
+    by_vendor: dict[str, dict[str, StatsOut]] = {}
+    by_model_class: dict[str, dict[str, StatsOut]] = {}
     by_split: dict[str, dict[str, StatsOut]]
 
 
@@ -119,12 +126,17 @@ def validate(
                 predicted=c.predicted,
                 error=c.error,
                 where=c.where,
+                vendor=c.vendor,
+                model_class=c.model_class,
+                engine_version=c.engine_version,
             )
             for c in comps
         ],
         by_metric=_table(comps),
         by_gpu={g: {k: _stats(v) for k, v in t.items()} for g, t in by_gpu_family(comps).items()},
         by_engine={e: {k: _stats(v) for k, v in t.items()} for e, t in by_engine(comps).items()},
+        by_vendor={e: {k: _stats(v) for k, v in t.items()} for e, t in by_vendor(comps).items()},
+        by_model_class={e: {k: _stats(v) for k, v in t.items()} for e, t in by_model_class(comps).items()},
         by_split={
             s: _table([c for c in comps if c.split == s]) for s in ("train", "test") if any(c.split == s for c in comps)
         },

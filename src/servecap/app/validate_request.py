@@ -18,9 +18,10 @@ class ValidateRequest(BaseModel):
     split: Literal["train", "test", "all"] = Field(
         default="all", description="Rows of the fixed train/test split (hash of the row id), or all."
     )
-    step_model: Literal["roofline", "aiconfigurator", "auto"] = Field(
+    step_model: Literal["roofline", "aiconfigurator", "auto", "operations"] = Field(
         default="roofline",
         description="Step times: the roofline; AIConfigurator's measured kernels (the rows its cache covers, "
-        "validation/aic_steps.json); or auto (AIConfigurator where covered, the roofline elsewhere).",
+        "validation/aic_steps.json); auto (AIConfigurator where covered, the roofline elsewhere); or operations "
+        "(the step as the sum of its operations, measured kernel tables where they cover them).",
     )
     calibration: Path | None = Field(default=None, description="Calibration file from `servecap calibrate`.")

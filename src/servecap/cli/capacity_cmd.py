@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from servecap.app.simulate_request import CapacityRequest
+from servecap.cli.fields import field_option
 from servecap.cli.numbers import FINITE
 from servecap.cli.options import (
     DeploymentFlags,
@@ -66,6 +67,7 @@ SEARCH = 0.0  # --users / --rate given without a value: search on that axis, no 
 @request_slo_options(CapacityRequest)
 @no_prefix_caching_option
 @policy_option
+@field_option(CapacityRequest, "step_model", "--step-model", type=click.Choice(["roofline", "operations"]))
 @html_option
 @json_option
 def capacity_command(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 
 from servecap.app.plan import PlanResponse, slo_line
 from servecap.cli.console import make_console, print_table
 from servecap.units import gib, human_bytes, human_seconds
+
+if TYPE_CHECKING:
+    from servecap.core.ops.operation import StepExplanation
 
 
 def _money(value: float | None, fmt: str = "${:,.2f}") -> str:
@@ -131,6 +136,8 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
             _money(r.usd_per_user_month),
         )
     print_table(c, lv)
+    if response.step is not None:
+        render_step(response.step, c)
     for r in lever_rows:
         if r.note:
             c.print(f"[dim]{r.name}: {r.note}[/]")
@@ -140,3 +147,21 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
         c.print(f"[dim]note: {note}[/]")
     for warning in p.warnings:
         c.print(f"[yellow]warning: {warning}[/]")
+
+
+def render_step(step: StepExplanation, c: Console) -> None:
+    """``--explain-step``: one decode step's operations with their times and sources."""
+    t = Table(
+        title=f"One decode step: batch {step.batch:,}, {step.context_tokens:,.0f} tokens of context each "
+        f"(step model: {step.step_model})"
+    )
+    for name, justify in (("operation", "left"), ("calls", "right"), ("time", "right"), ("share", "right")):
+        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+    t.add_column("source")
+    for o in step.operations:
+        share = o.time_s / step.total_s if step.total_s > 0 else 0.0
+        t.add_row(o.name, f"{o.count:,}", f"{o.time_s * 1e3:,.3f} ms", f"{share:.1%}", o.source)
+    t.add_row("[bold]step[/]", "", f"[bold]{step.total_s * 1e3:,.3f} ms[/]", "100.0%", "the simulator's step")
+    print_table(c, t)
+    if step.step_model == "operations":
+        c.print(f"[dim]{step.fallback_share:.0%} of the operations' time from the roofline fallback[/]")

@@ -188,6 +188,7 @@ def request_slo_options(request: type[SimulateRequest]) -> Callable[[F], F]:
 @no_prefix_caching_option
 @field_option(SimulateRequest, "max_waiting", "--max-waiting", type=click.IntRange(min=0))
 @policy_option
+@field_option(SimulateRequest, "step_model", "--step-model", type=click.Choice(["roofline", "operations"]))
 @html_option
 @json_option
 def simulate_command(

@@ -90,6 +90,8 @@ def validate_command(
     groups = [("all", resp.by_metric)] + [(f"split {k}", t2) for k, t2 in resp.by_split.items()]
     groups += [(g, t2) for g, t2 in resp.by_gpu.items()]
     groups += [(f"engine {e}", t2) for e, t2 in resp.by_engine.items()]
+    groups += [(f"vendor {v}", t2) for v, t2 in resp.by_vendor.items()]
+    groups += [(f"class {k}", t2) for k, t2 in resp.by_model_class.items()]
     for name, table in groups:
         for metric, st in table.items():
             s.add_row(

@@ -242,6 +242,10 @@ def plan(
     eng = dep.engine
     pieces = _deployment_pieces(dep)
     stage, cost = pieces.stage, pieces.step
+    if eff.step_model == "operations" and cost.ops is None:
+        from servecap.core.ops import OperationStep  # local: the default roofline never loads it
+
+        cost.ops = OperationStep(dep, cost)  # once per deployment: the pieces are memoised
     if request.total_tokens > eng.max_model_len:
         raise InfeasibleError(
             "prompt_tokens",

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, Protocol
 
 from servecap.core.activation_traffic import activation_bytes_per_token
 from servecap.core.kv import (
@@ -115,6 +115,26 @@ class StepTime:
         return max(parts, key=lambda k: parts[k])
 
 
+class StepOperations(Protocol):
+    """The step as the sum of its operations (``core.ops.OperationStep``), attached to a
+    deployment's :class:`StepCost` by the planner; used where ``Efficiency.step_model`` is
+    ``operations``."""
+
+    def step_time(self, batch: BatchShape, eff: Efficiency) -> StepTime: ...
+
+    def time(
+        self,
+        eff: Efficiency,
+        num_tokens: int,
+        num_seqs: int,
+        kv: float,
+        wkv: float,
+        pairs: float,
+        wpairs: float,
+        prompt: int,
+    ) -> float: ...
+
+
 @dataclass(slots=True)
 class StepCost:
     """Per-GPU coefficients of the step-time model for one deployment (one pipeline stage is
@@ -146,6 +166,7 @@ class StepCost:
     expert_flops_per_token: float = 0.0  # 2 x the routed expert params one token runs, per GPU (in matmul_flops)
     moe_gemm_efficiency_ratio: float = 1.0  # expert GEMMs' share of peak over a dense GEMM's (specs.perf)
     activation_bytes_per_token: float = 0.0  # norms, rotary, KV write, SiLU-and-mul (core.activation_traffic)
+    ops: StepOperations | None = None  # the step as operations (Efficiency.step_model "operations")
 
     def weight_bytes_read(self, num_tokens: int) -> float:
         if self.moe_layers == 0 or num_tokens <= 0:
@@ -157,6 +178,8 @@ class StepCost:
         """Time of one iteration; per GPU, summed over pipeline stages."""
         if batch.num_tokens <= 0:
             return StepTime(0.0, 0.0, 0.0, 0.0, 0.0)
+        if self.ops is not None and eff.step_model == "operations":
+            return self.ops.step_time(batch, eff)
         bytes_read = (
             self.weight_bytes_read(batch.num_tokens)
             + self.kv_bytes_per_token * batch.kv_tokens

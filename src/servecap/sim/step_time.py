@@ -37,6 +37,8 @@ class StepTimeModel:
     def __init__(self, cost: StepCost, eff: Efficiency, *, exact: bool = False) -> None:
         self.cost = cost
         self.eff = eff
+        # the step as operations (core.ops): its own memoised sum, no affine coefficients
+        self._ops = cost.ops if eff.step_model == "operations" else None
         # (memory_s, compute_s, rest_s) of each token count in an empty batch, read off as needed
         self.bases: dict[int, tuple[float, float, float]] = {}
         zero = cost.step_time(BatchShape(1, 0, 0.0, 0.0, 0.0, 0.0, 0), eff)
@@ -66,7 +68,7 @@ class StepTimeModel:
         self._pairs = slope(attn_pairs=_PROBE)
         self._wpairs = slope(window_attn_pairs=_PROBE)
         self._prompt = slope(prompt_tokens=_PROBE)
-        self.exact = exact or not self._self_check()
+        self.exact = exact or self._ops is not None or not self._self_check()
 
     def _base_for(self, num_tokens: int) -> tuple[float, float, float]:
         st = self.cost.step_time(BatchShape(num_tokens, 0, 0.0, 0.0, 0.0, 0.0, 0), self.eff)
@@ -106,6 +108,9 @@ class StepTimeModel:
     ) -> float:
         if num_tokens <= 0:
             return 0.0
+        ops = self._ops
+        if ops is not None:
+            return ops.time(self.eff, num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt)
         if self.exact:
             shape = BatchShape(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt)
             return self.cost.step_time(shape, self.eff).total_s

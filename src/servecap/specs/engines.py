@@ -68,6 +68,11 @@ class EngineProfile:
       (``docs/source/advanced/gpt-attention.md``, "the GPT attention operator"; the
       ``applyBiasRopeUpdateKVCache`` kernel) and fuses the SwiGLU into the FP8 gate/up GEMM
       (``fused_gated_gemm``). vLLM and SGLang run them as separate kernels.
+    - ``cuda_graph_max_batch``: the largest step (tokens) the engine replays as a captured CUDA
+      graph; larger steps launch every kernel eagerly (the operation step's ``eager_launch``).
+      vLLM: ``max_cudagraph_capture_size`` defaults to ``min(2 x max_num_seqs, 512)``
+      (``vllm/config/compilation.py``, ``CompilationConfig``), 512 at its default batch limits.
+      ``None`` where servecap has no sourced value: no eager launch is priced.
     - ``mixed_prefill_decode``: prefill chunks and decodes share a step (vLLM's chunked prefill,
       TensorRT-LLM's in-flight batching). SGLang by default does not (``--enable-mixed-chunk``
       is off): a step that can prefill runs prefill only and the decoders wait for the next.
@@ -88,6 +93,7 @@ class EngineProfile:
     reserve_output_clip_tokens: int | None = None
     mixed_prefill_decode: bool = True
     fused_elementwise: bool = False
+    cuda_graph_max_batch: int | None = None
     sources: tuple[str, ...] = ()
 
 
@@ -101,6 +107,7 @@ VLLM = EngineProfile(
     max_num_seqs=None,
     max_num_batched_tokens=None,
     admission="recompute",
+    cuda_graph_max_batch=512,
     sources=(
         "gpu_memory_utilization 0.9: vllm/config/cache.py CacheConfig (v0.11; 0.92 from v0.33)",
         "block size 16 (64 for MLA): vllm/config/cache.py, FlashMLA's kernel block",

@@ -69,6 +69,16 @@ is the bare weight stream of the same GPU (5.42 ms, ``benchmarks/data/gpu_ceilin
 plus about 1.1 ms (docs/validation.md, "First-party vLLM rows"); AIConfigurator's measured vLLM
 0.24 kernels give 1.37 ms for the same deployments (``validation/aic_steps.json``)."""
 
+OPERATIONS_STEP_OVERHEAD_S_BY_ENGINE: dict[str, dict[str, float]] = {"vllm": {"H100": 0.00071}}
+"""The per-step CPU cost of the step-as-operations model (``Efficiency.step_model =
+"operations"``), where it differs from the roofline's: the measured kernels carry their own launch
+and tail latencies, which the roofline's overhead had absorbed. Fitted by the same rule
+(``benchmarks/fit_engine.py --parameter step_overhead --step-model operations``: golden section on
+the median |log error| of an engine's training rows on a family with at least ``MIN_FAMILY_VALUES``
+values): vLLM on H100 0.713 ms (the 35 values of the five first-party training rows; median |log
+error| 0.062). TensorRT-LLM on H100 and H200 ran to the 0.2 ms bound (not identified: the
+measured TensorRT-LLM 1.3 kernels are slower than the 1.0 rows), so they keep the roofline's."""
+
 MOE_TO_DENSE_GEMM_EFFICIENCY_BY_ENGINE: dict[str, float] = {
     "vllm": 0.473,
     "sglang": 0.483,
@@ -154,6 +164,10 @@ class Efficiency:
       trtllm-performance-v061 rows (Llama-2-70B on A100, TensorRT-LLM); 6.73 ms, given as 6.7
       (7.45 ms before the prefill's activation kernels were priced, core/activation_traffic.py).
       A calibration file that does not give it takes this default (calibrate fits step times).
+    - ``step_model``: ``roofline`` (the default: one ``max(memory, compute)`` over the whole step,
+      ``core/roofline.py``) or ``operations`` (the step as the sum of its operations, each from
+      NVIDIA's measured kernel tables where they cover it and the roofline elsewhere,
+      ``core/ops``; docs/simulator.md, "The step as operations").
     """
 
     bandwidth_efficiency: float | None = None
@@ -162,6 +176,7 @@ class Efficiency:
     allreduce_latency_s: float = 10e-6
     prefill_s_per_token: float = 0.0
     request_overhead_s: float = DEFAULT_REQUEST_OVERHEAD_S
+    step_model: str = "roofline"
 
     def bandwidth_efficiency_on(self, gpu_family: str, engine: str = "vllm") -> float:
         """The bandwidth efficiency on a GPU family (``specs.gpu.gpu_family``) for an engine
@@ -178,6 +193,15 @@ class Efficiency:
         if self.step_overhead_s is not None:
             return self.step_overhead_s
         return STEP_OVERHEAD_S_BY_ENGINE.get(engine, {}).get(gpu_family, DEFAULT_STEP_OVERHEAD_S)
+
+    def operations_step_overhead_on(self, gpu_family: str, engine: str = "vllm") -> float:
+        """The per-step overhead of the step-as-operations model (an explicit value holds)."""
+        if self.step_overhead_s is not None:
+            return self.step_overhead_s
+        by_family = OPERATIONS_STEP_OVERHEAD_S_BY_ENGINE.get(engine, {})
+        if gpu_family in by_family:
+            return by_family[gpu_family]
+        return self.step_overhead_on(gpu_family, engine)
 
     def compute_efficiency_at(self, rate: str, engine: str = "vllm") -> float:
         """The compute efficiency of GEMMs at ``rate`` (``bf16``, ``fp8`` or ``fp4``) for an engine."""

@@ -33,6 +33,9 @@ class Comparison:
     predicted: float | None
     where: str
     engine: str = "vllm"  # the engine profile the row ran on
+    vendor: str = ""  # the GPU's maker (NVIDIA, AMD, ...)
+    model_class: str = ""  # dense, moe<=100B or moe>100B (model_class)
+    engine_version: str = ""  # the source's engine version, as printed
 
     @property
     def error(self) -> float | None:
@@ -47,6 +50,18 @@ class ErrorStats:
     median_signed: float | None
 
 
+def model_class(model_id: str) -> str:
+    """``dense``, ``moe<=100B`` or ``moe>100B`` (total parameters) — the classes whose errors
+    ``servecap validate`` reports apart: big MoE models spend a small-batch step on what a dense
+    model's does not (expert reads, routing, all-reduces across many GPUs)."""
+    from servecap.catalog.models import resolve_model
+    from servecap.core.params import param_counts
+    from servecap.validation.interval import model_class_of
+
+    model = resolve_model(model_id)
+    return model_class_of(model.moe is not None, param_counts(model).total)
+
+
 def compare_rows(
     rows: list[CorpusRow],
     adj: Adjustments | None = None,
@@ -57,8 +72,12 @@ def compare_rows(
 ) -> list[Comparison]:
     """Predict every row (fixed seed 0) and pair each measured value with its prediction;
     ``per_row`` replaces ``adj`` for the rows it names (``validation.step_source``)."""
+    from servecap.catalog.gpus import lookup_gpu
+
     out: list[Comparison] = []
     for i, crow in enumerate(rows):
+        vendor = lookup_gpu(crow.row.gpu).vendor
+        klass = model_class(crow.row.model)
         row_adj = per_row.get(crow.full_id, adj) if per_row else adj
         pred = predict_row(crow, row_adj, max_requests=max_requests)
         for m in crow.row.measured:
@@ -75,6 +94,9 @@ def compare_rows(
                     measured=m.value_si,
                     predicted=pred.values.get(m.key),
                     where=crow.row.where,
+                    vendor=vendor,
+                    model_class=klass,
+                    engine_version=crow.source.engine_version,
                 )
             )
         if progress is not None:
@@ -100,6 +122,17 @@ def by_gpu_family(comparisons: list[Comparison]) -> dict[str, dict[str, ErrorSta
     """GPU family -> metric family -> error statistics."""
     fams = sorted({c.gpu_family for c in comparisons})
     return {g: by_family([c for c in comparisons if c.gpu_family == g]) for g in fams}
+
+
+def by_vendor(comparisons: list[Comparison]) -> dict[str, dict[str, ErrorStats]]:
+    """GPU vendor -> metric family -> error statistics."""
+    return {v: by_family([c for c in comparisons if c.vendor == v]) for v in sorted({c.vendor for c in comparisons})}
+
+
+def by_model_class(comparisons: list[Comparison]) -> dict[str, dict[str, ErrorStats]]:
+    """Model class (dense, moe<=100B, moe>100B) -> metric family -> error statistics."""
+    classes = [k for k in ("dense", "moe<=100B", "moe>100B") if any(c.model_class == k for c in comparisons)]
+    return {k: by_family([c for c in comparisons if c.model_class == k]) for k in classes}
 
 
 def by_engine(comparisons: list[Comparison]) -> dict[str, dict[str, ErrorStats]]:

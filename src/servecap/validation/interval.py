@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -53,6 +54,8 @@ class Residual:
     split: str  # train or test
     error: float
     row: str = ""
+    model_class: str = ""  # dense, moe<=100B, moe>100B (validation.evaluate.model_class)
+    engine_version: str = ""  # the source's engine version, as printed
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,8 @@ def load_residuals(path: Path | None = None) -> tuple[Residual, ...]:
                 split=str(item["split"]),
                 error=float(item["error"]),
                 row=str(item.get("row", "")),
+                model_class=str(item.get("model_class", "")),
+                engine_version=str(item.get("engine_version", "")),
             )
         )
     return tuple(out)
@@ -121,6 +126,48 @@ def order_statistic_bounds(errors: list[float], level: float = LEVEL) -> tuple[f
         raise ServecapError("residuals", n, f"too few values for a {level:.0%} interval (need {MIN_VALUES})")
     s = sorted(errors)
     return s[k - 1], s[n - k]
+
+
+def model_class_of(is_moe: bool, total_params: float) -> str:
+    """``dense``, ``moe<=100B`` or ``moe>100B``: the classes ``servecap validate`` reports apart."""
+    if not is_moe:
+        return "dense"
+    return "moe<=100B" if total_params <= 100e9 else "moe>100B"
+
+
+def first_version(text: str) -> tuple[int, int] | None:
+    """The first ``major.minor`` in a version as printed (``"0.26.0 (PyTorch ...)"`` -> (0, 26),
+    ``"V1 engine (0.11 and later)"`` -> (0, 11)); None when none is printed."""
+    m = re.search(r"(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _class_and_version_notes(
+    pool: tuple[Residual, ...], engine: str, metric: str, model_class: str | None, engine_version: str | None
+) -> list[str]:
+    """What the corpus lacks of the question: values of its model class, and of its engine at the
+    profile's version or later."""
+    notes = []
+    same = [r for r in pool if r.metric == metric]
+    if model_class and same and all(r.model_class for r in same):
+        if not any(r.model_class == model_class for r in same):
+            notes.append(f"the corpus has no {metric} value of a {model_class} model: this answer's class is untested")
+        elif sum(1 for r in same if r.model_class == model_class) < MIN_VALUES:
+            n = sum(1 for r in same if r.model_class == model_class)
+            notes.append(f"the corpus has {n} {metric} values of {model_class} models, too few to judge that class")
+    if engine_version:
+        want = first_version(engine_version)
+        mine = [r for r in same if r.engine == engine and r.engine_version]
+        have = sorted({v for r in mine if (v := first_version(r.engine_version)) is not None})
+        if want is not None and not mine:
+            notes.append(f"the corpus has no {engine} {metric} value at any version")
+        elif want is not None and not any(v >= want for v in have):
+            printed = ", ".join(f"{a}.{b}" for a, b in have) or "none printed"
+            notes.append(
+                f"the corpus has no {engine} {metric} value at version {want[0]}.{want[1]} or later "
+                f"(its {engine} versions: {printed})"
+            )
+    return notes
 
 
 def _group(residuals: tuple[Residual, ...], engine: str, gpu_family: str, metric: str) -> tuple[list[float], str, bool]:
@@ -149,15 +196,31 @@ def interval(
     gpu_family: str,
     residuals: tuple[Residual, ...] | None = None,
     level: float = LEVEL,
+    fallback_share: float = 0.0,
+    model_class: str | None = None,
+    engine_version: str | None = None,
 ) -> Interval:
     """The ``level`` interval of the measured value behind a prediction of ``metric``
-    (throughput, tpot, ttft or e2e) for ``engine`` on ``gpu_family`` (the module docstring)."""
+    (throughput, tpot, ttft or e2e) for ``engine`` on ``gpu_family`` (the module docstring).
+
+    ``fallback_share`` (the step-as-operations model, ``core.ops``): the share ``f`` of the
+    step's time that no measured table covered. The residuals were the roofline's, which times
+    every operation; the interval of such an answer keeps their spread for the roofline's part
+    and widens it on its measured part too, since those tables are one GPU's kernels, not the
+    deployment's: its log-width is scaled by ``1 + f`` about the prediction (no widening when
+    every operation was measured, twice the log-width when none was).
+
+    ``model_class`` (``model_class_of``) and ``engine_version`` (the engine profile's): the note
+    says when the corpus has no value of the question's model class, or none of its engine at
+    that version or later (``close`` is then False too)."""
     if metric not in METRICS:
         raise ServecapError("metric", metric, "must be one of " + ", ".join(METRICS))
     pool = residuals if residuals is not None else _shipped()
     errors, basis, close = _group(pool, engine, gpu_family, metric)
     lo_err, hi_err = order_statistic_bounds(errors, level)
-    low, high = predicted / (1.0 + hi_err), predicted / (1.0 + lo_err)
+    widen = 1.0 + min(1.0, max(0.0, fallback_share))
+    low = predicted / (1.0 + hi_err) ** widen
+    high = predicted / (1.0 + lo_err) ** widen
     label = f"{len(errors)} corpus {metric} values of {basis}"
     if close:
         note = f"{level:.0%} interval from servecap's errors on {label}"
@@ -166,14 +229,39 @@ def interval(
             f"the corpus has too few {metric} values of {engine} on {gpu_family} to judge this answer; "
             f"{level:.0%} interval widened to servecap's errors on {label}"
         )
+    lacking = _class_and_version_notes(pool, engine, metric, model_class, engine_version)
+    if lacking:
+        close = False
+        note += "; " + "; ".join(lacking)
+    if fallback_share > 0.0:
+        note += (
+            f"; {fallback_share:.0%} of the step's operation time from the roofline fallback (no measured "
+            f"kernel table covers it): log-width x {widen:.2f}"
+        )
     return Interval(low, high, level, len(errors), basis, close, note)
 
 
-def intervals_for(values: dict[str, tuple[float, str]], *, engine: str, gpu_family: str) -> dict[str, Interval]:
+def intervals_for(
+    values: dict[str, tuple[float, str]],
+    *,
+    engine: str,
+    gpu_family: str,
+    fallback_share: float = 0.0,
+    model_class: str | None = None,
+    engine_version: str | None = None,
+) -> dict[str, Interval]:
     """:func:`interval` of each named prediction ``name -> (value, metric)``; values that are
     not positive (nothing served) get none."""
     return {
-        name: interval(v, metric=metric, engine=engine, gpu_family=gpu_family)
+        name: interval(
+            v,
+            metric=metric,
+            engine=engine,
+            gpu_family=gpu_family,
+            fallback_share=fallback_share,
+            model_class=model_class,
+            engine_version=engine_version,
+        )
         for name, (v, metric) in values.items()
         if v > 0
     }

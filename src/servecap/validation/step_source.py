@@ -12,7 +12,10 @@ AIConfigurator's step times.
 
 - ``roofline``: every row on the fitted defaults (what ``servecap validate`` has always done);
 - ``aiconfigurator``: only the rows the cache covers, on its coefficients;
-- ``auto``: the cache's coefficients where it covers a row, the roofline elsewhere.
+- ``auto``: the cache's coefficients where it covers a row, the roofline elsewhere;
+- ``operations``: every row on the step as the sum of its operations (``core.ops``): NVIDIA's
+  measured kernel tables where they cover an operation (``specs.kernel_timings``), the roofline
+  with the fitted efficiencies elsewhere.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from servecap.specs.perf import Efficiency
 from servecap.validation.corpus import CorpusRow
 from servecap.validation.predict import Adjustments
 
-STEP_MODELS: tuple[str, ...] = ("roofline", "aiconfigurator", "auto")
+STEP_MODELS: tuple[str, ...] = ("roofline", "aiconfigurator", "auto", "operations")
 CACHE_SCHEMA = "servecap.step-cache/1"
 
 
@@ -65,6 +68,10 @@ def select_step_source(
         raise ServecapError("step_model", step_model, "must be one of " + ", ".join(STEP_MODELS))
     if step_model == "roofline":
         return rows, {}
+    if step_model == "operations":  # the step as operations (core.ops), every row
+        adj = base or Adjustments()
+        ops = replace(adj, efficiency=replace(adj.efficiency, step_model="operations"))
+        return rows, {r.full_id: ops for r in rows}
     fitted = cache if cache is not None else load_step_cache()
     adj = base or Adjustments()
     per_row = {

@@ -1,0 +1,193 @@
+"""The one seam an operation's time comes through: measured kernel tables where they cover the
+shape, the roofline with the fitted efficiencies elsewhere.
+
+:class:`RooflineTimer` (Williams, Waterman and Patterson, "Roofline", CACM 2009): an operation
+moving ``B`` bytes and computing ``F`` FLOPs takes ``max(B / (bw x eff_bw), F / (peak x eff_c))``,
+at the GPU's catalog peaks and servecap's fitted efficiencies (``specs.perf.Efficiency``); a ring
+all-reduce of ``S`` bytes over ``g`` GPUs moves ``2 (g - 1) / g x S`` bytes over each GPU's link
+(Patarasuk and Yuan 2009) plus a fixed latency.
+
+:class:`TableTimer`: NVIDIA's kernel timings shipped with AIConfigurator 0.12.0, reduced to
+:mod:`servecap.specs.kernel_timings` by ``benchmarks/kernel_tables.py``:
+
+- a GEMM of ``m`` tokens takes ``fixed_s(m) + ratio(m) x max(bytes / bw, flops / peak)`` at the
+  catalog's peaks (no efficiency), both read at ``m`` by linear interpolation in ``log m``
+  between the measured token counts (clamped at the ends);
+- a decode attention over ``b`` sequences of ``c`` context tokens reads its KV bytes at
+  ``ratio(b, c)`` times the bare bandwidth time, bilinear in ``(log b, log c)``, from the table of
+  the KV-head count per GPU nearest the model's (1, 2, 4 or 8; 128-wide heads);
+- a custom all-reduce of ``S`` bytes over ``g`` GPUs takes the measured time, linear in ``S``
+  between the measured sizes (beyond the largest, scaled by size).
+
+Anything else (another GPU, engine or dtype, MoE grouped GEMMs, prefill attention, MLA, AMD
+GPUs) takes the roofline, and the operation says so.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from servecap.core.ops.operation import ROOFLINE
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineTimer:
+    """Times at the GPU's peaks and the fitted efficiencies."""
+
+    hbm_bytes_s: float
+    peak_flops: float  # the weights' GEMM rate (bf16, fp8 or fp4 tensor cores)
+    bf16_flops: float  # attention's rate
+    bandwidth_efficiency: float
+    compute_efficiency: float  # the weights' rate
+    bf16_compute_efficiency: float
+    link_bytes_s: float
+    allreduce_latency_s: float
+
+    def gemm(self, m: int, n: int, k: int, weight_bytes: float, rate: str) -> tuple[float, str]:
+        """``m`` tokens through an ``n x k`` weight of ``weight_bytes`` bytes per parameter at the
+        tensor-core ``rate`` (the weights' own, or ``bf16`` for unquantized ones)."""
+        moved = n * k * weight_bytes
+        mem = moved / (self.hbm_bytes_s * self.bandwidth_efficiency)
+        if rate == "bf16":
+            comp = 2.0 * m * n * k / (self.bf16_flops * self.bf16_compute_efficiency)
+        else:
+            comp = 2.0 * m * n * k / (self.peak_flops * self.compute_efficiency)
+        return (mem if mem > comp else comp), ROOFLINE
+
+    def memory(self, moved_bytes: float) -> float:
+        return moved_bytes / (self.hbm_bytes_s * self.bandwidth_efficiency)
+
+    def attention(self, kv_bytes: float, flops: float) -> tuple[float, str]:
+        mem = kv_bytes / (self.hbm_bytes_s * self.bandwidth_efficiency)
+        comp = flops / (self.bf16_flops * self.bf16_compute_efficiency)
+        return (mem if mem > comp else comp), ROOFLINE
+
+    def allreduce(self, message_bytes: float, gpus: int) -> tuple[float, str]:
+        ring = 2.0 * (gpus - 1) / gpus
+        return ring * message_bytes / self.link_bytes_s + self.allreduce_latency_s, ROOFLINE
+
+
+def _interp_log(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
+    """Linear in ``log x`` between the points, clamped at the ends."""
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = bisect_right(xs, x)
+    x0, x1 = xs[i - 1], xs[i]
+    t = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    return ys[i - 1] + t * (ys[i] - ys[i - 1])
+
+
+@dataclass(frozen=True, slots=True)
+class _GemmCurve:
+    ms: tuple[float, ...]
+    fixed_s: tuple[float, ...]
+    ratio: tuple[float, ...]
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class _AttentionGrid:
+    batches: tuple[float, ...]
+    contexts: tuple[tuple[float, ...], ...]  # per batch, the measured contexts
+    ratios: tuple[tuple[float, ...], ...]
+    source: str
+
+
+class TableTimer:
+    """Measured tables for one GPU and engine where they cover an operation, else ``fallback``."""
+
+    def __init__(self, fallback: RooflineTimer, gpu: str, engine: str, rate: str, kv_dtype: str, kv_heads: int) -> None:
+        # the tables (160 KB of literals) load only when the operations model is asked for:
+        # ``servecap plan`` on the default roofline never pays for them
+        from servecap.specs.kernel_timings import ALLREDUCE_S, DECODE_ATTENTION_RATIO, GEMM_FIT, SOURCE
+
+        self.fallback = fallback
+        self.hbm_bytes_s = fallback.hbm_bytes_s
+        self.rate = rate
+        self._peaks = {rate: fallback.peak_flops, "bf16": fallback.bf16_flops}
+        self._gemm: dict[str, _GemmCurve] = {}
+        for r in {rate, "bf16"}:
+            fit = GEMM_FIT.get((gpu, engine, r))
+            if fit is not None:
+                version, rows = fit
+                self._gemm[r] = _GemmCurve(
+                    tuple(float(row[0]) for row in rows),
+                    tuple(row[1] for row in rows),
+                    tuple(row[2] for row in rows),
+                    f"measured: {SOURCE}, {engine} {version} {gpu} {r} GEMMs",
+                )
+        self._att: _AttentionGrid | None = None
+        kv = "fp8" if kv_dtype.startswith("fp8") else "bf16"
+        heads = min((1, 2, 4, 8), key=lambda h: abs(h - kv_heads)) if kv_heads > 0 else 0
+        att = DECODE_ATTENTION_RATIO.get((gpu, engine, kv, heads))
+        if att is not None:
+            version, cells = att
+            by_batch: dict[int, list[tuple[int, float]]] = {}
+            for b, c, ratio in cells:
+                by_batch.setdefault(b, []).append((c, ratio))
+            bs = tuple(sorted(by_batch))
+            self._att = _AttentionGrid(
+                tuple(float(b) for b in bs),
+                tuple(tuple(float(c) for c, _ in sorted(by_batch[b])) for b in bs),
+                tuple(tuple(x for _, x in sorted(by_batch[b])) for b in bs),
+                f"measured: {SOURCE}, {engine} {version} {gpu} decode attention ({kv} KV, {heads} KV heads)",
+            )
+        self._ar: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        self._ar_source = ""
+        ar = ALLREDUCE_S.get((gpu, engine))
+        if ar is not None:
+            version, by_tp = ar
+            self._ar = {g: (tuple(float(s) for s, _ in pts), tuple(t for _, t in pts)) for g, pts in by_tp.items()}
+            self._ar_source = f"measured: {SOURCE}, {engine} {version} {gpu} custom all-reduce"
+
+    def gemm(self, m: int, n: int, k: int, weight_bytes: float, rate: str) -> tuple[float, str]:
+        curve = self._gemm.get(rate)
+        if curve is None:
+            return self.fallback.gemm(m, n, k, weight_bytes, rate)
+        mem = (n * k * weight_bytes + (m * k + m * n) * 2.0) / self.hbm_bytes_s
+        comp = 2.0 * m * n * k / self._peaks[rate]
+        ideal = mem if mem > comp else comp
+        fixed = _interp_log(curve.ms, curve.fixed_s, m)
+        ratio = _interp_log(curve.ms, curve.ratio, m)
+        return fixed + ratio * ideal, curve.source
+
+    def decode_attention(self, kv_bytes: float, batch: int, context: float) -> tuple[float, str] | None:
+        """The measured time of a decode attention reading ``kv_bytes``, or None (not covered)."""
+        grid = self._att
+        if grid is None or batch < 1 or context < 1.0:
+            return None
+        b = float(batch)
+        bs = grid.batches
+        if b <= bs[0] or b >= bs[-1]:
+            i = 0 if b <= bs[0] else len(bs) - 1
+            r = _interp_log(grid.contexts[i], grid.ratios[i], context)
+        else:
+            j = bisect_right(bs, b)
+            r0 = _interp_log(grid.contexts[j - 1], grid.ratios[j - 1], context)
+            r1 = _interp_log(grid.contexts[j], grid.ratios[j], context)
+            t = (math.log(b) - math.log(bs[j - 1])) / (math.log(bs[j]) - math.log(bs[j - 1]))
+            r = r0 + t * (r1 - r0)
+        return r * kv_bytes / self.hbm_bytes_s, grid.source
+
+    def attention(self, kv_bytes: float, flops: float) -> tuple[float, str]:
+        return self.fallback.attention(kv_bytes, flops)
+
+    def memory(self, moved_bytes: float) -> float:
+        return self.fallback.memory(moved_bytes)
+
+    def allreduce(self, message_bytes: float, gpus: int) -> tuple[float, str]:
+        pts = self._ar.get(gpus)
+        if pts is None or message_bytes <= 0.0:
+            return self.fallback.allreduce(message_bytes, gpus)
+        sizes, times = pts
+        if message_bytes <= sizes[0]:
+            return times[0], self._ar_source
+        if message_bytes >= sizes[-1]:
+            return times[-1] * message_bytes / sizes[-1], self._ar_source
+        i = bisect_right(sizes, message_bytes)
+        t = (message_bytes - sizes[i - 1]) / (sizes[i] - sizes[i - 1])
+        return times[i - 1] + t * (times[i] - times[i - 1]), self._ar_source

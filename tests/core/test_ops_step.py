@@ -1,0 +1,200 @@
+"""The step as operations (core/ops): each operation's formula worked by hand, the measured tables'
+interpolation, and ``--explain-step`` adding up to the step the simulator uses."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from servecap.catalog.gpus import lookup_gpu
+from servecap.catalog.models import resolve_model
+from servecap.core.defaults import build_deployment
+from servecap.core.ops import OperationStep, explain_decode_step
+from servecap.core.ops.layers import layer_gemms
+from servecap.core.ops.timers import RooflineTimer, TableTimer
+from servecap.core.plan import plan
+from servecap.core.roofline import decode_batch
+from servecap.sim.setup import engine_setup_from_plan
+from servecap.sim.step_time import StepTimeModel
+from servecap.specs.kernel_timings import ALLREDUCE_S, GEMM_FIT
+from servecap.specs.perf import Efficiency
+
+OPS = Efficiency(step_model="operations")
+
+
+def _h200(model: str, tp: int, kv: str = "fp8"):  # type: ignore[no-untyped-def]
+    return build_deployment(resolve_model(model), lookup_gpu("H200"), tp=tp, weights_dtype="fp8", kv_cache_dtype=kv)
+
+
+def test_llama_70b_layer_gemms() -> None:
+    # Llama-3.1-70B: hidden 8,192, 64 query heads, 8 KV heads of 128, intermediate 28,672.
+    # qkv: 64 x 128 + 2 x 8 x 128 = 10,240 outputs; gate_up: 2 x 28,672 = 57,344.
+    m = resolve_model("meta-llama/Llama-3.1-70B")
+    got = [(name, n, k) for name, n, k, _ in layer_gemms(m, m.layers[0], 1)]
+    assert got == [
+        ("qkv_proj", 10240, 8192),
+        ("o_proj", 8192, 8192),
+        ("gate_up_proj", 57344, 8192),
+        ("down_proj", 8192, 28672),
+    ]
+    # tp 8: 8 query heads and one KV head per GPU: 8 x 128 + 2 x 128 = 1,280; 28,672 / 8 = 3,584
+    got8 = [(name, n, k) for name, n, k, _ in layer_gemms(m, m.layers[0], 8)]
+    assert got8[0] == ("qkv_proj", 1280, 8192)
+    assert got8[3] == ("down_proj", 8192, 3584)
+
+
+def test_deepseek_v3_mla_and_moe_gemms_at_tp8() -> None:
+    # DeepSeek-V3: hidden 7,168, 128 heads (16 per GPU), q_lora 1,536, kv_lora 512, d_nope 128,
+    # d_rope 64, d_v 128; 256 experts, one shared expert of 2,048 (256 per GPU); router 256 x 7,168.
+    m = resolve_model("deepseek-ai/DeepSeek-V3")
+    moe_layer = next(layer for layer in m.layers if layer.mlp == "moe")
+    got = [(name, n, k, rep) for name, n, k, rep in layer_gemms(m, moe_layer, 8)]
+    assert got == [
+        ("q_a_proj", 1536, 7168, True),
+        ("q_b_proj", 16 * 192, 1536, False),
+        ("kv_a_proj", 576, 7168, True),
+        ("kv_b_proj", 16 * 256, 512, False),
+        ("o_proj", 7168, 16 * 128, False),
+        ("moe_router", 256, 7168, True),
+        ("shared_gate_up_proj", 512, 7168, False),
+        ("shared_down_proj", 7168, 256, False),
+    ]
+
+
+def _roof(**kw: float) -> RooflineTimer:
+    base = dict(
+        hbm_bytes_s=4.8e12,
+        peak_flops=1978e12,
+        bf16_flops=989e12,
+        bandwidth_efficiency=0.714,
+        compute_efficiency=0.42,
+        bf16_compute_efficiency=0.60,
+        link_bytes_s=450e9,
+        allreduce_latency_s=10e-6,
+    )
+    base.update(kw)
+    return RooflineTimer(**base)
+
+
+def test_roofline_gemm_by_hand() -> None:
+    # qkv of Llama-3.1-70B FP8 at 64 tokens on an H200: weights 10,240 x 8,192 x 1 B = 83,886,080 B
+    # over 4.8 TB/s x 0.714 = 24.476 us; 2 x 64 x 10,240 x 8,192 = 10,737,418,240 FLOPs over
+    # 1,978 TFLOP/s x 0.42 = 12.925 us; memory-bound: 24.476 us.
+    sec, src = _roof().gemm(64, 10240, 8192, 1.0, "fp8")
+    assert src == "roofline"
+    assert sec == pytest.approx(83_886_080 / 3.4272e12, rel=1e-12)
+    assert sec == pytest.approx(24.4765e-6, rel=1e-5)
+    # at 4,096 tokens compute binds: 6.8719e11 FLOPs / 8.3076e14 = 827.2 us
+    big, _ = _roof().gemm(4096, 10240, 8192, 1.0, "fp8")
+    assert big == pytest.approx(2 * 4096 * 10240 * 8192 / (1978e12 * 0.42), rel=1e-12)
+
+
+def test_ring_allreduce_by_hand() -> None:
+    # 64 tokens x 8,192 x 2 B = 1,048,576 B over 8 GPUs: 2 x 7/8 x 1,048,576 = 1,835,008 B
+    # over 450 GB/s = 4.078 us, + 10 us latency
+    sec, _ = _roof().allreduce(1_048_576, 8)
+    assert sec == pytest.approx(1_835_008 / 450e9 + 10e-6, rel=1e-12)
+
+
+def test_table_gemm_reads_and_interpolates_the_measured_line() -> None:
+    t = TableTimer(_roof(), "H200-SXM", "vllm", "fp8", "fp8", 8)
+    rows = {m: (fixed, ratio) for m, fixed, ratio in GEMM_FIT[("H200-SXM", "vllm", "fp8")][1]}
+    n, k = 10240, 8192
+
+    def ideal(m: int) -> float:
+        mem = (n * k * 1.0 + (m * k + m * n) * 2.0) / 4.8e12
+        return max(mem, 2.0 * m * n * k / 1978e12)
+
+    sec, src = t.gemm(64, n, k, 1.0, "fp8")
+    assert src.startswith("measured: NVIDIA AIConfigurator 0.12.0") and "vllm 0.24.0 H200-SXM fp8" in src
+    assert sec == pytest.approx(rows[64][0] + rows[64][1] * ideal(64), rel=1e-12)
+    # 96 tokens: 0.58496 of the way from 64 to 128 in log m (log 1.5 / log 2)
+    w = math.log(1.5) / math.log(2.0)
+    fixed = rows[64][0] + w * (rows[128][0] - rows[64][0])
+    ratio = rows[64][1] + w * (rows[128][1] - rows[64][1])
+    assert t.gemm(96, n, k, 1.0, "fp8")[0] == pytest.approx(fixed + ratio * ideal(96), rel=1e-12)
+    # no table for this GPU: the roofline
+    other = TableTimer(_roof(), "MI300X", "vllm", "fp8", "fp8", 8)
+    assert other.gemm(64, n, k, 1.0, "fp8") == _roof().gemm(64, n, k, 1.0, "fp8")
+
+
+def test_table_allreduce_at_a_measured_size() -> None:
+    t = TableTimer(_roof(), "H200-SXM", "vllm", "fp8", "fp8", 8)
+    pts = dict(ALLREDUCE_S[("H200-SXM", "vllm")][1][8])
+    sec, src = t.allreduce(1_048_576, 8)
+    assert sec == pts[1_048_576] and "custom all-reduce" in src
+    # tp 3 is not measured: the ring
+    assert t.allreduce(1_048_576, 3) == _roof().allreduce(1_048_576, 3)
+
+
+def test_ep_dispatch_bytes_by_hand() -> None:
+    # the seam of expert parallelism: DeepSeek-V3 at EP 8, 4 tokens, top-8, hidden 7,168, BF16:
+    # 4 x 8 x 7,168 x 2 x 7/8 = 401,408 B per MoE layer, 58 MoE layers: 23,281,664 B
+    dep = _h200("deepseek-ai/DeepSeek-V3", 8, kv="auto")
+    cost = plan(dep, efficiency=OPS).step
+    ops = OperationStep(dep, cost, ep=8).token_ops(4, OPS)
+    dispatch = next(o for o in ops if o.name == "ep_dispatch")
+    assert dispatch.count == 58
+    assert dispatch.bytes == pytest.approx(401_408 * 58, rel=1e-12)
+    assert all(o.name not in ("ep_dispatch", "ep_combine") for o in OperationStep(dep, cost).token_ops(4, OPS))
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "kv", "batch"),
+    [("meta-llama/Llama-3.1-70B", 1, "fp8", 64), ("deepseek-ai/DeepSeek-V3", 8, "auto", 4)],
+)
+@pytest.mark.parametrize("step_model", ["operations", "roofline"])
+def test_explain_step_adds_up_to_the_simulators_step(model: str, tp: int, kv: str, batch: int, step_model: str) -> None:
+    eff = Efficiency(step_model=step_model)
+    dep = _h200(model, tp, kv)
+    p = plan(dep, efficiency=eff)
+    setup = engine_setup_from_plan(p, efficiency=eff)
+    sim_model = StepTimeModel(setup.step, setup.efficiency)
+    context = 1088.0
+    shape = decode_batch(batch, context, setup.step.window_tokens)
+    simulated = sim_model.time(
+        shape.num_tokens,
+        shape.num_seqs,
+        shape.kv_tokens,
+        shape.window_kv_tokens,
+        shape.attn_pairs,
+        shape.window_attn_pairs,
+        shape.prompt_tokens,
+    )
+    step = explain_decode_step(dep, p.step, eff, batch=batch, context_tokens=context)
+    assert step.total_s == pytest.approx(simulated, rel=1e-9)
+    assert sum(o.time_s for o in step.operations) == pytest.approx(simulated, rel=1e-9)
+    names = [o.name for o in step.operations]
+    assert "attention" in names and "lm_head" in names and "step_overhead" in names
+    if tp > 1:
+        assert "tp_allreduce" in names and "moe_experts" in names
+    if step_model == "operations":
+        assert any(o.measured for o in step.operations)  # H200 vLLM tables cover the GEMMs
+        assert 0.0 < step.fallback_share < 1.0
+    else:
+        assert names[-1] == "roofline_overlap"
+
+
+def test_operations_step_is_memoised_and_deterministic() -> None:
+    dep = _h200("meta-llama/Llama-3.1-70B", 1)
+    ops = plan(dep, efficiency=OPS).step.ops
+    assert isinstance(ops, OperationStep)
+    a = ops.time(OPS, 64, 64, 64 * 1088.0, 64 * 1088.0, 64 * 1088.0, 64 * 1088.0, 0)
+    assert 64 in ops._by_tokens
+    assert ops.time(OPS, 64, 64, 64 * 1088.0, 64 * 1088.0, 64 * 1088.0, 64 * 1088.0, 0) == a
+
+
+def test_eager_launch_beyond_the_captured_batch() -> None:
+    # vLLM captures CUDA graphs up to 512 tokens; a larger decode step launches every kernel
+    # eagerly, which costs only what the GPU's own work does not hide
+    dep = build_deployment(resolve_model("Qwen/Qwen3-1.7B"), lookup_gpu("H100"))
+    cost = plan(dep, efficiency=OPS).step
+    ops = cost.ops
+    assert isinstance(ops, OperationStep)
+    small = [o.name for o in ops.operations(decode_batch(512, 100.0, None), OPS)]
+    assert "eager_launch" not in small
+    big = ops.operations(decode_batch(513, 100.0, None), OPS)
+    launch = next(o for o in big if o.name == "eager_launch")
+    gpu = sum(o.time_s for o in big if o.kind != "overhead")
+    assert launch.time_s == pytest.approx(max(0.0, launch.count * 16.4e-6 - gpu), abs=1e-15)
