@@ -9,6 +9,7 @@ figure's rounding interval contains it.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -46,6 +47,7 @@ def _capacity(model: str, tp: int, max_model_len: int, available: int, kv: str =
         ("aws-samples-qwen3-coder-30b-4xl40s-tp4", "Qwen/Qwen3-30B-A3B", 4, 32768, "bf16", 64822, 1037152, 31.65),
         ("doc-qwen3-235b-2507-fp8-8xl40s-tp8", "Qwen/Qwen3-235B-A22B", 8, 32768, "bf16", 14834, 237344, 7.24),
         ("servecap-vllm026-llama31-8b-h100", "meta-llama/Llama-3.1-8B", 1, 8192, "bf16", 29051, 464816, 56.74),
+        ("servecap-vllm026-llama31-70b-fp8-h200", "meta-llama/Llama-3.1-70B", 1, 8192, "bf16", 11958, 191328, 23.36),
         ("vllm-25350-fp8-kv-100k", "Qwen/Qwen3-30B-A3B", 1, 100000, "fp8", 14408, 230528, 2.31),
         (
             "arm-learning-paths-mistral-7b-v0.2-gptq-dgx-spark",
@@ -160,3 +162,61 @@ def test_llama8b_h100_vllm026_budget_from_logged_components(startup_cases: dict[
     # four logged terms each rounded to +-0.005 GiB: +-0.02 GiB = +-10 blocks of 2 MiB
     assert abs(cap.num_blocks - 29051) <= 10
     assert round(available / GIB_BYTES, 2) == r["available_kv_cache_memory_gib"]
+
+
+def test_llama70b_fp8_h200_vllm026_budget_from_logged_components(startup_cases: dict[str, Any]) -> None:
+    """First-party vLLM 0.26.0 log on an H200 (benchmarks/vllm_sweep/sweep_models.sh): 0.92 x
+    139.8 GiB = 128.62 GiB requested (logged) - 67.73 FP8 weights - 2.27 activation - 0.22
+    non-torch = 58.40 GiB, where the log says 58.39 GiB available: each of the four logged terms
+    is rounded to 0.01 GiB, so the difference is rounding (+-0.02 GiB = +-4 blocks of 5 MiB). The
+    1.92 GiB of CUDA graphs is not taken from the budget, as on the H100 log."""
+    r = startup_cases["servecap-vllm026-llama31-70b-fp8-h200"]["reported"]
+    assert round(0.92 * r["total_gpu_memory_gib"], 2) == r["requested_memory_gib"]
+    available_gib = r["requested_memory_gib"] - r["weights_gib"] - r["activation_peak_gib"] - r["non_torch_memory_gib"]
+    assert abs(available_gib - r["available_kv_cache_memory_gib"]) <= 0.02
+    cap = _capacity("meta-llama/Llama-3.1-70B", 1, 8192, int(available_gib * GIB_BYTES), batched=8192)
+    assert cap.layout.bytes_per_block == 80 * 8 * 128 * 2 * 2 * 16  # 5 MiB: 327,680 B per token
+    assert abs(cap.num_blocks - 11958) <= 4
+
+
+def _h200_70b_fp8_plan(gpu: Any) -> Any:
+    dep = build_deployment(
+        resolve_model("meta-llama/Llama-3.1-70B"),
+        gpu,
+        weights_dtype="fp8",
+        max_model_len=8192,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+    )
+    return plan(dep)
+
+
+def test_llama70b_fp8_h200_plan_against_the_log(startup_cases: dict[str, Any]) -> None:
+    """servecap's own plan of the logged deployment (no KV bytes passed in).
+
+    The FP8 weights servecap counts (per-tensor FP8 linear layers, BF16 embedding, LM head and
+    norms) are the logged 67.73 GiB within 0.1%. Its activation and runtime estimates (2.54 and
+    0.35 GiB) are 0.40 GiB above the logged 2.27 and 0.22. The catalog's H200 total is the
+    nameplate 141 GB = 131.32 GiB, where the driver reports 139.8 GiB to vLLM: with the catalog's
+    total the plan holds 10,288 blocks, 14% fewer than the logged 11,958; with the reported total
+    it holds 11,887, 71 blocks (0.6%) fewer: the activation and runtime estimates' extra 0.40 GiB
+    less the 0.05 GiB fewer weight bytes servecap counts = 0.35 GiB = 71 blocks of 5 MiB."""
+    r = startup_cases["servecap-vllm026-llama31-70b-fp8-h200"]["reported"]
+    catalog_h200 = lookup_gpu("H200-SXM")
+    p = _h200_70b_fp8_plan(catalog_h200)
+    assert p.stage.budget.weights_bytes / GIB_BYTES == pytest.approx(r["weights_gib"], rel=1e-3)
+    extra_gib = (p.stage.budget.activation_bytes + p.stage.budget.non_torch_bytes) / GIB_BYTES - (
+        r["activation_peak_gib"] + r["non_torch_memory_gib"]
+    )
+    assert extra_gib == pytest.approx(0.40, abs=0.01)
+    assert catalog_h200.total_memory_bytes == 141 * 10**9
+    assert p.stage.kv.num_blocks == 10288
+    assert p.stage.kv.num_blocks / 11958 - 1 == pytest.approx(-0.14, abs=0.005)
+    reported = dataclasses.replace(catalog_h200, memory_gib_reported=r["total_gpu_memory_gib"])
+    q = _h200_70b_fp8_plan(reported)
+    assert q.stage.kv.num_blocks == 11887
+    assert q.stage.kv.kv_cache_tokens == 11887 * 16
+    weights_gap_gib = r["weights_gib"] - q.stage.budget.weights_bytes / GIB_BYTES
+    # the gap in blocks is the two estimates' difference, to the logged terms' rounding
+    assert (11958 - q.stage.kv.num_blocks) * 5 / 1024 == pytest.approx(extra_gib - weights_gap_gib, abs=0.02)
+    assert round(q.stage.kv.max_concurrency, 2) == 23.22  # logged: 23.36x

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The H200 sweep (docs/validation.md, "First-party vLLM rows (H200)"): run.sh for each model in
+# priority order, shorter sweeps than the H100 one, until DEADLINE_S seconds after the start;
+# each model's results are packed into RESULTS/<name>.tgz after every run, so a model cut off
+# by the deadline keeps the runs it finished. A model is skipped when less time is left than it
+# needs to start and run a few points (start-up alone: 224 s for the 70B FP8 model, 105 s of it
+# torch.compile, on a bare machine).
+#
+#   RESULTS=/tmp/out bash benchmarks/vllm_sweep/sweep_models.sh 560
+set -uo pipefail
+DEADLINE_S="${1:?deadline in seconds}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+RESULTS="${RESULTS:?set RESULTS}"
+WORK="${WORK:-/tmp/servecap-sweep}"
+mkdir -p "$RESULTS" "$WORK"
+gpu_free() {  # wait until the GPU's memory is released by the last server (at most 40 s)
+  local used=""
+  for _ in $(seq 1 40); do
+    used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+    [ "${used:-99999}" -lt 2000 ] && return 0
+    sleep 1
+  done
+  echo "GPU memory still in use: ${used} MiB"
+}
+model() {  # name, seconds it needs at least, then run.sh's settings
+  local name=$1 need=$2; shift 2
+  local left=$((DEADLINE_S - SECONDS))
+  if [ "$left" -lt "$need" ]; then echo "skip $name: ${left}s left, needs $need"; return; fi
+  echo "=== $name at ${SECONDS}s (${left}s left)"
+  gpu_free
+  env "$@" OUT_DIR="$WORK/$name" MODEL_DIR="$WORK/model-$name" \
+    AFTER_RUN="tar -czf $RESULTS/$name.tgz -C $WORK $name" \
+    timeout -k 10 $((left - 5)) bash "$HERE/run.sh"
+  echo "$name rc=$? at ${SECONDS}s"
+  tar -czf "$RESULTS/$name.tgz" -C "$WORK" "$name"
+}
+model llama31-70b-fp8 200 PORT=8000 MODEL=meta-llama--Llama-3.1-70B QUANT=fp8 \
+  RUNS="warmup:100:8:c8 c1:1:6:c1 c4:2:16:c4 c16:3:48:c16 c64:4:128:c64 r2:6:64:r2 c256:5:256:c256"
+model qwen3-30b-a3b 130 PORT=8001 MODEL=Qwen--Qwen3-30B-A3B QUANT=bf16 \
+  RUNS="warmup:100:8:c8 c1:1:8:c1 c16:3:64:c16 c64:4:128:c64 r8:6:96:r8 c256:5:256:c256 c4:2:16:c4"
+model llama31-8b-fp8 110 PORT=8002 MODEL=meta-llama--Llama-3.1-8B QUANT=fp8 \
+  RUNS="warmup:100:8:c8 c1:1:8:c1 c16:3:64:c16 c64:4:128:c64 c256:5:256:c256 r8:6:96:r8"
+echo "all done at ${SECONDS}s"
