@@ -77,13 +77,21 @@ def engine_setup_from_plan(
         caching = False
         notes.append("prefix caching not simulated for sliding-window/hybrid KV layouts")
     policy: SchedulingPolicy = "priority" if scheduling_policy == "priority" else "fcfs"
+    # attention data parallelism: the dp ranks' pools and limits, scheduled as one balanced pool
+    # (the step prices a rank's share: core/roofline.py StepCost.dp)
+    dp = plan.deployment.parallelism.dp
+    if dp > 1:
+        notes.append(
+            f"attention DP {dp}: the ranks' KV pools and batch limits pooled, decodes spread evenly over the "
+            "ranks, a prefill chunk on one rank"
+        )
     return EngineSetup(
         layout=plan.layout,
-        num_gpu_blocks=plan.num_gpu_blocks,
+        num_gpu_blocks=plan.num_gpu_blocks * dp,
         step=plan.step,
         efficiency=efficiency or plan.efficiency,
-        max_num_seqs=eng.max_num_seqs,
-        max_num_batched_tokens=eng.max_num_batched_tokens,
+        max_num_seqs=eng.max_num_seqs * dp,
+        max_num_batched_tokens=eng.max_num_batched_tokens * dp,
         max_model_len=eng.max_model_len,
         enable_prefix_caching=caching,
         waiting_queue_limit=waiting_queue_limit,
