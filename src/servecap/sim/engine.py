@@ -43,15 +43,27 @@ does not change (no arrival, completion or admission) in one call.
 
 Tokens are emitted at the end of their step. ``StepOutcome.decoded`` lists every request that
 received a token in the step, first tokens included.
+
+**Speculative decoding** (``setup.spec_acceptance``): a decode step gives each sequence
+``1 + accepted`` tokens, the accepted count drawn per sequence and step from the per-position
+acceptance (:class:`~servecap.core.spec_decode.SpecSampler`, its RNG passed in). The draws are
+made when a request arrives: the steps its ``N`` output tokens take (the prefill's token, then
+bursts until ``N`` are out) become its step count, which the lazy machinery above runs as it
+runs any request, so the non-speculative path is unchanged. The step's price has the ``k + 1``
+verified tokens and the draft (``StepCost.spec_k``); the records keep the request's ``N``
+tokens. What this leaves out: the KV of a burst's extra tokens (the context is counted one token
+a step, short by ``N - steps`` tokens at the end) and the token budget the verified tokens take.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import random
 from collections.abc import Sequence
 
 from servecap.core.roofline import prefill_batch
+from servecap.core.spec_decode import SpecSampler
 from servecap.errors import ServecapError
 from servecap.sim.engine_types import EngineRequest as EngineRequest
 from servecap.sim.engine_types import EngineStats as EngineStats
@@ -88,8 +100,13 @@ class Engine:
         record_token_times: bool = False,
         exact_step_time: bool = False,
         step_model: StepTimeModel | None = None,
+        spec_rng: random.Random | None = None,
     ) -> None:
         self.setup = setup
+        # speculative decoding: a request's decode steps drawn on arrival (see the module doc)
+        self._spec: SpecSampler | None = None
+        if setup.spec_acceptance:
+            self._spec = SpecSampler(setup.spec_acceptance, spec_rng if spec_rng is not None else random.Random(0))
         layout = setup.layout
         self.layout = layout
         self.block_size = layout.block_size
@@ -206,6 +223,8 @@ class Engine:
         limit = self.setup.waiting_queue_limit
         if limit is not None and len(self.waiting) >= limit:
             return False
+        if self._spec is not None:  # from here on the request counts steps, each its accepted burst
+            output_tokens = self._spec.decode_steps(output_tokens)
         r = RequestState(
             request_id, prompt_tokens, output_tokens, prefix_key if self.caching else None, priority, self._seq, now_s
         )

@@ -34,6 +34,7 @@ class EngineSetup:
     scheduling_policy: SchedulingPolicy = "fcfs"
     notes: tuple[str, ...] = ()
     engine: str = "vllm"  # the engine profile whose admission rule the scheduler follows
+    spec_acceptance: tuple[float, ...] = ()  # speculative decoding: per-position acceptance (core/spec_decode.py)
 
     @property
     def block_size(self) -> int:
@@ -98,4 +99,5 @@ def engine_setup_from_plan(
         scheduling_policy=policy,
         notes=tuple(notes),
         engine=eng.engine,
+        spec_acceptance=spec.acceptance if (spec := plan.deployment.speculative) is not None else (),
     )
