@@ -347,7 +347,7 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
             flags.speculative,
             flags.num_speculative_tokens,
             flags.spec_acceptance,
-            resolve_model(flags.draft_model) if flags.draft_model is not None else None,
+            _draft_model(flags.draft_model),
         )
     elif flags.draft_model is not None:
         raise ServecapError("draft_model", flags.draft_model, "needs --speculative draft")
@@ -391,6 +391,18 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
         else:
             notes.append(engine_note(dep))
     return dep, notes
+
+
+def _draft_model(name: str | None) -> Any:
+    """The draft model's spec; a failed lookup names ``draft_model``."""
+    if name is None:
+        return None
+    from servecap.catalog import resolve_model
+
+    try:
+        return resolve_model(name)
+    except ServecapError as err:
+        raise ServecapError("draft_model", name, err.problem) from None
 
 
 def engine_note(dep: Deployment) -> str:
