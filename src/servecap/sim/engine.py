@@ -105,6 +105,7 @@ class Engine:
         self.setup = setup
         # speculative decoding: a request's decode steps drawn on arrival (see the module doc)
         self._spec: SpecSampler | None = None
+        self._decode_tokens = 1 + len(setup.spec_acceptance)  # budget a decoding request takes (k + 1 verified)
         if setup.spec_acceptance:
             self._spec = SpecSampler(setup.spec_acceptance, spec_rng if spec_rng is not None else random.Random(0))
         layout = setup.layout
@@ -581,7 +582,7 @@ class Engine:
         pool = self.pool
         decoding = self._decoding
         preempted = _NONE_PREEMPTED  # a new list only in a step that preempts (rare)
-        budget = self.max_num_batched_tokens - len(decoding)
+        budget = self.max_num_batched_tokens - len(decoding) * self._decode_tokens
         chunks: list[tuple[RequestState, int]] = []  # prefill work of this step: (request, tokens)
 
         # SGLang (no mixed batches): a step that can prefill runs prefill only, decoders wait
@@ -599,7 +600,7 @@ class Engine:
             if need + part_need > pool.free + len(pool.lru) * pool.per_key:
                 preempted = []
                 self._schedule_running_exact(preempted, chunks)
-                budget = self.max_num_batched_tokens - len(decoding) - sum(n for _, n in chunks)
+                budget = self.max_num_batched_tokens - len(decoding) * self._decode_tokens - sum(n for _, n in chunks)
             else:
                 self._allocate(need + part_need)
                 if part is not None:
