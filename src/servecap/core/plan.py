@@ -42,6 +42,7 @@ class Stage:
     weights_bytes_per_gpu: int
     budget: MemoryBudget
     kv: KvCapacity
+    draft_bytes_per_gpu: int = 0  # a speculative draft's weights, within weights_bytes_per_gpu
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +147,7 @@ def _stages(dep: Deployment) -> list[Stage]:
             max_model_len=eng.max_model_len,
             max_num_batched_tokens=eng.max_num_batched_tokens,
         )
-        stages.append(Stage(weights, budget, cap))
+        stages.append(Stage(weights, budget, cap, weights - w.weights_bytes_per_gpu))
     return stages
 
 
@@ -231,7 +232,7 @@ def _deployment_pieces(dep: Deployment) -> DeploymentPieces:
         raise _kv_short_message(dep, stage, err) from None
     return DeploymentPieces(
         stage=stage,
-        step=step_cost(dep, stage_weights_bytes=stage.weights_bytes_per_gpu),
+        step=step_cost(dep, stage_weights_bytes=stage.weights_bytes_per_gpu - stage.draft_bytes_per_gpu),
         params=param_counts(dep.model),
         kv_bytes_per_token_per_gpu=kv_bytes_per_token(dep.model, tp, dep.kv_dtype)
         + sliding_bytes_per_token(dep.model, tp, dep.kv_dtype),

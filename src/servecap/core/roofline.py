@@ -518,12 +518,20 @@ def draft_cost_of(dep: Deployment, layers: tuple[LayerSpec, ...] | None = None, 
         wbytes = dep.weights_dtype.bytes_per_param if dep.weights_dtype.quantized else _ACT_BYTES[model.torch_dtype]
     last = model.layers[-1] if layers is None else layers[-1]
     p = layer_params_table(model)[last]
-    active = p.mixer + p.dense_mlp + p.routed_experts_active + p.moe_other + p.norms
+    par = dep.parallelism
+    routed_total, routed_active = float(p.routed_experts), float(p.routed_experts_active)
+    if model.moe is not None and par.dp > 1:
+        # the head's experts spread over the tp x dp GPUs as the target's do; a pass reads the
+        # slices a GPU holds (all of them touched by a replica's batch) or the k it routes to
+        held = routed_total * (model.moe.num_experts + par.redundant_experts) / model.moe.num_experts / par.dp
+        routed_active = min(routed_active, held)
+        routed_total = held
+    other = p.mixer + p.dense_mlp + p.moe_other + p.norms
     return draft_cost(
         spec,
         model,
-        layer_active_params=active,
-        layer_total_params=p.total,
+        layer_active_params=other + routed_active,
+        layer_total_params=other + routed_total,
         layer_kv_bytes_per_token=attention_bytes_per_token_per_layer(model, last.mixer, tp, dep.kv_dtype)
         if last.mixer in (AttentionKind.FULL, AttentionKind.MLA, AttentionKind.SLIDING)
         else 0.0,
