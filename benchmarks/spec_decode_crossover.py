@@ -13,6 +13,7 @@ gain falling with batch in SGLang on one H100 (LLaMA-3.1-8B: 2.36x at batch 1, 1
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import time
 from dataclasses import replace
@@ -27,7 +28,7 @@ from servecap.sim import engine_setup_from_plan, simulate
 from servecap.specs import RequestShape
 from servecap.specs.deployment import SpecDecodeConfig
 from servecap.workload import workload_from_flags
-from servecap.workload.dists import FixedDist
+from servecap.workload.spec_parts import FixedDist
 
 BATCHES = (1, 4, 16, 64, 128, 256, 512, 1024)
 
@@ -44,7 +45,7 @@ def _tok_s(setup: object, users: int, per_user: int, prompt: int, output: int) -
 
 def crossover(ratios: list[tuple[int, float]]) -> float | None:
     """The batch where the ratio crosses 1, log-interpolated between the bracketing batches."""
-    for (b0, r0), (b1, r1) in zip(ratios, ratios[1:], strict=False):
+    for (b0, r0), (b1, r1) in itertools.pairwise(ratios):
         if r0 >= 1.0 > r1:
             f = (r0 - 1.0) / (r0 - r1)
             return math.exp(math.log(b0) + f * (math.log(b1) - math.log(b0)))
@@ -70,9 +71,7 @@ def main() -> None:
     base_setup = engine_setup_from_plan(plan(dep, request=req))
     setups = {
         name: engine_setup_from_plan(
-            plan(
-                replace(dep, speculative=SpecDecodeConfig(spec.method, spec.num_speculative_tokens, acc)), request=req
-            )
+            plan(replace(dep, speculative=SpecDecodeConfig(spec.method, spec.num_speculative_tokens, acc)), request=req)
         )
         for name, acc in variants.items()
     }

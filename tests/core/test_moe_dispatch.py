@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from servecap.core.comm import Links, group_link, p2p_s, ring_allreduce_s

@@ -37,6 +37,7 @@ GPU's load over the mean.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -115,7 +116,7 @@ def _interp_log2(table: dict[int, tuple[float, float]], ep: int, which: int) -> 
         return table[keys[0]][which]
     if ep >= keys[-1]:
         return table[keys[-1]][which]
-    for lo, hi in zip(keys, keys[1:], strict=False):
+    for lo, hi in itertools.pairwise(keys):
         if lo <= ep <= hi:
             f = (math.log2(ep) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
             return table[lo][which] + f * (table[hi][which] - table[lo][which])

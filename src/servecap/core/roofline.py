@@ -43,13 +43,13 @@ from typing import Literal
 
 from servecap.core.activation_traffic import activation_bytes_per_token
 from servecap.core.comm import Links
-from servecap.core.spec_decode import DraftCost, expected_tokens_per_step
 from servecap.core.kv import (
     attention_bytes_per_token_per_layer,
     kv_heads_per_rank,
     state_bytes_per_layer,
 )
 from servecap.core.params import layer_params_table, param_counts
+from servecap.core.spec_decode import DraftCost, expected_tokens_per_step
 from servecap.specs.deployment import Deployment
 from servecap.specs.engines import engine_profile
 from servecap.specs.model import AttentionKind, LayerSpec
@@ -406,9 +406,7 @@ def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
     dense_weight_bytes = stage_weights_bytes - expert_bytes_per_layer * moe_layers * held_experts
     # the routed experts one token runs: k of the E experts of every MoE layer of the stage,
     # spread over the tp x dp GPUs of the layer
-    expert_flops = (
-        2.0 * expert_total / moe.num_experts * moe.experts_per_token / shards if moe and moe_layers else 0.0
-    )
+    expert_flops = 2.0 * expert_total / moe.num_experts * moe.experts_per_token / shards if moe and moe_layers else 0.0
     a2a_ll = a2a_normal = a2a_latency = 0.0
     load = 1.0
     if moe is not None and moe_layers and par.ep > 1:
@@ -445,6 +443,7 @@ def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
         from servecap.core.comm import group_link
 
         link = group_link(deployment_links(dep), tp, par.gpus_per_node)[0]
+    spec_k, spec_tokens, draft_bytes, draft_flops, draft_kv, draft_overhead = _spec_fields(dep, layers, wbytes)
     return StepCost(
         dense_weight_bytes=max(0.0, dense_weight_bytes),
         expert_bytes_per_layer=expert_bytes_per_layer,
@@ -486,27 +485,38 @@ def step_cost(dep: Deployment, *, stage_weights_bytes: int) -> StepCost:
         a2a_latency_s=a2a_latency,
         a2a_mode=par.a2a_mode,
         two_batch_overlap=par.two_batch_overlap,
-        **_spec_fields(dep, layers, wbytes),
+        spec_k=spec_k,
+        spec_tokens_per_step=spec_tokens,
+        draft_bytes_per_pass=draft_bytes,
+        draft_flops_per_token=draft_flops,
+        draft_kv_bytes_per_token=draft_kv,
+        draft_pass_overhead_s=draft_overhead,
     )
 
 
-def _spec_fields(dep: Deployment, layers: tuple[LayerSpec, ...], wbytes: float) -> dict[str, float | int]:
-    """StepCost's speculative-decoding fields (core/spec_decode.py); none without it."""
+def _spec_fields(
+    dep: Deployment, layers: tuple[LayerSpec, ...], wbytes: float
+) -> tuple[int, float, float, float, float, float]:
+    """StepCost's speculative-decoding fields (core/spec_decode.py): ``(spec_k,
+    spec_tokens_per_step, draft_bytes_per_pass, draft_flops_per_token, draft_kv_bytes_per_token,
+    draft_pass_overhead_s)``; zeros without it."""
     spec = dep.speculative
     if spec is None:
-        return {}
+        return 0, 1.0, 0.0, 0.0, 0.0, 0.0
     d = draft_cost_of(dep, layers, wbytes)
-    return {
-        "spec_k": spec.num_speculative_tokens,
-        "spec_tokens_per_step": expected_tokens_per_step(spec.acceptance),
-        "draft_bytes_per_pass": d.bytes_per_pass,
-        "draft_flops_per_token": d.flops_per_token,
-        "draft_kv_bytes_per_token": d.kv_bytes_per_context_token,
-        "draft_pass_overhead_s": d.pass_overhead_s,
-    }
+    return (
+        spec.num_speculative_tokens,
+        expected_tokens_per_step(spec.acceptance),
+        d.bytes_per_pass,
+        d.flops_per_token,
+        d.kv_bytes_per_context_token,
+        d.pass_overhead_s,
+    )
 
 
-def draft_cost_of(dep: Deployment, layers: tuple[LayerSpec, ...] | None = None, wbytes: float | None = None) -> DraftCost:
+def draft_cost_of(
+    dep: Deployment, layers: tuple[LayerSpec, ...] | None = None, wbytes: float | None = None
+) -> DraftCost:
     """The draft's per-GPU cost for ``dep`` (its speculative settings must be set): the target's
     last layer stands for an MTP/EAGLE head's layer."""
     from servecap.core.spec_decode import draft_cost

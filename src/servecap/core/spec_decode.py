@@ -101,7 +101,9 @@ def conditional_from_unconditional(per_position: Sequence[float]) -> tuple[float
 def constant_rate_for_length(mean_length: float, k: int) -> float:
     """The constant per-position rate ``a`` with ``(1 - a^(k+1)) / (1 - a) = mean_length``."""
     if not 1.0 <= mean_length <= k + 1:
-        raise ServecapError("spec_acceptance", mean_length, f"a mean acceptance length must be from 1 to k + 1 = {k + 1}")
+        raise ServecapError(
+            "spec_acceptance", mean_length, f"a mean acceptance length must be from 1 to k + 1 = {k + 1}"
+        )
     lo, hi = 0.0, 1.0
     for _ in range(100):
         mid = (lo + hi) / 2.0
@@ -293,12 +295,12 @@ def draft_cost(
         assert d is not None
         counts = param_counts(d)
         dbytes = 4.0 if d.torch_dtype == "fp32" else 2.0  # served at its checkpoint dtype
-        active = counts.text_matmul_active
+        body = counts.text_matmul_active
         kv = float(kv_bytes_per_token(d, tp, resolve_kv_dtype("auto", d)))
         return DraftCost(
             k,
-            active * dbytes / tp,
-            2.0 * active / tp,
+            body * dbytes / tp,
+            2.0 * body / tp,
             kv,
             counts.total * dbytes / tp,
             DRAFT_PASS_OVERHEAD_S,
@@ -306,7 +308,7 @@ def draft_cost(
     if config.method == "mtp":
         extra = 2 * h * h  # eh_proj
         head = model.vocab_size * h  # shared with the target, read again each pass
-        resident = layer_total_params + extra
+        resident: float = layer_total_params + extra
     else:
         extra = (3 if config.method == "eagle3" else 2) * h * h
         head = (EAGLE3_DRAFT_VOCAB if config.method == "eagle3" else model.vocab_size) * h

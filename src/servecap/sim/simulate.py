@@ -13,7 +13,6 @@ the generator passed in (it only draws the workload).
 from __future__ import annotations
 
 import random
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 

@@ -118,20 +118,31 @@ def eagle3_speedup(k: int, mean_length: float, engine: str = "vllm") -> float:
     dep = build_deployment(m, lookup_gpu("H100"), max_model_len=4096, engine=engine)
     req = RequestShape(128, 256)
     spec = spec_config_from_flags(m, "eagle3", k, f"al={mean_length}", None)
-    return plan(dep, request=req).single_request_tpot_s / plan(
-        replace(dep, speculative=spec), request=req
-    ).single_request_tpot_s
+    return (
+        plan(dep, request=req).single_request_tpot_s
+        / plan(replace(dep, speculative=spec), request=req).single_request_tpot_s
+    )
 
 
 def reproductions() -> list[Reproduction]:
     ds = "DeepSeek-V3/R1 Inference System Overview (H800)"
     return [
-        Reproduction("DeepSeek-V3 prefill, input tok/s per node (EP32/DP32)", ds, 73_700.0, deepseek_prefill_node_tok_s()),
-        Reproduction("DeepSeek-V3 decode, output tok/s per node (EP144/DP144, MTP)", ds, 14_800.0, deepseek_decode_node_tok_s()),
+        Reproduction(
+            "DeepSeek-V3 prefill, input tok/s per node (EP32/DP32)", ds, 73_700.0, deepseek_prefill_node_tok_s()
+        ),
+        Reproduction(
+            "DeepSeek-V3 decode, output tok/s per node (EP144/DP144, MTP)", ds, 14_800.0, deepseek_decode_node_tok_s()
+        ),
         Reproduction("DeepSeek-V3 MTP speedup (k=1), H800", "DeepSeek-V3 report 5.4.3", 1.8, mtp_speedup()),
-        Reproduction("EAGLE-3 k=2, Llama-3.1-8B, H100, vLLM, batch 1", "vLLM #20780", 7.07 / 4.32, eagle3_speedup(2, 2.36)),
-        Reproduction("EAGLE-3 k=3, Llama-3.1-8B, H100, vLLM, batch 1", "vLLM #20780", 7.07 / 4.09, eagle3_speedup(3, 2.79)),
-        Reproduction("EAGLE-3 k=7, Llama-3.1-8B, H100, vLLM, batch 1", "vLLM #20780", 7.07 / 4.29, eagle3_speedup(7, 3.54)),
+        Reproduction(
+            "EAGLE-3 k=2, Llama-3.1-8B, H100, vLLM, batch 1", "vLLM #20780", 7.07 / 4.32, eagle3_speedup(2, 2.36)
+        ),
+        Reproduction(
+            "EAGLE-3 k=3, Llama-3.1-8B, H100, vLLM, batch 1", "vLLM #20780", 7.07 / 4.09, eagle3_speedup(3, 2.79)
+        ),
+        Reproduction(
+            "EAGLE-3 k=7, Llama-3.1-8B, H100, vLLM, batch 1", "vLLM #20780", 7.07 / 4.29, eagle3_speedup(7, 3.54)
+        ),
         Reproduction(
             "EAGLE-3 8 steps, Llama-3.1-8B, H100, SGLang, batch 1",
             "SGLang PR #4247 / docs",
@@ -143,4 +154,6 @@ def reproductions() -> list[Reproduction]:
 
 if __name__ == "__main__":  # pragma: no cover
     for r in reproductions():
-        print(f"{r.name:62s} published {r.published:>9.2f}  servecap {r.predicted:>9.2f}  ratio {r.ratio:.2f}  ({r.source})")
+        print(
+            f"{r.name:62s} published {r.published:>9.2f}  servecap {r.predicted:>9.2f}  ratio {r.ratio:.2f}  ({r.source})"
+        )
