@@ -251,31 +251,70 @@ class StepCost:
         """A speculative step: the target verifies ``k + 1`` tokens per decoding sequence (GEMMs,
         attention over the context, LM-head rows), the draft runs ``k`` passes over the batch
         (its weight reads and KV reads beside the target's memory traffic, its FLOPs beside the
-        target's, a fixed cost per pass); core/spec_decode.py."""
+        target's, a fixed cost per pass); core/spec_decode.py.
+
+        The ``k`` extra tokens of each decoding sequence are priced at the target's marginal cost
+        of a token (its GEMM FLOPs, memory-bound kernels, all-reduce and all-to-all share), added
+        to the step of the scheduled tokens; the experts they touch are those the step's tokens
+        touch. Every term is linear in the batch's aggregates, so a step still prices as an
+        affine function of them (sim/step_time.py)."""
         k = self.spec_k
         dec = batch.num_tokens - batch.prompt_tokens  # decoding sequences, one query token each
-        verify = BatchShape(
-            batch.num_tokens + dec * k,
+        scheduled = BatchShape(
+            batch.num_tokens,
             batch.num_seqs,
             batch.kv_tokens,
             batch.window_kv_tokens,
-            batch.attn_pairs + k * batch.kv_tokens,
+            batch.attn_pairs + k * batch.kv_tokens,  # each verified token attends the context
             batch.window_attn_pairs + k * batch.window_kv_tokens,
             batch.prompt_tokens,
         )
-        st = self._step_time_target(verify, eff)
-        dp = self.dp
+        st = self._step_time_target(scheduled, eff)
+        dp, pp = self.dp, self.pp
+        extra = dec * k  # verified draft tokens beyond the scheduled ones
         bandwidth = self.hbm_bytes_s * _bandwidth_efficiency(eff, self.gpu_family, self.engine)
         peak = self.peak_flops * _compute_efficiency(eff, self.compute_rate, self.engine)
-        extra_mem = k * (self.draft_bytes_per_pass + self.draft_kv_bytes_per_token * batch.kv_tokens / dp) / bandwidth
-        extra_comp = k * (self.logits_flops_per_seq + self.draft_flops_per_token) * dec / dp / peak
-        # (with two-batch overlap the target's core may be the all-to-all; the draft is added to
-        # the roofline's max all the same)
+        expert_extra = self.expert_flops_per_token * (1.0 / self.moe_gemm_efficiency_ratio - 1.0)
+        if dp == 1 and self.expert_load_factor == 1.0:
+            token_flops = self.matmul_flops_per_token + expert_extra
+        else:
+            token_flops = (self.matmul_flops_per_token - self.expert_flops_per_token) / dp + (
+                self.expert_flops_per_token + expert_extra
+            ) * self.expert_load_factor
+        token_comm = 0.0
+        if self.tp > 1:
+            token_comm = (
+                self.allreduces * 2.0 * (self.tp - 1) / self.tp * self.allreduce_bytes_per_token / self.link_bytes_s
+            )
+        if not self.two_batch_overlap and (self.a2a_s_per_token_low_latency or self.a2a_s_per_token_normal):
+            # the verified tokens are decode tokens: under "auto" they ride the low-latency
+            # kernels (a price per token that does not depend on the step's size keeps the step
+            # affine in its aggregates)
+            mode = "low_latency" if self.a2a_mode == "auto" else self.a2a_mode
+            token_comm += (
+                self.a2a_s_per_token_low_latency if mode == "low_latency" else self.a2a_s_per_token_normal
+            ) / dp
+        verify_comp = extra * (token_flops + self.logits_flops_per_seq / dp) / peak
+        verify_act = extra * self.activation_bytes_per_token / dp / bandwidth
+        verify_comm = extra * token_comm / (dp if self.tp > 1 and dp > 1 else 1)
+        draft_mem = k * (self.draft_bytes_per_pass + self.draft_kv_bytes_per_token * batch.kv_tokens / dp) / bandwidth
+        draft_comp = k * self.draft_flops_per_token * dec / dp / peak
+        # (with two-batch overlap the target's core may be the all-to-all; the verified tokens
+        # and the draft are added to the roofline's max all the same)
         before = max(st.memory_s, st.compute_s)
-        memory_s, compute_s = st.memory_s + extra_mem, st.compute_s + extra_comp
+        memory_s = st.memory_s + draft_mem
+        compute_s = st.compute_s + pp * verify_comp + draft_comp
+        comm_s = st.comm_s + pp * verify_comm
+        activation_s = st.activation_s + pp * verify_act
         overhead_s = st.overhead_s + k * self.draft_pass_overhead_s
-        total = st.total_s - before + max(memory_s, compute_s) + k * self.draft_pass_overhead_s
-        return StepTime(total, memory_s, compute_s, st.comm_s, overhead_s, st.activation_s)
+        total = (
+            st.total_s
+            - before
+            + max(memory_s, compute_s)
+            + pp * (verify_comm + verify_act)
+            + k * self.draft_pass_overhead_s
+        )
+        return StepTime(total, memory_s, compute_s, comm_s, overhead_s, activation_s)
 
     def _step_time_target(self, batch: BatchShape, eff: Efficiency) -> StepTime:
         if self.dp != 1 or self.a2a_latency_s != 0.0 or self.expert_load_factor != 1.0:

@@ -38,8 +38,10 @@ and KV take GPU memory beside the target's.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from servecap.errors import ServecapError
@@ -233,6 +235,10 @@ class SpecSampler:
     def __init__(self, acceptance: Sequence[float], rng: random.Random) -> None:
         self.acceptance = tuple(acceptance)
         self.rng = rng
+        dist = accepted_distribution(self.acceptance)
+        self._sizes = list(range(1, len(dist) + 1))  # tokens a step emits: 1 + accepted
+        self._cum = list(accumulate(dist))
+        self._mean = expected_tokens_per_step(self.acceptance)
 
     def accepted(self) -> int:
         """Draft tokens accepted in one step (the step emits this + 1)."""
@@ -251,8 +257,14 @@ class SpecSampler:
         left = output_tokens - 1
         steps = 1
         while left > 0:
-            left -= 1 + self.accepted()
-            steps += 1
+            # a run of steps drawn at once from P(1 + n tokens) (the same law as accepted())
+            m = int(left / self._mean) + 8
+            run = list(accumulate(self.rng.choices(self._sizes, cum_weights=self._cum, k=m)))
+            i = bisect_left(run, left)
+            if i < m:
+                return steps + i + 1
+            left -= run[-1]
+            steps += m
         return steps
 
 

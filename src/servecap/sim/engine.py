@@ -46,7 +46,7 @@ received a token in the step, first tokens included.
 
 **Speculative decoding** (``setup.spec_acceptance``): a decode step gives each sequence
 ``1 + accepted`` tokens, the accepted count drawn per sequence and step from the per-position
-acceptance (:class:`~servecap.core.spec_decode.SpecSampler`, its RNG passed in). The draws are
+acceptance (:class:`~servecap.sim.spec_steps.SpecSteps`, its RNG passed in). The draws are
 made when a request arrives: the steps its ``N`` output tokens take (the prefill's token, then
 bursts until ``N`` are out) become its step count, which the lazy machinery above runs as it
 runs any request, so the non-speculative path is unchanged. The step's price has the ``k + 1``
@@ -59,11 +59,11 @@ from __future__ import annotations
 
 import heapq
 import math
-import random
 from collections.abc import Sequence
 
+import numpy as np
+
 from servecap.core.roofline import prefill_batch
-from servecap.core.spec_decode import SpecSampler
 from servecap.errors import ServecapError
 from servecap.sim.engine_types import EngineRequest as EngineRequest
 from servecap.sim.engine_types import EngineStats as EngineStats
@@ -73,6 +73,7 @@ from servecap.sim.queues import RequestQueue, make_queue
 from servecap.sim.request_state import DECODING, DONE, PREFILLING, WAITING, RequestState
 from servecap.sim.scheduler_policy import admission_policy
 from servecap.sim.setup import EngineSetup, prefix_caching_supported
+from servecap.sim.spec_steps import SpecSteps
 from servecap.sim.step_time import StepTimeModel
 from servecap.specs.engines import engine_profile
 from servecap.specs.model import AttentionKind
@@ -100,14 +101,16 @@ class Engine:
         record_token_times: bool = False,
         exact_step_time: bool = False,
         step_model: StepTimeModel | None = None,
-        spec_rng: random.Random | None = None,
+        spec_rng: np.random.Generator | None = None,
     ) -> None:
         self.setup = setup
         # speculative decoding: a request's decode steps drawn on arrival (see the module doc)
-        self._spec: SpecSampler | None = None
+        self._spec: SpecSteps | None = None
         self._decode_tokens = 1 + len(setup.spec_acceptance)  # budget a decoding request takes (k + 1 verified)
         if setup.spec_acceptance:
-            self._spec = SpecSampler(setup.spec_acceptance, spec_rng if spec_rng is not None else random.Random(0))
+            self._spec = SpecSteps(
+                setup.spec_acceptance, spec_rng if spec_rng is not None else np.random.default_rng(0)
+            )
         layout = setup.layout
         self.layout = layout
         self.block_size = layout.block_size

@@ -12,7 +12,6 @@ the generator passed in (it only draws the workload).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -113,7 +112,7 @@ def simulate(
         horizon = source.arrival_s[-1] if source.arrival_s else 0.0
     spec_rng = None
     if setup.spec_acceptance:  # accepted tokens drawn from their own stream, seeded from rng
-        spec_rng = random.Random(int(rng.integers(1 << 62)) if rng is not None else 0)
+        spec_rng = np.random.default_rng(int(rng.integers(1 << 62)) if rng is not None else 0)
     engine = Engine(
         setup,
         keep_finished=record_token_times,  # the token times are read off the finished requests
