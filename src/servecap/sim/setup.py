@@ -83,8 +83,8 @@ def engine_setup_from_plan(
     dp = plan.deployment.parallelism.dp
     if dp > 1:
         notes.append(
-            f"attention DP {dp}: the ranks' KV pools and batch limits pooled, decodes spread evenly over the "
-            "ranks, a prefill chunk on one rank"
+            f"attention DP {dp}: the ranks' KV pools and batch limits pooled, each step spread evenly over the "
+            "ranks (a balanced pool)"
         )
     return EngineSetup(
         layout=plan.layout,
