@@ -102,10 +102,14 @@ class Engine:
         exact_step_time: bool = False,
         step_model: StepTimeModel | None = None,
         spec_rng: np.random.Generator | None = None,
+        keep_spec_bursts: bool = False,
     ) -> None:
         self.setup = setup
         # speculative decoding: a request's decode steps drawn on arrival (see the module doc)
         self._spec: SpecSteps | None = None
+        # each speculative request's bursts, kept for a driver that streams them (the emulator)
+        self._keep_spec_bursts = keep_spec_bursts
+        self.spec_bursts: dict[int, list[int]] = {}
         self._decode_tokens = 1 + len(setup.spec_acceptance)  # budget a decoding request takes (k + 1 verified)
         if setup.spec_acceptance:
             self._spec = SpecSteps(
@@ -228,7 +232,12 @@ class Engine:
         if limit is not None and len(self.waiting) >= limit:
             return False
         if self._spec is not None:  # from here on the request counts steps, each its accepted burst
-            output_tokens = self._spec.decode_steps(output_tokens)
+            if self._keep_spec_bursts:
+                bursts = self._spec.decode_bursts(output_tokens)
+                self.spec_bursts[request_id] = bursts
+                output_tokens = 1 + len(bursts)
+            else:
+                output_tokens = self._spec.decode_steps(output_tokens)
         r = RequestState(
             request_id, prompt_tokens, output_tokens, prefix_key if self.caching else None, priority, self._seq, now_s
         )

@@ -40,3 +40,19 @@ class SpecSteps:
             left -= int(run[-1])
             steps += m
         return steps
+
+    def decode_bursts(self, output_tokens: int) -> list[int]:
+        """The tokens each decode step gives a request of ``output_tokens`` (after the prefill's
+        first), the last burst cut to what is left: the bursts an emulator streams."""
+        left = output_tokens - 1
+        out: list[int] = []
+        while left > 0:
+            m = int(left / self._mean) + 8
+            draws = self._sizes[np.searchsorted(self._cdf, self.rng.random(m), side="right")]
+            for b in draws.tolist():
+                take = b if b < left else left
+                out.append(take)
+                left -= take
+                if left <= 0:
+                    break
+        return out
