@@ -137,3 +137,10 @@ def test_across_nodes_needs_a_nic() -> None:
     with pytest.raises(ServecapError) as err:
         build_deployment(DSV3, lookup_gpu("b200"), tp=1, dp=16, ep=16, weights_dtype="fp8")
     assert err.value.field == "nodes"
+
+
+def test_the_acceptance_spread_reaches_the_tpot() -> None:
+    spec = spec_config_from_flags(DSV3, "mtp", None, None, None)
+    p = plan(replace(_dep(tp=8), speculative=spec), request=REQ)
+    line = next(w for w in p.warnings if w.startswith("speculative mtp: TPOT"))
+    assert "0.85 to 0.9" in line

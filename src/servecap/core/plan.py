@@ -323,6 +323,20 @@ def plan(
         )
     if tp > 1 and dep.model.attention is not None and dep.model.attention.num_kv_heads < tp:
         warnings.append(f"tp {tp} exceeds the {dep.model.attention.num_kv_heads} KV heads: KV heads are replicated")
+    spec = dep.speculative
+    if spec is not None and spec.acceptance_low is not None and spec.acceptance_high is not None:
+        # the published acceptance spread carried to the TPOT (core/spec_decode.py)
+        from servecap.core.spec_decode import expected_tokens_per_step
+
+        ends = []
+        for acc in (spec.acceptance_low, spec.acceptance_high):
+            c = replace(cost, spec_tokens_per_step=expected_tokens_per_step(acc))
+            ends.append(steady_state(c, b, request, eff, eng.max_num_batched_tokens * dp).tpot_s)
+        warnings.append(
+            f"speculative {spec.method}: TPOT {ends[1] * 1e3:.1f}-{ends[0] * 1e3:.1f} ms at batch {b} across the "
+            f"published acceptance spread ({', '.join(f'{a:g}' for a in spec.acceptance_low)} to "
+            f"{', '.join(f'{a:g}' for a in spec.acceptance_high)})"
+        )
     warnings.extend(dep.model.notes)
     return Plan(
         deployment=dep,
