@@ -279,6 +279,7 @@ FLOAT_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("simulate", "--rate", "5", "--num-requests", "5", "--arrival", "gamma"), "--cv"),
     (("simulate", "--rate", "5", "--num-requests", "5"), "--prompt-sigma"),
     (("plan",), "--gpu-memory-utilization"),
+    (("plan", "-m", "deepseek-v3", "-g", "H200", "--tp", "1", "--dp", "8", "--ep", "8"), "--expert-skew"),
     (("plan",), "--price-per-hour"),
     (("plan",), "--ttft-slo-ms"),
     (("capacity", "--num-requests", "20"), "--tpot-slo-ms"),

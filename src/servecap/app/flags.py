@@ -100,6 +100,60 @@ class DeploymentFlags:
             "(a bare number is a YaRN factor)."
         ),
     )
+    dp: int = field(
+        default=1,
+        metadata=doc(
+            "Attention data-parallel ranks per replica, 1-1024 (vLLM --data-parallel-size; SGLang "
+            "--enable-dp-attention --dp): each rank its own batch, KV cache and scheduler; GPUs = tp x pp x dp."
+        ),
+    )
+    ep: int = field(
+        default=1,
+        metadata=doc(
+            "Expert-parallel size, 1-4096: whole experts spread over ep groups of the tp x dp GPUs "
+            "(vLLM --enable-expert-parallel: ep = tp x dp; SGLang --ep-size); must divide tp x dp and the experts."
+        ),
+    )
+    nodes: int | None = field(
+        default=None, metadata=doc("Nodes per replica, 1-4096 (must divide tp x pp x dp; default: as --gpus-per-node).")
+    )
+    gpus_per_node: int | None = field(
+        default=None, metadata=doc("GPUs per node, 1-72 (default 8): past it, collectives cross the NIC.")
+    )
+    redundant_experts: int = field(
+        default=0, metadata=doc("Redundant expert replicas placed by EPLB, 0-4096 (vLLM/SGLang EPLB; needs --ep > 1).")
+    )
+    expert_skew: float = field(
+        default=0.0,
+        metadata=doc("Zipf exponent of the experts' token loads, 0 (uniform) to 4: the busiest GPU sets the pace."),
+    )
+    a2a_mode: str = field(
+        default="auto",
+        metadata=doc(
+            "MoE all-to-all kernels: normal, low_latency (DeepEP) or auto (low-latency up to 256 tokens per rank)."
+        ),
+    )
+    two_batch_overlap: bool = field(
+        default=False,
+        metadata=doc("Two micro-batches hide dispatch/combine behind compute (SGLang --enable-two-batch-overlap)."),
+    )
+    speculative: str | None = field(
+        default=None,
+        metadata=doc("Speculative decoding: mtp, eagle, eagle3, draft or ngram (vLLM --speculative-config method)."),
+    )
+    num_speculative_tokens: int | None = field(
+        default=None, metadata=doc("Draft tokens per step, 1-16 (default: the method's published setting).")
+    )
+    spec_acceptance: str | None = field(
+        default=None,
+        metadata=doc(
+            "Per-position acceptance, comma-separated probabilities in (0, 1] (position i accepted given "
+            "the ones before were), or a mean acceptance length such as 'al=3.2' (default: the method's published one)."
+        ),
+    )
+    draft_model: str | None = field(
+        default=None, metadata=doc("Draft model for --speculative draft: catalog id or config.json path.")
+    )
     engine: str = field(  # the engine profile: vllm, sglang, trtllm, trtllm-max-utilization
         default="vllm",
         metadata=doc(
@@ -186,15 +240,18 @@ class LoadFlags:
     num_requests: int | None = field(default=None, metadata=doc("Stop after this many requests."))
 
 
-def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> tuple[int, int]:
+def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int, dp: int = 1) -> tuple[int, int]:
+    if not isinstance(dp, int) or dp < 1 or dp > 1024:
+        raise ServecapError("dp", dp, "must be a whole number from 1 to 1024")
     if tp is None:
         if num_gpus is None:
             return 1, pp
-        if num_gpus % pp:
-            raise ServecapError("num_gpus", num_gpus, f"must be a multiple of pp={pp}")
-        return num_gpus // pp, pp
-    if num_gpus is not None and num_gpus != tp * pp:
-        raise ServecapError("num_gpus", num_gpus, f"must equal tp x pp = {tp * pp}")
+        if num_gpus % (pp * dp):
+            raise ServecapError("num_gpus", num_gpus, f"must be a multiple of pp x dp = {pp * dp}")
+        return num_gpus // (pp * dp), pp
+    if num_gpus is not None and num_gpus != tp * pp * dp:
+        what = "tp x pp" if dp == 1 else "tp x pp x dp"
+        raise ServecapError("num_gpus", num_gpus, f"must equal {what} = {tp * pp * dp}")
     return tp, pp
 
 
@@ -277,7 +334,23 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
     extra = load_gpu_file(flags.gpu_file) if flags.gpu_file is not None else None
     spec_gpu = lookup_gpu(gpu, extra)
     spec_model = resolve_model(model)
-    tp_, pp_ = resolve_parallelism(flags.num_gpus, flags.tp, flags.pp)
+    tp_, pp_ = resolve_parallelism(flags.num_gpus, flags.tp, flags.pp, flags.dp)
+    from servecap.core.parallel import resolve_nodes
+
+    gpus_per_node = resolve_nodes(flags.nodes, flags.gpus_per_node, tp_ * pp_ * flags.dp)
+    speculative = None
+    if flags.speculative is not None or flags.num_speculative_tokens is not None or flags.spec_acceptance is not None:
+        from servecap.core.spec_decode import spec_config_from_flags
+
+        speculative = spec_config_from_flags(
+            spec_model,
+            flags.speculative,
+            flags.num_speculative_tokens,
+            flags.spec_acceptance,
+            _draft_model(flags.draft_model),
+        )
+    elif flags.draft_model is not None:
+        raise ServecapError("draft_model", flags.draft_model, "needs --speculative draft")
     dep = build_deployment(
         spec_model,
         spec_gpu,
@@ -293,7 +366,17 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
         kv_cache_memory_bytes=flags.kv_cache_memory_bytes,
         rope_scaling=parse_rope_scaling(flags.rope_scaling),
         engine=flags.engine,
+        dp=flags.dp,
+        ep=flags.ep,
+        gpus_per_node=gpus_per_node,
+        redundant_experts=flags.redundant_experts,
+        expert_skew=flags.expert_skew,
+        a2a_mode=flags.a2a_mode,
+        two_batch_overlap=flags.two_batch_overlap,
+        speculative=speculative,
     )
+    if speculative is not None:
+        notes.append(speculative.source)
     if max_model_len is None:
         notes.append(f"max_model_len {dep.engine.max_model_len} (the model's max_position_embeddings)")
     fp4 = fp4_note(weights_dtype, dep.weights_dtype.name, dep.weights_dtype.compute, spec_gpu)
@@ -308,6 +391,18 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
         else:
             notes.append(engine_note(dep))
     return dep, notes
+
+
+def _draft_model(name: str | None) -> Any:
+    """The draft model's spec; a failed lookup names ``draft_model``."""
+    if name is None:
+        return None
+    from servecap.catalog import resolve_model
+
+    try:
+        return resolve_model(name)
+    except ServecapError as err:
+        raise ServecapError("draft_model", name, err.problem) from None
 
 
 def engine_note(dep: Deployment) -> str:

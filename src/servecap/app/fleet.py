@@ -204,6 +204,19 @@ class PoolModel(_Model):
     mtbf_s: float | None = Field(default=None, gt=0)
     crash_at_s: list[float] = Field(default_factory=list)
     role: Literal["both", "prefill", "decode"] = "both"  # docs/fleet.md, disaggregated prefill/decode
+    # the parallel layout and speculative decoding, as the deployment flags (app/flags.py)
+    dp: int = Field(default=1, ge=1, le=1024)
+    ep: int = Field(default=1, ge=1, le=4096)
+    nodes: int | None = Field(default=None, ge=1, le=4096)
+    gpus_per_node: int | None = Field(default=None, ge=1, le=72)
+    redundant_experts: int = Field(default=0, ge=0, le=4096)
+    expert_skew: float = Field(default=0.0, ge=0.0, le=4.0)
+    a2a_mode: Literal["auto", "normal", "low_latency"] = "auto"
+    two_batch_overlap: bool = False
+    speculative: Literal["mtp", "eagle", "eagle3", "draft", "ngram"] | None = None
+    num_speculative_tokens: int | None = Field(default=None, ge=1, le=16)
+    spec_acceptance: str | None = Field(default=None, min_length=1, max_length=200)
+    draft_model: str | None = Field(default=None, min_length=1, max_length=500)
 
 
 class KvLinkModel(_Model):
@@ -324,23 +337,48 @@ def plan_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Plan, GpuSpec
     tp, pp = p.tp, p.pp
     if tp is None:
         tp = (p.num_gpus // pp) if p.num_gpus is not None else 1
-    if p.num_gpus is not None and p.num_gpus != tp * pp:
-        raise ServecapError(f"{where}.num_gpus", p.num_gpus, f"must equal tp x pp = {tp * pp}")
-    dep = build_deployment(
-        model,
-        gpu,
-        tp=tp,
-        pp=pp,
-        weights_dtype=p.weights_dtype or "auto",
-        kv_cache_dtype=p.kv_cache_dtype,
-        max_model_len=p.max_model_len,
-        gpu_memory_utilization=p.gpu_memory_utilization,
-        block_size=p.block_size,
-        max_num_seqs=p.max_num_seqs,
-        max_num_batched_tokens=p.max_num_batched_tokens,
-        kv_cache_memory_bytes=p.kv_cache_memory_bytes,
-        engine=p.engine,
-    )
+    if p.num_gpus is not None and p.num_gpus != tp * pp * p.dp:
+        raise ServecapError(f"{where}.num_gpus", p.num_gpus, f"must equal tp x pp x dp = {tp * pp * p.dp}")
+    try:
+        from servecap.app.flags import _draft_model
+        from servecap.core.parallel import resolve_nodes
+
+        speculative = None
+        if p.speculative is not None or p.num_speculative_tokens is not None or p.spec_acceptance is not None:
+            from servecap.core.spec_decode import spec_config_from_flags
+
+            speculative = spec_config_from_flags(
+                model, p.speculative, p.num_speculative_tokens, p.spec_acceptance, _draft_model(p.draft_model)
+            )
+        dep = build_deployment(
+            model,
+            gpu,
+            tp=tp,
+            pp=pp,
+            weights_dtype=p.weights_dtype or "auto",
+            kv_cache_dtype=p.kv_cache_dtype,
+            max_model_len=p.max_model_len,
+            gpu_memory_utilization=p.gpu_memory_utilization,
+            block_size=p.block_size,
+            max_num_seqs=p.max_num_seqs,
+            max_num_batched_tokens=p.max_num_batched_tokens,
+            kv_cache_memory_bytes=p.kv_cache_memory_bytes,
+            engine=p.engine,
+            dp=p.dp,
+            ep=p.ep,
+            gpus_per_node=resolve_nodes(p.nodes, p.gpus_per_node, tp * pp * p.dp),
+            redundant_experts=p.redundant_experts,
+            expert_skew=p.expert_skew,
+            a2a_mode=p.a2a_mode,
+            two_batch_overlap=p.two_batch_overlap,
+            speculative=speculative,
+        )
+    except ServecapError as err:
+        if err.field in ("dp", "ep", "nodes", "gpus_per_node", "redundant_experts", "expert_skew", "a2a_mode") or (
+            err.field in ("speculative", "num_speculative_tokens", "spec_acceptance", "draft_model")
+        ):
+            raise ServecapError(f"{where}.{err.field}", err.value, err.problem) from None
+        raise
     efficiency = None
     if p.calibration is not None:
         from servecap.calibration import load_calibration

@@ -323,6 +323,16 @@ def report(
         mismatch = model_mismatch(settings.autoscaler.model, served)
         if mismatch and mismatch not in notes:
             notes.append(mismatch)
+    for t in tick.targets:  # speculative decoding: the acceptance the planner should take
+        fit = t.stats.spec_acceptance if t.stats is not None else None
+        if fit is not None:
+            notes[:] = [n for n in notes if not n.startswith(f"{t.url}: speculative decoding")]
+            notes.append(
+                f"{t.url}: speculative decoding accepts {fit.mean_acceptance_length:.2f} tokens a step "
+                f"({fit.num_speculative_tokens:g} drafted; per position "
+                + ", ".join(f"{p:.2f}" for p in fit.per_position)
+                + f"): plan it with --spec-acceptance {fit.flag}"
+            )
     advice = None
     if advisor is not None:
         a = advisor.advise(tick.time_s, replica_views(tick.latest, advisor.pool), tick.fleet)

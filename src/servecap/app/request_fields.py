@@ -21,6 +21,8 @@ from servecap.errors import from_validation_error
 
 _M = TypeVar("_M", bound=BaseModel)
 EngineName = Literal["vllm", "sglang", "trtllm", "trtllm-max-utilization"]
+A2aMode = Literal["auto", "normal", "low_latency"]
+SpecMethod = Literal["mtp", "eagle", "eagle3", "draft", "ngram"]
 
 
 def _d(name: str) -> str | None:
@@ -57,6 +59,22 @@ class DeploymentFields(BaseModel):
     )
     rope_scaling: str | None = Field(default=_D.rope_scaling, description=_d("rope_scaling"))
     engine: EngineName = Field(default=cast(EngineName, _D.engine), description=_d("engine"))
+    dp: int = Field(default=_D.dp, ge=1, le=1024, description=_d("dp"))
+    ep: int = Field(default=_D.ep, ge=1, le=4096, description=_d("ep"))
+    nodes: int | None = Field(default=_D.nodes, ge=1, le=4096, description=_d("nodes"))
+    gpus_per_node: int | None = Field(default=_D.gpus_per_node, ge=1, le=72, description=_d("gpus_per_node"))
+    redundant_experts: int = Field(default=_D.redundant_experts, ge=0, le=4096, description=_d("redundant_experts"))
+    expert_skew: float = Field(default=_D.expert_skew, ge=0.0, le=4.0, description=_d("expert_skew"))
+    a2a_mode: A2aMode = Field(default=cast(A2aMode, _D.a2a_mode), description=_d("a2a_mode"))
+    two_batch_overlap: bool = Field(default=_D.two_batch_overlap, description=_d("two_batch_overlap"))
+    speculative: SpecMethod | None = Field(default=None, description=_d("speculative"))
+    num_speculative_tokens: int | None = Field(
+        default=_D.num_speculative_tokens, ge=1, le=16, description=_d("num_speculative_tokens")
+    )
+    spec_acceptance: str | None = Field(
+        default=_D.spec_acceptance, min_length=1, max_length=200, description=_d("spec_acceptance")
+    )
+    draft_model: str | None = Field(default=_D.draft_model, min_length=1, max_length=500, description=_d("draft_model"))
     gpu_file: SkipJsonSchema[Path | None] = Field(default=_D.gpu_file, description=_d("gpu_file"))
 
     def flags(self, model_path: str | None = None) -> DeploymentFlags:
@@ -79,6 +97,18 @@ class DeploymentFields(BaseModel):
             max_num_batched_tokens=self.max_num_batched_tokens,
             rope_scaling=self.rope_scaling,
             engine=self.engine,
+            dp=self.dp,
+            ep=self.ep,
+            nodes=self.nodes,
+            gpus_per_node=self.gpus_per_node,
+            redundant_experts=self.redundant_experts,
+            expert_skew=self.expert_skew,
+            a2a_mode=self.a2a_mode,
+            two_batch_overlap=self.two_batch_overlap,
+            speculative=self.speculative,
+            num_speculative_tokens=self.num_speculative_tokens,
+            spec_acceptance=self.spec_acceptance,
+            draft_model=self.draft_model,
         )
 
 

@@ -33,6 +33,10 @@ _SPEC_KEYS = (
     "rent_date",
     "purchase_usd",
     "purchase_date",
+    "nic",
+    "nic_gb_s",
+    "link_latency_us",
+    "nic_latency_us",
 )
 
 

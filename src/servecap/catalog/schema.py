@@ -34,6 +34,10 @@ class GpuRow(BaseModel):
     interconnect: str = Field(default="PCIe", max_length=200)
     interconnect_gb_s: float | None = Field(default=None, ge=0.1, le=1_000_000)
     host_link_gb_s: float | None = Field(default=None, ge=0.1, le=1_000_000)
+    nic: str | None = Field(default=None, max_length=200)
+    nic_gb_s: float | None = Field(default=None, ge=0.1, le=1_000_000)  # per GPU, one direction
+    link_latency_us: float | None = Field(default=None, ge=0.01, le=100_000)
+    nic_latency_us: float | None = Field(default=None, ge=0.01, le=100_000)
     tdp_w: float | None = Field(default=None, gt=0, le=100_000)
     rent_usd_per_hour: float | None = Field(default=None, gt=0, le=100_000)
     rent_source: str | None = None

@@ -122,6 +122,18 @@ _HARDWARE: Sequence[Decorator] = (
     _hw("max_num_seqs", "--max-num-seqs", type=click.INT),
     _hw("max_num_batched_tokens", "--max-num-batched-tokens", type=click.INT),
     _hw("rope_scaling", "--rope-scaling", type=click.STRING),
+    _hw("dp", "--dp", type=click.INT),
+    _hw("ep", "--ep", type=click.INT),
+    _hw("nodes", "--nodes", type=click.INT),
+    _hw("gpus_per_node", "--gpus-per-node", type=click.INT),
+    _hw("redundant_experts", "--redundant-experts", type=click.INT),
+    _hw("expert_skew", "--expert-skew", type=FINITE),
+    _hw("a2a_mode", "--a2a-mode", type=click.Choice(["auto", "normal", "low_latency"])),
+    _hw("two_batch_overlap", "--two-batch-overlap/--no-two-batch-overlap"),
+    _hw("speculative", "--speculative", type=click.Choice(["mtp", "eagle", "eagle3", "draft", "ngram"])),
+    _hw("num_speculative_tokens", "--num-speculative-tokens", type=click.INT),
+    _hw("spec_acceptance", "--spec-acceptance", type=click.STRING),
+    _hw("draft_model", "--draft-model", type=click.STRING),
 )
 
 

@@ -13,6 +13,7 @@ from servecap.units import gib, human_bytes, human_seconds
 
 if TYPE_CHECKING:
     from servecap.core.ops.operation import StepExplanation
+    from servecap.specs.deployment import Deployment
 
 
 def _money(value: float | None, fmt: str = "${:,.2f}") -> str:
@@ -27,7 +28,7 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
     dep, eng, st = p.deployment, p.deployment.engine, p.stage
     c.print(
         f"[bold]{dep.model.id}[/] on [bold]{dep.num_gpus}x {dep.gpu.name}[/] "
-        f"(tp {dep.parallelism.tp}, pp {dep.parallelism.pp}) · weights {dep.weights_dtype.name} · "
+        f"({_layout(dep)}) · weights {dep.weights_dtype.name} · "
         f"KV {dep.kv_dtype.name} · max_model_len {eng.max_model_len:,}"
     )
     c.print(
@@ -165,3 +166,19 @@ def render_step(step: StepExplanation, c: Console) -> None:
     print_table(c, t)
     if step.step_model == "operations":
         c.print(f"[dim]{step.fallback_share:.0%} of the operations' time from the roofline fallback[/]")
+
+
+def _layout(dep: Deployment) -> str:
+    """``tp 8, pp 1``, plus attention DP, EP, nodes and speculative decoding where set."""
+    par = dep.parallelism
+    parts = [f"tp {par.tp}", f"pp {par.pp}"]
+    if par.dp > 1:
+        parts.append(f"attention dp {par.dp}")
+    if par.ep > 1:
+        parts.append(f"ep {par.ep}")
+    if par.nodes > 1:
+        parts.append(f"{par.nodes} nodes of {par.gpus_per_node}")
+    if dep.speculative is not None:
+        spec = dep.speculative
+        parts.append(f"{spec.method} k={spec.num_speculative_tokens}")
+    return ", ".join(parts)

@@ -92,15 +92,18 @@ def _steady_parts(
 ) -> tuple[list[tuple[StepTime, float]], float, int]:
     """The steps of one cycle of O decode steps with their counts, the mixed-step count, O."""
     out = max(1, request.output_tokens)
+    # speculative decoding: a step emits spec_tokens_per_step tokens per sequence on average
+    # (core/spec_decode.py), so a cycle of O tokens takes O / E steps
+    out_steps = out / cost.spec_tokens_per_step if cost.spec_tokens_per_step != 1.0 else out
     budget = max(1, max_num_batched_tokens - batch)
     chunks = -(-request.prompt_tokens // budget)
-    if batch * chunks <= out:
+    if batch * chunks <= out_steps:
         decode = cost.step_time(decode_batch(batch, _mean_held_tokens(request), cost.window_tokens), eff)
         mixed_n = float(batch * chunks)
         mixed = cost.step_time(mixed_batch(cost, batch, request, request.prompt_tokens / chunks), eff)
-        return [(mixed, mixed_n), (decode, out - mixed_n)], mixed_n, out
-    per_step = batch * request.prompt_tokens / out
-    steps = max(float(out), batch * request.prompt_tokens / budget)
+        return [(mixed, mixed_n), (decode, out_steps - mixed_n)], mixed_n, out
+    per_step = batch * request.prompt_tokens / out_steps
+    steps = max(float(out_steps), batch * request.prompt_tokens / budget)
     mixed = cost.step_time(mixed_batch(cost, batch, request, min(per_step, budget)), eff)
     return [(mixed, steps)], steps, out
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from servecap.core.kv import resolve_kv_dtype
 from servecap.core.memory import resolve_weight_dtype
+from servecap.core.parallel import check_parallelism
 from servecap.errors import ServecapError
-from servecap.specs.deployment import Deployment, EngineConfig, Parallelism, RopeScaling
+from servecap.specs.deployment import Deployment, EngineConfig, Parallelism, RopeScaling, SpecDecodeConfig
 from servecap.specs.engines import DEFAULT_ENGINE, default_memory_fraction, engine_profile
 from servecap.specs.gpu import GpuSpec
 from servecap.specs.model import ModelSpec
@@ -60,6 +61,14 @@ def build_deployment(
     kv_cache_memory_bytes: int | None = None,
     rope_scaling: RopeScaling | None = None,
     engine: str = DEFAULT_ENGINE,
+    dp: int = 1,
+    ep: int = 1,
+    gpus_per_node: int = 8,
+    redundant_experts: int = 0,
+    expert_skew: float = 0.0,
+    a2a_mode: str = "auto",
+    two_batch_overlap: bool = False,
+    speculative: SpecDecodeConfig | None = None,
 ) -> Deployment:
     """Validate the knobs and resolve the engine's defaults (vLLM's unless ``engine`` names
     another profile, :mod:`servecap.specs.engines`) into a concrete Deployment."""
@@ -104,10 +113,23 @@ def build_deployment(
     )
     if model.attention is not None and model.attention.num_heads % tp:
         raise ServecapError("tp", tp, f"must divide the {model.attention.num_heads} attention heads")
+    parallelism = Parallelism(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        ep=ep,
+        gpus_per_node=gpus_per_node,
+        redundant_experts=redundant_experts,
+        expert_skew=expert_skew,
+        a2a_mode=a2a_mode,
+        two_batch_overlap=two_batch_overlap,
+    )
+    check_parallelism(parallelism, model, gpu)
     return Deployment(
         model=model,
         gpu=gpu,
-        parallelism=Parallelism(tp=tp, pp=pp),
+        parallelism=parallelism,
+        speculative=speculative,
         weights_dtype=resolve_weight_dtype(weights_dtype, model),
         kv_dtype=resolve_kv_dtype(kv_cache_dtype, model),
         engine=config,

@@ -72,11 +72,69 @@ def levers(base: Plan, *, cpu_offload_bytes: int = 256 * GB_BYTES) -> list[Lever
                 f"TP {tp2}",
                 f"--tp {tp2}",
                 base,
-                replace(dep, parallelism=Parallelism(tp=tp2, pp=dep.parallelism.pp)),
+                replace(dep, parallelism=replace(dep.parallelism, tp=tp2)),
                 note="twice the GPUs: compare cost per user",
             )
         )
+    rows.extend(_frontier_rows(base))
     rows.append(_offload_row(base, cpu_offload_bytes))
+    return rows
+
+
+def _frontier_rows(base: Plan) -> list[Lever]:
+    """Speculative decoding on (MTP where the model ships an MTP module, else EAGLE-3) and, for
+    a MoE model, attention DP with wide expert parallelism across 2 and 4 nodes (each node's
+    GPUs one DP rank apiece, EP over all of them: DeepSeek's and llm-d's layouts)."""
+    from servecap.core.parallel import check_parallelism
+    from servecap.core.spec_decode import spec_config_from_flags
+
+    dep = base.deployment
+    rows: list[Lever] = []
+    if dep.speculative is None:
+        method = "mtp" if dep.model.mtp_layers > 0 else "eagle3"
+        spec = spec_config_from_flags(dep.model, method, None, None, None)
+        label = "MTP on" if method == "mtp" else "EAGLE-3 on"
+        rows.append(
+            _row(
+                label,
+                f"--speculative {method}",
+                base,
+                replace(dep, speculative=spec),
+                note=f"{label}: {spec.source}; pays at small batch, costs compute at large",
+            )
+        )
+    moe = dep.model.moe
+    par = dep.parallelism
+    if moe is None or dep.gpu.nic_gb_s is None:
+        return rows
+    for nodes in (2, 4):
+        gpus = nodes * par.gpus_per_node
+        if gpus <= par.num_gpus:
+            continue
+        wide = Parallelism(
+            tp=1,
+            pp=1,
+            dp=gpus,
+            ep=gpus,
+            gpus_per_node=par.gpus_per_node,
+            redundant_experts=par.redundant_experts,
+            expert_skew=par.expert_skew,
+            a2a_mode=par.a2a_mode,
+            two_batch_overlap=par.two_batch_overlap,
+        )
+        try:
+            check_parallelism(wide, dep.model, dep.gpu)
+        except ServecapError:
+            continue
+        rows.append(
+            _row(
+                f"Wide EP over {nodes} nodes",
+                f"--tp 1 --dp {gpus} --ep {gpus}",
+                base,
+                replace(dep, parallelism=wide),
+                note=f"Wide EP over {nodes} nodes: {gpus} GPUs, attention DP {gpus} + EP {gpus}: compare cost per user",
+            )
+        )
     return rows
 
 

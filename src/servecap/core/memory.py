@@ -82,15 +82,24 @@ def stage_weights(
     pp: int,
     tp: int,
     weights_dtype: WeightDtype,
+    dp: int = 1,
+    redundant_experts: int = 0,
 ) -> StageWeights:
-    """Bytes of weights one GPU of one pipeline stage holds."""
+    """Bytes of weights one GPU of one pipeline stage holds.
+
+    With attention data parallelism (``dp`` ranks) the routed experts spread over all
+    ``tp x dp`` GPUs of the stage and ``redundant_experts`` extra copies (EPLB) add
+    ``redundant / E`` of them; everything else is split over ``tp`` and replicated per rank
+    (:mod:`servecap.core.parallel`)."""
     experts_only = (
         weights_dtype.quantized and model.quantized_scope == "experts" and weights_dtype.name == model.quantization
     )
     quantized = unquantized = 0
+    routed = 0  # routed expert params of the stage (their bytes are spread over tp x dp)
     table = layer_params_table(model)
     for layer in layers:
         p = table[layer]
+        routed += p.routed_experts
         if not weights_dtype.quantized:
             unquantized += p.total
         elif experts_only:
@@ -109,7 +118,12 @@ def stage_weights(
     base = _MODEL_DTYPE_BYTES[model.torch_dtype]
     unquantized_bytes = unquantized * (weights_dtype.bytes_per_param if not weights_dtype.quantized else base)
     total = quantized * weights_dtype.bytes_per_param + unquantized_bytes
-    return StageWeights(quantized, unquantized, int(total / tp))
+    if dp == 1 and redundant_experts == 0:
+        return StageWeights(quantized, unquantized, int(total / tp))
+    routed_bytes = routed * (weights_dtype.bytes_per_param if weights_dtype.quantized else base)
+    num_experts = model.moe.num_experts if model.moe is not None else 1
+    expert_bytes = routed_bytes * (num_experts + redundant_experts) / num_experts / (tp * dp)
+    return StageWeights(quantized, unquantized, int((total - routed_bytes) / tp + expert_bytes))
 
 
 def activation_peak_bytes(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int) -> int:

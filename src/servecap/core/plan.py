@@ -30,7 +30,7 @@ from servecap.core.memory import (
     stage_weights,
 )
 from servecap.core.params import ParamCounts, param_counts
-from servecap.core.roofline import StepCost, step_cost
+from servecap.core.roofline import StepCost, lone_request_cost, step_cost
 from servecap.errors import InfeasibleError
 from servecap.specs.deployment import Deployment
 from servecap.specs.engines import engine_profile
@@ -42,6 +42,7 @@ class Stage:
     weights_bytes_per_gpu: int
     budget: MemoryBudget
     kv: KvCapacity
+    draft_bytes_per_gpu: int = 0  # a speculative draft's weights, within weights_bytes_per_gpu
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,16 @@ def _stages(dep: Deployment) -> list[Stage]:
             max_num_seqs=eng.max_num_seqs,
         )
     non_torch = eng.non_torch_bytes if eng.non_torch_bytes is not None else NON_TORCH_BYTES_PER_GPU
+    draft_resident = draft_kv_share = 0.0
+    if dep.speculative is not None:  # the draft's weights and KV sit beside the target's (last stage)
+        from servecap.core.roofline import draft_cost_of
+
+        d = draft_cost_of(dep)
+        draft_resident = d.resident_bytes
+        target_kv = kv_bytes_per_token(model, par.tp, dep.kv_dtype) + sliding_bytes_per_token(
+            model, par.tp, dep.kv_dtype
+        )
+        draft_kv_share = d.kv_bytes_per_context_token / (target_kv + d.kv_bytes_per_context_token) if target_kv else 0.0
     stages = []
     for i, layers in enumerate(groups):
         w = stage_weights(
@@ -114,11 +125,15 @@ def _stages(dep: Deployment) -> list[Stage]:
             pp=par.pp,
             tp=par.tp,
             weights_dtype=dep.weights_dtype,
+            dp=par.dp,
+            redundant_experts=par.redundant_experts,
         )
+        last = i == len(groups) - 1
+        weights = w.weights_bytes_per_gpu + (int(draft_resident) if last else 0)
         budget = memory_budget(
             total_gpu_memory_bytes=dep.gpu.total_memory_bytes,
             gpu_memory_utilization=eng.gpu_memory_utilization,
-            weights_bytes=w.weights_bytes_per_gpu,
+            weights_bytes=weights,
             activation_bytes=activation,
             non_torch_bytes=non_torch,
             cudagraph_bytes=eng.cudagraph_bytes,
@@ -128,11 +143,11 @@ def _stages(dep: Deployment) -> list[Stage]:
         layout = kv_layout(model, layers, tp=par.tp, kv_dtype=dep.kv_dtype, block_size=eng.block_size)
         cap = kv_capacity(
             layout,
-            budget.kv_budget_bytes,
+            int(budget.kv_budget_bytes * (1.0 - draft_kv_share)) if last else budget.kv_budget_bytes,
             max_model_len=eng.max_model_len,
             max_num_batched_tokens=eng.max_num_batched_tokens,
         )
-        stages.append(Stage(w.weights_bytes_per_gpu, budget, cap))
+        stages.append(Stage(weights, budget, cap, weights - w.weights_bytes_per_gpu))
     return stages
 
 
@@ -217,7 +232,7 @@ def _deployment_pieces(dep: Deployment) -> DeploymentPieces:
         raise _kv_short_message(dep, stage, err) from None
     return DeploymentPieces(
         stage=stage,
-        step=step_cost(dep, stage_weights_bytes=stage.weights_bytes_per_gpu),
+        step=step_cost(dep, stage_weights_bytes=stage.weights_bytes_per_gpu - stage.draft_bytes_per_gpu),
         params=param_counts(dep.model),
         kv_bytes_per_token_per_gpu=kv_bytes_per_token(dep.model, tp, dep.kv_dtype)
         + sliding_bytes_per_token(dep.model, tp, dep.kv_dtype),
@@ -245,7 +260,7 @@ def plan(
     if eff.step_model == "operations" and cost.ops is None:
         from servecap.core.ops import OperationStep  # local: the default roofline never loads it
 
-        cost.ops = OperationStep(dep, cost)  # once per deployment: the pieces are memoised
+        cost.ops = OperationStep(dep, cost, ep=dep.parallelism.ep)  # once per deployment: the pieces are memoised
     if request.total_tokens > eng.max_model_len:
         raise InfeasibleError(
             "prompt_tokens",
@@ -264,25 +279,28 @@ def plan(
             f"RoPE scaling ({eng.rope_scaling.rope_type}, factor {eng.rope_scaling.factor:g}) stretches it; "
             "long-range quality is not guaranteed and static YaRN can lower quality on short prompts"
         )
-    kv_limit = kv_batch_limit(stage.kv.layout, stage.kv.num_blocks, request)
+    # attention data parallelism: dp ranks, each with its own KV pool and limits; the replica's
+    # batch is their sum and the step prices it rank by rank (core/roofline.py StepCost.dp)
+    dp = dep.parallelism.dp
+    kv_limit = kv_batch_limit(stage.kv.layout, stage.kv.num_blocks, request) * dp
     chosen = slo_batch(
         cost,
         request,
         eff,
         slo,
         kv_limit=kv_limit,
-        max_num_seqs=eng.max_num_seqs,
-        max_num_batched_tokens=eng.max_num_batched_tokens,
+        max_num_seqs=eng.max_num_seqs * dp,
+        max_num_batched_tokens=eng.max_num_batched_tokens * dp,
     )
     batch = chosen.batch
     if batch == 0:
         warnings.append(f"no batch size meets the SLOs ({chosen.limited_by})")
     b = max(batch, 1)
-    steady = steady_state(cost, b, request, eff, eng.max_num_batched_tokens)
+    steady = steady_state(cost, b, request, eff, eng.max_num_batched_tokens * dp)
     pure = decode_step(cost, b, request.mean_held_tokens, eff)
     ttft = ttft_s(cost, b, request, eff, eng.max_num_batched_tokens)
-    single_tpot = decode_step(cost, 1, request.mean_held_tokens, eff).total_s
-    single_ttft = ttft_s(cost, 0, request, eff, eng.max_num_batched_tokens)
+    single_tpot = decode_step(cost, 1, request.mean_held_tokens, eff).total_s / cost.spec_tokens_per_step
+    single_ttft = ttft_s(lone_request_cost(cost), 0, request, eff, eng.max_num_batched_tokens)
     users = int(batch / costs.duty_cycle) if batch else 0
     rent = costs.rent_usd_per_gpu_hour if costs.rent_usd_per_gpu_hour is not None else dep.gpu.rent_usd_per_hour
     buy = costs.purchase_usd_per_gpu if costs.purchase_usd_per_gpu is not None else dep.gpu.purchase_usd
@@ -309,6 +327,20 @@ def plan(
         )
     if tp > 1 and dep.model.attention is not None and dep.model.attention.num_kv_heads < tp:
         warnings.append(f"tp {tp} exceeds the {dep.model.attention.num_kv_heads} KV heads: KV heads are replicated")
+    spec = dep.speculative
+    if spec is not None and spec.acceptance_low is not None and spec.acceptance_high is not None:
+        # the published acceptance spread carried to the TPOT (core/spec_decode.py)
+        from servecap.core.spec_decode import expected_tokens_per_step
+
+        ends = []
+        for acc in (spec.acceptance_low, spec.acceptance_high):
+            c = replace(cost, spec_tokens_per_step=expected_tokens_per_step(acc))
+            ends.append(steady_state(c, b, request, eff, eng.max_num_batched_tokens * dp).tpot_s)
+        warnings.append(
+            f"speculative {spec.method}: TPOT {ends[1] * 1e3:.1f}-{ends[0] * 1e3:.1f} ms at batch {b} across the "
+            f"published acceptance spread ({', '.join(f'{a:g}' for a in spec.acceptance_low)} to "
+            f"{', '.join(f'{a:g}' for a in spec.acceptance_high)})"
+        )
     warnings.extend(dep.model.notes)
     return Plan(
         deployment=dep,
@@ -322,7 +354,7 @@ def plan(
         kv_bytes_per_token_per_gpu=pieces.kv_bytes_per_token_per_gpu,
         kv_bytes_per_request=pieces.kv_bytes_per_request,
         kv_batch_limit=kv_limit,
-        paged_concurrency=paged_mean_concurrency(stage.kv.layout, stage.kv.num_blocks, request),
+        paged_concurrency=paged_mean_concurrency(stage.kv.layout, stage.kv.num_blocks, request) * dp,
         batch=batch,
         batch_limited_by=chosen.limited_by,
         decode_step_time_s=pure.total_s,

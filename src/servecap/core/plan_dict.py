@@ -13,6 +13,32 @@ SCHEMA_VERSION = "servecap.plan/1"
 
 
 def plan_to_dict(p: Plan) -> dict[str, Any]:
+    out = _plan_dict(p)
+    par, spec = p.deployment.parallelism, p.deployment.speculative
+    if par.dp > 1 or par.ep > 1 or par.nodes > 1:  # the layout, where it is more than tp x pp
+        out["parallelism"] = {
+            "dp": par.dp,
+            "ep": par.ep,
+            "nodes": par.nodes,
+            "gpus_per_node": par.gpus_per_node,
+            "redundant_experts": par.redundant_experts,
+            "expert_skew": par.expert_skew,
+            "a2a_mode": par.a2a_mode,
+            "two_batch_overlap": par.two_batch_overlap,
+            "expert_load_factor": p.step.expert_load_factor,
+        }
+    if spec is not None:
+        out["speculative"] = {
+            "method": spec.method,
+            "num_speculative_tokens": spec.num_speculative_tokens,
+            "acceptance": list(spec.acceptance),
+            "tokens_per_step": p.step.spec_tokens_per_step,
+            "source": spec.source,
+        }
+    return out
+
+
+def _plan_dict(p: Plan) -> dict[str, Any]:
     dep, eng, st = p.deployment, p.deployment.engine, p.stage
     return {
         "schema": SCHEMA_VERSION,

@@ -128,6 +128,12 @@ class Driver:
         self._gc_managed = False
         self._last_gc = 0.0
         self._event_driven = engine.next_event_s() is not None
+        # speculative decoding (a simulated engine running it): each request's token bursts
+        bursts = getattr(engine, "spec_bursts", None)
+        self._spec_k: int = getattr(engine, "spec_k", 0)
+        self._spec_bursts: dict[int, list[int]] | None = bursts if self._spec_k and isinstance(bursts, dict) else None
+        if self._spec_bursts is not None:
+            metrics.spec_accepted_per_pos = [0] * self._spec_k
 
     def manage_gc(self) -> None:
         """Take the process's garbage collector in hand (call once, in a server process): what
@@ -347,6 +353,7 @@ class Driver:
                 lags.append(clock() - due)
         n_tokens = n_firsts
         itls: list[float] = []
+        bursts = self._spec_bursts
         for rid in out.decoded:
             s = streams.get(rid)
             if s is None:
@@ -357,11 +364,18 @@ class Driver:
                 if last == end:  # its first token, above (servecap.sim.Engine lists it here too)
                     continue
                 itls.append(end - last)
-            times.append(end)
-            n_tokens += 1
+            burst = 1
+            if bursts is not None:  # speculative decoding: the step's accepted burst
+                queue = bursts.get(rid)
+                burst = queue.pop(0) if queue else 1
+                self._count_drafts(burst)
             w = s.writer
+            for _ in range(burst):
+                times.append(end)
+                if w is not None:
+                    w.token(s, len(times) - 1)
+            n_tokens += burst
             if w is not None:
-                w.token(s, len(times) - 1)
                 lags.append(clock() - due)
         if itls:
             m.itl.observe_many(itls)
@@ -401,6 +415,17 @@ class Driver:
             self.write_s += lags[-1] - lags[0]
             self.writes += len(lags) - 1
             m.token_lag.observe_many(lags)
+
+    def _count_drafts(self, burst: int) -> None:
+        """vLLM's spec-decode counters for one sequence's step: one draft of k tokens, ``burst -
+        1`` of them accepted, the first ``burst - 1`` positions each once."""
+        m = self.metrics
+        m.spec_drafts += 1
+        m.spec_draft_tokens += self._spec_k
+        m.spec_accepted_tokens += burst - 1
+        per_pos = m.spec_accepted_per_pos
+        for j in range(min(burst - 1, len(per_pos))):
+            per_pos[j] += 1
 
     def _observe_finished(self, s: Stream, end: float, scheduled_s: float | None) -> None:
         """vLLM's per-request histograms (``FinishedRequestStats``): queue = arrival to first

@@ -5,8 +5,10 @@ It exposes what vLLM 0.11 exposes with ``--show-hidden-metrics-for-version=0.10`
 names and the older aliases side by side, each alias carrying the same value), so a dashboard
 or autoscaler built for any vLLM version from 0.8 on reads it. Labels: ``model_name`` and
 ``engine="0"`` on every series. What the emulator cannot know is left out: multimodal and
-external (KV connector) cache counters, speculative decoding, LoRA, sleep state, and V0's
-swapped requests and CPU cache.
+external (KV connector) cache counters, LoRA, sleep state, and V0's swapped requests and CPU
+cache. A replica running speculative decoding streams each step's accepted burst and exposes
+``vllm:spec_decode_num_drafts``, ``..._num_draft_tokens``, ``..._num_accepted_tokens`` and
+``..._num_accepted_tokens_per_pos{position}`` as vLLM's ``SpecDecodingProm`` does.
 
 When each series moves (vLLM's ``IterationStats``/``FinishedRequestStats`` semantics):
 
@@ -118,6 +120,11 @@ class EngineMetrics:
         self.request_max_tokens = FastHistogram(vm.REQUEST_PARAMS_MAX_TOKENS.buckets_for(max_model_len))
         self.request_n = FastHistogram(vm.REQUEST_PARAMS_N.buckets)
         self.token_lag = FastHistogram(_LAG_BUCKETS_S)
+        # speculative decoding (set up by the driver when the engine runs it; empty: not exposed)
+        self.spec_drafts = 0
+        self.spec_draft_tokens = 0
+        self.spec_accepted_tokens = 0
+        self.spec_accepted_per_pos: list[int] = []
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -192,6 +199,15 @@ class EngineMetrics:
         yield hist(
             TOKEN_LAG, "Delay between a token's engine-scheduled time and its hand-off to the stream.", self.token_lag
         )
+        if self.spec_accepted_per_pos:  # vLLM's SpecDecodingProm series
+            yield counter(vm.SPEC_DECODE_NUM_DRAFTS, self.spec_drafts)
+            yield counter(vm.SPEC_DECODE_NUM_DRAFT_TOKENS, self.spec_draft_tokens)
+            yield counter(vm.SPEC_DECODE_NUM_ACCEPTED_TOKENS, self.spec_accepted_tokens)
+            spec = vm.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS
+            per_pos = CounterMetricFamily(spec.name, spec.documentation, labels=[*names, "position"])
+            for j, n in enumerate(self.spec_accepted_per_pos):
+                per_pos.add_metric([*lab, str(j)], n)
+            yield per_pos
 
 
 class _Collector:

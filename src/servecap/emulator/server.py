@@ -40,6 +40,9 @@ class SimEngineAdapter:
         self.engine = engine
         self._hits: dict[int, int] = {}
         self._sched: dict[int, float] = {}
+        # speculative decoding: each request's token bursts, in order, and the draft length
+        self.spec_bursts: dict[int, list[int]] = engine.spec_bursts
+        self.spec_k = len(engine.setup.spec_acceptance)
 
     def add(self, request_id: int, prompt_tokens: int, output_tokens: int, prefix_key: PrefixKey, now_s: float) -> bool:
         return self.engine.add_request(EngineRequest(request_id, prompt_tokens, output_tokens, prefix_key), now_s)
@@ -108,7 +111,7 @@ def engine_state(
     setup = engine_setup_from_plan(
         plan, enable_prefix_caching=enable_prefix_caching, waiting_queue_limit=waiting_queue_limit
     )
-    engine = SimEngineAdapter(Engine(setup))
+    engine = SimEngineAdapter(Engine(setup, keep_spec_bursts=bool(setup.spec_acceptance)))
 
     dep = plan.deployment
     cache_config = {

@@ -32,6 +32,9 @@ def _q(key: str, kind: str, *families: str) -> Quantity:
 
 
 QUANTITIES: tuple[Quantity, ...] = (
+    _q("spec_drafts", "counter", v.SPEC_DECODE_NUM_DRAFTS.name),
+    _q("spec_draft_tokens", "counter", v.SPEC_DECODE_NUM_DRAFT_TOKENS.name),
+    _q("spec_accepted_tokens", "counter", v.SPEC_DECODE_NUM_ACCEPTED_TOKENS.name),
     _q("running", "gauge", *v.names_for(v.NUM_REQUESTS_RUNNING), "sglang:num_running_reqs"),
     _q("waiting", "gauge", *v.names_for(v.NUM_REQUESTS_WAITING), "sglang:num_queue_reqs"),
     _q("kv_usage", "gauge", *v.names_for(v.KV_CACHE_USAGE_PERC), "sglang:token_usage"),

@@ -64,6 +64,7 @@ class Snapshot:
     histograms: dict[str, Histogram] = field(default_factory=dict)
     cache_config: CacheConfig | None = None
     sglang_cache_hit_rate: float | None = None
+    spec_accepted_per_pos: tuple[float, ...] = ()  # vllm:spec_decode_num_accepted_tokens_per_pos by position
 
     def gauge(self, key: str) -> float | None:
         return self.gauges.get(key)
@@ -149,7 +150,17 @@ def parse_exposition(text: str, *, url: str, time_s: float) -> Snapshot:
         engine = "sglang"
     else:
         engine = "unknown"
-    return Snapshot(url, time_s, engine, model_name, gauges, counters, histograms, cache, hit_rate)
+    per_pos: dict[int, float] = defaultdict(float)
+    for fam_name in (
+        v.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS.name,
+        v.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS.name + "_total",
+    ):
+        for sample, lab, val in families.get(fam_name, []):
+            pos = _int_label(lab, "position")
+            if sample.endswith("_total") and pos is not None and 0 <= pos < 64 and math.isfinite(val):
+                per_pos[pos] += val  # summed over data-parallel engines
+    positions = tuple(per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)) if per_pos else ()
+    return Snapshot(url, time_s, engine, model_name, gauges, counters, histograms, cache, hit_rate, positions)
 
 
 def _histogram(name: str, samples: list[tuple[str, dict[str, str], float]]) -> Histogram | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from servecap.monitor.names import HISTOGRAMS, LENGTHS
 from servecap.monitor.quantile import histogram_quantile
 from servecap.monitor.snapshot import Histogram, Snapshot
+from servecap.monitor.spec_fit import AcceptanceFit, fit_acceptance
 
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 
@@ -41,6 +42,7 @@ class WindowStats:
     # each histogram's sum / count over the window: "itl" (s) ... and "prompt_len"/"output_len" (tokens)
     histogram_means: dict[str, float | None] = field(default_factory=dict)
     requests_in_window: float | None = None  # finished requests counted over the window
+    spec_acceptance: AcceptanceFit | None = None  # speculative decoding's acceptance (vllm:spec_decode_*)
 
     def p(self, metric: str, q: float) -> float | None:
         return self.latency_s.get(metric, {}).get(pname(q))
@@ -104,4 +106,5 @@ def window_stats(start: Snapshot, end: Snapshot) -> WindowStats:
         latency_s=latency,
         histogram_means=means,
         requests_in_window=requests * span if requests is not None else None,
+        spec_acceptance=fit_acceptance(start, end),
     )

@@ -43,6 +43,16 @@ does not change (no arrival, completion or admission) in one call.
 
 Tokens are emitted at the end of their step. ``StepOutcome.decoded`` lists every request that
 received a token in the step, first tokens included.
+
+**Speculative decoding** (``setup.spec_acceptance``): a decode step gives each sequence
+``1 + accepted`` tokens, the accepted count drawn per sequence and step from the per-position
+acceptance (:class:`~servecap.sim.spec_steps.SpecSteps`, its RNG passed in). The draws are
+made when a request arrives: the steps its ``N`` output tokens take (the prefill's token, then
+bursts until ``N`` are out) become its step count, which the lazy machinery above runs as it
+runs any request, so the non-speculative path is unchanged. The step's price has the ``k + 1``
+verified tokens and the draft (``StepCost.spec_k``); the records keep the request's ``N``
+tokens. What this leaves out: the KV of a burst's extra tokens (the context is counted one token
+a step, short by ``N - steps`` tokens at the end) and the token budget the verified tokens take.
 """
 
 from __future__ import annotations
@@ -50,6 +60,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from servecap.core.roofline import prefill_batch
 from servecap.errors import ServecapError
@@ -61,6 +73,7 @@ from servecap.sim.queues import RequestQueue, make_queue
 from servecap.sim.request_state import DECODING, DONE, PREFILLING, WAITING, RequestState
 from servecap.sim.scheduler_policy import admission_policy
 from servecap.sim.setup import EngineSetup, prefix_caching_supported
+from servecap.sim.spec_steps import SpecSteps
 from servecap.sim.step_time import StepTimeModel
 from servecap.specs.engines import engine_profile
 from servecap.specs.model import AttentionKind
@@ -88,8 +101,20 @@ class Engine:
         record_token_times: bool = False,
         exact_step_time: bool = False,
         step_model: StepTimeModel | None = None,
+        spec_rng: np.random.Generator | None = None,
+        keep_spec_bursts: bool = False,
     ) -> None:
         self.setup = setup
+        # speculative decoding: a request's decode steps drawn on arrival (see the module doc)
+        self._spec: SpecSteps | None = None
+        # each speculative request's bursts, kept for a driver that streams them (the emulator)
+        self._keep_spec_bursts = keep_spec_bursts
+        self.spec_bursts: dict[int, list[int]] = {}
+        self._decode_tokens = 1 + len(setup.spec_acceptance)  # budget a decoding request takes (k + 1 verified)
+        if setup.spec_acceptance:
+            self._spec = SpecSteps(
+                setup.spec_acceptance, spec_rng if spec_rng is not None else np.random.default_rng(0)
+            )
         layout = setup.layout
         self.layout = layout
         self.block_size = layout.block_size
@@ -206,6 +231,13 @@ class Engine:
         limit = self.setup.waiting_queue_limit
         if limit is not None and len(self.waiting) >= limit:
             return False
+        if self._spec is not None:  # from here on the request counts steps, each its accepted burst
+            if self._keep_spec_bursts:
+                bursts = self._spec.decode_bursts(output_tokens)
+                self.spec_bursts[request_id] = bursts
+                output_tokens = 1 + len(bursts)
+            else:
+                output_tokens = self._spec.decode_steps(output_tokens)
         r = RequestState(
             request_id, prompt_tokens, output_tokens, prefix_key if self.caching else None, priority, self._seq, now_s
         )
@@ -562,7 +594,7 @@ class Engine:
         pool = self.pool
         decoding = self._decoding
         preempted = _NONE_PREEMPTED  # a new list only in a step that preempts (rare)
-        budget = self.max_num_batched_tokens - len(decoding)
+        budget = self.max_num_batched_tokens - len(decoding) * self._decode_tokens
         chunks: list[tuple[RequestState, int]] = []  # prefill work of this step: (request, tokens)
 
         # SGLang (no mixed batches): a step that can prefill runs prefill only, decoders wait
@@ -580,7 +612,7 @@ class Engine:
             if need + part_need > pool.free + len(pool.lru) * pool.per_key:
                 preempted = []
                 self._schedule_running_exact(preempted, chunks)
-                budget = self.max_num_batched_tokens - len(decoding) - sum(n for _, n in chunks)
+                budget = self.max_num_batched_tokens - len(decoding) * self._decode_tokens - sum(n for _, n in chunks)
             else:
                 self._allocate(need + part_need)
                 if part is not None:

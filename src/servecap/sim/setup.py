@@ -34,6 +34,7 @@ class EngineSetup:
     scheduling_policy: SchedulingPolicy = "fcfs"
     notes: tuple[str, ...] = ()
     engine: str = "vllm"  # the engine profile whose admission rule the scheduler follows
+    spec_acceptance: tuple[float, ...] = ()  # speculative decoding: per-position acceptance (core/spec_decode.py)
 
     @property
     def block_size(self) -> int:
@@ -77,17 +78,26 @@ def engine_setup_from_plan(
         caching = False
         notes.append("prefix caching not simulated for sliding-window/hybrid KV layouts")
     policy: SchedulingPolicy = "priority" if scheduling_policy == "priority" else "fcfs"
+    # attention data parallelism: the dp ranks' pools and limits, scheduled as one balanced pool
+    # (the step prices a rank's share: core/roofline.py StepCost.dp)
+    dp = plan.deployment.parallelism.dp
+    if dp > 1:
+        notes.append(
+            f"attention DP {dp}: the ranks' KV pools and batch limits pooled, each step spread evenly over the "
+            "ranks (a balanced pool)"
+        )
     return EngineSetup(
         layout=plan.layout,
-        num_gpu_blocks=plan.num_gpu_blocks,
+        num_gpu_blocks=plan.num_gpu_blocks * dp,
         step=plan.step,
         efficiency=efficiency or plan.efficiency,
-        max_num_seqs=eng.max_num_seqs,
-        max_num_batched_tokens=eng.max_num_batched_tokens,
+        max_num_seqs=eng.max_num_seqs * dp,
+        max_num_batched_tokens=eng.max_num_batched_tokens * dp,
         max_model_len=eng.max_model_len,
         enable_prefix_caching=caching,
         waiting_queue_limit=waiting_queue_limit,
         scheduling_policy=policy,
         notes=tuple(notes),
         engine=eng.engine,
+        spec_acceptance=spec.acceptance if (spec := plan.deployment.speculative) is not None else (),
     )

@@ -110,11 +110,15 @@ def simulate(
         source = OpenLoopSource(_arrays_from_specs(list(workload)))
     if isinstance(source, OpenLoopSource):
         horizon = source.arrival_s[-1] if source.arrival_s else 0.0
+    spec_rng = None
+    if setup.spec_acceptance:  # accepted tokens drawn from their own stream, seeded from rng
+        spec_rng = np.random.default_rng(int(rng.integers(1 << 62)) if rng is not None else 0)
     engine = Engine(
         setup,
         keep_finished=record_token_times,  # the token times are read off the finished requests
         record_token_times=record_token_times,
         exact_step_time=exact_step_time,
+        spec_rng=spec_rng,
     )
     server = EngineServer(
         engine, decode_runs=fast_forward, check_invariants=check_invariants, stop_at_finishes=source.closed_loop

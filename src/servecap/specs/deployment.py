@@ -11,12 +11,63 @@ from servecap.specs.model import ModelSpec
 
 @dataclass(frozen=True, slots=True)
 class Parallelism:
+    """How one replica spreads over GPUs (vLLM's and SGLang's layouts; see core/parallel.py).
+
+    - ``tp`` x ``pp`` GPUs per attention data-parallel rank; ``dp`` ranks, each with its own
+      batch, KV cache and scheduler, the attention weights replicated on every rank;
+    - the MoE layers of all ``tp x dp`` GPUs of a stage form one group (vLLM: "expert layers
+      form an EP or TP group of size DP x TP"): with ``ep > 1`` each of ``ep`` groups holds
+      ``(experts + redundant_experts) / ep`` whole experts, with ``ep = 1`` every expert is split;
+    - ``gpus_per_node`` and ``nodes``: where the GPUs sit, which picks the link an all-to-all
+      or an all-reduce crosses (NVLink/xGMI inside a node, the NIC between nodes);
+    - ``a2a_mode``: DeepEP's ``normal`` (throughput) or ``low_latency`` kernels, or ``auto``
+      (normal for a step that prefills, low-latency for a pure decode step, as SGLang's ``auto``);
+    - ``expert_skew``: Zipf exponent of the experts' token loads (0 uniform), placed by EPLB
+      with ``redundant_experts`` replicas; ``two_batch_overlap``: two micro-batches hide the
+      dispatch/combine behind the other's compute (SGLang ``--enable-two-batch-overlap``).
+    """
+
     tp: int = 1  # tensor parallel: every layer split over tp GPUs
     pp: int = 1  # pipeline parallel: layers split into pp stages
+    dp: int = 1  # attention data parallel ranks per replica
+    ep: int = 1  # expert parallel size (1: experts tensor-split over tp x dp GPUs)
+    gpus_per_node: int = 8
+    redundant_experts: int = 0
+    expert_skew: float = 0.0
+    a2a_mode: str = "auto"  # auto | normal | low_latency
+    two_batch_overlap: bool = False
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.pp * self.dp
+
+    @property
+    def moe_shards(self) -> int:
+        """GPUs one MoE layer's experts are spread over (tp x dp)."""
+        return self.tp * self.dp
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.num_gpus // self.gpus_per_node)
+
+
+@dataclass(frozen=True, slots=True)
+class SpecDecodeConfig:
+    """Speculative decoding: ``method`` (``draft``, ``eagle``, ``eagle3``, ``mtp``, ``ngram``)
+    proposes ``num_speculative_tokens`` tokens a step, the target verifies them (k + 1 query
+    tokens a sequence); ``acceptance`` is the probability that draft position ``i`` is accepted
+    given positions before it were (a conditional per-position rate, vLLM's
+    ``num_accepted_tokens_per_pos / num_drafts`` read as ratios of successive positions; n-gram
+    proposes from the context at no GPU cost;
+    EAGLE/MTP heads are costed from the target's own layer shapes, a draft model from its config)."""
+
+    method: str
+    num_speculative_tokens: int
+    acceptance: tuple[float, ...]
+    draft_model: ModelSpec | None = None  # the separate draft model of method "draft"
+    source: str = ""
+    acceptance_low: tuple[float, ...] | None = None  # the published spread, where a source gives one
+    acceptance_high: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +121,7 @@ class Deployment:
     weights_dtype: WeightDtype
     kv_dtype: KvDtype
     engine: EngineConfig
+    speculative: SpecDecodeConfig | None = None  # speculative decoding / MTP (core/spec_decode.py)
 
     @property
     def num_gpus(self) -> int:

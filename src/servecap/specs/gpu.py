@@ -37,6 +37,10 @@ class GpuSpec:
     purchase_usd: float | None = None
     purchase_date: str | None = None
     sources: tuple[str, ...] = ()
+    nic: str | None = None  # the inter-node network card per GPU (InfiniBand/RoCE)
+    nic_gb_s: float | None = None  # inter-node bandwidth per GPU, one direction
+    link_latency_us: float | None = None  # one message over the scale-up link / the NIC
+    nic_latency_us: float | None = None
 
     @property
     def family(self) -> str:

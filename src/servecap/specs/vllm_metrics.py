@@ -299,6 +299,27 @@ CPU_CACHE_USAGE_PERC = _gauge(
     "vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", labels=(MODEL_NAME,), until="0.10"
 )
 
+# speculative decoding (vLLM V1 vllm/v1/spec_decode/metrics.py, SpecDecodingProm): per step,
+# each decoding request that drafted adds one draft and k draft tokens; accepted tokens in total
+# and by draft position (label "position", 0-based): accepted_per_pos[j] / num_drafts is the
+# unconditional rate of position j (core/spec_decode.py)
+SPEC_DECODE_NUM_DRAFTS = _counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.")
+SPEC_DECODE_NUM_DRAFT_TOKENS = _counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.")
+SPEC_DECODE_NUM_ACCEPTED_TOKENS = _counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.")
+SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS = _counter(
+    "vllm:spec_decode_num_accepted_tokens_per_pos",
+    "Accepted tokens per draft position.",
+    labels=(*BASE_LABELS, "position"),
+)
+SPEC_DECODE: tuple[MetricSpec, ...] = (
+    SPEC_DECODE_NUM_DRAFTS,
+    SPEC_DECODE_NUM_DRAFT_TOKENS,
+    SPEC_DECODE_NUM_ACCEPTED_TOKENS,
+    SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS,
+)
+"""Exposed only by a server running speculative decoding (kept apart from :data:`ALL`, the
+series every server exposes)."""
+
 ALL: tuple[MetricSpec, ...] = (
     NUM_REQUESTS_RUNNING,
     NUM_REQUESTS_WAITING,

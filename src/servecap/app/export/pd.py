@@ -17,7 +17,9 @@ fleet file                        real system
                                   ``mooncake`` for RDMA link kinds) and, on prefill servers,
                                   ``--disaggregation-bootstrap-port``
 the pool's engine settings        ``vllm serve`` flags (:mod:`servecap.app.export.vllm_args`);
-                                  SGLang ``--tp`` and ``--context-length``
+                                  SGLang ``--tp`` (with attention DP, EP and speculative
+                                  decoding: :mod:`servecap.app.export.frontier_args`) and
+                                  ``--context-length``
 ``pd_router.prefill`` / ``decode``  ``--prefill-policy`` / ``--decode-policy``:
                                   ``prefix-affinity`` -> ``cache_aware``, ``power-of-two`` ->
                                   ``power_of_two``, ``round-robin`` -> ``round_robin``,
@@ -39,6 +41,7 @@ import shlex
 from pathlib import Path
 from typing import TypedDict
 
+from servecap.app.export.frontier_args import sglang_args
 from servecap.app.export.source import dns_name, load_source
 from servecap.app.export.vllm_args import cli_args, engine_kwargs
 from servecap.errors import ServecapError
@@ -93,7 +96,7 @@ def pd_config(path: Path | str, *, port: int = 8000) -> tuple[PdConfig, list[str
         names = [f"{host}-{i}" for i in range(pool.replicas)]
         urls[role] += [f"http://{n}:{port}" for n in names]
         sglang = ["python", "-m", "sglang.launch_server", "--model-path", pool.model, "--port", str(port)]
-        sglang += ["--tp", str(kw.get("tensor_parallel_size", 1)), "--context-length", str(kw["max_model_len"])]
+        sglang += [*sglang_args(pool, warnings), "--context-length", str(kw["max_model_len"])]
         sglang += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", backend]
         if role == "prefill":
             sglang += ["--disaggregation-bootstrap-port", str(BOOTSTRAP_PORT)]

@@ -72,7 +72,9 @@ class PoolExport:
 
     @property
     def gpus_per_replica(self) -> int:
-        return plan_int(self.plan, "tp") * plan_int(self.plan, "pp")
+        par = self.plan.get("parallelism")
+        dp = par.get("dp", 1) if isinstance(par, Mapping) else 1  # attention DP ranks (plan_dict)
+        return plan_int(self.plan, "tp") * plan_int(self.plan, "pp") * (dp if isinstance(dp, int) else 1)
 
     @property
     def model(self) -> str:

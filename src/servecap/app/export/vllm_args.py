@@ -21,6 +21,9 @@ plan                        vLLM
 ``block_size``              ``--block-size`` when not vLLM's default 16
 pool ``enable_prefix_caching`` ``--enable-prefix-caching`` / ``--no-enable-prefix-caching``
 pool ``kv_cache_memory_bytes`` ``--kv-cache-memory-bytes``
+``parallelism`` /           attention DP, expert parallelism, EPLB, all-to-all kernels, dual
+``speculative``             batch overlap, ``--speculative-config``
+                            (:mod:`servecap.app.export.frontier_args`)
 =========================== ============================================================
 """
 
@@ -79,6 +82,9 @@ def engine_kwargs(pool: PoolExport, warnings: list[str]) -> EngineKwargs:
             f"{pool.name}: max_waiting {pool.max_waiting} has no vLLM flag (vLLM's waiting queue is unbounded): "
             "not written; bound it at the gateway"
         )
+    from servecap.app.export.frontier_args import vllm_kwargs  # the parallel layout, speculative decoding
+
+    kw.update(vllm_kwargs(pool, warnings))
     return kw
 
 

@@ -60,6 +60,11 @@ class PoolDoc(TypedDict, total=False):
     price_per_gpu_hour: float
     role: str
     autoscaler: AutoscalerDoc
+    dp: int
+    ep: int
+    redundant_experts: int
+    two_batch_overlap: bool
+    speculative: str
 
 
 @with_config(_STRICT)

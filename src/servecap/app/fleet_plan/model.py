@@ -84,6 +84,12 @@ class CandidateModel(_Model):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     max_num_seqs: int | None = Field(default=None, ge=1)
     price_per_gpu_hour: float | None = Field(default=None, ge=0)  # default: the GPU catalog's
+    # the parallel layout and speculative decoding (the fleet pool's fields, app/fleet.py)
+    dp: int = Field(default=1, ge=1, le=1024)
+    ep: int = Field(default=1, ge=1, le=4096)
+    redundant_experts: int = Field(default=0, ge=0, le=4096)
+    two_batch_overlap: bool = False
+    speculative: Literal["mtp", "eagle", "eagle3", "ngram"] | None = None
 
     def label(self) -> str:
         if self.name:
@@ -91,6 +97,12 @@ class CandidateModel(_Model):
         parts = [self.gpu]
         if self.tp and self.tp > 1:
             parts.append(f"tp{self.tp}")
+        if self.dp > 1:
+            parts.append(f"dp{self.dp}")
+        if self.ep > 1:
+            parts.append(f"ep{self.ep}")
+        if self.speculative:
+            parts.append(self.speculative)
         if self.weights_dtype:
             parts.append(f"w-{self.weights_dtype}")
         if self.kv_cache_dtype != "auto":
@@ -494,6 +506,16 @@ def pool_dict(request: FleetPlanRequest, c: CandidateModel, replicas: int, *, na
         d["max_num_seqs"] = c.max_num_seqs
     if c.price_per_gpu_hour is not None:
         d["price_per_gpu_hour"] = c.price_per_gpu_hour
+    if c.dp > 1:
+        d["dp"] = c.dp
+    if c.ep > 1:
+        d["ep"] = c.ep
+    if c.redundant_experts:
+        d["redundant_experts"] = c.redundant_experts
+    if c.two_batch_overlap:
+        d["two_batch_overlap"] = True
+    if c.speculative is not None:
+        d["speculative"] = c.speculative
     return d
 
 

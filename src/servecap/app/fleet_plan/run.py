@@ -145,6 +145,7 @@ def closed_form(
     from servecap.catalog import lookup_gpu, resolve_model
     from servecap.core.defaults import build_deployment
     from servecap.core.plan import plan
+    from servecap.core.spec_decode import spec_config_from_flags
     from servecap.specs.perf import RequestShape, Slo
 
     gpu = lookup_gpu(c.gpu)
@@ -158,6 +159,12 @@ def closed_form(
         max_model_len=c.max_model_len,
         gpu_memory_utilization=c.gpu_memory_utilization,
         max_num_seqs=c.max_num_seqs,
+        dp=c.dp,
+        ep=c.ep,
+        gpus_per_node=8,
+        redundant_experts=c.redundant_experts,
+        two_batch_overlap=c.two_batch_overlap,
+        speculative=spec_config_from_flags(model, c.speculative, None, None, None) if c.speculative else None,
     )
     ttft = dict(slo.ttft_s or {})
     tpot = dict(slo.tpot_s or {})
