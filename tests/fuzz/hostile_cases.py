@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import signal
 import sys
 import time
@@ -25,6 +26,7 @@ from typing import Any, Literal
 import yaml
 
 DIR = object()  # a file entry that is a directory
+FIFO = object()  # a file entry that is a FIFO (named pipe) nobody reads
 
 Outcome = Literal["error", "accepted", "traceback", "hang", "multiline"]
 
@@ -377,6 +379,8 @@ def materialize(case: Case, folder: Path) -> list[str]:
         target = folder / f"input{i}{ext}"
         if content is DIR:
             target.mkdir()
+        elif content is FIFO:
+            os.mkfifo(target)
         else:
             target.write_bytes(content)
         names[key] = str(target)
