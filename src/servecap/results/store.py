@@ -516,9 +516,32 @@ class RunStore:
         """A streaming run's stored accumulators (``RunSketches.from_dict`` reads them); None
         for a run stored with its records."""
         rid = self.resolve(run)
-        with closing(self._connect()) as con:
+        with self._tx() as con:
             row = con.execute("SELECT sketch_json FROM sketches WHERE run_id = ? AND name = 'run'", (rid,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else self._sketches_of(rid, row[0])
+
+    def _sketches_of(self, rid: str, stored: object) -> dict[str, Any]:
+        """A sketches row parsed as input is (bounded JSON, then the accumulators' own reader):
+        a damaged row is one error naming the store and the run."""
+        from servecap.files import loads_json
+        from servecap.results.sketch_set import RunSketches
+
+        def damaged(problem: str) -> ServecapError:
+            return ServecapError("db", str(self.path), f"run {rid}'s sketches row is damaged ({problem})")
+
+        if not isinstance(stored, str):
+            raise damaged(f"it holds {type(stored).__name__}, not JSON text")
+        try:
+            value = loads_json(stored, "sketch_json", "the stored text")
+        except ServecapError as err:
+            raise damaged(err.problem) from None
+        if not isinstance(value, dict):
+            raise damaged(f"expected a JSON object, found {type(value).__name__}")
+        try:
+            RunSketches.from_dict(value)
+        except _ROW_ERRORS as err:
+            raise damaged(_row_problem(err)) from None
+        return value
 
     def delete_run(self, run: str) -> str:
         rid = self.resolve(run)
