@@ -28,6 +28,14 @@ import yaml
 DIR = object()  # a file entry that is a directory
 FIFO = object()  # a file entry that is a FIFO (named pipe) nobody reads
 
+
+@dataclass(frozen=True)
+class Sparse:
+    """A file entry of ``size_bytes`` zeros, written as a sparse file (no disk space, no memory)."""
+
+    size_bytes: int
+
+
 Outcome = Literal["error", "accepted", "traceback", "hang", "multiline"]
 
 # ---- the valid base documents, one per input path -----------------------------------------------
@@ -381,6 +389,9 @@ def materialize(case: Case, folder: Path) -> list[str]:
             target.mkdir()
         elif content is FIFO:
             os.mkfifo(target)
+        elif isinstance(content, Sparse):
+            with open(target, "wb") as fh:
+                fh.truncate(content.size_bytes)
         else:
             target.write_bytes(content)
         names[key] = str(target)

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from hostile_cases import Case
+from hostile_cases import Case, Sparse
 
 
 def store_bytes(build: Callable[[Path], None]) -> bytes:
@@ -84,3 +84,96 @@ def sketches_cases() -> Iterator[Case]:
     for what, value in DAMAGED_SKETCHES:
         yield Case(f"runs show --sketches: {what}", argv, {"db": sketches_store(value)}, True)
     yield Case("runs show --sketches: a table of another shape", argv, {"db": sketches_table_of_another_shape()}, True)
+
+
+# ---- monitor recordings -----------------------------------------------------------------------
+
+_LOOSE_SAMPLES = (  # the monitor's table without its constraints: what another writer may leave
+    "CREATE TABLE monitor_samples (session_id, url, time_s, up, error, running, waiting, kv_usage, "
+    "request_rate_per_s, prompt_tok_s, generation_tok_s, preemptions_per_s, prefix_hit_rate, ttft_p50_s, "
+    "ttft_p99_s, itl_p50_s, itl_p99_s, e2e_p50_s, e2e_p99_s)"
+)
+
+
+def recording(samples: list[tuple[object, object, object]], *, table: bool = True) -> bytes:
+    """A monitor store with one session whose target rows are ``(time_s, up, request_rate_per_s)``."""
+
+    def build(path: Path) -> None:
+        with sqlite3.connect(path) as con:
+            con.execute("CREATE TABLE monitor_sessions (session_id TEXT PRIMARY KEY, started_at TEXT, urls_json TEXT)")
+            con.execute("INSERT INTO monitor_sessions VALUES ('s1', '2026-01-01T00:00:00', '[\"http://a\"]')")
+            if table:
+                con.execute(_LOOSE_SAMPLES)
+                con.executemany(
+                    "INSERT INTO monitor_samples (session_id, url, time_s, up, request_rate_per_s, prompt_tok_s, "
+                    "generation_tok_s) VALUES ('s1', 'http://a', ?, ?, ?, 2000.0, 200.0)",
+                    samples,
+                )
+
+    return store_bytes(build)
+
+
+def steady(n: int, step_s: float = 2.0, rate: float = 5.0) -> list[tuple[object, object, object]]:
+    return [(i * step_s, 1, rate) for i in range(n)]
+
+
+def torn(data: bytes) -> bytes:
+    """The first half of a store: a file cut off while it was copied."""
+    return data[: max(len(data) // 2, 4096) // 4096 * 4096 - 1024]
+
+
+DAMAGED_RECORDINGS: tuple[tuple[str, bytes], ...] = (
+    ("text where a time belongs", recording([*steady(5), ("abc", 1, 5.0)])),
+    ("text where a rate belongs", recording([*steady(5), (12.0, 1, "fast")])),
+    ("null where a time belongs", recording([*steady(5), (None, 1, 5.0)])),
+    ("a blob where a rate belongs", recording([*steady(5), (12.0, 1, b"\x00\x01")])),
+    ("an infinite rate", recording([*steady(5), (12.0, 1, float("inf"))])),
+    ("a rate of 1e300", recording([*steady(5), (12.0, 1, 1e300)])),
+    ("a span of 1e11 s", recording([*steady(5), (1e11, 1, 5.0)])),
+    ("no samples table", recording([], table=False)),
+    ("a torn file", torn(recording(steady(3000)))),
+    ("a SQLite header and garbage", b"SQLite format 3\x00" + b"\xff" * 5000),
+)
+
+
+def prometheus(values: object, n_series: int = 1) -> bytes:
+    import json
+
+    result = [{"metric": {"instance": f"i{k}"}, "values": values} for k in range(n_series)]
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
+
+
+DAMAGED_EXPORTS: tuple[tuple[str, bytes | Sparse], ...] = (
+    ("a +Inf rate", prometheus([[1.7e9, "1"], [1.7e9 + 15, "+Inf"]])),
+    ("a -Inf rate", prometheus([[1.7e9, "1"], [1.7e9 + 15, "-Inf"]])),
+    ("a rate of 1e300", prometheus([[1.7e9, "1"], [1.7e9 + 15, "1e300"]])),
+    ("a NaN time", b'{"status": "success", "data": {"resultType": "matrix", "result": [{"values": [[NaN, "1"]]}]}}'),
+    ("a time of 1e300", prometheus([[1.7e9, "1"], [1e300, "1"]])),
+    ("text as a value", prometheus([[1.7e9, "1"], [1.7e9 + 15, "fast"]])),
+    ("a value that is a list", prometheus([[1.7e9, "1"], [1.7e9 + 15, [1]]])),
+    ("10,000-deep nesting", b'{"data": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"),
+    (
+        "1.1M points",
+        b'{"data": {"resultType": "matrix", "result": [{"values": [' + b",".join([b'[0,"1"]'] * 1_100_000) + b"]}]}}",
+    ),
+    ("34M points (340 MB)", Sparse(34_000_000 * 10)),
+    ("binary", b"\x00\xff" * 100),
+)
+
+
+def replay_cases() -> Iterator[Case]:
+    import yaml
+    from hostile_cases import FLEET
+
+    fleet = yaml.safe_dump(FLEET).encode()
+    for what, data in DAMAGED_RECORDINGS:
+        args = ("monitor", "replay", "{h}", "--fleet", "{f}", "--json")
+        yield Case(f"monitor replay: {what}", args, {"h": data, "f": fleet}, True)
+    for what, data in DAMAGED_EXPORTS:
+        args = ("monitor", "replay", "{h}", "--fleet", "{f}", "--json")
+        yield Case(f"monitor replay export: {what}", args, {"h": data, "f": fleet}, True)
+
+
+def stored_cases() -> Iterator[Case]:
+    yield from sketches_cases()
+    yield from replay_cases()

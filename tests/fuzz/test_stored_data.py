@@ -3,11 +3,12 @@ recordings -- is one line naming the store and the row, never a traceback, in bo
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from hostile_cases import Case, materialize, run_in_process
-from stored_cases import sketches_cases, sketches_store
+from stored_cases import recording, replay_cases, sketches_cases, sketches_store, steady
 
 from servecap.results.sketch_set import RunSketches
 
@@ -33,3 +34,32 @@ def test_a_whole_sketches_row_is_shown(tmp_path: Path) -> None:
     case.files["db"] = sketches_store(json.dumps(RunSketches(window_s=1.0).to_dict()))
     result = run_in_process(materialize(case, tmp_path))
     assert result.outcome == "accepted", result.stderr
+
+
+@pytest.mark.parametrize("case", list(replay_cases()), ids=lambda c: c.name)
+def test_a_damaged_recording_or_export_is_one_line(case: Case, tmp_path: Path) -> None:
+    stderr = _refused(case, tmp_path)
+    assert "history=" in stderr, stderr
+
+
+def test_twenty_thousand_samples_load_in_linear_time(tmp_path: Path) -> None:
+    """The loader grouped each instant's rows by scanning every row (quadratic: 77 s for 20k)."""
+    from hostile_cases import _deadline
+
+    from servecap.monitor.history import history_from_store
+
+    path = tmp_path / "big.sqlite"
+    path.write_bytes(recording(steady(20_000)))
+    t0 = time.monotonic()
+    with _deadline(10.0):
+        h = history_from_store(path)
+    assert len(h.time_s) == 20_000 and h.rate_req_s[-1] == 5.0
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_the_replay_buckets_minutes_in_one_pass() -> None:
+    from servecap.app.monitor_replay import _by_minute
+
+    times = [i * 2.0 for i in range(20_000)]
+    got = _by_minute(times, [1.0] * len(times), 667)
+    assert [len(b) for b in got[:2]] == [30, 30] and sum(map(len, got)) == 20_000
