@@ -199,6 +199,10 @@ def fleet_simulate_command(
         "exact" if percentiles == "exact" else "sketch" if percentiles else "auto"
     )
     request = FleetSimulateRequest(fleet=ff, workload=spec, seed=seed, percentiles=mode)
+    if save:  # a store the run could not be saved into is refused before it runs
+        from servecap.results.store import RunStore
+
+        RunStore(db).check_writable()
     response, res = fleet_simulate(request, base_dir=base_dir, records=records)
     router_name = ff.router_model().name
     if save:

@@ -63,6 +63,7 @@ def sweep_command(
     seeds are merged through their sketches; a streamed sweep also prints every point merged."""
     from servecap.app.fleet_sweep_run import load_request_file, run_sweep_request, sweep_response
     from servecap.cli.console import make_console, progress_reporter
+    from servecap.errors import ServecapError
     from servecap.outputs import write_text
 
     request = SweepRequest(
@@ -74,11 +75,19 @@ def sweep_command(
         sketch=sketch,
     )
     sf = load_request_file(request)
+    if not no_store:  # a store the runs could not be saved into is refused before they run
+        from servecap.results.store import RunStore
+
+        RunStore(db).check_writable()
     err_console = make_console(stderr=True)
     with progress_reporter(err_console) as report:
         run = run_sweep_request(request, sf, report)
+    store_error: ServecapError | None = None
     if not no_store:
-        _store(run, db, sf.label or sweep_file.stem, str(sweep_file))
+        try:
+            _store(run, db, sf.label or sweep_file.stem, str(sweep_file))
+        except ServecapError as err:  # the disk filled during the sweep: the table still prints
+            store_error = err
     if csv_path is not None:
         write_text(csv_path, _csv(run), "--csv")
     if html_path is not None:
@@ -89,6 +98,8 @@ def sweep_command(
         click.echo(sweep_response(run).to_json())
     else:
         _render(run)
+    if store_error is not None:
+        raise store_error
     if run.errors:
         for i, e in sorted(run.errors.items()):
             err_console.print(f"error: point {i}: {e}", markup=False, highlight=False)
