@@ -361,6 +361,9 @@ def all_cases() -> list[Case]:
         out.extend(field_cases(p, (float("nan"), 1e300, "80", None)))
     out.extend(flag_cases())
     out.extend(special_cases())
+    from reliability_cases import reliability_cases  # issue 33's shapes (they build on this module)
+
+    out.extend(reliability_cases())
     return out
 
 

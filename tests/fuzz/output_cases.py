@@ -7,9 +7,9 @@ line naming the flag and the path, before the command does its work.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
-import yaml
 from hostile_cases import DIR, FIFO, FLEET, SWEEP, Case
 
 TARGETS: tuple[tuple[str, str, dict[str, object]], ...] = (
@@ -22,8 +22,8 @@ TARGETS: tuple[tuple[str, str, dict[str, object]], ...] = (
     ("a missing folder", "/nonexistent-servecap/out.html", {}),
 )
 
-_FLEET = yaml.safe_dump(FLEET).encode()
-_SWEEP = yaml.safe_dump(SWEEP).encode()
+_FLEET = json.dumps(FLEET).encode()
+_SWEEP = json.dumps(SWEEP).encode()
 
 # (command name, argv before the output flag, the flag, the files the argv names)
 OUTPUT_FLAGS: tuple[tuple[str, tuple[str, ...], str, dict[str, object]], ...] = (

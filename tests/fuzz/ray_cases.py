@@ -4,12 +4,12 @@ within 10 s, before any work."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
-import yaml
 from hostile_cases import SWEEP, Case
 
-_SWEEP = yaml.safe_dump(SWEEP).encode()
+_SWEEP = json.dumps(SWEEP).encode()
 _ARGS = ("sweep", "{f}", "--no-store")
 
 RAY_ARGS: tuple[tuple[str, tuple[str, ...]], ...] = (

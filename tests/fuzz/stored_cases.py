@@ -162,10 +162,11 @@ DAMAGED_EXPORTS: tuple[tuple[str, bytes | Sparse], ...] = (
 
 
 def replay_cases() -> Iterator[Case]:
-    import yaml
+    import json
+
     from hostile_cases import FLEET
 
-    fleet = yaml.safe_dump(FLEET).encode()
+    fleet = json.dumps(FLEET).encode()
     for what, data in DAMAGED_RECORDINGS:
         args = ("monitor", "replay", "{h}", "--fleet", "{f}", "--json")
         yield Case(f"monitor replay: {what}", args, {"h": data, "f": fleet}, True)
