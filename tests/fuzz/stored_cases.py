@@ -167,12 +167,11 @@ def replay_cases() -> Iterator[Case]:
     from hostile_cases import FLEET
 
     fleet = json.dumps(FLEET).encode()
-    for what, data in DAMAGED_RECORDINGS:
-        args = ("monitor", "replay", "{h}", "--fleet", "{f}", "--json")
-        yield Case(f"monitor replay: {what}", args, {"h": data, "f": fleet}, True)
-    for what, data in DAMAGED_EXPORTS:
-        args = ("monitor", "replay", "{h}", "--fleet", "{f}", "--json")
-        yield Case(f"monitor replay export: {what}", args, {"h": data, "f": fleet}, True)
+    args = ("monitor", "replay", "{h}", "--fleet", "{f}", "--json")
+    for what, recorded in DAMAGED_RECORDINGS:
+        yield Case(f"monitor replay: {what}", args, {"h": recorded, "f": fleet}, True)
+    for what, exported in DAMAGED_EXPORTS:
+        yield Case(f"monitor replay export: {what}", args, {"h": exported, "f": fleet}, True)
 
 
 def stored_cases() -> Iterator[Case]:
