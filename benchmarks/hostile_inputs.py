@@ -8,7 +8,14 @@ hangs past the limit; then every case that is not a one-line error or an accepta
 case the issue lists as wrongly accepted that was accepted. Target: 0 tracebacks, 0 hangs,
 0 multi-line, 0 wrongly accepted.
 
-    .venv/bin/python benchmarks/hostile_inputs.py [--workers 2] [--limit-s 10] [--in-process]
+    .venv/bin/python benchmarks/hostile_inputs.py [--workers 2] [--limit-s 10] [--in-process] [--only issue33]
+
+Issue 33 added: every output flag given a directory, an empty name, ``/dev/full``, a FIFO, a
+file in ``/proc``, a new name in ``/sys``, a missing folder; calibrations with an efficiency of
+1e-30 and a replica MTBF of 1e-9 s; damaged sketches rows, monitor recordings and Prometheus
+exports (text, nulls, infinities, 1e300, deep nesting, 34M points, torn files); unusable Ray
+addresses and worker counts; stores of schema version -1 or 99 given to every writer
+(``--only issue33`` runs just those). "slowest refusal" is the slowest one-line error.
 
 ``--in-process`` runs every case in this process through the console entry point (faster; a
 hang is caught by an alarm, which cannot interrupt a long C call, so the subprocess mode is the
@@ -55,9 +62,16 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="cases run at once (subprocess mode)")
     ap.add_argument("--limit-s", type=float, default=10.0, help="a case running longer is a hang")
     ap.add_argument("--in-process", action="store_true", help="run the cases in this process (faster)")
+    ap.add_argument("--only", choices=["issue33"], default=None, help="only issue 33's cases")
+    ap.add_argument("--warm", action="store_true", help="in-process: run every case once before timing")
     args = ap.parse_args()
 
-    cases = all_cases()
+    if args.only == "issue33":
+        from reliability_cases import reliability_cases
+
+        cases = reliability_cases()
+    else:
+        cases = all_cases()
     with tempfile.TemporaryDirectory(prefix="servecap-hostile-") as tmp:
         # the store the runs commands see (and the default one, so no case touches the user's own)
         os.environ["XDG_DATA_HOME"] = str(Path(tmp) / "data")
@@ -68,6 +82,9 @@ def main() -> None:
             jobs.append((case, materialize(case, folder)))
         t0 = time.monotonic()
         if args.in_process:
+            if args.warm:  # every command's modules imported once, so the figures are the refusals'
+                for _, argv in jobs:
+                    run_in_process(argv, limit_s=args.limit_s)
             results = [run_in_process(argv, limit_s=args.limit_s) for _, argv in jobs]
         else:
             with ThreadPoolExecutor(args.workers) as pool:
@@ -88,6 +105,10 @@ def main() -> None:
     )
     slowest = max(results, key=lambda r: r.seconds)
     print(f"  slowest case       {slowest.seconds:.2f} s")
+    refusals = [(c, r) for c, r in zip(cases, results, strict=True) if r.outcome == "error"]
+    if refusals:
+        case, worst = max(refusals, key=lambda cr: cr[1].seconds)
+        print(f"  slowest refusal    {worst.seconds:.2f} s  ({case.name})")
     for case, result in zip(cases, results, strict=True):
         if result.outcome in ("multiline", "traceback", "hang"):
             tail = result.stderr.strip().splitlines()[-1:] or [""]

@@ -18,25 +18,48 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from servecap.errors import from_validation_error
 from servecap.specs.perf import DEFAULT_REQUEST_OVERHEAD_S, Efficiency
 
 SCHEMA: Literal["servecap.calibration/1"] = "servecap.calibration/1"
 
+MIN_EFFICIENCY = 0.01
+"""The least bandwidth or compute efficiency a calibration may hold: the share of the spec
+sheet's HBM bandwidth or dense FLOP/s that a step reaches. Fits of real servers give 0.3-0.95
+(docs/calibration.md); below 1% the model says the GPU runs 100x slower than its spec sheet,
+which is a fit of the wrong deployment, not a GPU. (A value such as 1e-30 made each decode step
+last ~1e25 s: the simulated clock then passed the point where adding a step to it changes it,
+time stood still, and the observer sampled the same instant until memory ran out -- a
+segmentation fault in the compiled simulator.)"""
+MAX_EFFICIENCY = 1.5
+"""The most: above 1 a fit credits the GPU with more than its spec sheet (caches, a
+conservative spec); 1.5 is already 50% over it."""
+_WHY_EFFICIENCY = (
+    f"an efficiency is the share of the GPU's spec-sheet bandwidth or FLOP/s a step reaches; "
+    f"it must be in [{MIN_EFFICIENCY:g}, {MAX_EFFICIENCY:g}] (real servers fit 0.3-0.95)"
+)
+
 
 class Coefficients(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
-    bandwidth_efficiency: float = Field(gt=0, le=1.5)
-    compute_efficiency: float = Field(gt=0, le=1.5)
+    bandwidth_efficiency: float
+    compute_efficiency: float
     step_overhead_s: float = Field(ge=0, le=10)
     prefill_s_per_token: float = Field(default=0.0, ge=0, le=1)
     allreduce_latency_s: float = Field(default=10e-6, ge=0, le=1)
     # the server's per-request cost outside the engine's steps (calibrate fits step times, not
     # this); a file without it takes the default, Efficiency.request_overhead_s
     request_overhead_s: float | None = Field(default=None, ge=0, le=10)
+
+    @field_validator("bandwidth_efficiency", "compute_efficiency")
+    @classmethod
+    def _plausible_efficiency(cls, value: float) -> float:
+        if not MIN_EFFICIENCY <= value <= MAX_EFFICIENCY:
+            raise ValueError(_WHY_EFFICIENCY)
+        return value
 
 
 class FitSummary(BaseModel):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import signal
 import sys
 import time
@@ -25,6 +26,15 @@ from typing import Any, Literal
 import yaml
 
 DIR = object()  # a file entry that is a directory
+FIFO = object()  # a file entry that is a FIFO (named pipe) nobody reads
+
+
+@dataclass(frozen=True)
+class Sparse:
+    """A file entry of ``size_bytes`` zeros, written as a sparse file (no disk space, no memory)."""
+
+    size_bytes: int
+
 
 Outcome = Literal["error", "accepted", "traceback", "hang", "multiline"]
 
@@ -352,6 +362,9 @@ def all_cases() -> list[Case]:
         out.extend(field_cases(p, (float("nan"), 1e300, "80", None)))
     out.extend(flag_cases())
     out.extend(special_cases())
+    from reliability_cases import reliability_cases  # issue 33's shapes (they build on this module)
+
+    out.extend(reliability_cases())
     return out
 
 
@@ -378,6 +391,11 @@ def materialize(case: Case, folder: Path) -> list[str]:
         target = folder / f"input{i}{ext}"
         if content is DIR:
             target.mkdir()
+        elif content is FIFO:
+            os.mkfifo(target)
+        elif isinstance(content, Sparse):
+            with open(target, "wb") as fh:
+                fh.truncate(content.size_bytes)
         else:
             target.write_bytes(content)
         names[key] = str(target)

@@ -12,9 +12,7 @@ duration as the workload's) before the job is queued.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -47,22 +45,13 @@ class ReplayBody(BaseModel):
 
 def list_sessions(db: Path | None) -> list[dict[str, Any]]:
     """The monitor sessions in ``db``, newest first: id, start, URLs and sample count (none when
-    the file is missing or holds no monitor tables)."""
+    the file is missing or holds no monitor tables; a damaged store is one error naming it and
+    the row: monitor/history.py)."""
+    from servecap.monitor.history import sessions_in_store
+
     if db is None or not db.is_file():
         return []
-    with closing(sqlite3.connect(db)) as con:
-        try:
-            rows = con.execute(
-                "SELECT s.session_id, s.started_at, s.urls_json, count(m.time_s), max(m.time_s) - min(m.time_s) "
-                "FROM monitor_sessions s LEFT JOIN monitor_samples m ON m.session_id = s.session_id "
-                "AND m.url != 'fleet' GROUP BY s.session_id ORDER BY s.started_at DESC, s.rowid DESC"
-            ).fetchall()
-        except sqlite3.OperationalError:
-            return []
-    return [
-        {"session": sid, "started_at": at, "urls": json.loads(urls), "samples": n, "duration_s": span or 0.0}
-        for sid, at, urls, n, span in rows
-    ]
+    return sessions_in_store(db)
 
 
 def check_replay_body(body: ReplayBody, db: Path | None, upload_dir: Path, limits: WorkLimits) -> None:

@@ -163,7 +163,7 @@ def predicted_summary(
             "simulated equivalent; bench with --rate, --users or --workload",
         )
     dep, notes, caching = deployment_from_settings(deployment)
-    eff, note = efficiency_from_file(calibration)
+    eff, note = efficiency_from_file(calibration, dep)  # another deployment's fit is refused, as simulate does
     if note:
         notes.append(note)
     spec = WorkloadSpec.model_validate(settings["workload"])

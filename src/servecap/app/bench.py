@@ -333,6 +333,7 @@ def keep_in_side_file(run: Mapping[str, object]) -> Path:
     from dataclasses import asdict
 
     from servecap.files import dumps_json
+    from servecap.outputs import write_text
     from servecap.results import RunSummary, summary_to_json_dict
     from servecap.results.measured import MeasuredRequest
 
@@ -348,9 +349,8 @@ def keep_in_side_file(run: Mapping[str, object]) -> Path:
     name = f"servecap-run-{run['run_id']}.json"
     for folder in (Path.cwd(), Path(tempfile.gettempdir())):
         try:
-            (folder / name).write_text(text, encoding="utf-8")
-            return folder / name
-        except OSError:
+            return write_text(folder / name, text, "side file")
+        except ServecapError:
             continue
     raise ServecapError("db", str(run.get("run_id")), "the run could be neither stored nor written to a side file")
 

@@ -157,10 +157,9 @@ def calibrate(req: CalibrateRequest) -> CalibrateResponse:
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     if req.output is not None:
-        try:
-            req.output.write_text(cal.to_json() + "\n", encoding="utf-8")
-        except OSError as err:
-            raise ServecapError("output", str(req.output), f"cannot write: {err.strerror}") from None
+        from servecap.outputs import write_text
+
+        write_text(req.output, cal.to_json() + "\n", "--output")
     return CalibrateResponse(
         output=None if req.output is None else str(req.output),
         model=dep.model.id,

@@ -432,6 +432,16 @@ def engine_note(dep: Deployment) -> str:
     )
 
 
+def _gpu_id(name: str) -> str:
+    """A calibration's GPU as its catalog id (``H100`` is ``H100-SXM``); an unknown name as given."""
+    from servecap.catalog.gpus import lookup_gpu
+
+    try:
+        return lookup_gpu(name).id
+    except ServecapError:
+        return name
+
+
 def efficiency_from_file(
     calibration: Path | None, deployment: Deployment | None = None
 ) -> tuple[Efficiency, str | None]:
@@ -447,7 +457,7 @@ def efficiency_from_file(
     cal = load_calibration(calibration)
     note = f"step-time coefficients from {calibration}"
     if deployment is not None:
-        fitted = {"model": cal.model, "gpu": cal.gpu, "tp": cal.tp, "pp": cal.pp}
+        fitted = {"model": cal.model, "gpu": _gpu_id(cal.gpu), "tp": cal.tp, "pp": cal.pp}
         here = {
             "model": deployment.model.id,
             "gpu": deployment.gpu.id,

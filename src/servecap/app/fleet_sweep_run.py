@@ -108,9 +108,11 @@ def run_sweep_request(request: SweepRequest, sf: SweepFile, progress: ProgressFn
     on the request's executor."""
     from servecap.distributed import make_executor
 
-    points = sweep_points(sf, request.sweep_file.resolve().parent)
+    # the executor first: a malformed or unreachable Ray address, an absurd worker count, is
+    # refused before the points are built
     ex = make_executor(request.executor, workers=request.workers, ray_address=request.ray_address)
     try:
+        points = sweep_points(sf, request.sweep_file.resolve().parent)
         return run_sweep(points, ex, progress=progress)
     finally:
         ex.close()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 import click
 
-from servecap.cli.options import PATH, db_option, json_option
+from servecap.cli.options import OUT_PATH, db_option, json_option
 
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
@@ -22,7 +22,7 @@ def _field(name: str) -> FieldInfo:
 
 @click.command("calibrate")
 @click.argument("runs", type=click.STRING, nargs=-1, required=True)
-@click.option("--output", "-o", type=PATH, default=str(_field("output").default), help="Calibration file to write.")
+@click.option("--output", "-o", type=OUT_PATH, default=str(_field("output").default), help="Calibration file to write.")
 @click.option(
     "--source",
     type=click.Choice([str(c) for c in get_args(_field("source").annotation)]),

@@ -54,7 +54,7 @@ def _common(f: Any) -> Any:
         click.option("--prompt-tokens", "-p", type=click.INT, default=1024, help="Typical prompt length."),
         click.option("--output-tokens", "-o", type=click.INT, default=128, help="Typical output length."),
         o.slo_options(None, None, "drawn/alerted on; default twice the plan's prediction"),
-        click.option("--output", "out", type=o.PATH, default=None, help="Write here instead of stdout."),
+        click.option("--output", "out", type=o.OUT_PATH, default=None, help="Write here instead of stdout."),
         click.option("--json", "as_json", is_flag=True, default=False, help="Print one JSON object (kind, text)."),
     )(f)
 
@@ -63,7 +63,9 @@ def _write(text: str, out: Path | None) -> None:
     if out is None:
         click.echo(text, nl=False)
     else:
-        out.write_text(text)
+        from servecap.outputs import write_text
+
+        write_text(out, text, "--output")
         click.echo(f"wrote {out}", err=True)
 
 
@@ -147,7 +149,7 @@ def _help(name: str) -> str:
 def _serving_options(*extra: o.Decorator) -> Callable[[o.F], o.F]:
     return o.stack(
         click.argument("source", type=o.PATH),
-        click.option("--output", "-o", "out", type=o.PATH, default=None, help="Write here instead of stdout."),
+        click.option("--output", "-o", "out", type=o.OUT_PATH, default=None, help="Write here instead of stdout."),
         click.option("--replicas", type=click.IntRange(min=1), default=None, help=_help("replicas")),
         *extra,
         click.option(
@@ -239,7 +241,7 @@ def litellm(source: Path, out: Path | None, replicas: int | None, api_base: str,
 
 @export_group.command("pd")
 @click.argument("source", type=o.PATH)
-@click.option("--output", "-o", "out", type=o.PATH, default=None, help="Write here instead of stdout.")
+@click.option("--output", "-o", "out", type=o.OUT_PATH, default=None, help="Write here instead of stdout.")
 @click.option("--port", type=click.INT, default=8000, show_default=True, help="The servers' HTTP port.")
 def pd(source: Path, out: Path | None, port: int) -> None:
     """A P/D fleet file as real disaggregated serving: vLLM (--kv-transfer-config) and SGLang

@@ -11,6 +11,7 @@ from servecap.app.fleet import KvLinkModel
 from servecap.app.fleet_flags import MIN_REPLICAS_DEFAULT, FleetFlags, choices_of, fleet_from_flags
 from servecap.cli.numbers import FINITE, FiniteRange
 from servecap.cli.options import (
+    OUT_PATH,
     PATH,
     DeploymentFlags,
     StreamFlags,
@@ -122,7 +123,7 @@ def fleet_group() -> None:
 )
 @click.option(
     "--records",
-    type=PATH,
+    type=OUT_PATH,
     default=None,
     help="Stream every request's record to this Parquet file (needs pyarrow: servecap[records]).",
 )
@@ -198,6 +199,10 @@ def fleet_simulate_command(
         "exact" if percentiles == "exact" else "sketch" if percentiles else "auto"
     )
     request = FleetSimulateRequest(fleet=ff, workload=spec, seed=seed, percentiles=mode)
+    if save:  # a store the run could not be saved into is refused before it runs
+        from servecap.results.store import RunStore
+
+        RunStore(db).check_writable()
     response, res = fleet_simulate(request, base_dir=base_dir, records=records)
     router_name = ff.router_model().name
     if save:
@@ -218,7 +223,11 @@ def fleet_simulate_command(
 
         names = ", ".join(f"{p.name} ({p.model} on {p.gpu})" for p in ff.pools)
         page = fleet_html(f"servecap fleet simulate: {names}, {router_name} router", res, response.notes)
-        html.write_text(page, encoding="utf-8")
+        from servecap.outputs import write_text
+
+        write_text(html, page, "--html")
+    if res.records_error is not None:  # the run is stored; the records file is not whole
+        raise res.records_error
     if as_json:
         click.echo(response.model_dump_json())
         return

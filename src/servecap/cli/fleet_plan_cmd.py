@@ -10,7 +10,7 @@ import click
 from servecap.app import defaults
 from servecap.app.fleet_plan.model import EXECUTOR_CHOICES, FleetPlanRequest, TrafficModel
 from servecap.cli.numbers import FINITE
-from servecap.cli.options import PATH, json_option, slo_options
+from servecap.cli.options import OUT_PATH, PATH, json_option, slo_options
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.report.fleet_plan_text import LEVER_HEADER, lever_rows, plan_html, replicas_cell, summary_lines
 
@@ -93,7 +93,7 @@ _DEFAULT = FleetPlanRequest.model_fields  # the request's defaults, read for the
 )
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel simulations (default: the cores).")
 @click.option("--ray-address", type=click.STRING, default=None, help="Join a Ray cluster (auto or ray://host:port).")
-@click.option("--html", "html_path", type=PATH, default=None, help="Write an HTML page of the plan.")
+@click.option("--html", "html_path", type=OUT_PATH, default=None, help="Write an HTML page of the plan.")
 @json_option
 def fleet_plan_command(
     plan_file: Path | None,
@@ -166,7 +166,9 @@ def fleet_plan_command(
     with progress_reporter(make_console(stderr=True)) as progress:
         response = fleet_plan(request, progress, executor=executor, workers=workers, ray_address=ray_address)
     if html_path is not None:
-        html_path.write_text(plan_html(response), encoding="utf-8")
+        from servecap.outputs import write_text
+
+        write_text(html_path, plan_html(response), "--html")
     if as_json:
         click.echo(response.model_dump_json())
         return

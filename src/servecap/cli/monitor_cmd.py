@@ -110,9 +110,10 @@ def _replay(
         path = db or default_path()
     response, _ = replay(load_history(path, session), fleet_file, pool=pool, seed=seed)
     if html_path is not None:
+        from servecap.outputs import write_text
         from servecap.report.replay_html import replay_html
 
-        html_path.write_text(replay_html(response.model_dump()), encoding="utf-8")
+        write_text(html_path, replay_html(response.model_dump()), "--html")
     if as_json:
         click.echo(response.model_dump_json(indent=2))
         return
@@ -197,9 +198,7 @@ def _default(name: str) -> object:
 @click.option("--pool", default=None, help="The pool of --fleet whose autoscaler advises (default: the only one).")
 @click.option("--no-store", is_flag=True, default=False, help="Do not write the time series to the database.")
 @click.option("--session", default=None, help="replay: the monitor session of the store (default: the latest).")
-@click.option(
-    "--html", "html_path", type=click.Path(path_type=Path), default=None, help="replay: write an HTML page here."
-)
+@click.option("--html", "html_path", type=o.OUT_PATH, default=None, help="replay: write an HTML page here.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, help="replay: the simulation's seed.")
 @o.json_option
 def monitor_command(

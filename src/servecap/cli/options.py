@@ -53,6 +53,25 @@ Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 PATH = click.Path(path_type=Path)
 
 
+class _OutputPath(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.2
+    """A file to write: the text kept as given (``Path("")`` would read as ``.``), so the one
+    writer (:mod:`servecap.outputs`) can refuse an empty name by name."""
+
+    name = "path"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        from servecap.outputs import check_target
+
+        if isinstance(value, Path):
+            return value
+        flag = param.opts[0] if param is not None and param.opts else "output"
+        return check_target(str(value), flag)
+
+
+OUT_PATH = _OutputPath()
+"""An output file's flag: checked when the flags are read, before any work (see :mod:`servecap.outputs`)."""
+
+
 def stack(*decorators: Decorator) -> Callable[[F], F]:
     """One decorator applying ``decorators`` as if written top to bottom (help lists them in order)."""
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from servecap.cli.main import LazyGroup
-from servecap.cli.options import PATH, db_option, json_option
+from servecap.cli.options import OUT_PATH, db_option, json_option
 
 run_argument = click.argument("run", type=click.STRING)
 
@@ -152,7 +152,7 @@ def show(run: str, sketches: bool, db: Path | None, as_json: bool) -> None:
 @runs.command("export")
 @run_argument
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", help="Output format.")
-@click.option("--output", "-o", type=PATH, default=None, help="File (default: stdout).")
+@click.option("--output", "-o", type=OUT_PATH, default=None, help="File (default: stdout).")
 @db_option
 def export(run: str, fmt: str, output: Path | None, db: Path | None) -> None:
     """Export a run with every per-request record (JSON: settings + summary + requests; CSV: requests).
@@ -164,7 +164,9 @@ def export(run: str, fmt: str, output: Path | None, db: Path | None) -> None:
     if output is None:
         click.echo(text)
     else:
-        output.write_text(text, encoding="utf-8")
+        from servecap.outputs import write_text
+
+        write_text(output, text, "--output")
 
 
 @runs.command("delete")

@@ -14,6 +14,7 @@ from servecap.app.simulate_request import SimulateRequest
 from servecap.cli.fields import field_option
 from servecap.cli.numbers import FINITE
 from servecap.cli.options import (
+    OUT_PATH,
     PATH,
     DeploymentFlags,
     StreamFlags,
@@ -53,7 +54,7 @@ no_prefix_caching_option = field_option(
 )
 policy_option = field_option(SimulateRequest, "policy", "--policy", type=click.Choice(["fcfs", "priority"]))
 html_option = click.option(
-    "--html", type=PATH, default=None, help="Write a self-contained interactive HTML report here."
+    "--html", type=OUT_PATH, default=None, help="Write a self-contained interactive HTML report here."
 )
 
 __all__ = ["Built", "build", "expected_requests", "render_summary", "write_html"]
@@ -164,7 +165,9 @@ def write_html(
         slo=slo,
         capacity=capacity,
     )
-    path.write_text(text, encoding="utf-8")
+    from servecap.outputs import write_text
+
+    write_text(path, text, "--html")
 
 
 def request_slo_options(request: type[SimulateRequest]) -> Callable[[F], F]:

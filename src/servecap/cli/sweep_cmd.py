@@ -10,7 +10,7 @@ from typing import get_args
 import click
 
 from servecap.app.fleet_sweep_run import SweepExecutor, SweepRequest
-from servecap.cli.options import PATH, db_option, json_option
+from servecap.cli.options import OUT_PATH, PATH, db_option, json_option
 
 
 @click.command("sweep")
@@ -23,8 +23,10 @@ from servecap.cli.options import PATH, db_option, json_option
 )
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Pool size (or a local Ray's CPUs).")
 @click.option("--ray-address", default=None, help="Join a Ray cluster ('auto' or 'ray://host:port').")
-@click.option("--csv", "csv_path", type=PATH, default=None, help="Also write one row per point here.")
-@click.option("--html", "html_path", type=PATH, default=None, help="Also write an HTML summary (table and chart) here.")
+@click.option("--csv", "csv_path", type=OUT_PATH, default=None, help="Also write one row per point here.")
+@click.option(
+    "--html", "html_path", type=OUT_PATH, default=None, help="Also write an HTML summary (table and chart) here."
+)
 @click.option(
     "--seeds",
     type=click.IntRange(min=1),
@@ -61,6 +63,8 @@ def sweep_command(
     seeds are merged through their sketches; a streamed sweep also prints every point merged."""
     from servecap.app.fleet_sweep_run import load_request_file, run_sweep_request, sweep_response
     from servecap.cli.console import make_console, progress_reporter
+    from servecap.errors import ServecapError
+    from servecap.outputs import write_text
 
     request = SweepRequest(
         sweep_file=sweep_file,
@@ -71,21 +75,31 @@ def sweep_command(
         sketch=sketch,
     )
     sf = load_request_file(request)
+    if not no_store:  # a store the runs could not be saved into is refused before they run
+        from servecap.results.store import RunStore
+
+        RunStore(db).check_writable()
     err_console = make_console(stderr=True)
     with progress_reporter(err_console) as report:
         run = run_sweep_request(request, sf, report)
+    store_error: ServecapError | None = None
     if not no_store:
-        _store(run, db, sf.label or sweep_file.stem, str(sweep_file))
+        try:
+            _store(run, db, sf.label or sweep_file.stem, str(sweep_file))
+        except ServecapError as err:  # the disk filled during the sweep: the table still prints
+            store_error = err
     if csv_path is not None:
-        csv_path.write_text(_csv(run), encoding="utf-8")
+        write_text(csv_path, _csv(run), "--csv")
     if html_path is not None:
         from servecap.report.sweep_html import sweep_html
 
-        html_path.write_text(sweep_html(f"servecap sweep: {sf.label or sweep_file.stem}", run), encoding="utf-8")
+        write_text(html_path, sweep_html(f"servecap sweep: {sf.label or sweep_file.stem}", run), "--html")
     if as_json:
         click.echo(sweep_response(run).to_json())
     else:
         _render(run)
+    if store_error is not None:
+        raise store_error
     if run.errors:
         for i, e in sorted(run.errors.items()):
             err_console.print(f"error: point {i}: {e}", markup=False, highlight=False)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, get_args
 
 import click
 
-from servecap.cli.options import PATH, calibration_option, json_option
+from servecap.cli.options import OUT_PATH, calibration_option, json_option
 
 if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
@@ -29,7 +29,7 @@ def _choices(name: str) -> list[str]:
 @click.option(
     "--split", type=click.Choice(_choices("split")), default=_field("split").default, help=_field("split").description
 )
-@click.option("--html", "html_path", type=PATH, default=None, help="Also write a self-contained HTML report here.")
+@click.option("--html", "html_path", type=OUT_PATH, default=None, help="Also write a self-contained HTML report here.")
 @click.option(
     "--step-model",
     type=click.Choice(_choices("step_model")),
@@ -58,7 +58,9 @@ def validate_command(
     )
     resp = validate_request(req)
     if html_path is not None:
-        html_path.write_text(render_html(resp), encoding="utf-8")
+        from servecap.outputs import write_text
+
+        write_text(html_path, render_html(resp), "--html")
     if as_json:
         click.echo(resp.model_dump_json(indent=2))
         return

@@ -9,6 +9,11 @@ Ray's documentation: "Fault tolerance — tasks" (``max_retries``, ``retry_excep
 
 from __future__ import annotations
 
+import ipaddress
+import re
+import socket
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -18,6 +23,82 @@ from servecap.progress import ProgressFn
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+CONNECT_TIMEOUT_S = 10.0
+"""The longest the executor waits to reach a Ray cluster (the TCP probe and ``ray.init``
+together): an address with nothing behind it is refused in one line within this, never after
+Ray's own retries (about 30 s) or a hang."""
+PROBE_TIMEOUT_S = 3.0
+"""The TCP probe of the address's host and port: a refused or unanswered connection ends here."""
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^:/\s\[\]@?#]+):(?P<port>[0-9]{1,5})$")
+
+
+def parse_ray_address(address: str) -> tuple[str, int] | None:
+    """The ``(host, port)`` a Ray address names, or None for ``auto``/``local`` (Ray finds the
+    cluster itself); anything else than ``ray://HOST:PORT`` or a GCS address ``HOST:PORT`` (a
+    host name, an IPv4 address or a bracketed IPv6 one; a port in 1-65535) is one error."""
+    if address in ("auto", "local"):
+        return None
+    text = address.removeprefix("ray://")
+    m = _HOST_PORT.match(text)
+    why = "must be auto, local, ray://HOST:PORT (Ray Client) or HOST:PORT (the head's GCS)"
+    if m is None:
+        raise ServecapError("ray_address", address, why)
+    host, port = m["host"], int(m["port"])
+    if not 1 <= port <= 65535:
+        raise ServecapError("ray_address", address, f"port {port} is not in 1-65535")
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ServecapError("ray_address", address, f"{host} is not an IPv6 address") from None
+        return host[1:-1], port
+    if not all(_HOST_LABEL.fullmatch(label) for label in host.rstrip(".").split(".")) or len(host) > 253:
+        raise ServecapError("ray_address", address, f"{host!r} is not a host name or an IP address; " + why)
+    return host, port
+
+
+def probe(address: str, host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Refuse, in one line, an address where nothing accepts a TCP connection."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except socket.gaierror as err:
+        raise ServecapError("ray_address", address, f"cannot resolve {host} ({err.strerror})") from None
+    except TimeoutError:
+        raise ServecapError("ray_address", address, f"no answer from {host}:{port} within {timeout_s:g} s") from None
+    except OSError as err:
+        raise ServecapError(
+            "ray_address",
+            address,
+            f"nothing accepts connections at {host}:{port} ({err.strerror or err}): is Ray running?",
+        ) from None
+
+
+def speaks_grpc(address: str, host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Refuse an address whose listener does not complete a gRPC (HTTP/2) handshake within
+    ``timeout_s``: Ray's head (its GCS, its client server) always does; ``ray.init`` would
+    otherwise retry a silent listener for about 30 s. Skipped with TLS (``RAY_USE_TLS``)."""
+    import os
+
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return
+    try:
+        import grpc
+    except ImportError:  # Ray brings grpc; without it ray.init's own timeout applies
+        return
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    channel = grpc.insecure_channel(target)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+    except grpc.FutureTimeoutError:
+        raise ServecapError(
+            "ray_address", address, f"{target} accepts connections but does not answer as Ray within {timeout_s:g} s"
+        ) from None
+    finally:
+        channel.close()
 
 
 def _import_ray() -> Any:
@@ -36,6 +117,10 @@ class RayExecutor:
             raise ServecapError("num_cpus", num_cpus, "must be at least 1")
         if max_retries < 0:
             raise ServecapError("max_retries", max_retries, "must be 0 or more")
+        if address is not None:  # checked before any work: the form, then a TCP probe
+            target = parse_ray_address(address)
+            if target is not None:
+                probe(address, *target)
         self.address = address
         self.num_cpus = num_cpus
         self.max_retries = max_retries
@@ -50,11 +135,37 @@ class RayExecutor:
             kwargs["address"] = self.address
         elif self.num_cpus is not None:
             kwargs["num_cpus"] = self.num_cpus
-        try:
-            ray.init(**kwargs)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        if self.address:
+            target = parse_ray_address(self.address)
+            if target is not None:
+                speaks_grpc(self.address, *target)
+        failure: list[BaseException] = []
+
+        def connect() -> None:
+            try:
+                ray.init(**kwargs)
+            except BaseException as exc:  # handed to the caller's thread
+                failure.append(exc)
+
+        t0 = time.monotonic()
+        # a daemon thread: an address that never answers is given up on (the process can still exit)
+        worker = threading.Thread(target=connect, name="ray-init", daemon=True)
+        worker.start()
+        worker.join(CONNECT_TIMEOUT_S if self.address else None)
+        if worker.is_alive():
             raise ServecapError(
-                "ray_address", self.address or "local", f"cannot start or reach Ray: {describe(exc)}"
+                "ray_address",
+                self.address,
+                f"Ray did not answer within {CONNECT_TIMEOUT_S:g} s (something else listens there, or the cluster is down)",
+            )
+        if failure:
+            exc = failure[0]
+            if not isinstance(exc, ConnectionError | RuntimeError | ValueError | TimeoutError):
+                raise exc
+            raise ServecapError(
+                "ray_address",
+                self.address or "local",
+                f"cannot start or reach Ray after {time.monotonic() - t0:.1f} s: {describe(exc)}",
             ) from exc
         self._started = True
         return ray

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from servecap.errors import ServecapError
 from servecap.fleet.fleet import Fleet
 from servecap.fleet.gateway_outcomes import GatewayStats
 from servecap.fleet.gateway_stage import GatewayStage
@@ -83,6 +84,9 @@ class FleetResult:
     # ``columns`` is then empty (per-request records went to a file, if asked for)
     sketches: RunSketches | None = None
     pd: PdStats | None = None  # a disaggregated fleet: per-role times, transfers, links
+    # the records file could not be written (disk full, ...): the run itself is whole and is
+    # stored; the interface reports this one line afterwards
+    records_error: ServecapError | None = None
 
     def records(self) -> list[RequestRecord]:
         """Per-request records (the shared results schema)."""

@@ -24,6 +24,7 @@ every request (they need them) and run on the exact path.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -224,7 +225,10 @@ def simulate_fleet_streaming(
     finally:
         if writer is not None:
             writer.close()
-    return _result(fleet, server, observer, recorder, sketches)
+    result = _result(fleet, server, observer, recorder, sketches)
+    if writer is not None and writer.error is not None:
+        result = dataclasses.replace(result, records_error=writer.error)
+    return result
 
 
 def _result(

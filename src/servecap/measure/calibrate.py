@@ -57,6 +57,7 @@ from typing import Literal
 
 import numpy as np
 
+from servecap.calibration import MAX_EFFICIENCY, MIN_EFFICIENCY
 from servecap.core.roofline import BatchShape, StepCost, prefill_batch
 from servecap.errors import ServecapError
 from servecap.results.measured import MeasuredRequest
@@ -390,6 +391,14 @@ def _solve(
             "the fit gave a non-positive efficiency: the steps do not "
             "follow the roofline model (wrong deployment for these runs?)",
         )
+    for name in ("a", "b"):
+        if not MIN_EFFICIENCY <= 1.0 / val[name] <= MAX_EFFICIENCY:
+            raise ServecapError(
+                "runs",
+                "fit",
+                f"the fit gave {_NAMES[name]} {1.0 / val[name]:.3g}, outside [{MIN_EFFICIENCY:g}, "
+                f"{MAX_EFFICIENCY:g}]: the steps do not follow the roofline model (wrong deployment for these runs?)",
+            )
     return val["a"], val["b"], val["o"], val["q"], {_NAMES[n] for n in undetermined}
 
 

@@ -21,6 +21,7 @@ from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
+from servecap.errors import ServecapError
 from servecap.monitor.window import WindowStats
 
 _SESSIONS = """CREATE TABLE IF NOT EXISTS monitor_sessions (
@@ -66,18 +67,30 @@ class MonitorStore:
     """Appends one session's samples to a SQLite file."""
 
     def __init__(self, path: Path, urls: list[str]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Checks the store before the first scrape (writable, room, our schema version: see
+        ``results.store.check_store_writable``); a SQLite failure later (the disk filled) is one
+        error naming the store."""
+        from servecap.results.store import check_store_writable
+
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ServecapError("db", str(path), f"its folder cannot be created ({err.strerror or err})") from None
+        check_store_writable(path)
         self.path = path
         self.session_id = uuid.uuid4().hex[:12]
-        self._con = sqlite3.connect(path)
-        with self._con:
-            self._con.execute("PRAGMA foreign_keys = ON")
-            for ddl in (_SESSIONS, _SAMPLES, _INDEX):
-                self._con.execute(ddl)
-            self._con.execute(
-                "INSERT INTO monitor_sessions VALUES (?, ?, ?)",
-                (self.session_id, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(urls)),
-            )
+        try:
+            self._con = sqlite3.connect(path)
+            with self._con:
+                self._con.execute("PRAGMA foreign_keys = ON")
+                for ddl in (_SESSIONS, _SAMPLES, _INDEX):
+                    self._con.execute(ddl)
+                self._con.execute(
+                    "INSERT INTO monitor_sessions VALUES (?, ?, ?)",
+                    (self.session_id, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(urls)),
+                )
+        except sqlite3.Error as err:
+            raise _error(path, err) from None
 
     def add_up(self, w: WindowStats, time_s: float) -> None:
         row = (
@@ -108,11 +121,23 @@ class MonitorStore:
 
     def _insert(self, row: tuple[object, ...]) -> None:
         marks = ", ".join("?" * len(SAMPLE_COLUMNS))
-        with self._con:
-            self._con.execute(f"INSERT INTO monitor_samples ({', '.join(SAMPLE_COLUMNS)}) VALUES ({marks})", row)
+        try:
+            with self._con:
+                self._con.execute(f"INSERT INTO monitor_samples ({', '.join(SAMPLE_COLUMNS)}) VALUES ({marks})", row)
+        except sqlite3.Error as err:
+            raise _error(self.path, err) from None
 
     def close(self) -> None:
         self._con.close()
+
+
+def _error(path: Path, err: sqlite3.Error) -> ServecapError:
+    text = " ".join(str(err).split())[:200]
+    if "full" in text:
+        return ServecapError("db", str(path), f"the disk is full ({text}): the samples so far are stored")
+    if "readonly" in text or "read-only" in text:
+        return ServecapError("db", str(path), f"cannot be written ({text})")
+    return ServecapError("db", str(path), f"cannot store the monitor's samples ({text})")
 
 
 def read_samples(path: Path, session_id: str) -> list[dict[str, object]]:

@@ -13,6 +13,7 @@ not by id. pyarrow is an optional dependency: ``pip install 'servecap[records]'`
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
+from servecap.outputs import check_target, commit, discard, os_error, temp_beside
 from servecap.results.stream import OutcomeBatch, latencies
 
 
@@ -45,9 +47,11 @@ class ParquetRecordWriter:
     ) -> None:
         pa, pq = _import_pyarrow()
         self._pa = pa
-        self.path = Path(path)
-        if self.path.parent and not self.path.parent.exists():
-            raise ServecapError("records", str(path), "its folder does not exist")
+        self.path = check_target(path, "--records")
+        self.error: ServecapError | None = None
+        """Set when a write failed (disk full, ...): the run goes on, nothing more is written,
+        and the caller reports it once the run is stored."""
+        self._tmp = temp_beside(self.path, "--records")
         self.pool_names = list(pool_names)
         self.tenant_names = list(tenant_names)
         self.class_names = list(class_names)
@@ -73,7 +77,11 @@ class ParquetRecordWriter:
                 ("class", s),
             ]
         )
-        self._writer = pq.ParquetWriter(str(self.path), self.schema)
+        try:
+            self._writer = pq.ParquetWriter(str(self._tmp), self.schema)
+        except OSError as err:
+            discard(self._tmp)
+            raise os_error(err, self.path, "--records") from None
 
     def write(
         self,
@@ -86,7 +94,9 @@ class ParquetRecordWriter:
         tenant_names: Sequence[str] | None = None,
         class_names: Sequence[str] | None = None,
     ) -> None:
-        """Append one batch (one row group)."""
+        """Append one batch (one row group); after a failed write, nothing."""
+        if self.error is not None:
+            return
         pa = self._pa
         ttft, tpot, e2e = latencies(b)
         cols = [
@@ -108,11 +118,32 @@ class ParquetRecordWriter:
             _names(request_class, list(class_names) if class_names is not None else self.class_names),
         ]
         arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self.schema, strict=True)]
-        self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        try:
+            self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        except OSError as err:
+            self._fail(err)
+            return
         self.rows += len(ids)
 
+    def _fail(self, err: OSError) -> None:
+        self.error = os_error(err, self.path, "--records")
+        with contextlib.suppress(OSError):
+            self._writer.close()
+        discard(self._tmp)
+
     def close(self) -> None:
-        self._writer.close()
+        """Finish the file and move it into place (or, after a failure, leave nothing)."""
+        if self.error is not None:
+            return
+        try:
+            self._writer.close()
+        except OSError as err:
+            self._fail(err)
+            return
+        try:
+            commit(self._tmp, self.path, "--records")
+        except ServecapError as err:
+            self.error = err
 
 
 def _names(codes: NDArray[np.int64], names: Sequence[str]) -> Any:

@@ -139,21 +139,53 @@ class QuantileSketch:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> QuantileSketch:
-        out = cls(float(d["relative_accuracy"]))
+        """Read :meth:`to_dict`'s form -- stored data, parsed like input: a value of the wrong
+        type, a non-finite or negative count, a key range no latency spans (which would make the
+        bucket store allocate without bound) raise ``ValueError``/``TypeError``/``KeyError``."""
+        accuracy = _finite(d["relative_accuracy"], "relative_accuracy")
+        if not 0.0 < accuracy < 1.0:
+            raise ValueError(f"relative_accuracy {accuracy!r} is not in (0, 1)")
+        out = cls(accuracy)
         sk = out.sketch
         for key, store in (("positive", sk._store), ("negative", sk._negative_store)):
             part = d.get(key) or {}
+            if not isinstance(part, dict):
+                raise TypeError(f"{key} is a {type(part).__name__}, not a mapping")
             counts = part.get("counts") or []
+            if not isinstance(counts, list):
+                raise TypeError(f"{key}.counts is a {type(counts).__name__}, not a list")
             if counts:
-                tmp = _dense(int(part["offset"]), np.asarray(counts, dtype=np.float64))
-                store.merge(tmp)
-        sk._zero_count = float(d.get("zero_count") or 0.0)
-        sk._count = float(d.get("count") or 0.0)
-        sk._sum = float(d.get("sum") or 0.0)
+                offset = part["offset"]
+                if type(offset) is not int or abs(offset) > MAX_STORED_KEY or len(counts) > MAX_STORED_KEY:
+                    raise ValueError(
+                        f"{key}: keys from {offset!r}, {len(counts)} of them, outside +-{MAX_STORED_KEY:,}"
+                    )
+                arr = np.asarray(counts, dtype=np.float64)
+                if not (np.isfinite(arr).all() and (arr >= 0).all()):
+                    raise ValueError(f"{key}.counts holds a negative or non-finite count")
+                store.merge(_dense(offset, arr))
+        sk._zero_count = _finite(d.get("zero_count") or 0.0, "zero_count")
+        sk._count = _finite(d.get("count") or 0.0, "count")
+        sk._sum = _finite(d.get("sum") or 0.0, "sum")
         if d.get("min") is not None:
-            sk._min = float(d["min"])
-            sk._max = float(d["max"])
+            sk._min = _finite(d["min"], "min")
+            sk._max = _finite(d["max"], "max")
         return out
+
+
+MAX_STORED_KEY = 1_000_000
+"""The widest bucket-key range a stored sketch may span: at a relative accuracy of 1% the keys
+of latencies from a nanosecond to a year span about 4,000; a million leaves room for any
+accuracy while the bucket store stays a few MiB."""
+
+
+def _finite(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} is a {type(value).__name__}, not a number")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError(f"{name} is {out!r}, not finite")
+    return out
 
 
 def merged(sketches: list[QuantileSketch], relative_accuracy: float = DEFAULT_RELATIVE_ACCURACY) -> QuantileSketch:

@@ -181,12 +181,7 @@ class RunStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with closing(self._connect()) as con, con:
                 version = int(con.execute("PRAGMA user_version").fetchone()[0])
-                if version > SCHEMA_VERSION:
-                    raise ServecapError(
-                        "db",
-                        str(self.path),
-                        f"written by a newer servecap (schema {version}, this one reads up to {SCHEMA_VERSION})",
-                    )
+                check_schema_version(self.path, version)
                 tables = _check_not_foreign(con, version, self.path)
                 if version == SCHEMA_VERSION and tables >= _STORE_TABLES:
                     return  # nothing to create: opening a store for reading never writes to it
@@ -218,20 +213,11 @@ class RunStore:
         except sqlite3.Error as err:
             raise _db_error(self.path, err) from None
 
-    def check_writable(self, timeout_s: float = 5.0) -> None:
-        """Refuse, in one line, a store a run could not be saved into: a damaged file (SQLite's
-        ``quick_check``), a read-only one, or one another process holds locked for more than
-        ``timeout_s``. Bench calls this before its first request, so no measurement is lost."""
-        try:
-            with closing(self._connect(timeout_s)) as con:
-                rows = con.execute("PRAGMA quick_check(5)").fetchall()
-                problems = [" ".join(str(r[0]).split()) for r in rows if str(r[0]) != "ok"][:2]
-                if problems:
-                    raise ServecapError("db", str(self.path), "is damaged (quick_check: " + "; ".join(problems) + ")")
-                con.execute("BEGIN IMMEDIATE")  # takes the write lock: read-only or locked fails here
-                con.execute("ROLLBACK")
-        except sqlite3.Error as err:
-            raise _db_error(self.path, err) from None
+    def check_writable(self, timeout_s: float = 5.0, min_free_bytes: int | None = None) -> None:
+        """Refuse, in one line, a store a run could not be saved into (see
+        :func:`check_store_writable`). Every writer (bench, sweep, fleet simulate --save, the
+        monitor) calls this before its work, so no measurement or simulation is lost."""
+        check_store_writable(self.path, timeout_s, min_free_bytes)
 
     def _insert_run(
         self,
@@ -516,9 +502,32 @@ class RunStore:
         """A streaming run's stored accumulators (``RunSketches.from_dict`` reads them); None
         for a run stored with its records."""
         rid = self.resolve(run)
-        with closing(self._connect()) as con:
+        with self._tx() as con:
             row = con.execute("SELECT sketch_json FROM sketches WHERE run_id = ? AND name = 'run'", (rid,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else self._sketches_of(rid, row[0])
+
+    def _sketches_of(self, rid: str, stored: object) -> dict[str, Any]:
+        """A sketches row parsed as input is (bounded JSON, then the accumulators' own reader):
+        a damaged row is one error naming the store and the run."""
+        from servecap.files import loads_json
+        from servecap.results.sketch_set import RunSketches
+
+        def damaged(problem: str) -> ServecapError:
+            return ServecapError("db", str(self.path), f"run {rid}'s sketches row is damaged ({problem})")
+
+        if not isinstance(stored, str):
+            raise damaged(f"it holds {type(stored).__name__}, not JSON text")
+        try:
+            value = loads_json(stored, "sketch_json", "the stored text")
+        except ServecapError as err:
+            raise damaged(err.problem) from None
+        if not isinstance(value, dict):
+            raise damaged(f"expected a JSON object, found {type(value).__name__}")
+        try:
+            RunSketches.from_dict(value)
+        except _ROW_ERRORS as err:
+            raise damaged(_row_problem(err)) from None
+        return value
 
     def delete_run(self, run: str) -> str:
         rid = self.resolve(run)
@@ -527,6 +536,79 @@ class RunStore:
             con.execute("DELETE FROM requests WHERE run_id = ?", (rid,))
             con.execute("DELETE FROM runs WHERE run_id = ?", (rid,))
         return rid
+
+
+MIN_FREE_BYTES = 4 * 1024 * 1024
+"""The least room a writer starts with where the store lives: 4 MiB (a run of a few thousand
+requests with their records; SQLite's journal needs as much again while it commits)."""
+
+
+def check_schema_version(path: Path, version: int) -> None:
+    """Refuse a store whose ``user_version`` this servecap does not know (negative: not ours;
+    above :data:`SCHEMA_VERSION`: a newer servecap's): it is never written."""
+    if version > SCHEMA_VERSION:
+        raise ServecapError(
+            "db", str(path), f"written by a newer servecap (schema {version}, this one reads up to {SCHEMA_VERSION})"
+        )
+    if version < 0:
+        raise ServecapError(
+            "db",
+            str(path),
+            f"has schema version {version}, not one servecap writes (0-{SCHEMA_VERSION}): not a servecap store; "
+            "it is left as it is (choose another --db)",
+        )
+
+
+def free_bytes_for(path: Path) -> int:
+    """Bytes a write to ``path`` may still add: the free space of its file system, capped by the
+    process's file-size limit (``ulimit -f``) less the file's size."""
+    import resource
+    import shutil
+
+    folder = path.parent if path.parent.exists() else Path(".")
+    free = shutil.disk_usage(folder).free
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY:
+        size = path.stat().st_size if path.exists() else 0
+        free = min(free, max(0, soft - size))
+    return int(free)
+
+
+def check_store_writable(path: Path, timeout_s: float = 5.0, min_free_bytes: int | None = None) -> None:
+    """Refuse, in one line, a store a run could not be saved into: our schema version (an
+    unknown one is never written), a damaged file (SQLite's ``quick_check``), a read-only one
+    (a write is tried inside a transaction and rolled back: root writes a chmod-ed file, not an
+    immutable or read-only-mounted one), one another process holds locked for more than
+    ``timeout_s``, or too little room (:func:`free_bytes_for` under ``min_free_bytes``,
+    default :data:`MIN_FREE_BYTES`)."""
+    need = MIN_FREE_BYTES if min_free_bytes is None else min_free_bytes
+    try:
+        free = free_bytes_for(path)
+    except OSError as err:
+        raise ServecapError("db", str(path), f"cannot be checked ({err.strerror or err})") from None
+    if free < need:
+        raise ServecapError(
+            "db",
+            str(path),
+            f"has {free:,} bytes of room left (full disk or file-size limit); a run needs at least {need:,}",
+        )
+    if not path.exists():
+        return  # a new store: created when the run is saved (its folder was checked for room)
+    try:
+        with closing(sqlite3.connect(path, timeout=timeout_s)) as con:
+            version = int(con.execute("PRAGMA user_version").fetchone()[0])
+            check_schema_version(path, version)
+            rows = con.execute("PRAGMA quick_check(5)").fetchall()
+            problems = [" ".join(str(r[0]).split()) for r in rows if str(r[0]) != "ok"][:2]
+            if problems:
+                raise ServecapError("db", str(path), "is damaged (quick_check: " + "; ".join(problems) + ")")
+            con.execute("BEGIN IMMEDIATE")  # takes the write lock: a locked store fails here
+            con.execute(f"PRAGMA user_version = {version}")  # a write: a read-only store fails here
+            con.execute("ROLLBACK")
+    except sqlite3.Error as err:
+        raise _db_error(path, err) from None
+    except OSError as err:
+        raise ServecapError("db", str(path), f"cannot be opened ({err.strerror or err})") from None
 
 
 _ROW_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError)

@@ -12,12 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from servecap.errors import ServecapError
 from servecap.progress import Progress, ProgressFn
 from servecap.sim.request_state import RequestState
 from servecap.sim.server import FinishedRequest
 
 Gauges = Callable[[], tuple[float, int, int]]  # (KV blocks used / total, waiting, running)
 _INF = float("inf")
+MAX_CLOCK_S = 1e10
+"""The latest simulated time a run may reach: 1e10 s (317 years). The loop assumes that adding a
+step or a sampling interval to the clock moves it; a double near 1e10 still resolves 2 µs, but
+past ~1e13 a millisecond step no longer changes the clock, time stands still and the loop would
+sample the same instant until memory ran out (a segmentation fault in the compiled module).
+Only absurd step times (an efficiency of 1e-30) or rates get here; the run stops with one line."""
 
 
 class Observer:
@@ -114,6 +121,13 @@ class Observer:
     def sample(self, t_s: float, next_server_event_s: float) -> None:
         """Record the gauges at ``t_s``; the next sample is due ``sample_dt_s`` later, or at the
         server's next event if that is later still (nothing changes before it)."""
+        if not t_s <= MAX_CLOCK_S:
+            raise ServecapError(
+                "simulated time",
+                f"{t_s:.3g} s",
+                f"passed {MAX_CLOCK_S:.0e} s (317 years): a step or an interval is absurdly long "
+                "(check the calibration's efficiencies and the workload's rates)",
+            )
         kv, waiting, running = self.gauges()
         self.ts_time_s.append(t_s)
         self.ts_kv.append(kv)
@@ -122,6 +136,10 @@ class Observer:
         nxt = t_s + self.sample_dt_s
         if nxt < next_server_event_s < _INF:
             nxt = next_server_event_s
+        if not nxt > t_s:  # the interval vanished in the clock's rounding: time would stand still
+            raise ServecapError(
+                "simulated time", f"{t_s:.3g} s", f"the sampling interval {self.sample_dt_s:.3g} s no longer moves it"
+            )
         self.next_sample_s = nxt
 
     def report(self) -> None:
