@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from servecap.sim.server import ArrivingRequest
 from servecap.workload import ClosedLoopUsers, RequestArrays, RequestSpec
+from servecap.workload.block_hash import HashBlocks
 
 _INF = float("inf")
 
@@ -37,6 +38,7 @@ class OpenLoopRequest:
     __slots__ = (
         "arrival_s",
         "duplicate_group",
+        "hash_blocks",
         "output_tokens",
         "prefix_group",
         "prefix_tokens",
@@ -74,6 +76,7 @@ class OpenLoopRequest:
         self.request_class = request_class
         self.duplicate_group = duplicate_group
         self.priority = priority  # the gateway's queue order (the engine schedules it at 0)
+        self.hash_blocks: HashBlocks | None = None  # a block-hash trace's prompt
 
     @property
     def user_id(self) -> int | None:
@@ -96,7 +99,7 @@ class OpenLoopRequest:
         return self.prompt_tokens + self.output_tokens
 
     def arriving_at(self, arrival_s: float) -> OpenLoopRequest:
-        return OpenLoopRequest(
+        req = OpenLoopRequest(
             self.request_id,
             arrival_s,
             self.prompt_tokens,
@@ -109,6 +112,31 @@ class OpenLoopRequest:
             self.duplicate_group,
             self.priority,
         )
+        req.hash_blocks = self.hash_blocks
+        return req
+
+
+class _Hashes:
+    """A stream's block-hash columns, each request's :class:`HashBlocks` made when it is popped
+    (not up front: a long trace's ids stay in one array)."""
+
+    __slots__ = ("block_tokens", "ids", "offsets")
+
+    def __init__(self, arrays: RequestArrays) -> None:
+        self.ids = arrays.hash_ids
+        self.offsets: list[int] = arrays.hash_offsets.tolist()
+        self.block_tokens = arrays.trace_block_tokens
+
+    def of(self, i: int) -> HashBlocks | None:
+        a = self.offsets[i]
+        b = self.offsets[i + 1]
+        if b == a:
+            return None
+        return HashBlocks(tuple(self.ids[a:b].tolist()), self.block_tokens)
+
+
+def _hashes(arrays: RequestArrays) -> _Hashes | None:
+    return _Hashes(arrays) if arrays.has_hashes else None
 
 
 class _MixRows:
@@ -176,6 +204,7 @@ class OpenLoopSource(TrafficSource):
         # None unless some request carries a session id (most streams: none)
         self.session_id: list[int] | None = sessions if any(s >= 0 for s in sessions) else None
         self._mix = _mix_rows(arrays)
+        self._hashes = _hashes(arrays)
         self._times: list[float] = [*self.arrival_s, _INF]  # a sentinel: _times[_next] is the next arrival
         self._next = 0
 
@@ -199,6 +228,8 @@ class OpenLoopSource(TrafficSource):
         mix = self._mix
         if mix is not None:
             mix.fill(req, i)
+        if self._hashes is not None:
+            req.hash_blocks = self._hashes.of(i)
         return req
 
     def on_finished(self, request_id: int, t_s: float) -> None:
@@ -267,6 +298,7 @@ class ChunkedSource(TrafficSource):
         self._i = 0
         self._base = 0  # the id of the current chunk's first request
         self._mix: _MixRows | None = None
+        self._hashes: _Hashes | None = None
         self._load()
 
     def _load(self) -> None:
@@ -289,6 +321,7 @@ class ChunkedSource(TrafficSource):
         sessions: list[int] = a.session_id.tolist()
         self._session: list[int] | None = sessions if any(s >= 0 for s in sessions) else None
         self._mix = _mix_rows(a)
+        self._hashes = _hashes(a)
         self._times = [*self._arrival, _INF]
         self._i = 0
 
@@ -313,6 +346,8 @@ class ChunkedSource(TrafficSource):
         )
         if mix is not None:
             mix.fill(req, i)
+        if self._hashes is not None:
+            req.hash_blocks = self._hashes.of(i)
         self.issued += 1
         self.last_arrival_s = t
         if self._i == len(self._arrival):

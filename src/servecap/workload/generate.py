@@ -30,21 +30,7 @@ def generate_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArra
     if spec.arrival is None:
         raise ServecapError("workload.arrival", None, "closed-loop workloads are driven by ClosedLoopUsers")
     if isinstance(spec.arrival, TraceArrival):
-        trace = load_trace(Path(spec.arrival.path))
-        arr = trace.arrival_s * spec.arrival.time_scale
-        keep = np.ones(len(arr), dtype=bool)
-        if spec.duration_s is not None:
-            keep &= arr < spec.duration_s
-        idx = np.flatnonzero(keep)
-        if spec.num_requests is not None:
-            idx = idx[: spec.num_requests]
-        return RequestArrays(
-            arr[idx],
-            trace.prompt_tokens[idx],
-            trace.output_tokens[idx],
-            trace.prefix_group[idx],
-            trace.prefix_tokens[idx],
-        )
+        return trace_arrays(spec.arrival, num_requests=spec.num_requests, duration_s=spec.duration_s)
     assert spec.prompt_tokens is not None and spec.output_tokens is not None
     times = arrival_times(spec.arrival, rng, num_requests=spec.num_requests, duration_s=spec.duration_s)
     n = len(times)
@@ -59,6 +45,42 @@ def generate_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArra
         ptok = np.where(member, spec.prefix.tokens, 0).astype(np.int64)
         prompt = prompt + ptok  # prompt_tokens in the spec counts the tokens after the prefix
     return RequestArrays(times.astype(np.float64), prompt, output, group, ptok)
+
+
+def trace_arrays(
+    arrival: TraceArrival, *, num_requests: int | None = None, duration_s: float | None = None
+) -> RequestArrays:
+    """A trace's requests: the window ``start_s <= t < end_s`` of its clock shifted to 0, times
+    multiplied by ``time_scale``, then cut at ``duration_s`` (scaled time) and ``num_requests``."""
+    trace = load_trace(Path(arrival.path), arrival.format, trace_block_tokens=arrival.trace_block_tokens)
+    t = trace.arrival_s
+    keep = t >= arrival.start_s
+    if arrival.end_s is not None:
+        keep &= t < arrival.end_s
+    arr = (t - arrival.start_s) * arrival.time_scale
+    if duration_s is not None:
+        keep &= arr < duration_s
+    idx = np.flatnonzero(keep)
+    if num_requests is not None:
+        idx = idx[:num_requests]
+    if not len(idx):
+        raise ServecapError(
+            "workload.arrival.start_s",
+            arrival.start_s,
+            f"no request of {Path(arrival.path).name} ({len(trace)} requests over "
+            f"{float(trace.arrival_s[-1]):g} s) falls in the window",
+        )
+    full = RequestArrays(
+        arr,
+        trace.prompt_tokens,
+        trace.output_tokens,
+        trace.prefix_group,
+        trace.prefix_tokens,
+        hash_ids=trace.hash_ids,
+        hash_offsets=trace.hash_offsets,
+        trace_block_tokens=trace.trace_block_tokens,
+    )
+    return full if len(idx) == len(full) else full.take(idx)
 
 
 def generate_requests(spec: WorkloadSpec, rng: np.random.Generator) -> list[RequestSpec]:
