@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -284,4 +285,19 @@ def _arrays_from_specs(specs: list[RequestSpec]) -> RequestArrays:
         np.array([s.output_tokens for s in specs], dtype=np.int64),
         np.array([-1 if s.prefix_group is None else s.prefix_group for s in specs], dtype=np.int64),
         np.array([s.prefix_tokens for s in specs], dtype=np.int64),
+        **_hash_columns(specs),
     )
+
+
+def _hash_columns(specs: list[RequestSpec]) -> dict[str, Any]:
+    """The requests' block hashes as the arrays' columns (none when no request has any)."""
+    blocks = [s.hash_blocks for s in specs]
+    if all(b is None for b in blocks):
+        return {}
+    sizes = {b.trace_block_tokens for b in blocks if b is not None}
+    if len(sizes) > 1:
+        raise ServecapError("hash_blocks", sorted(sizes), "requests' trace block sizes differ")
+    offsets = np.zeros(len(specs) + 1, dtype=np.int64)
+    np.cumsum([0 if b is None else len(b.ids) for b in blocks], out=offsets[1:])
+    ids = np.fromiter((x for b in blocks if b is not None for x in b.ids), dtype=np.int64, count=int(offsets[-1]))
+    return {"hash_ids": ids, "hash_offsets": offsets, "trace_block_tokens": sizes.pop()}
