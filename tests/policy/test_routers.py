@@ -191,7 +191,10 @@ def test_precise_prefix_scores_the_blocks_replicas_hold_by_hand() -> None:
     (1 - 0.25) = 2.25."""
     r = make_router("precise-prefix", random.Random(0))
     keys = (7, 8, 9, 10)
-    views = [CachedView(0, num_waiting=0, kv_usage=0.5), CachedView(1, num_waiting=4, kv_usage=0.25, cached=frozenset(keys[:3]))]
+    views = [
+        CachedView(0, num_waiting=0, kv_usage=0.5),
+        CachedView(1, num_waiting=4, kv_usage=0.25, cached=frozenset(keys[:3])),
+    ]
     assert r.scores(req(0, keys), views) == pytest.approx([1.5, 2.25])  # type: ignore[attr-defined]
     assert r.choose(req(0, keys), views, 0.0) == 1
     # the block a replica lost (evicted) no longer counts; the router kept no record of its own

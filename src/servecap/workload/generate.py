@@ -6,8 +6,6 @@ prefix group), so one spec and one seed give one stream, in ``simulate`` and in 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from servecap.errors import ServecapError
@@ -17,6 +15,7 @@ from servecap.workload.dists import sample_tokens
 from servecap.workload.mix import generate_mix
 from servecap.workload.popularity import draw_popular
 from servecap.workload.request import RequestSpec
+from servecap.workload.samples import trace_path
 from servecap.workload.spec import TraceArrival, WorkloadSpec
 from servecap.workload.trace import load_trace
 
@@ -52,7 +51,7 @@ def trace_arrays(
 ) -> RequestArrays:
     """A trace's requests: the window ``start_s <= t < end_s`` of its clock shifted to 0, times
     multiplied by ``time_scale``, then cut at ``duration_s`` (scaled time) and ``num_requests``."""
-    trace = load_trace(Path(arrival.path), arrival.format, trace_block_tokens=arrival.trace_block_tokens)
+    trace = load_trace(trace_path(arrival.path), arrival.format, trace_block_tokens=arrival.trace_block_tokens)
     t = trace.arrival_s
     keep = t >= arrival.start_s
     if arrival.end_s is not None:
@@ -67,7 +66,7 @@ def trace_arrays(
         raise ServecapError(
             "workload.arrival.start_s",
             arrival.start_s,
-            f"no request of {Path(arrival.path).name} ({len(trace)} requests over "
+            f"no request of {trace_path(arrival.path).name} ({len(trace)} requests over "
             f"{float(trace.arrival_s[-1]):g} s) falls in the window",
         )
     full = RequestArrays(

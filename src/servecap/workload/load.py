@@ -117,7 +117,7 @@ def _resolve_files(raw: Any, base: Path) -> Any:
         return raw
     out = {k: _resolve_files(v, base) for k, v in raw.items()}
     kind = out.get("kind")
-    if kind in ("trace", "empirical") and isinstance(out.get("path"), str):
+    if kind in ("trace", "empirical") and isinstance(out.get("path"), str) and not out["path"].startswith("sample:"):
         p = Path(out["path"])
         if not p.is_absolute():
             p = base / p

@@ -175,7 +175,7 @@ class TraceArrival(_Model):
     kind: Literal["trace"] = "trace"
     path: str = Field(min_length=1, max_length=4096)
     format: Literal["auto", "servecap", "mooncake", "azure", "burstgpt"] = "auto"
-    time_scale: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False)
+    time_scale: float = Field(default=1.0, ge=1e-6, le=1e6, allow_inf_nan=False)
     start_s: float = Field(default=0.0, ge=0, le=1e9, allow_inf_nan=False)
     end_s: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
     trace_block_tokens: int = Field(default=512, ge=1, le=1_048_576)
@@ -184,8 +184,6 @@ class TraceArrival(_Model):
     def _window(self) -> TraceArrival:
         if self.end_s is not None and self.end_s <= self.start_s:
             raise ValueError(f"end_s {self.end_s:g} must be after start_s {self.start_s:g}")
-        if self.time_scale < 1e-6:
-            raise ValueError(f"time_scale {self.time_scale:g} must be at least 1e-6")
         return self
 
 

@@ -103,7 +103,9 @@ class _Rows:
     hashes: list[list[int]] = field(default_factory=list)
     skipped: int = 0
 
-    def add(self, t: float, prompt: int, output: int, group: int = -1, ptok: int = 0, hashes: list[int] | None = None) -> None:
+    def add(
+        self, t: float, prompt: int, output: int, group: int = -1, ptok: int = 0, hashes: list[int] | None = None
+    ) -> None:
         self.arrival_s.append(t)
         self.prompt.append(prompt)
         self.output.append(output)
