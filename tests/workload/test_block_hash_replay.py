@@ -22,8 +22,8 @@ from servecap.catalog import lookup_gpu, resolve_model
 from servecap.core.defaults import build_deployment
 from servecap.core.plan import Plan, plan
 from servecap.sim import engine_setup_from_plan
-from servecap.specs import RequestShape
 from servecap.sim.simulate import simulate
+from servecap.specs import RequestShape
 from servecap.workload import RequestArrays
 from servecap.workload.block_hash import HashBlocks, engine_block_keys, leading_hits
 from servecap.workload.generate import trace_arrays

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from servecap.errors import ServecapError
+from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.arrays import RequestArrays
 from servecap.workload.arrivals import arrival_times
 from servecap.workload.dists import sample_tokens
@@ -30,6 +31,15 @@ def generate_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArra
         raise ServecapError("workload.arrival", None, "closed-loop workloads are driven by ClosedLoopUsers")
     if isinstance(spec.arrival, TraceArrival):
         return trace_arrays(spec.arrival, num_requests=spec.num_requests, duration_s=spec.duration_s)
+    if isinstance(spec.arrival, AgenticArrival):
+        from servecap.workload.agentic import generate_agentic
+
+        arrays = generate_agentic(spec.arrival, rng)
+        keep = np.ones(len(arrays), dtype=bool)
+        if spec.duration_s is not None:
+            keep &= arrays.arrival_s < spec.duration_s
+        idx = np.flatnonzero(keep)[: spec.num_requests]
+        return arrays if len(idx) == len(arrays) else arrays.take(idx)
     assert spec.prompt_tokens is not None and spec.output_tokens is not None
     times = arrival_times(spec.arrival, rng, num_requests=spec.num_requests, duration_s=spec.duration_s)
     n = len(times)

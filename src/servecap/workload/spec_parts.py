@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.schedule_spec import ScheduleArrival
 
 
@@ -188,7 +189,7 @@ class TraceArrival(_Model):
 
 
 Arrival = Annotated[
-    ConstantArrival | PoissonArrival | GammaArrival | DiurnalArrival | ScheduleArrival | TraceArrival,
+    ConstantArrival | PoissonArrival | GammaArrival | DiurnalArrival | ScheduleArrival | TraceArrival | AgenticArrival,
     Field(discriminator="kind"),
 ]
 
