@@ -139,11 +139,11 @@ def test_format_mismatch_and_bad_names(tmp_path: Path) -> None:
     p.write_text("arrival_s,prompt_tokens,output_tokens\n0,1,1\n")
     with pytest.raises(ServecapError, match="mooncake trace is JSONL"):
         load_trace(p, "mooncake")
-    with pytest.raises(ServecapError, match="TIMESTAMP.*missing column of an azure trace"):
+    with pytest.raises(ServecapError, match=r"TIMESTAMP.*missing column of an azure trace"):
         load_trace(p, "azure")
     with pytest.raises(ServecapError, match="did you mean: mooncake"):
         load_trace(p, "moncake")
     with pytest.raises(ServecapError, match="no such file"):
         load_trace(tmp_path / "missing.jsonl")
-    with pytest.raises(ServecapError, match="no such sample.*did you mean: agentic"):
+    with pytest.raises(ServecapError, match=r"no such sample.*did you mean: agentic"):
         trace_path("sample:agentc")
