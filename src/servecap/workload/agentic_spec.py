@@ -51,6 +51,11 @@ class AgenticArrival(BaseModel):
                 f"system_prompt_tokens {self.system_prompt_tokens} must be below max_context_tokens "
                 f"{self.max_context_tokens}"
             )
+        if self.sessions / self.session_rate_per_s > 365 * 86_400.0:
+            raise ValueError(
+                f"sessions / session_rate_per_s = {self.sessions / self.session_rate_per_s:.3g} s of session starts, "
+                "more than a year: raise the rate or lower the sessions"
+            )
         expected = self.sessions * self.turns_mean * (1 + self.subagent_probability * self.subagent_turns_mean)
         if expected > 10_000_000:
             raise ValueError(

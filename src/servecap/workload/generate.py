@@ -17,7 +17,7 @@ from servecap.workload.mix import generate_mix
 from servecap.workload.popularity import draw_popular
 from servecap.workload.request import RequestSpec
 from servecap.workload.samples import trace_path
-from servecap.workload.spec import TraceArrival, WorkloadSpec
+from servecap.workload.spec import MAX_DURATION_S, TraceArrival, WorkloadSpec
 from servecap.workload.trace import load_trace
 
 __all__ = ["RequestArrays", "generate_arrays", "generate_requests"]
@@ -78,6 +78,14 @@ def trace_arrays(
             arrival.start_s,
             f"no request of {trace_path(arrival.path).name} ({len(trace)} requests over "
             f"{float(trace.arrival_s[-1]):g} s) falls in the window",
+        )
+    last_s = float(arr[idx[-1]])
+    if last_s > MAX_DURATION_S:
+        raise ServecapError(
+            "workload.arrival.time_scale",
+            arrival.time_scale,
+            f"the trace's last request would arrive at {last_s:.3g} s, more than a year ({MAX_DURATION_S:,.0f} s): "
+            "a smaller time scale or a window",
         )
     full = RequestArrays(
         arr,

@@ -19,6 +19,7 @@ from servecap.workload.arrivals import arrival_times
 from servecap.workload.dists import AnyDist, sample_tokens
 from servecap.workload.mix_spec import ClassSpec, TenantSpec
 from servecap.workload.popularity import draw_popular
+from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.spec import Arrival, PrefixSpec, TraceArrival, WorkloadSpec
 
 
@@ -131,7 +132,7 @@ def _arrivals(
     all_t: list[NDArray[np.float64]] = []
     all_k: list[NDArray[np.int64]] = []
     for arrival, ks, w in streams:
-        assert arrival is not None and not isinstance(arrival, TraceArrival)
+        assert arrival is not None and not isinstance(arrival, TraceArrival | AgenticArrival)
         # one stream may end early (a schedule that drops to zero) while the others fill the count
         ts = arrival_times(
             arrival, rng, num_requests=spec.num_requests, duration_s=spec.duration_s, strict=len(streams) == 1

@@ -188,7 +188,7 @@ def _csv_trace(path: Path, text: str, fmt: str) -> tuple[_Rows, str]:
             if not any((v if isinstance(v, str) else "").strip() for v in row.values()):
                 continue
             if None in row:
-                raise ServecapError(f"{path.name}:{line}", str(row[None])[:60], "more fields than the header names")  # type: ignore[index]
+                raise ServecapError(f"{path.name}:{line}", str(row[None])[:60], "more fields than the header names")
             where = f"{path.name}:{line}"
             if fmt == "servecap":
                 _servecap_row(rows, row, where)
@@ -199,7 +199,7 @@ def _csv_trace(path: Path, text: str, fmt: str) -> tuple[_Rows, str]:
                 output = int(_number(row, "GeneratedTokens", where, minimum=1, integer=True))
                 rows.add(t - t0, prompt, output)
             else:
-                t = _number(row, "Timestamp", where, minimum=0.0)
+                t = _number(row, "Timestamp", where, minimum=0.0, maximum=MAX_TIME_S)
                 prompt = int(_number(row, "Request tokens", where, minimum=0, integer=True))
                 output = int(_number(row, "Response tokens", where, minimum=0, integer=True))
                 if output == 0 or prompt == 0:
@@ -275,7 +275,7 @@ def _jsonl_trace(path: Path, whole: str, fmt: str, block_tokens: int) -> tuple[_
             for key in MOONCAKE_KEYS:
                 if key not in obj:
                     raise ServecapError(where, key, "missing key of a mooncake trace line")
-            t = _number(obj, "timestamp", where, minimum=0.0) / 1000.0
+            t = _number(obj, "timestamp", where, minimum=0.0, maximum=MAX_TIME_S * 1000.0) / 1000.0
             prompt = int(_number(obj, "input_length", where, minimum=1, integer=True))
             output = int(_number(obj, "output_length", where, minimum=0, integer=True))
             hashes = _hash_ids(obj.get("hash_ids"), prompt, block_tokens, where)
@@ -303,7 +303,7 @@ def _hash_ids(raw: object, prompt: int, block_tokens: int, where: str) -> list[i
 
 
 def _servecap_row(rows: _Rows, row: dict[str, Any], where: str, block_tokens: int = DEFAULT_TRACE_BLOCK_TOKENS) -> None:
-    t = _number(row, "arrival_s", where, minimum=0.0)
+    t = _number(row, "arrival_s", where, minimum=0.0, maximum=MAX_TIME_S)
     prompt = int(_number(row, "prompt_tokens", where, minimum=1, integer=True))
     output = int(_number(row, "output_tokens", where, minimum=1, integer=True))
     group, ptok = -1, 0
@@ -330,7 +330,12 @@ def _check_keys(keys: Sequence[str], where: str, optional: Sequence[str] = OPTIO
             raise ServecapError(where, key, "missing required column")
 
 
-def _number(row: dict[str, Any], key: str, where: str, *, minimum: float, integer: bool = False) -> float:
+MAX_TIME_S = 1e9  # a trace's clock: about 32 years of seconds (ms timestamps: 1e12)
+
+
+def _number(
+    row: dict[str, Any], key: str, where: str, *, minimum: float, integer: bool = False, maximum: float = 2.0**53
+) -> float:
     raw = row.get(key)
     if isinstance(raw, bool):
         raise ServecapError(f"{where}.{key}", raw, "not a number")
@@ -338,8 +343,8 @@ def _number(row: dict[str, Any], key: str, where: str, *, minimum: float, intege
         value = float(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError):
         raise ServecapError(f"{where}.{key}", raw, "not a number") from None
-    if not math.isfinite(value) or value < minimum:
-        raise ServecapError(f"{where}.{key}", raw, f"must be a finite number >= {minimum:g}")
+    if not math.isfinite(value) or value < minimum or value > maximum:
+        raise ServecapError(f"{where}.{key}", raw, f"must be a finite number within {minimum:g}..{maximum:g}")
     if integer and (value != int(value) or value >= 2**53):
         raise ServecapError(f"{where}.{key}", raw, "must be an integer below 2**53")
     return value
