@@ -172,6 +172,9 @@ INPUT_PATHS: tuple[InputPath, ...] = (
         ".yaml",
         WORKLOAD,
     ),
+    InputPath("--calibration FILE", ("plan", "--calibration", "{f}", "--json"), ".json", CALIBRATION),
+    InputPath("sweep FILE", ("sweep", "{f}", "--executor", "serial", "--no-store"), ".yaml", SWEEP),
+    InputPath("export keda FILE", ("export", "keda", "{f}"), ".yaml", FLEET),
     InputPath(
         "simulate --workload FILE (agentic)",
         ("simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--workload", "{f}", "--json"),
@@ -184,9 +187,6 @@ INPUT_PATHS: tuple[InputPath, ...] = (
         ".jsonl",
         MOONCAKE_TRACE,
     ),
-    InputPath("--calibration FILE", ("plan", "--calibration", "{f}", "--json"), ".json", CALIBRATION),
-    InputPath("sweep FILE", ("sweep", "{f}", "--executor", "serial", "--no-store"), ".yaml", SWEEP),
-    InputPath("export keda FILE", ("export", "keda", "{f}"), ".yaml", FLEET),
 )
 
 
@@ -373,10 +373,17 @@ def special_cases() -> Iterator[Case]:
             True,
         )
     yield Case("simulate --trace missing", ("simulate", "--trace", "/no/such/trace.jsonl"), {}, True)
-    for key, value in (("sessions", 0), ("turn_gap_s", -1.0), ("session_rate_per_s", 1e-300), ("turns_mean", 1e300)):
-        doc = json.loads(json.dumps(AGENTIC_WORKLOAD))
-        doc["arrival"][key] = value
-        yield Case(f"agentic {key} = {value!r}", INPUT_PATHS[4].args, {"f": yaml.safe_dump(doc).encode()}, True)
+    agentic_args = next(p.args for p in INPUT_PATHS if p.base is AGENTIC_WORKLOAD)
+    bad: tuple[tuple[str, float], ...] = (
+        ("sessions", 0),
+        ("turn_gap_s", -1.0),
+        ("session_rate_per_s", 1e-300),
+        ("turns_mean", 1e300),
+    )
+    for name, number in bad:
+        agentic = json.loads(json.dumps(AGENTIC_WORKLOAD))
+        agentic["arrival"][name] = number
+        yield Case(f"agentic {name} = {number!r}", agentic_args, {"f": yaml.safe_dump(agentic).encode()}, True)
     big = {**QWEN_CONFIG, "num_hidden_layers": 10**9}
     yield Case("plan -m: 10^9 layers", ("plan", "-m", "{f}"), {"f": json.dumps(big).encode()}, True)
     big = {**QWEN_CONFIG, "num_hidden_layers": 3_000_000}
@@ -387,7 +394,8 @@ def special_cases() -> Iterator[Case]:
         yield Case(f"workload {key} = {value!r}", INPUT_PATHS[3].args, {"f": yaml.safe_dump(doc).encode()}, True)
     grid = dict(SWEEP, axes={f"workload.prompt_tokens.{k}": list(range(1, 1001)) for k in ("median", "max")})
     grid["axes"]["fleet.pools.0.replicas"] = list(range(1, 101))
-    yield Case("sweep: 10^8-point grid", INPUT_PATHS[5].args, {"f": yaml.safe_dump(grid).encode()}, True)
+    sweep_args = next(p.args for p in INPUT_PATHS if p.base is SWEEP)
+    yield Case("sweep: 10^8-point grid", sweep_args, {"f": yaml.safe_dump(grid).encode()}, True)
     yield Case("runs delete %", ("runs", "delete", "%", "--db", "{db}"), {}, True)
     yield Case("plan -m: a 300-character name", ("plan", "-m", "x" * 300), {}, True)
     for replicas in (10**7, 10**9):

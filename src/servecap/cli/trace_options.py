@@ -23,7 +23,7 @@ trace_options: Callable[[F], F] = stack(
     ),
     click.option(
         "--trace-format",
-        type=click.Choice(["auto", "servecap", "mooncake", "azure", "burstgpt"]),
+        type=click.Choice(["auto", "servecap", "mooncake", "azure", "burstgpt", "sessions"]),
         default="auto",
         show_default=True,
         help="The trace's format (auto: from the CSV header or the first JSON line).",

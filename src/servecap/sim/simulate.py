@@ -36,7 +36,7 @@ from servecap.sim.gc_pause import gc_paused
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
 from servecap.sim.setup import EngineSetup
-from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, TrafficSource
+from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, SessionSource, TrafficSource
 from servecap.workload import (
     ClosedLoopUsers,
     RequestArrays,
@@ -44,6 +44,7 @@ from servecap.workload import (
     WorkloadSpec,
     generate_arrays,
 )
+from servecap.workload.generate import session_graph
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,11 @@ def simulate(
     if isinstance(workload, WorkloadSpec):
         if rng is None:
             raise ServecapError("rng", None, "a workload spec needs a random generator (seed)")
-        if workload.closed_loop:
+        graph = session_graph(workload)
+        if graph is not None:
+            source = SessionSource(graph, setup.efficiency.request_overhead_s)
+            horizon = max(1.0, max(graph.arrival_s))
+        elif workload.closed_loop:
             users = ClosedLoopUsers(workload, rng)
             source = ClosedLoopSource(users, setup.efficiency.request_overhead_s)
             horizon = users.spec.duration_s or max(1.0, 60.0 * users.num_users)

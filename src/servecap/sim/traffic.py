@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from servecap.sim.server import ArrivingRequest
 from servecap.workload import ClosedLoopUsers, RequestArrays, RequestSpec
 from servecap.workload.block_hash import HashBlocks
+from servecap.workload.sessions import SessionGraph
 
 _INF = float("inf")
 
@@ -273,6 +274,53 @@ class ClosedLoopSource(TrafficSource):
 
     def expected_requests(self) -> int:
         return self.users.spec.num_requests or 0
+
+
+class SessionSource(ClosedLoopSource):
+    """A sessions trace (:class:`~servecap.workload.sessions.SessionGraph`): roots arrive at their
+    times; a child is issued ``delay_s`` after the last of its parents ended or was refused (a
+    tool call, a sub-agent's join). Request ids are given in the order requests are issued."""
+
+    def __init__(self, graph: SessionGraph, request_overhead_s: float = 0.0) -> None:
+        self.graph = graph
+        self.request_overhead_s = request_overhead_s
+        self.issued: list[RequestSpec] = []
+        self._heap: list[tuple[float, int, RequestSpec]] = []
+        self._row: list[int] = []  # request id -> graph row
+        self._children = graph.children()
+        self._waiting: list[int] = [len(p) for p in graph.parents]  # parents not yet ended
+        self._ready_s: list[float] = [0.0] * len(graph)  # the latest parent's end so far
+        sessions: dict[str, int] = {}
+        self._session: list[int] = [sessions.setdefault(s, len(sessions)) for s in graph.session]
+        for i in range(len(graph)):
+            if not graph.parents[i]:
+                self._issue(i, graph.arrival_s[i])
+
+    def _issue(self, row: int, t_s: float) -> None:
+        g = self.graph
+        spec = RequestSpec(
+            request_id=len(self.issued),
+            arrival_s=t_s,
+            prompt_tokens=g.prompt_tokens[row],
+            output_tokens=g.output_tokens[row],
+            session_id=self._session[row],
+            hash_blocks=g.hashes[row],
+        )
+        self._row.append(row)
+        self._push(spec)
+
+    def on_finished(self, request_id: int, t_s: float) -> None:
+        row = self._row[request_id]
+        end = t_s + self.request_overhead_s
+        for child in self._children[row]:
+            if end > self._ready_s[child]:
+                self._ready_s[child] = end
+            self._waiting[child] -= 1
+            if self._waiting[child] == 0:
+                self._issue(child, self._ready_s[child] + self.graph.delay_s[child])
+
+    def expected_requests(self) -> int:
+        return len(self.graph)
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from servecap.workload.mix import generate_mix
 from servecap.workload.popularity import draw_popular
 from servecap.workload.request import RequestSpec
 from servecap.workload.samples import trace_path
+from servecap.workload.sessions import SessionGraph
 from servecap.workload.spec import MAX_DURATION_S, TraceArrival, WorkloadSpec
 from servecap.workload.trace import load_trace
 
@@ -30,6 +31,13 @@ def generate_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArra
     if spec.arrival is None:
         raise ServecapError("workload.arrival", None, "closed-loop workloads are driven by ClosedLoopUsers")
     if isinstance(spec.arrival, TraceArrival):
+        if spec.arrival.format == "sessions":
+            raise ServecapError(
+                "workload.arrival.format",
+                "sessions",
+                "a sessions trace is replayed closed loop (each request after its parents): simulate and fleet "
+                "simulate replay it; this command takes open-loop traces only",
+            )
         return trace_arrays(spec.arrival, num_requests=spec.num_requests, duration_s=spec.duration_s)
     if isinstance(spec.arrival, AgenticArrival):
         from servecap.workload.agentic import generate_agentic
@@ -98,6 +106,30 @@ def trace_arrays(
         trace_block_tokens=trace.trace_block_tokens,
     )
     return full if len(idx) == len(full) else full.take(idx)
+
+
+def is_session_trace(spec: WorkloadSpec) -> bool:
+    """Whether the workload replays a sessions trace (no file is read)."""
+    return isinstance(spec.arrival, TraceArrival) and spec.arrival.format == "sessions"
+
+
+def session_graph(spec: WorkloadSpec) -> SessionGraph | None:
+    """The sessions trace a workload replays (its window and time scale applied), or None when
+    it is not one."""
+    arrival = spec.arrival
+    if not isinstance(arrival, TraceArrival) or arrival.format != "sessions":
+        return None
+    from servecap.workload.sessions import load_sessions
+
+    graph = load_sessions(trace_path(arrival.path), trace_block_tokens=arrival.trace_block_tokens)
+    graph = graph.scaled(arrival.time_scale, arrival.start_s, arrival.end_s)
+    if not len(graph):
+        raise ServecapError("workload.arrival.start_s", arrival.start_s, "no session starts in the window")
+    if max(graph.arrival_s) > MAX_DURATION_S:
+        raise ServecapError(
+            "workload.arrival.time_scale", arrival.time_scale, "sessions would start more than a year in"
+        )
+    return graph
 
 
 def generate_requests(spec: WorkloadSpec, rng: np.random.Generator) -> list[RequestSpec]:

@@ -14,12 +14,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
+from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.arrays import RequestArrays
 from servecap.workload.arrivals import arrival_times
 from servecap.workload.dists import AnyDist, sample_tokens
 from servecap.workload.mix_spec import ClassSpec, TenantSpec
 from servecap.workload.popularity import draw_popular
-from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.spec import Arrival, PrefixSpec, TraceArrival, WorkloadSpec
 
 

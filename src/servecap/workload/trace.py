@@ -46,9 +46,10 @@ from numpy.typing import NDArray
 from servecap.errors import ServecapError
 from servecap.files import MAX_DATA_BYTES, read_text
 from servecap.workload.block_hash import DEFAULT_TRACE_BLOCK_TOKENS
+from servecap.workload.sessions import is_sessions_file
 
-TraceFormat = Literal["auto", "servecap", "mooncake", "azure", "burstgpt"]
-TRACE_FORMATS: tuple[str, ...] = ("auto", "servecap", "mooncake", "azure", "burstgpt")
+TraceFormat = Literal["auto", "servecap", "mooncake", "azure", "burstgpt", "sessions"]
+TRACE_FORMATS: tuple[str, ...] = ("auto", "servecap", "mooncake", "azure", "burstgpt", "sessions")
 REQUIRED = ("arrival_s", "prompt_tokens", "output_tokens")
 OPTIONAL = ("prefix_group", "prefix_tokens")
 _JSONL_OPTIONAL = (*OPTIONAL, "hash_ids")
@@ -124,6 +125,10 @@ def load_trace(
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".jsonl", ".ndjson"):
         raise ServecapError("arrival.path", str(path), "trace must be .csv or .jsonl")
+    if fmt == "sessions":
+        raise ServecapError(
+            "arrival.format", fmt, f"{path.name}: a sessions trace is a graph, read by servecap.workload.sessions"
+        )
     if fmt not in TRACE_FORMATS:
         from servecap.errors import did_you_mean
 
@@ -266,6 +271,12 @@ def _jsonl_trace(path: Path, whole: str, fmt: str, block_tokens: int) -> tuple[_
             raise ServecapError(where, text[:60], f"not JSON ({str(err)[:80]})") from None
         if not isinstance(obj, dict):
             raise ServecapError(where, text[:60], "each line must be a JSON object")
+        if fmt == "auto" and is_sessions_file(obj):
+            raise ServecapError(
+                "arrival.format",
+                "auto",
+                f"{path.name} is a sessions trace (request_id, parent_id): give format sessions",
+            )
         if fmt == "auto":
             fmt = "mooncake" if ("hash_ids" in obj and "timestamp" in obj) or "input_length" in obj else "servecap"
         if fmt == "servecap":
