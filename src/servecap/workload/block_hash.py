@@ -10,7 +10,7 @@ partial tail block.
 The engine caches ``block_size``-token blocks (vLLM: 16 by default) keyed by chained hashes.
 Engine block ``b`` spans tokens ``[b x bs, (b + 1) x bs)``; its content is fixed by the trace
 block holding its last token, ``t = ((b + 1) x bs - 1) // trace_block_tokens``, so its key is
-``hash((2, hash_ids[t], b))``: equal keys exactly when the trace says the tokens up to the end of
+made of ``(hash_ids[t], b)`` (:func:`engine_block_keys`): equal keys exactly when the trace says the tokens up to the end of
 engine block ``b`` are equal. Only full engine blocks inside the prompt get a key (vLLM caches
 full blocks only); blocks past the hashed tokens (the answer) stay private.
 
@@ -30,24 +30,36 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 DEFAULT_TRACE_BLOCK_TOKENS = 512  # Mooncake FAST'25 README: "The block size is 512 tokens."
+
+
+_MIX = 0x9E3779B97F4A7C15  # 2^64 / golden ratio, odd: id -> id x _MIX is a bijection mod 2^64
 
 
 def engine_block_keys(
     hash_ids: Sequence[int], trace_block_tokens: int, block_size: int, prompt_tokens: int
 ) -> tuple[int, ...]:
-    """Keys of the prompt's full engine blocks that the trace's ``hash_ids`` determine, in order."""
+    """Keys of the prompt's full engine blocks that the trace's ``hash_ids`` determine, in order.
+
+    Block ``b``'s key is ``hash_ids[t] x 0x9E3779B97F4A7C15 + b`` modulo 2^64 (as a signed 64-bit
+    integer), ``t`` the trace block holding its last token: equal exactly when ``(hash_ids[t], b)``
+    are equal (the multiplier is odd, so distinct ids stay distinct for a given ``b``, and ``b``
+    tells a trace block's engine blocks apart). Computed for all blocks at once (numpy): a long
+    prompt has thousands."""
     if trace_block_tokens <= 0 or block_size <= 0:
         raise ValueError("block sizes must be positive")
     n_ids = len(hash_ids)
     n = min(prompt_tokens // block_size, (n_ids * trace_block_tokens) // block_size)
-    out = []
-    for b in range(n):
-        t = ((b + 1) * block_size - 1) // trace_block_tokens
-        if t >= n_ids:
-            break
-        out.append(hash((2, hash_ids[t], b)))
-    return tuple(out)
+    if n <= 0:
+        return ()
+    b = np.arange(n, dtype=np.uint64)
+    t = ((b + np.uint64(1)) * np.uint64(block_size) - np.uint64(1)) // np.uint64(trace_block_tokens)
+    ids = np.asarray(hash_ids, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        keys = ids[t] * np.uint64(_MIX) + b
+    return tuple(keys.view(np.int64).tolist())
 
 
 class HashBlocks:
