@@ -65,12 +65,12 @@ def main() -> None:
     one = sessions(1)
     for label, arrays in (("block hashes", one), ("no hashes (reference)", _without_hashes(one))):
         t0 = time.process_time()
-        res = simulate(setup, arrays)
+        one_res = simulate(setup, arrays)
         cpu = time.process_time() - t0
-        s = res.summary
+        s = one_res.summary
         print(
             f"one replica, {label:>22}: {len(arrays) / cpu:>9,.0f} simulated req/s per CPU-second "
-            f"({cpu:.1f} CPU s), hit rate {s.prefix_cache_hit_rate or 0:.1%}, p99 TTFT {s.ttft_s.p99 * 1e3:,.0f} ms"
+            f"({cpu:.1f} CPU s), hit rate {s.prefix_cache_hit_rate or 0:.1%}, p99 TTFT {(s.ttft_s.p99 or 0.0) * 1e3:,.0f} ms"
         )
     fleet_arrays = sessions(args.replicas)
     for router in ("precise-prefix", "least-outstanding"):
@@ -79,11 +79,11 @@ def main() -> None:
             t0 = time.process_time()
             res = simulate_fleet(fleet, arrays, args.seed)
             cpu = time.process_time() - t0
-            s = res.summary
+            fs = res.summary
             print(
                 f"{args.replicas} replicas, {router:>17}, {label:>22}: {len(arrays) / cpu:>9,.0f} simulated req/s "
-                f"per CPU-second ({cpu:.1f} CPU s), hit rate {s.prefix_cache_hit_rate or 0:.1%}, p99 TTFT "
-                f"{s.ttft_s.p99 * 1e3:,.0f} ms; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"
+                f"per CPU-second ({cpu:.1f} CPU s), hit rate {fs.prefix_cache_hit_rate or 0:.1%}, p99 TTFT "
+                f"{(fs.ttft_s.p99 or 0.0) * 1e3:,.0f} ms; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"
             )
 
 
