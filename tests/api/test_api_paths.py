@@ -209,3 +209,35 @@ def _admits_str(annotation: object) -> bool:
     import typing
 
     return annotation is str or any(_admits_str(a) for a in typing.get_args(annotation))
+
+
+def test_a_shipped_trace_sample_is_the_one_trace_path_the_server_reads(client: TestClient) -> None:
+    """``sample:<name>`` names a trace shipped with servecap; any other trace path is refused as
+    before, and an unknown sample by its name (no file is looked up)."""
+    import time
+
+    workload = {"arrival": {"kind": "trace", "path": "sample:agentic", "time_scale": 0.1}}
+    r = client.post("/api/v1/fleet/simulate", json={"fleet": FLEET, "workload": workload, "seed": 0})
+    assert r.status_code == 202, r.text
+    job = r.json()["id"]
+    for _ in range(600):
+        snap = client.get(f"/api/v1/jobs/{job}").json()
+        if snap["state"] in ("done", "failed"):
+            break
+        time.sleep(0.05)
+    assert snap["state"] == "done", snap
+    assert snap["result"]["outcomes"] == {"ok": 387}
+    for path, message in (("sample:agentc", "no such sample"), ("/etc/passwd", "file paths are not accepted")):
+        bad = {"arrival": {"kind": "trace", "path": path}}
+        r = client.post("/api/v1/fleet/simulate", json={"fleet": FLEET, "workload": bad})
+        assert r.status_code == 400 and message in r.json()["error"]["message"], r.text
+
+
+def test_simulate_takes_a_sample_trace_and_refuses_any_other(client: TestClient) -> None:
+    body = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100"}
+    r = client.post("/api/v1/simulate", json={**body, "trace": {"kind": "trace", "path": "/etc/passwd"}})
+    assert r.status_code == 400 and r.json()["error"]["field"] == "trace.path"
+    r = client.post("/api/v1/simulate", json={**body, "trace": {"path": "sample:azure-code-2023", "time_scale": 0}})
+    assert r.status_code == 400 and "time_scale" in r.json()["error"]["field"]
+    r = client.post("/api/v1/simulate", json={**body, "trace": {"path": "sample:azure-code-2023"}})
+    assert r.status_code == 202, r.text

@@ -67,6 +67,24 @@ WORKLOAD: dict[str, Any] = {
     "num_requests": 20,
     "prefix": {"groups": 2, "tokens": 64, "share": 0.5},
 }
+AGENTIC_WORKLOAD: dict[str, Any] = {
+    "arrival": {
+        "kind": "agentic",
+        "sessions": 3,
+        "session_rate_per_s": 1.0,
+        "turns_mean": 3,
+        "system_prompt_tokens": 512,
+        "turn_gap_s": 1.0,
+        "subagent_probability": 0.3,
+        "max_context_tokens": 3000,
+        "block_tokens": 512,
+    },
+    "num_requests": 20,
+}
+MOONCAKE_TRACE: list[dict[str, Any]] = [
+    {"timestamp": 0, "input_length": 1100, "output_length": 20, "hash_ids": [0, 1, 2]},
+    {"timestamp": 1500, "input_length": 1300, "output_length": 30, "hash_ids": [0, 1, 3]},
+]
 CALIBRATION: dict[str, Any] = {
     "schema": "servecap.calibration/1",
     "model": "Qwen/Qwen3-0.6B",
@@ -138,6 +156,9 @@ class InputPath:
             return json.dumps(doc, allow_nan=True).encode()
         if self.suffix == ".toml":
             return toml_document(doc).encode()
+        if self.suffix == ".jsonl":  # one JSON value a line
+            rows = doc if isinstance(doc, list) else [doc]
+            return "".join(json.dumps(r, allow_nan=True) + "\n" for r in rows).encode()
         return yaml.safe_dump(doc, sort_keys=False).encode()
 
 
@@ -164,6 +185,18 @@ INPUT_PATHS: tuple[InputPath, ...] = (
     InputPath("--calibration FILE", ("plan", "--calibration", "{f}", "--json"), ".json", CALIBRATION),
     InputPath("sweep FILE", ("sweep", "{f}", "--executor", "serial", "--no-store"), ".yaml", SWEEP),
     InputPath("export keda FILE", ("export", "keda", "{f}"), ".yaml", FLEET),
+    InputPath(
+        "simulate --workload FILE (agentic)",
+        ("simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--workload", "{f}", "--json"),
+        ".yaml",
+        AGENTIC_WORKLOAD,
+    ),
+    InputPath(
+        "simulate --trace FILE (mooncake)",
+        ("simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--trace", "{f}", "--json"),
+        ".jsonl",
+        MOONCAKE_TRACE,
+    ),
 )
 
 
@@ -295,6 +328,9 @@ FLOAT_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("capacity", "--num-requests", "20"), "--tpot-slo-ms"),
     (("compare", "-m", "Qwen/Qwen3-0.6B"), "--duty-cycle"),
     (("fleet", "simulate", "--rate", "5", "--num-requests", "5"), "--scrape-interval-ms"),
+    (("simulate", "--trace", "sample:mooncake-conversation", "--num-requests", "5"), "--time-scale"),
+    (("simulate", "--trace", "sample:mooncake-conversation", "--num-requests", "5"), "--trace-start-s"),
+    (("fleet", "simulate", "--trace", "sample:agentic", "--num-requests", "5"), "--trace-end-s"),
     (("bench", "http://127.0.0.1:9", "--rate", "1", "--num-requests", "1", "--no-store"), "--timeout-s"),
     (("bench", "http://127.0.0.1:9", "--rate", "1", "--num-requests", "1", "--no-store"), "--warmup-s"),
     (("bench", "http://127.0.0.1:9", "--num-requests", "1", "--no-store"), "--concurrency"),
@@ -331,6 +367,34 @@ def special_cases() -> Iterator[Case]:
     yield Case("simulate --rate 1e-300", ("simulate", "--rate", "1e-300", "--num-requests", "10"), {}, True)
     yield Case("simulate rate x duration", ("simulate", "--rate", "100000", "--duration-s", "86400"), {}, True)
     yield Case("simulate --duration-s inf", ("simulate", "--rate", "5", "--duration-s", "inf"), {}, True)
+    for flag, value in (
+        ("--time-scale", "0"),
+        ("--time-scale", "-1"),
+        ("--time-scale", "1e-300"),
+        ("--time-scale", "1e300"),
+        ("--trace-start-s", "-1"),
+        ("--trace-end-s", "0"),
+        ("--trace-block-tokens", "0"),
+        ("--trace-block-tokens", "-5"),
+    ):
+        yield Case(
+            f"simulate --trace {flag} {value}",
+            ("simulate", "--trace", "sample:agentic", flag, value, "--num-requests", "5"),
+            {},
+            True,
+        )
+    yield Case("simulate --trace missing", ("simulate", "--trace", "/no/such/trace.jsonl"), {}, True)
+    agentic_args = next(p.args for p in INPUT_PATHS if p.base is AGENTIC_WORKLOAD)
+    bad: tuple[tuple[str, float], ...] = (
+        ("sessions", 0),
+        ("turn_gap_s", -1.0),
+        ("session_rate_per_s", 1e-300),
+        ("turns_mean", 1e300),
+    )
+    for name, number in bad:
+        agentic = json.loads(json.dumps(AGENTIC_WORKLOAD))
+        agentic["arrival"][name] = number
+        yield Case(f"agentic {name} = {number!r}", agentic_args, {"f": yaml.safe_dump(agentic).encode()}, True)
     big = {**QWEN_CONFIG, "num_hidden_layers": 10**9}
     yield Case("plan -m: 10^9 layers", ("plan", "-m", "{f}"), {"f": json.dumps(big).encode()}, True)
     big = {**QWEN_CONFIG, "num_hidden_layers": 3_000_000}
@@ -341,7 +405,8 @@ def special_cases() -> Iterator[Case]:
         yield Case(f"workload {key} = {value!r}", INPUT_PATHS[3].args, {"f": yaml.safe_dump(doc).encode()}, True)
     grid = dict(SWEEP, axes={f"workload.prompt_tokens.{k}": list(range(1, 1001)) for k in ("median", "max")})
     grid["axes"]["fleet.pools.0.replicas"] = list(range(1, 101))
-    yield Case("sweep: 10^8-point grid", INPUT_PATHS[5].args, {"f": yaml.safe_dump(grid).encode()}, True)
+    sweep_args = next(p.args for p in INPUT_PATHS if p.base is SWEEP)
+    yield Case("sweep: 10^8-point grid", sweep_args, {"f": yaml.safe_dump(grid).encode()}, True)
     yield Case("runs delete %", ("runs", "delete", "%", "--db", "{db}"), {}, True)
     yield Case("plan -m: a 300-character name", ("plan", "-m", "x" * 300), {}, True)
     for replicas in (10**7, 10**9):

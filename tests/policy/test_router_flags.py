@@ -18,6 +18,7 @@ READS = {
     "session": (False, False, False),  # a hash of the session id
     "prefix-affinity": (True, True, True),  # its prefix index, and the counts for the balance gate
     "weighted": (True, False, True),  # queue and KV gauges, and its prefix index
+    "precise-prefix": (True, False, True),  # queue and KV gauges, each replica's prefix cache
 }
 
 

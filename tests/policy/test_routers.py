@@ -168,3 +168,35 @@ def test_prefix_index_evicts_a_sequence_deepest_first() -> None:
     assert index.match(0, [10, 11, 12]) == 1
     assert index.match(0, [20, 21, 22]) == 3
     assert index.match_all([0], [10, 11]) == [1]
+
+
+@dataclass
+class CachedView(View):
+    """A view whose prefix cache holds ``cached`` keys (leading matches counted)."""
+
+    cached: frozenset[int] = frozenset()
+
+    def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
+        n = 0
+        for k in block_keys:
+            if k not in self.cached:
+                break
+            n += 1
+        return n
+
+
+def test_precise_prefix_scores_the_blocks_replicas_hold_by_hand() -> None:
+    """The approximate index sends nothing here; the precise scorer reads each cache: replica 1
+    holds 3 of the 4 blocks. Replica 0: 2*0 + 1*1 + (1 - 0.5) = 1.5; replica 1: 2*0.75 + 0 +
+    (1 - 0.25) = 2.25."""
+    r = make_router("precise-prefix", random.Random(0))
+    keys = (7, 8, 9, 10)
+    views = [
+        CachedView(0, num_waiting=0, kv_usage=0.5),
+        CachedView(1, num_waiting=4, kv_usage=0.25, cached=frozenset(keys[:3])),
+    ]
+    assert r.scores(req(0, keys), views) == pytest.approx([1.5, 2.25])  # type: ignore[attr-defined]
+    assert r.choose(req(0, keys), views, 0.0) == 1
+    # the block a replica lost (evicted) no longer counts; the router kept no record of its own
+    views[1].cached = frozenset()
+    assert r.choose(req(1, keys), views, 0.0) == 0

@@ -74,7 +74,12 @@ def check_simulate_body(body: SimulateBody, limits: WorkLimits) -> None:
     duration_s, users x duration_s / think time)."""
     from servecap.app.simulate import workload_from_options
 
-    spec = workload_from_options(body.load(), body.stream())
+    if body.trace is not None and not body.trace.path.startswith("sample:"):
+        # a trace over HTTP is a shipped sample (sample:<name>); the server opens no other file
+        from servecap.api.names import refuse_file_field
+
+        refuse_file_field("trace.path", body.trace.path)
+    spec = workload_from_options(body.load(), body.stream(), trace=body.trace)
     check_workload(spec, limits, where="")  # the body's own field names
 
 

@@ -89,6 +89,16 @@ def api_gpu(name: object, field: str = "gpu") -> str:
     return name
 
 
+def _is_sample(value: object) -> bool:
+    """A shipped trace sample (``sample:<name>``): the server reads those, and only those."""
+    from servecap.workload.samples import SAMPLES, trace_path
+
+    if not isinstance(value, str) or not value.startswith("sample:"):
+        return False
+    trace_path(value)  # an unknown sample is refused by name
+    return value[len("sample:") :] in SAMPLES
+
+
 def refuse_file_field(field: str, value: object) -> None:
     raise ServecapError(field, value, "file paths are not accepted by the server: give the values in the body")
 
@@ -99,7 +109,7 @@ def check_spec(spec: BaseModel, raw: dict[str, Any], root: str, upload_dir: Path
     validated from, which the job receives) to the uploaded file's path."""
     for loc, key, value in _named_fields(spec, ()):
         field = root + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in (*loc, key))
-        if key in FILE_FIELDS and value is not None:
+        if key in FILE_FIELDS and value is not None and not (key == "path" and _is_sample(value)):
             refuse_file_field(field, value)
         if key in GPU_FIELDS and value is not None:
             api_gpu(value, field)

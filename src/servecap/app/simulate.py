@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from servecap.sim.simulate import SimResult
     from servecap.specs import Slo
     from servecap.workload import WorkloadSpec
+    from servecap.workload.spec_parts import TraceArrival
 
 # Overload: the queue wait of late arrivals grows by more than this many seconds per second of
 # arrivals (a stable queue's slope is ~0), or the offered rate exceeds the planner's service rate.
@@ -54,6 +55,7 @@ def workload_from_options(
     workload: Path | None = None,
     default_num_requests: int = 1000,
     notes: list[str] | None = None,
+    trace: TraceArrival | None = None,
 ) -> WorkloadSpec:
     """The workload a command's flags name: a workload file (``--num-requests``/``--duration-s``
     override its stop), or an open loop at ``load.rate`` / ``load.users`` chat users from the
@@ -63,6 +65,14 @@ def workload_from_options(
     from servecap.workload import load_workload, workload_from_flags
 
     num_requests = load.num_requests
+    if trace is not None:
+        if workload is not None:
+            raise ServecapError("trace", trace.path, "give --trace or --workload, not both")
+        if load.rate is not None or load.users is not None:
+            raise ServecapError("trace", trace.path, "a trace brings its own arrivals: drop --rate/--users")
+        from servecap.workload import WorkloadSpec
+
+        return WorkloadSpec(arrival=trace, num_requests=num_requests, duration_s=load.duration_s)
     if workload is not None:
         if load.rate is not None or load.users is not None:
             raise ServecapError("workload", str(workload), "give --workload or --rate/--users, not both")
@@ -143,7 +153,7 @@ def build(
             )
     load = replace(r.load(), think_time_s=think_time_s)
     spec = workload_from_options(
-        load, stream, workload=r.workload, default_num_requests=default_num_requests, notes=notes
+        load, stream, workload=r.workload, default_num_requests=default_num_requests, notes=notes, trace=r.trace
     )
     if turns is not None:
         if spec.users is None:

@@ -18,6 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from servecap.app.flags import LoadFlags, StreamFlags, flag_help
 from servecap.app.request_fields import DeploymentFields
+from servecap.workload.spec_parts import TraceArrival
 
 ArrivalName = Literal["poisson", "gamma", "constant"]
 PolicyName = Literal["fcfs", "priority"]
@@ -73,6 +74,11 @@ class SimulateRequest(DeploymentFields):
     )
     workload: SkipJsonSchema[Path | None] = Field(
         default=None, description="Workload file (YAML/JSON; see docs/workload.md)."
+    )
+    trace: TraceArrival | None = Field(
+        default=None,
+        description="Replay a trace (servecap, Mooncake, Azure or BurstGPT; over HTTP only the shipped "
+        "sample:<name> traces): its format, window and time scale (docs/workload.md, Traces).",
     )
 
     def stream(self) -> StreamFlags:

@@ -22,6 +22,7 @@ from servecap.cli.options import (
     think_time_option,
 )
 from servecap.cli.simulate_cmd import html_option, stream_options, workload_option
+from servecap.cli.trace_options import pop_trace, trace_options
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.pd_router import PD_PRESETS
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
@@ -102,6 +103,7 @@ def fleet_group() -> None:
     help="Disaggregated: the prefill and decode policies (default llm-d: prefix-affinity / least-kv).",
 )
 @workload_option
+@trace_options
 @click.option("--rate", "-r", type=FINITE, default=None, help="Open loop: requests per second.")
 @click.option("--users", "-u", type=click.INT, default=None, help="Closed loop: number of chat users.")
 @think_time_option
@@ -163,6 +165,7 @@ def fleet_simulate_command(
     db: Path | None,
     html: Path | None,
     as_json: bool,
+    **trace_flags: object,
 ) -> None:
     """Simulate a fleet: per-request latency percentiles, SLO attainment, outcomes, per-replica
     utilisation, replicas and queue over time, GPU-hours and cost."""
@@ -194,7 +197,7 @@ def fleet_simulate_command(
     load = LoadFlags(
         rate=rate, users=users, think_time_s=think_time_s, duration_s=duration_s, num_requests=num_requests
     )
-    spec = workload_from_options(load, stream, workload=workload)
+    spec = workload_from_options(load, stream, workload=workload, trace=pop_trace(trace_flags))
     mode: Literal["auto", "exact", "sketch"] = (
         "exact" if percentiles == "exact" else "sketch" if percentiles else "auto"
     )

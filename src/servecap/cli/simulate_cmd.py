@@ -26,6 +26,7 @@ from servecap.cli.options import (
     think_time_option,
     turns_option,
 )
+from servecap.cli.trace_options import pop_trace, trace_options
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -182,6 +183,7 @@ def request_slo_options(request: type[SimulateRequest]) -> Callable[[F], F]:
 @deployment_options
 @calibration_option
 @workload_option
+@trace_options
 @field_option(SimulateRequest, "rate", "--rate", "-r", type=FINITE)
 @field_option(SimulateRequest, "users", "--users", "-u", type=click.IntRange(min=1))
 @think_time_option
@@ -207,7 +209,8 @@ def simulate_command(
     from servecap.app.simulate import simulate_request
     from servecap.cli.console import make_console, progress_reporter
 
-    request = validated(SimulateRequest, {**values_of(deployment), **values_of(stream), **settings})
+    trace = pop_trace(settings)
+    request = validated(SimulateRequest, {**values_of(deployment), **values_of(stream), **settings, "trace": trace})
     with progress_reporter(make_console(stderr=True)) as progress:
         response, built, result = simulate_request(request, progress=progress)
     slo = slo_from_ms(request.ttft_slo_ms, request.tpot_slo_ms)
@@ -229,7 +232,7 @@ def simulate_command(
     check = response.load_check
     if check.message:  # overload first: the percentiles below then measure the run's length
         console.print(f"[bold red]{check.message}[/]")
-    if request.workload is None:
+    if request.workload is None and request.trace is None:
         from servecap.app.defaults import shape_line
         from servecap.app.simulate import load_text
 

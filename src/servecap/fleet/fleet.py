@@ -213,7 +213,9 @@ class Fleet:
             self._fail(spec, "no_replica")
             return True
         keys = None
-        if self.router.uses_prefix and spec.prefix_group is not None:
+        if self.router.uses_prefix and spec.hash_blocks is not None:
+            keys = spec.hash_blocks.keys(self._block_tokens, spec.prompt_tokens)
+        elif self.router.uses_prefix and spec.prefix_group is not None:
             keys = block_keys(
                 prefix_group=spec.prefix_group,
                 prefix_tokens=spec.prefix_tokens,

@@ -45,15 +45,16 @@ from servecap.sim.gc_pause import gc_paused
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
 from servecap.sim.simulate import charge_request_overhead, record_columns
-from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, TrafficSource
+from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, SessionSource, TrafficSource
 from servecap.workload import ClosedLoopUsers, RequestArrays, WorkloadSpec, generate_arrays
+from servecap.workload.generate import is_session_trace, session_graph
 
 
 def stream_refusal(fleet: FleetSpec, workload: WorkloadSpec | RequestArrays) -> str | None:
     """Why ``workload`` on ``fleet`` cannot run on the streaming path (None: it can)."""
     if fleet.gateway is not None:
         return "a gateway stage keeps every request's record; run it exact"
-    if isinstance(workload, WorkloadSpec) and workload.closed_loop:
+    if isinstance(workload, WorkloadSpec) and (workload.closed_loop or is_session_trace(workload)):
         return "closed-loop users keep every turn; run them exact"
     return None
 
@@ -88,7 +89,11 @@ def simulate_fleet(
     arrays: RequestArrays | None = None
     users = 0
     rng = np.random.default_rng(seed)
-    if isinstance(workload, WorkloadSpec):
+    graph = session_graph(workload) if isinstance(workload, WorkloadSpec) else None
+    if graph is not None:
+        source = SessionSource(graph, request_overhead_s(fleet))
+        horizon = max(1.0, max(graph.arrival_s))
+    elif isinstance(workload, WorkloadSpec):
         if workload.closed_loop:
             cl = ClosedLoopUsers(workload, rng)
             users = cl.num_users
@@ -104,7 +109,7 @@ def simulate_fleet(
         raise ServecapError("workload", type(workload).__name__, "a WorkloadSpec or drawn RequestArrays")
     if isinstance(source, OpenLoopSource):
         horizon = source.arrival_s[-1] if source.arrival_s else 0.0
-    ordered = isinstance(source, ClosedLoopSource)
+    ordered = isinstance(source, ClosedLoopSource)  # a SessionSource is one
     server: Fleet | PdFleet = (
         PdFleet(fleet, seed, ordered=ordered) if fleet.is_disaggregated else Fleet(fleet, seed, ordered=ordered)
     )

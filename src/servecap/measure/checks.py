@@ -105,7 +105,7 @@ def client_check(client: ClientStats, loop_lag_limit_s: float = 0.005, cpu_limit
 
 def expected_cached_tokens(t: ClientTrace) -> int:
     """The most prompt tokens of ``t`` the workload itself lets a prefix cache hold."""
-    if t.turn > 1:
+    if t.turn > 1 or t.hash_ids is not None:  # a later turn, or a trace's shared blocks: any of it
         return t.measured_prompt_tokens
     return t.prefix_tokens if t.prefix_group is not None else 0
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from servecap.measure.client import stream_request
 from servecap.measure.http1 import RawClient
-from servecap.measure.payload import Endpoint, build_body, endpoint_path, prompt_text
+from servecap.measure.payload import Endpoint, build_body, endpoint_path, prompt_text, prompt_text_from_hashes
 from servecap.measure.trace import ClientTrace
 from servecap.measure.transport import Transport
 from servecap.results.stats import percentile
@@ -177,6 +177,7 @@ def quiet_gc() -> Iterator[None]:
 
 
 def make_trace(spec: RequestLike) -> ClientTrace:
+    hashes = getattr(spec, "hash_blocks", None)
     return ClientTrace(
         request_id=str(spec.request_id),
         scheduled_s=float(spec.arrival_s),
@@ -186,17 +187,28 @@ def make_trace(spec: RequestLike) -> ClientTrace:
         prefix_tokens=int(spec.prefix_tokens or 0),
         user_id=getattr(spec, "user_id", None),
         turn=int(getattr(spec, "turn", 0) or 0),
+        hash_ids=None if hashes is None else hashes.ids,
+        hash_block_tokens=512 if hashes is None else hashes.trace_block_tokens,
     )
 
 
 def body_for(cfg: LoadConfig, trace: ClientTrace) -> dict[str, Any]:
-    text = prompt_text(
-        trace.prompt_tokens,
-        unique=f"{cfg.run_nonce}-{trace.request_id}",
-        prefix_group=trace.prefix_group,
-        prefix_tokens=trace.prefix_tokens,
-        group_tag=cfg.prefix_nonce,
-    )
+    if trace.hash_ids is not None:
+        text = prompt_text_from_hashes(
+            trace.prompt_tokens,
+            trace.hash_ids,
+            trace.hash_block_tokens,
+            unique=f"{cfg.run_nonce}-{trace.request_id}",
+            tag=cfg.prefix_nonce,
+        )
+    else:
+        text = prompt_text(
+            trace.prompt_tokens,
+            unique=f"{cfg.run_nonce}-{trace.request_id}",
+            prefix_group=trace.prefix_group,
+            prefix_tokens=trace.prefix_tokens,
+            group_tag=cfg.prefix_nonce,
+        )
     return build_body(
         cfg.endpoint,
         model=cfg.model,

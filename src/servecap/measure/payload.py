@@ -11,6 +11,7 @@ few); the load generator takes prompt and output counts from the server's ``usag
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 Endpoint = Literal["completions", "chat"]
@@ -42,6 +43,30 @@ def prompt_text(
         head = _marker(f"u{unique}", rest_n)
         rest = head + _WORD * (rest_n - len(head) // 4)
     return prefix + rest
+
+
+def prompt_text_from_hashes(
+    prompt_tokens: int, hash_ids: Sequence[int], block_tokens: int, *, unique: str, tag: str = ""
+) -> str:
+    """Filler prompt of ``prompt_tokens`` units whose block structure is a block-hash trace's:
+    block ``t`` (``block_tokens`` units; the last one the prompt's tail) starts with the marker
+    ``h<tag>-<hash_ids[t]>``, so two prompts share text exactly as far as their ids agree (the ids
+    being prefix hashes, equal ids at a position mean equal blocks before it); tokens past the
+    ids start with the per-request marker ``unique``."""
+    n = max(1, prompt_tokens)
+    parts: list[str] = []
+    done = 0
+    for h in hash_ids:
+        if done >= n:
+            break
+        k = min(block_tokens, n - done)
+        head = _marker(f"h{tag}-{h}", k)
+        parts.append(head + _WORD * (k - len(head) // 4))
+        done += k
+    if done < n:
+        head = _marker(f"u{unique}", n - done)
+        parts.append(head + _WORD * (n - done - len(head) // 4))
+    return "".join(parts)
 
 
 def build_body(

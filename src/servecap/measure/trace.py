@@ -53,6 +53,8 @@ class ClientTrace:
     server_timing: dict[str, Any] | None = None
     trimmed: bool = False  # in the warm-up or cool-down window: stored, not summarized
     answer_text: str = ""  # the streamed text, kept only when asked (chat users' history)
+    hash_ids: tuple[int, ...] | None = None  # a block-hash trace's prompt (its text follows the ids)
+    hash_block_tokens: int = 512
 
     @property
     def ok(self) -> bool:

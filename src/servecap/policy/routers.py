@@ -30,6 +30,11 @@ The rules, with their sources:
   ``w_prefix x prefix score + w_queue x queue score + w_kv x kv score`` with prefix score =
   matched fraction of the request's blocks (router index), queue score =
   ``(max_q - q) / (max_q - min_q)`` (1 when all equal), kv score = ``1 - kv_usage``; highest wins.
+- ``precise-prefix``: the same weighted sum with llm-d's *precise* prefix-cache scorer
+  (llm-d.ai, "KV-Cache Indexer": the router subscribes to the engines' KV events and knows the
+  blocks each one actually holds): the prefix score is the fraction of the request's blocks the
+  replica's prefix cache holds now (``prefix_hit_blocks``), not what the router once sent it,
+  so evictions and other routers' traffic are seen; ties go to the lowest index.
 """
 
 from __future__ import annotations
@@ -449,6 +454,33 @@ class Weighted(Router):
         self.index.forget(replica_id)
 
 
+class PrecisePrefix(Weighted):
+    """``weighted`` scored off each replica's real prefix cache (llm-d's precise scorer)."""
+
+    name: ClassVar[str] = "precise-prefix"
+
+    def scores(self, request: RouteRequest, replicas: Sequence[ReplicaView]) -> list[float]:
+        keys = request.block_keys or ()
+        queues = [r.num_waiting for r in replicas]
+        q_hi, q_lo = max(queues), min(queues)
+        out = []
+        n = len(keys)
+        for r, q in zip(replicas, queues, strict=True):
+            prefix = r.prefix_hit_blocks(keys) / n if n else 0.0
+            queue = 1.0 if q_hi == q_lo else (q_hi - q) / (q_hi - q_lo)
+            out.append(self.prefix_weight * prefix + self.queue_weight * queue + self.kv_weight * (1.0 - r.kv_usage))
+        return out
+
+    def choose(
+        self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
+    ) -> int:
+        s = self.scores(request, replicas)
+        return max(range(len(s)), key=lambda j: (s[j], -j))
+
+    def forget(self, replica_id: int) -> None:
+        return None
+
+
 ROUTERS: dict[str, type[Router]] = {
     "round-robin": RoundRobin,
     "random": RandomRouter,
@@ -459,6 +491,7 @@ ROUTERS: dict[str, type[Router]] = {
     "session": Session,
     "prefix-affinity": PrefixAffinity,
     "weighted": Weighted,
+    "precise-prefix": PrecisePrefix,
 }
 
 # The one default router, read by the fleet file, the CLI, the HTTP API, the web pages and the

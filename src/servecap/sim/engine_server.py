@@ -17,6 +17,7 @@ from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
 from servecap.sim.server import ArrivingRequest, FinishedRequest
 from servecap.sim.traffic import OpenLoopRequest
+from servecap.workload.block_hash import HashBlocks
 from servecap.workload.request import block_keys
 
 _INF = float("inf")
@@ -61,6 +62,7 @@ class EngineServer:
                 None,
                 request.priority,  # a traffic mix's class priority (0 without one)
                 now_s,
+                request.hash_blocks,
             )
         return self._add(
             request,
@@ -72,6 +74,7 @@ class EngineServer:
             request.conversation_id,
             request.priority,
             now_s,
+            request.hash_blocks,
         )
 
     def _add(
@@ -85,12 +88,16 @@ class EngineServer:
         conversation: int | None,
         priority: int,
         now_s: float,
+        hash_blocks: HashBlocks | None = None,
     ) -> bool:
         if prompt + output > self._max_model_len:
             self._refuse(request, "too_long")
             return False
         keys: tuple[int, ...] | None = None
-        if self._caching and (group is not None or conversation is not None):
+        if hash_blocks is not None:
+            if self._caching:
+                keys = hash_blocks.keys(self.engine.block_size, prompt)
+        elif self._caching and (group is not None or conversation is not None):
             keys = block_keys(
                 prefix_group=group,
                 prefix_tokens=prefix_tokens,

@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from servecap.workload.block_hash import HashBlocks
+
 
 class ArrivingRequest(Protocol):
     """An arriving request as every stage reads it (the fields of ``RequestSpec``, which documents
@@ -78,6 +80,9 @@ class ArrivingRequest(Protocol):
 
     @property
     def session_id(self) -> int | None: ...
+
+    @property
+    def hash_blocks(self) -> HashBlocks | None: ...
 
     @property
     def duplicate_group(self) -> int | None: ...

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from servecap.sim.gc_pause import gc_paused
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
 from servecap.sim.setup import EngineSetup
-from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, TrafficSource
+from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, SessionSource, TrafficSource
 from servecap.workload import (
     ClosedLoopUsers,
     RequestArrays,
@@ -43,6 +44,7 @@ from servecap.workload import (
     WorkloadSpec,
     generate_arrays,
 )
+from servecap.workload.generate import session_graph
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +100,11 @@ def simulate(
     if isinstance(workload, WorkloadSpec):
         if rng is None:
             raise ServecapError("rng", None, "a workload spec needs a random generator (seed)")
-        if workload.closed_loop:
+        graph = session_graph(workload)
+        if graph is not None:
+            source = SessionSource(graph, setup.efficiency.request_overhead_s)
+            horizon = max(1.0, max(graph.arrival_s))
+        elif workload.closed_loop:
             users = ClosedLoopUsers(workload, rng)
             source = ClosedLoopSource(users, setup.efficiency.request_overhead_s)
             horizon = users.spec.duration_s or max(1.0, 60.0 * users.num_users)
@@ -288,4 +294,19 @@ def _arrays_from_specs(specs: list[RequestSpec]) -> RequestArrays:
         np.array([s.output_tokens for s in specs], dtype=np.int64),
         np.array([-1 if s.prefix_group is None else s.prefix_group for s in specs], dtype=np.int64),
         np.array([s.prefix_tokens for s in specs], dtype=np.int64),
+        **_hash_columns(specs),
     )
+
+
+def _hash_columns(specs: list[RequestSpec]) -> dict[str, Any]:
+    """The requests' block hashes as the arrays' columns (none when no request has any)."""
+    blocks = [s.hash_blocks for s in specs]
+    if all(b is None for b in blocks):
+        return {}
+    sizes = {b.trace_block_tokens for b in blocks if b is not None}
+    if len(sizes) > 1:
+        raise ServecapError("hash_blocks", sorted(sizes), "requests' trace block sizes differ")
+    offsets = np.zeros(len(specs) + 1, dtype=np.int64)
+    np.cumsum([0 if b is None else len(b.ids) for b in blocks], out=offsets[1:])
+    ids = np.fromiter((x for b in blocks if b is not None for x in b.ids), dtype=np.int64, count=int(offsets[-1]))
+    return {"hash_ids": ids, "hash_offsets": offsets, "trace_block_tokens": sizes.pop()}

@@ -24,6 +24,8 @@ from numpy.typing import NDArray
 
 from servecap.sim.server import ArrivingRequest
 from servecap.workload import ClosedLoopUsers, RequestArrays, RequestSpec
+from servecap.workload.block_hash import HashBlocks
+from servecap.workload.sessions import SessionGraph
 
 _INF = float("inf")
 
@@ -37,6 +39,7 @@ class OpenLoopRequest:
     __slots__ = (
         "arrival_s",
         "duplicate_group",
+        "hash_blocks",
         "output_tokens",
         "prefix_group",
         "prefix_tokens",
@@ -74,6 +77,7 @@ class OpenLoopRequest:
         self.request_class = request_class
         self.duplicate_group = duplicate_group
         self.priority = priority  # the gateway's queue order (the engine schedules it at 0)
+        self.hash_blocks: HashBlocks | None = None  # a block-hash trace's prompt
 
     @property
     def user_id(self) -> int | None:
@@ -96,7 +100,7 @@ class OpenLoopRequest:
         return self.prompt_tokens + self.output_tokens
 
     def arriving_at(self, arrival_s: float) -> OpenLoopRequest:
-        return OpenLoopRequest(
+        req = OpenLoopRequest(
             self.request_id,
             arrival_s,
             self.prompt_tokens,
@@ -109,6 +113,31 @@ class OpenLoopRequest:
             self.duplicate_group,
             self.priority,
         )
+        req.hash_blocks = self.hash_blocks
+        return req
+
+
+class _Hashes:
+    """A stream's block-hash columns, each request's :class:`HashBlocks` made when it is popped
+    (not up front: a long trace's ids stay in one array)."""
+
+    __slots__ = ("block_tokens", "ids", "offsets")
+
+    def __init__(self, arrays: RequestArrays) -> None:
+        self.ids = arrays.hash_ids
+        self.offsets: list[int] = arrays.hash_offsets.tolist()
+        self.block_tokens = arrays.trace_block_tokens
+
+    def of(self, i: int) -> HashBlocks | None:
+        a = self.offsets[i]
+        b = self.offsets[i + 1]
+        if b == a:
+            return None
+        return HashBlocks(tuple(self.ids[a:b].tolist()), self.block_tokens)
+
+
+def _hashes(arrays: RequestArrays) -> _Hashes | None:
+    return _Hashes(arrays) if arrays.has_hashes else None
 
 
 class _MixRows:
@@ -176,6 +205,7 @@ class OpenLoopSource(TrafficSource):
         # None unless some request carries a session id (most streams: none)
         self.session_id: list[int] | None = sessions if any(s >= 0 for s in sessions) else None
         self._mix = _mix_rows(arrays)
+        self._hashes = _hashes(arrays)
         self._times: list[float] = [*self.arrival_s, _INF]  # a sentinel: _times[_next] is the next arrival
         self._next = 0
 
@@ -199,6 +229,8 @@ class OpenLoopSource(TrafficSource):
         mix = self._mix
         if mix is not None:
             mix.fill(req, i)
+        if self._hashes is not None:
+            req.hash_blocks = self._hashes.of(i)
         return req
 
     def on_finished(self, request_id: int, t_s: float) -> None:
@@ -244,6 +276,53 @@ class ClosedLoopSource(TrafficSource):
         return self.users.spec.num_requests or 0
 
 
+class SessionSource(ClosedLoopSource):
+    """A sessions trace (:class:`~servecap.workload.sessions.SessionGraph`): roots arrive at their
+    times; a child is issued ``delay_s`` after the last of its parents ended or was refused (a
+    tool call, a sub-agent's join). Request ids are given in the order requests are issued."""
+
+    def __init__(self, graph: SessionGraph, request_overhead_s: float = 0.0) -> None:
+        self.graph = graph
+        self.request_overhead_s = request_overhead_s
+        self.issued: list[RequestSpec] = []
+        self._heap: list[tuple[float, int, RequestSpec]] = []
+        self._row: list[int] = []  # request id -> graph row
+        self._children = graph.children()
+        self._waiting: list[int] = [len(p) for p in graph.parents]  # parents not yet ended
+        self._ready_s: list[float] = [0.0] * len(graph)  # the latest parent's end so far
+        sessions: dict[str, int] = {}
+        self._session: list[int] = [sessions.setdefault(s, len(sessions)) for s in graph.session]
+        for i in range(len(graph)):
+            if not graph.parents[i]:
+                self._issue(i, graph.arrival_s[i])
+
+    def _issue(self, row: int, t_s: float) -> None:
+        g = self.graph
+        spec = RequestSpec(
+            request_id=len(self.issued),
+            arrival_s=t_s,
+            prompt_tokens=g.prompt_tokens[row],
+            output_tokens=g.output_tokens[row],
+            session_id=self._session[row],
+            hash_blocks=g.hashes[row],
+        )
+        self._row.append(row)
+        self._push(spec)
+
+    def on_finished(self, request_id: int, t_s: float) -> None:
+        row = self._row[request_id]
+        end = t_s + self.request_overhead_s
+        for child in self._children[row]:
+            if end > self._ready_s[child]:
+                self._ready_s[child] = end
+            self._waiting[child] -= 1
+            if self._waiting[child] == 0:
+                self._issue(child, self._ready_s[child] + self.graph.delay_s[child])
+
+    def expected_requests(self) -> int:
+        return len(self.graph)
+
+
 @dataclass(slots=True)
 class _Chunk:
     start: int  # the id of its first request
@@ -267,6 +346,7 @@ class ChunkedSource(TrafficSource):
         self._i = 0
         self._base = 0  # the id of the current chunk's first request
         self._mix: _MixRows | None = None
+        self._hashes: _Hashes | None = None
         self._load()
 
     def _load(self) -> None:
@@ -289,6 +369,7 @@ class ChunkedSource(TrafficSource):
         sessions: list[int] = a.session_id.tolist()
         self._session: list[int] | None = sessions if any(s >= 0 for s in sessions) else None
         self._mix = _mix_rows(a)
+        self._hashes = _hashes(a)
         self._times = [*self._arrival, _INF]
         self._i = 0
 
@@ -313,6 +394,8 @@ class ChunkedSource(TrafficSource):
         )
         if mix is not None:
             mix.fill(req, i)
+        if self._hashes is not None:
+            req.hash_blocks = self._hashes.of(i)
         self.issued += 1
         self.last_arrival_s = t
         if self._i == len(self._arrival):

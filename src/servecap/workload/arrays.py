@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from servecap.workload.block_hash import HashBlocks
 from servecap.workload.request import RequestSpec
 
 
@@ -32,6 +33,12 @@ class RequestArrays:
     priority: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     tenant_names: tuple[str, ...] = ()
     class_names: tuple[str, ...] = ()
+    # block-hash prompts (a Mooncake-style trace): row i's ids are
+    # hash_ids[hash_offsets[i]:hash_offsets[i + 1]], one per trace_block_tokens tokens; both
+    # columns empty when no row has any (servecap.workload.block_hash)
+    hash_ids: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    hash_offsets: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    trace_block_tokens: int = 512
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s)
@@ -43,6 +50,20 @@ class RequestArrays:
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    @property
+    def has_hashes(self) -> bool:
+        return len(self.hash_offsets) == len(self.arrival_s) + 1 and len(self.hash_ids) > 0
+
+    def hash_blocks(self) -> list[HashBlocks | None]:
+        """Each row's :class:`HashBlocks` (None: a row without ids), or all None."""
+        n = len(self.arrival_s)
+        if not self.has_hashes:
+            return [None] * n
+        ids: list[int] = self.hash_ids.tolist()
+        off: list[int] = self.hash_offsets.tolist()
+        bt = self.trace_block_tokens
+        return [HashBlocks(tuple(ids[off[i] : off[i + 1]]), bt) if off[i + 1] > off[i] else None for i in range(n)]
 
     def tenant_of(self, i: int) -> str | None:
         """The tenant name of row ``i`` (None: none)."""
@@ -69,11 +90,23 @@ class RequestArrays:
             self.priority[idx],
             self.tenant_names,
             self.class_names,
+            *self._take_hashes(idx),
         )
+
+    def _take_hashes(self, idx: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+        if not self.has_hashes:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), self.trace_block_tokens
+        starts, ends = self.hash_offsets[:-1][idx], self.hash_offsets[1:][idx]
+        offsets = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(ends - starts, out=offsets[1:])
+        pieces = [self.hash_ids[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+        ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+        return ids.astype(np.int64), offsets, self.trace_block_tokens
 
     def to_requests(self) -> list[RequestSpec]:
         tenants: list[str | None] = [None if c < 0 else self.tenant_names[c] for c in self.tenant.tolist()]
         classes: list[str | None] = [None if c < 0 else self.class_names[c] for c in self.request_class.tolist()]
+        blocks = self.hash_blocks()
         return [
             RequestSpec(
                 request_id=i,
@@ -87,8 +120,9 @@ class RequestArrays:
                 request_class=cl,
                 session_id=None if s < 0 else s,
                 duplicate_group=None if d < 0 else d,
+                hash_blocks=hb,
             )
-            for i, (a, p, o, g, t, pr, tn, cl, s, d) in enumerate(
+            for i, (a, p, o, g, t, pr, tn, cl, s, d, hb) in enumerate(
                 zip(
                     self.arrival_s.tolist(),
                     self.prompt_tokens.tolist(),
@@ -100,6 +134,7 @@ class RequestArrays:
                     classes,
                     self.session_id.tolist(),
                     self.duplicate_group.tolist(),
+                    blocks,
                     strict=True,
                 )
             )

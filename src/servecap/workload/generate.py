@@ -6,18 +6,19 @@ prefix group), so one spec and one seed give one stream, in ``simulate`` and in 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from servecap.errors import ServecapError
+from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.arrays import RequestArrays
 from servecap.workload.arrivals import arrival_times
 from servecap.workload.dists import sample_tokens
 from servecap.workload.mix import generate_mix
 from servecap.workload.popularity import draw_popular
 from servecap.workload.request import RequestSpec
-from servecap.workload.spec import TraceArrival, WorkloadSpec
+from servecap.workload.samples import trace_path
+from servecap.workload.sessions import SessionGraph
+from servecap.workload.spec import MAX_DURATION_S, TraceArrival, WorkloadSpec
 from servecap.workload.trace import load_trace
 
 __all__ = ["RequestArrays", "generate_arrays", "generate_requests"]
@@ -30,21 +31,23 @@ def generate_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArra
     if spec.arrival is None:
         raise ServecapError("workload.arrival", None, "closed-loop workloads are driven by ClosedLoopUsers")
     if isinstance(spec.arrival, TraceArrival):
-        trace = load_trace(Path(spec.arrival.path))
-        arr = trace.arrival_s * spec.arrival.time_scale
-        keep = np.ones(len(arr), dtype=bool)
+        if spec.arrival.format == "sessions":
+            raise ServecapError(
+                "workload.arrival.format",
+                "sessions",
+                "a sessions trace is replayed closed loop (each request after its parents): simulate and fleet "
+                "simulate replay it; this command takes open-loop traces only",
+            )
+        return trace_arrays(spec.arrival, num_requests=spec.num_requests, duration_s=spec.duration_s)
+    if isinstance(spec.arrival, AgenticArrival):
+        from servecap.workload.agentic import generate_agentic
+
+        arrays = generate_agentic(spec.arrival, rng)
+        keep = np.ones(len(arrays), dtype=bool)
         if spec.duration_s is not None:
-            keep &= arr < spec.duration_s
-        idx = np.flatnonzero(keep)
-        if spec.num_requests is not None:
-            idx = idx[: spec.num_requests]
-        return RequestArrays(
-            arr[idx],
-            trace.prompt_tokens[idx],
-            trace.output_tokens[idx],
-            trace.prefix_group[idx],
-            trace.prefix_tokens[idx],
-        )
+            keep &= arrays.arrival_s < spec.duration_s
+        idx = np.flatnonzero(keep)[: spec.num_requests]
+        return arrays if len(idx) == len(arrays) else arrays.take(idx)
     assert spec.prompt_tokens is not None and spec.output_tokens is not None
     times = arrival_times(spec.arrival, rng, num_requests=spec.num_requests, duration_s=spec.duration_s)
     n = len(times)
@@ -59,6 +62,74 @@ def generate_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArra
         ptok = np.where(member, spec.prefix.tokens, 0).astype(np.int64)
         prompt = prompt + ptok  # prompt_tokens in the spec counts the tokens after the prefix
     return RequestArrays(times.astype(np.float64), prompt, output, group, ptok)
+
+
+def trace_arrays(
+    arrival: TraceArrival, *, num_requests: int | None = None, duration_s: float | None = None
+) -> RequestArrays:
+    """A trace's requests: the window ``start_s <= t < end_s`` of its clock shifted to 0, times
+    multiplied by ``time_scale``, then cut at ``duration_s`` (scaled time) and ``num_requests``."""
+    trace = load_trace(trace_path(arrival.path), arrival.format, trace_block_tokens=arrival.trace_block_tokens)
+    t = trace.arrival_s
+    keep = t >= arrival.start_s
+    if arrival.end_s is not None:
+        keep &= t < arrival.end_s
+    arr = (t - arrival.start_s) * arrival.time_scale
+    if duration_s is not None:
+        keep &= arr < duration_s
+    idx = np.flatnonzero(keep)
+    if num_requests is not None:
+        idx = idx[:num_requests]
+    if not len(idx):
+        raise ServecapError(
+            "workload.arrival.start_s",
+            arrival.start_s,
+            f"no request of {trace_path(arrival.path).name} ({len(trace)} requests over "
+            f"{float(trace.arrival_s[-1]):g} s) falls in the window",
+        )
+    last_s = float(arr[idx[-1]])
+    if last_s > MAX_DURATION_S:
+        raise ServecapError(
+            "workload.arrival.time_scale",
+            arrival.time_scale,
+            f"the trace's last request would arrive at {last_s:.3g} s, more than a year ({MAX_DURATION_S:,.0f} s): "
+            "a smaller time scale or a window",
+        )
+    full = RequestArrays(
+        arr,
+        trace.prompt_tokens,
+        trace.output_tokens,
+        trace.prefix_group,
+        trace.prefix_tokens,
+        hash_ids=trace.hash_ids,
+        hash_offsets=trace.hash_offsets,
+        trace_block_tokens=trace.trace_block_tokens,
+    )
+    return full if len(idx) == len(full) else full.take(idx)
+
+
+def is_session_trace(spec: WorkloadSpec) -> bool:
+    """Whether the workload replays a sessions trace (no file is read)."""
+    return isinstance(spec.arrival, TraceArrival) and spec.arrival.format == "sessions"
+
+
+def session_graph(spec: WorkloadSpec) -> SessionGraph | None:
+    """The sessions trace a workload replays (its window and time scale applied), or None when
+    it is not one."""
+    arrival = spec.arrival
+    if not isinstance(arrival, TraceArrival) or arrival.format != "sessions":
+        return None
+    from servecap.workload.sessions import load_sessions
+
+    graph = load_sessions(trace_path(arrival.path), trace_block_tokens=arrival.trace_block_tokens)
+    graph = graph.scaled(arrival.time_scale, arrival.start_s, arrival.end_s)
+    if not len(graph):
+        raise ServecapError("workload.arrival.start_s", arrival.start_s, "no session starts in the window")
+    if max(graph.arrival_s) > MAX_DURATION_S:
+        raise ServecapError(
+            "workload.arrival.time_scale", arrival.time_scale, "sessions would start more than a year in"
+        )
+    return graph
 
 
 def generate_requests(spec: WorkloadSpec, rng: np.random.Generator) -> list[RequestSpec]:

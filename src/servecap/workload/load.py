@@ -117,7 +117,7 @@ def _resolve_files(raw: Any, base: Path) -> Any:
         return raw
     out = {k: _resolve_files(v, base) for k, v in raw.items()}
     kind = out.get("kind")
-    if kind in ("trace", "empirical") and isinstance(out.get("path"), str):
+    if kind in ("trace", "empirical") and isinstance(out.get("path"), str) and not out["path"].startswith("sample:"):
         p = Path(out["path"])
         if not p.is_absolute():
             p = base / p
@@ -170,6 +170,7 @@ _TAGS = {
     "gamma",
     "diurnal",
     "trace",
+    "agentic",
     "schedule",
     "piecewise",
     "int",
@@ -181,6 +182,7 @@ def _allowed_keys(raw: dict[str, Any], loc: list[str]) -> list[str]:
     from servecap.workload import mix_spec as m
     from servecap.workload import schedule_spec as sc
     from servecap.workload import spec as s
+    from servecap.workload.agentic_spec import AgenticArrival
 
     node: Any = raw
     for p in loc:
@@ -205,6 +207,7 @@ def _allowed_keys(raw: dict[str, Any], loc: list[str]) -> list[str]:
             "gamma": s.GammaArrival,
             "diurnal": sc.DiurnalRate if inside_rate else s.DiurnalArrival,
             "trace": s.TraceArrival,
+            "agentic": AgenticArrival,
             "schedule": sc.ScheduleArrival,
             "piecewise": sc.PiecewiseRate,
         }

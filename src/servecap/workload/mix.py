@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
+from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.arrays import RequestArrays
 from servecap.workload.arrivals import arrival_times
 from servecap.workload.dists import AnyDist, sample_tokens
@@ -131,7 +132,7 @@ def _arrivals(
     all_t: list[NDArray[np.float64]] = []
     all_k: list[NDArray[np.int64]] = []
     for arrival, ks, w in streams:
-        assert arrival is not None and not isinstance(arrival, TraceArrival)
+        assert arrival is not None and not isinstance(arrival, TraceArrival | AgenticArrival)
         # one stream may end early (a schedule that drops to zero) while the others fill the count
         ts = arrival_times(
             arrival, rng, num_requests=spec.num_requests, duration_s=spec.duration_s, strict=len(streams) == 1

@@ -115,6 +115,6 @@ class TenantSpec(_Model):
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup is not None:
             raise ValueError(f"class {dup!r} is named twice")
-        if self.arrival is not None and self.arrival.kind == "trace":
+        if self.arrival is not None and self.arrival.kind in ("trace", "agentic"):
             raise ValueError("a tenant's arrival must be synthetic (not a trace)")
         return self

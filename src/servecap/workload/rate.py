@@ -7,6 +7,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
+from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.arrivals import diurnal_rate
 from servecap.workload.schedule import rate_at
 from servecap.workload.schedule_spec import ScheduleArrival
@@ -20,8 +21,8 @@ def arrival_rate(arrival: Arrival, t_s: NDArray[np.float64]) -> NDArray[np.float
         return rate_at(arrival, t)
     if isinstance(arrival, DiurnalArrival):
         return diurnal_rate(arrival, t)
-    if isinstance(arrival, TraceArrival):
-        raise ServecapError("workload.arrival.kind", "trace", "a trace has no rate curve")
+    if isinstance(arrival, TraceArrival | AgenticArrival):
+        raise ServecapError("workload.arrival.kind", arrival.kind, f"an {arrival.kind} arrival has no rate curve")
     return np.full_like(t, arrival.rate_per_s, dtype=np.float64)
 
 

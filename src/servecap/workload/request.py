@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Protocol
+
+from servecap.workload.block_hash import HashBlocks
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,7 @@ class RequestSpec:
     request_class: str | None = None
     session_id: int | None = None
     duplicate_group: int | None = None
+    hash_blocks: HashBlocks | None = None  # a block-hash trace's prompt (servecap.workload.block_hash)
 
     @property
     def total_tokens(self) -> int:
@@ -68,6 +72,38 @@ def prefix_block_keys(req: RequestSpec, block_size: int) -> tuple[int, ...] | No
         prefix_tokens=req.prefix_tokens,
         conversation_id=req.conversation_id,
         total_tokens=req.total_tokens,
+        block_size=block_size,
+    )
+
+
+class _Keyed(Protocol):
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def prefix_group(self) -> int | None: ...
+    @property
+    def prefix_tokens(self) -> int: ...
+    @property
+    def conversation_id(self) -> int | None: ...
+    @property
+    def hash_blocks(self) -> HashBlocks | None: ...
+
+
+def request_block_keys(req: _Keyed, block_size: int) -> tuple[int, ...] | None:
+    """The keys of an arriving request's shareable blocks: from its trace block hashes when it
+    has them (:meth:`HashBlocks.keys`), else :func:`block_keys` of its prefix and conversation."""
+    hb = req.hash_blocks
+    if hb is not None:
+        return hb.keys(block_size, req.prompt_tokens)
+    if req.prefix_group is None and req.conversation_id is None:
+        return None
+    return block_keys(
+        prefix_group=req.prefix_group,
+        prefix_tokens=req.prefix_tokens,
+        conversation_id=req.conversation_id,
+        total_tokens=req.prompt_tokens + req.output_tokens,
         block_size=block_size,
     )
 

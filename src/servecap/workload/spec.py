@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.mix_spec import TenantSpec
 from servecap.workload.schedule_spec import ScheduleArrival
 from servecap.workload.spec_parts import (
@@ -159,10 +160,11 @@ class WorkloadSpec(_Model):
             return self._consistent_mix(self.tenants)
         if (self.arrival is None) == (self.users is None):
             raise ValueError("give exactly one of 'arrival' (open loop) and 'users' (closed loop)")
-        is_trace = isinstance(self.arrival, TraceArrival)
+        is_trace = isinstance(self.arrival, TraceArrival | AgenticArrival)
         if is_trace:
             if self.prompt_tokens is not None or self.output_tokens is not None:
-                raise ValueError("a trace supplies the lengths: drop 'prompt_tokens'/'output_tokens'")
+                what = "a trace" if isinstance(self.arrival, TraceArrival) else "an agentic arrival"
+                raise ValueError(f"{what} supplies the lengths: drop 'prompt_tokens'/'output_tokens'")
         else:
             if self.prompt_tokens is None:
                 raise ValueError("'prompt_tokens' is required")
@@ -194,8 +196,8 @@ class WorkloadSpec(_Model):
     def _consistent_mix(self, tenants: list[TenantSpec]) -> WorkloadSpec:
         if self.users is not None:
             raise ValueError("'tenants' split an open-loop workload: drop 'users'")
-        if isinstance(self.arrival, TraceArrival):
-            raise ValueError("'tenants' need a synthetic arrival process (not a trace)")
+        if isinstance(self.arrival, TraceArrival | AgenticArrival):
+            raise ValueError("'tenants' need a synthetic arrival process (not a trace or agentic sessions)")
         names = [t.name for t in tenants]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup is not None:

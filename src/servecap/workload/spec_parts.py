@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.schedule_spec import ScheduleArrival
 
 
@@ -163,18 +164,32 @@ class DiurnalArrival(_Model):
 
 
 class TraceArrival(_Model):
-    """Replay a trace file (CSV or JSONL: arrival_s, prompt_tokens, output_tokens, and
-    optionally prefix_group, prefix_tokens); ``time_scale`` stretches (>1) or compresses (<1)
-    the time axis. The trace supplies the lengths: ``prompt_tokens``/``output_tokens`` must
-    not be given."""
+    """Replay a trace file: servecap's own CSV/JSONL (arrival_s, prompt_tokens, output_tokens,
+    optionally prefix_group, prefix_tokens, hash_ids), a Mooncake/Bailian block-hash JSONL, an
+    Azure LLM inference CSV or a BurstGPT CSV (``format``; ``auto`` tells them apart; see
+    :mod:`servecap.workload.trace`). ``start_s``/``end_s`` keep the window
+    ``start_s <= t < end_s`` of the trace's own clock, shifted to start at 0; ``time_scale`` then
+    stretches (>1) or compresses (<1) the time axis. ``trace_block_tokens`` is the tokens per
+    ``hash_ids`` entry (Mooncake: 512). The trace supplies the lengths:
+    ``prompt_tokens``/``output_tokens`` must not be given."""
 
     kind: Literal["trace"] = "trace"
-    path: str
-    time_scale: float = Field(default=1.0, gt=0)
+    path: str = Field(min_length=1, max_length=4096)
+    format: Literal["auto", "servecap", "mooncake", "azure", "burstgpt", "sessions"] = "auto"
+    time_scale: float = Field(default=1.0, ge=1e-6, le=1e6, allow_inf_nan=False)
+    start_s: float = Field(default=0.0, ge=0, le=1e9, allow_inf_nan=False)
+    end_s: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
+    trace_block_tokens: int = Field(default=512, ge=1, le=1_048_576)
+
+    @model_validator(mode="after")
+    def _window(self) -> TraceArrival:
+        if self.end_s is not None and self.end_s <= self.start_s:
+            raise ValueError(f"end_s {self.end_s:g} must be after start_s {self.start_s:g}")
+        return self
 
 
 Arrival = Annotated[
-    ConstantArrival | PoissonArrival | GammaArrival | DiurnalArrival | ScheduleArrival | TraceArrival,
+    ConstantArrival | PoissonArrival | GammaArrival | DiurnalArrival | ScheduleArrival | TraceArrival | AgenticArrival,
     Field(discriminator="kind"),
 ]
 

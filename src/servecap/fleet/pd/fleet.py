@@ -346,7 +346,9 @@ class PdFleet:
             return
         bs = candidates[0].engine.block_size
         keys = None
-        if spec.prefix_group is not None or spec.conversation_id is not None:
+        if spec.hash_blocks is not None:
+            keys = spec.hash_blocks.keys(bs, spec.prompt_tokens)
+        elif spec.prefix_group is not None or spec.conversation_id is not None:
             keys = block_keys(
                 prefix_group=spec.prefix_group,
                 prefix_tokens=spec.prefix_tokens,

@@ -1,0 +1,97 @@
+"""The synthetic agentic generator: its contexts grow by their block hashes, its fitted
+parameters come back from its own output, and the shipped ``agentic`` sample is its output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from servecap.errors import ServecapError
+from servecap.workload import generate_requests, workload_from_dict
+from servecap.workload.agentic import fit_agentic, generate_agentic
+from servecap.workload.agentic_spec import AgenticArrival
+from servecap.workload.samples import trace_path
+from servecap.workload.trace import ArrivalTrace, load_trace
+
+SAMPLE_SPEC = AgenticArrival(
+    sessions=40, session_rate_per_s=0.5, turns_mean=6, subagent_probability=0.2, subagent_turns_mean=3, system_prompts=2
+)
+
+
+def _as_trace(spec: AgenticArrival, seed: int) -> ArrivalTrace:
+    a = generate_agentic(spec, np.random.default_rng(seed))
+    return ArrivalTrace(
+        a.arrival_s, a.prompt_tokens, a.output_tokens, a.prefix_group, a.prefix_tokens, a.hash_ids, a.hash_offsets, 512
+    )
+
+
+def test_a_turn_resends_the_previous_context_by_its_block_ids() -> None:
+    spec = AgenticArrival(sessions=1, turns_mean=1000, subagent_probability=0.0, max_context_tokens=10**6)
+    t = _as_trace(spec, 0)
+    assert len(t) > 3
+    for j in range(1, 4):
+        before, now = t.hashes_of(j - 1).tolist(), t.hashes_of(j).tolist()
+        full = int(t.prompt_tokens[j - 1]) // 512
+        assert now[:full] == before[:full]  # the earlier prompt's full blocks, unchanged
+        assert t.prompt_tokens[j] > t.prompt_tokens[j - 1] + t.output_tokens[j - 1]  # plus its answer and new tokens
+        assert len(now) == -(-int(t.prompt_tokens[j]) // 512)
+    assert t.hashes_of(0).tolist()[:4] == [0, 1, 2, 3]  # the 2048-token system prompt: 4 shared ids
+
+
+def test_fit_recovers_the_parameters_of_its_own_output() -> None:
+    spec = AgenticArrival(sessions=300, session_rate_per_s=2.0, subagent_probability=0.0)
+    fit = fit_agentic(_as_trace(spec, 1))
+    got = fit.spec
+    assert got.system_prompt_tokens == 2048 and got.system_prompts == 1
+    assert got.session_rate_per_s == pytest.approx(2.0, rel=0.15)
+    assert got.turns_mean == pytest.approx(8.0, rel=0.15)  # compactions start a few "sessions" of their own
+    assert got.first_prompt_tokens == pytest.approx(1500, rel=0.1)
+    assert got.turn_new_tokens == pytest.approx(400, rel=0.1)
+    assert got.output_tokens == pytest.approx(200, rel=0.05)
+    assert got.output_sigma == pytest.approx(0.8, rel=0.1)
+    assert got.turn_gap_s == pytest.approx(5.0, rel=0.1)
+
+
+def test_fit_of_the_mooncake_sample_finds_its_shared_block() -> None:
+    fit = fit_agentic(load_trace(trace_path("sample:mooncake-conversation")))
+    assert fit.spec.system_prompt_tokens == 512  # id 0 opens every request
+    assert fit.sessions_found == 75 and fit.continuations == 0  # the file's first minute: no second turns yet
+    with pytest.raises(ServecapError, match="block-hash trace"):
+        fit_agentic(load_trace(trace_path("sample:azure-code-2023")))
+
+
+def test_the_agentic_sample_is_the_generator_output() -> None:
+    a = generate_agentic(SAMPLE_SPEC, np.random.default_rng(2026))
+    lines = Path(trace_path("sample:agentic")).read_text().splitlines()
+    assert len(lines) == len(a)
+    for i in (0, len(a) // 2, len(a) - 1):
+        row = json.loads(lines[i])
+        assert row["prompt_tokens"] == a.prompt_tokens[i] and row["output_tokens"] == a.output_tokens[i]
+        assert row["hash_ids"] == a.hash_ids[a.hash_offsets[i] : a.hash_offsets[i + 1]].tolist()
+        assert row["arrival_s"] == pytest.approx(a.arrival_s[i], abs=1e-6)
+
+
+def test_workload_file_key_and_its_ranges() -> None:
+    w = workload_from_dict({"arrival": {"kind": "agentic", "sessions": 3, "turns_mean": 2}, "num_requests": 4})
+    reqs = generate_requests(w, np.random.default_rng(0))
+    assert len(reqs) == 4 and all(r.hash_blocks is not None for r in reqs)
+    assert generate_requests(w, np.random.default_rng(0)) == reqs  # the RNG passed in decides
+    for bad, match in (
+        ({"sessions": 0}, "sessions"),
+        ({"turn_gap_s": -1}, "turn_gap_s"),
+        ({"subagent_probability": 1.5}, "subagent_probability"),
+        ({"session_rate_per_s": 1e-300}, "session_rate_per_s"),
+        ({"output_tokens": 1e300}, "output_tokens"),
+        ({"system_prompt_tokens": 200_000}, "max_context_tokens"),
+        ({"sessions": 1_000_000, "turns_mean": 1000}, "over the limit"),
+    ):
+        with pytest.raises(ServecapError, match=match):
+            workload_from_dict({"arrival": {"kind": "agentic", **bad}})
+    with pytest.raises(ServecapError, match="supplies the lengths"):
+        workload_from_dict({"arrival": {"kind": "agentic"}, "prompt_tokens": 5, "output_tokens": 5})
+    with pytest.raises(ValidationError):
+        AgenticArrival(turns_mean=float("nan"))
