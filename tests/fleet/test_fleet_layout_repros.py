@@ -43,15 +43,15 @@ def pd_spec(**kw: typing.Any) -> FleetSpec:
 def test_a_kpa_pool_on_a_pd_fleet_scales_as_kpa() -> None:
     from servecap.fleet.pools import make_fleet
 
-    kpa = PRESETS["knative-kpa"]
-    scaler = AutoscalerSettings(
-        signal=kpa.signal, target=1.0, interval_s=2.0, max_replicas=4, policy="kpa", min_replicas=1
-    )
-    fleet = make_fleet(pd_spec(decode_autoscaler=scaler), 0)
+    def settings(policy: str) -> AutoscalerSettings:
+        return AutoscalerSettings(signal="inflight", target=2.0, interval_s=2.0, max_replicas=4, policy=policy)
+
+    fleet = make_fleet(pd_spec(decode_autoscaler=settings("kpa")), 0)
     assert type(fleet.autoscalers[1]) is AUTOSCALERS["kpa"]
-    res = simulate_fleet(pd_spec(decode_autoscaler=scaler), open_loop(30, 300, 512, 256), 0)
-    assert res.scale_events and all(pool == "d" for _, pool, _, _ in res.scale_events)
-    assert res.pd is not None
+    work = open_loop(30, 300, 512, 256)
+    kpa = simulate_fleet(pd_spec(decode_autoscaler=settings("kpa")), work, 0)
+    assert kpa.scale_events and all(pool == "d" for _, pool, _, _ in kpa.scale_events)
+    assert kpa.pd is not None
 
 
 def test_a_sketched_pd_run_simulates_pd_and_reports_the_hand_off() -> None:

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from servecap.errors import ServecapError
-from servecap.fleet.fleet import Fleet
 from servecap.fleet.gateway_outcomes import GatewayStats
 from servecap.fleet.gateway_stage import GatewayStage
 from servecap.fleet.pd.fleet import PdFleet
 from servecap.fleet.pd.stats import pd_stats
+from servecap.fleet.pools import Pools, make_fleet
 from servecap.fleet.run_result import (
     FleetResult,
     FleetTimeSeries,
@@ -105,12 +105,9 @@ def simulate_fleet(
     if isinstance(source, OpenLoopSource):
         horizon = source.arrival_s[-1] if source.arrival_s else 0.0
     ordered = isinstance(source, ClosedLoopSource)
-    server: Fleet | PdFleet = (
-        PdFleet(fleet, seed, ordered=ordered) if fleet.is_disaggregated else Fleet(fleet, seed, ordered=ordered)
-    )
+    server = make_fleet(fleet, seed, ordered=ordered)
     stage = None
     if fleet.gateway is not None:
-        assert isinstance(server, Fleet)
         stage = GatewayStage(server, fleet.gateway, seed)
     recorder = Recorder(server, stage)
     dt = fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
@@ -123,7 +120,7 @@ def simulate_fleet(
 
 def _result(
     spec: FleetSpec,
-    fleet: Fleet | PdFleet,
+    fleet: Pools,
     source: TrafficSource,
     observer: Observer,
     recorder: Recorder,

@@ -128,8 +128,7 @@ class FleetSpec:
     def __post_init__(self) -> None:
         if not self.pools:
             raise ServecapError("pools", [], "a fleet needs at least one pool")
-        if check_roles([p.role for p in self.pools]) and self.gateway is not None:
-            raise ServecapError("gateway", "set", "a disaggregated fleet runs without a gateway stage (not modelled)")
+        check_roles([p.role for p in self.pools])
         names = [p.name for p in self.pools]
         if len(set(names)) != len(names):
             raise ServecapError("pools", names, "pool names must be unique")

@@ -28,7 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from servecap.fleet.fleet import Fleet
+from servecap.fleet.pd.fleet import PdFleet
+from servecap.fleet.pd.stats import pd_stats
+from servecap.fleet.pools import Pools, make_fleet
 from servecap.fleet.run_result import (
     FleetResult,
     FleetTimeSeries,
@@ -61,7 +63,7 @@ class _Accumulator:
 
     def __init__(
         self,
-        fleet: Fleet,
+        fleet: Pools,
         source: ChunkedSource,
         sketches: RunSketches,
         overhead_s: float,
@@ -192,7 +194,7 @@ def simulate_fleet_streaming(
     else:
         source = ChunkedSource(chunked(workload), len(workload))
         horizon = float(workload.arrival_s[-1]) if len(workload) else 0.0
-    server = Fleet(fleet, seed, keep_ids=False)
+    server = make_fleet(fleet, seed, keep_ids=False)
     recorder = Recorder(server)
     dt = fleet.timeseries_interval_s or max(horizon or 3600.0, 1e-9) / 400
     # windows on a grid of the fleet's own (not the run's length): runs of one fleet merge
@@ -228,7 +230,7 @@ def simulate_fleet_streaming(
 
 
 def _result(
-    spec: FleetSpec, fleet: Fleet, observer: Observer, recorder: Recorder, sketches: RunSketches
+    spec: FleetSpec, fleet: Pools, observer: Observer, recorder: Recorder, sketches: RunSketches
 ) -> FleetResult:
     horizon = max(observer.t_last_s, max((r.stopped_s or 0.0 for r in fleet.replicas), default=0.0))
     total = sketches.total
@@ -276,4 +278,5 @@ def _result(
         by_class=by("class"),
         by_pool=by("pool"),
         sketches=sketches,
+        pd=pd_stats(fleet, horizon) if isinstance(fleet, PdFleet) else None,
     )
