@@ -1,5 +1,5 @@
 """A fleet run's result types and the figures read off its replicas and engines, shared by the
-exact run (:mod:`servecap.fleet.simulate`) and the streaming one (:mod:`servecap.fleet.stream_run`)."""
+run (:mod:`servecap.fleet.simulate`) and its two sinks (:mod:`servecap.fleet.sinks`)."""
 
 from __future__ import annotations
 

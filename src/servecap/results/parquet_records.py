@@ -21,7 +21,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
-from servecap.results.stream import OutcomeBatch, latencies
+from servecap.results.stream import OutcomeBatch
+from servecap.results.summary import latencies
 
 
 def _import_pyarrow() -> tuple[Any, Any]:

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY, QuantileSketch
-from servecap.results.summary import RunSummary
+from servecap.results.summary import RunSummary, latencies, meets_slo
 from servecap.specs.perf import Slo
 
 _SKETCHES = ("ttft_s", "tpot_s", "e2e_s", "queue_time_s", "itl_s")
@@ -73,31 +73,6 @@ class OutcomeBatch:
     def error_strings(self) -> list[str]:
         """Each row's error kind ("" where it finished)."""
         return np.array(self.error_names, dtype=object)[self.error].tolist()  # type: ignore[no-any-return]
-
-
-def latencies(b: OutcomeBatch) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Per row: TTFT, TPOT (NaN for one-token answers) and E2E, as
-    :func:`~servecap.results.summary.summarize_columns` defines them."""
-    ttft = b.first_token_s - b.arrival_s
-    e2e = b.end_s - b.arrival_s
-    out = b.output_tokens
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(out >= 2, (b.end_s - b.first_token_s) / np.maximum(out - 1, 1), np.nan)
-    return ttft, tpot, e2e
-
-
-def meets_slo(
-    ok: NDArray[np.bool_], ttft: NDArray[np.float64], tpot: NDArray[np.float64], slo: Slo | None
-) -> NDArray[np.bool_] | None:
-    """Rows that completed within every SLO (None without one): summarize_columns' test."""
-    if slo is None or (slo.ttft_s is None and slo.tpot_s is None):
-        return None
-    meets = ok.copy()
-    if slo.ttft_s is not None:
-        meets &= ttft <= slo.ttft_s
-    if slo.tpot_s is not None:
-        meets &= np.isnan(tpot) | (tpot <= slo.tpot_s)
-    return meets
 
 
 class StreamingSummary:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -137,6 +137,50 @@ def records_from_columns(
     ]
 
 
+class OutcomeColumns(Protocol):
+    """What the latency formulas read of a request's outcome columns: the exact sink's
+    :class:`RecordColumns` and the sketch sink's :class:`~servecap.results.stream.OutcomeBatch`
+    (NaN where a time is unknown)."""
+
+    @property
+    def arrival_s(self) -> NDArray[np.float64]: ...
+
+    @property
+    def first_token_s(self) -> NDArray[np.float64]: ...
+
+    @property
+    def end_s(self) -> NDArray[np.float64]: ...
+
+    @property
+    def output_tokens(self) -> NDArray[np.int64]: ...
+
+
+def latencies(c: OutcomeColumns) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Per row: TTFT, TPOT (NaN for one-token answers) and E2E (the module doc's definitions;
+    written once for both sinks: the exact summary and the sketches)."""
+    ttft = c.first_token_s - c.arrival_s
+    e2e = c.end_s - c.arrival_s
+    out = c.output_tokens
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out >= 2, (c.end_s - c.first_token_s) / np.maximum(out - 1, 1), np.nan)
+    return ttft, tpot, e2e
+
+
+def meets_slo(
+    ok: NDArray[np.bool_], ttft: NDArray[np.float64], tpot: NDArray[np.float64], slo: Slo | None
+) -> NDArray[np.bool_] | None:
+    """Rows that completed within every SLO (None without one): a one-token answer has no TPOT
+    and passes that test."""
+    if slo is None or (slo.ttft_s is None and slo.tpot_s is None):
+        return None
+    meets = ok.copy()
+    if slo.ttft_s is not None:
+        meets &= ttft <= slo.ttft_s
+    if slo.tpot_s is not None:
+        meets &= np.isnan(tpot) | (tpot <= slo.tpot_s)
+    return meets
+
+
 def columns_from_records(records: Sequence[RequestRecord]) -> RecordColumns:
     def f(x: float | None) -> float:
         return np.nan if x is None else x
@@ -175,21 +219,14 @@ def summarize_columns(
 ) -> RunSummary:
     """The summary from columns; ``itl`` is given by the caller (pooled token gaps)."""
     ok = np.array([e is None for e in cols.errors], dtype=bool) & ~np.isnan(cols.end_s)
-    ttft = cols.first_token_s - cols.arrival_s
-    e2e = cols.end_s - cols.arrival_s
+    ttft, tpot, e2e = latencies(cols)
     out = cols.output_tokens
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(out >= 2, (cols.end_s - cols.first_token_s) / np.maximum(out - 1, 1), np.nan)
     completed = int(ok.sum())
     dur = float(duration_s) if duration_s > 0 else float("nan")
     good: float | None = None
     attainment: float | None = None
-    if slo is not None and (slo.ttft_s is not None or slo.tpot_s is not None):
-        meets = ok.copy()
-        if slo.ttft_s is not None:
-            meets &= ttft <= slo.ttft_s
-        if slo.tpot_s is not None:
-            meets &= np.isnan(tpot) | (tpot <= slo.tpot_s)
+    meets = meets_slo(ok, ttft, tpot, slo)
+    if meets is not None:
         good = float(meets.sum()) / dur if duration_s > 0 else 0.0
         attainment = float(meets.sum()) / len(cols) if len(cols) else None
     errors = Counter(e for e in cols.errors if e is not None)
