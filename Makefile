@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check bench clean browser
+.PHONY: demo test check lint bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ test: $(VENV)/.dev-installed browser
 
 check: $(VENV)/.dev-installed
 	PATH="$(abspath $(BIN)):$$PATH" scripts/check
+
+# scripts/check's static steps alone (ruff, format, mypy --strict, import contracts): CI runs
+# this before the tests (.ci/run)
+lint: $(VENV)/.dev-installed
+	PATH="$(abspath $(BIN)):$$PATH" VENV="$(VENV)" scripts/check --static
 
 bench: $(VENV)/.dev-installed
 	$(BIN)/python benchmarks/plan_sweep.py
