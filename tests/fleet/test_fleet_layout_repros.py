@@ -126,7 +126,21 @@ def test_names_come_from_their_registries() -> None:
         assert PoolModel(model="m", gpu="g", engine=name).engine == name
     for sig in SIGNALS:
         assert AutoscalerModel(signal=sig, max_replicas=2).signal == sig
+    from servecap.cli.options import engine_option
+
+    @engine_option
+    def probe(engine: str) -> None: ...
+
+    param = next(p for p in probe.__click_params__ if p.name == "engine")  # type: ignore[attr-defined]
+    assert list(param.type.choices) == list(ENGINE_PROFILES)
     with pytest.raises(ValueError, match="did you mean"):
         PoolModel(model="m", gpu="g", engine="vlm")
     with pytest.raises(ValueError, match="did you mean"):
         AutoscalerModel(signal="inflght", max_replicas=2)
+
+
+def test_a_scrape_interval_on_a_pd_fleet_is_one_line() -> None:
+    from servecap.errors import ServecapError
+
+    with pytest.raises(ServecapError, match="live gauges"):
+        pd_spec(scrape_interval_s=1.0)

@@ -38,7 +38,6 @@ from servecap.fleet.spec import FleetSpec
 from servecap.results import RecordColumns, RunSummary, summarize_columns, weighted_percentiles
 from servecap.results.parquet_records import ParquetRecordWriter
 from servecap.results.sketch_set import RunSketches
-from servecap.results.stream import OutcomeBatch
 from servecap.results.summary import latencies
 from servecap.sim.observer import Observer
 from servecap.sim.simulate import charge_request_overhead, record_columns
@@ -123,12 +122,12 @@ class ExactSink:
                 for code, name in enumerate(names):
                     idx = np.flatnonzero(codes == code)
                     if len(idx):
-                        into[name] = summarize_columns(take_columns(cols, idx), duration_s=dur, slo=spec.slo)
+                        into[name] = summarize_columns(cols.take(idx), duration_s=dur, slo=spec.slo)
         served = None
         if stage is not None:
             ids = np.array(sorted(stage.served_ids), dtype=np.int64)
             # cache hits answer in the cache's latency and would hide the pools' own TTFT
-            served = summarize_columns(take_columns(cols, ids), duration_s=dur, slo=spec.slo)
+            served = summarize_columns(cols.take(ids), duration_s=dur, slo=spec.slo)
         return Outcomes(
             summary=summary,
             columns=cols,
@@ -161,8 +160,6 @@ class SketchSink:
             pools = [p.name for p in spec.pools]
             self.writer = ParquetRecordWriter(records, pools, source.tenant_names, source.class_names)
         self.pool_names = [p.name for p in fleet.spec.pools]
-        self.error_names: list[str] = [""]  # error kinds by code (0: none)
-        self.error_codes: dict[str, int] = {}
 
     def __call__(self, obs: Observer) -> None:
         ids_ok = np.asarray(obs.ids, dtype=np.int64)
@@ -181,13 +178,7 @@ class SketchSink:
             queue[:n_ok] = obs.queue_time_s
             cached[:n_ok] = obs.cached_prompt_tokens
             preempt[:n_ok] = obs.preemptions
-        error = np.zeros(n, dtype=np.int64)
-        for j, (_, kind) in enumerate(err_items):
-            code = self.error_codes.get(kind)
-            if code is None:
-                code = self.error_codes[kind] = len(self.error_names)
-                self.error_names.append(kind)
-            error[n_ok + j] = code
+        errors: list[str | None] = [None] * n_ok + [kind for _, kind in err_items]
         obs.ids.clear()
         obs.first_token_s.clear()
         obs.end_s.clear()
@@ -204,17 +195,16 @@ class SketchSink:
         pos, rows = self.source.take(ids)
         order = np.argsort(pos, kind="stable")  # rows in the order of ``ids``
         pos, rows = pos[order], rows.take(order)
-        batch = OutcomeBatch(
+        batch = RecordColumns(
             rows.arrival_s,
             first[pos],
             end[pos],
-            queue[pos],
             rows.prompt_tokens,
             rows.output_tokens,
             cached[pos],
             preempt[pos],
-            error[pos],
-            tuple(self.error_names),
+            queue[pos],
+            (None,) * n if not err_items else tuple(errors[i] for i in pos.tolist()),
         )
         ids = ids[pos]
         sk = self.sketches
@@ -302,20 +292,6 @@ class SketchSink:
             by_pool=by("pool"),
             sketches=sketches,
         )
-
-
-def take_columns(c: RecordColumns, idx: np.ndarray) -> RecordColumns:
-    return RecordColumns(
-        c.arrival_s[idx],
-        c.first_token_s[idx],
-        c.end_s[idx],
-        c.prompt_tokens[idx],
-        c.output_tokens[idx],
-        c.cached_prompt_tokens[idx],
-        c.preemptions[idx],
-        c.queue_time_s[idx],
-        tuple(c.errors[i] for i in idx.tolist()),
-    )
 
 
 def rolling_p99(

@@ -21,8 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
-from servecap.results.stream import OutcomeBatch
-from servecap.results.summary import latencies
+from servecap.results.summary import RecordColumns, latencies
 
 
 def _import_pyarrow() -> tuple[Any, Any]:
@@ -35,7 +34,7 @@ def _import_pyarrow() -> tuple[Any, Any]:
 
 
 class ParquetRecordWriter:
-    """Writes :class:`~servecap.results.stream.OutcomeBatch` rows to ``path`` (see the module doc)."""
+    """Writes :class:`~servecap.results.summary.RecordColumns` rows to ``path`` (see the module doc)."""
 
     def __init__(
         self,
@@ -79,7 +78,7 @@ class ParquetRecordWriter:
     def write(
         self,
         ids: NDArray[np.int64],
-        b: OutcomeBatch,
+        b: RecordColumns,
         pool: NDArray[np.int64],
         tenant: NDArray[np.int64],
         request_class: NDArray[np.int64],
@@ -103,7 +102,7 @@ class ParquetRecordWriter:
             b.output_tokens,
             b.cached_prompt_tokens,
             b.preemptions,
-            b.error_strings(),
+            ["" if e is None else e for e in b.errors],
             _names(pool, self.pool_names),
             _names(tenant, list(tenant_names) if tenant_names is not None else self.tenant_names),
             _names(request_class, list(class_names) if class_names is not None else self.class_names),

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -84,7 +84,10 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True)
 class RecordColumns:
-    """Per-request columns (NaN where a time is unknown): what :func:`summarize_columns` reads.
+    """Requests' outcomes as columns (NaN where a time is unknown; ``errors`` None where the
+    request finished): the one outcome column type. The exact sink keeps every request's
+    (:func:`summarize_columns` reads them), the sketch sink folds batches of them into sketches
+    (:class:`~servecap.results.stream.StreamingSummary`) and the Parquet writer writes them.
 
     A simulation builds these directly; :func:`columns_from_records` builds them from records.
     """
@@ -101,6 +104,30 @@ class RecordColumns:
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    def take(self, idx: NDArray[np.int64]) -> RecordColumns:
+        """The rows ``idx``, in that order."""
+        errors = self.errors
+        return RecordColumns(
+            self.arrival_s[idx],
+            self.first_token_s[idx],
+            self.end_s[idx],
+            self.prompt_tokens[idx],
+            self.output_tokens[idx],
+            self.cached_prompt_tokens[idx],
+            self.preemptions[idx],
+            self.queue_time_s[idx],
+            tuple(errors[i] for i in idx.tolist()),
+        )
+
+    def ok(self) -> NDArray[np.bool_]:
+        """Rows that finished (no error, an end time)."""
+        ok: NDArray[np.bool_] = np.fromiter((e is None for e in self.errors), bool, len(self.errors))
+        return ok & ~np.isnan(self.end_s)
+
+    def error_counts(self) -> Counter[str]:
+        """Rows per error kind (the rows that finished left out)."""
+        return Counter(e for e in self.errors if e is not None)
 
 
 def records_from_columns(
@@ -137,25 +164,7 @@ def records_from_columns(
     ]
 
 
-class OutcomeColumns(Protocol):
-    """What the latency formulas read of a request's outcome columns: the exact sink's
-    :class:`RecordColumns` and the sketch sink's :class:`~servecap.results.stream.OutcomeBatch`
-    (NaN where a time is unknown)."""
-
-    @property
-    def arrival_s(self) -> NDArray[np.float64]: ...
-
-    @property
-    def first_token_s(self) -> NDArray[np.float64]: ...
-
-    @property
-    def end_s(self) -> NDArray[np.float64]: ...
-
-    @property
-    def output_tokens(self) -> NDArray[np.int64]: ...
-
-
-def latencies(c: OutcomeColumns) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+def latencies(c: RecordColumns) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """Per row: TTFT, TPOT (NaN for one-token answers) and E2E (the module doc's definitions;
     written once for both sinks: the exact summary and the sketches)."""
     ttft = c.first_token_s - c.arrival_s
@@ -218,7 +227,7 @@ def summarize_columns(
     itl: Percentiles | None = None,
 ) -> RunSummary:
     """The summary from columns; ``itl`` is given by the caller (pooled token gaps)."""
-    ok = np.array([e is None for e in cols.errors], dtype=bool) & ~np.isnan(cols.end_s)
+    ok = cols.ok()
     ttft, tpot, e2e = latencies(cols)
     out = cols.output_tokens
     completed = int(ok.sum())
@@ -229,7 +238,7 @@ def summarize_columns(
     if meets is not None:
         good = float(meets.sum()) / dur if duration_s > 0 else 0.0
         attainment = float(meets.sum()) / len(cols) if len(cols) else None
-    errors = Counter(e for e in cols.errors if e is not None)
+    errors = cols.error_counts()
     return RunSummary(
         num_requests=len(cols),
         completed=completed,
