@@ -127,6 +127,9 @@ def test_the_fleet_core_is_the_one_place_pools_are_scaled_started_and_failed() -
             if call in p.read_text(encoding="utf-8") and f"def {call}" not in p.read_text(encoding="utf-8")
         )
         assert users == ["pools.py"], f"{call} is called outside the fleet core: {users}"
-    for layout in (Fleet, PdFleet):
+    from servecap.fleet.layouts import LAYOUTS
+
+    assert set(LAYOUTS.values()) == {Fleet, PdFleet}
+    for layout in LAYOUTS.values():
         assert issubclass(layout, Pools)
     assert "fleet/pools.py" in DOC and "A pool role" in DOC

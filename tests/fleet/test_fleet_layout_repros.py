@@ -41,7 +41,7 @@ def pd_spec(**kw: typing.Any) -> FleetSpec:
 
 
 def test_a_kpa_pool_on_a_pd_fleet_scales_as_kpa() -> None:
-    from servecap.fleet.pools import make_fleet
+    from servecap.fleet.layouts import make_fleet
 
     def settings(policy: str) -> AutoscalerSettings:
         return AutoscalerSettings(signal="inflight", target=2.0, interval_s=2.0, max_replicas=4, policy=policy)

@@ -17,8 +17,8 @@ from servecap.catalog import resolve_model
 from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError
 from servecap.fleet import INSTANT, ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
+from servecap.fleet.layouts import make_fleet
 from servecap.fleet.pd_spec import PdRouterSpec
-from servecap.fleet.pools import make_fleet
 from servecap.policy.autoscalers import AUTOSCALERS, AutoscalerSettings
 from servecap.policy.gateway.config import gateway_from_dict
 from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY

@@ -27,7 +27,8 @@ role ``both``) routes a request to one replica; the disaggregated one
 (:class:`servecap.fleet.pd.fleet.PdFleet`, roles ``prefill`` and ``decode``) adds the hand-off
 — the KV link, the decode side's admission (a request waits on its decode replica until room
 for its KV can be reserved: a status of the replica, ``prealloc``), the transfer's landing.
-:func:`make_fleet` builds the one a :class:`~servecap.fleet.spec.FleetSpec` describes.
+:func:`servecap.fleet.layouts.make_fleet` builds the one a
+:class:`~servecap.fleet.spec.FleetSpec` describes.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from servecap.sim.engine import Engine
 from servecap.sim.server import ArrivingRequest, FinishedRequest
 from servecap.sim.step_time import StepTimeModel
 
-__all__ = ["DRAINING", "FAILED", "READY", "STARTING", "STOPPED", "PoolReplica", "Pools", "make_fleet"]
+__all__ = ["DRAINING", "FAILED", "READY", "STARTING", "STOPPED", "PoolReplica", "Pools"]
 
 # the core's timers; a layout numbers its own from OWN_TIMER
 READY_TIMER: Final = 0
@@ -434,17 +435,6 @@ class Pools:
 
     def count(self, state: str) -> int:
         return sum(1 for r in self.replicas if r.state == state)
-
-
-def make_fleet(spec: FleetSpec, seed: int, *, ordered: bool = False, keep_ids: bool = True) -> Pools:
-    """The fleet ``spec`` describes: co-located (every pool ``both``) or disaggregated."""
-    if spec.is_disaggregated:
-        from servecap.fleet.pd.fleet import PdFleet
-
-        return PdFleet(spec, seed, ordered=ordered, keep_ids=keep_ids)
-    from servecap.fleet.fleet import Fleet
-
-    return Fleet(spec, seed, ordered=ordered, keep_ids=keep_ids)
 
 
 def _end_key(r: FinishedRequest) -> float:

@@ -23,9 +23,10 @@ import numpy as np
 
 from servecap.errors import ServecapError
 from servecap.fleet.gateway_stage import GatewayStage
+from servecap.fleet.layouts import make_fleet
 from servecap.fleet.pd.fleet import PdFleet
 from servecap.fleet.pd.stats import pd_stats
-from servecap.fleet.pools import Pools, make_fleet
+from servecap.fleet.pools import Pools
 from servecap.fleet.run_result import (
     FleetResult,
     FleetTimeSeries,
