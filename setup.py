@@ -30,6 +30,7 @@ COMPILED = (  # modules of servecap, as paths under src/servecap
     "sim/traffic",
     "sim/observer",
     "sim/loop",
+    "fleet/pools",
     "fleet/replica",
     "fleet/fleet",
     "fleet/pd/link",

@@ -109,3 +109,27 @@ def test_the_guide_names_every_registered_autoscaler_and_the_worked_example() ->
     assert "policy/kpa.py" in DOC and "tests/policy/test_kpa.py" in DOC
     for name in AUTOSCALERS:
         assert name in (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8"), f"docs/fleet.md lacks {name}"
+
+
+def test_the_fleet_core_is_the_one_place_pools_are_scaled_started_and_failed() -> None:
+    """Adding an autoscaler, a router or a pool role touches the one core (docs/extending.md):
+    only fleet/pools.py builds autoscalers, draws cold starts, picks scale-downs and reads the
+    signals; every layout is a Pools subclass that make_fleet builds."""
+    from servecap.fleet.fleet import Fleet
+    from servecap.fleet.pd.fleet import PdFleet
+    from servecap.fleet.pools import Pools
+
+    fleet_dir = ROOT / "src" / "servecap" / "fleet"
+    for call in ("make_autoscaler(", "cold_start_draw_s(", "scale_down_choice(", "signal_value(", "mean_itl_s("):
+        users = sorted(
+            str(p.relative_to(fleet_dir))
+            for p in fleet_dir.rglob("*.py")
+            if call in p.read_text(encoding="utf-8") and f"def {call}" not in p.read_text(encoding="utf-8")
+        )
+        assert users == ["pools.py"], f"{call} is called outside the fleet core: {users}"
+    from servecap.fleet.layouts import LAYOUTS
+
+    assert set(LAYOUTS.values()) == {Fleet, PdFleet}
+    for layout in LAYOUTS.values():
+        assert issubclass(layout, Pools)
+    assert "fleet/pools.py" in DOC and "A pool role" in DOC

@@ -11,7 +11,7 @@ from ddsketch import DDSketch
 from servecap.results import RecordColumns, summarize_columns
 from servecap.results.sketch import QuantileSketch
 from servecap.results.sketch_set import RunSketches
-from servecap.results.stream import OutcomeBatch, StreamingSummary
+from servecap.results.stream import StreamingSummary
 from servecap.specs.perf import Slo
 
 ALPHA = 0.01
@@ -84,7 +84,7 @@ def _columns(rng: np.random.Generator, n: int) -> RecordColumns:
     first = arrival + rng.lognormal(-2, 1, n)
     out = rng.integers(1, 300, n)
     end = first + out * rng.uniform(0.01, 0.06, n)
-    err = [None] * n
+    err: list[str | None] = [None] * n
     for i in rng.choice(n, 40, replace=False).tolist():
         err[i] = "rejected" if i % 2 else "replica_failed"
         first[i] = end[i] = np.nan
@@ -101,19 +101,8 @@ def _columns(rng: np.random.Generator, n: int) -> RecordColumns:
     )
 
 
-def _batch(c: RecordColumns, idx: np.ndarray) -> OutcomeBatch:
-    return OutcomeBatch(
-        c.arrival_s[idx],
-        c.first_token_s[idx],
-        c.end_s[idx],
-        c.queue_time_s[idx],
-        c.prompt_tokens[idx],
-        c.output_tokens[idx],
-        c.cached_prompt_tokens[idx],
-        c.preemptions[idx],
-        np.array([NAMES.index(c.errors[i] or "") for i in idx.tolist()], dtype=np.int64),
-        NAMES,
-    )
+def _batch(c: RecordColumns, idx: np.ndarray) -> RecordColumns:
+    return c.take(idx)
 
 
 def test_streaming_summary_equals_the_exact_one_on_counts_and_slo() -> None:

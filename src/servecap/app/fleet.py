@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,6 +33,7 @@ from servecap.policy.autoscalers import (
     AUTOSCALERS,
     DEFAULT_AUTOSCALER,
     PRESETS,
+    SIGNALS,
     AutoscalerSettings,
     autoscaler_class,
     make_autoscaler,
@@ -42,6 +43,7 @@ from servecap.policy.pd_router import PD_PRESETS
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.progress import ProgressFn
 from servecap.results.summary_json import RunSummaryJson
+from servecap.specs.engines import ENGINE_PROFILES
 from servecap.specs.perf import Slo
 from servecap.workload import WorkloadSpec, traffic_classes
 
@@ -113,6 +115,14 @@ class PredictiveModel(_Model):
     headroom: float = Field(default=1.0, gt=0)
 
 
+def _registered(v: str | None, registry: Collection[str], what: str) -> str | None:
+    """``v`` when the registry has it (None: the default); else a ValueError pydantic names the
+    field in, with a "did you mean"."""
+    if v is not None and v not in registry:
+        raise ValueError(f"unknown {what}; one of {', '.join(registry)}" + did_you_mean(v, list(registry)))
+    return v
+
+
 class AutoscalerModel(_Model):
     """A pool's autoscaler: ``policy`` names one of :data:`~servecap.policy.autoscalers.AUTOSCALERS`
     (default ``target-tracking``), ``preset`` one of :data:`~servecap.policy.autoscalers.PRESETS`
@@ -123,7 +133,7 @@ class AutoscalerModel(_Model):
     preset: str | None = Field(default=None, json_schema_extra={"enum": [*PRESETS, None]})
     policy: str | None = Field(default=None, json_schema_extra={"enum": [*AUTOSCALERS, None]})
     options: dict[str, float] = Field(default_factory=dict)
-    signal: Literal["num_requests_waiting", "inflight", "kv_usage", "p99_ttft_s", "p99_itl_s"] | None = None
+    signal: str | None = Field(default=None, json_schema_extra={"enum": [*SIGNALS, None]})
     target: float | None = Field(default=None, gt=0)
     interval_s: float | None = Field(default=None, gt=0)
     min_replicas: int = Field(default=1, ge=0, le=MAX_POOL_REPLICAS)
@@ -147,9 +157,12 @@ class AutoscalerModel(_Model):
     @field_validator("preset")
     @classmethod
     def _preset(cls, v: str | None) -> str | None:
-        if v is not None and v not in PRESETS:
-            raise ValueError(f"unknown preset; one of {', '.join(PRESETS)}" + did_you_mean(v, PRESETS))
-        return v
+        return _registered(v, PRESETS, "preset")
+
+    @field_validator("signal")
+    @classmethod
+    def _signal(cls, v: str | None) -> str | None:
+        return _registered(v, SIGNALS, "signal")
 
     def to_settings(self) -> AutoscalerSettings:
         base = PRESETS[self.preset or autoscaler_class(self.policy or DEFAULT_AUTOSCALER).default_preset]
@@ -200,7 +213,7 @@ class PoolModel(_Model):
     block_size: int | None = Field(default=None, ge=1)
     max_num_seqs: int | None = Field(default=None, ge=1)
     max_num_batched_tokens: int | None = Field(default=None, ge=1)
-    engine: Literal["vllm", "sglang", "trtllm", "trtllm-max-utilization"] = "vllm"  # the pool's engine profile
+    engine: str = Field(default="vllm", json_schema_extra={"enum": list(ENGINE_PROFILES)})  # the engine profile
     enable_prefix_caching: bool = True
     max_waiting: int | None = Field(default=None, ge=0)
     calibration: str | None = None
@@ -234,6 +247,11 @@ class PoolModel(_Model):
                 "serves a request (real GPU servers fail about once in days to months)"
             )
         return value
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, v: str) -> str:
+        return _registered(v, ENGINE_PROFILES, "engine") or v
 
 
 class KvLinkModel(_Model):
@@ -282,7 +300,12 @@ class FleetFile(_Model):
     timeseries_interval_s: float | None = Field(default=None, gt=0)
     gateway: GatewayConfig | None = None  # docs/gateway.md
     kv_link: KvLinkModel | None = None  # a P/D fleet's link
-    pd_router: PdRouterModel | Literal["sglang", "vllm-router", "llm-d"] | None = None  # a P/D fleet's router
+    pd_router: PdRouterModel | str | None = None  # a P/D fleet's router: a preset of PD_PRESETS, or per side
+
+    @field_validator("pd_router")
+    @classmethod
+    def _pd_router(cls, v: PdRouterModel | str | None) -> PdRouterModel | str | None:
+        return _registered(v, PD_PRESETS, "P/D router preset") if isinstance(v, str) else v
 
     @field_validator("gateway", mode="before")
     @classmethod
@@ -485,7 +508,12 @@ def build_fleet(f: FleetFile, base_dir: Path | None = None) -> tuple[FleetSpec, 
         pd_router=_pd_router(f.pd_router),
     )
     if f.gateway is not None:
-        check_pool_names(f.gateway, [p.name for p in pools], [p.name for p in f.gateway.providers])
+        check_pool_names(
+            f.gateway,
+            [p.name for p in pools],
+            [p.name for p in f.gateway.providers],
+            disaggregated=spec.is_disaggregated,
+        )
     return spec, notes
 
 

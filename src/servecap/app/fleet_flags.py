@@ -77,7 +77,17 @@ def fleet_from_flags(flags: FleetFlags) -> tuple[FleetFile, Path | None]:
     else:
         ff = _from_pool_flags(flags)
         base_dir = None
-    if flags.router is not None or flags.scrape_interval_ms is not None:
+    if flags.router is not None and any(p.role != "both" for p in ff.pools):
+        # a P/D fleet routes on each side (SGLang's router: ``--policy`` sets both sides unless
+        # ``--prefill-policy``/``--decode-policy`` name one)
+        if flags.pd_router is not None:
+            raise ServecapError("router", flags.router, "give --router (both sides) or --pd-router, not both")
+        if flags.scrape_interval_ms is not None:
+            raise ServecapError(
+                "scrape_interval_ms", flags.scrape_interval_ms, "a P/D fleet's routers read live gauges"
+            )
+        ff = fleet_from_dict({**ff.model_dump(), "pd_router": {"prefill": flags.router, "decode": flags.router}})
+    elif flags.router is not None or flags.scrape_interval_ms is not None:
         current = ff.router_model()
         scrape_ms = current.scrape_interval_ms if flags.scrape_interval_ms is None else flags.scrape_interval_ms
         router = current.model_copy(update={"name": flags.router or current.name, "scrape_interval_ms": scrape_ms})

@@ -30,6 +30,7 @@ from servecap.app.flags import (
 )
 from servecap.cli.fields import field_option
 from servecap.cli.numbers import FINITE
+from servecap.specs.engines import ENGINE_PROFILES
 
 if TYPE_CHECKING:
     from servecap.specs.deployment import Deployment
@@ -116,7 +117,7 @@ engine_option = field_option(
     "engine",
     "--engine",
     "-e",
-    type=click.Choice(["vllm", "sglang", "trtllm", "trtllm-max-utilization"], case_sensitive=False),
+    type=click.Choice(list(ENGINE_PROFILES), case_sensitive=False),
     show_default=True,
 )
 

@@ -1,5 +1,5 @@
 """The gateway in front of a fleet: a :class:`~servecap.sim.server.Server` that wraps a
-:class:`~servecap.fleet.fleet.Fleet` and runs the gateway's pure policies
+:class:`~servecap.fleet.pools.Pools` fleet (co-located or disaggregated) and runs the gateway's pure policies
 (:mod:`servecap.policy.gateway`) in the order docs/gateway.md gives:
 
 1. **rate limits** — a ``Reject`` ends the request (HTTP 429); a ``Queue`` parks it until its
@@ -40,9 +40,8 @@ from typing import Any
 import numpy as np
 
 from servecap.errors import ServecapError
-from servecap.fleet.fleet import Fleet
 from servecap.fleet.gateway_outcomes import GatewayCounts, GatewayStats
-from servecap.fleet.replica import READY
+from servecap.fleet.pools import READY, Pools
 from servecap.policy.gateway import (
     CacheHit,
     ExternalProvider,
@@ -100,7 +99,7 @@ class GatewayStage:
 
     def __init__(
         self,
-        fleet: Fleet,
+        fleet: Pools,
         config: GatewayConfig,
         seed: int,
     ) -> None:
@@ -111,7 +110,9 @@ class GatewayStage:
         self.ordered = fleet.ordered
         self._pool_index = {p.name: i for i, p in enumerate(fleet.spec.pools)}
         self.providers: Mapping[str, ExternalProvider] = self.policies.providers
-        check_pool_names(config, list(self._pool_index), list(self.providers))
+        check_pool_names(
+            config, list(self._pool_index), list(self.providers), disaggregated=fleet.spec.is_disaggregated
+        )
         self._queues: dict[str | None, GatewayQueue[ArrivingRequest]] = {}
         self._out: list[FinishedRequest] = []
         self._timers: list[tuple[float, int, int, Any]] = []
@@ -470,42 +471,48 @@ class GatewayStage:
         )
 
 
-def check_pool_names(config: GatewayConfig, pools: Sequence[str], providers: Sequence[str]) -> None:
-    """Every pool the gateway names is a pool of the fleet or an external provider."""
-    known = [*pools, *providers]
+def pool_references(config: GatewayConfig) -> list[tuple[str, str]]:
+    """Every pool (or provider) name the gateway's config gives, as (field, name)."""
+    refs: list[tuple[str, str]] = []
+    r = config.routing
+    if r is not None:
+        if r.kind == "class":
+            refs += [(f"gateway.routing.pools.{k}", v) for k, v in r.pools.items()]
+            refs.append(("gateway.routing.default", r.default))
+        elif r.kind == "prompt_length":
+            refs += [(f"gateway.routing.steps[{i}].pool", s.pool) for i, s in enumerate(r.steps)]
+            refs.append(("gateway.routing.default", r.default))
+        else:
+            refs += [(f"gateway.routing.shares.{k}", k) for k in r.shares]
+    for i, o in enumerate(config.overflow):
+        refs += [(f"gateway.overflow[{i}].from_pool", o.from_pool), (f"gateway.overflow[{i}].to_pool", o.to_pool)]
+    if config.fallback is not None:
+        for k, chain in config.fallback.chains.items():
+            refs.append((f"gateway.fallback.chains.{k}", k))
+            refs += [(f"gateway.fallback.chains.{k}[{j}]", v) for j, v in enumerate(chain)]
+    return refs
 
-    def check(field: str, name: str) -> None:
+
+def check_pool_names(
+    config: GatewayConfig, pools: Sequence[str], providers: Sequence[str], *, disaggregated: bool = False
+) -> None:
+    """Every pool the gateway names is a pool of the fleet or an external provider; in front of
+    a disaggregated fleet (its requests enter at the prefill pools as a whole) only providers."""
+    known = [*pools, *providers]
+    clash = sorted(set(pools) & set(providers))
+    if clash:
+        raise ServecapError("gateway.providers.name", clash[0], "a provider cannot share a pool's name")
+    for field, name in pool_references(config):
+        if disaggregated and name in pools:
+            raise ServecapError(
+                field, name, "a disaggregated fleet takes requests at its prefill pools as a whole; name a provider"
+            )
         if name not in known:
             from servecap.errors import did_you_mean
 
             raise ServecapError(
                 field, name, f"no such pool or provider; one of {', '.join(known)}" + did_you_mean(name, known)
             )
-
-    clash = sorted(set(pools) & set(providers))
-    if clash:
-        raise ServecapError("gateway.providers.name", clash[0], "a provider cannot share a pool's name")
-    r = config.routing
-    if r is not None:
-        if r.kind == "class":
-            for k, v in r.pools.items():
-                check(f"gateway.routing.pools.{k}", v)
-            check("gateway.routing.default", r.default)
-        elif r.kind == "prompt_length":
-            for i, s in enumerate(r.steps):
-                check(f"gateway.routing.steps[{i}].pool", s.pool)
-            check("gateway.routing.default", r.default)
-        else:
-            for k in r.shares:
-                check(f"gateway.routing.shares.{k}", k)
-    for i, o in enumerate(config.overflow):
-        check(f"gateway.overflow[{i}].from_pool", o.from_pool)
-        check(f"gateway.overflow[{i}].to_pool", o.to_pool)
-    if config.fallback is not None:
-        for k, chain in config.fallback.chains.items():
-            check(f"gateway.fallback.chains.{k}", k)
-            for j, v in enumerate(chain):
-                check(f"gateway.fallback.chains.{k}[{j}]", v)
 
 
 _DOOR = frozenset(

@@ -1,6 +1,5 @@
-"""What the co-located fleet (:mod:`servecap.fleet.fleet`) and the P/D fleet
-(:mod:`servecap.fleet.pd.fleet`) share of their replicas' lifecycle: one draw of a pool's cold
-start, and which replicas a scale-down stops.
+"""A replica's lifecycle as the fleet core (:mod:`servecap.fleet.pools`) runs it for every pool:
+its states, one draw of a pool's cold start, and which replicas a scale-down stops.
 
 - cold start = ``weights / load bandwidth`` (when the bandwidth is finite) + Σ phases, each
   phase its mean, or a log-normal draw of that mean and coefficient of variation
@@ -14,12 +13,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 import numpy as np
 
-from servecap.fleet.replica import READY, STARTING
 from servecap.fleet.spec import Pool
+
+# a replica's states (starting -> ready -> draining -> stopped, or failed)
+STARTING: Final = "starting"
+READY: Final = "ready"
+DRAINING: Final = "draining"
+STOPPED: Final = "stopped"
+FAILED: Final = "failed"
 
 
 class Member(Protocol):

@@ -13,62 +13,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from servecap.fleet.pools import DRAINING, FAILED, READY, STARTING, STOPPED, PoolReplica
 from servecap.sim.engine import Engine
 from servecap.sim.engine_server import EngineServer
 from servecap.sim.server import ArrivingRequest, FinishedRequest
 
-STARTING, READY, DRAINING, STOPPED, FAILED = "starting", "ready", "draining", "stopped", "failed"
+__all__ = ["DRAINING", "FAILED", "READY", "STARTING", "STOPPED", "Replica", "ReplicaSnapshot"]
 
 
-class Replica:
+class Replica(PoolReplica):
+    """A replica of a co-located pool (role ``both``): its lifecycle and view are the core's
+    (:class:`~servecap.fleet.pools.PoolReplica`); it adds the engine's server and the requests
+    it holds (their specs, for retries and records)."""
+
     def __init__(
         self, replica_id: int, pool: str, pool_index: int, engine: Engine, requested_s: float, *, keep_ids: bool = True
     ) -> None:
-        self.replica_id = replica_id
-        self.pool = pool
-        self.pool_index = pool_index
-        self.engine = engine
+        super().__init__(replica_id, pool, pool_index, "both", engine, requested_s)
         self.server = EngineServer(engine)
-        self.state = STARTING
-        self.requested_s = requested_s
-        self.ready_s: float | None = None
-        self.drain_s: float | None = None
-        self.stopped_s: float | None = None
         self.inflight: dict[int, tuple[ArrivingRequest, float]] = {}  # id -> (spec, time added here)
-        self.routed = 0
-        self.next_s = float("inf")  # the time of its engine's next event, as the fleet last read it
-        self.served_ids: list[int] = []  # requests that finished here (kept unless streaming)
         self.keep_ids = keep_ids
-        self.completed = 0
-        self.area_s = 0.0  # ∫ requests in the replica dt
-        self.sojourn_s = 0.0  # Σ (end - added) over the requests that finished here
-        self.t_last_s = requested_s
-        self.last_finish_s = requested_s
-
-    # -- the view ---------------------------------------------------------------------------------
-
-    @property
-    def is_ready(self) -> bool:
-        return self.state == READY
-
-    @property
-    def num_waiting(self) -> int:
-        return self.engine.num_waiting
-
-    @property
-    def num_running(self) -> int:
-        return self.engine.num_running
-
-    @property
-    def num_inflight_tokens(self) -> int:
-        return self.engine.num_inflight_tokens
-
-    @property
-    def kv_usage(self) -> float:
-        return self.engine.kv_usage
-
-    def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
-        return self.engine.prefix_hit_blocks(block_keys)
 
     # -- serving ----------------------------------------------------------------------------------
 
@@ -127,13 +91,6 @@ class Replica:
             self.sojourn_s += t_s - added
         self.inflight.clear()
         return left
-
-    def billed_s(self, horizon_s: float) -> float:
-        end = self.stopped_s if self.stopped_s is not None else max(horizon_s, self.requested_s)
-        return end - self.requested_s
-
-    def busy_s(self) -> float:
-        return self.engine.busy_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
 """A fleet run's result types and the figures read off its replicas and engines, shared by the
-exact run (:mod:`servecap.fleet.simulate`) and the streaming one (:mod:`servecap.fleet.stream_run`)."""
+run (:mod:`servecap.fleet.simulate`) and its two sinks (:mod:`servecap.fleet.sinks`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from servecap.errors import ServecapError
-from servecap.fleet.fleet import Fleet
 from servecap.fleet.gateway_outcomes import GatewayStats
 from servecap.fleet.gateway_stage import GatewayStage
-from servecap.fleet.pd.fleet import PdFleet
 from servecap.fleet.pd.stats import PdStats
+from servecap.fleet.pools import Pools
 from servecap.fleet.spec import FleetSpec
 from servecap.results import (
     RecordColumns,
@@ -96,7 +95,7 @@ class FleetResult:
 class Recorder:
     """The observer's gauges: the engine gauges, plus the fleet's series at each sample."""
 
-    def __init__(self, fleet: Fleet | PdFleet, stage: GatewayStage | None = None) -> None:
+    def __init__(self, fleet: Pools, stage: GatewayStage | None = None) -> None:
         self.fleet = fleet
         self.stage = stage
         self.observer: Observer | None = None
@@ -149,9 +148,7 @@ def request_overhead_s(fleet: FleetSpec) -> float:
     return max((p.setup.efficiency.request_overhead_s for p in fleet.pools), default=0.0)
 
 
-def replica_figures(
-    spec: FleetSpec, fleet: Fleet | PdFleet, horizon_s: float
-) -> tuple[list[ReplicaStats], float, float]:
+def replica_figures(spec: FleetSpec, fleet: Pools, horizon_s: float) -> tuple[list[ReplicaStats], float, float]:
     """Each replica's figures, the bill (USD) and the GPU-seconds requested, up to ``horizon_s``."""
     stats = []
     cost = 0.0
@@ -187,7 +184,7 @@ def replica_figures(
     return stats, cost, gpu_s
 
 
-def engine_figures(summary: RunSummary, fleet: Fleet | PdFleet, observer: Observer) -> RunSummary:
+def engine_figures(summary: RunSummary, fleet: Pools, observer: Observer) -> RunSummary:
     """The summary with the engines' own figures (prefix cache, preemptions, KV, queue depth)."""
     hit = sum(r.engine.stats.prefix_cache_hit_tokens for r in fleet.replicas)
     query = sum(r.engine.stats.prefix_cache_query_tokens for r in fleet.replicas)

@@ -1,9 +1,12 @@
 """``simulate_fleet(fleet, workload, seed) -> FleetResult``: a fleet under a workload, no I/O.
 
-The pieces are the single replica's: a traffic source (:mod:`servecap.sim.traffic`), the one
-event loop (:func:`servecap.sim.loop.run_loop`) and its observer; the server is a
-:class:`~servecap.fleet.fleet.Fleet`. With one pool of one replica behind ``round-robin`` the
-records are those of :func:`servecap.sim.simulate` (a test pins it).
+One run path for every layout and both percentile methods. The pieces are the single
+replica's: a traffic source (:mod:`servecap.sim.traffic`), the one event loop
+(:func:`servecap.sim.loop.run_loop`) and its observer; the server is the fleet core's layout the
+spec describes (:func:`servecap.fleet.pools.make_fleet`), behind the gateway stage where there is
+one. The outcomes go to one of two sinks (:mod:`servecap.fleet.sinks`): every record with exact
+percentiles, or mergeable sketches in bounded memory. With one pool of one replica behind
+``round-robin`` the records are those of :func:`servecap.sim.simulate` (a test pins it).
 
 Money: every replica is billed ``gpus_per_replica x price_per_gpu_hour`` from the moment it is
 requested until it stops (or the run ends): ``cost = Σ_replicas gpus x price x billed_h``, the
@@ -13,17 +16,18 @@ integral of the requested GPUs over time times the price (a test pins the two eq
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from servecap.errors import ServecapError
-from servecap.fleet.fleet import Fleet
-from servecap.fleet.gateway_outcomes import GatewayStats
 from servecap.fleet.gateway_stage import GatewayStage
+from servecap.fleet.layouts import make_fleet
 from servecap.fleet.pd.fleet import PdFleet
 from servecap.fleet.pd.stats import pd_stats
+from servecap.fleet.pools import Pools
 from servecap.fleet.run_result import (
     FleetResult,
     FleetTimeSeries,
@@ -32,26 +36,23 @@ from servecap.fleet.run_result import (
     replica_figures,
     request_overhead_s,
 )
+from servecap.fleet.sinks import ExactSink, Outcomes, SketchSink, rolling_p99
 from servecap.fleet.spec import FleetSpec
+from servecap.fleet.stream_source import CHUNK_REQUESTS, chunked, draw_chunks, expected_horizon_s
 from servecap.progress import ProgressFn
-from servecap.results import (
-    RecordColumns,
-    RunSummary,
-    summarize_columns,
-    weighted_percentiles,
-)
 from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY
 from servecap.sim.gc_pause import gc_paused
 from servecap.sim.loop import run_loop
 from servecap.sim.observer import Observer
-from servecap.sim.simulate import charge_request_overhead, record_columns
-from servecap.sim.traffic import ClosedLoopSource, OpenLoopSource, SessionSource, TrafficSource
+from servecap.sim.traffic import ChunkedSource, ClosedLoopSource, OpenLoopSource, SessionSource, TrafficSource
 from servecap.workload import ClosedLoopUsers, RequestArrays, WorkloadSpec, generate_arrays
 from servecap.workload.generate import is_session_trace, session_graph
 
+__all__ = ["requested_gpu_seconds", "rolling_p99", "simulate_fleet", "stream_refusal"]
+
 
 def stream_refusal(fleet: FleetSpec, workload: WorkloadSpec | RequestArrays) -> str | None:
-    """Why ``workload`` on ``fleet`` cannot run on the streaming path (None: it can)."""
+    """Why ``workload`` on ``fleet`` cannot run on the sketched path (None: it can)."""
     if fleet.gateway is not None:
         return "a gateway stage keeps every request's record; run it exact"
     if isinstance(workload, WorkloadSpec) and (workload.closed_loop or is_session_trace(workload)):
@@ -73,101 +74,105 @@ def simulate_fleet(
 
     ``stream`` (an open-loop workload, no gateway stage): outcomes go into mergeable sketches of
     ``relative_accuracy`` as requests finish, in memory independent of the number of requests
-    (:mod:`servecap.fleet.stream_run`); ``records`` then also writes every request's record to
-    that Parquet file. Without ``stream`` every request's record is kept (``columns``) and the
-    percentiles are exact."""
-    if stream or records is not None:
+    (:class:`servecap.fleet.sinks.SketchSink`); ``records`` then also writes every request's
+    record to that Parquet file. Without ``stream`` every request's record is kept (``columns``)
+    and the percentiles are exact."""
+    sketched = stream or records is not None
+    if sketched:
         reason = stream_refusal(fleet, workload)
         if reason is not None:
             raise ServecapError("stream", True, reason)
-        from servecap.fleet.stream_run import simulate_fleet_streaming
+    source, arrays, users, dt = _traffic(fleet, workload, seed, sketched)
+    server = make_fleet(
+        fleet, seed, ordered=isinstance(source, ClosedLoopSource), keep_ids=not sketched
+    )  # a SessionSource is one
+    stage = None if fleet.gateway is None else GatewayStage(server, fleet.gateway, seed)
+    recorder = Recorder(server, stage)
+    sink: ExactSink | SketchSink
+    if isinstance(source, ChunkedSource):
+        sink = SketchSink(fleet, server, source, records, relative_accuracy)
+    else:
+        sink = ExactSink(fleet, server, arrays)
+    observer = Observer(
+        sink.gauges(recorder),
+        dt,
+        progress=progress,
+        expected_requests=source.expected_requests(),
+        flush=sink if isinstance(sink, SketchSink) else None,
+        flush_every=sink.flush_every,
+    )
+    recorder.observer = observer
+    try:
+        with gc_paused():
+            run_loop(source, server if stage is None else stage, observer)
+        outcomes = sink.outcomes(source, observer, recorder, stage)
+    finally:
+        if isinstance(sink, SketchSink):
+            sink.close()
+    result = _result(fleet, server, observer, recorder, outcomes, users, stage)
+    if isinstance(sink, SketchSink) and sink.writer is not None and sink.writer.error is not None:
+        # the records file failed (disk full, ...): the run stands, the caller reports the file
+        result = dataclasses.replace(result, records_error=sink.writer.error)
+    return result
 
-        return simulate_fleet_streaming(
-            fleet, workload, seed, records=records, relative_accuracy=relative_accuracy, progress=progress
-        )
+
+def _traffic(
+    fleet: FleetSpec, workload: WorkloadSpec | RequestArrays, seed: int, sketched: bool
+) -> tuple[TrafficSource, RequestArrays | None, int, float]:
+    """The run's traffic source, its drawn arrays (an open-loop exact run), its closed-loop users
+    and the time series' sampling interval (400 samples over the arrivals by default)."""
+    rng = np.random.default_rng(seed)
+    if sketched:
+        if isinstance(workload, WorkloadSpec):
+            # generate_arrays' draw; draw_chunks' own stream beyond (see stream_source)
+            chunks = ChunkedSource(draw_chunks(workload, rng, CHUNK_REQUESTS), workload.num_requests or 0)
+            horizon = expected_horizon_s(workload)
+        else:
+            chunks = ChunkedSource(chunked(workload), len(workload))
+            horizon = float(workload.arrival_s[-1]) if len(workload) else 0.0
+        return chunks, None, 0, fleet.timeseries_interval_s or max(horizon or 3600.0, 1e-9) / 400
     source: TrafficSource
     arrays: RequestArrays | None = None
     users = 0
-    rng = np.random.default_rng(seed)
     graph = session_graph(workload) if isinstance(workload, WorkloadSpec) else None
     if graph is not None:
-        source = SessionSource(graph, request_overhead_s(fleet))
+        # a sessions trace: each child request arrives its tool gap after its parents end
+        sessions = SessionSource(graph, request_overhead_s(fleet))
         horizon = max(1.0, max(graph.arrival_s))
-    elif isinstance(workload, WorkloadSpec):
+        return sessions, None, 0, fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
+    if isinstance(workload, WorkloadSpec):
         if workload.closed_loop:
             cl = ClosedLoopUsers(workload, rng)
             users = cl.num_users
-            source = ClosedLoopSource(cl, request_overhead_s(fleet))
+            closed = ClosedLoopSource(cl, request_overhead_s(fleet))
             horizon = cl.spec.duration_s or max(1.0, 60.0 * cl.num_users)
-        else:
-            arrays = generate_arrays(workload, rng)
-            source = OpenLoopSource(arrays)
+            return closed, None, users, fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
+        arrays = generate_arrays(workload, rng)
+        source = OpenLoopSource(arrays)
     elif isinstance(workload, RequestArrays):
         arrays = workload
         source = OpenLoopSource(workload)
     else:
         raise ServecapError("workload", type(workload).__name__, "a WorkloadSpec or drawn RequestArrays")
-    if isinstance(source, OpenLoopSource):
-        horizon = source.arrival_s[-1] if source.arrival_s else 0.0
-    ordered = isinstance(source, ClosedLoopSource)  # a SessionSource is one
-    server: Fleet | PdFleet = (
-        PdFleet(fleet, seed, ordered=ordered) if fleet.is_disaggregated else Fleet(fleet, seed, ordered=ordered)
-    )
-    stage = None
-    if fleet.gateway is not None:
-        assert isinstance(server, Fleet)
-        stage = GatewayStage(server, fleet.gateway, seed)
-    recorder = Recorder(server, stage)
-    dt = fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
-    observer = Observer(recorder, dt, progress=progress, expected_requests=source.expected_requests())
-    recorder.observer = observer
-    with gc_paused():
-        run_loop(source, server if stage is None else stage, observer)
-    return _result(fleet, server, source, observer, recorder, users, arrays, stage)
+    horizon = source.arrival_s[-1] if source.arrival_s else 0.0
+    return source, arrays, users, fleet.timeseries_interval_s or max(horizon, 1e-9) / 400
 
 
 def _result(
     spec: FleetSpec,
-    fleet: Fleet | PdFleet,
-    source: TrafficSource,
+    fleet: Pools,
     observer: Observer,
     recorder: Recorder,
+    out: Outcomes,
     users: int,
-    arrays: RequestArrays | None,
-    stage: GatewayStage | None = None,
+    stage: GatewayStage | None,
 ) -> FleetResult:
-    cols = record_columns(source, observer)
-    n = len(cols)
-    arrival, first, end = cols.arrival_s, cols.first_token_s, cols.end_s
-    # the replicas' API servers charge the requests they serve; answers from the gateway's
-    # cache or an external provider do not pass through them
-    on_replica = np.zeros(n, dtype=bool)
-    for r in fleet.replicas:
-        on_replica[r.served_ids] = True
-    charge_request_overhead(cols, request_overhead_s(spec), on_replica)
-    prompt, output = cols.prompt_tokens, cols.output_tokens
     horizon = max(observer.t_last_s, max((r.stopped_s or 0.0 for r in fleet.replicas), default=0.0))
-    durs: list[float] = []
-    weights: list[int] = []
-    for r in fleet.replicas:
-        durs.extend(r.engine.itl_durations)
-        weights.extend(r.engine.itl_weights)
-    itl = weighted_percentiles(durs, weights)
-    summary = summarize_columns(cols, duration_s=observer.t_last_s, slo=spec.slo, itl=itl)
-    summary = engine_figures(summary, fleet, observer)
+    summary = engine_figures(out.summary, fleet, observer)
     stats, cost, gpu_s = replica_figures(spec, fleet, horizon)
-    replica_of = [-1] * n
-    for r in fleet.replicas:
-        for rid in r.served_ids:
-            replica_of[rid] = r.replica_id
     gateway = None if stage is None else stage.stats()
     if gateway is not None:
         cost += gateway.provider_cost_usd
-    outcomes: dict[str, int] = {"ok": summary.completed}
-    for e in cols.errors:
-        if e is not None:
-            outcomes[e] = outcomes.get(e, 0) + 1
-    tokens = int(prompt[np.isfinite(end)].sum() + output[np.isfinite(end)].sum())
     ts = FleetTimeSeries(
         time_s=tuple(recorder.t),
         arrival_rate_req_s=tuple(recorder.rate),
@@ -176,28 +181,18 @@ def _result(
         queue_depth=tuple(observer.ts_waiting),
         running=tuple(observer.ts_running),
         kv_usage=tuple(observer.ts_kv),
-        p99_ttft_s=rolling_p99(first - arrival, first, recorder.t, spec.ttft_window_s),
+        p99_ttft_s=out.p99_ttft_s,
         replica_utilization=recorder.utilization(),
     )
     area = sum(r.area_s for r in fleet.replicas)
-    by_tenant: dict[str, RunSummary] = {}
-    by_class: dict[str, RunSummary] = {}
-    if arrays is not None:
-        for codes, names, into in (
-            (arrays.tenant, arrays.tenant_names, by_tenant),
-            (arrays.request_class, arrays.class_names, by_class),
-        ):
-            for code, name in enumerate(names):
-                idx = np.flatnonzero(codes == code)
-                if len(idx):
-                    into[name] = summarize_columns(_take(cols, idx), duration_s=observer.t_last_s, slo=spec.slo)
+    tokens = out.tokens
     return FleetResult(
         summary=summary,
-        columns=cols,
-        replica_of=tuple(replica_of),
+        columns=out.columns,
+        replica_of=out.replica_of,
         replicas=tuple(stats),
         timeseries=ts,
-        outcomes=outcomes,
+        outcomes=out.outcomes,
         horizon_s=horizon,
         gpu_hours=gpu_s / 3600.0,
         cost_usd=cost,
@@ -207,32 +202,13 @@ def _result(
         scale_events=tuple(fleet.scale_events),
         gpu_log=tuple(fleet.gpu_log),
         mean_in_system=area / horizon if horizon > 0 else 0.0,
-        by_tenant=by_tenant,
-        by_class=by_class,
+        by_tenant=out.by_tenant,
+        by_class=out.by_class,
+        by_pool=out.by_pool,
         gateway=gateway,
-        served_summary=None if gateway is None else _served_summary(cols, gateway, observer.t_last_s, spec),
+        served_summary=out.served_summary,
+        sketches=out.sketches,
         pd=pd_stats(fleet, horizon) if isinstance(fleet, PdFleet) else None,
-    )
-
-
-def _served_summary(cols: RecordColumns, gateway: GatewayStats, duration_s: float, spec: FleetSpec) -> RunSummary:
-    """The latency summary of the requests a replica or a provider served: cache hits answer
-    in the cache's latency and would hide the pools' own TTFT, so they are reported apart."""
-    idx = np.array(sorted(gateway.served_ids), dtype=np.int64)
-    return summarize_columns(_take(cols, idx), duration_s=duration_s, slo=spec.slo)
-
-
-def _take(c: RecordColumns, idx: np.ndarray) -> RecordColumns:
-    return RecordColumns(
-        c.arrival_s[idx],
-        c.first_token_s[idx],
-        c.end_s[idx],
-        c.prompt_tokens[idx],
-        c.output_tokens[idx],
-        c.cached_prompt_tokens[idx],
-        c.preemptions[idx],
-        c.queue_time_s[idx],
-        tuple(c.errors[i] for i in idx.tolist()),
     )
 
 
@@ -246,20 +222,3 @@ def requested_gpu_seconds(gpu_log: Sequence[tuple[float, int]], horizon_s: float
         level += d
         t_prev = t
     return total + level * (horizon_s - t_prev)
-
-
-def rolling_p99(
-    ttft_s: np.ndarray, first_token_s: np.ndarray, times_s: Sequence[float], window_s: float
-) -> tuple[float, ...]:
-    """At each time t, the p99 TTFT of the requests whose first token came in ``(t - window_s, t]``
-    (0 when none did)."""
-    ok = np.isfinite(first_token_s)
-    order = np.argsort(first_token_s[ok], kind="stable")
-    ft = first_token_s[ok][order]
-    vals = ttft_s[ok][order]
-    out = []
-    for t in times_s:
-        lo = int(np.searchsorted(ft, t - window_s, side="right"))
-        hi = int(np.searchsorted(ft, t, side="right"))
-        out.append(float(np.percentile(vals[lo:hi], 99)) if hi > lo else 0.0)
-    return tuple(out)

@@ -128,8 +128,10 @@ class FleetSpec:
     def __post_init__(self) -> None:
         if not self.pools:
             raise ServecapError("pools", [], "a fleet needs at least one pool")
-        if check_roles([p.role for p in self.pools]) and self.gateway is not None:
-            raise ServecapError("gateway", "set", "a disaggregated fleet runs without a gateway stage (not modelled)")
+        if check_roles([p.role for p in self.pools]) and self.scrape_interval_s > 0:
+            raise ServecapError(
+                "scrape_interval_s", self.scrape_interval_s, "a disaggregated fleet's routers read live gauges"
+            )
         names = [p.name for p in self.pools]
         if len(set(names)) != len(names):
             raise ServecapError("pools", names, "pool names must be unique")

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
 from servecap.outputs import check_target, commit, discard, os_error, temp_beside
-from servecap.results.stream import OutcomeBatch, latencies
+from servecap.results.summary import RecordColumns, latencies
 
 
 def _import_pyarrow() -> tuple[Any, Any]:
@@ -36,7 +36,7 @@ def _import_pyarrow() -> tuple[Any, Any]:
 
 
 class ParquetRecordWriter:
-    """Writes :class:`~servecap.results.stream.OutcomeBatch` rows to ``path`` (see the module doc)."""
+    """Writes :class:`~servecap.results.summary.RecordColumns` rows to ``path`` (see the module doc)."""
 
     def __init__(
         self,
@@ -86,7 +86,7 @@ class ParquetRecordWriter:
     def write(
         self,
         ids: NDArray[np.int64],
-        b: OutcomeBatch,
+        b: RecordColumns,
         pool: NDArray[np.int64],
         tenant: NDArray[np.int64],
         request_class: NDArray[np.int64],
@@ -112,7 +112,7 @@ class ParquetRecordWriter:
             b.output_tokens,
             b.cached_prompt_tokens,
             b.preemptions,
-            b.error_strings(),
+            ["" if e is None else e for e in b.errors],
             _names(pool, self.pool_names),
             _names(tenant, list(tenant_names) if tenant_names is not None else self.tenant_names),
             _names(request_class, list(class_names) if class_names is not None else self.class_names),

@@ -1,6 +1,7 @@
 """A run's summary accumulated in bounded memory: counters plus quantile sketches, mergeable.
 
-:class:`StreamingSummary` takes finished requests in batches of columns (:class:`OutcomeBatch`)
+:class:`StreamingSummary` takes finished requests in batches of columns (the one outcome
+column type, :class:`~servecap.results.summary.RecordColumns`)
 and keeps only counters (requests, completed, errors by kind, SLO met, token sums) and one
 :class:`~servecap.results.sketch.QuantileSketch` per latency (TTFT, TPOT, E2E, queue time, and
 ITL fed by the engines' weighted step gaps). Its memory does not grow with the number of
@@ -15,89 +16,16 @@ added), the percentiles within the sketch's relative error (the summary says so 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY, QuantileSketch
-from servecap.results.summary import RunSummary
+from servecap.results.summary import RecordColumns, RunSummary, latencies, meets_slo
 from servecap.specs.perf import Slo
 
 _SKETCHES = ("ttft_s", "tpot_s", "e2e_s", "queue_time_s", "itl_s")
-
-
-@dataclass(frozen=True, slots=True)
-class OutcomeBatch:
-    """Finished requests as columns (NaN where a time is unknown); ``error`` a code per row into
-    ``error_names`` (0: it finished, ``error_names[0]`` is "")."""
-
-    arrival_s: NDArray[np.float64]
-    first_token_s: NDArray[np.float64]
-    end_s: NDArray[np.float64]
-    queue_time_s: NDArray[np.float64]
-    prompt_tokens: NDArray[np.int64]
-    output_tokens: NDArray[np.int64]
-    cached_prompt_tokens: NDArray[np.int64]
-    preemptions: NDArray[np.int64]
-    error: NDArray[np.int64]  # 0 where the request finished
-    error_names: tuple[str, ...] = ("",)
-
-    def __len__(self) -> int:
-        return len(self.arrival_s)
-
-    def take(self, idx: NDArray[np.int64]) -> OutcomeBatch:
-        return OutcomeBatch(
-            self.arrival_s[idx],
-            self.first_token_s[idx],
-            self.end_s[idx],
-            self.queue_time_s[idx],
-            self.prompt_tokens[idx],
-            self.output_tokens[idx],
-            self.cached_prompt_tokens[idx],
-            self.preemptions[idx],
-            self.error[idx],
-            self.error_names,
-        )
-
-    def ok(self) -> NDArray[np.bool_]:
-        ok: NDArray[np.bool_] = (self.error == 0) & ~np.isnan(self.end_s)
-        return ok
-
-    def error_counts(self) -> dict[str, int]:
-        """Rows per error kind (the rows that finished left out)."""
-        counts = np.bincount(self.error, minlength=len(self.error_names))
-        return {self.error_names[i]: int(c) for i, c in enumerate(counts.tolist()) if i and c}
-
-    def error_strings(self) -> list[str]:
-        """Each row's error kind ("" where it finished)."""
-        return np.array(self.error_names, dtype=object)[self.error].tolist()  # type: ignore[no-any-return]
-
-
-def latencies(b: OutcomeBatch) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Per row: TTFT, TPOT (NaN for one-token answers) and E2E, as
-    :func:`~servecap.results.summary.summarize_columns` defines them."""
-    ttft = b.first_token_s - b.arrival_s
-    e2e = b.end_s - b.arrival_s
-    out = b.output_tokens
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(out >= 2, (b.end_s - b.first_token_s) / np.maximum(out - 1, 1), np.nan)
-    return ttft, tpot, e2e
-
-
-def meets_slo(
-    ok: NDArray[np.bool_], ttft: NDArray[np.float64], tpot: NDArray[np.float64], slo: Slo | None
-) -> NDArray[np.bool_] | None:
-    """Rows that completed within every SLO (None without one): summarize_columns' test."""
-    if slo is None or (slo.ttft_s is None and slo.tpot_s is None):
-        return None
-    meets = ok.copy()
-    if slo.ttft_s is not None:
-        meets &= ttft <= slo.ttft_s
-    if slo.tpot_s is not None:
-        meets &= np.isnan(tpot) | (tpot <= slo.tpot_s)
-    return meets
 
 
 class StreamingSummary:
@@ -117,7 +45,7 @@ class StreamingSummary:
         self.output_tokens_completed = 0
         self.sketches: dict[str, QuantileSketch] = {k: QuantileSketch(relative_accuracy) for k in _SKETCHES}
 
-    def add(self, b: OutcomeBatch) -> None:
+    def add(self, b: RecordColumns) -> None:
         """Count and sketch a batch of finished requests."""
         n = len(b)
         if n == 0:

@@ -84,7 +84,10 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True)
 class RecordColumns:
-    """Per-request columns (NaN where a time is unknown): what :func:`summarize_columns` reads.
+    """Requests' outcomes as columns (NaN where a time is unknown; ``errors`` None where the
+    request finished): the one outcome column type. The exact sink keeps every request's
+    (:func:`summarize_columns` reads them), the sketch sink folds batches of them into sketches
+    (:class:`~servecap.results.stream.StreamingSummary`) and the Parquet writer writes them.
 
     A simulation builds these directly; :func:`columns_from_records` builds them from records.
     """
@@ -101,6 +104,30 @@ class RecordColumns:
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    def take(self, idx: NDArray[np.int64]) -> RecordColumns:
+        """The rows ``idx``, in that order."""
+        errors = self.errors
+        return RecordColumns(
+            self.arrival_s[idx],
+            self.first_token_s[idx],
+            self.end_s[idx],
+            self.prompt_tokens[idx],
+            self.output_tokens[idx],
+            self.cached_prompt_tokens[idx],
+            self.preemptions[idx],
+            self.queue_time_s[idx],
+            tuple(errors[i] for i in idx.tolist()),
+        )
+
+    def ok(self) -> NDArray[np.bool_]:
+        """Rows that finished (no error, an end time)."""
+        ok: NDArray[np.bool_] = np.fromiter((e is None for e in self.errors), bool, len(self.errors))
+        return ok & ~np.isnan(self.end_s)
+
+    def error_counts(self) -> Counter[str]:
+        """Rows per error kind (the rows that finished left out)."""
+        return Counter(e for e in self.errors if e is not None)
 
 
 def records_from_columns(
@@ -135,6 +162,32 @@ def records_from_columns(
         )
         for i in range(len(c))
     ]
+
+
+def latencies(c: RecordColumns) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Per row: TTFT, TPOT (NaN for one-token answers) and E2E (the module doc's definitions;
+    written once for both sinks: the exact summary and the sketches)."""
+    ttft = c.first_token_s - c.arrival_s
+    e2e = c.end_s - c.arrival_s
+    out = c.output_tokens
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out >= 2, (c.end_s - c.first_token_s) / np.maximum(out - 1, 1), np.nan)
+    return ttft, tpot, e2e
+
+
+def meets_slo(
+    ok: NDArray[np.bool_], ttft: NDArray[np.float64], tpot: NDArray[np.float64], slo: Slo | None
+) -> NDArray[np.bool_] | None:
+    """Rows that completed within every SLO (None without one): a one-token answer has no TPOT
+    and passes that test."""
+    if slo is None or (slo.ttft_s is None and slo.tpot_s is None):
+        return None
+    meets = ok.copy()
+    if slo.ttft_s is not None:
+        meets &= ttft <= slo.ttft_s
+    if slo.tpot_s is not None:
+        meets &= np.isnan(tpot) | (tpot <= slo.tpot_s)
+    return meets
 
 
 def columns_from_records(records: Sequence[RequestRecord]) -> RecordColumns:
@@ -174,25 +227,18 @@ def summarize_columns(
     itl: Percentiles | None = None,
 ) -> RunSummary:
     """The summary from columns; ``itl`` is given by the caller (pooled token gaps)."""
-    ok = np.array([e is None for e in cols.errors], dtype=bool) & ~np.isnan(cols.end_s)
-    ttft = cols.first_token_s - cols.arrival_s
-    e2e = cols.end_s - cols.arrival_s
+    ok = cols.ok()
+    ttft, tpot, e2e = latencies(cols)
     out = cols.output_tokens
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(out >= 2, (cols.end_s - cols.first_token_s) / np.maximum(out - 1, 1), np.nan)
     completed = int(ok.sum())
     dur = float(duration_s) if duration_s > 0 else float("nan")
     good: float | None = None
     attainment: float | None = None
-    if slo is not None and (slo.ttft_s is not None or slo.tpot_s is not None):
-        meets = ok.copy()
-        if slo.ttft_s is not None:
-            meets &= ttft <= slo.ttft_s
-        if slo.tpot_s is not None:
-            meets &= np.isnan(tpot) | (tpot <= slo.tpot_s)
+    meets = meets_slo(ok, ttft, tpot, slo)
+    if meets is not None:
         good = float(meets.sum()) / dur if duration_s > 0 else 0.0
         attainment = float(meets.sum()) / len(cols) if len(cols) else None
-    errors = Counter(e for e in cols.errors if e is not None)
+    errors = cols.error_counts()
     return RunSummary(
         num_requests=len(cols),
         completed=completed,

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
 from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
@@ -45,6 +45,7 @@ from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import FleetSpec
 from servecap.fleet.plan_search import SearchResult
 from servecap.fleet.plan_window import Window
+from servecap.policy.autoscalers import PRESETS
 from servecap.policy.routers import DEFAULT_ROUTER
 from servecap.progress import Progress, ProgressFn
 from servecap.results.slo_report import GroupResult, Target
@@ -120,7 +121,15 @@ class TrafficModel(_Model):
 
 
 class AutoscalerPlanModel(_Model):
-    preset: Literal["keda-vllm", "ray-serve"] = "keda-vllm"
+    preset: str = Field(default="keda-vllm", json_schema_extra={"enum": list(PRESETS)})
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v: str) -> str:
+        if v not in PRESETS:
+            raise ValueError(f"unknown preset; one of {', '.join(PRESETS)}" + did_you_mean(v, PRESETS))
+        return v
+
     target: float | None = Field(default=None, gt=0)
     interval_s: float | None = Field(default=None, gt=0)
     headroom: list[float] = Field(default_factory=lambda: [1.0, 1.15, 1.3], min_length=1)

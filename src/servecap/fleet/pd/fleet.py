@@ -1,5 +1,7 @@
 """A disaggregated fleet behind the loop's :class:`~servecap.sim.server.Server` seam: prefill
-replicas, decode replicas and the KV link between them, on one simulated clock.
+replicas, decode replicas and the KV link between them, on one simulated clock. The pools,
+their autoscalers (every registered policy), cold starts, failures and lifecycle are the fleet
+core's (:mod:`servecap.fleet.pools`); what this module adds is the hand-off.
 
 A request's path (each step cited in :mod:`servecap.fleet.pd.replica` and
 :mod:`servecap.core.kv_transfer`):
@@ -34,36 +36,27 @@ import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Sequence
-from typing import Final
+from typing import Final, cast
 
 import numpy as np
 
 from servecap.core.kv_transfer import KvFootprint, TransferShape, exposed_bytes, occupancy_s, transfer_shape
 from servecap.errors import ServecapError
-from servecap.fleet.lifecycle import cold_start_draw_s, scale_down_choice
 from servecap.fleet.pd.link import KvLink, book_transfer
-from servecap.fleet.pd.replica import DRAINING, FAILED, READY, STARTING, STOPPED, PdReplica
+from servecap.fleet.pd.replica import PdReplica
 from servecap.fleet.pd.times import PdTimes
 from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
-from servecap.fleet.recent import RecentValues, mean_itl_s
-from servecap.fleet.spec import FleetSpec, Pool
-from servecap.policy.autoscalers import TargetTracking
+from servecap.fleet.pools import DRAINING, FAILED, OWN_TIMER, READY, STOPPED, PoolReplica, Pools
+from servecap.fleet.spec import FleetSpec
 from servecap.policy.pd_router import PdRouter
 from servecap.policy.routers import LeastKv, RouteRequest
-from servecap.policy.signals import signal_value
-from servecap.results.record import RequestRecord
 from servecap.sim.engine import Engine
 from servecap.sim.request_state import RequestState
-from servecap.sim.server import ArrivingRequest, FinishedRequest
-from servecap.sim.step_time import StepTimeModel
+from servecap.sim.server import ArrivingRequest
 from servecap.workload.request import block_keys
 
-# event kinds (Final: compiled by mypyc, constants rather than look-ups in the module's globals)
-_READY: Final = 0
-_CRASH: Final = 1
-_TICK: Final = 2
-_LANDED: Final = 3
+# the hand-off's own timer (Final: compiled by mypyc, a constant rather than a global's look-up)
+_LANDED: Final = OWN_TIMER
 _INF: Final = float("inf")
 
 
@@ -86,7 +79,6 @@ class _Job:
         self.xfer_start_s = -1.0
         self.landed_s = -1.0
         self.landing_s = -1.0  # when this try's transfer lands (an older try's landing is stale)
-        self.first_s = -1.0  # the first token, once decoded
         self.queue_s: float | None = None
         self.cached = 0
         self.preemptions = 0
@@ -145,12 +137,18 @@ class _Decoded:
         self.turn = turn
 
 
-class PdFleet:
-    def __init__(self, spec: FleetSpec, seed: int, *, ordered: bool = False, keep_link_log: bool = False) -> None:
-        self.spec = spec
-        self.ordered = ordered
+class PdFleet(Pools):
+    def __init__(
+        self,
+        spec: FleetSpec,
+        seed: int,
+        *,
+        ordered: bool = False,
+        keep_ids: bool = True,
+        keep_link_log: bool = False,
+    ) -> None:
+        super().__init__(spec, seed, 0xD15A66, ordered=ordered, keep_ids=keep_ids)
         self.keep_link_log = keep_link_log
-        self.rng = np.random.default_rng([seed, 0xD15A66])
         rs = spec.pd_router or PdRouterSpec()
         self.router = PdRouter(rs.prefill, rs.decode, random.Random(seed), dict(spec.router_settings))
         # LeastKv's rule (the first lowest KV use), read natively in _route_decode
@@ -164,85 +162,44 @@ class PdFleet:
             if self.link_spec.scope == "shared"
             else None
         )
-        self.replicas: list[PdReplica] = []
-        self.by_pool: list[list[PdReplica]] = [[] for _ in spec.pools]
-        self.roles = [p.role for p in spec.pools]
-        self._step_models: list[StepTimeModel | None] = [None for _ in spec.pools]
-        self.autoscalers: list[TargetTracking | None] = [
-            TargetTracking(p.autoscaler) if p.autoscaler is not None else None for p in spec.pools
-        ]
-        self._events: list[tuple[float, int, int, int]] = []
-        self._seq = 0
+        self._role_pools = {role: [i for i, r in enumerate(self.roles) if r == role] for role in ("prefill", "decode")}
         self.jobs: dict[int, _Job] = {}
         self.pending: dict[str, deque[int]] = {"prefill": deque(), "decode": deque()}  # no ready replica yet
-        self._out: list[FinishedRequest] = []
-        self.now_s = 0.0
-        self.retried = 0
-        self.gpu_log: list[tuple[float, int]] = []
-        self.scale_events: list[tuple[float, str, int, int]] = []
-        self.recent_ttft = RecentValues()
-        self.recent_itl = RecentValues()
         self.prefilled = 0  # prefills finished (tries included)
         self.transfers = 0
-        self._done: list[_Job] = []  # the decoded requests' jobs, in the order they finished (see times())
+        # the decoded requests' hand-off times, in the order they finished (see times()): seven
+        # numbers a request, kept on the sketched path too (the P/D section's percentiles)
+        self._done: list[tuple[float, float, float, float, float, float, float]] = []
         # per prefill pool x decode pool: prompt length -> its transfer's shape and occupancy
         self._transfers: list[dict[int, _Transfer]] = [{} for _ in range(len(spec.pools) ** 2)]
         self._max_len = min(p.setup.max_model_len for p in spec.pools)
-        # the requests' TTFTs and ITLs are kept for an autoscaler on them only (see signal())
-        signals = {p.autoscaler.signal for p in spec.pools if p.autoscaler is not None}
-        self._track_ttft = "p99_ttft_s" in signals
-        self._track_itl = "p99_itl_s" in signals
         self.ready_prefill: list[PdReplica] = []
         self.ready_decode: list[PdReplica] = []
         self.live: list[PdReplica] = []
         self.live_prefill: list[PdReplica] = []
         self.live_decode: list[PdReplica] = []
-        for pi, pool in enumerate(spec.pools):
+        for pool in spec.pools:
             if pool.kv is None:
                 raise ServecapError(f"pools.{pool.name}.kv", None, "a P/D pool needs its KV footprint")
-            for _ in range(pool.replicas):
-                self._start_replica(pi, 0.0, instant=True)
-            if pool.autoscaler is not None:
-                self._push(pool.autoscaler.interval_s, _TICK, pi)
-            for t in pool.crash_at_s:
-                self._push(t, _CRASH, -1 - pi)
+        self._start_pools()
 
-    # -- lifecycle ------------------------------------------------------------------------------
+    # -- the core's hooks -----------------------------------------------------------------------
 
-    def _push(self, t_s: float, kind: int, arg: int) -> None:
-        heapq.heappush(self._events, (t_s, self._seq, kind, arg))
-        self._seq += 1
-
-    def _start_replica(self, pi: int, now_s: float, *, instant: bool = False) -> PdReplica:
+    def _new_replica(self, pi: int, replica_id: int, engine: Engine, now_s: float) -> PoolReplica:
         pool = self.spec.pools[pi]
-        engine = Engine(pool.setup, step_model=self._step_models[pi])
-        self._step_models[pi] = engine.model
         kv = pool.kv
         assert kv is not None
-        rid = len(self.replicas)
-        link = KvLink(f"{pool.name}/{rid}", self.link_spec.bandwidth * kv.tp, keep_log=self.keep_link_log)
-        r = PdReplica(rid, pool.name, pi, pool.role, engine, kv, link, now_s)
-        self.replicas.append(r)
-        self.by_pool[pi].append(r)
-        self.gpu_log.append((now_s, pool.gpus_per_replica))
-        if instant:
-            self._become_ready(r, now_s)
-        else:
-            self._push(now_s + self.cold_start_s(pool), _READY, rid)
-        return r
+        link = KvLink(f"{pool.name}/{replica_id}", self.link_spec.bandwidth * kv.tp, keep_log=self.keep_link_log)
+        return PdReplica(replica_id, pool.name, pi, pool.role, engine, kv, link, now_s)
 
-    def cold_start_s(self, pool: Pool) -> float:
-        """One draw of the pool's cold start (:func:`servecap.fleet.lifecycle.cold_start_draw_s`)."""
-        return cold_start_draw_s(pool, self.rng)
-
-    def _become_ready(self, r: PdReplica, now_s: float) -> None:
-        r.state = READY
+    def _listed(self, r: PoolReplica) -> None:
         self._relist()
-        r.ready_s = now_s
-        r.t_last_s = now_s
-        pool = self.spec.pools[r.pool_index]
-        if pool.mtbf_s is not None:
-            self._push(now_s + float(self.rng.exponential(pool.mtbf_s)), _CRASH, r.replica_id)
+
+    def _unlisted(self, r: PoolReplica) -> None:
+        self.router.forget(r.replica_id)
+        self._relist()
+
+    def _release_pending(self, r: PoolReplica, now_s: float) -> None:
         waiting = self.pending[r.role]
         self.pending[r.role] = deque()
         for rid in waiting:
@@ -251,48 +208,46 @@ class PdFleet:
             else:
                 self._route_decode(self.jobs[rid], now_s)
 
-    def _ready(self, role: str) -> list[PdReplica]:
-        return self.ready_prefill if role == "prefill" else self.ready_decode
+    def num_pending(self, pi: int) -> int:
+        return len(self.pending[self.roles[pi]])
 
-    def _relist(self) -> None:
-        """The routable replicas of each role and the live (ready or draining) ones, by id."""
-        self.ready_prefill = [r for r in self.replicas if r.state == READY and r.role == "prefill"]
-        self.ready_decode = [r for r in self.replicas if r.state == READY and r.role == "decode"]
-        self.live = [r for r in self.replicas if r.state in (READY, DRAINING)]
-        self.live_prefill = [r for r in self.live if r.role == "prefill"]
-        self.live_decode = [r for r in self.live if r.role == "decode"]
+    def num_pending_total(self) -> int:
+        return len(self.pending["prefill"]) + len(self.pending["decode"])
 
-    def _can_get(self, role: str) -> bool:
-        return any((r.state == STARTING and r.role == role) for r in self.replicas) or any(
-            a is not None for a, ro in zip(self.autoscalers, self.roles, strict=True) if ro == role
-        )
+    def _close(self, r: PoolReplica, t_s: float, state: str) -> list[int]:
+        return cast(PdReplica, r).close(t_s, state)
 
-    def _stop(self, r: PdReplica, t_s: float, state: str) -> list[int]:
-        self.router.forget(r.replica_id)
-        self.gpu_log.append((t_s, -self.spec.pools[r.pool_index].gpus_per_replica))
-        out = r.close(t_s, state)
-        self._relist()
-        return out
-
-    def _crash(self, r: PdReplica, t_s: float) -> None:
-        if r.state not in (READY, DRAINING):
-            return
-        replace = r.state == READY
+    def _evict(self, r: PoolReplica, t_s: float) -> None:
         self._bring_decoders(t_s)
         for rid in self._stop(r, t_s, FAILED):
             job = self.jobs.get(rid)
             if job is None:
                 continue
             self._abandon(job, t_s)
-            if self.spec.on_failure == "retry" and job.tries < self.spec.max_retries:
+            if self.may_retry(job.tries):
                 job.tries += 1
-                self.retried += 1
                 job.reset()
                 self._route_prefill(job, t_s)
             else:
-                self._fail(job, "replica_failed")
-        if replace:
-            self._start_replica(r.pool_index, t_s)
+                self._fail_job(job, "replica_failed")
+
+    def _own_timer(self, kind: int, arg: int, t_s: float) -> None:
+        self._landed(arg, t_s)
+
+    def _replica(self, replica_id: int) -> PdReplica:
+        return cast(PdReplica, self.replicas[replica_id])
+
+    def _ready(self, role: str) -> list[PdReplica]:
+        return self.ready_prefill if role == "prefill" else self.ready_decode
+
+    def _relist(self) -> None:
+        """The routable replicas of each role and the live (ready or draining) ones, by id."""
+        pd = [cast(PdReplica, r) for r in self.replicas]
+        self.ready_prefill = [r for r in pd if r.state == READY and r.role == "prefill"]
+        self.ready_decode = [r for r in pd if r.state == READY and r.role == "decode"]
+        self.live = [r for r in pd if r.state == READY or r.state == DRAINING]
+        self.live_prefill = [r for r in self.live if r.role == "prefill"]
+        self.live_decode = [r for r in self.live if r.role == "decode"]
 
     def _abandon(self, job: _Job, t_s: float) -> None:
         """Let go of whatever the live replicas keep for the job's current try."""
@@ -303,25 +258,14 @@ class PdFleet:
         for i in (job.prefill_id, job.decode_id):
             if i < 0:
                 continue
-            r = self.replicas[i]
-            if r.state in (READY, DRAINING):
+            r = self._replica(i)
+            if r.state == READY or r.state == DRAINING:
                 r.drop(rid, t_s)
         job.prefill_id = job.decode_id = -1
 
-    def _fail(self, job: _Job, error: str) -> None:
-        spec = job.spec
-        self.jobs.pop(spec.request_id, None)
-        self._out.append(
-            RequestRecord(
-                request_id=spec.request_id,
-                arrival_s=job.arrival_s,
-                prompt_tokens=spec.prompt_tokens,
-                output_tokens=spec.output_tokens,
-                error=error,
-                user_id=spec.user_id,
-                turn=spec.turn,
-            )
-        )
+    def _fail_job(self, job: _Job, error: str) -> None:
+        self.jobs.pop(job.request_id, None)
+        self._fail(job.spec, job.arrival_s, error)
 
     # -- the request's path ---------------------------------------------------------------------
 
@@ -330,19 +274,26 @@ class PdFleet:
         self.jobs[request.request_id] = job
         n = len(self._out)
         if request.prompt_tokens + request.output_tokens > self._max_len:
-            self._fail(job, "too_long")
+            self._fail_job(job, "too_long")
             return False
         self._route_prefill(job, now_s)
         return len(self._out) == n
+
+    def route(self, request: ArrivingRequest, now_s: float, pool: str | None = None) -> bool:
+        """A request from a gateway stage: it enters at the prefill pools as any does (the
+        gateway names no pool of a P/D fleet: :func:`servecap.fleet.gateway_stage.check_pool_names`)."""
+        if pool is not None:
+            raise ServecapError("pool", pool, "a disaggregated fleet takes requests at its prefill pools as a whole")
+        return self.add(request, now_s)
 
     def _route_prefill(self, job: _Job, now_s: float) -> None:
         spec = job.spec
         candidates = self._ready("prefill")
         if not candidates:
-            if self._can_get("prefill"):
+            if self.can_get_replica(self._role_pools["prefill"]):
                 self.pending["prefill"].append(job.request_id)
             else:
-                self._fail(job, "no_replica")
+                self._fail_job(job, "no_replica")
             return
         bs = candidates[0].engine.block_size
         keys = None
@@ -378,7 +329,7 @@ class PdFleet:
             r = candidates[prefill.choose(req, candidates, now_s, loads)]
         job.prefill_id = r.replica_id
         if not r.add(job.request_id, job.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
-            self._fail(job, "rejected")
+            self._fail_job(job, "rejected")
 
     def _prefilled(self, r: PdReplica, s: RequestState) -> None:
         """A prefill finished on ``r``: keep its blocks, pick the decode side."""
@@ -400,11 +351,11 @@ class PdFleet:
     def _route_decode(self, job: _Job, now_s: float) -> None:
         candidates = self._ready("decode")
         if not candidates:
-            if self._can_get("decode"):
+            if self.can_get_replica(self._role_pools["decode"]):
                 self.pending["decode"].append(job.request_id)
             else:
                 self._abandon(job, now_s)
-                self._fail(job, "no_replica")
+                self._fail_job(job, "no_replica")
             return
         self._bring_decoders(now_s)
         if self._decode_least_kv:  # LeastKv.choose, reading the engines natively
@@ -424,7 +375,7 @@ class PdFleet:
         need = d.blocks_for(job.prompt_tokens)
         if need > d.engine.pool.total:
             self._abandon(job, now_s)
-            self._fail(job, "too_long")
+            self._fail_job(job, "too_long")
             return
         job.decode_id = d.replica_id
         d.prealloc.append(job.request_id)
@@ -441,7 +392,7 @@ class PdFleet:
             if eng.pool.available() - need < eng.num_running or not d.hold(rid, need):
                 return
             d.prealloc.popleft()
-            self._send(job, self.replicas[job.prefill_id], d, now_s)
+            self._send(job, self._replica(job.prefill_id), d, now_s)
 
     def _transfer(self, tokens: int, p: PdReplica, d: PdReplica) -> _Transfer:
         """The shape and unstreamed occupancy of a ``tokens``-token prompt's transfer from
@@ -486,7 +437,7 @@ class PdFleet:
         job = self.jobs.get(rid)
         if job is None or job.landing_s != t_s:
             return  # the transfer of a try abandoned since (a crash)
-        p, d = self.replicas[job.prefill_id], self.replicas[job.decode_id]
+        p, d = self._replica(job.prefill_id), self._replica(job.decode_id)
         if p.state not in (READY, DRAINING) or d.state not in (READY, DRAINING):
             return
         self._bring(d, t_s)
@@ -495,22 +446,30 @@ class PdFleet:
         job.landed_s = t_s
         if not d.add_transferred(rid, job.prompt_tokens, job.output_tokens, t_s):
             self._abandon(job, t_s)
-            self._fail(job, "rejected")
+            self._fail_job(job, "rejected")
 
     def _decoded(self, d: PdReplica, s: RequestState) -> None:
         job = self.jobs.pop(s.request_id)
         spec = job.spec
         first, end = s.first_token_s, s.end_s
         assert first is not None and end is not None
-        d.served_ids.append(s.request_id)
-        if self._track_ttft:
-            self.recent_ttft.add(first, first - job.arrival_s)
-        if self._track_itl:
-            itl = mean_itl_s(first, end, job.output_tokens)
-            if itl is not None:
-                self.recent_itl.add(end, itl)
-        job.first_s = first
-        self._done.append(job)
+        if self.keep_ids:
+            d.served_ids.append(s.request_id)
+        pool_of = self.pool_of
+        if pool_of is not None:
+            pool_of[s.request_id] = d.pool_index
+        self._note_latencies(first, end, job.arrival_s, job.output_tokens)
+        self._done.append(
+            (
+                job.request_id,
+                job.prefill_end_s - job.arrival_s,
+                job.xfer_ready_s - job.prefill_end_s,
+                job.xfer_start_s - job.xfer_ready_s,
+                job.landed_s - job.xfer_start_s,
+                first - job.landed_s,
+                job.nbytes,
+            )
+        )
         self._out.append(
             _Decoded(
                 s.request_id,
@@ -601,21 +560,7 @@ class PdFleet:
                 continue
             te, _, kind, arg = heapq.heappop(ev)
             self._bring_decoders(te)
-            if kind == _LANDED:
-                self._landed(arg, te)
-            elif kind == _READY:
-                r = self.replicas[arg]
-                if r.state == STARTING:
-                    self._become_ready(r, te)
-            elif kind == _CRASH:
-                if arg >= 0:
-                    self._crash(self.replicas[arg], te)
-                else:
-                    live = [r for r in self.by_pool[-1 - arg] if r.state == READY]
-                    if live:
-                        self._crash(live[0], te)
-            else:
-                self._autoscale(arg, te)
+            self._timer(kind, arg, te)
             stuck.clear()
         for r in self.live:
             if r.next_s > t_s:
@@ -640,92 +585,18 @@ class PdFleet:
                 t = r.next_s
         return t
 
-    def next_timer_s(self) -> float:
-        return self._events[0][0] if self._events else _INF
-
     def has_work(self) -> bool:
         return bool(self.jobs) or bool(self.pending["prefill"]) or bool(self.pending["decode"])
 
-    def take_finished(self) -> Sequence[FinishedRequest]:
-        out = self._out
-        if out:
-            self._out = []
-            if len(out) > 1:
-                out.sort(key=_end_key)
-        return out
-
-    # -- autoscaling (per pool: a prefill pool and a decode pool each on their own signal) -------
-
-    def signal(self, pi: int, name: str, now_s: float, window_s: float) -> float:
-        """Signal ``name`` of pool ``pi`` (:func:`servecap.policy.signals.signal_value`, as the
-        monitor computes it), counting the requests waiting for the pool's role."""
-        value = signal_value(
-            name,
-            self.by_pool[pi],
-            lambda: self.recent_ttft.p99(now_s, window_s),
-            len(self.pending[self.roles[pi]]),
-            lambda: self.recent_itl.p99(now_s, window_s),
-        )
-        return 0.0 if value is None else value
-
-    def _autoscale(self, pi: int, now_s: float) -> None:
-        scaler = self.autoscalers[pi]
-        assert scaler is not None
-        s = scaler.settings
-        self._push(now_s + s.interval_s, _TICK, pi)
-        members = [r for r in self.by_pool[pi] if r.state in (STARTING, READY)]
-        current = len(members)
-        desired = scaler.decide(now_s, current, self.signal(pi, s.signal, now_s, s.window_s))
-        if desired == 0 and self.pending[self.roles[pi]]:
-            desired = 1
-        if desired == current:
-            return
-        self.scale_events.append((now_s, self.spec.pools[pi].name, current, desired))
-        if desired > current:
-            for _ in range(desired - current):
-                self._start_replica(pi, now_s)
-            return
-        starting, ready = scale_down_choice(members, current - desired)
-        for r in starting:
-            self._stop(r, now_s, STOPPED)
-        for r in ready:
-            self.router.forget(r.replica_id)
-            r.state = DRAINING
-            self._relist()
-            r.drain_s = now_s
-            if not r.has_work():
-                self._stop(r, now_s, STOPPED)
-
-    # -- gauges and results ---------------------------------------------------------------------
-
-    def gauges(self) -> tuple[float, int, int]:
-        live = [r for r in self.replicas if r.state == READY]
-        kv = sum(r.kv_usage for r in live) / len(live) if live else 0.0
-        waiting = sum(r.num_waiting for r in live) + len(self.pending["prefill"]) + len(self.pending["decode"])
-        return kv, waiting, sum(r.num_running for r in live)
-
-    def count(self, state: str) -> int:
-        return sum(1 for r in self.replicas if r.state == state)
+    # -- results --------------------------------------------------------------------------------
 
     def links(self) -> list[KvLink]:
         if self.shared_link is not None:
             return [self.shared_link]
-        return [r.link for r in self.replicas]
+        return [cast(PdReplica, r).link for r in self.replicas]
 
     def times(self) -> PdTimes:
-        rows = [
-            (
-                job.request_id,
-                job.prefill_end_s - job.arrival_s,
-                job.xfer_ready_s - job.prefill_end_s,
-                job.xfer_start_s - job.xfer_ready_s,
-                job.landed_s - job.xfer_start_s,
-                job.first_s - job.landed_s,
-                job.nbytes,
-            )
-            for job in self._done
-        ]
-        cols = np.array(rows, dtype=float).reshape(-1, 7)
+        cols = np.array(self._done, dtype=float).reshape(-1, 7)
         cols = cols[np.argsort(cols[:, 0], kind="stable")]
         return PdTimes(
             request_id=cols[:, 0].astype(np.int64),
@@ -736,8 +607,3 @@ class PdFleet:
             decode_first_s=cols[:, 5],
             kv_bytes=cols[:, 6],
         )
-
-
-def _end_key(r: FinishedRequest) -> float:
-    e = r.end_s
-    return -1.0 if e is None else e

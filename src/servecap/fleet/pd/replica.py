@@ -18,26 +18,26 @@ waiting work it cannot start: it then **stalls** (no next event) until a hold is
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Sequence
 from typing import Final
 
 from servecap.core.kv_transfer import KvFootprint
 from servecap.fleet.pd.link import KvLink
+from servecap.fleet.pools import DRAINING, FAILED, READY, STARTING, STOPPED, PoolReplica
 from servecap.sim.engine import Engine
 from servecap.sim.request_state import RequestState
 from servecap.sim.setup import prefix_caching_supported
 
-# Final: compiled by mypyc, constants rather than look-ups in the module's globals
-STARTING: Final = "starting"
-READY: Final = "ready"
-DRAINING: Final = "draining"
-STOPPED: Final = "stopped"
-FAILED: Final = "failed"
+__all__ = ["DRAINING", "FAILED", "READY", "STARTING", "STOPPED", "PdReplica"]
+
 _INF: Final = float("inf")
 
 
-class PdReplica:
+class PdReplica(PoolReplica):
+    """A replica of a prefill or a decode pool: the core's lifecycle and view
+    (:class:`~servecap.fleet.pools.PoolReplica`; its ``num_waiting`` counts the requests
+    waiting for room, ``prealloc``), plus its link, the blocks it holds for transfers and its
+    own stepping."""
+
     def __init__(
         self,
         replica_id: int,
@@ -49,30 +49,12 @@ class PdReplica:
         link: KvLink,
         requested_s: float,
     ) -> None:
-        self.replica_id = replica_id
-        self.pool = pool
-        self.pool_index = pool_index
-        self.role = role
+        super().__init__(replica_id, pool, pool_index, role, engine, requested_s)
         self.is_prefill = role == "prefill"
-        self.engine = engine
         self.kv = kv
         self.link = link
-        self.state = STARTING
-        self.requested_s = requested_s
-        self.ready_s: float | None = None
-        self.drain_s: float | None = None
-        self.stopped_s: float | None = None
         self.inflight: dict[int, float] = {}  # in the engine: id -> time added
         self.held: dict[int, int] = {}  # id -> blocks held for its transfer (or reserved for it)
-        self.prealloc: deque[int] = deque()  # decode: ids waiting for room, in order
-        self.routed = 0
-        self.completed = 0
-        self.served_ids: list[int] = []  # decode: requests that finished here
-        self.area_s = 0.0  # ∫ requests in the engine dt
-        self.sojourn_s = 0.0
-        self.t_last_s = requested_s
-        self.last_finish_s = requested_s
-        self.next_s = _INF
         self._busy = False
         self._end_s = 0.0
         self._start_s = 0.0
@@ -82,31 +64,6 @@ class PdReplica:
         layout = engine.layout
         self._uniform_groups = len(layout.groups) if prefix_caching_supported(layout) else 0
         self._block_size = layout.block_size
-
-    # -- the router's view ------------------------------------------------------------------------
-
-    @property
-    def is_ready(self) -> bool:
-        return self.state == READY
-
-    @property
-    def num_waiting(self) -> int:
-        return self.engine.num_waiting + len(self.prealloc)
-
-    @property
-    def num_running(self) -> int:
-        return self.engine.num_running
-
-    @property
-    def num_inflight_tokens(self) -> int:
-        return self.engine.num_inflight_tokens
-
-    @property
-    def kv_usage(self) -> float:
-        return self.engine.kv_usage
-
-    def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
-        return self.engine.prefix_hit_blocks(block_keys)
 
     # -- serving ----------------------------------------------------------------------------------
 
@@ -247,10 +204,3 @@ class PdReplica:
         self.prealloc.clear()
         self.next_s = _INF
         return list(dict.fromkeys(ids))
-
-    def billed_s(self, horizon_s: float) -> float:
-        end = self.stopped_s if self.stopped_s is not None else max(horizon_s, self.requested_s)
-        return end - self.requested_s
-
-    def busy_s(self) -> float:
-        return self.engine.busy_s
