@@ -51,6 +51,7 @@ from servecap.api.plan_compute import plan_json_from_key
 from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
 from servecap.api.replay_job import ReplayBody, check_replay_body, list_sessions, replay_job
+from servecap.api.strict_json import BadBody, StrictJsonRoute
 from servecap.api.stored import DamagedRun, check_stored_deployment, stored
 from servecap.api.uploads import UploadQuota, store_config
 from servecap.app.fleet_plan.lever_lists import LeverLists, lever_lists
@@ -122,6 +123,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         lifespan=lifespan,
     )
 
+    app.router.route_class = StrictJsonRoute  # UTF-8 JSON bodies, every key once (api/strict_json.py)
+    app.router.redirect_slashes = False  # no redirect the path did not ask for (/static/plan.html%2f: 404)
     app.add_middleware(Guard, settings=settings.guard)
 
     def jobs() -> JobManager:
@@ -141,6 +144,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
             return _error(429, exc)
         if isinstance(exc, DamagedRun):
             return _error(422, exc)
+        if isinstance(exc, BadBody):
+            return _error(exc.status, exc)
         missing = exc.field == "job_id" or (exc.field == "run" and exc.problem.startswith(("no such", "no runs")))
         return _error(404 if missing else 400, exc)
 

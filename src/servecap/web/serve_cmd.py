@@ -55,15 +55,16 @@ def start_settings(
     from dataclasses import replace
 
     from servecap.api import ServeSettings
-    from servecap.api.guard import GuardSettings, is_loopback, new_token
+    from servecap.api.guard import GuardSettings, is_loopback, new_token, token_problem
     from servecap.api.uploads import UploadQuota
     from servecap.app.limits import API_LIMITS
     from servecap.errors import ServecapError
 
     if token is not None and no_token:
         raise ServecapError("token", "***", "give --token or --no-token, not both")
-    if token is not None and len(token) < 16:
-        raise ServecapError("token", "***", "must be at least 16 characters")
+    problem = None if token is None else token_problem(token)
+    if problem is not None:
+        raise ServecapError("token", "***", problem)  # never echoed: it may be most of a real token
     loopback = is_loopback(host)
     if token is None and not loopback and not no_token:
         token = new_token()
