@@ -206,6 +206,13 @@ def start_settings(
     "--job-timeout-s", type=click.FloatRange(1, 1e7), default=900.0, show_default=True, help="Wall time per job."
 )
 @click.option(
+    "--request-read-timeout-s",
+    type=click.FloatRange(0.1, 3600),
+    default=30.0,
+    show_default=True,
+    help="Seconds a client has to send a whole request (headers and body); then its connection is closed.",
+)
+@click.option(
     "--job-memory-mb",
     type=click.IntRange(0),
     default=4096,
@@ -221,6 +228,7 @@ def serve(
     no_token: bool,
     allowed_hosts: tuple[str, ...],
     plan_workers: int | None,
+    request_read_timeout_s: float,
     **limits: Any,
 ) -> None:
     """Serve the web UI (/plan, /compare, /simulate, /fleet, /runs) and the JSON API (/api/v1, OpenAPI at
@@ -259,7 +267,21 @@ def serve(
     # answers sent while a new plan is computed (api/plan_worker.py)
     if workers == 0:
         sys.setswitchinterval(0.001)
-    # no access log (a formatted line per request is dropped at log level warning anyway) and
-    # keep-alive connections held 30 s, so many clients reusing connections are not cut off;
-    # a client that sends no complete request within the keep-alive time is dropped
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_keep_alive=30, backlog=4096)
+    uvicorn.Server(serve_config(app, host, port, request_read_timeout_s)).run()
+
+
+def serve_config(app: Any, host: str, port: int, request_read_timeout_s: float = 30.0) -> Any:
+    """uvicorn's configuration for ``serve``: each request must arrive whole (headers and body)
+    within ``request_read_timeout_s`` or its connection is closed, as ``emulate`` does
+    (emulator/read_deadline.py), so clients holding half-sent requests cannot keep the server from
+    answering; no access log; keep-alive connections held 30 s, so many clients reusing
+    connections are not cut off."""
+    import uvicorn
+
+    from servecap.emulator.read_deadline import read_deadline_protocol
+
+    protocol = read_deadline_protocol(request_read_timeout_s)
+    extra: dict[str, Any] = {"http": protocol} if protocol is not None else {}
+    return uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, timeout_keep_alive=30, backlog=4096, **extra
+    )
