@@ -37,7 +37,7 @@ def test_every_page_loads_without_console_errors(browser: Any, server_url: str, 
     page = Page(browser, width)
     try:
         page.page.goto(f"{server_url}/{name}", wait_until="load")
-        page.page.wait_for_function("document.querySelector('#model, select[name=kind]').options.length > 1")
+        page.page.wait_for_function("() => document.querySelector('#model, select[name=kind]').options.length > 1")
         assert page.page.locator("header nav a.current").inner_text()
         page.shot(f"{name}-{'desktop' if width > 800 else 'phone'}")
         assert page.errors == []
