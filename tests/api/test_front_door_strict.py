@@ -184,7 +184,9 @@ def test_a_duplicate_key_is_refused_naming_it(client: TestClient) -> None:
     _is_error(r, 400, "body")
     assert r.json()["error"]["value"] == "gpu"
     nested = b'{"fleet": {"pools": [{"name": "a", "name": "b"}]}, "workload": {}}'
-    _is_error(client.post("/api/v1/fleet/simulate", content=nested, headers={"Content-Type": "application/json"}), 400, "body")
+    _is_error(
+        client.post("/api/v1/fleet/simulate", content=nested, headers={"Content-Type": "application/json"}), 400, "body"
+    )
 
 
 def test_a_body_must_be_utf8_json(client: TestClient) -> None:
@@ -192,7 +194,10 @@ def test_a_body_must_be_utf8_json(client: TestClient) -> None:
     for raw in (text.encode("utf-16"), text.encode("utf-16-le"), text.encode("utf-32"), b"\xef\xbb\xbf" + text.encode(),
                 text.encode("latin-1").replace(b"H100", b"H\xe9100")):  # fmt: skip
         _is_error(client.post("/api/v1/plan", content=raw, headers={"Content-Type": "application/json"}), 400, "body")
-    assert client.post("/api/v1/plan", content=text.encode(), headers={"Content-Type": "application/json"}).status_code == 200
+    assert (
+        client.post("/api/v1/plan", content=text.encode(), headers={"Content-Type": "application/json"}).status_code
+        == 200
+    )
 
 
 @pytest.mark.parametrize(

@@ -172,7 +172,10 @@ def test_rooms_nobody_prefilled_are_bounded_in_count_and_time() -> None:
 
         async def waits() -> list[httpx.Response]:
             async with httpx.AsyncClient(timeout=10) as c:
-                first = [asyncio.ensure_future(c.get(f"{pre.url}/servecap/pd/ready/{room}", headers=auth)) for room in range(3)]
+                first = [
+                    asyncio.ensure_future(c.get(f"{pre.url}/servecap/pd/ready/{room}", headers=auth))
+                    for room in range(3)
+                ]
                 await asyncio.sleep(0.3)
                 t0 = time.monotonic()
                 fourth = await c.get(f"{pre.url}/servecap/pd/ready/99", headers=auth)
@@ -200,7 +203,9 @@ def test_never_answering_bootstraps_do_not_starve_the_next_request(listener: Lis
         async def run() -> tuple[list[httpx.Response], httpx.Response, float]:
             async with httpx.AsyncClient(timeout=30) as c:
                 stuck = [
-                    asyncio.ensure_future(c.post(dec.url + "/v1/completions", json=_body("127.0.0.1", listener.port, room)))
+                    asyncio.ensure_future(
+                        c.post(dec.url + "/v1/completions", json=_body("127.0.0.1", listener.port, room))
+                    )
                     for room in range(100, 106)
                 ]
                 await asyncio.sleep(0.5)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
-from pathlib import Path
 from urllib.request import urlopen
 
 import pytest

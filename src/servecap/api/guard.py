@@ -90,7 +90,7 @@ def token_problem(token: str) -> str | None:
         return f"must be at least {MIN_TOKEN_CHARS} characters"
     bad = next((c for c in token if not "\x21" <= c <= "\x7e" or c in _COOKIE_UNSAFE), None)
     if bad is not None:
-        return f"must be visible ASCII characters, no whitespace and none of \" , ; \\ (found {bad!r})"
+        return f'must be visible ASCII characters, no whitespace and none of " , ; \\ (found {bad!r})'
     return None
 
 

@@ -51,8 +51,8 @@ from servecap.api.plan_compute import plan_json_from_key
 from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
 from servecap.api.replay_job import ReplayBody, check_replay_body, list_sessions, replay_job
-from servecap.api.strict_json import BadBody, StrictJsonRoute
 from servecap.api.stored import DamagedRun, check_stored_deployment, stored
+from servecap.api.strict_json import BadBody, StrictJsonRoute
 from servecap.api.uploads import UploadQuota, store_config
 from servecap.app.fleet_plan.lever_lists import LeverLists, lever_lists
 from servecap.app.limits import API_LIMITS, WorkLimits

@@ -287,7 +287,9 @@ def _check_pd_flags(role: str, secret: str | None, peers: tuple[str, ...]) -> No
             raise ServecapError("role", role, "--pd-secret and --bootstrap-peer are for --role prefill or decode")
         return
     if secret is None:
-        raise ServecapError("pd_secret", None, "a P/D role needs --pd-secret (or $SERVECAP_PD_SECRET), shared by the pair")
+        raise ServecapError(
+            "pd_secret", None, "a P/D role needs --pd-secret (or $SERVECAP_PD_SECRET), shared by the pair"
+        )
     if len(secret) < 16 or any(not "\x21" <= c <= "\x7e" for c in secret):
         raise ServecapError("pd_secret", "***", "must be at least 16 visible ASCII characters, no whitespace")
     if peers and role != "decode":
