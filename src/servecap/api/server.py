@@ -10,6 +10,7 @@ request passes the guard first (api/guard.py); every failure leaves in the one e
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -79,6 +80,9 @@ class ServeSettings:
     limits: WorkLimits = API_LIMITS  # the work one job may ask for (app/limits.py)
     job_timeout_s: float = 900.0  # a job still running after this is stopped (failed)
     job_memory_bytes: int | None = 4 * 1024**3  # address space of a job's process (None: unlimited)
+    max_result_bytes: int | None = (
+        64 * 1024**2
+    )  # a job's result, estimated before and capped after (api/result_size.py)
 
     @property
     def upload_dir(self) -> Path:
@@ -135,6 +139,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 max_queued=settings.max_queued_jobs,
                 timeout_s=settings.job_timeout_s,
                 memory_bytes=settings.job_memory_bytes,
+                max_result_bytes=settings.max_result_bytes,
             )
         return jobs_holder["jobs"]
 
@@ -248,7 +253,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
     def accepted(kind: str, fn: JobFn, payload: dict[str, Any]) -> JSONResponse:
         """Queue a job; 202 with its snapshot and where to follow it."""
         job = jobs().submit(kind, fn, payload)
-        return JSONResponse(status_code=202, content=job.snapshot(), headers={"Location": f"{API}/jobs/{job.id}"})
+        return Response(
+            content=job.snapshot_json(),
+            status_code=202,
+            media_type="application/json",
+            headers={"Location": f"{API}/jobs/{job.id}"},
+        )
 
     def engine_payload(body: SimulateBody | CapacityBody) -> dict[str, Any]:
         """A single-engine job's body, with an uploaded model resolved to its file."""
@@ -260,7 +270,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/simulate", status_code=202)
     async def simulate(body: SimulateBody) -> JSONResponse:
         """Start ``servecap simulate`` as a job; its result is ``simulate --json`` plus the time series."""
-        check_simulate_body(body, settings.limits)  # capacity's probes are sized in the job, with its plan
+        # every check off the event loop (a thread): /health answers while a body is sized
+        await asyncio.to_thread(check_simulate_body, body, settings.limits)  # capacity's probes: in the job
         payload = engine_payload(body)
         payload["_db"] = str(settings.db) if settings.db is not None else None  # the run is stored
         return accepted("simulate", simulate_job, payload)
@@ -273,7 +284,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/fleet/simulate", status_code=202)
     async def fleet_simulate(body: FleetSimulateBody) -> JSONResponse:
         """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
-        check_fleet_body(body, settings.upload_dir, settings.limits)
+        await asyncio.to_thread(check_fleet_body, body, settings.upload_dir, settings.limits, settings.max_result_bytes)
         return accepted("fleet-simulate", fleet_simulate_job, {**body.model_dump(), "_limits": settings.limits})
 
     @app.get(f"{API}/fleet/plan/levers")
@@ -284,7 +295,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/fleet/plan", status_code=202)
     async def fleet_plan(body: FleetPlanBody) -> JSONResponse:
         """Start ``servecap fleet plan`` as a job; its result is ``fleet plan --json``."""
-        check_fleet_plan_body(body, settings.upload_dir, settings.limits)
+        await asyncio.to_thread(check_fleet_plan_body, body, settings.upload_dir, settings.limits)
         return accepted("fleet-plan", fleet_plan_job, {**body.model_dump(), "_limits": settings.limits})
 
     @app.get(f"{API}/monitor/sessions")
@@ -295,16 +306,17 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/monitor/replay", status_code=202)
     async def monitor_replay(body: ReplayBody) -> JSONResponse:
         """Start ``servecap monitor replay`` of a session through a fleet as a job."""
-        check_replay_body(body, settings.db, settings.upload_dir, settings.limits)
+        # the history is read and sized in a thread: a long recording never holds the event loop
+        await asyncio.to_thread(check_replay_body, body, settings.db, settings.upload_dir, settings.limits)
         return accepted("monitor-replay", replay_job, {**body.model_dump(), "_db": str(settings.db)})
 
     @app.get(f"{API}/jobs")
     async def list_jobs() -> list[dict[str, Any]]:
         return [{**j.snapshot(), "result": None} for j in jobs().list()]
 
-    @app.get(f"{API}/jobs/{{job_id}}")
-    async def get_job(job_id: str) -> dict[str, Any]:
-        return jobs().get(job_id).snapshot()
+    @app.get(f"{API}/jobs/{{job_id}}", response_class=JSONResponse)
+    async def get_job(job_id: str) -> Response:
+        return Response(content=jobs().get(job_id).snapshot_json(), media_type="application/json")
 
     @app.delete(f"{API}/jobs/{{job_id}}")
     async def cancel_job(job_id: str) -> dict[str, Any]:
@@ -317,9 +329,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         manager.get(job_id)  # 404 before the stream starts
 
         async def stream() -> AsyncIterator[bytes]:
+            job = manager.get(job_id)
             async for snap in manager.events(job_id):
                 kind = snap["state"] if snap["state"] in ("done", "failed", "cancelled") else "progress"
-                yield f"event: {kind}\ndata: {json.dumps(snap)}\n\n".encode()
+                data = job.snapshot_json() if kind == "done" else json.dumps({**snap, "result": None}).encode()
+                yield f"event: {kind}\ndata: ".encode() + data + b"\n\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

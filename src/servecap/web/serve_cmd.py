@@ -47,6 +47,7 @@ def start_settings(
     max_uploads: int = 1000,
     job_timeout_s: float = 900.0,
     job_memory_mb: int = 4096,
+    max_result_mb: float = 64.0,
     **work: float,
 ) -> Start:
     """The server's settings for these flags: a token generated when bound beyond loopback (unless
@@ -88,6 +89,7 @@ def start_settings(
         limits=replace(API_LIMITS, **work),  # type: ignore[arg-type]
         job_timeout_s=job_timeout_s,
         job_memory_bytes=job_memory_mb * mb if job_memory_mb > 0 else None,
+        max_result_bytes=int(max_result_mb * mb),
     )
     wildcard = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "[::1]"}
     shown = wildcard.get(host, f"[{host}]" if ":" in host else host)
@@ -204,6 +206,28 @@ def start_settings(
 )
 @click.option(
     "--job-timeout-s", type=click.FloatRange(1, 1e7), default=900.0, show_default=True, help="Wall time per job."
+)
+@click.option(
+    "--max-result-mb",
+    type=click.FloatRange(0.1, 4096),
+    default=64.0,
+    show_default=True,
+    help="A job's result: estimated before it runs and refused past this; time series are downsampled to "
+    "2,000 samples for the web.",
+)
+@click.option(
+    "--max-timeseries-samples",
+    type=click.IntRange(1),
+    default=API_LIMITS.max_timeseries_samples,
+    show_default=True,
+    help="Samples per time series a fleet job may simulate.",
+)
+@click.option(
+    "--max-events",
+    type=click.IntRange(1),
+    default=API_LIMITS.max_events,
+    show_default=True,
+    help="Events per fleet job (requests' events, samples, router scrapes, autoscaler ticks).",
 )
 @click.option(
     "--request-read-timeout-s",
