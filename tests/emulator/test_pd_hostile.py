@@ -129,7 +129,7 @@ def test_a_decode_server_with_peers_fetches_from_them_alone(listener: Listener) 
         ("127.0.0.1", 8998, -1, 400),
         ("127.0.0.1", 8998, 2**70, 400),
         (None, 8998, 1, 400),
-        ("127.0.0.1", "closed", 1, 503),  # nobody listens there
+        ("127.0.0.1", "closed", 1, 400),  # nobody listens there
     ],
 )
 def test_bad_bootstrap_fields_get_one_line_without_exception_text(

@@ -241,8 +241,12 @@ class PdRole:
         async def get(kind: str, params: dict[str, Any] | None = None) -> None:
             try:
                 r = await client.get(url(kind), params=params, headers=auth, timeout=timeout)
+            except httpx.ConnectTimeout:
+                raise PdRefused(504, f"KV transfer failed: the prefill server {where} did not accept in time") from None
             except httpx.TimeoutException:
                 raise PdRefused(504, f"KV transfer failed: the prefill server {where} did not answer in time") from None
+            except httpx.ConnectError:  # the body named a peer where no server listens: the body's error
+                raise PdRefused(400, f"bootstrap {where}: no prefill server listens there", "bootstrap_port") from None
             except httpx.HTTPError:
                 raise PdRefused(503, f"KV transfer failed: the prefill server {where} could not be reached") from None
             if r.status_code != 200:
