@@ -253,12 +253,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     def accepted(kind: str, fn: JobFn, payload: dict[str, Any]) -> JSONResponse:
         """Queue a job; 202 with its snapshot and where to follow it."""
         job = jobs().submit(kind, fn, payload)
-        return Response(
-            content=job.snapshot_json(),
-            status_code=202,
-            media_type="application/json",
-            headers={"Location": f"{API}/jobs/{job.id}"},
-        )
+        return JSONResponse(status_code=202, content=job.snapshot(), headers={"Location": f"{API}/jobs/{job.id}"})
 
     def engine_payload(body: SimulateBody | CapacityBody) -> dict[str, Any]:
         """A single-engine job's body, with an uploaded model resolved to its file."""

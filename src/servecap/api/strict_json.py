@@ -14,7 +14,7 @@ UTF-8 (else 400) and parses it once with the duplicate check; FastAPI then takes
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from email.message import Message
 from typing import Any
 
@@ -76,7 +76,7 @@ def parse_json_body(raw: bytes) -> Any:
 class StrictJsonRoute(APIRoute):
     """An APIRoute whose body is read by :func:`parse_json_body` (see the module)."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         if self.body_field is None:
             return handler
