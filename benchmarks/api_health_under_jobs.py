@@ -80,28 +80,31 @@ async def _run(url: str, seconds: float, jobs: int) -> None:
     idle: list[float] = []
     await _health(url, time.monotonic() + 5, idle)
     print(_line("no job (reference)", idle))
-    loaded: list[float] = []
-    watch = asyncio.ensure_future(_health(url, time.monotonic() + seconds, loaded))
-    accepted = 0
-    async with httpx.AsyncClient(timeout=120) as c:
+    submitting: list[float] = []
+    running: list[float] = []
+    async with httpx.AsyncClient(timeout=900) as c:
         bodies = [
             ("/api/v1/monitor/replay", {"fleet": REPLAY_FLEET, "seed": i}) if i % 2 == 0 else ("/api/v1/fleet/simulate", FLEET)
             for i in range(jobs)
         ]  # fmt: skip
+        watch = asyncio.ensure_future(_health(url, time.monotonic() + 3600, submitting))
         t0 = time.perf_counter()
         answers = await asyncio.gather(*(c.post(url + path, json=body) for path, body in bodies))
         submit_s = time.perf_counter() - t0
+        watch.cancel()
+        accepted = sum(1 for r in answers if r.status_code == 202)
         for r in answers:
-            if r.status_code == 202:
-                accepted += 1
-            else:
+            if r.status_code != 202:
                 print(f"refused: {r.status_code} {r.text[:200]}")
-        await watch
-        running = [j for j in (await c.get(url + "/api/v1/jobs")).json() if j["state"] == "running"]
-        print(f"{accepted} of {jobs} jobs accepted in {submit_s:.1f} s; {len(running)} running at the end")
+        await _health(url, time.monotonic() + seconds, running)
+        states = [j["state"] for j in (await c.get(url + "/api/v1/jobs")).json()]
+        print(f"{accepted} of {jobs} jobs accepted in {submit_s:.1f} s (their checks in threads); "
+              f"after {seconds:g} s more: {states.count('running')} running, {states.count('done')} done")  # fmt: skip
         for j in (await c.get(url + "/api/v1/jobs")).json():
             await c.delete(f"{url}/api/v1/jobs/{j['id']}")
-    print(_line(f"{jobs} heavy jobs submitted and running", loaded))
+    if submitting:
+        print(_line("while the 8 bodies were checked", submitting))
+    print(_line(f"while {jobs} heavy jobs ran", running))
 
 
 def main() -> None:
@@ -132,7 +135,11 @@ def main() -> None:
             asyncio.run(_run(url, args.seconds, args.jobs))
         finally:
             proc.terminate()
-            proc.wait(timeout=60)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

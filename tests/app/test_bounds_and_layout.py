@@ -61,7 +61,7 @@ BOUNDED = {
         _with(CO, router={"name": "least-outstanding", "scrape_interval_ms": 1e-9}),
         WORKLOAD,
         "scrape_interval_ms",
-    ),  # fmt: skip
+    ),
     "cold start a year": (_pools(CO, 0, cold_start={"provisioning": 3.2e7}), WORKLOAD, "provisioning"),
     "load at 1 byte/s": (_pools(CO, 0, cold_start={"load_bandwidth_gb_s": 1e-9}), WORKLOAD, "load_bandwidth_gb_s"),
     "autoscaler every 1 us": (

@@ -120,4 +120,3 @@ def test_any_bootstrap_field_is_validated_without_a_connection(host: Any, port: 
         return
     assert isinstance(number, int) and 1 <= number <= 65535
     assert all(c not in name for c in "/?#@ ") and (":" not in name or name.count(":") >= 2)  # a name or an IP
-
