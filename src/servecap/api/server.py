@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -250,6 +250,15 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     # -- jobs -----------------------------------------------------------------------------------
 
+    check_slot = asyncio.Semaphore(1)
+
+    async def checked(check: Callable[..., None], *args: Any) -> None:
+        """Run a body's check in a thread, one at a time: a check is pure Python (it holds the
+        interpreter lock while it runs), so with one at a time the event loop takes the lock back
+        every switch interval and answers /health between its slices."""
+        async with check_slot:
+            await asyncio.to_thread(check, *args)
+
     def accepted(kind: str, fn: JobFn, payload: dict[str, Any]) -> JSONResponse:
         """Queue a job; 202 with its snapshot and where to follow it."""
         job = jobs().submit(kind, fn, payload)
@@ -266,7 +275,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def simulate(body: SimulateBody) -> JSONResponse:
         """Start ``servecap simulate`` as a job; its result is ``simulate --json`` plus the time series."""
         # every check off the event loop (a thread): /health answers while a body is sized
-        await asyncio.to_thread(check_simulate_body, body, settings.limits)  # capacity's probes: in the job
+        await checked(check_simulate_body, body, settings.limits)  # capacity's probes: in the job
         payload = engine_payload(body)
         payload["_db"] = str(settings.db) if settings.db is not None else None  # the run is stored
         return accepted("simulate", simulate_job, payload)
@@ -279,7 +288,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/fleet/simulate", status_code=202)
     async def fleet_simulate(body: FleetSimulateBody) -> JSONResponse:
         """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
-        await asyncio.to_thread(check_fleet_body, body, settings.upload_dir, settings.limits, settings.max_result_bytes)
+        await checked(check_fleet_body, body, settings.upload_dir, settings.limits, settings.max_result_bytes)
         return accepted("fleet-simulate", fleet_simulate_job, {**body.model_dump(), "_limits": settings.limits})
 
     @app.get(f"{API}/fleet/plan/levers")
@@ -290,7 +299,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/fleet/plan", status_code=202)
     async def fleet_plan(body: FleetPlanBody) -> JSONResponse:
         """Start ``servecap fleet plan`` as a job; its result is ``fleet plan --json``."""
-        await asyncio.to_thread(check_fleet_plan_body, body, settings.upload_dir, settings.limits)
+        await checked(check_fleet_plan_body, body, settings.upload_dir, settings.limits)
         return accepted("fleet-plan", fleet_plan_job, {**body.model_dump(), "_limits": settings.limits})
 
     @app.get(f"{API}/monitor/sessions")
@@ -302,7 +311,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def monitor_replay(body: ReplayBody) -> JSONResponse:
         """Start ``servecap monitor replay`` of a session through a fleet as a job."""
         # the history is read and sized in a thread: a long recording never holds the event loop
-        await asyncio.to_thread(check_replay_body, body, settings.db, settings.upload_dir, settings.limits)
+        await checked(check_replay_body, body, settings.db, settings.upload_dir, settings.limits)
         return accepted("monitor-replay", replay_job, {**body.model_dump(), "_db": str(settings.db)})
 
     @app.get(f"{API}/jobs")

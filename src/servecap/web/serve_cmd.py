@@ -286,11 +286,10 @@ def serve(
     mount_web(app)
     for line in start.lines:
         click.echo(line, err=True)
-    # with --plan-workers 0, the plan thread hands the interpreter lock back to the event loop
-    # every 1 ms rather than every 5 ms (CPython's default): requests keep being read and cached
-    # answers sent while a new plan is computed (api/plan_worker.py)
-    if workers == 0:
-        sys.setswitchinterval(0.001)
+    # threads in the server process (a body's checks; with --plan-workers 0, the plan thread)
+    # hand the interpreter lock back to the event loop every 1 ms rather than every 5 ms
+    # (CPython's default): requests keep being read and cached answers sent meanwhile
+    sys.setswitchinterval(0.001)
     uvicorn.Server(serve_config(app, host, port, request_read_timeout_s)).run()
 
 
