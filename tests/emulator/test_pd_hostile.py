@@ -222,3 +222,29 @@ def test_never_answering_bootstraps_do_not_starve_the_next_request(listener: Lis
         assert served_s < 3.0, served_s  # not behind the six stuck ones (each waits 6 s)
         for r in stuck:
             _one_line_refusal(r, 504)
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--role", "prefill"], "pd_secret"),  # no shared secret
+        (["--role", "decode", "--pd-secret", "short"], "pd_secret"),
+        (["--role", "decode", "--pd-secret", "sixteen chars and spaces"], "pd_secret"),
+        (["--role", "prefill", "--pd-secret", "a" * 20, "--bootstrap-peer", "127.0.0.1:8998"], "bootstrap_peer"),
+        (["--role", "decode", "--pd-secret", "a" * 20, "--bootstrap-peer", "127.0.0.1:99999"], "bootstrap_peer"),
+        (["--role", "decode", "--pd-secret", "a" * 20, "--bootstrap-peer", "http://x/y:1"], "bootstrap_peer"),
+        (["--pd-secret", "a" * 20], "role"),
+    ],
+)
+def test_emulate_checks_the_pd_flags_before_serving(args: list[str], field: str) -> None:
+    from click.testing import CliRunner
+
+    from servecap.cli.main import cli
+
+    env = {"SERVECAP_PD_SECRET": ""} if "--pd-secret" not in args else {}
+    out = CliRunner().invoke(
+        cli, ["emulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--port", str(_closed_port()), *args], env=env
+    )
+    assert out.exit_code != 0
+    text = str(out.exception) + out.output
+    assert field in text and "Traceback" not in text, text

@@ -211,6 +211,7 @@ def emulate(
     simulator's engine timing, in real time."""
     from servecap.errors import ServecapError
 
+    _check_pd_flags(role, pd_secret, bootstrap_peers)  # before any port is bound
     if not 0 < port < 65536:
         raise ServecapError("port", port, "must be in 1..65535")
     if port + replicas - 1 > 65535:
@@ -218,7 +219,6 @@ def emulate(
     _check_ports_free(host, port, replicas)  # before any URL is printed (uvicorn's [Errno 98] came after it)
     if (fixed_ttft_s is None) != (fixed_itl_s is None):
         raise ServecapError("fixed_itl_s", fixed_itl_s, "give both --fixed-ttft-s and --fixed-itl-s")
-    _check_pd_flags(role, pd_secret, bootstrap_peers)
     if role != "both" and fixed_ttft_s is not None:
         raise ServecapError("role", role, "a P/D role needs the engine model, not --fixed-ttft-s")
     if fixed_ttft_s is not None and fixed_itl_s is not None:
