@@ -9,9 +9,17 @@ Against one server process (default limits, a throw-away data folder) it measure
 - a simulation asking for 10^9 requests, a day of 100,000 users with no think time, 10^7
   replicas, a config with 3,000,000 layers, and bodies naming server files: each status and
   how long the refusal took;
-- a request with a foreign Host header.
+- a request with a foreign Host header;
+- issue 33's shapes (:data:`R4_PROBES`): malformed Host and Origin headers, duplicate JSON keys,
+  other encodings and content types, an encoded-slash redirect, implausible P/D links, scrape
+  periods and time series, P/D layouts; each must be refused (4xx, one line, no traceback) in
+  under 2 s, and the tally prints tracebacks, hangs, wrong accepts and 5xx;
+- 1,100 half-open connections, then ``/health``'s latency (the request-read deadline);
+- the P/D emulator (a prefill and a decode ``servecap emulate`` process): bootstrap fields that
+  aim it elsewhere or are malformed, the KV-room endpoint without the secret, and six
+  never-answering bootstraps followed by a real request.
 
-    .venv/bin/python benchmarks/api_hostile.py [--uploads 500] [--body-mb 1000]
+    .venv/bin/python benchmarks/api_hostile.py [--uploads 500] [--body-mb 1000] [--half-open 1100]
 """
 
 from __future__ import annotations
@@ -89,6 +97,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--uploads", type=int, default=500)
     ap.add_argument("--body-mb", type=int, default=1000)
+    ap.add_argument("--half-open", type=int, default=1100)
+    ap.add_argument("--skip-old", action="store_true", help="only issue 33's probes")
     args = ap.parse_args()
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,6 +117,9 @@ def main() -> None:
                         if time.monotonic() > deadline:
                             raise SystemExit("servecap serve did not start") from None
                         time.sleep(0.1)
+                _reliability_4(c, port, args.half_open)
+                if args.skip_old:
+                    return
                 rss0 = _peak_rss_mb(proc.pid)
                 sent, secs, status = _big_body(port, args.body_mb * 1024 * 1024)
                 print(
@@ -172,6 +185,249 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+WORKLOAD = {
+    "arrival": {"kind": "poisson", "rate_per_s": 1},
+    "num_requests": 10,
+    "prompt_tokens": 100,
+    "output_tokens": 10,
+}
+DAY = {**WORKLOAD, "num_requests": None, "arrival": {"kind": "poisson", "rate_per_s": 0.5}, "duration_s": 86_400}
+_POOL = {**MODEL, "replicas": 1, "cold_start": "instant"}
+PD_FLEET = {"pools": [{**_POOL, "name": "p", "role": "prefill"}, {**_POOL, "name": "d", "role": "decode"}]}
+JSON = {"Content-Type": "application/json"}
+PLAN_TEXT = '{"model": "meta-llama/Llama-3.1-8B", "gpu": "H100"}'
+
+
+def _fleet(**top: Any) -> dict[str, Any]:
+    return {"json": {"fleet": {**PD_FLEET, **top}, "workload": WORKLOAD}}
+
+
+def _pools(*pools: dict[str, Any]) -> dict[str, Any]:
+    return {"json": {"fleet": {"pools": list(pools)}, "workload": WORKLOAD}}
+
+
+R4_PROBES: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("Host: localhost:56223@evil.example", "GET", "/api/v1/gpus", {"headers": {"Host": "localhost:56223@evil.example"}}),
+    ("Host: [::1]evil.example", "GET", "/api/v1/gpus", {"headers": {"Host": "[::1]evil.example"}}),
+    ("Host: localhost:99999", "GET", "/api/v1/gpus", {"headers": {"Host": "localhost:99999"}}),
+    ("two Origin headers", "POST", "/api/v1/plan",
+     {"json": MODEL, "headers": [("Origin", "http://127.0.0.1"), ("Origin", "http://evil.example")]}),
+    ("Origin with a path", "POST", "/api/v1/plan", {"json": MODEL, "headers": {"Origin": "http://127.0.0.1/"}}),
+    ("duplicate JSON key", "POST", "/api/v1/plan",
+     {"content": b'{"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "gpu": "B200"}', "headers": JSON}),
+    ("UTF-16 body", "POST", "/api/v1/plan", {"content": PLAN_TEXT.encode("utf-16"), "headers": JSON}),
+    ("text/plain body", "POST", "/api/v1/plan", {"content": PLAN_TEXT.encode(), "headers": {"Content-Type": "text/plain"}}),
+    ("no content type", "POST", "/api/v1/plan", {"content": PLAN_TEXT.encode()}),
+    ("/static/plan.html%2f", "GET", "/static/plan.html%2f", {}),
+    ("kv_link 1e-9 GB/s", "POST", "/api/v1/fleet/simulate", _fleet(kv_link={"bandwidth_gb_s": 1e-9})),
+    ("kv_link 1e-300 GB/s", "POST", "/api/v1/fleet/simulate", _fleet(kv_link={"bandwidth_gb_s": 1e-300})),
+    ("kv_link latency 1e300 us", "POST", "/api/v1/fleet/simulate", _fleet(kv_link={"latency_us": 1e300})),
+    ("timeseries_interval_s 1e-9", "POST", "/api/v1/fleet/simulate", _fleet(timeseries_interval_s=1e-9)),
+    ("scrape_interval_ms 1e-9", "POST", "/api/v1/fleet/simulate", _fleet(router={"scrape_interval_ms": 1e-9})),
+    ("a day of time series at 0.05 s", "POST", "/api/v1/fleet/simulate",
+     {"json": {"fleet": {"pools": [_POOL], "timeseries_interval_s": 0.05}, "workload": DAY}}),
+    ("prefill pool only", "POST", "/api/v1/fleet/simulate", _pools({**_POOL, "role": "prefill"})),
+    ("prefill and decode of different models", "POST", "/api/v1/fleet/simulate",
+     _pools({**_POOL, "role": "prefill"}, {**_POOL, "role": "decode", "model": "Qwen/Qwen2.5-7B-Instruct"})),
+    ("prefill and decode of different engines", "POST", "/api/v1/fleet/simulate",
+     _pools({**_POOL, "role": "prefill"}, {**_POOL, "role": "decode", "engine": "sglang"})),
+    ("0 decode replicas", "POST", "/api/v1/fleet/simulate",
+     _pools({**_POOL, "role": "prefill"}, {**_POOL, "role": "decode", "replicas": 0})),
+]  # fmt: skip
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.tracebacks = self.hangs = self.accepted = self.fivexx = 0
+        self.slowest_ms = 0.0
+        self.n = 0
+
+    def refusal(self, label: str, status: int | None, ms: float, text: str) -> None:
+        self.n += 1
+        if status is None:
+            self.hangs += 1
+        elif status >= 500:
+            self.fivexx += 1
+        elif status < 400:
+            self.accepted += 1
+        if "Traceback" in text or "\n" in text:
+            self.tracebacks += 1
+        self.slowest_ms = max(self.slowest_ms, ms)
+        print(f"  {label}: {status} in {ms:,.1f} ms: {text[:160]}")
+
+    def report(self, what: str) -> None:
+        print(
+            f"{what}: {self.n} probes: {self.tracebacks} tracebacks, {self.hangs} hangs, {self.accepted} wrongly "
+            f"accepted, {self.fivexx} 5xx; slowest refusal {self.slowest_ms:,.0f} ms"
+        )
+
+
+def _probe(c: httpx.Client, method: str, path: str, **kw: Any) -> tuple[int | None, float, str, httpx.Response | None]:
+    started = time.perf_counter()
+    try:
+        r = c.request(method, path, timeout=10, **kw)
+    except httpx.TimeoutException:
+        return None, (time.perf_counter() - started) * 1e3, "no answer in 10 s", None
+    ms = (time.perf_counter() - started) * 1e3
+    try:
+        text = str(r.json()["error"]["message"]) if r.status_code >= 400 else r.text[:80]
+    except (ValueError, KeyError, TypeError):
+        text = r.text[:200]
+    return r.status_code, ms, text, r
+
+
+def _reliability_4(c: httpx.Client, port: int, half_open: int) -> None:
+    tally = Tally()
+    print("issue 33 (the web server):")
+    for label, method, path, kw in R4_PROBES:
+        status, ms, text, r = _probe(c, method, path, **kw)
+        if r is not None and "location" in r.headers:
+            text = f"redirects to {r.headers['location']}"
+            status = 302
+        tally.refusal(label, status, ms, text)
+    raw = b"GET /api/v1/gpus HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+    t0 = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # httpx sends one Host
+        sock.sendall(raw)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    status = int(head.split()[1]) if head else None
+    tally.refusal(
+        "two Host headers (own, foreign)", status, (time.perf_counter() - t0) * 1e3, payload.decode("latin-1")[:160]
+    )
+    page = c.get("/plan")
+    framing = page.headers.get("x-frame-options") == "DENY" and "frame-ancestors 'none'" in page.headers.get(
+        "content-security-policy", ""
+    )
+    tally.refusal(
+        "GET /plan framing headers", 403 if framing else 200, 0.0, "X-Frame-Options DENY, CSP frame-ancestors 'none'"
+    )
+    print(f"  jobs started by the probes: {len(c.get('/api/v1/jobs').json())}")
+    tally.report("issue 33, web server")
+    _half_open(c, port, half_open)
+    _pd_emulator()
+
+
+def _half_open(c: httpx.Client, port: int, n: int) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, n + 256)), hard))
+    socks = []
+    try:
+        for i in range(n):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: localhost\r\n" if i % 2 else b"")
+            socks.append(s)
+        lat = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            c.get("/api/v1/health", timeout=30)
+            lat.append((time.perf_counter() - t0) * 1e3)
+        print(f"{n:,} half-open connections held: /health p50 {sorted(lat)[10]:.1f} ms, max {max(lat):.1f} ms")
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _pd_emulator() -> None:
+    """A prefill and a decode emulator (Llama-3.1-8B on an H100, a shared secret): bootstrap fields
+    that aim the decode server elsewhere or are malformed, the KV endpoint without the secret, and
+    six never-answering bootstraps before a real pair request."""
+    secret = "benchmark-pd-secret-0123456789"
+    pre_port, dec_port, quiet = _free_port(), _free_port(), socket.socket()
+    quiet.bind(("127.0.0.1", 0))
+    quiet.listen(64)  # accepts, never answers
+    quiet_port = quiet.getsockname()[1]
+    base = [
+        sys.executable,
+        "-m",
+        "servecap",
+        "emulate",
+        "-m",
+        "meta-llama/Llama-3.1-8B",
+        "-g",
+        "H100",
+        "--max-model-len",
+        "8192",
+    ]
+    env = {**os.environ, "SERVECAP_PD_SECRET": secret}
+    procs = [
+        subprocess.Popen(
+            [*base, "--role", role, "--port", str(p)], env=env, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+        )
+        for role, p in (("prefill", pre_port), ("decode", dec_port))
+    ]
+    tally = Tally()
+    try:
+        for p in (pre_port, dec_port):
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    httpx.get(f"http://127.0.0.1:{p}/health", timeout=2)
+                    break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline:
+                        raise SystemExit("servecap emulate did not start") from None
+                    time.sleep(0.2)
+        prompt = "x" * 4000
+        body = {"model": "meta-llama/Llama-3.1-8B", "prompt": prompt, "max_tokens": 4, "bootstrap_room": 1}
+        print("issue 33 (the P/D emulator):")
+        with httpx.Client(base_url=f"http://127.0.0.1:{dec_port}", timeout=30) as d:
+            cases = [
+                ("bootstrap_host 127.0.0.1:9999/injected/path?x=", {"bootstrap_host": f"127.0.0.1:{quiet_port}/injected/path?x=", "bootstrap_port": quiet_port}),
+                ("bootstrap_port missing", {"bootstrap_host": "127.0.0.1"}),
+                ("bootstrap_port 'abc'", {"bootstrap_host": "127.0.0.1", "bootstrap_port": "abc"}),
+                ("bootstrap_port 70000", {"bootstrap_host": "127.0.0.1", "bootstrap_port": 70000}),
+                ("a closed port", {"bootstrap_host": "127.0.0.1", "bootstrap_port": _free_port()}),
+            ]  # fmt: skip
+            for label, extra in cases:
+                status, ms, text, _r = _probe(d, "POST", "/v1/completions", json={**body, **extra})
+                tally.refusal(label, status, ms, text)
+        with httpx.Client(base_url=f"http://127.0.0.1:{pre_port}", timeout=30) as pc:
+            for label, kw in (("KV room without the secret", {}),
+                              ("tp=0", {"params": {"tp": 0}, "headers": {"Authorization": f"Bearer {secret}"}}),
+                              ("tp=-4", {"params": {"tp": -4}, "headers": {"Authorization": f"Bearer {secret}"}})):  # fmt: skip
+                status, ms, text, _r = _probe(pc, "GET", "/servecap/pd/kv/5", **kw)
+                tally.refusal(label, status, ms, text)
+        tally.report("issue 33, P/D emulator")
+        import asyncio
+
+        async def starve() -> None:
+            async with httpx.AsyncClient(timeout=60) as ac:
+                stuck = [
+                    asyncio.ensure_future(ac.post(f"http://127.0.0.1:{dec_port}/v1/completions",
+                                                  json={**body, "bootstrap_room": 100 + i, "bootstrap_host": "127.0.0.1", "bootstrap_port": quiet_port}))
+                    for i in range(6)
+                ]  # fmt: skip
+                await asyncio.sleep(1.0)
+                t0 = time.perf_counter()
+                pair = {**body, "bootstrap_room": 7, "bootstrap_host": "127.0.0.1", "bootstrap_port": pre_port}
+                _rp, rd = await asyncio.gather(
+                    ac.post(f"http://127.0.0.1:{pre_port}/v1/completions", json=pair),
+                    ac.post(f"http://127.0.0.1:{dec_port}/v1/completions", json=pair),
+                )
+                print(
+                    f"six never-answering bootstraps waiting: the next pair request {rd.status_code} in {(time.perf_counter() - t0) * 1e3:,.0f} ms"
+                )
+                for f in stuck:
+                    f.cancel()
+
+        asyncio.run(starve())
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # requests still waiting on the quiet peer
+                p.kill()
+                p.wait(timeout=10)
+        quiet.close()
 
 
 if __name__ == "__main__":

@@ -32,3 +32,9 @@ def allocate(payload: dict[str, Any], progress: Callable[[Progress], None]) -> d
     """Ask for ``bytes`` of memory at once (a job past the server's memory limit)."""
     block = bytearray(int(payload["bytes"]))
     return {"allocated": len(block)}
+
+
+def big(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
+    """A result of ``n`` time-series samples (time_s and one gauge)."""
+    n = int(payload["n"])
+    return {"timeseries": {"time_s": [0.05 * i for i in range(n)], "kv": [0.5] * n}, "n": n}

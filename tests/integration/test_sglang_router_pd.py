@@ -40,6 +40,7 @@ TTFT_TOLERANCE_S = 0.030  # absolute, on p50: measured 5-16 ms above (HTTP hops 
 # relative, on p50: measured within 1% of the simulated median over four runs (7.56-7.60 ms
 # against 7.55 ms; docs/fleet-accuracy.md, "Disaggregated prefill and decode")
 TPOT_TOLERANCE = 0.05
+PD_SECRET = ["--pd-secret", "pair-secret-for-the-router-test"]  # the pair's shared secret
 
 
 def _have_sglang_router() -> bool:
@@ -58,8 +59,8 @@ def pd_emulators() -> Iterator[tuple[list[str], list[str]]]:
             pytest.fail(message)
         pytest.skip(message)
     with (
-        ServerProcess([*MODEL, "--role", "prefill"], replicas=2) as prefill,
-        ServerProcess([*MODEL, "--role", "decode"], replicas=2) as decode,
+        ServerProcess([*MODEL, "--role", "prefill", *PD_SECRET], replicas=2) as prefill,
+        ServerProcess([*MODEL, "--role", "decode", *PD_SECRET], replicas=2) as decode,
     ):
         yield list(prefill.urls), list(decode.urls)
 

@@ -108,6 +108,12 @@ class Page:
         self.page.close()
 
 
+def run_from_link(pg: Any, form: str = "#form") -> None:
+    """A page opened from a link with state fills its form and waits: the user's click runs it."""
+    pg.wait_for_selector("#await-click")
+    pg.click(f"{form} button[type=submit]")
+
+
 @pytest.fixture()
 def desktop(browser: Any) -> Iterator[Page]:
     page = Page(browser, 1280)

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import pytest
 from click.testing import CliRunner
-from tests.web.conftest import Page
+from tests.web.conftest import Page, run_from_link
 
 from servecap.app.fleet_plan import fleet_plan, plan_request_from_dict
 from servecap.cli.main import cli
@@ -102,6 +102,7 @@ def test_a_shared_link_restores_the_plan(browser: Any, server_url: str, width: i
     try:
         pg = page.page
         pg.goto(f"{server_url}/fleet-plan?{urlencode(FORM)}")
+        run_from_link(pg)
         pg.wait_for_selector("#answer", timeout=120_000)
         assert pg.input_value("input[name=peak_rps]") == "30"
         selected = "[...document.querySelector('#%s').selectedOptions].map((o) => o.value)"
@@ -121,6 +122,7 @@ def test_bad_input_shows_the_cli_error(desktop: Page, server_url: str, tmp_path:
     assert out.exit_code != 0  # the CLI's entry point prints the ServecapError as its one line
     pg = desktop.page
     pg.goto(f"{server_url}/fleet-plan?{urlencode({**FORM, 'gpus': 'H9000'})}")
+    run_from_link(pg)
     pg.wait_for_selector("#error:not(.hidden)")
     text = pg.inner_text("#error")
     # the same refusal; the API also names where in the plan body the value sat
@@ -137,6 +139,7 @@ def test_the_form_plans_a_70b_with_tp_and_weights_dtype(desktop: Page, server_ur
     form = {**FORM, "model": "meta-llama/Llama-3.1-70B", "gpus": "H100-SXM", "tp": "4", "weights_dtype": "fp8"}
     with pg.expect_request(lambda r: r.method == "POST" and "/api/v1/fleet/plan" in r.url) as req:
         pg.goto(f"{server_url}/fleet-plan?{urlencode(form)}")
+        run_from_link(pg)
     body = json.loads(req.value.post_data or "{}")
     plan = body.get("plan", body)
     assert plan["model"] == "meta-llama/Llama-3.1-70B"

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 def _filled(desktop: Page, url: str, selector: str) -> str:
     pg = desktop.page
     pg.goto(url, wait_until="load")
-    pg.wait_for_function(f"document.querySelector({selector!r}).value !== ''", timeout=30_000)
+    pg.wait_for_function(f"() => document.querySelector({selector!r}).value !== ''", timeout=30_000)
     return pg.input_value(selector)
 
 
@@ -26,7 +26,7 @@ def test_forms_show_the_requests_defaults(desktop: Page, server_url: str) -> Non
     assert desktop.page.input_value("input[name=prompt_tokens]") == str(plan.prompt_tokens)
     assert _filled(desktop, f"{server_url}/compare", "input[name=counts]") == ",".join(map(str, compare.counts))
     assert desktop.page.input_value("input[name=kv_dtypes]") == ",".join(compare.kv_dtypes)
-    desktop.page.wait_for_function(f"document.querySelector('#model').value === {compare.model!r}")
+    desktop.page.wait_for_function(f"() => document.querySelector('#model').value === {compare.model!r}")
     assert _filled(desktop, f"{server_url}/simulate", "input[name=seed]") == str(sim.seed)
     assert desktop.page.input_value("input[name=output_tokens]") == str(sim.output_tokens)
     assert desktop.page.input_value("input[name=num_requests]") == ""  # the server's 1,000, as the CLI's

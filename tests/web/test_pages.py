@@ -13,7 +13,7 @@ from urllib.request import urlopen
 
 import pytest
 from click.testing import CliRunner
-from tests.web.conftest import Page
+from tests.web.conftest import Page, run_from_link
 
 from servecap.cli.main import cli
 from servecap.web import PAGES
@@ -37,7 +37,7 @@ def test_every_page_loads_without_console_errors(browser: Any, server_url: str, 
     page = Page(browser, width)
     try:
         page.page.goto(f"{server_url}/{name}", wait_until="load")
-        page.page.wait_for_function("document.querySelector('#model, select[name=kind]').options.length > 1")
+        page.page.wait_for_function("() => document.querySelector('#model, select[name=kind]').options.length > 1")
         assert page.page.locator("header nav a.current").inner_text()
         page.shot(f"{name}-{'desktop' if width > 800 else 'phone'}")
         assert page.errors == []
@@ -126,6 +126,7 @@ def test_a_simulation_shows_progress_then_its_result(desktop: Page, server_url: 
         }
     )
     pg.goto(f"{server_url}/simulate?{query}")
+    run_from_link(pg)
     pg.wait_for_selector("#progress:not(.hidden)", timeout=30_000)
     pg.wait_for_selector("#answer", timeout=120_000)
     want = _cli(
@@ -169,6 +170,7 @@ def test_a_fleet_run_shows_replicas_scaling(desktop: Page, server_url: str) -> N
     )
     pg = desktop.page
     pg.goto(f"{server_url}/fleet?{query}")
+    run_from_link(pg)
     pg.wait_for_selector("#answer", timeout=120_000)
     assert re.search(r"([\d,]+) of \1 requests served", pg.inner_text("#answer"))
     assert pg.locator("#result table tr").count() >= 3  # the header and more than one replica: it scaled up
@@ -200,6 +202,7 @@ def test_capacity_page_headline_is_the_clis(desktop: Page, server_url: str) -> N
     args = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100-SXM", "max_model_len": "4096", "rate": "30",
             "ttft_slo_ms": "1000", "tpot_slo_ms": "50", "mode": "capacity"}  # fmt: skip
     pg.goto(f"{server_url}/simulate?{urlencode(args)}")
+    run_from_link(pg)
     pg.wait_for_selector("#capacity", timeout=120_000)
     want = _cli("capacity", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "4096", "--rate", "30",
                 "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50")  # fmt: skip

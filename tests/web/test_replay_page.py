@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from tests.monitor.test_replay import FLEET, _store
-from tests.web.conftest import Page
+from tests.web.conftest import Page, run_from_link
 
 from servecap.cli.main import cli
 from servecap.monitor.history import load_history
@@ -38,6 +38,7 @@ def test_runs_page_replays_a_monitor_session(desktop: Page, server_url: str, ser
     # a shared link with the fleet file and seed: the CLI's answer
     link = urlencode({"session": session, "seed": "3", "fleet": json.dumps(yaml.safe_load(FLEET))})
     pg.goto(f"{server_url}/runs?{link}")
+    run_from_link(pg, "#replay-form")
     pg.wait_for_selector("#replay-plot .main-svg", timeout=120_000)
     assert int(pg.inner_text("#replay-events")) == len(want["scale_events"]) >= 1
     answer = pg.inner_text("#replay-answer")

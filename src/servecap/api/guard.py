@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.exceptions import HTTPException
 
@@ -77,12 +78,72 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def _hostname(host_header: str) -> str:
-    """``example.com:8080`` -> ``example.com``; ``[::1]:80`` -> ``::1``."""
-    text = host_header.strip().lower()
-    if text.startswith("["):
-        return text[1 : text.find("]")] if "]" in text else text
-    return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
+MIN_TOKEN_CHARS = 16
+_COOKIE_UNSAFE = frozenset('",;\\')
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot guard the server, or None. A token is at least 16 visible ASCII
+    characters (RFC 5234 VCHAR, 0x21-0x7E: no space, tab or newline, which headers trim or
+    split) and none of ``" , ; \\``, which a cookie value cannot carry unquoted (RFC 6265 4.1.1)."""
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"must be at least {MIN_TOKEN_CHARS} characters"
+    bad = next((c for c in token if not "\x21" <= c <= "\x7e" or c in _COOKIE_UNSAFE), None)
+    if bad is not None:
+        return f'must be visible ASCII characters, no whitespace and none of " , ; \\ (found {bad!r})'
+    return None
+
+
+_AUTHORITY = re.compile(r"(\[[^\[\]]*\]|[^:\[\]]*)(?::([0-9]{1,5}))?")
+_REG_NAME = re.compile(r"[a-z0-9_](?:[a-z0-9_.\-]{0,252})")
+_ORIGIN = re.compile(r"(https?)://(.*)")
+_MAX_HOST_CHARS = 300
+
+
+def parse_authority(text: str) -> tuple[str, int | None] | None:
+    """``Host``'s value as RFC 9110 section 7.2 reads it (``uri-host [ ":" port ]``, RFC 3986's
+    grammar): ``(hostname, port)``, lower-cased, brackets gone, or None when it is not exactly that.
+
+    Narrower than RFC 3986 where browsers never go further: a name is a DNS name (letters,
+    digits, ``-``, ``.``, ``_``; no percent-encoding, no sub-delims), an IP literal is an IPv6
+    address (no zone, no IPvFuture), and a port is 1-65535 (an empty port is refused). Nothing may
+    follow: ``localhost:80@evil.example`` and ``[::1]evil.example`` are not a host and a port.
+    """
+    if len(text) > _MAX_HOST_CHARS:
+        return None
+    found = _AUTHORITY.fullmatch(text.lower())
+    if found is None:
+        return None
+    host, port_text = found.group(1), found.group(2)
+    port = None
+    if port_text is not None:
+        port = int(port_text)
+        if not 1 <= port <= 65535:
+            return None
+    if host.startswith("["):
+        inner = host[1:-1]
+        if "%" in inner:  # a zone id (RFC 6874) names an interface of the client, not this server
+            return None
+        try:
+            ipaddress.IPv6Address(inner)
+        except ValueError:
+            return None
+        return inner, port
+    if _REG_NAME.fullmatch(host) is None:
+        return None
+    return host, port
+
+
+def parse_origin(text: str) -> tuple[str, str, int | None] | None:
+    """``Origin``'s value as RFC 6454 section 7 serialises it (``scheme "://" host [ ":" port ]``,
+    nothing after, not even ``/``): ``(scheme, hostname, port)``, or None (``null`` included)."""
+    found = _ORIGIN.fullmatch(text.lower())
+    if found is None:
+        return None
+    authority = parse_authority(found.group(2))
+    if authority is None:
+        return None
+    return found.group(1), authority[0], authority[1]
 
 
 def _is_ip(name: str) -> bool:
@@ -119,14 +180,27 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = _headers(scope)
+        send = _secured(send, scope["path"])
+        headers, counts = _headers(scope)
         host = headers.get("host", "")
-        if not self.host_allowed(_hostname(host)):
+        if counts.get("host", 0) != 1:
+            await _refuse(send, 400, "host", f"{counts.get('host', 0)} Host headers", "a request carries exactly one")
+            return
+        authority = parse_authority(host)
+        if authority is None:
+            await _refuse(
+                send, 400, "host", host, "not a host name or IP address with an optional port 1-65535 (RFC 9110 7.2)"
+            )
+            return
+        if not self.host_allowed(authority[0]):
             await _refuse(
                 send, 403, "host", host, "this server does not answer to that Host name (add it with --allowed-host)"
             )
             return
         origin = headers.get("origin")
+        if counts.get("origin", 0) > 1:
+            await _refuse(send, 400, "origin", f"{counts['origin']} Origin headers", "a request carries at most one")
+            return
         if scope["method"] in UNSAFE_METHODS and origin is not None and not self._same_site(origin, host):
             await _refuse(send, 403, "origin", origin, "cross-site requests are refused")
             return
@@ -165,15 +239,14 @@ class Guard:
         await self.app(scope, _counting(receive, limit), send)
 
     def _same_site(self, origin: str, host: str) -> bool:
-        try:
-            parts = urlsplit(origin)
-            hostname = (parts.hostname or "").lower()
-        except ValueError:  # "http://[" and the like
+        """Whether ``origin`` is this server's own (exactly the origin its pages were served from:
+        the scheme's ``//`` and the request's ``Host``, nothing else), or a --allowed-host name."""
+        parsed = parse_origin(origin)
+        if parsed is None:  # "null" (a sandboxed frame, a file:// page), a path, userinfo, ...
             return False
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            return False  # "null" (a sandboxed frame, a file:// page) and the like
-        # the pages are served from this origin; another origin only when named with --allowed-host
-        return parts.netloc.lower() == host.lower() or hostname in self.extra
+        _scheme, hostname, _port = parsed
+        own = origin.lower().split("://", 1)[1] == host.lower()
+        return own or hostname in self.extra
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         token = self.settings.token
@@ -195,11 +268,15 @@ def _same(given: str, token: str) -> bool:
     return secrets.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
 
 
-def _headers(scope: Scope) -> dict[str, str]:
+def _headers(scope: Scope) -> tuple[dict[str, str], dict[str, int]]:
+    """The request's headers (the first of each name) and how many times each name came."""
     out: dict[str, str] = {}
+    counts: dict[str, int] = {}
     for key, value in scope.get("headers", ()):
-        out.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
-    return out
+        name = key.decode("latin-1").lower()
+        out.setdefault(name, value.decode("latin-1"))
+        counts[name] = counts.get(name, 0) + 1
+    return out, counts
 
 
 def _query_token(scope: Scope) -> str | None:
@@ -208,6 +285,58 @@ def _query_token(scope: Scope) -> str | None:
         if key == "token":
             return str(value)
     return None
+
+
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "connect-src 'self'; font-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+"""The pages' Content-Security-Policy: every script, request and frame from this server alone (no
+inline script), never framed by another page. Inline styles are allowed: plotly.js sets them on
+the elements it draws (a ``style`` attribute is no script)."""
+
+DOCS_CSP = "frame-ancestors 'none'; object-src 'none'; base-uri 'none'"
+"""FastAPI's /docs and /redoc load their viewers from a CDN with an inline script: never framed."""
+
+_DOCS_PATHS = ("/docs", "/redoc")
+
+
+def _secured(send: Send, path: str) -> Send:
+    """``send`` that adds the security headers to every response (refusals included) and keeps a
+    ``Location`` to a relative path of the app."""
+    csp = DOCS_CSP if path.startswith(_DOCS_PATHS) else PAGE_CSP
+    added = [
+        (b"x-frame-options", b"DENY"),
+        (b"content-security-policy", csp.encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"no-referrer"),
+    ]
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = []
+            for key, value in message.get("headers", ()):
+                if bytes(key).lower() == b"location":
+                    value = _relative_location(bytes(value))
+                headers.append((key, value))
+            message = {**message, "headers": [*headers, *added]}
+        await send(message)
+
+    return wrapped
+
+
+def _relative_location(value: bytes) -> bytes:
+    """A redirect leaves only for a path of this app: an absolute or protocol-relative URL (``//``,
+    ``/\\``) is cut to its path."""
+    text = value.decode("latin-1")
+    if text.startswith("/") and not text.startswith(("//", "/\\")):
+        return value
+    rest = text.split("://", 1)[1] if "://" in text else text.lstrip("/\\")
+    if "://" in text:  # drop the authority
+        rest = rest[rest.find("/") :] if "/" in rest else ""
+    path, _, query = rest.partition("?")
+    return (app_path(path) + (f"?{query}" if query else "")).encode("latin-1")
 
 
 def _counting(receive: Receive, limit: int) -> Receive:
@@ -249,9 +378,16 @@ async def _refuse(
     await send({"type": "http.response.body", "body": body})
 
 
+def app_path(path: str) -> str:
+    """``path`` as a relative path of this app: one leading ``/``, every byte outside RFC 3986's
+    path characters percent-encoded, so ``//evil.example/`` (protocol-relative, another site) or
+    ``/\\evil.example`` (read as ``//`` by browsers) becomes ``/evil.example/``, a path here."""
+    return "/" + quote(path, safe="/-._~!$&'()*+,;=:@").lstrip("/")
+
+
 async def _redirect_with_cookie(send: Send, scope: Scope, token: str) -> None:
     query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")) if k != "token"]
-    location = scope["path"] + (f"?{urlencode(query)}" if query else "")
+    location = app_path(scope["path"]) + (f"?{urlencode(query)}" if query else "")
     cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
     headers = [
         (b"location", location.encode("latin-1")),

@@ -83,7 +83,9 @@ def check_simulate_body(body: SimulateBody, limits: WorkLimits) -> None:
     check_workload(spec, limits, where="")  # the body's own field names
 
 
-def check_fleet_body(body: FleetSimulateBody, upload_dir: Path, limits: WorkLimits) -> None:
+def check_fleet_body(
+    body: FleetSimulateBody, upload_dir: Path, limits: WorkLimits, max_result_bytes: int | None = None
+) -> None:
     """Refuse a fleet body before queueing it: the files' own one-line errors, any file path or
     non-catalog model (``upload:<id>`` names rewritten to the uploads' files in ``body``), and
     work past the API's limits (app/limits.py)."""
@@ -97,7 +99,21 @@ def check_fleet_body(body: FleetSimulateBody, upload_dir: Path, limits: WorkLimi
     check_spec(workload, body.workload, "workload", upload_dir)
     fleet = fleet_from_dict(dict(body.fleet))  # with uploads resolved
     check_fleet_work(fleet, workload, limits)
+    _check_fleet_result(fleet, max_result_bytes)
     build_fleet(fleet)  # router names, pool settings, deployments: their one-line errors now
+
+
+def _check_fleet_result(fleet: Any, max_result_bytes: int | None) -> None:
+    """A fleet job's result estimated before it runs (api/result_size.py): a row per replica it may
+    run, downsampled time series per pool."""
+    from servecap.api.result_size import check_result_bytes, estimate_fleet_result_bytes
+
+    replicas = 0
+    for p in fleet.pools:
+        most = p.replicas if p.replicas is not None else 1
+        replicas += max(most, p.autoscaler.max_replicas) if p.autoscaler is not None else most
+    estimate = estimate_fleet_result_bytes(replicas, 1 + len(fleet.pools))
+    check_result_bytes(estimate, max_result_bytes, "fleet.pools.replicas", replicas)
 
 
 def fleet_simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:

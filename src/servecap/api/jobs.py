@@ -18,8 +18,11 @@ it is queued (app/limits.py); these two catch what sizing cannot foresee.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import json
 import multiprocessing
+import os
 import secrets
 import time
 import traceback
@@ -58,6 +61,16 @@ class Job:
     version: int = 0  # bumped on every change; listeners wait for it to move
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     process: Any = None
+    result_json: bytes | None = None  # the result as the job's process serialised it
+
+    def snapshot_json(self) -> bytes:
+        """:meth:`snapshot` as JSON, the result spliced in as the job serialised it (a large
+        result is never encoded again on the server's event loop)."""
+        head = json.dumps({**self.snapshot(), "result": None}).encode()
+        if self.state != DONE or self.result_json is None:
+            return head
+        assert head.endswith(b'"result": null}')
+        return head[: -len(b"null}")] + self.result_json + b"}"
 
     def snapshot(self) -> dict[str, Any]:
         """The job as the API shows it (``result`` only once done)."""
@@ -79,9 +92,25 @@ class Job:
         self.changed = asyncio.Event()
 
 
-def _child(fn: JobFn, payload: dict[str, Any], conn: Connection, memory_bytes: int | None = None) -> None:
-    """Runs in the job's process: cap its memory, call ``fn``, stream progress, send the outcome."""
+JOB_NICENESS = 10
+"""How much lower a job's process runs than the server's (``os.nice``): with every core busy with
+jobs, the event loop still answers ``/health`` and cached plans at once."""
+
+
+def _child(
+    fn: JobFn,
+    payload: dict[str, Any],
+    conn: Connection,
+    memory_bytes: int | None = None,
+    max_result_bytes: int | None = None,
+) -> None:
+    """Runs in the job's process: lower its priority, cap its memory, call ``fn``, stream
+    progress, send the outcome (its time series downsampled for the web, its size capped)."""
+    from servecap.api.result_size import downsample
+
     last = [0.0]
+    with contextlib.suppress(OSError):  # not permitted here: the job runs at the server's priority
+        os.nice(JOB_NICENESS)
     if memory_bytes is not None:
         import resource
 
@@ -96,7 +125,17 @@ def _child(fn: JobFn, payload: dict[str, Any], conn: Connection, memory_bytes: i
             conn.send(("progress", asdict(p)))
 
     try:
-        conn.send(("done", fn(payload, progress)))
+        data = json.dumps(downsample(fn(payload, progress)), allow_nan=False).encode()
+        if max_result_bytes is not None and len(data) > max_result_bytes:
+            conn.send(
+                (
+                    "failed",
+                    f"result={len(data) / 1e6:,.1f} MB: over the server's limit of {max_result_bytes / 1e6:,.1f} MB "
+                    "(servecap serve --max-result-mb); ask for less (fewer replicas, a shorter run)",
+                )
+            )
+        else:
+            conn.send(("done", data))
     except ServecapError as exc:
         conn.send(("failed", str(exc)))
     except MemoryError:
@@ -109,6 +148,15 @@ def _child(fn: JobFn, payload: dict[str, Any], conn: Connection, memory_bytes: i
         conn.close()
 
 
+def _receive(recv: Connection) -> tuple[str, Any]:
+    """The next message from a job's process; a result arrives as JSON and is parsed here (in a
+    thread, off the event loop): ``(bytes, dict)``."""
+    kind, value = recv.recv()
+    if kind == "done":
+        return kind, (value, json.loads(value))
+    return kind, value
+
+
 class JobManager:
     def __init__(
         self,
@@ -118,12 +166,14 @@ class JobManager:
         keep_finished: int = 200,
         timeout_s: float | None = None,
         memory_bytes: int | None = None,
+        max_result_bytes: int | None = None,
     ) -> None:
         if max_running < 1:
             raise ServecapError("max_running", max_running, "must be at least 1")
         self.max_running = max_running
         self.timeout_s = timeout_s
         self.memory_bytes = memory_bytes
+        self.max_result_bytes = max_result_bytes
         self.max_queued = max_queued
         self.keep_finished = keep_finished
         self._jobs: OrderedDict[str, Job] = OrderedDict()
@@ -190,7 +240,9 @@ class JobManager:
             if job.state in FINAL:  # cancelled while queued
                 return
             recv, send = self._ctx.Pipe(duplex=False)
-            proc = self._ctx.Process(target=_child, args=(fn, job.payload, send, self.memory_bytes), daemon=True)
+            proc = self._ctx.Process(
+                target=_child, args=(fn, job.payload, send, self.memory_bytes, self.max_result_bytes), daemon=True
+            )
             try:
                 proc.start()
             except Exception as exc:  # no process (out of processes or memory): the job fails, others go on
@@ -224,14 +276,15 @@ class JobManager:
     async def _pump(self, job: Job, recv: Connection) -> None:
         while job.state not in FINAL:
             try:
-                kind, value = await asyncio.to_thread(recv.recv)
+                kind, value = await asyncio.to_thread(_receive, recv)
             except (EOFError, OSError):
                 return
             if kind == "progress":
                 job.progress = value
                 job.touch()
             elif kind == "done":
-                self._finish(job, DONE, result=value)
+                job.result_json = value[0]
+                self._finish(job, DONE, result=value[1])
             else:
                 self._finish(job, FAILED, error=str(value))
 

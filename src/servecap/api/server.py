@@ -10,10 +10,11 @@ request passes the guard first (api/guard.py); every failure leaves in the one e
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -52,6 +53,7 @@ from servecap.api.plan_compute import warm as warm_plan_worker
 from servecap.api.plan_worker import PlanWorker
 from servecap.api.replay_job import ReplayBody, check_replay_body, list_sessions, replay_job
 from servecap.api.stored import DamagedRun, check_stored_deployment, stored
+from servecap.api.strict_json import BadBody, StrictJsonRoute
 from servecap.api.uploads import UploadQuota, store_config
 from servecap.app.fleet_plan.lever_lists import LeverLists, lever_lists
 from servecap.app.limits import API_LIMITS, WorkLimits
@@ -78,6 +80,9 @@ class ServeSettings:
     limits: WorkLimits = API_LIMITS  # the work one job may ask for (app/limits.py)
     job_timeout_s: float = 900.0  # a job still running after this is stopped (failed)
     job_memory_bytes: int | None = 4 * 1024**3  # address space of a job's process (None: unlimited)
+    max_result_bytes: int | None = (
+        64 * 1024**2
+    )  # a job's result, estimated before and capped after (api/result_size.py)
 
     @property
     def upload_dir(self) -> Path:
@@ -122,6 +127,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         lifespan=lifespan,
     )
 
+    app.router.route_class = StrictJsonRoute  # UTF-8 JSON bodies, every key once (api/strict_json.py)
+    app.router.redirect_slashes = False  # no redirect the path did not ask for (/static/plan.html%2f: 404)
     app.add_middleware(Guard, settings=settings.guard)
 
     def jobs() -> JobManager:
@@ -132,6 +139,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 max_queued=settings.max_queued_jobs,
                 timeout_s=settings.job_timeout_s,
                 memory_bytes=settings.job_memory_bytes,
+                max_result_bytes=settings.max_result_bytes,
             )
         return jobs_holder["jobs"]
 
@@ -141,6 +149,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
             return _error(429, exc)
         if isinstance(exc, DamagedRun):
             return _error(422, exc)
+        if isinstance(exc, BadBody):
+            return _error(exc.status, exc)
         missing = exc.field == "job_id" or (exc.field == "run" and exc.problem.startswith(("no such", "no runs")))
         return _error(404 if missing else 400, exc)
 
@@ -240,6 +250,15 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     # -- jobs -----------------------------------------------------------------------------------
 
+    check_slot = asyncio.Semaphore(1)
+
+    async def checked(check: Callable[..., None], *args: Any) -> None:
+        """Run a body's check in a thread, one at a time: a check is pure Python (it holds the
+        interpreter lock while it runs), so with one at a time the event loop takes the lock back
+        every switch interval and answers /health between its slices."""
+        async with check_slot:
+            await asyncio.to_thread(check, *args)
+
     def accepted(kind: str, fn: JobFn, payload: dict[str, Any]) -> JSONResponse:
         """Queue a job; 202 with its snapshot and where to follow it."""
         job = jobs().submit(kind, fn, payload)
@@ -255,7 +274,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/simulate", status_code=202)
     async def simulate(body: SimulateBody) -> JSONResponse:
         """Start ``servecap simulate`` as a job; its result is ``simulate --json`` plus the time series."""
-        check_simulate_body(body, settings.limits)  # capacity's probes are sized in the job, with its plan
+        # every check off the event loop (a thread): /health answers while a body is sized
+        await checked(check_simulate_body, body, settings.limits)  # capacity's probes: in the job
         payload = engine_payload(body)
         payload["_db"] = str(settings.db) if settings.db is not None else None  # the run is stored
         return accepted("simulate", simulate_job, payload)
@@ -268,7 +288,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/fleet/simulate", status_code=202)
     async def fleet_simulate(body: FleetSimulateBody) -> JSONResponse:
         """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
-        check_fleet_body(body, settings.upload_dir, settings.limits)
+        await checked(check_fleet_body, body, settings.upload_dir, settings.limits, settings.max_result_bytes)
         return accepted("fleet-simulate", fleet_simulate_job, {**body.model_dump(), "_limits": settings.limits})
 
     @app.get(f"{API}/fleet/plan/levers")
@@ -279,7 +299,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/fleet/plan", status_code=202)
     async def fleet_plan(body: FleetPlanBody) -> JSONResponse:
         """Start ``servecap fleet plan`` as a job; its result is ``fleet plan --json``."""
-        check_fleet_plan_body(body, settings.upload_dir, settings.limits)
+        await checked(check_fleet_plan_body, body, settings.upload_dir, settings.limits)
         return accepted("fleet-plan", fleet_plan_job, {**body.model_dump(), "_limits": settings.limits})
 
     @app.get(f"{API}/monitor/sessions")
@@ -290,16 +310,17 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post(f"{API}/monitor/replay", status_code=202)
     async def monitor_replay(body: ReplayBody) -> JSONResponse:
         """Start ``servecap monitor replay`` of a session through a fleet as a job."""
-        check_replay_body(body, settings.db, settings.upload_dir, settings.limits)
+        # the history is read and sized in a thread: a long recording never holds the event loop
+        await checked(check_replay_body, body, settings.db, settings.upload_dir, settings.limits)
         return accepted("monitor-replay", replay_job, {**body.model_dump(), "_db": str(settings.db)})
 
     @app.get(f"{API}/jobs")
     async def list_jobs() -> list[dict[str, Any]]:
         return [{**j.snapshot(), "result": None} for j in jobs().list()]
 
-    @app.get(f"{API}/jobs/{{job_id}}")
-    async def get_job(job_id: str) -> dict[str, Any]:
-        return jobs().get(job_id).snapshot()
+    @app.get(f"{API}/jobs/{{job_id}}", response_class=JSONResponse)
+    async def get_job(job_id: str) -> Response:
+        return Response(content=jobs().get(job_id).snapshot_json(), media_type="application/json")
 
     @app.delete(f"{API}/jobs/{{job_id}}")
     async def cancel_job(job_id: str) -> dict[str, Any]:
@@ -312,9 +333,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         manager.get(job_id)  # 404 before the stream starts
 
         async def stream() -> AsyncIterator[bytes]:
+            job = manager.get(job_id)
             async for snap in manager.events(job_id):
                 kind = snap["state"] if snap["state"] in ("done", "failed", "cancelled") else "progress"
-                yield f"event: {kind}\ndata: {json.dumps(snap)}\n\n".encode()
+                data = job.snapshot_json() if kind == "done" else json.dumps({**snap, "result": None}).encode()
+                yield f"event: {kind}\ndata: ".encode() + data + b"\n\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

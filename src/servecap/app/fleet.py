@@ -17,7 +17,16 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, with_config
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+    with_config,
+)
 from typing_extensions import TypedDict
 
 from servecap.app.json_object import JsonObject
@@ -43,6 +52,21 @@ from servecap.policy.pd_router import PD_PRESETS
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.progress import ProgressFn
 from servecap.results.summary_json import RunSummaryJson
+from servecap.specs.bounds import (
+    AUTOSCALER_INTERVAL_S,
+    AUTOSCALER_WINDOW_S,
+    COLD_START_PHASE_S,
+    KV_LINK_BANDWIDTH_GB_S,
+    KV_LINK_LATENCY_US,
+    KV_LINK_OVERHEAD_US,
+    LOAD_BANDWIDTH_GB_S,
+    PHASE_CV,
+    PREDICTIVE_STEP_S,
+    SCRAPE_INTERVAL_MS,
+    TIMESERIES_INTERVAL_S,
+    Bound,
+    check_scrape_interval_ms,
+)
 from servecap.specs.engines import ENGINE_PROFILES
 from servecap.specs.perf import Slo
 from servecap.workload import WorkloadSpec, traffic_classes
@@ -63,6 +87,17 @@ class _Model(BaseModel):
 
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
+    @field_validator("*")
+    @classmethod
+    def _in_range(cls, v: Any, info: ValidationInfo) -> Any:
+        """A field made with :func:`_within` holds a number in its range, refused with the reason."""
+        extra = cls.model_fields[str(info.field_name)].json_schema_extra
+        if isinstance(extra, dict) and "x-bound" in extra and isinstance(v, int | float) and not isinstance(v, bool):
+            low, high = float(extra["minimum"]), float(extra["maximum"])  # type: ignore[arg-type]
+            if not low <= v <= high:
+                raise ValueError(f"must be {extra['x-bound']}")
+        return v
+
 
 class _Out(BaseModel):
     """A response's model (a computed figure may be infinite)."""
@@ -70,9 +105,15 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _within(bound: Bound, default: Any = ...) -> Any:
+    """A field in ``bound``'s range, its reason in the schema (servecap.specs.bounds)."""
+    extra = {"minimum": bound.low, "maximum": bound.high, "x-bound": bound.describe()}
+    return Field(default=default, description=bound.describe(), json_schema_extra=extra)  # type: ignore[arg-type]
+
+
 class PhaseModel(_Model):
-    mean_s: float = Field(ge=0)
-    cv: float = Field(default=0.0, ge=0)
+    mean_s: float = _within(COLD_START_PHASE_S)
+    cv: float = _within(PHASE_CV, 0.0)
 
 
 class ColdStartModel(_Model):
@@ -80,7 +121,7 @@ class ColdStartModel(_Model):
 
     provisioning: PhaseModel | float = PhaseModel(mean_s=60.0, cv=0.3)
     image_pull: PhaseModel | float = PhaseModel(mean_s=45.0, cv=0.3)
-    load_bandwidth_gb_s: float = Field(default=2.0, gt=0)
+    load_bandwidth_gb_s: float = _within(LOAD_BANDWIDTH_GB_S, 2.0)
     compile: PhaseModel | float = PhaseModel(mean_s=30.0, cv=0.2)
     warmup: PhaseModel | float = PhaseModel(mean_s=10.0, cv=0.2)
 
@@ -88,8 +129,8 @@ class ColdStartModel(_Model):
         def ph(p: PhaseModel | float, name: str) -> Phase:
             if isinstance(p, PhaseModel):
                 return Phase(p.mean_s, p.cv)
-            if p < 0:
-                raise ServecapError(f"cold_start.{name}", p, "must be >= 0")
+            if not COLD_START_PHASE_S.low <= p <= COLD_START_PHASE_S.high:
+                raise ServecapError(f"cold_start.{name}", p, f"must be {COLD_START_PHASE_S.describe()}")
             return Phase(float(p))
 
         return ColdStart(
@@ -110,8 +151,8 @@ class PredictiveModel(_Model):
     """Scale ahead of the workload's rate curve (``servecap.fleet.predictive``)."""
 
     req_s_per_replica: float = Field(gt=0)
-    lead_s: float | None = Field(default=None, ge=0)  # default: the pool's mean cold start
-    step_s: float = Field(default=60.0, gt=0)
+    lead_s: float | None = _within(COLD_START_PHASE_S, None)  # default: the pool's mean cold start
+    step_s: float = _within(PREDICTIVE_STEP_S, 60.0)
     headroom: float = Field(default=1.0, gt=0)
 
 
@@ -135,15 +176,17 @@ class AutoscalerModel(_Model):
     options: dict[str, float] = Field(default_factory=dict)
     signal: str | None = Field(default=None, json_schema_extra={"enum": [*SIGNALS, None]})
     target: float | None = Field(default=None, gt=0)
-    interval_s: float | None = Field(default=None, gt=0)
+    interval_s: float | None = _within(AUTOSCALER_INTERVAL_S, None)
     min_replicas: int = Field(default=1, ge=0, le=MAX_POOL_REPLICAS)
     max_replicas: int = Field(ge=1, le=MAX_POOL_REPLICAS)
-    upscale_stabilization_s: float | None = Field(default=None, ge=0)
-    downscale_stabilization_s: float | None = Field(default=None, ge=0)
+    upscale_stabilization_s: float | None = _within(AUTOSCALER_WINDOW_S, None)
+    downscale_stabilization_s: float | None = _within(AUTOSCALER_WINDOW_S, None)
     max_step_up: int | None = Field(default=None, ge=1)
     max_step_down: int | None = Field(default=None, ge=1)
     tolerance: float | None = Field(default=None, ge=0, lt=1)
-    window_s: float | None = Field(default=None, gt=0)
+    window_s: float | None = Field(
+        default=None, gt=0, le=AUTOSCALER_WINDOW_S.high, description=AUTOSCALER_WINDOW_S.describe()
+    )
     schedule: list[ScheduleEntry] = Field(default_factory=list)
     predictive: PredictiveModel | None = None
 
@@ -258,9 +301,9 @@ class KvLinkModel(_Model):
     """A P/D fleet's KV link (servecap.fleet.pd_spec.KvLinkSpec)."""
 
     kind: Literal["nvlink", "infiniband", "roce", "tcp"] = "infiniband"
-    bandwidth_gb_s: float | None = Field(default=None, gt=0)
-    latency_us: float | None = Field(default=None, ge=0)
-    overhead_us: float | None = Field(default=None, ge=0)
+    bandwidth_gb_s: float | None = _within(KV_LINK_BANDWIDTH_GB_S, None)
+    latency_us: float | None = _within(KV_LINK_LATENCY_US, None)
+    overhead_us: float | None = _within(KV_LINK_OVERHEAD_US, None)
     scope: Literal["per-gpu", "shared"] = "per-gpu"
     streaming: bool = False
 
@@ -283,7 +326,14 @@ class PdRouterModel(_Model):
 class RouterModel(_Model):
     name: str = Field(default=DEFAULT_ROUTER, json_schema_extra={"enum": list(ROUTERS)})
     settings: dict[str, float | int | None] = Field(default_factory=dict)
-    scrape_interval_ms: float = Field(default=0.0, ge=0)
+    scrape_interval_ms: float = Field(
+        default=0.0, ge=0, le=SCRAPE_INTERVAL_MS.high, description="0 or " + SCRAPE_INTERVAL_MS.describe()
+    )
+
+    @field_validator("scrape_interval_ms")
+    @classmethod
+    def _scrape(cls, v: float) -> float:
+        return check_scrape_interval_ms(v)
 
 
 class SloModel(_Model):
@@ -297,7 +347,7 @@ class FleetFile(_Model):
     on_failure: Literal["retry", "fail"] = "retry"
     max_retries: int = Field(default=2, ge=0)
     slo: SloModel | None = None
-    timeseries_interval_s: float | None = Field(default=None, gt=0)
+    timeseries_interval_s: float | None = _within(TIMESERIES_INTERVAL_S, None)
     gateway: GatewayConfig | None = None  # docs/gateway.md
     kv_link: KvLinkModel | None = None  # a P/D fleet's link
     pd_router: PdRouterModel | str | None = None  # a P/D fleet's router: a preset of PD_PRESETS, or per side
@@ -316,6 +366,13 @@ class FleetFile(_Model):
         if not isinstance(v, dict):
             raise ServecapError("gateway", v, "must be a mapping (see docs/gateway.md)")
         return gateway_from_dict(v)
+
+    @model_validator(mode="after")
+    def _layout(self) -> FleetFile:
+        from servecap.fleet.pd_spec import check_pd_layout
+
+        check_pd_layout(self.pools)  # a P/D fleet's roles, model, replicas and engine (one line)
+        return self
 
     def router_model(self) -> RouterModel:
         return RouterModel(name=self.router) if isinstance(self.router, str) else self.router

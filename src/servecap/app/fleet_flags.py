@@ -14,7 +14,7 @@ import typing
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servecap.app.flags import DeploymentFlags
 from servecap.app.fleet import FleetFile, fleet_from_dict, load_fleet_file
@@ -59,6 +59,14 @@ class FleetFlags(BaseModel):
     price_per_gpu_hour: float | None = Field(default=None, ge=0)
     router: str | None = Field(default=None, json_schema_extra={"enum": list(ROUTERS)})
     scrape_interval_ms: float | None = Field(default=None, ge=0)
+
+    @field_validator("scrape_interval_ms")
+    @classmethod
+    def _scrape(cls, v: float | None) -> float | None:
+        from servecap.specs.bounds import check_scrape_interval_ms
+
+        return None if v is None else check_scrape_interval_ms(v)
+
     prefill_replicas: int | None = Field(default=None, ge=1)
     decode_replicas: int | None = Field(default=None, ge=1)
     decode_tp: int | None = Field(default=None, ge=1)

@@ -88,6 +88,9 @@ class WorkLimits:
     max_replica_s: float = 1e9
     max_layers: int = 10_000
     max_candidates: int = 256
+    # the events a run generates besides its requests (app/limits.py: count_fleet_events)
+    max_timeseries_samples: int = 10_000_000  # samples per time series
+    max_events: int = 2_000_000_000  # requests' events + samples + router scrapes + autoscaler ticks
     knobs: Mapping[str, str] = field(default_factory=dict)  # limit name -> how a user raises it
 
     def raise_hint(self, name: str) -> str:
@@ -112,6 +115,8 @@ _ENV = {
     "max_replica_s": "SERVECAP_MAX_REPLICA_S",
     "max_layers": "SERVECAP_MAX_LAYERS",
     "max_candidates": "SERVECAP_MAX_CANDIDATES",
+    "max_timeseries_samples": "SERVECAP_MAX_TIMESERIES_SAMPLES",
+    "max_events": "SERVECAP_MAX_EVENTS",
 }
 SERVE_FLAGS = {
     "max_requests": "servecap serve --max-requests",
@@ -121,6 +126,8 @@ SERVE_FLAGS = {
     "max_replica_s": "servecap serve --max-replica-s",
     "max_layers": "servecap serve --max-layers",
     "max_candidates": "servecap serve --max-candidates",
+    "max_timeseries_samples": "servecap serve --max-timeseries-samples",
+    "max_events": "servecap serve --max-events",
 }
 
 API_LIMITS = WorkLimits(
@@ -132,6 +139,8 @@ API_LIMITS = WorkLimits(
     max_replica_s=50_000_000.0,
     max_layers=1_000,
     max_candidates=32,
+    max_timeseries_samples=20_000,  # a day at 5 s; the pages plot what the server holds
+    max_events=50_000_000,
     knobs=SERVE_FLAGS,
 )
 """The web server's defaults (``servecap serve --max-requests`` and friends change them)."""
@@ -276,6 +285,7 @@ def check_fleet_work(fleet: FleetShape, workload: WorkloadSpec, limits: WorkLimi
         replicas += most
     what = "replicas in all pools (autoscaler maxima counted)"
     _over("fleet.pools.replicas", replicas, replicas, limits.max_replicas, what, limits, "max_replicas")
+    check_fleet_events(fleet, workload, limits, replicas)
     horizon = _horizon_s(workload)
     if horizon is not None:
         how = f"{replicas:,} replicas x {_n(horizon)} s"
@@ -290,6 +300,110 @@ def check_fleet_work(fleet: FleetShape, workload: WorkloadSpec, limits: WorkLimi
             "max_replica_s",
             how=how,
         )
+
+
+EVENTS_PER_REQUEST = 4
+"""A request's events in a fleet run: arrival, routing, admission, completion (a P/D request's KV
+transfer is a fifth, counted in :func:`count_fleet_events`); its decode steps are its replica's."""
+
+DEFAULT_SAMPLES = 400
+"""Time-series samples over a run without ``timeseries_interval_s`` (servecap.fleet.simulate)."""
+
+DEFAULT_AUTOSCALER_INTERVAL_S = 15.0
+"""An autoscaler tick when its preset's is not at hand (HPA's 15 s sync period)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetEvents:
+    """The events a fleet run generates over ``horizon_s``, counted from the request alone."""
+
+    horizon_s: float
+    requests: float
+    timeseries_interval_s: float
+    samples_per_series: float
+    series: int
+    router_scrapes: float
+    link_transfers: float
+    autoscaler_ticks: float
+
+    @property
+    def total(self) -> float:
+        return (
+            self.requests * EVENTS_PER_REQUEST
+            + self.link_transfers
+            + self.samples_per_series * self.series
+            + self.router_scrapes
+            + self.autoscaler_ticks
+        )
+
+
+def count_fleet_events(fleet: FleetShape, workload: WorkloadSpec, horizon_s: float, replicas: int) -> FleetEvents:
+    """Requests, time-series samples (per series: a fleet's and each pool's gauges), router
+    scrapes (each reads every replica), P/D link transfers (one a request) and autoscaler ticks."""
+    from servecap.workload import dist_mean
+
+    if workload.users is not None:
+        think = dist_mean(workload.users.think_time_s)
+        requests = closed_loop_requests(workload.users.count, horizon_s, think, workload.num_requests)
+    else:
+        requests = open_loop_requests(workload) or 0.0
+    pools = list(fleet.pools)
+    interval = getattr(fleet, "timeseries_interval_s", None) or max(horizon_s, 1e-9) / DEFAULT_SAMPLES
+    router = getattr(fleet, "router", None)
+    scrape_ms = float(getattr(router, "scrape_interval_ms", 0.0) or 0.0)
+    scrapes = horizon_s / (scrape_ms / 1e3) * replicas if scrape_ms > 0 else 0.0
+    pd = any(getattr(p, "role", "both") != "both" for p in pools)
+    ticks = 0.0
+    for p in pools:
+        if p.autoscaler is not None:
+            tick = getattr(p.autoscaler, "interval_s", None) or DEFAULT_AUTOSCALER_INTERVAL_S
+            ticks += horizon_s / tick
+    return FleetEvents(
+        horizon_s=horizon_s,
+        requests=requests,
+        timeseries_interval_s=interval,
+        samples_per_series=horizon_s / interval,
+        series=1 + len(pools),
+        router_scrapes=scrapes,
+        link_transfers=requests if pd else 0.0,
+        autoscaler_ticks=ticks,
+    )
+
+
+def check_fleet_events(fleet: FleetShape, workload: WorkloadSpec, limits: WorkLimits, replicas: int) -> None:
+    """Refuse a fleet run whose time series or events (:func:`count_fleet_events`) pass the limits."""
+    horizon = _horizon_s(workload)
+    if horizon is None:
+        return
+    ev = count_fleet_events(fleet, workload, horizon, replicas)
+    ts = getattr(fleet, "timeseries_interval_s", None)
+    _over(
+        "fleet.timeseries_interval_s",
+        ts,
+        ev.samples_per_series,
+        limits.max_timeseries_samples,
+        "samples per time series",
+        limits,
+        "max_timeseries_samples",
+        how=f"{_n(horizon)} s / {_n(ev.timeseries_interval_s)} s",
+    )
+    parts = [f"{_n(ev.requests)} requests x {EVENTS_PER_REQUEST}", f"{_n(ev.samples_per_series * ev.series)} samples"]
+    if ev.router_scrapes:
+        parts.append(f"{_n(ev.router_scrapes)} router scrapes")
+    if ev.link_transfers:
+        parts.append(f"{_n(ev.link_transfers)} KV transfers")
+    if ev.autoscaler_ticks:
+        parts.append(f"{_n(ev.autoscaler_ticks)} autoscaler ticks")
+    biggest = max(
+        (("fleet.router.scrape_interval_ms", ev.router_scrapes), ("fleet.timeseries_interval_s", ev.samples_per_series),
+         ("fleet.pools.autoscaler.interval_s", ev.autoscaler_ticks), ("workload", ev.requests)),
+        key=lambda kv: kv[1],
+    )[0]  # fmt: skip
+    value: object = {
+        "fleet.router.scrape_interval_ms": getattr(getattr(fleet, "router", None), "scrape_interval_ms", None),
+        "fleet.timeseries_interval_s": ts,
+    }.get(biggest, f"{_n(horizon)} s")
+    _over(biggest, value, ev.total, limits.max_events, "events", limits, "max_events", how=" + ".join(parts))
 
 
 def _horizon_s(workload: WorkloadSpec) -> float | None:

@@ -38,6 +38,8 @@ class _Replica:
     request_overhead_s: float | None = None  # None: the plan's request_overhead_s less the own HTTP path
     role: str = "both"  # prefill | decode: a P/D role (servecap.emulator.pd)
     kv_link: str = "infiniband"
+    pd_secret: str | None = None  # the secret a P/D pair shares (the bootstrap endpoints')
+    bootstrap_peers: tuple[str, ...] = ()  # the only prefill servers a decode server fetches from
 
 
 def _state(r: _Replica) -> Any:
@@ -55,6 +57,8 @@ def _state(r: _Replica) -> Any:
         request_overhead_s=r.request_overhead_s,
         role=r.role,
         kv_link=r.kv_link,
+        pd_secret=r.pd_secret,
+        bootstrap_peers=r.bootstrap_peers,
     )
 
 
@@ -171,6 +175,20 @@ def _run_replicas(replicas: list[_Replica]) -> None:
     default="infiniband",
     help="The link a prefill server sends KV over (its bandwidth, latency, overhead).",
 )
+@click.option(
+    "--pd-secret",
+    envvar="SERVECAP_PD_SECRET",
+    default=None,
+    help="With --role: the secret a prefill and a decode server share (at least 16 visible characters; "
+    "$SERVECAP_PD_SECRET): a prefill server hands a room's KV only to a request that carries it.",
+)
+@click.option(
+    "--bootstrap-peer",
+    "bootstrap_peers",
+    multiple=True,
+    help="With --role decode: HOST:PORT of a prefill server's bootstrap port (repeatable); a request "
+    "naming any other is refused [default: any host name or IP address and port 1-65535].",
+)
 def emulate(
     deployment: DeploymentFlags,
     calibration: Path | None,
@@ -186,11 +204,14 @@ def emulate(
     request_overhead_ms: float | None,
     role: str,
     kv_link: str,
+    pd_secret: str | None,
+    bootstrap_peers: tuple[str, ...],
 ) -> None:
     """Serve /v1/completions, /v1/chat/completions, /v1/models, /metrics and /health with the
     simulator's engine timing, in real time."""
     from servecap.errors import ServecapError
 
+    _check_pd_flags(role, pd_secret, bootstrap_peers)  # before any port is bound
     if not 0 < port < 65536:
         raise ServecapError("port", port, "must be in 1..65535")
     if port + replicas - 1 > 65535:
@@ -233,6 +254,8 @@ def emulate(
             request_overhead_s=None if request_overhead_ms is None else request_overhead_ms / 1e3,
             role=role,
             kv_link=kv_link,
+            pd_secret=pd_secret,
+            bootstrap_peers=bootstrap_peers,
         )
         for n in [*notes, *([note] if note else [])]:
             click.echo(f"note: {n}", err=True)
@@ -252,6 +275,30 @@ def emulate(
     from dataclasses import replace
 
     _run_replicas([replace(base, port=port + i) for i in range(replicas)])
+
+
+def _check_pd_flags(role: str, secret: str | None, peers: tuple[str, ...]) -> None:
+    """A P/D role needs the pair's secret; peers are HOST:PORT, for a decode server."""
+    from servecap.emulator.pd import parse_peer
+    from servecap.errors import ServecapError
+
+    if role == "both":
+        if secret is not None or peers:
+            raise ServecapError("role", role, "--pd-secret and --bootstrap-peer are for --role prefill or decode")
+        return
+    if secret is None:
+        raise ServecapError(
+            "pd_secret", None, "a P/D role needs --pd-secret (or $SERVECAP_PD_SECRET), shared by the pair"
+        )
+    if len(secret) < 16 or any(not "\x21" <= c <= "\x7e" for c in secret):
+        raise ServecapError("pd_secret", "***", "must be at least 16 visible ASCII characters, no whitespace")
+    if peers and role != "decode":
+        raise ServecapError("bootstrap_peer", peers[0], "only a decode server fetches from bootstrap peers")
+    for peer in peers:
+        try:
+            parse_peer(peer)
+        except ValueError as err:
+            raise ServecapError("bootstrap_peer", peer, str(err)) from None
 
 
 def _check_ports_free(host: str, port: int, replicas: int) -> None:

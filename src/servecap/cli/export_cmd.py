@@ -242,7 +242,9 @@ def litellm(source: Path, out: Path | None, replicas: int | None, api_base: str,
 @export_group.command("pd")
 @click.argument("source", type=o.PATH)
 @click.option("--output", "-o", "out", type=o.OUT_PATH, default=None, help="Write here instead of stdout.")
-@click.option("--port", type=click.INT, default=8000, show_default=True, help="The servers' HTTP port.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="The servers' HTTP port (1-65535)."
+)
 def pd(source: Path, out: Path | None, port: int) -> None:
     """A P/D fleet file as real disaggregated serving: vLLM (--kv-transfer-config) and SGLang
     (--disaggregation-mode) server commands per role, SGLang's and vLLM's P/D router arguments;

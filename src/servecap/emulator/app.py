@@ -39,7 +39,7 @@ from pydantic import ValidationError
 from servecap.emulator.driver import Driver, Stream
 from servecap.emulator.engine_port import EmulatedEngine
 from servecap.emulator.metrics import EngineMetrics
-from servecap.emulator.pd import PdRole
+from servecap.emulator.pd import MAX_ROOM, MAX_TP, PdRefused, PdRole, bootstrap_target
 from servecap.emulator.protocol import (
     ChatRequest,
     CompletionRequest,
@@ -400,7 +400,7 @@ class Completions:
             room = extra.get("bootstrap_room")
             if pd.role == "prefill":
                 max_tokens = 1  # a prefill server samples the first token only
-            elif not isinstance(room, int) or extra.get("bootstrap_host") is None:
+            elif not isinstance(room, int) or extra.get("bootstrap_host") is None or "bootstrap_port" not in extra:
                 await _send_err(
                     send,
                     400,
@@ -408,6 +408,12 @@ class Completions:
                     param="bootstrap_room",
                 )
                 return
+            else:
+                try:  # the peer is checked before any work (never a URL built from the body)
+                    bootstrap_target(extra.get("bootstrap_host"), extra.get("bootstrap_port"), pd.peers)
+                except PdRefused as err:
+                    await _send_err(send, err.status, err.message, param=err.param)
+                    return
         if prompt + max_tokens > st.max_model_len:
             await _send_err(
                 send,
@@ -429,9 +435,9 @@ class Completions:
                 st.pd_client = httpx.AsyncClient()
             extra = req.model_extra or {}
             try:
-                await pd.receive(st.pd_client, str(extra["bootstrap_host"]), int(extra["bootstrap_port"]), room, prompt)
-            except Exception as err:  # the prefill side failed or never came: the client is told
-                await _send_err(send, 503, f"KV transfer failed: {type(err).__name__}: {err}")
+                await pd.receive(st.pd_client, extra.get("bootstrap_host"), extra.get("bootstrap_port"), room, prompt)
+            except PdRefused as err:  # the prefill side refused, failed or never came: one line
+                await _send_err(send, err.status, err.message, param=err.param)
                 return
         rid_num = driver.next_request_id()
         wait = driver.admission_wait_s(received_s)
@@ -649,10 +655,38 @@ def create_app(state: EmulatorState) -> EmulatorApp:
     if state.pd is not None and state.pd.role == "prefill":
         pd = state.pd
 
-        @app.get("/servecap/pd/kv/{room}")
-        async def pd_kv(room: int, tp: int = 1, bytes_per_token_per_gpu: int = 0, hbm: float = 0.0) -> dict[str, Any]:
+        from fastapi import Header, Query
+        from fastapi import Path as PathParam
+
+        Room = PathParam(ge=0, le=MAX_ROOM)
+
+        async def _bootstrap(authorization: str | None, work: Any) -> Any:
+            if not pd.authorized(authorization):
+                return _err(401, "the bootstrap endpoints need the pair's --pd-secret", param="authorization")
+            try:
+                return await work()
+            except PdRefused as err:
+                return _err(err.status, err.message, param=err.param)
+
+        @app.get("/servecap/pd/ready/{room}", response_model=None)
+        async def pd_ready(room: int = Room, authorization: str | None = Header(default=None)) -> Any:
+            """Wait for the room's prefill (bounded): its prompt tokens (servecap.emulator.pd)."""
+
+            async def work() -> dict[str, Any]:
+                return {"prompt_tokens": await pd.ready(room)}
+
+            return await _bootstrap(authorization, work)
+
+        @app.get("/servecap/pd/kv/{room}", response_model=None)
+        async def pd_kv(
+            room: int = Room,
+            tp: int = Query(default=1, ge=1, le=MAX_TP),
+            bytes_per_token_per_gpu: int = Query(default=0, ge=0, le=2**40),
+            hbm: float = Query(default=0.0, ge=0.0, le=1e16, allow_inf_nan=False),
+            authorization: str | None = Header(default=None),
+        ) -> Any:
             """The bootstrap endpoint: the room's KV, once prefilled and sent (servecap.emulator.pd)."""
-            return await pd.send(room, tp, bytes_per_token_per_gpu, hbm)
+            return await _bootstrap(authorization, lambda: pd.send(room, tp, bytes_per_token_per_gpu, hbm))
 
     @app.get("/health")
     async def health() -> Response:

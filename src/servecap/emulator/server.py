@@ -92,6 +92,8 @@ def engine_state(
     request_overhead_s: float | None = None,
     role: str = "both",
     kv_link: str = "infiniband",
+    pd_secret: str | None = None,
+    bootstrap_peers: tuple[str, ...] = (),
 ) -> EmulatorState:
     """State around :class:`servecap.sim.Engine` for one planned replica (same code as simulate).
 
@@ -103,7 +105,11 @@ def engine_state(
     ``GET /servecap/deployment`` so ``servecap bench`` can store them with its runs). Prompt
     token ids are checked against the model's vocabulary; ``vllm:cache_config_info`` carries
     the replica's block size, KV dtype (vLLM's ``auto`` for the model's own 16-bit type),
-    prefix caching, memory utilization and KV block count."""
+    prefix caching, memory utilization and KV block count.
+
+    ``pd_secret``: the secret a P/D pair shares (None: this process's own, for pairs in one
+    process); ``bootstrap_peers``: ``HOST:PORT`` of the only prefill servers a decode server
+    fetches from (empty: any validated host and port)."""
     from servecap.emulator.driver import request_overhead_remainder_s
     from servecap.sim.engine import Engine
     from servecap.sim.setup import engine_setup_from_plan
@@ -144,7 +150,11 @@ def engine_state(
         from servecap.fleet.pd_spec import KvLinkSpec
 
         kv = kv_footprint(dep.model, dep.parallelism.tp, dep.kv_dtype, dep.gpu.hbm_bandwidth_tb_s * 1e12)
-        state.pd = PdRole(role, engine.engine, kv, KvLinkSpec(kind=kv_link))
+        from servecap.emulator.pd import PROCESS_SECRET, parse_peer
+
+        peers = frozenset(parse_peer(p) for p in bootstrap_peers) if bootstrap_peers else None
+        secret = PROCESS_SECRET if pd_secret is None else pd_secret
+        state.pd = PdRole(role, engine.engine, kv, KvLinkSpec(kind=kv_link), secret=secret, peers=peers)
     return state
 
 

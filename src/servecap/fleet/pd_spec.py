@@ -9,8 +9,9 @@ fleet with any prefill or decode pool is a P/D fleet: it needs both roles and no
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from servecap.core.kv_transfer import link_kind
 from servecap.errors import ServecapError
@@ -88,4 +89,66 @@ def check_roles(roles: list[str]) -> bool:
         raise ServecapError("pools.role", roles, "a disaggregated fleet needs a prefill pool and a decode pool")
     if "both" in roles:
         raise ServecapError("pools.role", roles, "a disaggregated fleet has only prefill and decode pools")
+    return True
+
+
+class _PoolLayout(Protocol):
+    """What :func:`check_pd_layout` reads of a fleet file's pool."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def replicas(self) -> int | None: ...
+    @property
+    def autoscaler(self) -> object | None: ...
+
+
+def starting_replicas(pool: _PoolLayout) -> int:
+    """The replicas a pool starts with: its count, else its autoscaler's minimum, else one."""
+    if pool.replicas is not None:
+        return pool.replicas
+    if pool.autoscaler is not None:
+        return int(getattr(pool.autoscaler, "min_replicas", 1))
+    return 1
+
+
+def check_pd_layout(pools: Sequence[_PoolLayout]) -> bool:
+    """A fleet file's layout: True for a P/D fleet, which has
+
+    - a prefill pool and a decode pool and no co-located one (:func:`check_roles`);
+    - one model: the decode side continues the prefill side's KV, which only the same weights
+      (and layer shapes) can read;
+    - at least one replica of each role at the start: every request passes through both, so a
+      role with none serves nothing until it scales;
+    - one engine: KV moves between engines of one kind (vLLM's NixlConnector speaks to vLLM,
+      SGLang's Mooncake/NIXL backends to SGLang), and the P/D routers pair servers of one engine.
+
+    Raises one line naming the pools and the field."""
+    if not check_roles([p.role for p in pools]):
+        return False
+    models = sorted({p.model for p in pools})
+    if len(models) > 1:
+        named = ", ".join(f"{p.name}={p.model}" for p in pools)
+        raise ServecapError(
+            "pools.model", named, "a P/D fleet serves one model (a decode pool reads the prefill pool's KV)"
+        )
+    for role in ("prefill", "decode"):
+        n = sum(starting_replicas(p) for p in pools if p.role == role)
+        if n < 1:
+            names = ", ".join(p.name for p in pools if p.role == role)
+            raise ServecapError(
+                f"pools.{names}.replicas",
+                n,
+                f"a P/D fleet starts with at least one {role} replica (every request needs one)",
+            )
+    engines = sorted({p.engine for p in pools})
+    if len(engines) > 1:
+        named = ", ".join(f"{p.name}={p.engine}" for p in pools)
+        raise ServecapError("pools.engine", named, "a P/D fleet runs one engine (KV moves between servers of one kind)")
     return True

@@ -47,6 +47,7 @@ def start_settings(
     max_uploads: int = 1000,
     job_timeout_s: float = 900.0,
     job_memory_mb: int = 4096,
+    max_result_mb: float = 64.0,
     **work: float,
 ) -> Start:
     """The server's settings for these flags: a token generated when bound beyond loopback (unless
@@ -55,15 +56,16 @@ def start_settings(
     from dataclasses import replace
 
     from servecap.api import ServeSettings
-    from servecap.api.guard import GuardSettings, is_loopback, new_token
+    from servecap.api.guard import GuardSettings, is_loopback, new_token, token_problem
     from servecap.api.uploads import UploadQuota
     from servecap.app.limits import API_LIMITS
     from servecap.errors import ServecapError
 
     if token is not None and no_token:
         raise ServecapError("token", "***", "give --token or --no-token, not both")
-    if token is not None and len(token) < 16:
-        raise ServecapError("token", "***", "must be at least 16 characters")
+    problem = None if token is None else token_problem(token)
+    if problem is not None:
+        raise ServecapError("token", "***", problem)  # never echoed: it may be most of a real token
     loopback = is_loopback(host)
     if token is None and not loopback and not no_token:
         token = new_token()
@@ -87,6 +89,7 @@ def start_settings(
         limits=replace(API_LIMITS, **work),  # type: ignore[arg-type]
         job_timeout_s=job_timeout_s,
         job_memory_bytes=job_memory_mb * mb if job_memory_mb > 0 else None,
+        max_result_bytes=int(max_result_mb * mb),
     )
     wildcard = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "[::1]"}
     shown = wildcard.get(host, f"[{host}]" if ":" in host else host)
@@ -205,6 +208,35 @@ def start_settings(
     "--job-timeout-s", type=click.FloatRange(1, 1e7), default=900.0, show_default=True, help="Wall time per job."
 )
 @click.option(
+    "--max-result-mb",
+    type=click.FloatRange(0.1, 4096),
+    default=64.0,
+    show_default=True,
+    help="A job's result: estimated before it runs and refused past this; time series are downsampled to "
+    "2,000 samples for the web.",
+)
+@click.option(
+    "--max-timeseries-samples",
+    type=click.IntRange(1),
+    default=API_LIMITS.max_timeseries_samples,
+    show_default=True,
+    help="Samples per time series a fleet job may simulate.",
+)
+@click.option(
+    "--max-events",
+    type=click.IntRange(1),
+    default=API_LIMITS.max_events,
+    show_default=True,
+    help="Events per fleet job (requests' events, samples, router scrapes, autoscaler ticks).",
+)
+@click.option(
+    "--request-read-timeout-s",
+    type=click.FloatRange(0.1, 3600),
+    default=30.0,
+    show_default=True,
+    help="Seconds a client has to send a whole request (headers and body); then its connection is closed.",
+)
+@click.option(
     "--job-memory-mb",
     type=click.IntRange(0),
     default=4096,
@@ -220,6 +252,7 @@ def serve(
     no_token: bool,
     allowed_hosts: tuple[str, ...],
     plan_workers: int | None,
+    request_read_timeout_s: float,
     **limits: Any,
 ) -> None:
     """Serve the web UI (/plan, /compare, /simulate, /fleet, /runs) and the JSON API (/api/v1, OpenAPI at
@@ -253,12 +286,25 @@ def serve(
     mount_web(app)
     for line in start.lines:
         click.echo(line, err=True)
-    # with --plan-workers 0, the plan thread hands the interpreter lock back to the event loop
-    # every 1 ms rather than every 5 ms (CPython's default): requests keep being read and cached
-    # answers sent while a new plan is computed (api/plan_worker.py)
-    if workers == 0:
-        sys.setswitchinterval(0.001)
-    # no access log (a formatted line per request is dropped at log level warning anyway) and
-    # keep-alive connections held 30 s, so many clients reusing connections are not cut off;
-    # a client that sends no complete request within the keep-alive time is dropped
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_keep_alive=30, backlog=4096)
+    # threads in the server process (a body's checks; with --plan-workers 0, the plan thread)
+    # hand the interpreter lock back to the event loop every 1 ms rather than every 5 ms
+    # (CPython's default): requests keep being read and cached answers sent meanwhile
+    sys.setswitchinterval(0.001)
+    uvicorn.Server(serve_config(app, host, port, request_read_timeout_s)).run()
+
+
+def serve_config(app: Any, host: str, port: int, request_read_timeout_s: float = 30.0) -> Any:
+    """uvicorn's configuration for ``serve``: each request must arrive whole (headers and body)
+    within ``request_read_timeout_s`` or its connection is closed, as ``emulate`` does
+    (emulator/read_deadline.py), so clients holding half-sent requests cannot keep the server from
+    answering; no access log; keep-alive connections held 30 s, so many clients reusing
+    connections are not cut off."""
+    import uvicorn
+
+    from servecap.emulator.read_deadline import read_deadline_protocol
+
+    protocol = read_deadline_protocol(request_read_timeout_s)
+    extra: dict[str, Any] = {"http": protocol} if protocol is not None else {}
+    return uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False, timeout_keep_alive=30, backlog=4096, **extra
+    )

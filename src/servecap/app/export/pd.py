@@ -80,7 +80,11 @@ def pd_config(path: Path | str, *, port: int = 8000) -> tuple[PdConfig, list[str
     """The servers' and the routers' command lines for the P/D fleet file at ``path``."""
     from servecap.app.fleet import load_fleet_file
 
-    ff = load_fleet_file(path)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ServecapError("port", port, "must be a TCP port, 1-65535")
+    if port == BOOTSTRAP_PORT:
+        raise ServecapError("port", port, f"is the prefill servers' bootstrap port ({BOOTSTRAP_PORT}); pick another")
+    ff = load_fleet_file(path)  # a P/D fleet's layout is checked as it is read (fleet.pd_spec.check_pd_layout)
     roles = {p.name: p.role for p in ff.pools}
     if not any(r != "both" for r in roles.values()):
         raise ServecapError("pools.role", "both", "not a disaggregated fleet file (no prefill or decode pool)")

@@ -83,7 +83,6 @@ Promise.all([fillCatalogs(document.getElementById("model"), document.getElementB
     for (const o of document.getElementById("gpus").options) o.selected = ["H100-SXM", "L40S"].includes(o.value);
     const params = new URLSearchParams(location.search);
     if ([...params.keys()].length && !params.has("levers")) for (const o of document.getElementById("levers").options) o.selected = false;
-    ui.restore();
-    ui.go();  // the default answer before the first submit: the form's plan, as its plan file
+    ui.startOrWait();  // the default answer before the first submit, or a link's form waiting for Run
   })
   .catch((e) => showError(ui.errorEl, e.message));

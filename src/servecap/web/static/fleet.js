@@ -62,7 +62,6 @@ fillCatalogs(document.getElementById("model"), document.getElementById("gpu"))
   .then(() => {
     document.getElementById("model").value = "meta-llama/Llama-3.1-8B";
     document.getElementById("gpu").value = "H100-SXM";
-    ui.restore();
-    ui.go();  // the default answer before the first submit: the form's fleet, as its CLI flags
+    ui.startOrWait();  // the default answer before the first submit, or a link's form waiting for Run
   })
   .catch((e) => showError(ui.errorEl, e.message));

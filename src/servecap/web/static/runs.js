@@ -108,6 +108,15 @@ async function replayGo() {
   finally { button.disabled = false; }
 }
 replayForm.addEventListener("submit", (ev) => { ev.preventDefault(); replayGo(); });
+// a session's link clicked here replays it through the form's fleet (the user's click); the same
+// link opened from elsewhere only fills the form
+document.getElementById("sessions").addEventListener("click", (ev) => {
+  const a = ev.target.closest("a[data-session]");
+  if (!a) return;
+  ev.preventDefault();
+  replayForm.elements.session.value = a.dataset.session;
+  replayGo();
+});
 const startParams = new URLSearchParams(location.search);  // read before the run list rewrites the link
 ui.restore();
 ui.go();
@@ -115,5 +124,5 @@ replaySessions().then((sessions) => {
   if (!sessions.length) return;
   document.getElementById("fleet").value = JSON.stringify(DEFAULT_FLEET, null, 2);
   replayForm.classList.remove("hidden");
-  if (startParams.has("session")) { fillForm(replayForm, startParams); replayGo(); }  // a shared link opens the replay
+  if (startParams.has("session")) { fillForm(replayForm, startParams); awaitClick(replayForm); }  // a shared link fills the replay: Run starts it
 }).catch((e) => showError(replayError, e.message));

@@ -208,7 +208,26 @@ function page(name, form, run) {
     finally { button.disabled = false; }
   };
   form.addEventListener("submit", (ev) => { ev.preventDefault(); go(); });
-  return { go, errorEl, restore: () => { const p = new URLSearchParams(location.search); fillForm(form, p); return [...p.keys()].length > 0; } };
+  const restore = () => { const p = new URLSearchParams(location.search); fillForm(form, p); return [...p.keys()].length > 0; };
+  // A job page: a link's state fills the form and waits for the user's Run (a link, framed or
+  // followed from another site, never starts a job); with nothing in the link the page shows its
+  // default answer (fixed inputs, nothing stored).
+  const startOrWait = () => { if (restore()) awaitClick(form); else go(); };
+  return { go, errorEl, restore, startOrWait };
+}
+
+// The note a page filled from its link shows until the user runs it.
+function awaitClick(form) {
+  const button = form.querySelector("button[type=submit]");
+  let note = document.getElementById("await-click");
+  if (!note) {
+    note = document.createElement("p");
+    note.id = "await-click";
+    note.className = "muted";
+    button.parentElement.appendChild(note);
+  }
+  note.textContent = "Filled from the link: press " + button.textContent + " to run it.";
+  form.addEventListener("submit", () => note.remove(), { once: true });
 }
 
 // The deployment fields every page shares (the flags of `servecap plan`).

@@ -85,5 +85,5 @@ const ui = page("simulate", form, async (state) => {
 // the default answer shows before the first submit: with nothing in the link, `servecap capacity`
 // with no flags (a plain `simulate` needs a load: --rate or --users)
 Promise.all([deploymentReady(form, ui.errorEl), fillDefaults(form, "SimulateBody")])
-  .then(() => { if (!ui.restore()) form.elements.mode.value = "capacity"; ui.go(); })
+  .then(() => { if (ui.restore()) awaitClick(form); else { form.elements.mode.value = "capacity"; ui.go(); } })
   .catch((e) => showError(ui.errorEl, e.message));
