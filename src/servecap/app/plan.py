@@ -28,7 +28,7 @@ from servecap.app.flags import DeploymentFlags, deployment_from_flags, doc, effi
 from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.files import dumps_json
-from servecap.validation.interval import Interval, intervals_for
+from servecap.validation.interval import Interval
 
 if TYPE_CHECKING:
     from servecap.core.levers import Lever
@@ -105,11 +105,21 @@ class PlanResponse:
     # 80% intervals of the measured value behind users_served and tpot_s (validation.interval)
     intervals: dict[str, Interval] = field(default_factory=dict)
 
+    @property
+    def busy_fraction(self) -> float:
+        """The share of the batch ``users_served`` keep busy on average
+        (:func:`servecap.core.capacity.busy_users`: below one, so the 99th percentile of requests
+        in flight fits the batch; simulation confirms the SLO means hold there)."""
+        from servecap.core.capacity import busy_fraction
+
+        return busy_fraction(self.plan.batch, self.plan.costs_in.duty_cycle)
+
     def to_dict(self) -> JsonObject:
         """The ``--json`` object: docs/json-schema.md documents every key."""
         from servecap.core.plan_dict import plan_to_dict
 
         data: JsonObject = plan_to_dict(self.plan)
+        data["busy_fraction"] = self.busy_fraction
         data["slo"] = _flat_dict(self.slo)
         data["turns"] = self.turns
         data["think_time_s"] = self.think_time_s
@@ -274,6 +284,17 @@ def plan(request: PlanRequest) -> PlanResponse:
             raise ServecapError("peak_tok_s", r.peak_tok_s, "must be a non-negative rate")
         total = p.output_tokens_per_s_total
         replicas_tok_s = replicas_needed(r.peak_tok_s, total) if total > 0 else None
+    from servecap.app.answer_interval import answer_intervals
+
+    intervals, iv_note = answer_intervals(
+        {"users_served": (float(p.users_served), "throughput"), "tpot_s": (p.tpot_s, "tpot")},
+        engine=dep.engine.engine,
+        gpu_family=dep.gpu.family,
+        calibration=r.calibration,
+        step_s=p.decode_step_time_s,
+    )
+    if iv_note:
+        notes.append(iv_note)
     return PlanResponse(
         plan=p,
         levers=levers(p),
@@ -286,9 +307,5 @@ def plan(request: PlanRequest) -> PlanResponse:
         request_interval_s=interval,
         peak_tok_s=r.peak_tok_s,
         replicas_for_tok_s=replicas_tok_s,
-        intervals=intervals_for(
-            {"users_served": (float(p.users_served), "throughput"), "tpot_s": (p.tpot_s, "tpot")},
-            engine=dep.engine.engine,
-            gpu_family=dep.gpu.family,
-        ),
+        intervals=intervals,
     )
