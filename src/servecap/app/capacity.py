@@ -2,7 +2,7 @@
 beside the closed-form figures and the assumptions that separate them.
 
 ``plan`` and ``capacity`` answer "how many users" under different assumptions, and the gap can be
-large (Llama-3.1-8B on an H100, TPOT 50 ms, TTFT 1 s: ``plan`` 1,030 users, ``capacity`` 229).
+large (Llama-3.1-8B on an H100, TPOT 50 ms, TTFT 1 s: ``plan`` 895 users, ``capacity`` 229).
 The response states the assumptions side by side (SLO statistic, prompt length with chat
 history, think time or duty cycle, queueing) and one line on why the numbers differ; ``plan
 --think-time-s Z --turns T`` gives the closed form under capacity's assumptions.

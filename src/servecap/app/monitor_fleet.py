@@ -63,7 +63,10 @@ def pool_autoscaler(path: Path | str, pool: str | None = None) -> PoolAutoscaler
             f"pool {chosen.name!r} of {path} has no autoscaler: nothing to advise (docs/fleet.md, Autoscalers)",
         )
     a = chosen.autoscaler
-    settings = a.to_settings()
+    from servecap.app.fleet import plan_pool
+
+    # a preset whose target is a share of the planned batch (keda-vllm) reads the pool's plan
+    settings = a.to_settings(plan_pool(chosen, Path(path).parent)[0])
     notes = []
     if a.schedule:
         notes.append("the autoscaler's schedule (times on the simulated clock) is left out: the floor is min_replicas")

@@ -223,19 +223,20 @@ def check_closed_loop_length(
     users: int, duration_s: float | None, num_requests: int | None, length: ClosedLoopLength
 ) -> None:
     """Refuse a closed loop given too short to reach a steady state, with the length it needs."""
+    need_s = math.ceil(length.needed_s - 0.01)  # the think time is rounded to 10 ms
     why = (
-        f"a closed loop of {users:,} users needs at least {math.ceil(length.needed_s):,} s to score one user cycle "
+        f"a closed loop of {users:,} users needs at least {need_s:,} s to score one user cycle "
         f"({length.cycle_s:,.1f} s) after its {length.warmup_s:,.0f} s warm-up"
     )
-    if duration_s is not None and duration_s < length.needed_s:
+    if duration_s is not None and duration_s < need_s:
         raise ServecapError(
             "duration_s",
             duration_s,
-            f"{why}: give --duration-s {math.ceil(length.needed_s)} or more "
+            f"{why}: give --duration-s {need_s} or more "
             f"(or leave it out: {length.default_s:,.0f} s, {STEADY_CYCLES} cycles)",
         )
     if duration_s is None and num_requests is not None:
-        need = math.ceil(users * length.needed_s / length.cycle_s)
+        need = math.ceil(users * need_s / length.cycle_s - 0.01)
         if num_requests < need:
             raise ServecapError(
                 "num_requests",

@@ -320,3 +320,37 @@ def busy_fraction(batch: int, duty_cycle: float) -> float:
     if batch <= 0 or not duty_cycle > 0:
         return 0.0
     return min(1.0, busy_users(batch, duty_cycle) * min(1.0, duty_cycle) / batch)
+
+
+def inflight_at_rate(
+    cost: StepCost,
+    request: RequestShape,
+    eff: Efficiency,
+    max_num_batched_tokens: int,
+    rate_req_s: float,
+    max_batch: int,
+) -> float | None:
+    """Requests in flight on one replica serving ``rate_req_s`` in steady state: the fixed point
+    of Little's law ``b = rate x E2E(b)``, ``E2E(b) = ttft_s(b) + (O - 1) x tpot_s(b)``
+    (iterated with damping from ``b = 1``); None when it exceeds ``max_batch`` (the rate is
+    beyond what the batch serves). The in-flight count grows much faster than the rate near
+    capacity (Llama-3.1-8B on an H100, 1,024 + 128 tokens: 25 at half the service rate, 98 at
+    90%, 390 at 100%), which is why an in-flight autoscaling target must sit well below it."""
+    if rate_req_s <= 0:
+        return 0.0
+    out = max(0, request.output_tokens - 1)
+
+    def e2e(b: float) -> float:
+        n = max(1, round(b))
+        tpot = steady_state(cost, n, request, eff, max_num_batched_tokens).tpot_s
+        return ttft_s(cost, n, request, eff, max_num_batched_tokens) + out * tpot
+
+    b = 1.0
+    for _ in range(100):
+        nb = rate_req_s * e2e(b)
+        if nb > max_batch:
+            return None
+        if abs(nb - b) < 0.01:
+            return nb
+        b = 0.5 * b + 0.5 * nb
+    return b

@@ -51,10 +51,18 @@ def interval_line(r: FleetPlanResponse) -> str | None:
     if cells is None:
         return None
     iv = r.interval["replicas"]
-    return (
+    line = (
         f"{iv['level']:.0%} interval: {cells[0]} replicas, {cells[1]}/month "
         f"(the throughput interval of {iv['count']} corpus values of {iv['basis']}, carried to the count)"
     )
+    estimate = iv.get("estimate")
+    if isinstance(estimate, float) and estimate == estimate and estimate != r.chosen.replicas:
+        # the count at the corpus's median error lies inside the interval; the simulated count is the deployable one
+        line += (
+            f"; {estimate:,.0f} replicas at the corpus's median error, {r.chosen.replicas} as simulated on "
+            "servecap's model (the count the fleet file deploys)"
+        )
+    return line
 
 
 def summary_lines(r: FleetPlanResponse) -> list[str]:

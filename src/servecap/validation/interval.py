@@ -307,7 +307,9 @@ def replica_interval(
     note = note.split("; the answer is")[0] + (
         f"; {estimate:.0f} replicas at the corpus's median error, {replicas} as simulated on servecap's model"
     )
-    count = Interval(float(low), float(high), level, tput.count, tput.basis, tput.close, note, estimate, float(replicas))
+    count = Interval(
+        float(low), float(high), level, tput.count, tput.basis, tput.close, note, estimate, float(replicas)
+    )
     cost = Interval(
         low * per,
         high * per,

@@ -208,7 +208,7 @@ def _from_fleet(source: Source, raw: dict[str, object], base_dir: Path) -> Expor
             raise ServecapError("pools.name", p.name, f"gives the same Kubernetes name {name!r} as pool {seen[name]!r}")
         seen[name] = p.name
         the_plan, _ = plan_pool(p, base_dir)
-        settings = p.autoscaler.to_settings() if p.autoscaler is not None else None
+        settings = p.autoscaler.to_settings(the_plan) if p.autoscaler is not None else None
         explicit = frozenset(
             k
             for k, v in (p.autoscaler.model_dump(exclude={"preset"}) if p.autoscaler is not None else {}).items()

@@ -143,6 +143,7 @@ def closed_form(
     """The candidate's closed form at the mean request (SLOs read as steady-state means)."""
     from servecap.app.fleet import ColdStartModel
     from servecap.catalog import lookup_gpu, resolve_model
+    from servecap.core.capacity import busy_fraction
     from servecap.core.defaults import build_deployment
     from servecap.core.plan import plan
     from servecap.specs.perf import RequestShape, Slo
@@ -163,7 +164,11 @@ def closed_form(
     tpot = dict(slo.tpot_s or {})
     shape = RequestShape(max(1, round(arrays_mean[0])), max(1, round(arrays_mean[1])))
     p = plan(dep, request=shape, slo=Slo(min(ttft.values(), default=None), min(tpot.values(), default=None)))
-    rate = p.output_tokens_per_s_total / max(1.0, arrays_mean[1])
+    e2e_full = p.ttft_s + max(0.0, arrays_mean[1] - 1) * p.tpot_s
+    # the batch at plan's busy fraction (core.capacity.busy_users: the 99th percentile of requests
+    # in flight fits it), so the closed form's users per replica are plan's users
+    busy = busy_fraction(p.batch, e2e_full / request.traffic.request_interval_s) if e2e_full > 0 else 1.0
+    rate = p.output_tokens_per_s_total / max(1.0, arrays_mean[1]) * busy
     price = c.price_per_gpu_hour if c.price_per_gpu_hour is not None else (gpu.rent_usd_per_hour or 0.0)
     cs = request.cold_start
     cold = 0.0
