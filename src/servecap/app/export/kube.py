@@ -160,6 +160,7 @@ class ScalingPolicy(TypedDict):
 class ScalingRules(TypedDict):
     stabilizationWindowSeconds: int
     policies: NotRequired[list[ScalingPolicy]]
+    selectPolicy: NotRequired[str]
 
 
 class HpaBehavior(TypedDict):
@@ -267,8 +268,19 @@ def hpa_behavior(pool: PoolExport, warnings: list[str]) -> HpaBehavior:
     period = max(1, round(a.interval_s))
     up: ScalingRules = {"stabilizationWindowSeconds": round(a.upscale_stabilization_s)}
     down: ScalingRules = {"stabilizationWindowSeconds": round(a.downscale_stabilization_s)}
+    opts = dict(a.options) if a.policy == "target-tracking" else {}
+    pct, pods = int(opts.get("scale_up_percent", 0)), int(opts.get("scale_up_pods", 0))
+    if pct > 0 or pods > 0:  # HPA's scale-up policies, the larger applying (its default: 100% and 4 pods)
+        rules: list[ScalingPolicy] = []
+        if pct > 0:
+            rules.append({"type": "Percent", "value": pct, "periodSeconds": period})
+        if pods > 0:
+            rules.append({"type": "Pods", "value": pods, "periodSeconds": period})
+        up["policies"] = rules
+        up["selectPolicy"] = "Max"
     if "max_step_up" in pool.explicit:
         up["policies"] = [{"type": "Pods", "value": a.max_step_up, "periodSeconds": period}]
+        up.pop("selectPolicy", None)
     if "max_step_down" in pool.explicit:
         down["policies"] = [{"type": "Pods", "value": a.max_step_down, "periodSeconds": period}]
     if "tolerance" in pool.explicit:
