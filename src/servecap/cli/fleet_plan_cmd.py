@@ -22,6 +22,27 @@ if TYPE_CHECKING:
 _DEFAULT = FleetPlanRequest.model_fields  # the request's defaults, read for the help
 
 
+class _TokensOrFile(click.ParamType):  # type: ignore[type-arg]
+    """``-o``: output tokens (an integer), or a fleet file to write (a ``.yaml``/``.yml``/``.json``
+    path: ``fleet plan -o fleet.yaml``)."""
+
+    name = "INTEGER|FILE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | Path:
+        if isinstance(value, int | Path):
+            return value
+        text = str(value)
+        try:
+            return int(text)
+        except ValueError:
+            if Path(text).suffix.lower() in (".yaml", ".yml", ".json"):
+                return Path(text)
+        self.fail(f"{text!r}: output tokens (an integer) or a fleet file to write (.yaml, .yml, .json)", param, ctx)
+
+
+TOKENS_OR_FILE = _TokensOrFile()
+
+
 @click.command("plan")
 @click.option("--plan", "plan_file", type=PATH, default=None, help="Plan file (YAML/JSON; see docs/fleet.md).")
 @click.option("--model", "-m", type=click.STRING, default=None, help="Catalog id or config.json path.")
@@ -54,9 +75,18 @@ _DEFAULT = FleetPlanRequest.model_fields  # the request's defaults, read for the
 @click.option(
     "--output-tokens",
     "-o",
-    type=click.INT,
+    type=TOKENS_OR_FILE,
     default=None,
-    help=f"Output tokens (median with --output-sigma; default {defaults.OUTPUT_TOKENS}).",
+    help=f"Output tokens (median with --output-sigma; default {defaults.OUTPUT_TOKENS}); "
+    "-o FILE.yaml (a path, not a number) is --out FILE.yaml.",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=PATH,
+    default=None,
+    help="Write the chosen fleet as a fleet file (YAML; .json for JSON) and its peak window beside it "
+    "(FILE.peak.yaml): `fleet simulate --fleet` re-runs it, `export` deploys it.",
 )
 @click.option("--prompt-sigma", type=FINITE, default=None, help="Log-normal sigma of prompt lengths (0: fixed).")
 @click.option("--output-sigma", type=FINITE, default=None, help="Log-normal sigma of output lengths (0: fixed).")
@@ -108,7 +138,7 @@ def fleet_plan_command(
     request_interval_s: float | None,
     workload: Path | None,
     prompt_tokens: int | None,
-    output_tokens: int | None,
+    output_tokens: int | Path | None,
     prompt_sigma: float | None,
     output_sigma: float | None,
     slo_ttft_p99_s: float | None,
@@ -125,6 +155,7 @@ def fleet_plan_command(
     ray_address: str | None,
     html_path: Path | None,
     as_json: bool,
+    out_path: Path | None = None,
 ) -> None:
     """Find the cheapest fleet that meets percentile SLOs: replicas per candidate pool from the
     closed form, then bisection with the fleet simulator on the peak window; autoscaler settings
@@ -132,6 +163,12 @@ def fleet_plan_command(
 
     from servecap.app.fleet_plan import fleet_plan
     from servecap.app.fleet_plan.flags import FleetPlanFlags, plan_request_from_flags
+    from servecap.errors import ServecapError
+
+    if isinstance(output_tokens, Path):  # -o fleet.yaml
+        if out_path is not None:
+            raise ServecapError("out", str(out_path), f"give -o {output_tokens} or --out {out_path}, not both")
+        out_path, output_tokens = output_tokens, None
 
     flags = FleetPlanFlags(
         plan_file=plan_file,
@@ -167,6 +204,13 @@ def fleet_plan_command(
         response = fleet_plan(request, progress, executor=executor, workers=workers, ray_address=ray_address)
     if html_path is not None:
         html_path.write_text(plan_html(response), encoding="utf-8")
+    if out_path is not None:
+        from servecap.app.fleet_plan.out_file import plan_files, slo_ms
+
+        files = plan_files(response, out_path, request.seed, slo_ms(request))
+        out_path.write_text(files.fleet_text, encoding="utf-8")
+        files.workload_path.write_text(files.workload_text, encoding="utf-8")
+        click.echo(f"wrote {out_path} and {files.workload_path}; re-run: {files.rerun}", err=True)
     if as_json:
         click.echo(response.model_dump_json())
         return

@@ -261,6 +261,30 @@ def service(inp: ExportInput, pool: PoolExport, *, namespace: str | None) -> Ser
     }
 
 
+def scale_ahead_offer(pool: PoolExport) -> str:
+    """What a pool that scales ahead of its curve loses on a target that only reacts, and what
+    the target can do instead: the plan's own reactive-only lever row (from ``fleet plan
+    --json``), then a cron trigger raising the floor before the ramp, or a minimum at the
+    highest floor the schedule holds (at that many replicas' rent around the clock)."""
+    a = pool.autoscaler
+    assert a is not None
+    floor = max([n for _, n in a.schedule] + [pool.peak_replicas or a.min_replicas])
+    cost = (
+        f"; {pool.scale_ahead_cost}"
+        if pool.scale_ahead_cost
+        else (
+            "; reactive scaling alone can miss the SLOs on the ramp (the `fleet plan` lever row 'scale-ahead' says by "
+            "how much)"
+        )
+    )
+    return (
+        f"{cost}. Instead: a KEDA `cron` trigger (start/end in your traffic's wall-clock time, desiredReplicas "
+        f"{floor}) beside the Prometheus one, raising the floor before the ramp; or minReplicaCount {floor} "
+        f"(the highest floor the plan holds, all day: {floor - a.min_replicas} more replica(s) than min_replicas "
+        f"{a.min_replicas} at night)"
+    )
+
+
 def hpa_behavior(pool: PoolExport, warnings: list[str]) -> HpaBehavior:
     """HPA ``behavior`` from the stabilisation windows and step limits (``autoscaling/v2``)."""
     a = pool.autoscaler
@@ -294,7 +318,7 @@ def hpa_behavior(pool: PoolExport, warnings: list[str]) -> HpaBehavior:
         ("predictive", "KEDA scales on observed metrics only"),
     ):
         if key in pool.explicit:
-            warnings.append(f"{pool.name}: autoscaler.{key} not written: {why}")
+            warnings.append(f"{pool.name}: autoscaler.{key} not written: {why}" + scale_ahead_offer(pool))
     return {"scaleUp": up, "scaleDown": down}
 
 

@@ -277,7 +277,11 @@ def run_plan(
         story=story_lines(request, chosen, peak),
         fleet_file=ff,
         notes=ctx.notes,
-        interval=fleet_intervals(n, fleet_ev.usd_per_month, best.closed),
+        peak_workload=window.workload.model_dump(mode="json", by_alias=True, exclude_none=True),
+        interval={
+            **fleet_intervals(n, fleet_ev.usd_per_month, best.closed),
+            **p99_intervals(fleet_ev.ttft_p99_s, fleet_ev.tpot_p99_s, best.closed),
+        },
     )
 
 
@@ -289,6 +293,20 @@ def fleet_intervals(n: int, usd_per_month: float, cf: Closed) -> dict[str, JsonO
 
     count, cost = replica_interval(n, usd_per_month, engine=cf.engine, gpu_family=cf.gpu_family)
     return {"replicas": count.to_dict(), "usd_per_month": cost.to_dict()}
+
+
+def p99_intervals(ttft_p99_s: float | None, tpot_p99_s: float | None, cf: Closed) -> dict[str, JsonObject]:
+    """The 80% intervals of the chosen fleet's p99 TTFT and TPOT at the peak (the corpus's ttft
+    and tpot residuals of its engine and GPU family): what `fleet simulate` of the written
+    fleet file on its peak window re-runs to (docs/fleet.md, "Plan -> file -> deploy")."""
+    from servecap.validation.interval import intervals_for
+
+    values = {
+        name: (v, metric)
+        for name, v, metric in (("ttft_p99_s", ttft_p99_s, "ttft"), ("tpot_p99_s", tpot_p99_s, "tpot"))
+        if v is not None
+    }
+    return {k: iv.to_dict() for k, iv in intervals_for(values, engine=cf.engine, gpu_family=cf.gpu_family).items()}
 
 
 def _labels(targets: tuple[Target, ...]) -> list[str]:
