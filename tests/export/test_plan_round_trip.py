@@ -87,3 +87,32 @@ def test_scale_ahead_a_target_cannot_express_names_the_plans_reactive_row(tmp_pa
     (warning,) = [w for w in res.warnings if "autoscaler.schedule not written" in w]
     assert "the plan's own lever row 'scale-ahead'" in warning and "misses the SLOs: p99 TTFT 92.0 s" in warning
     assert "KEDA `cron` trigger" in warning and "minReplicaCount 9" in warning
+
+
+def test_one_infeasible_gpu_is_ruled_out_not_fatal() -> None:
+    """Defect 7: `-g H200 -g H100` for 70B FP8 at 8K failed on H100 though H200 is feasible."""
+    args = ["fleet", "plan", "-m", "meta-llama/Llama-3.1-70B", "-g", "H200", "-g", "H100", "-w", "fp8", "-l", "8192"]
+    out = json.loads(_run([*args, "--peak-users", "300", "--levers", "none", "--json"]))
+    assert out["chosen"]["gpu"].startswith("H200")
+    (h100,) = [c for c in out["candidates"] if c["gpu"] == "H100"]
+    assert h100["replicas"] is None and h100["note"].startswith("ruled out: max_model_len=8192: one request needs")
+    text = _run([*args, "--peak-users", "300", "--levers", "none"])
+    assert "ruled out" in text and "H100 w-fp8: ruled out: max_model_len=8192" in text
+    res = runner.invoke(
+        cli,
+        [
+            "fleet",
+            "plan",
+            "-m",
+            "meta-llama/Llama-3.1-70B",
+            "-g",
+            "H100",
+            "-w",
+            "fp8",
+            "-l",
+            "8192",
+            "--peak-users",
+            "300",
+        ],
+    )
+    assert res.exit_code != 0 and "max_model_len=8192" in str(res.exception)  # alone, it is still an error

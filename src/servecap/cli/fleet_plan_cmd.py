@@ -268,7 +268,9 @@ def render(console: Console, r: FleetPlanResponse) -> None:
     for o in r.candidates:
         cand.add_row(
             o.name,
-            f"{o.closed_form_replicas} ({o.closed_form_req_s_per_replica:,.2f} req/s each)",
+            "-"
+            if o.note.startswith("ruled out")
+            else f"{o.closed_form_replicas} ({o.closed_form_req_s_per_replica:,.2f} req/s each)",
             replicas_cell(o),
             "-" if o.usd_per_month is None else f"${o.usd_per_month:,.0f}",
             "-" if o.req_s_per_replica is None else f"{o.req_s_per_replica:,.2f}",
@@ -278,6 +280,9 @@ def render(console: Console, r: FleetPlanResponse) -> None:
             str(o.simulations),
         )
     print_table(console, cand)
+    for o in r.candidates:
+        if o.note.startswith("ruled out"):
+            console.print(f"{o.name}: {o.note}", highlight=False)
     lev = Table(title="levers (each re-simulated)", title_justify="left")
     for col in LEVER_HEADER:
         lev.add_column(col, justify="right")

@@ -20,6 +20,8 @@ def _ms(x: float | None) -> str:
 def replicas_cell(o: CandidateOut) -> str:
     if o.replicas is not None:
         return str(o.replicas)
+    if o.note.startswith("ruled out"):
+        return "ruled out"
     if o.note and o.best is not None:
         return f"> {o.best.replicas} (costs more)"
     return "> 0 (costs more)" if o.note else "none meets"

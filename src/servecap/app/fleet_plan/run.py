@@ -208,7 +208,23 @@ def run_plan(
         np.random.default_rng(request.seed),
     )
     mean_req = (float(np.mean(probe.prompt_tokens)), float(np.mean(probe.output_tokens)))
-    closed = [closed_form(request, c, spec, mean_req, default_slo) for c in request.candidates]
+    closed, ruled_out = [], []
+    for c in request.candidates:
+        try:
+            closed.append(closed_form(request, c, spec, mean_req, default_slo))
+        except ServecapError as err:  # a candidate that cannot start is ruled out, with its reason
+            if len(request.candidates) == 1:
+                raise
+            ruled_out.append(ruled_out_row(request, c, err))
+    if not closed:
+        raise ServecapError(
+            "candidates",
+            [c.label() for c in request.candidates],
+            "none can start: " + "; ".join(f"{o.name}: {o.note.removeprefix('ruled out: ')}" for o in ruled_out),
+        )
+    if ruled_out:
+        names = {o.name for o in ruled_out}
+        request = request.model_copy(update={"candidates": [c for c in request.candidates if c.label() not in names]})
     e2e = max(c.e2e_s for c in closed)
     window = peak_window(
         spec,
@@ -225,6 +241,7 @@ def run_plan(
     if not passing:
         raise no_candidate_error(outs, request.max_replicas)
     _, best_i = min(passing)
+    outs = [*outs, *ruled_out]  # after the searched ones: best_i indexes those
     best = searched[best_i]
     assert best.result.answer is not None
     n = best.result.answer
@@ -404,6 +421,28 @@ def candidate_out(request: FleetPlanRequest, s: Searched, peak: float) -> Candid
             if s.pruned_at < 1
             else f"more than {s.pruned_at} replicas: it costs more than the cheapest (its break-even count fails)"
         ),
+    )
+
+
+def ruled_out_row(request: FleetPlanRequest, c: CandidateModel, err: ServecapError) -> CandidateOut:
+    """A candidate that cannot start (its weights do not fit, no KV budget, ...): a row of the
+    candidates table with no count and the reason, instead of an error that sinks the plan."""
+    return CandidateOut(
+        name=c.label(),
+        model=c.model or request.model,
+        gpu=c.gpu,
+        gpus_per_replica=c.tp or 1,
+        price_per_gpu_hour=c.price_per_gpu_hour or 0.0,
+        closed_form_req_s_per_replica=0.0,
+        closed_form_replicas=0,
+        replicas=None,
+        usd_per_month=None,
+        req_s_per_replica=None,
+        users_per_gpu=None,
+        closed_form_users_per_gpu=0.0,
+        simulations=0,
+        best=None,
+        note=f"ruled out: {err}",
     )
 
 
