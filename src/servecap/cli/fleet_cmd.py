@@ -206,7 +206,7 @@ def fleet_simulate_command(
     err.print(fleet_header(ff, spec, seed), highlight=False)
     with progress_reporter(err) as progress:
         response, res = fleet_simulate(request, base_dir=base_dir, records=records, progress=progress)
-    router_name = ff.router_model().name
+    router_name = fleet_router_name(ff)
     if save:
         from servecap.results.store import RunStore, new_run_id
 
@@ -436,7 +436,22 @@ def fleet_header(ff: FleetFile, spec: WorkloadSpec, seed: int) -> str:
     if spec.prompt_tokens is not None and spec.output_tokens is not None:
         shape = f"; {dist_mean(spec.prompt_tokens):,.0f} prompt + {dist_mean(spec.output_tokens):,.0f} output tokens"
     return (
-        f"fleet simulate: {'; '.join(pools)}; router {ff.router_model().name}; {load}"
+        f"fleet simulate: {'; '.join(pools)}; router {fleet_router_name(ff)}; {load}"
         + (f", {length}" if length else "")
         + f"{shape}; seed {seed}"
     )
+
+
+def fleet_router_name(ff: FleetFile) -> str:
+    """The router a run's title names: a P/D fleet's hand-off router (its preset, or the policy
+    per side), not the co-located router it does not use."""
+    if not any(p.role in ("prefill", "decode") for p in ff.pools):
+        return ff.router_model().name
+    pd = ff.pd_router
+    if pd is None:
+        from servecap.app.fleet import PdRouterModel
+
+        pd = PdRouterModel()
+    if isinstance(pd, str):
+        return f"P/D {pd}"
+    return f"P/D prefill {pd.prefill}, decode {pd.decode}"

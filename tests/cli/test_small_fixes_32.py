@@ -1,0 +1,66 @@
+"""Issue 32, defect 8: the smaller ones, each with its test."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from servecap.errors import ServecapError
+
+
+def test_a_gpu_typed_with_letter_o_gets_a_did_you_mean() -> None:
+    from servecap.catalog import lookup_gpu
+
+    with pytest.raises(ServecapError, match=r"unknown GPU \(did you mean: H100-SXM\?\)"):
+        lookup_gpu("H1OO")
+    with pytest.raises(ServecapError, match=r"unknown GPU; `servecap gpus`"):
+        lookup_gpu("zzz")
+
+
+def test_web_fleet_plan_defaults_are_the_clis() -> None:
+    """The web's fleet plan defaulted to TTFT 1,000 / TPOT 50 ms; the CLI's is 2,000 / 100 (p99)."""
+    from servecap.app.fleet_plan.run import DEFAULT_SLO
+
+    html = (Path(__file__).parents[2] / "src/servecap/web/static/fleet-plan.html").read_text()
+    ttft = re.search(r'name="ttft_ms"[^>]*value="(\d+)"', html)
+    tpot = re.search(r'name="tpot_ms"[^>]*value="(\d+)"', html)
+    assert ttft and tpot
+    assert DEFAULT_SLO.ttft_s is not None and DEFAULT_SLO.tpot_s is not None
+    assert float(ttft.group(1)) == DEFAULT_SLO.ttft_s["p99"] * 1e3
+    assert float(tpot.group(1)) == DEFAULT_SLO.tpot_s["p99"] * 1e3
+
+
+def test_export_does_not_fold_long_commands() -> None:
+    from servecap.app.export import YAML_WIDTH
+
+    command = "vllm serve " + " ".join(f"--flag-{i} value-{i}" for i in range(40))
+    text = yaml.safe_dump({"args": [command]}, sort_keys=False, width=YAML_WIDTH)
+    assert command in text.splitlines()[1]
+
+
+def test_a_pd_run_is_titled_with_its_pd_router() -> None:
+    from servecap.app.fleet import fleet_from_dict
+    from servecap.cli.fleet_cmd import fleet_router_name
+
+    pools = [
+        {"name": "p", "model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "role": "prefill"},
+        {"name": "d", "model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "role": "decode"},
+    ]
+    assert fleet_router_name(fleet_from_dict({"pools": pools})) == "P/D prefill prefix-affinity, decode least-kv"
+    assert fleet_router_name(fleet_from_dict({"pools": pools, "pd_router": "sglang"})) == "P/D sglang"
+    one = [{"model": "meta-llama/Llama-3.1-8B", "gpu": "H100"}]
+    assert fleet_router_name(fleet_from_dict({"pools": one, "router": "least-kv"})) == "least-kv"
+
+
+def test_replay_of_a_once_session_says_how_to_record() -> None:
+    from servecap.app.monitor_replay import history_workload
+    from servecap.monitor.history import History
+
+    h = History(
+        source="monitor.sqlite", time_s=(0.0,), rate_req_s=(1.0,), replicas=(1,), prompt_tokens=None, output_tokens=None
+    )
+    with pytest.raises(ServecapError, match=r"holds 1 \(`monitor --once` stores one\): record a session first"):
+        history_workload(h)
