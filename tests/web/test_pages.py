@@ -251,6 +251,8 @@ def test_plan_page_headline_lies_inside_its_interval(desktop: Page, server_url: 
     iv = data["interval"]["users_served"]
     assert iv["low"] <= shown <= iv["high"] and shown == int(iv["estimate"])
     assert f"servecap's model {data['users_served']:,}" in pg.inner_text("#users-interval")
+    # defect 5: the page says the users keep the batch below 100% busy
+    assert f"batch {100 * data['busy_fraction']:.0f}% busy" in pg.inner_text("#busy")
     assert desktop.errors == []
 
 
