@@ -327,6 +327,12 @@ def _fleet_plan_default(pg: Any, tmp: Path, data: Path) -> None:
     assert pg.inner_text("#chosen-gpu") == want["chosen"]["name"]
     assert _users(pg.inner_text("#chosen-replicas")) == want["chosen"]["replicas"]
     assert pg.inner_text("#chosen-usd") == f"${want['fleet']['usd_per_month']:,.0f}"
+    # issue 32, defect 1: the page offers the chosen fleet as a fleet file, as `fleet plan --out` writes it
+    from urllib.parse import unquote
+
+    href = pg.get_attribute("#fleet-file", "href")
+    assert href is not None and href.startswith("data:application/json")
+    assert json.loads(unquote(href.split(",", 1)[1])) == want["fleet_file"]
 
 
 def _runs_default(pg: Any, tmp: Path, data: Path) -> None:
