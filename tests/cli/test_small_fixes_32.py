@@ -64,3 +64,24 @@ def test_replay_of_a_once_session_says_how_to_record() -> None:
     )
     with pytest.raises(ServecapError, match=r"holds 1 \(`monitor --once` stores one\): record a session first"):
         history_workload(h)
+
+
+def test_monitor_table_shows_urls_whole() -> None:
+    """The monitor's table cut URLs to `http://127.0.0.1:1800…` on an 80-column terminal."""
+    from rich.console import Console
+
+    from servecap.app.monitor import MonitorReport, TargetReport
+    from servecap.cli.monitor_cmd import render
+
+    urls = [f"http://127.0.0.1:{18000 + i}/metrics" for i in range(2)]
+    targets = [
+        TargetReport(url=u, up=True, error=None, down_count=0, engine="vllm", model_name="m", window=None) for u in urls
+    ]
+    report = MonitorReport(
+        time_s=10.0, replicas_up=2, replicas_down=0, targets=targets, fleet=None, headroom=None, notes=[]
+    )
+    console = Console(width=80, record=True, force_terminal=False)
+    console.print(render(report))
+    text = "".join(console.export_text().split())  # folded lines joined back
+    for u in urls:
+        assert u in text

@@ -20,6 +20,10 @@ def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
     return "-" if value is None else format(value * scale, spec)
 
 
+def _longest_url(r: MonitorReport) -> int:
+    return max((len(t.url) for t in r.targets), default=0)
+
+
 def render(r: MonitorReport) -> Any:
     """A rich table: one row per replica and one for the fleet, then the headroom line."""
     from rich.console import Group
@@ -41,7 +45,10 @@ def render(r: MonitorReport) -> Any:
         "ITL p50/p99 ms",
         "E2E p99 s",
     ):
-        table.add_column(col, justify="left" if col == "target" else "right")
+        if col == "target":  # a URL is read whole: folded onto a second line, never cut to "…"
+            table.add_column(col, justify="left", overflow="fold", min_width=min(40, max(12, _longest_url(r))))
+        else:
+            table.add_column(col, justify="right")
 
     def row(name: str, w: object | None, style: str | None = None) -> None:
         from servecap.app.monitor import WindowReport
