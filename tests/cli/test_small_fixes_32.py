@@ -85,3 +85,20 @@ def test_monitor_table_shows_urls_whole() -> None:
     text = "".join(console.export_text().split())  # folded lines joined back
     for u in urls:
         assert u in text
+
+
+def test_fleet_html_report_shows_load_before_busy(tmp_path: Path) -> None:
+    """The fleet HTML report (and the web page) said "utilisation 100%" for a replica at a
+    fraction of its capacity: it meant a request was in flight."""
+    from click.testing import CliRunner
+
+    from servecap.cli.main import cli
+
+    page = tmp_path / "fleet.html"
+    args = ["fleet", "simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--replicas", "1"]
+    res = CliRunner().invoke(cli, [*args, "--rate", "2", "--num-requests", "60", "--html", str(page), "--json"])
+    assert res.exit_code == 0, res.output
+    html = page.read_text()
+    assert "<th>load (req/s)</th><th>busy (a request in flight)</th>" in html and "utilisation" not in html
+    js = (Path(__file__).parents[2] / "src/servecap/web/static/fleet.js").read_text()
+    assert '"busy (a request in flight)"' in js and '"utilisation"' not in js
