@@ -567,6 +567,16 @@ def ramp_fleet(
     return {"pools": [pool], "router": request.router}
 
 
+def _planned_target(request: FleetPlanRequest, best: Searched, n: int) -> float | None:
+    """The preset's target from the winner's own plan where the preset reads one (``keda-vllm``:
+    requests in flight per replica at 60% of its planned service rate, as ``fleet simulate``
+    resolves it), so the fleet file states the target the plan simulated."""
+    from servecap.app.fleet import plan_pool, planned_target
+
+    pool = fleet_from_dict(fixed_fleet(request, best.candidate, n)).pools[0]
+    return planned_target(request.autoscaler.preset, plan_pool(pool)[0])
+
+
 def size_autoscaler(
     request: FleetPlanRequest,
     ctx: Context,
@@ -590,7 +600,7 @@ def size_autoscaler(
     window = ramp_window(spec, horizon_s=horizon, window_s=ramp_s, warmup_s=60.0)
     scored = scored_window(window, targets, request.seed)
     preset = PRESETS[request.autoscaler.preset]
-    target = request.autoscaler.target or preset.target
+    target = request.autoscaler.target or _planned_target(request, best, n) or preset.target
     interval = request.autoscaler.interval_s or preset.interval_s
     out: AutoscalerOut | None = None
     for used, h in enumerate(request.autoscaler.headroom, start=1):
