@@ -277,8 +277,10 @@ def scale_ahead_offer(pool: PoolExport) -> str:
             "how much)"
         )
     )
+    held = pool.scale_ahead_cost is not None and "meets the SLOs" in pool.scale_ahead_cost
+    instead = "Reactive scaling alone holds the SLOs here; to scale ahead anyway:" if held else "Instead:"
     return (
-        f"{cost}. Instead: a KEDA `cron` trigger (start/end in your traffic's wall-clock time, desiredReplicas "
+        f"{cost}. {instead} a KEDA `cron` trigger (start/end in your traffic's wall-clock time, desiredReplicas "
         f"{floor}) beside the Prometheus one, raising the floor before the ramp; or minReplicaCount {floor} "
         f"(the highest floor the plan holds, all day: {floor - a.min_replicas} more replica(s) than min_replicas "
         f"{a.min_replicas} at night)"
