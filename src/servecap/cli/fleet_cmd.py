@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from servecap.app.fleet import FleetFile, FleetSimulateResponse
     from servecap.fleet.pd.stats import PdStats
+    from servecap.progress import Progress
     from servecap.workload import WorkloadSpec
 
 
@@ -201,11 +202,23 @@ def fleet_simulate_command(
     request = FleetSimulateRequest(fleet=ff, workload=spec, seed=seed, percentiles=mode)
     from servecap.cli.console import make_console, progress_reporter
 
-    # the run's header on stderr, then its progress (a bar on a terminal, a line every 5 s off one)
+    # the run's header on stderr once it starts (a fleet file refused before it runs prints only
+    # its error), then its progress (a bar on a terminal, a line every 5 s off one)
     err = make_console(stderr=True)
-    err.print(fleet_header(ff, spec, seed), highlight=False)
+    header = [fleet_header(ff, spec, seed)]
+
+    def say_header() -> None:
+        if header:
+            err.print(header.pop(), highlight=False)
+
     with progress_reporter(err) as progress:
-        response, res = fleet_simulate(request, base_dir=base_dir, records=records, progress=progress)
+
+        def started(event: Progress) -> None:
+            say_header()
+            progress(event)
+
+        response, res = fleet_simulate(request, base_dir=base_dir, records=records, progress=started)
+    say_header()
     router_name = fleet_router_name(ff)
     if save:
         from servecap.results.store import RunStore, new_run_id
