@@ -28,7 +28,7 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
 def _cli_json(*args: str) -> dict:  # type: ignore[type-arg]
     out = CliRunner().invoke(cli, [*args, "--json"])
     assert out.exit_code == 0, out.output
-    return json.loads(out.output)  # type: ignore[no-any-return]
+    return json.loads(out.stdout)  # type: ignore[no-any-return]  # progress goes to stderr
 
 
 def test_plan_equals_the_cli(client: TestClient) -> None:
@@ -72,7 +72,7 @@ def test_catalog_search(client: TestClient) -> None:
 def _cli_json_list(*args: str) -> list:  # type: ignore[type-arg]
     out = CliRunner().invoke(cli, [*args, "--json"])
     assert out.exit_code == 0, out.output
-    return json.loads(out.output)  # type: ignore[no-any-return]
+    return json.loads(out.stdout)  # type: ignore[no-any-return]  # progress goes to stderr
 
 
 def test_uploaded_config_plans_like_the_file(client: TestClient) -> None:

@@ -115,14 +115,14 @@ def test_closed_loop_capacity_is_not_set_by_its_start() -> None:
 
 def test_simulate_users_take_the_default_user_model() -> None:
     """simulate --users sent 5-turn chats with a 30 s think time: not the user model of capacity."""
-    text = _run(["simulate", *DEP, *SLO, "--users", "20", "--duration-s", "30"])
+    text = _run(["simulate", *DEP, *SLO, "--users", "20", "--duration-s", "60"])
     first = text.splitlines()[0]
     assert first.startswith("request shape: 1,024 prompt + 128 output tokens (fixed); users: 20 users, one request")
     assert "1 turn, closed loop" in first
     cap = json.loads(_run(["capacity", *DEP, *SLO, "--duration-s", "60", "--json"]))
     (think,) = [n.split("): ")[1].split(" s think")[0] for n in cap["notes"] if n.startswith("users:")]
     assert f"{think} s think time between answers, 1 turn" in first
-    given = _run(["simulate", *DEP, "--users", "20", "--turns", "3", "--think-time-s", "5", "--duration-s", "30"])
+    given = _run(["simulate", *DEP, "--users", "20", "--turns", "3", "--think-time-s", "5", "--duration-s", "60"])
     assert "20 users, 5 s think time between answers, 3 turns, closed loop" in given.splitlines()[0]
 
 

@@ -105,7 +105,7 @@ def test_capacity_html_carries_the_answer(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     text = html.read_text()
-    assert "simulated capacity:" in text and "req/s per replica" in text
+    assert "capacity:" in text and "req/s per replica" in text
     iv = json.loads(result.stdout)["interval"]  # the report shows the interval --json carries
     assert f"(80% interval {iv['low']:,.2f}–{iv['high']:,.2f})" in text and "80% interval" in text
     assert "deployment" in text and "workload" in text and "poisson arrivals" in text

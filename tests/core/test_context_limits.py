@@ -70,7 +70,10 @@ def test_kv_pool_error_proposes_levers_that_work() -> None:
 
 def test_chat_history_and_littles_law_golden() -> None:
     """Five turns of 1,024 + 128 tokens: 1,024 + (5 - 1) / 2 x 1,152 = 3,328 tokens. A batch of 10
-    generating 0.5 + 100 x 0.05 = 5.5 s per turn with 20 s think time: 10 x 25.5 / 5.5 = 46.36 users."""
+    generating 0.5 + 100 x 0.05 = 5.5 s per turn with 20 s think time: a duty cycle of 5.5 / 25.5 =
+    0.2157; Little's law fills the batch on average at 10 x 25.5 / 5.5 = 46.36 users, and
+    busy_users keeps the 99th percentile in flight within it: a = 2.3263 x sqrt(0.2157 x 0.7843) =
+    0.9568, s = (-0.9568 + sqrt(0.9155 + 8.627)) / 0.4314 = 4.943, 24 users (issue 32, defect 5)."""
     assert chat_prompt_tokens(1024, 128, 5) == 3328
     assert chat_prompt_tokens(1024, 128, 1) == 1024
-    assert closed_loop_users(10, 0.5, 0.05, 101, 20.0) == pytest.approx(10 * 25.5 / 5.5)
+    assert closed_loop_users(10, 0.5, 0.05, 101, 20.0) == 24.0

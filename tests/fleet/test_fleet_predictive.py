@@ -25,7 +25,7 @@ def test_floors_by_hand() -> None:
 
 
 def _run(predictive: bool) -> float:
-    auto: dict[str, object] = {"preset": "keda-vllm", "interval_s": 10, "min_replicas": 1, "max_replicas": 8}
+    auto: dict[str, object] = {"preset": "keda-waiting", "interval_s": 10, "min_replicas": 1, "max_replicas": 8}
     if predictive:
         auto["predictive"] = {"req_s_per_replica": 12.0, "step_s": 30.0}
     fleet = fleet_from_dict(

@@ -205,11 +205,19 @@ def test_a_saved_streaming_run_keeps_summary_and_sketches(tmp_path: Path) -> Non
     shown = CliRunner().invoke(cli, ["runs", "show", "last", "--db", str(db)])
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.stdout)["summary"]["ttft_s"]["p99"] == ran["summary"]["ttft_s"]["p99"]
-    sk = CliRunner().invoke(cli, ["runs", "show", "last", "--sketches", "--db", str(db)])
+    sk = CliRunner().invoke(cli, ["runs", "show", "last", "--sketches", "--json", "--db", str(db)])
     assert sk.exit_code == 0, sk.output
     back = RunSketches.from_dict(json.loads(sk.stdout))
     assert back.total.num_requests == 300
     assert back.total.summary(ran["summary"]["duration_s"]).ttft_s.p99 == ran["summary"]["ttft_s"]["p99"]
+    # issue 32: without --json, percentile tables per group and window, not a million bucket counts
+    table = CliRunner().invoke(cli, ["runs", "show", "last", "--sketches", "--db", str(db)])
+    assert table.exit_code == 0, table.output
+    p99 = ran["summary"]["ttft_s"]["p99"] * 1e3
+    (whole,) = [ln for ln in table.stdout.splitlines() if ln.startswith("│ all ")]
+    assert f"{p99:,.0f}" in whole and "300" in whole
+    assert "first tokens" in table.stdout and "-15 s │" in table.stdout  # the windows
+    assert len(table.stdout.splitlines()) < 40 and '"bins"' not in table.stdout
 
 
 def test_two_seeds_merge_into_the_sketch_of_their_pooled_requests() -> None:

@@ -19,7 +19,7 @@ def test_flags_build_prefill_and_decode_pools_and_json_carries_the_hand_off() ->
     args += ["--decode-replicas", "2", "--kv-link", "tcp", "--pd-router", "sglang", "--rate", "8", *SHORT, "--json"]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
-    d = json.loads(out.output)
+    d = json.loads(out.stdout)  # progress goes to stderr
     assert [r["pool"] for r in d["replicas"]] == ["prefill", "decode", "decode"]
     pd = d["pd"]
     assert (pd["prefill_replicas"], pd["decode_replicas"], pd["transfers"]) == (1, 2, 120)

@@ -44,9 +44,9 @@ def test_signals_as_the_simulator_reads_them() -> None:
 
 
 def test_scale_up_now_with_keda_defaults() -> None:
-    # keda-vllm: target 5 waiting per replica, no scale-up window. 3 replicas x 8 waiting = 24
+    # keda-waiting: target 5 waiting per replica, no scale-up window. 3 replicas x 8 waiting = 24
     # -> ceil(24 / 5) = 5 (HPA's ceil(current x value / target) = ceil(3 x 8 / 5)).
-    adv = Advisor(PRESETS["keda-vllm"], "h100", "fleet.yaml").advise(0.0, _replicas([8, 8, 8]), None)
+    adv = Advisor(PRESETS["keda-waiting"], "h100", "fleet.yaml").advise(0.0, _replicas([8, 8, 8]), None)
     assert adv is not None and (adv.current, adv.recommended, adv.desired) == (3, 5, 5)
     assert adv.summary() == (
         "with the autoscaler of pool 'h100' in fleet.yaml: 3 → 5 replicas now "
@@ -72,9 +72,9 @@ def test_upscale_stabilisation_window_delays_the_scale_up() -> None:
 
 
 def test_downscale_window_then_the_floor() -> None:
-    # keda-vllm: 4 replicas at 5 waiting each (on target), then idle: the highest recommendation
+    # keda-waiting: 4 replicas at 5 waiting each (on target), then idle: the highest recommendation
     # of the last 300 s (4) holds until t=0 leaves the window; then 0, floored at min_replicas 1.
-    advisor = Advisor(PRESETS["keda-vllm"], "pool", "f.yaml")
+    advisor = Advisor(PRESETS["keda-waiting"], "pool", "f.yaml")
     assert advisor.advise(0.0, _replicas([5, 5, 5, 5]), None).desired == 4  # type: ignore[union-attr]
     idle = _replicas([0, 0, 0, 0])
     mid = advisor.advise(150.0, idle, None)
@@ -101,7 +101,7 @@ def test_capped_at_max_and_no_advice_without_replicas() -> None:
 def test_views_from_scrapes_feed_the_advisor() -> None:
     up = Snapshot("u", 0.0, "vllm", "m", gauges={"running": 4.0, "waiting": 12.0, "kv_usage": 0.7})
     views = replica_views([up, Down("v", 0.0, "refused")], pool="p")
-    adv = Advisor(PRESETS["keda-vllm"], "p", "f.yaml").advise(0.0, views, None)
+    adv = Advisor(PRESETS["keda-waiting"], "p", "f.yaml").advise(0.0, views, None)
     assert adv is not None and (adv.current, adv.value, adv.desired) == (1, 12.0, 3)
 
 

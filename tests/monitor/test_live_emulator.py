@@ -155,7 +155,7 @@ pools:
   - name: h100
     model: meta-llama/Llama-3.1-8B
     gpu: H100
-    autoscaler: {preset: keda-vllm, min_replicas: 1, max_replicas: 4}
+    autoscaler: {preset: keda-waiting, min_replicas: 1, max_replicas: 4}
   - name: fixed
     model: meta-llama/Llama-3.1-8B
     gpu: H100

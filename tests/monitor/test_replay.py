@@ -26,7 +26,7 @@ pools:
     cold_start:
       provisioning: {mean_s: 30, cv: 0.0}
       warmup: 5
-    autoscaler: {preset: keda-vllm, target: 5, interval_s: 15, min_replicas: 1, max_replicas: 8,
+    autoscaler: {preset: keda-waiting, target: 5, interval_s: 15, min_replicas: 1, max_replicas: 8,
                  downscale_stabilization_s: 120}
 router: least-outstanding
 slo: {ttft_ms: 1000, tpot_ms: 50}

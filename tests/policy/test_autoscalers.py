@@ -46,12 +46,15 @@ def test_schedule_raises_the_floor() -> None:
 
 def test_presets_are_the_documented_defaults() -> None:
     keda, ray = PRESETS["keda-vllm"], PRESETS["ray-serve"]
+    # keda-vllm: HPA as Kubernetes applies it (15 s sync period, tolerance 0.1, scale-down window
+    # 300 s, scale-up max(100%, 4 pods) per period) on running + waiting per replica (issue 32)
     assert (keda.signal, keda.interval_s, keda.downscale_stabilization_s, keda.tolerance) == (
-        "num_requests_waiting",
-        30.0,
+        "inflight",
+        15.0,
         300.0,
         0.1,
     )
+    assert dict(keda.options) == {"scale_up_percent": 100.0, "scale_up_pods": 4.0}
     assert (ray.signal, ray.target, ray.interval_s, ray.upscale_stabilization_s, ray.downscale_stabilization_s) == (
         "inflight",
         2.0,

@@ -31,6 +31,12 @@ def _users(text: str) -> int:
     return int(text.replace(",", ""))
 
 
+def _headline_users(data: dict[str, Any]) -> int:
+    """The users a page shows: the interval's bias-corrected estimate (issue 32), else the model's."""
+    iv = data.get("interval", {}).get("users_served")
+    return int(iv["estimate"]) if iv else int(data["users_served"])
+
+
 @pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
 @pytest.mark.parametrize("name", PAGES)
 def test_every_page_loads_without_console_errors(browser: Any, server_url: str, name: str, width: int) -> None:
@@ -57,7 +63,7 @@ def test_plan_form_gives_the_cli_numbers(desktop: Page, server_url: str) -> None
     pg.fill("input[name=max_model_len]", "8192")
     pg.click("button[type=submit]")
     pg.wait_for_selector("#users-served")
-    assert _users(pg.inner_text("#users-served")) == want["users_served"]
+    assert _users(pg.inner_text("#users-served")) == _headline_users(want)
     assert f"{want['kv_cache_tokens']:,}" in pg.inner_text("#result")
     assert "model=meta-llama%2FLlama-3.1-70B" in pg.url and "weights_dtype=fp8" in pg.url
     desktop.shot("plan-worked-example")
@@ -72,7 +78,7 @@ def test_a_shared_link_restores_the_view(desktop: Page, server_url: str) -> None
     assert pg.input_value("#model") == "Qwen/Qwen3-8B"
     assert pg.input_value("input[name=tpot_slo_ms]") == "50"
     want = _cli("plan", "-m", "Qwen/Qwen3-8B", "-g", "L40S", "-l", "16384", "--tpot-slo-ms", "50")
-    assert _users(pg.inner_text("#users-served")) == want["users_served"]
+    assert _users(pg.inner_text("#users-served")) == _headline_users(want)
 
 
 def test_bad_input_shows_the_cli_error(desktop: Page, server_url: str) -> None:
@@ -225,9 +231,31 @@ def test_plan_page_shows_the_apis_interval_next_to_the_headline(desktop: Page, s
     data = answer.value.json()
     pg.wait_for_selector("#users-interval")
     users, tpot = data["interval"]["users_served"], data["interval"]["tpot_s"]
-    assert pg.inner_text("#users-interval") == f"(80% interval {users['low']:,.0f}–{users['high']:,.0f})"
-    assert pg.inner_text("#tpot-interval") == f"(80% interval {tpot['low'] * 1e3:,.1f}–{tpot['high'] * 1e3:,.1f})"
+    model = (
+        f"; servecap's model {users['model']:,.0f}" if f"{users['model']:,.0f}" != f"{users['estimate']:,.0f}" else ""
+    )
+    assert pg.inner_text("#users-interval") == f"(80% interval {users['low']:,.0f}–{users['high']:,.0f}{model})"
+    assert pg.inner_text("#tpot-interval").startswith(
+        f"(80% interval {tpot['low'] * 1e3:,.1f}–{tpot['high'] * 1e3:,.1f}"
+    )
     assert pg.get_attribute("#users-interval", "title") == users["note"]
+    assert desktop.errors == []
+
+
+def test_plan_page_headline_lies_inside_its_interval(desktop: Page, server_url: str) -> None:
+    """Issue 32, defect 3: the 8B on an H100 showed 987 users beside an interval of 1,012-1,109."""
+    pg = desktop.page
+    query = urlencode({"model": "meta-llama/Llama-3.1-8B", "gpu": "H100-SXM"})
+    with pg.expect_response(lambda r: r.url.endswith("/api/v1/plan") and r.request.method == "POST") as answer:
+        pg.goto(f"{server_url}/plan?{query}")
+    data = answer.value.json()
+    pg.wait_for_selector("#users-interval")
+    shown = _users(pg.inner_text("#users-served"))
+    iv = data["interval"]["users_served"]
+    assert iv["low"] <= shown <= iv["high"] and shown == int(iv["estimate"])
+    assert f"servecap's model {data['users_served']:,}" in pg.inner_text("#users-interval")
+    # defect 5: the page says the users keep the batch below 100% busy
+    assert f"batch {100 * data['busy_fraction']:.0f}% busy" in pg.inner_text("#busy")
     assert desktop.errors == []
 
 
@@ -248,7 +276,7 @@ FLEET_PLAN_DEFAULT: dict[str, Any] = {
             "duration_s": 600,
         },
     },
-    "slo": {"ttft_s": {"p99": 1.0}, "tpot_s": {"p99": 0.05}},
+    "slo": {"ttft_s": {"p99": 2.0}, "tpot_s": {"p99": 0.1}},  # the CLI's default SLO (issue 32)
     "router": "least-outstanding",
     "levers": ["router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow"],
     "seed": 0,
@@ -268,7 +296,7 @@ def _jobs_idle(server_url: str) -> None:
 
 def _plan_default(pg: Any, tmp: Path, data: Path) -> None:
     pg.wait_for_selector("#users-served")
-    assert _users(pg.inner_text("#users-served")) == _cli("plan")["users_served"]  # the built-in example
+    assert _users(pg.inner_text("#users-served")) == _headline_users(_cli("plan"))  # the built-in example
 
 
 def _compare_default(pg: Any, tmp: Path, data: Path) -> None:
@@ -302,6 +330,12 @@ def _fleet_plan_default(pg: Any, tmp: Path, data: Path) -> None:
     assert pg.inner_text("#chosen-gpu") == want["chosen"]["name"]
     assert _users(pg.inner_text("#chosen-replicas")) == want["chosen"]["replicas"]
     assert pg.inner_text("#chosen-usd") == f"${want['fleet']['usd_per_month']:,.0f}"
+    # issue 32, defect 1: the page offers the chosen fleet as a fleet file, as `fleet plan --out` writes it
+    from urllib.parse import unquote
+
+    href = pg.get_attribute("#fleet-file", "href")
+    assert href is not None and href.startswith("data:application/json")
+    assert json.loads(unquote(href.split(",", 1)[1])) == want["fleet_file"]
 
 
 def _runs_default(pg: Any, tmp: Path, data: Path) -> None:

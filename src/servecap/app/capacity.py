@@ -2,7 +2,7 @@
 beside the closed-form figures and the assumptions that separate them.
 
 ``plan`` and ``capacity`` answer "how many users" under different assumptions, and the gap can be
-large (Llama-3.1-8B on an H100, TPOT 50 ms, TTFT 1 s: ``plan`` 1,030 users, ``capacity`` 229).
+large (Llama-3.1-8B on an H100, TPOT 50 ms, TTFT 1 s: ``plan`` 895 users, ``capacity`` 229).
 The response states the assumptions side by side (SLO statistic, prompt length with chat
 history, think time or duty cycle, queueing) and one line on why the numbers differ; ``plan
 --think-time-s Z --turns T`` gives the closed form under capacity's assumptions.
@@ -31,6 +31,9 @@ from servecap.specs.perf import CostInputs, RequestShape, Slo
 from servecap.validation.interval import Interval
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from servecap.core.plan import Plan
     from servecap.sim.capacity_search import CapacityResult
 
 
@@ -140,6 +143,7 @@ def capacity(
     target: float | None = None,
     progress: ProgressFn | None = None,
     limits: WorkLimits | None = None,
+    calibration: Path | None = None,
 ) -> CapacityResponse:
     """Search the largest load within ``slo`` (p99); ``stream`` (the flags' request shape) adds
     what ``plan`` would say for it; ``target`` (users or req/s) gets the replicas it needs. The
@@ -246,7 +250,7 @@ def capacity(
         seed=seed,
         notes=built.notes,
         load_model=load_model,
-        interval=_load_interval(result.max_load, dep.engine.engine, dep.gpu.family),
+        interval=_load_interval(result.max_load, dep.engine.engine, dep.gpu.family, calibration, built.plan),
     )
 
 
@@ -273,13 +277,21 @@ def _load_model(result: CapacityResult, think: float | None, turns: float) -> st
     return line
 
 
-def _load_interval(max_load: float, engine: str, gpu_family: str) -> Interval | None:
-    """The 80% interval of the capacity found, from the corpus's throughput residuals."""
-    from servecap.validation.interval import interval
+def _load_interval(
+    max_load: float, engine: str, gpu_family: str, calibration: Path | None, plan: Plan
+) -> Interval | None:
+    """The 80% interval of the capacity found: from the corpus's throughput residuals, or from
+    a calibration file's fit (:mod:`servecap.app.answer_interval`)."""
+    from servecap.app.answer_interval import answer_intervals
 
-    if max_load <= 0:
-        return None
-    return interval(max_load, metric="throughput", engine=engine, gpu_family=gpu_family)
+    found, _ = answer_intervals(
+        {"load": (max_load, "throughput")},
+        engine=engine,
+        gpu_family=gpu_family,
+        calibration=calibration,
+        step_s=plan.decode_step_time_s,
+    )
+    return found.get("load")
 
 
 def _why(f: Figures, stream: StreamFlags | None, fmt: Callable[[float], str]) -> str:
@@ -382,6 +394,7 @@ def capacity_from_request(
         target=r.target,
         progress=progress,
         limits=limits,
+        calibration=r.calibration,
     )
     if default_think:
         response.notes.insert(

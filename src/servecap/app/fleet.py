@@ -29,6 +29,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from servecap.app.flapping import PoolFlapping
 from servecap.app.json_object import JsonObject
 from servecap.app.scale_event import ScaleEvent
 from servecap.core.kv_transfer import kv_footprint
@@ -41,6 +42,7 @@ from servecap.fleet.spec import INSTANT
 from servecap.policy.autoscalers import (
     AUTOSCALERS,
     DEFAULT_AUTOSCALER,
+    PLANNED_LOAD_SHARE,
     PRESETS,
     SIGNALS,
     AutoscalerSettings,
@@ -164,6 +166,22 @@ def _registered(v: str | None, registry: Collection[str], what: str) -> str | No
     return v
 
 
+def planned_target(preset: str, plan: Plan | None) -> float | None:
+    """The target ``preset`` takes on a replica of ``plan``: the requests in flight at its
+    :data:`~servecap.policy.autoscalers.PLANNED_LOAD_SHARE` of the planned service rate (output
+    tokens/s at the planned batch over the request's output tokens), at least 1; None when the
+    preset's target is a fixed value or no plan is known."""
+    share = PLANNED_LOAD_SHARE.get(preset)
+    if share is None or plan is None or plan.batch <= 0:
+        return None
+    from servecap.core.capacity import inflight_at_rate
+
+    rate = share * plan.output_tokens_per_s_total / max(1, plan.request.output_tokens)
+    eng = plan.deployment.engine
+    b = inflight_at_rate(plan.step, plan.request, plan.efficiency, eng.max_num_batched_tokens, rate, plan.batch)
+    return float(max(1, round(b if b is not None else share * plan.batch)))
+
+
 class AutoscalerModel(_Model):
     """A pool's autoscaler: ``policy`` names one of :data:`~servecap.policy.autoscalers.AUTOSCALERS`
     (default ``target-tracking``), ``preset`` one of :data:`~servecap.policy.autoscalers.PRESETS`
@@ -207,11 +225,22 @@ class AutoscalerModel(_Model):
     def _signal(cls, v: str | None) -> str | None:
         return _registered(v, SIGNALS, "signal")
 
-    def to_settings(self) -> AutoscalerSettings:
-        base = PRESETS[self.preset or autoscaler_class(self.policy or DEFAULT_AUTOSCALER).default_preset]
+    def to_settings(self, plan: Plan | None = None) -> AutoscalerSettings:
+        """The settings; the pool's ``plan`` sets the target of a preset that reads it
+        (``keda-vllm``: running + waiting per replica at 60% of the planned service rate)."""
+        preset = self.preset or autoscaler_class(self.policy or DEFAULT_AUTOSCALER).default_preset
+        base = PRESETS[preset]
+        if self.target is not None:
+            target = self.target
+        else:
+            signal = base.signal if self.signal is None else self.signal
+            planned = planned_target(preset, plan) if signal == base.signal else None
+            target = base.target if planned is None else planned
+        options = dict(base.options) if self.policy in (None, base.policy) else {}
+        options.update(self.options)
         settings = AutoscalerSettings(
             signal=base.signal if self.signal is None else self.signal,
-            target=base.target if self.target is None else self.target,
+            target=target,
             interval_s=base.interval_s if self.interval_s is None else self.interval_s,
             min_replicas=self.min_replicas,
             max_replicas=self.max_replicas,
@@ -227,7 +256,7 @@ class AutoscalerModel(_Model):
             window_s=base.window_s if self.window_s is None else self.window_s,
             schedule=tuple((e.at_s, e.min_replicas) for e in self.schedule),
             policy=base.policy if self.policy is None else self.policy,
-            options=tuple(sorted(self.options.items())),
+            options=tuple(sorted(options.items())),
         )
         make_autoscaler(settings)  # the policy checks its signal and options now, not mid-run
         return settings
@@ -509,7 +538,7 @@ def build_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Pool, list[s
             if gpu.rent_usd_per_hour
             else f"{p.name}: no price_per_gpu_hour and none in the catalog: cost 0"
         )
-    autoscaler = p.autoscaler.to_settings() if p.autoscaler is not None else None
+    autoscaler = p.autoscaler.to_settings(the_plan) if p.autoscaler is not None else None
     replicas = p.replicas
     if replicas is None:
         replicas = autoscaler.min_replicas if autoscaler is not None else 1
@@ -671,6 +700,8 @@ class FleetSimulateResponse(_Out):
     replica_utilization: dict[str, list[float]] = Field(default_factory=dict)
     records_path: str | None = None  # where every request's record went (--records)
     pd: PdStats | None = None  # a disaggregated fleet: per-role times, transfers, links
+    # per autoscaled pool: scale events, their rate after settling, min<->max cycles (app/flapping.py)
+    flapping: list[PoolFlapping] = Field(default_factory=list)
 
 
 class GatewayOut(_Out):
@@ -866,6 +897,19 @@ def use_sketches(request: FleetSimulateRequest, spec: FleetSpec, notes: list[str
     return True
 
 
+def with_flapping(response: FleetSimulateResponse, spec: FleetSpec) -> FleetSimulateResponse:
+    """The response with the flapping detector's verdict per autoscaled pool, and its warning
+    in the notes (app/flapping.py)."""
+    from servecap.app.flapping import detect_flapping
+
+    bounds = {p.name: (p.autoscaler.min_replicas, p.autoscaler.max_replicas) for p in spec.pools if p.autoscaler}
+    if not bounds:
+        return response
+    verdicts = detect_flapping(response.scale_events, response.horizon_s, bounds)
+    warnings = [v.warning for v in verdicts if v.warning]
+    return response.model_copy(update={"flapping": verdicts, "notes": [*response.notes, *warnings]})
+
+
 def fleet_simulate(
     request: FleetSimulateRequest,
     *,
@@ -876,7 +920,20 @@ def fleet_simulate(
 ) -> tuple[FleetSimulateResponse, FleetResult]:
     """Build the fleet, simulate it under the workload, and shape the response; the work is
     sized against ``limits`` (default: the CLI's) first. ``records``: a Parquet file to stream
-    every request's record to (the run then streams)."""
+    every request's record to (the run then streams). Autoscaled pools get the flapping
+    detector's verdict (:func:`with_flapping`)."""
+    response, res, spec = _fleet_simulate(request, base_dir=base_dir, progress=progress, limits=limits, records=records)
+    return with_flapping(response, spec), res
+
+
+def _fleet_simulate(
+    request: FleetSimulateRequest,
+    *,
+    base_dir: Path | None,
+    progress: ProgressFn | None,
+    limits: WorkLimits | None,
+    records: Path | None,
+) -> tuple[FleetSimulateResponse, FleetResult, FleetSpec]:
     from servecap.app.limits import check_fleet_work, cli_limits
 
     limits = limits if limits is not None else cli_limits()
@@ -894,11 +951,11 @@ def fleet_simulate(
     if stream:
         res = simulate_fleet(spec, wl, request.seed, progress=progress, stream=True, records=records)
         response = response_from_result(res, request.seed, notes)
-        return response.model_copy(update={"records_path": None if records is None else str(records)}), res
+        return response.model_copy(update={"records_path": None if records is None else str(records)}), res, spec
     if not any(c.slo_targets for c in traffic_classes(wl)):
         res = simulate_fleet(spec, wl, request.seed, progress=progress)
         caps = pool_capacities(request.fleet, wl, base_dir)
-        return response_from_result(res, request.seed, notes, caps), res
+        return response_from_result(res, request.seed, notes, caps), res, spec
     # the classes' own percentile targets: draw the requests here (simulate_fleet draws the same
     # ones from the same seed) to know each one's class
     import numpy as np
@@ -925,4 +982,4 @@ def fleet_simulate(
         for g in report
         for t in g.targets
     ]
-    return response.model_copy(update={"slo_by_class": rows}), res
+    return response.model_copy(update={"slo_by_class": rows}), res, spec

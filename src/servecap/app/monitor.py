@@ -335,7 +335,8 @@ def report(
             )
     advice = None
     if advisor is not None:
-        a = advisor.advise(tick.time_s, replica_views(tick.latest, advisor.pool), tick.fleet)
+        room = hr.traffic_headroom if hr is not None and not hr.queueing else (0.0 if hr is not None else None)
+        a = advisor.advise(tick.time_s, replica_views(tick.latest, advisor.pool), tick.fleet, room)
         advice = _advice(a) if a is not None else None
     return MonitorReport(
         time_s=tick.time_s,

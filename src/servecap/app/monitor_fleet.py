@@ -63,8 +63,17 @@ def pool_autoscaler(path: Path | str, pool: str | None = None) -> PoolAutoscaler
             f"pool {chosen.name!r} of {path} has no autoscaler: nothing to advise (docs/fleet.md, Autoscalers)",
         )
     a = chosen.autoscaler
-    settings = a.to_settings()
+    from servecap.app.fleet import plan_pool
+
+    # a preset whose target comes from the pool's plan (keda-vllm) reads it; a pool that cannot be
+    # planned (the file's deployment does not fit) keeps the preset's fixed target, and says so
     notes = []
+    try:
+        the_plan = plan_pool(chosen, Path(path).parent)[0]
+    except ServecapError as err:
+        the_plan = None
+        notes.append(f"pool {chosen.name!r} cannot be planned ({err.problem}): the preset's fixed target applies")
+    settings = a.to_settings(the_plan)
     if a.schedule:
         notes.append("the autoscaler's schedule (times on the simulated clock) is left out: the floor is min_replicas")
     if a.predictive is not None:

@@ -96,7 +96,12 @@ def history_workload(h: History, *, prompt_tokens: float | None = None, output_t
     from servecap.workload import WorkloadSpec
 
     if len(h.time_s) < 2:
-        raise ServecapError("history", h.source, "needs at least two samples")
+        raise ServecapError(
+            "history",
+            h.source,
+            f"needs at least two samples, it holds {len(h.time_s)} (`monitor --once` stores one): record a session "
+            "first with `servecap monitor URL --interval-s 10 --duration-s 600` (every tick is stored), then replay it",
+        )
     steps: list[dict[str, float]] = []
     for t, r in zip(h.time_s, h.rate_req_s, strict=True):
         rate = round(max(0.0, r), 6)

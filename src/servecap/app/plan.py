@@ -29,7 +29,7 @@ from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.files import dumps_json
 from servecap.specs.engines import engine_profile
-from servecap.validation.interval import Interval, intervals_for, model_class_of
+from servecap.validation.interval import Interval, model_class_of
 
 if TYPE_CHECKING:
     from servecap.core.levers import Lever
@@ -124,11 +124,21 @@ class PlanResponse:
     intervals: dict[str, Interval] = field(default_factory=dict)
     step: StepExplanation | None = None  # --explain-step: one decode step's operations
 
+    @property
+    def busy_fraction(self) -> float:
+        """The share of the batch ``users_served`` keep busy on average
+        (:func:`servecap.core.capacity.busy_users`: below one, so the 99th percentile of requests
+        in flight fits the batch; simulation confirms the SLO means hold there)."""
+        from servecap.core.capacity import busy_fraction
+
+        return busy_fraction(self.plan.batch, self.plan.costs_in.duty_cycle)
+
     def to_dict(self) -> JsonObject:
         """The ``--json`` object: docs/json-schema.md documents every key."""
         from servecap.core.plan_dict import plan_to_dict
 
         data: JsonObject = plan_to_dict(self.plan)
+        data["busy_fraction"] = self.busy_fraction
         data["slo"] = _flat_dict(self.slo)
         data["turns"] = self.turns
         data["think_time_s"] = self.think_time_s
@@ -316,6 +326,20 @@ def plan(request: PlanRequest) -> PlanResponse:
             context_tokens=shape.mean_held_tokens,
         )
         fallback = step.fallback_share if r.step_model == "operations" else 0.0
+    from servecap.app.answer_interval import answer_intervals
+
+    intervals, iv_note = answer_intervals(
+        {"users_served": (float(p.users_served), "throughput"), "tpot_s": (p.tpot_s, "tpot")},
+        engine=dep.engine.engine,
+        gpu_family=dep.gpu.family,
+        calibration=r.calibration,
+        step_s=p.decode_step_time_s,
+        fallback_share=fallback,
+        model_class=model_class_of(dep.model.moe is not None, p.params.total),
+        engine_version=engine_profile(dep.engine.engine).version,
+    )
+    if iv_note:
+        notes.append(iv_note)
     return PlanResponse(
         plan=p,
         levers=levers(p),
@@ -328,14 +352,7 @@ def plan(request: PlanRequest) -> PlanResponse:
         request_interval_s=interval,
         peak_tok_s=r.peak_tok_s,
         replicas_for_tok_s=replicas_tok_s,
-        intervals=intervals_for(
-            {"users_served": (float(p.users_served), "throughput"), "tpot_s": (p.tpot_s, "tpot")},
-            engine=dep.engine.engine,
-            gpu_family=dep.gpu.family,
-            fallback_share=fallback,
-            model_class=model_class_of(dep.model.moe is not None, p.params.total),
-            engine_version=engine_profile(dep.engine.engine).version,
-        ),
+        intervals=intervals,
         step=step if r.explain_step else None,
     )
 

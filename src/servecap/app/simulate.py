@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 
 from servecap.app.flags import LoadFlags, StreamFlags, deployment_from_flags, efficiency_from_file
 from servecap.app.limits import WorkLimits, check_workload, cli_limits
-from servecap.app.simulate_request import SimulateRequest
+from servecap.app.simulate_request import CAPACITY_DURATION_S, SimulateRequest
 from servecap.errors import ServecapError
 from servecap.progress import Progress, ProgressFn
 from servecap.results.summary_json import RunSummaryJson
@@ -46,6 +46,7 @@ class Built:
     setup: EngineSetup
     workload: WorkloadSpec
     notes: list[str] = field(default_factory=list)
+    calibration: Path | None = None  # the calibration file the efficiencies came from (the intervals read its fit)
 
 
 def workload_from_options(
@@ -109,10 +110,14 @@ def build(
     model_path: str | None = None,
     default_num_requests: int = 1000,
     limits: WorkLimits | None = None,
+    steady_closed_loop: bool = False,
 ) -> Built:
     """Deployment, plan, engine and workload from the request (shared with capacity); ``slo``
     defaults to the request's own, ``model_path`` is an uploaded model resolved to its file. The
-    workload is sized against ``limits`` (default: the CLI's) before anything is built."""
+    workload is sized against ``limits`` (default: the CLI's) before anything is built.
+    ``steady_closed_loop`` (``simulate``): chat users from flags run to a steady state, their
+    length scaled to the users' cycle (:func:`closed_loop_length_s`), and a length given too
+    short to score one cycle after the warm-up is refused with the length it needs."""
     from servecap.app.inputs import slo_from_ms
     from servecap.core.capacity import chat_prompt_tokens
     from servecap.core.plan import plan as make_plan
@@ -136,14 +141,14 @@ def build(
         from servecap.app import defaults
 
         turns = turns if turns is not None else defaults.TURNS
-        if think_time_s is None:
-            from servecap.specs.perf import INTERACTIVE_SLO
+        from servecap.specs.perf import INTERACTIVE_SLO
 
-            bounded = slo if slo.ttft_s is not None or slo.tpot_s is not None else INTERACTIVE_SLO
-            probe = make_plan(
-                dep, request=RequestShape(stream.prompt_tokens, stream.output_tokens), slo=bounded, efficiency=eff
-            )
-            generating = probe.ttft_s + max(0, stream.output_tokens - 1) * probe.tpot_s if probe.batch > 0 else 0.0
+        bounded = slo if slo.ttft_s is not None or slo.tpot_s is not None else INTERACTIVE_SLO
+        probe = make_plan(
+            dep, request=RequestShape(stream.prompt_tokens, stream.output_tokens), slo=bounded, efficiency=eff
+        )
+        generating = probe.ttft_s + max(0, stream.output_tokens - 1) * probe.tpot_s if probe.batch > 0 else 0.0
+        if think_time_s is None:
             think_time_s = round(defaults.think_time_s(generating), 2)
             notes.insert(
                 0,
@@ -152,6 +157,17 @@ def build(
                 + ("s" if turns != 1 else ""),
             )
     load = replace(r.load(), think_time_s=think_time_s)
+    if steady_closed_loop and r.workload is None and r.users is not None and think_time_s is not None:
+        length = closed_loop_length_s(think_time_s, generating)
+        if r.duration_s is None and r.num_requests is None:
+            load = replace(load, duration_s=length.default_s)
+            notes.append(
+                f"closed loop: {length.default_s:,.0f} s simulated (a {length.warmup_s:,.0f} s warm-up, then "
+                f"{(length.default_s - length.warmup_s) / length.cycle_s:,.0f} user cycles of {length.cycle_s:,.1f} s "
+                f"scored, at least capacity's {CAPACITY_DURATION_S:,.0f} s); --duration-s sets another length"
+            )
+        else:
+            check_closed_loop_length(r.users, r.duration_s, r.num_requests, length)
     spec = workload_from_options(
         load, stream, workload=r.workload, default_num_requests=default_num_requests, notes=notes, trace=r.trace
     )
@@ -180,7 +196,67 @@ def build(
         scheduling_policy=r.policy,
     )
     notes.extend(setup.notes)
-    return Built(the_plan, setup, spec, notes)
+    return Built(the_plan, setup, spec, notes, r.calibration)
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoopLength:
+    """How long a closed loop of chat users must run: its warm-up (one user cycle, at least 30 s:
+    :func:`servecap.sim.capacity_search.closed_loop_warmup_s`), one cycle ``think + G``, the
+    shortest run that scores a cycle after the warm-up, and the default length."""
+
+    warmup_s: float
+    cycle_s: float
+    needed_s: float
+    default_s: float
+
+
+STEADY_CYCLES = 10
+"""User cycles a closed loop scores after its warm-up by default."""
+
+
+def closed_loop_length_s(think_time_s: float, generating_s: float) -> ClosedLoopLength:
+    """A closed loop's length scaled to its users' cycle ``c = Z + G`` (think time plus the
+    planner's time generating an answer): the warm-up ``w = max(30, Z + G)`` (every user's first
+    turn comes within one think time, then takes ``G``) is left unscored; a run shorter than
+    ``w + c`` scores less than one request per user (what ``simulate --users 832`` did at its old
+    default of 1,000 requests: 74 scored requests, all from the warm-up's burst). The default is
+    ``w + 10 c``, at least capacity's 600 s, so ``simulate --users N`` scores N users as
+    ``capacity`` does. The default user model (a request every 30 s): ``c`` = 30 s, ``w`` = 30 s,
+    600 s."""
+    from servecap.sim.capacity_search import MIN_WARMUP_S
+
+    cycle = max(1e-3, think_time_s + generating_s)
+    warmup = max(MIN_WARMUP_S, think_time_s + generating_s)
+    needed = warmup + cycle
+    return ClosedLoopLength(warmup, cycle, needed, max(CAPACITY_DURATION_S, warmup + STEADY_CYCLES * cycle))
+
+
+def check_closed_loop_length(
+    users: int, duration_s: float | None, num_requests: int | None, length: ClosedLoopLength
+) -> None:
+    """Refuse a closed loop given too short to reach a steady state, with the length it needs."""
+    need_s = math.ceil(length.needed_s - 0.01)  # the think time is rounded to 10 ms
+    why = (
+        f"a closed loop of {users:,} users needs at least {need_s:,} s to score one user cycle "
+        f"({length.cycle_s:,.1f} s) after its {length.warmup_s:,.0f} s warm-up"
+    )
+    if duration_s is not None and duration_s < need_s:
+        raise ServecapError(
+            "duration_s",
+            duration_s,
+            f"{why}: give --duration-s {need_s} or more "
+            f"(or leave it out: {length.default_s:,.0f} s, {STEADY_CYCLES} cycles)",
+        )
+    if duration_s is None and num_requests is not None:
+        need = math.ceil(users * need_s / length.cycle_s - 0.01)
+        if num_requests < need:
+            raise ServecapError(
+                "num_requests",
+                num_requests,
+                f"{why}, about {need:,} requests: give --num-requests {need} or more, or --duration-s "
+                f"(or neither: {length.default_s:,.0f} s)",
+            )
 
 
 def load_text(built: Built, default_users: bool) -> str:
@@ -340,7 +416,7 @@ def summary_intervals(built: Built, result: SimResult) -> dict[str, Interval]:
     """80% intervals of the simulated percentiles (TTFT, TPOT, E2E: p50, p90, p99, mean), from the
     corpus residuals of the deployment's engine and GPU family. Throughput gets none: in an open
     loop below saturation it is the offered load, not a prediction."""
-    from servecap.validation.interval import intervals_for
+    from servecap.app.answer_interval import answer_intervals
 
     s = result.summary
     values: dict[str, tuple[float, str]] = {}
@@ -349,7 +425,14 @@ def summary_intervals(built: Built, result: SimResult) -> dict[str, Interval]:
             if v is not None and math.isfinite(v):
                 values[f"{name}.{stat}"] = (v, metric)
     dep = built.plan.deployment
-    return intervals_for(values, engine=dep.engine.engine, gpu_family=dep.gpu.family)
+    found, _ = answer_intervals(
+        values,
+        engine=dep.engine.engine,
+        gpu_family=dep.gpu.family,
+        calibration=built.calibration,
+        step_s=built.plan.decode_step_time_s,
+    )
+    return found
 
 
 def simulate_request(
@@ -365,6 +448,6 @@ def simulate_request(
     from servecap.app.inputs import slo_from_ms
 
     slo = slo_from_ms(request.ttft_slo_ms, request.tpot_slo_ms)
-    built = build(request, slo=slo, model_path=model_path, limits=limits)
+    built = build(request, slo=slo, model_path=model_path, limits=limits, steady_closed_loop=True)
     response, result = simulate(built, seed=request.seed, slo=slo if request.has_slo() else None, progress=progress)
     return response, built, result

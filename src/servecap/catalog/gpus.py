@@ -113,5 +113,20 @@ def lookup_gpu(name: str, extra: list[GpuSpec] | None = None) -> GpuSpec:
         return by_id[aliases[key]]
     known = [g.id for g in gpu_catalog()] + [g.id for g in extra or []]
     raise ServecapError(
-        "gpu", name, "unknown GPU" + did_you_mean(name, known) + "; `servecap gpus` lists them, --gpu-file adds one"
+        "gpu", name, "unknown GPU" + _gpu_suggestion(name, known) + "; `servecap gpus` lists them, --gpu-file adds one"
     )
+
+
+def _gpu_suggestion(name: str, known: list[str]) -> str:
+    """A "did you mean" for a GPU name: an O typed for a 0 or an l for a 1 (``H1OO``), then the
+    closest ids or aliases (``h100`` is an alias of ``H100-SXM``)."""
+    import difflib
+
+    key = normalize_name(name)
+    aliases = gpu_aliases()
+    fixed = key.replace("o", "0").replace("l", "1")
+    if fixed in aliases:
+        return f" (did you mean: {aliases[fixed]}?)"
+    close = difflib.get_close_matches(key, list(aliases), n=3, cutoff=0.6)
+    ids = list(dict.fromkeys(aliases[c] for c in close))
+    return f" (did you mean: {', '.join(ids)}?)" if ids else did_you_mean(name, known)

@@ -30,8 +30,10 @@ from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from servecap.app.fleet import FleetSimulateResponse
+    from servecap.app.fleet import FleetFile, FleetSimulateResponse
     from servecap.fleet.pd.stats import PdStats
+    from servecap.progress import Progress
+    from servecap.workload import WorkloadSpec
 
 
 @click.group("fleet")
@@ -206,8 +208,26 @@ def fleet_simulate_command(
         from servecap.results.store import RunStore
 
         RunStore(db).check_writable()
-    response, res = fleet_simulate(request, base_dir=base_dir, records=records)
-    router_name = ff.router_model().name
+    from servecap.cli.console import make_console, progress_reporter
+
+    # the run's header on stderr once it starts (a fleet file refused before it runs prints only
+    # its error), then its progress (a bar on a terminal, a line every 5 s off one)
+    err = make_console(stderr=True)
+    header = [fleet_header(ff, spec, seed)]
+
+    def say_header() -> None:
+        if header:
+            err.print(header.pop(), highlight=False)
+
+    with progress_reporter(err) as progress:
+
+        def started(event: Progress) -> None:
+            say_header()
+            progress(event)
+
+        response, res = fleet_simulate(request, base_dir=base_dir, records=records, progress=started)
+    say_header()
+    router_name = fleet_router_name(ff)
     if save:
         from servecap.results.store import RunStore, new_run_id
 
@@ -234,7 +254,6 @@ def fleet_simulate_command(
     if as_json:
         click.echo(response.model_dump_json())
         return
-    from servecap.cli.console import make_console
 
     _render(make_console(), response, router_name)
 
@@ -407,3 +426,57 @@ def _render(console: Console, r: FleetSimulateResponse, router: str) -> None:
         console.print(f"[dim]every request's record: {r.records_path} (Parquet)[/]")
     for note in r.notes:
         console.print(f"[dim]note: {note}[/]")
+
+
+def fleet_header(ff: FleetFile, spec: WorkloadSpec, seed: int) -> str:
+    """The run in one line before it starts: pools (model, GPU, replicas or autoscaler), router,
+    load and length, seed."""
+    from servecap.workload import dist_mean
+
+    pools = []
+    for p in ff.pools:
+        a = p.autoscaler
+        count = (
+            f"{a.preset or 'autoscaled'} {a.min_replicas}-{a.max_replicas}"
+            if a is not None
+            else f"{p.replicas if p.replicas is not None else 1} replica(s)"
+        )
+        pools.append(f"{p.name}: {p.model} on {p.gpu}, {count}")
+    arrival = spec.arrival
+    rate = getattr(arrival, "rate_per_s", None)
+    if spec.users is not None:
+        load = f"{spec.users.count:,} chat users"
+    elif rate is not None:
+        load = f"{rate:g} req/s ({getattr(arrival, 'kind', '')})"
+    else:
+        load = f"{getattr(arrival, 'kind', 'trace')} arrivals"
+    length = (
+        f"{spec.num_requests:,} requests"
+        if spec.num_requests is not None
+        else f"{spec.duration_s:,.0f} s"
+        if spec.duration_s is not None
+        else ""
+    )
+    shape = ""
+    if spec.prompt_tokens is not None and spec.output_tokens is not None:
+        shape = f"; {dist_mean(spec.prompt_tokens):,.0f} prompt + {dist_mean(spec.output_tokens):,.0f} output tokens"
+    return (
+        f"fleet simulate: {'; '.join(pools)}; router {fleet_router_name(ff)}; {load}"
+        + (f", {length}" if length else "")
+        + f"{shape}; seed {seed}"
+    )
+
+
+def fleet_router_name(ff: FleetFile) -> str:
+    """The router a run's title names: a P/D fleet's hand-off router (its preset, or the policy
+    per side), not the co-located router it does not use."""
+    if not any(p.role in ("prefill", "decode") for p in ff.pools):
+        return ff.router_model().name
+    pd = ff.pd_router
+    if pd is None:
+        from servecap.app.fleet import PdRouterModel
+
+        pd = PdRouterModel()
+    if isinstance(pd, str):
+        return f"P/D {pd}"
+    return f"P/D prefill {pd.prefill}, decode {pd.decode}"

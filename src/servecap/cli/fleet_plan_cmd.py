@@ -22,6 +22,27 @@ if TYPE_CHECKING:
 _DEFAULT = FleetPlanRequest.model_fields  # the request's defaults, read for the help
 
 
+class _TokensOrFile(click.ParamType):  # type: ignore[type-arg]
+    """``-o``: output tokens (an integer), or a fleet file to write (a ``.yaml``/``.yml``/``.json``
+    path: ``fleet plan -o fleet.yaml``)."""
+
+    name = "INTEGER|FILE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | Path:
+        if isinstance(value, int | Path):
+            return value
+        text = str(value)
+        try:
+            return int(text)
+        except ValueError:
+            if Path(text).suffix.lower() in (".yaml", ".yml", ".json"):
+                return Path(text)
+        self.fail(f"{text!r}: output tokens (an integer) or a fleet file to write (.yaml, .yml, .json)", param, ctx)
+
+
+TOKENS_OR_FILE = _TokensOrFile()
+
+
 @click.command("plan")
 @click.option("--plan", "plan_file", type=PATH, default=None, help="Plan file (YAML/JSON; see docs/fleet.md).")
 @click.option("--model", "-m", type=click.STRING, default=None, help="Catalog id or config.json path.")
@@ -54,9 +75,18 @@ _DEFAULT = FleetPlanRequest.model_fields  # the request's defaults, read for the
 @click.option(
     "--output-tokens",
     "-o",
-    type=click.INT,
+    type=TOKENS_OR_FILE,
     default=None,
-    help=f"Output tokens (median with --output-sigma; default {defaults.OUTPUT_TOKENS}).",
+    help=f"Output tokens (median with --output-sigma; default {defaults.OUTPUT_TOKENS}); "
+    "-o FILE.yaml (a path, not a number) is --out FILE.yaml.",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=PATH,
+    default=None,
+    help="Write the chosen fleet as a fleet file (YAML; .json for JSON) and its peak window beside it "
+    "(FILE.peak.yaml): `fleet simulate --fleet` re-runs it, `export` deploys it.",
 )
 @click.option("--prompt-sigma", type=FINITE, default=None, help="Log-normal sigma of prompt lengths (0: fixed).")
 @click.option("--output-sigma", type=FINITE, default=None, help="Log-normal sigma of output lengths (0: fixed).")
@@ -108,7 +138,7 @@ def fleet_plan_command(
     request_interval_s: float | None,
     workload: Path | None,
     prompt_tokens: int | None,
-    output_tokens: int | None,
+    output_tokens: int | Path | None,
     prompt_sigma: float | None,
     output_sigma: float | None,
     slo_ttft_p99_s: float | None,
@@ -125,6 +155,7 @@ def fleet_plan_command(
     ray_address: str | None,
     html_path: Path | None,
     as_json: bool,
+    out_path: Path | None = None,
 ) -> None:
     """Find the cheapest fleet that meets percentile SLOs: replicas per candidate pool from the
     closed form, then bisection with the fleet simulator on the peak window; autoscaler settings
@@ -132,6 +163,12 @@ def fleet_plan_command(
 
     from servecap.app.fleet_plan import fleet_plan
     from servecap.app.fleet_plan.flags import FleetPlanFlags, plan_request_from_flags
+    from servecap.errors import ServecapError
+
+    if isinstance(output_tokens, Path):  # -o fleet.yaml
+        if out_path is not None:
+            raise ServecapError("out", str(out_path), f"give -o {output_tokens} or --out {out_path}, not both")
+        out_path, output_tokens = output_tokens, None
 
     flags = FleetPlanFlags(
         plan_file=plan_file,
@@ -169,6 +206,14 @@ def fleet_plan_command(
         from servecap.outputs import write_text
 
         write_text(html_path, plan_html(response), "--html")
+    if out_path is not None:
+        from servecap.app.fleet_plan.out_file import plan_files, slo_ms
+        from servecap.outputs import write_text
+
+        files = plan_files(response, out_path, request.seed, slo_ms(request))
+        write_text(out_path, files.fleet_text, "--out")
+        write_text(files.workload_path, files.workload_text, "--out")
+        click.echo(f"wrote {out_path} and {files.workload_path}; re-run: {files.rerun}", err=True)
     if as_json:
         click.echo(response.model_dump_json())
         return
@@ -226,7 +271,9 @@ def render(console: Console, r: FleetPlanResponse) -> None:
     for o in r.candidates:
         cand.add_row(
             o.name,
-            f"{o.closed_form_replicas} ({o.closed_form_req_s_per_replica:,.2f} req/s each)",
+            "-"
+            if o.note.startswith("ruled out")
+            else f"{o.closed_form_replicas} ({o.closed_form_req_s_per_replica:,.2f} req/s each)",
             replicas_cell(o),
             "-" if o.usd_per_month is None else f"${o.usd_per_month:,.0f}",
             "-" if o.req_s_per_replica is None else f"{o.req_s_per_replica:,.2f}",
@@ -236,6 +283,9 @@ def render(console: Console, r: FleetPlanResponse) -> None:
             str(o.simulations),
         )
     print_table(console, cand)
+    for o in r.candidates:
+        if o.note.startswith("ruled out"):
+            console.print(f"{o.name}: {o.note}", highlight=False)
     lev = Table(title="levers (each re-simulated)", title_justify="left")
     for col in LEVER_HEADER:
         lev.add_column(col, justify="right")

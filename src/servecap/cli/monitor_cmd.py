@@ -20,6 +20,10 @@ def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
     return "-" if value is None else format(value * scale, spec)
 
 
+def _longest_url(r: MonitorReport) -> int:
+    return max((len(t.url) for t in r.targets), default=0)
+
+
 def render(r: MonitorReport) -> Any:
     """A rich table: one row per replica and one for the fleet, then the headroom line."""
     from rich.console import Group
@@ -41,7 +45,10 @@ def render(r: MonitorReport) -> Any:
         "ITL p50/p99 ms",
         "E2E p99 s",
     ):
-        table.add_column(col, justify="left" if col == "target" else "right")
+        if col == "target":  # a URL is read whole: folded onto a second line, never cut to "…"
+            table.add_column(col, justify="left", overflow="fold", min_width=min(40, max(12, _longest_url(r))))
+        else:
+            table.add_column(col, justify="right")
 
     def row(name: str, w: object | None, style: str | None = None) -> None:
         from servecap.app.monitor import WindowReport
@@ -299,6 +306,22 @@ def monitor_command(
         if last.replicas_up == 0:
             raise SystemExit(1)
         return
+    from servecap.cli.console import make_console
+
+    err = make_console(stderr=True)
+    if not err.is_terminal:
+        # no terminal (a pipe, CI, a log): one line per tick on stderr, the last full frame on stdout
+        # (a live display off a terminal printed only its last frame, after the run)
+        reports: list[MonitorReport] = []
+
+        def log(r: MonitorReport) -> None:
+            reports.append(r)
+            err.print(tick_line(r), highlight=False, soft_wrap=True)
+
+        asyncio.run(run_monitor(settings, log))
+        if reports:
+            make_console().print(render(reports[-1]))
+        return
     from rich.live import Live
 
     with Live(refresh_per_second=4) as live:
@@ -307,3 +330,23 @@ def monitor_command(
             live.update(render(r))
 
         asyncio.run(run_monitor(settings, show))
+
+
+def tick_line(r: MonitorReport) -> str:
+    """One monitor tick in a line (the progress off a terminal): time, replicas, load, p99 TTFT,
+    headroom and the autoscaler's advice where there is one."""
+    parts = [f"monitor: t={r.time_s:,.0f} s", f"{r.replicas_up}/{r.replicas_up + r.replicas_down} up"]
+    w = r.fleet
+    if w is not None:
+        if w.request_rate_per_s is not None:
+            parts.append(f"{w.request_rate_per_s:,.2f} req/s")
+        if w.running is not None:
+            parts.append(f"{w.running:,.0f} running, {w.waiting or 0:,.0f} waiting")
+        p99 = w.latency_s.get("ttft", {}).get("p99")
+        if p99 is not None:
+            parts.append(f"p99 TTFT {p99 * 1e3:,.0f} ms")
+    if r.headroom is not None and r.headroom.traffic_headroom is not None:
+        parts.append(f"headroom {r.headroom.traffic_headroom:+.0%} traffic")
+    if r.autoscaler is not None:
+        parts.append(f"advice {r.autoscaler.current_replicas} -> {r.autoscaler.desired_replicas} replicas")
+    return ", ".join(parts)

@@ -87,8 +87,11 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
     speed.add_row("decode step at that batch", human_seconds(p.decode_step_time_s))
     tpot_iv = response.intervals.get("tpot_s")
     tpot_text = human_seconds(p.tpot_s)
-    if tpot_iv is not None:
-        tpot_text += f" ({tpot_iv.level:.0%}: {human_seconds(tpot_iv.low)}–{human_seconds(tpot_iv.high)})"
+    if tpot_iv is not None:  # the corrected figure, inside its interval; the model's beside it
+        tpot_text = (
+            f"{human_seconds(tpot_iv.estimate)} ({tpot_iv.level:.0%}: {human_seconds(tpot_iv.low)}–"
+            f"{human_seconds(tpot_iv.high)}; model {human_seconds(p.tpot_s)})"
+        )
     speed.add_row("TPOT with chunked prefill", tpot_text)
     speed.add_row("TTFT beside that batch", human_seconds(p.ttft_s))
     speed.add_row(
@@ -105,11 +108,15 @@ def render_plan(response: PlanResponse, console: Console | None = None) -> None:
     users = Table(title="Users and cost")
     users.add_column("quantity")
     users.add_column("value", justify="right")
-    basis = "batch x (G + Z) / G, Little's law" if response.think_time_s is not None else "batch / duty cycle"
-    users.add_row(f"users served ({basis})", f"{p.users_served:,}")
     iv = response.intervals.get("users_served")
+    busy = response.busy_fraction
+    model_row = f"servecap's model: the batch {busy:.0%} busy (99th percentile in flight fits)"
     if iv is not None:
+        users.add_row("users served (corrected by the corpus's median error)", f"{int(iv.estimate):,}")
         users.add_row(f"  {iv.level:.0%} interval", f"{iv.low:,.0f}–{iv.high:,.0f}")
+        users.add_row(f"  {model_row}", f"{p.users_served:,}")
+    else:
+        users.add_row(f"users served ({model_row})", f"{p.users_served:,}")
     users.add_row("$ per hour (rent)", _money(p.cost.usd_per_hour))
     users.add_row("$ per user per month (rent)", _money(p.cost.usd_per_user_month))
     users.add_row("$ per million output tokens", _money(p.cost.usd_per_million_tokens))

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from servecap.app.sketch_report import SketchReport
 
 from servecap.cli.main import LazyGroup
 from servecap.cli.options import OUT_PATH, db_option, json_option
@@ -124,7 +128,8 @@ def plain_table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> st
 @click.option(
     "--sketches",
     is_flag=True,
-    help="A streaming run's stored sketches (counters and DDSketch buckets per group and window) instead.",
+    help="A streaming run's stored sketches as percentile tables per pool, tenant, class and window "
+    "(the raw DDSketch buckets with --json).",
 )
 @db_option
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print JSON (the output always is).")
@@ -142,7 +147,12 @@ def show(run: str, sketches: bool, db: Path | None, as_json: bool) -> None:
         stored = RunStore(db).get_sketches(run)
         if stored is None:
             raise ServecapError("run", run, "was stored with its records, not sketches (runs export shows them)")
-        click.echo(json.dumps(stored, indent=2))
+        if as_json:  # the raw accumulators (bucket counts): for machines
+            click.echo(json.dumps(stored, indent=2))
+            return
+        from servecap.app.sketch_report import sketch_report
+
+        _render_sketches(sketch_report(stored))
         return
     from servecap.app.runs import show_run
 
@@ -179,3 +189,44 @@ def delete(run: str, db: Path | None) -> None:
     from servecap.app.runs import delete_run
 
     click.echo(f"deleted {delete_run(run, db)}")
+
+
+def _render_sketches(r: SketchReport) -> None:
+    from rich.table import Table
+
+    from servecap.cli.console import make_console, print_table
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x * 1e3:,.0f}"
+
+    c = make_console()
+    groups = Table(title=f"percentiles from the run's sketches (each within {r.relative_accuracy:.0%} at its rank)")
+    for col in (
+        "group",
+        "requests",
+        "completed",
+        "TTFT p50 ms",
+        "TTFT p99 ms",
+        "TPOT p50 ms",
+        "TPOT p99 ms",
+        "E2E p99 ms",
+    ):
+        groups.add_column(col, justify="left" if col == "group" else "right")
+    for g in r.groups:
+        groups.add_row(
+            g.name if g.axis == "run" else f"{g.axis} {g.name}",
+            f"{g.requests:,}",
+            f"{g.completed:,}",
+            ms(g.ttft_p50_s),
+            ms(g.ttft_p99_s),
+            ms(g.tpot_p50_s),
+            ms(g.tpot_p99_s),
+            ms(g.e2e_p99_s),
+        )
+    print_table(c, groups)
+    windows = Table(title=f"TTFT per {r.window_s:g} s window (by first-token time)")
+    for col in ("window", "first tokens", "TTFT p50 ms", "TTFT p99 ms"):
+        windows.add_column(col, justify="right")
+    for w in r.windows:
+        windows.add_row(f"{w.start_s:,.0f}-{w.end_s:,.0f} s", f"{w.first_tokens:,}", ms(w.ttft_p50_s), ms(w.ttft_p99_s))
+    print_table(c, windows)

@@ -11,6 +11,7 @@ from functools import lru_cache
 
 from servecap.core.blocks import KvCapacity, KvLayout, kv_capacity, kv_layout, require_one_request
 from servecap.core.capacity import (
+    busy_users,
     compute_bound_batch,
     decode_step,
     kv_batch_limit,
@@ -301,7 +302,7 @@ def plan(
     ttft = ttft_s(cost, b, request, eff, eng.max_num_batched_tokens)
     single_tpot = decode_step(cost, 1, request.mean_held_tokens, eff).total_s / cost.spec_tokens_per_step
     single_ttft = ttft_s(lone_request_cost(cost), 0, request, eff, eng.max_num_batched_tokens)
-    users = int(batch / costs.duty_cycle) if batch else 0
+    users = busy_users(batch, costs.duty_cycle)  # the 99th percentile in flight fits the batch
     rent = costs.rent_usd_per_gpu_hour if costs.rent_usd_per_gpu_hour is not None else dep.gpu.rent_usd_per_hour
     buy = costs.purchase_usd_per_gpu if costs.purchase_usd_per_gpu is not None else dep.gpu.purchase_usd
     if rent is None:

@@ -15,6 +15,7 @@ the monitor's clock) hold across ticks as they do across the simulator's decisio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -46,8 +47,10 @@ class Advice:
     value: float  # the signal as the policy reads it (a fleet sum for the additive signals)
     current: int  # replicas up
     recommended: int  # the raw recommendation, before stabilisation, steps and bounds
-    desired: int  # what the policy decides now
+    desired: int  # what the policy decides now (held where the headroom forbids a scale-down)
     mode: str = ""  # the policy's word on its state ("panic mode"), if any
+    policy_desired: int | None = None  # the policy's own decision, where the headroom check raised it
+    traffic_headroom: float | None = None  # the headroom the scale-down was checked against (+0.29 = 29%)
 
     @property
     def per_replica(self) -> float:
@@ -71,6 +74,12 @@ class Advice:
     def _held(self) -> str:
         """Why the decision differs from the raw recommendation, where it does."""
         s, rec, cur, want = self.settings, self.recommended, self.current, self.desired
+        if self.policy_desired is not None and self.traffic_headroom is not None:
+            more = cur / self.policy_desired - 1.0 if self.policy_desired > 0 else float("inf")
+            return (
+                f"the policy's {self.policy_desired} held at {want}: {cur} → {self.policy_desired} puts "
+                f"{more:+.0%} traffic on each replica, beyond the {self.traffic_headroom:+.0%} at which the SLOs break"
+            )
         if rec > cur and want < rec:
             if rec > s.max_replicas and want == s.max_replicas:
                 return f"{rec} recommended, capped at max_replicas {s.max_replicas}"
@@ -100,13 +109,48 @@ class Advisor:
         self.pool = pool
         self.source = source
 
-    def advise(self, now_s: float, replicas: Sequence[ScrapedReplica], fleet: WindowStats | None) -> Advice | None:
+    def advise(
+        self,
+        now_s: float,
+        replicas: Sequence[ScrapedReplica],
+        fleet: WindowStats | None,
+        traffic_headroom: float | None = None,
+    ) -> Advice | None:
         """The policy's decision at ``now_s``; ``None`` (nothing fed to the policy) when no replica
-        is up or the signal cannot be told yet."""
+        is up or the signal cannot be told yet. A scale-down is checked against the monitor's own
+        ``traffic_headroom`` (+0.29: the SLOs break at 29% more traffic, None: not known): going
+        from ``N`` to ``M`` replicas puts ``N / M - 1`` more traffic on each, so the advice never
+        goes below ``ceil(N / (1 + headroom))`` (:func:`headroom_floor`)."""
         current = sum(r.is_ready for r in replicas)
         value = signal_value(self.policy.settings.signal, replicas, fleet)
         if current == 0 or value is None:
             return None
         rec = self.policy.raw(current, value)
         desired = self.policy.decide(now_s, current, value)
-        return Advice(self.pool, self.source, self.policy.settings, value, current, rec, desired, self.policy.mode())
+        held = None
+        if traffic_headroom is not None and desired < current:
+            floor = headroom_floor(current, traffic_headroom)
+            if desired < floor:
+                held, desired = desired, floor
+        return Advice(
+            self.pool,
+            self.source,
+            self.policy.settings,
+            value,
+            current,
+            rec,
+            desired,
+            self.policy.mode(),
+            held,
+            traffic_headroom if held is not None else None,
+        )
+
+
+def headroom_floor(current: int, traffic_headroom: float) -> int:
+    """The fewest replicas that carry ``current`` replicas' traffic within the headroom: ``M``
+    replicas take ``current / M - 1`` more each, within ``h`` when ``M >= current / (1 + h)``.
+    No headroom (``h <= 0``: the SLOs already break) allows no scale-down. By hand: 2 replicas
+    at +29% -> ceil(2 / 1.29) = 2 (one replica would take +100%); 8 at +50% -> ceil(5.33) = 6."""
+    if traffic_headroom <= 0:
+        return current
+    return max(1, math.ceil(current / (1.0 + traffic_headroom) - 1e-9))

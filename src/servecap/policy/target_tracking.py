@@ -12,6 +12,9 @@ KEDA drives) and Ray Serve's autoscaler:
   ``upscale_stabilization_s``, scaling down the *highest* of the last
   ``downscale_stabilization_s`` (HPA's ``behavior.*.stabilizationWindowSeconds``; Ray Serve's
   ``upscale_delay_s`` / ``downscale_delay_s`` play the same part);
+- HPA's scale-up policy (options ``scale_up_percent``, ``scale_up_pods``; 0: none): at most
+  ``max(ceil(current x percent / 100), pods)`` more replicas per decision (the controller's
+  ``selectPolicy: Max`` over its two default policies, 100% and 4 pods per 15 s);
 - at most ``max_step_up`` / ``max_step_down`` replicas per decision; then clamped to
   ``[min, max]``, where a ``schedule`` of ``(from_s, min_replicas)`` raises the floor from a
   known time (scheduled scale-ahead of a daily curve).
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
+from typing import ClassVar
 
 from servecap.policy.autoscaler_base import Autoscaler, AutoscalerSettings
 from servecap.policy.signals import ADDITIVE_SIGNALS
@@ -30,6 +35,7 @@ class TargetTracking(Autoscaler):
     """The target-tracking decision; keeps its recent recommendations (the stabilisation windows)."""
 
     default_preset = "keda-vllm"
+    option_defaults: ClassVar[Mapping[str, float]] = {"scale_up_percent": 0.0, "scale_up_pods": 0.0}
 
     def __init__(self, settings: AutoscalerSettings) -> None:
         super().__init__(settings)
@@ -60,6 +66,9 @@ class TargetTracking(Autoscaler):
         down = max(r for t, r in self._history if t >= now_s - s.downscale_stabilization_s)
         if up > current:
             desired = min(up, current + s.max_step_up)
+            pct, pods = self.options["scale_up_percent"], self.options["scale_up_pods"]
+            if pct > 0 or pods > 0:
+                desired = min(desired, current + max(math.ceil(current * pct / 100.0 - 1e-9), int(pods), 1))
         elif down < current:
             desired = max(down, current - s.max_step_down)
         else:

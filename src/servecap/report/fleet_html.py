@@ -105,14 +105,19 @@ def fleet_html(title: str, res: FleetResult, notes: Sequence[str] = ()) -> str:
     rows.append("<table>" + "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in facts) + "</table>")
     rep = [
         "<table><tr><th>replica</th><th>pool</th><th>state</th><th>requested (s)</th><th>ready (s)</th>"
-        "<th>stopped (s)</th><th>routed</th><th>completed</th><th>utilisation</th><th>prefix hit rate</th></tr>"
+        "<th>stopped (s)</th><th>routed</th><th>completed</th><th>load (req/s)</th>"
+        "<th>busy (a request in flight)</th><th>prefix hit rate</th></tr>"
     ]
     for r in res.replicas:
         hit = "-" if r.prefix_cache_hit_rate is None else f"{r.prefix_cache_hit_rate:.1%}"
+        # "busy" is the share of time with any request in flight: 100% at a fraction of the
+        # replica's capacity is idle room, so the load it carried comes first
+        span = (r.stopped_s if r.stopped_s is not None else res.horizon_s) - (r.ready_s or 0.0)
+        load = f"{r.completed / span:,.2f}" if r.ready_s is not None and span > 0 else "-"
         rep.append(
             f"<tr><td>{r.replica_id}</td><td>{_html.escape(r.pool)}</td><td>{r.state}</td><td>{_fmt(r.requested_s)}</td>"
             f"<td>{_fmt(r.ready_s)}</td><td>{_fmt(r.stopped_s)}</td><td>{r.routed:,}</td><td>{r.completed:,}</td>"
-            f"<td>{r.utilization:.0%}</td><td>{hit}</td></tr>"
+            f"<td>{load}</td><td>{r.utilization:.0%}</td><td>{hit}</td></tr>"
         )
     rep.append("</table>")
     parts = [

@@ -20,6 +20,8 @@ def _ms(x: float | None) -> str:
 def replicas_cell(o: CandidateOut) -> str:
     if o.replicas is not None:
         return str(o.replicas)
+    if o.note.startswith("ruled out"):
+        return "ruled out"
     if o.note and o.best is not None:
         return f"> {o.best.replicas} (costs more)"
     return "> 0 (costs more)" if o.note else "none meets"
@@ -51,10 +53,18 @@ def interval_line(r: FleetPlanResponse) -> str | None:
     if cells is None:
         return None
     iv = r.interval["replicas"]
-    return (
+    line = (
         f"{iv['level']:.0%} interval: {cells[0]} replicas, {cells[1]}/month "
         f"(the throughput interval of {iv['count']} corpus values of {iv['basis']}, carried to the count)"
     )
+    estimate = iv.get("estimate")
+    if isinstance(estimate, float) and estimate == estimate and estimate != r.chosen.replicas:
+        # the count at the corpus's median error lies inside the interval; the simulated count is the deployable one
+        line += (
+            f"; {estimate:,.0f} replicas at the corpus's median error, {r.chosen.replicas} as simulated on "
+            "servecap's model (the count the fleet file deploys)"
+        )
+    return line
 
 
 def summary_lines(r: FleetPlanResponse) -> list[str]:

@@ -22,6 +22,22 @@ holding at least :data:`MIN_VALUES` values. A coarser group pools unlike rows an
 interval says which group it came from, and when it is not the first, that the corpus holds
 nothing close to the question. Users, request rates and replica counts take the throughput
 residuals (capacity scales with throughput); latencies their own metric's.
+
+**The point is bias-corrected from the same residuals** (docs/validation.md, "The answer and
+its interval"). When servecap errs one way on every value of a group (it under-predicts vLLM's
+throughput on H100 by 2-11%: all ten residuals are negative), the raw model figure ``p`` lies
+outside ``[low, high]``. The answer shown is therefore the median-corrected estimate
+
+    estimate = p / (1 + median(e_1 .. e_n)),
+
+the measured value the corpus's typical error points to. Since ``e_(k) <= median <=
+e_(n+1-k)`` it always lies inside the interval. The raw figure stays in ``model`` (and in the
+JSON's top-level keys, which are the model's arithmetic).
+
+**Under a calibration file** the model was fitted to the user's own server, so the corpus's
+errors (made with the default efficiencies) no longer describe it: :func:`calibrated_interval`
+builds the interval from the fit's own step-time RMSE instead (a least-squares fit: no bias to
+correct, the estimate is the point).
 """
 
 from __future__ import annotations
@@ -71,9 +87,15 @@ class Interval:
     basis: str
     close: bool
     note: str
+    # the bias-corrected answer (always within low..high) and the raw model figure it corrects;
+    # NaN when built by hand without them
+    estimate: float = math.nan
+    model: float = math.nan
 
     def to_dict(self) -> dict[str, object]:
         return {
+            "estimate": self.estimate,
+            "model": self.model,
             "low": self.low,
             "high": self.high,
             "level": self.level,
@@ -170,6 +192,13 @@ def _class_and_version_notes(
     return notes
 
 
+def median(errors: list[float]) -> float:
+    """The sample median (the mean of the two middle values for an even count)."""
+    s = sorted(errors)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
+
+
 def _group(residuals: tuple[Residual, ...], engine: str, gpu_family: str, metric: str) -> tuple[list[float], str, bool]:
     same_metric = [r for r in residuals if r.metric == metric]
     levels: list[tuple[list[Residual], str, bool]] = [
@@ -221,13 +250,16 @@ def interval(
     widen = 1.0 + min(1.0, max(0.0, fallback_share))
     low = predicted / (1.0 + hi_err) ** widen
     high = predicted / (1.0 + lo_err) ** widen
+    mid = median(errors)
+    estimate = min(high, max(low, predicted / (1.0 + mid)))  # the clamp only absorbs rounding
     label = f"{len(errors)} corpus {metric} values of {basis}"
+    correction = f"; the answer is the model's {_g(predicted)} corrected by their median error {mid:+.1%}"
     if close:
-        note = f"{level:.0%} interval from servecap's errors on {label}"
+        note = f"{level:.0%} interval from servecap's errors on {label}{correction}"
     else:
         note = (
             f"the corpus has too few {metric} values of {engine} on {gpu_family} to judge this answer; "
-            f"{level:.0%} interval widened to servecap's errors on {label}"
+            f"{level:.0%} interval widened to servecap's errors on {label}{correction}"
         )
     lacking = _class_and_version_notes(pool, engine, metric, model_class, engine_version)
     if lacking:
@@ -238,7 +270,50 @@ def interval(
             f"; {fallback_share:.0%} of the step's operation time from the roofline fallback (no measured "
             f"kernel table covers it): log-width x {widen:.2f}"
         )
-    return Interval(low, high, level, len(errors), basis, close, note)
+    return Interval(low, high, level, len(errors), basis, close, note, estimate, predicted)
+
+
+def _g(x: float) -> str:
+    """A figure in a note: whole numbers with separators, small ones to three digits."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+Z_80 = 1.2815515655446004
+"""The standard normal's 90th percentile: a two-sided 80% interval is ``mean +- 1.2816 sd``."""
+
+
+def calibrated_interval(
+    predicted: float,
+    *,
+    metric: str,
+    relative_sd: float,
+    samples: int,
+    source: str,
+    level: float = LEVEL,
+) -> Interval:
+    """The 80% interval of a prediction made with a calibration file's fitted coefficients.
+
+    The fit is least squares on the user's own step times, so its residuals have mean zero and
+    standard deviation ``rmse``; a step time ``t`` is off by ``+-z x rmse`` with 80% probability
+    (``z = 1.2816``, normal errors assumed), a relative ``r = z x rmse / t``. A latency scales
+    with the step time: ``[p (1 - r), p (1 + r)]``; a throughput (users, requests/s) with its
+    inverse: ``[p / (1 + r), p / (1 - r)]``. The estimate is the point (no bias to correct).
+    ``relative_sd`` is ``rmse / t`` at the plan's decode step; ``samples`` the step times
+    fitted; ``source`` the file, for the note."""
+    if metric not in METRICS:
+        raise ServecapError("metric", metric, "must be one of " + ", ".join(METRICS))
+    if level != LEVEL:
+        raise ServecapError("level", level, f"only the {LEVEL:.0%} interval is built from a calibration")
+    r = min(0.95, Z_80 * max(0.0, relative_sd))
+    if metric == "throughput":
+        low, high = predicted / (1.0 + r), predicted / (1.0 - r)
+    else:
+        low, high = predicted * (1.0 - r), predicted * (1.0 + r)
+    note = (
+        f"{level:.0%} interval from the calibration's fit ({source}: step-time RMSE {relative_sd:.1%} of the "
+        f"decode step over {samples:,} steps, normal errors); the corpus's errors do not apply to a fitted model"
+    )
+    return Interval(low, high, level, samples, f"calibration {source}", True, note, predicted, predicted)
 
 
 def intervals_for(
@@ -313,10 +388,25 @@ def replica_interval(
     # tput.low = 1 / (1 + e_hi), tput.high = 1 / (1 + e_lo): replicas needed = n / (measured / c)
     low = max(1, math.ceil(replicas / tput.high - 1e-9))
     high = max(1, math.ceil(replicas / tput.low - 1e-9))
+    # the count the median error points to (tput.estimate = 1 / (1 + median)), inside low..high
+    estimate = min(float(high), max(float(low), float(max(1, math.ceil(replicas / tput.estimate - 1e-9)))))
     per = usd_per_month / replicas if replicas else 0.0
     note = tput.note.replace(f"{level:.0%} interval", f"{level:.0%} interval of the replica count", 1)
-    count = Interval(float(low), float(high), level, tput.count, tput.basis, tput.close, note)
+    note = note.split("; the answer is")[0] + (
+        f"; {estimate:.0f} replicas at the corpus's median error, {replicas} as simulated on servecap's model"
+    )
+    count = Interval(
+        float(low), float(high), level, tput.count, tput.basis, tput.close, note, estimate, float(replicas)
+    )
     cost = Interval(
-        low * per, high * per, level, tput.count, tput.basis, tput.close, note.replace("replica count", "rent", 1)
+        low * per,
+        high * per,
+        level,
+        tput.count,
+        tput.basis,
+        tput.close,
+        note.replace("replica count", "rent", 1),
+        estimate * per,
+        usd_per_month,
     )
     return count, cost

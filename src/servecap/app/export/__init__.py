@@ -66,6 +66,11 @@ def export(target: str, path: Path | str, options: ExportOptions | None = None) 
     return build(target, load_source(path, replicas=(options or ExportOptions()).replicas), options)
 
 
+YAML_WIDTH = 1 << 30
+"""No folding: a long value (a vLLM command line in ``export pd``) stays on one line, as a
+person would paste it (PyYAML folds plain scalars at ``width``, 80 by default)."""
+
+
 def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -> ExportResult:
     """``target``'s document for an already-read input."""
     import yaml
@@ -102,9 +107,9 @@ def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -
         raise ServecapError("target", target, f"unknown export target; one of {', '.join(TARGETS)}")
     comment = "".join(f"# {line}\n" for line in header)
     if isinstance(data, list):
-        body = yaml.safe_dump_all(data, sort_keys=False, width=200)
+        body = yaml.safe_dump_all(data, sort_keys=False, width=YAML_WIDTH)
     else:
-        body = yaml.safe_dump(data, sort_keys=False, width=200)
+        body = yaml.safe_dump(data, sort_keys=False, width=YAML_WIDTH)
     return ExportResult(target, comment + body, data, tuple(warnings))
 
 

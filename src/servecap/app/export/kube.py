@@ -160,6 +160,7 @@ class ScalingPolicy(TypedDict):
 class ScalingRules(TypedDict):
     stabilizationWindowSeconds: int
     policies: NotRequired[list[ScalingPolicy]]
+    selectPolicy: NotRequired[str]
 
 
 class HpaBehavior(TypedDict):
@@ -260,6 +261,32 @@ def service(inp: ExportInput, pool: PoolExport, *, namespace: str | None) -> Ser
     }
 
 
+def scale_ahead_offer(pool: PoolExport) -> str:
+    """What a pool that scales ahead of its curve loses on a target that only reacts, and what
+    the target can do instead: the plan's own reactive-only lever row (from ``fleet plan
+    --json``), then a cron trigger raising the floor before the ramp, or a minimum at the
+    highest floor the schedule holds (at that many replicas' rent around the clock)."""
+    a = pool.autoscaler
+    assert a is not None
+    floor = max([n for _, n in a.schedule] + [pool.peak_replicas or a.min_replicas])
+    cost = (
+        f"; {pool.scale_ahead_cost}"
+        if pool.scale_ahead_cost
+        else (
+            "; reactive scaling alone can miss the SLOs on the ramp (the `fleet plan` lever row 'scale-ahead' says by "
+            "how much)"
+        )
+    )
+    held = pool.scale_ahead_cost is not None and "meets the SLOs" in pool.scale_ahead_cost
+    instead = "Reactive scaling alone holds the SLOs here; to scale ahead anyway:" if held else "Instead:"
+    return (
+        f"{cost}. {instead} a KEDA `cron` trigger (start/end in your traffic's wall-clock time, desiredReplicas "
+        f"{floor}) beside the Prometheus one, raising the floor before the ramp; or minReplicaCount {floor} "
+        f"(the highest floor the plan holds, all day: {floor - a.min_replicas} more replica(s) than min_replicas "
+        f"{a.min_replicas} at night)"
+    )
+
+
 def hpa_behavior(pool: PoolExport, warnings: list[str]) -> HpaBehavior:
     """HPA ``behavior`` from the stabilisation windows and step limits (``autoscaling/v2``)."""
     a = pool.autoscaler
@@ -267,8 +294,19 @@ def hpa_behavior(pool: PoolExport, warnings: list[str]) -> HpaBehavior:
     period = max(1, round(a.interval_s))
     up: ScalingRules = {"stabilizationWindowSeconds": round(a.upscale_stabilization_s)}
     down: ScalingRules = {"stabilizationWindowSeconds": round(a.downscale_stabilization_s)}
+    opts = dict(a.options) if a.policy == "target-tracking" else {}
+    pct, pods = int(opts.get("scale_up_percent", 0)), int(opts.get("scale_up_pods", 0))
+    if pct > 0 or pods > 0:  # HPA's scale-up policies, the larger applying (its default: 100% and 4 pods)
+        rules: list[ScalingPolicy] = []
+        if pct > 0:
+            rules.append({"type": "Percent", "value": pct, "periodSeconds": period})
+        if pods > 0:
+            rules.append({"type": "Pods", "value": pods, "periodSeconds": period})
+        up["policies"] = rules
+        up["selectPolicy"] = "Max"
     if "max_step_up" in pool.explicit:
         up["policies"] = [{"type": "Pods", "value": a.max_step_up, "periodSeconds": period}]
+        up.pop("selectPolicy", None)
     if "max_step_down" in pool.explicit:
         down["policies"] = [{"type": "Pods", "value": a.max_step_down, "periodSeconds": period}]
     if "tolerance" in pool.explicit:
@@ -282,7 +320,7 @@ def hpa_behavior(pool: PoolExport, warnings: list[str]) -> HpaBehavior:
         ("predictive", "KEDA scales on observed metrics only"),
     ):
         if key in pool.explicit:
-            warnings.append(f"{pool.name}: autoscaler.{key} not written: {why}")
+            warnings.append(f"{pool.name}: autoscaler.{key} not written: {why}" + scale_ahead_offer(pool))
     return {"scaleUp": up, "scaleDown": down}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -69,6 +69,10 @@ class PoolExport:
     explicit: frozenset[str] = frozenset()  # autoscaler keys the file set (others are the preset's)
     kv_cache_memory_bytes: int | None = None
     max_waiting: int | None = None
+    # from a `fleet plan --json`: what its lever table showed the scale-ahead is worth (the
+    # reactive-only row), for targets that cannot express it
+    scale_ahead_cost: str | None = None
+    peak_replicas: int | None = None  # the plan's count at the peak
 
     @property
     def gpus_per_replica(self) -> int:
@@ -127,8 +131,10 @@ def dns_name(text: str) -> str:
 
 
 def load_source(path: Path | str, *, replicas: int | None = None) -> ExportInput:
-    """Read ``path``: a ``.json`` holding a ``servecap plan --json`` object, or a fleet file
-    (``.yaml``/``.yml``/``.json`` with ``pools``). ``replicas`` sets a plan's replica count."""
+    """Read ``path``: a ``.json`` holding a ``servecap plan --json`` object, a fleet file
+    (``.yaml``/``.yml``/``.json`` with ``pools``, as ``fleet plan --out`` writes it), or a
+    ``servecap fleet plan --json`` object (its ``fleet_file``). ``replicas`` sets a plan's
+    replica count."""
     path = Path(path)
     return parse_source(str(path), read_bytes(path, "file"), replicas=replicas)
 
@@ -145,13 +151,54 @@ def parse_source(name: str, data: bytes, *, replicas: int | None = None) -> Expo
     source = Source(name, hashlib.sha256(data).hexdigest(), source_kind)
     if source_kind == "plan":
         return _from_plan(source, raw, replicas)
+    chosen_fleet = raw.get("fleet_file")
+    scale_ahead: str | None = None
+    plan_raw: dict[str, object] | None = None
+    if "pools" not in raw and isinstance(chosen_fleet, dict) and "chosen" in raw:
+        # `servecap fleet plan --json`: its chosen fleet (the file `fleet plan --out` writes)
+        scale_ahead = reactive_row_cost(raw)
+        plan_raw = raw
+        raw = dict(chosen_fleet)
     if "pools" not in raw:
         raise ServecapError(
             "file", str(path), "is neither a fleet file (no 'pools') nor a `servecap plan --json` object (no 'schema')"
         )
     if replicas is not None:
         raise ServecapError("replicas", replicas, "applies to a plan; a fleet file gives each pool's replicas")
-    return _from_fleet(source, raw, path.parent)
+    inp = _from_fleet(source, raw, path.parent)
+    if scale_ahead is not None:
+        chosen = plan_raw.get("chosen") if isinstance(plan_raw, dict) else None
+        peak = chosen.get("replicas") if isinstance(chosen, dict) else None
+        inp = replace(
+            inp,
+            pools=tuple(
+                replace(p, scale_ahead_cost=scale_ahead, peak_replicas=peak if isinstance(peak, int) else None)
+                for p in inp.pools
+            ),
+        )
+    return inp
+
+
+def reactive_row_cost(plan: Mapping[str, object]) -> str | None:
+    """What a ``fleet plan --json``'s lever table says the scale-ahead is worth: its
+    ``scale-ahead`` row (the ramp with the reactive autoscaler alone), in words; None when the
+    plan has no such row."""
+    levers = plan.get("levers")
+    if not isinstance(levers, list):
+        return None
+    for row in levers:
+        if isinstance(row, Mapping) and row.get("name") == "scale-ahead":
+            ttft, tpot = row.get("ttft_p99_s"), row.get("tpot_p99_s")
+            parts = [
+                f"p99 TTFT {ttft:,.1f} s" if isinstance(ttft, int | float) else "",
+                f"p99 TPOT {tpot * 1e3:,.0f} ms" if isinstance(tpot, int | float) else "",
+            ]
+            verdict = "meets the SLOs" if row.get("slo_met") else "misses the SLOs"
+            return (
+                f"the plan's own lever row 'scale-ahead' (the ramp with the reactive autoscaler alone) "
+                f"{verdict}: {', '.join(x for x in parts if x)}"
+            )
+    return None
 
 
 def _parse(path: Path, data: bytes) -> dict[str, object]:
@@ -210,7 +257,7 @@ def _from_fleet(source: Source, raw: dict[str, object], base_dir: Path) -> Expor
             raise ServecapError("pools.name", p.name, f"gives the same Kubernetes name {name!r} as pool {seen[name]!r}")
         seen[name] = p.name
         the_plan, _ = plan_pool(p, base_dir)
-        settings = p.autoscaler.to_settings() if p.autoscaler is not None else None
+        settings = p.autoscaler.to_settings(the_plan) if p.autoscaler is not None else None
         explicit = frozenset(
             k
             for k, v in (p.autoscaler.model_dump(exclude={"preset"}) if p.autoscaler is not None else {}).items()

@@ -250,7 +250,7 @@ def _ramp_lever(request: FleetPlanRequest, ctx: Context, name: str, winner: Winn
             "without the scheduled scale-ahead (reactive autoscaler only)",
             ev,
             1,
-            "KEDA on waiting requests lets the fleet shrink while no queue forms, then lags a cold start behind; "
+            "the reactive autoscaler alone scales on what it observes, so each rise waits out a cold start; "
             "rent about the same",
             usd=a.usd_per_month,
         )

@@ -290,6 +290,9 @@ class FleetPlanResponse(_Out):
     story: list[str]  # where the figures differ from plan/capacity and why, one line each
     fleet_file: FleetDoc  # the chosen fleet as a fleet file (`servecap fleet simulate --fleet`)
     notes: list[str]
+    # the peak window the plan scored, as a workload file (`fleet plan --out` writes it beside the
+    # fleet file: `fleet simulate --fleet F --workload W --seed S` re-runs the plan's evidence)
+    peak_workload: JsonObject = Field(default_factory=dict)
     # "replicas", "usd_per_month" -> the 80% interval of the chosen fleet's count and rent
     # (validation.interval.replica_interval: the throughput interval carried to the count)
     interval: dict[str, JsonObject] = Field(default_factory=dict)

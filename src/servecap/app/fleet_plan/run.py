@@ -143,6 +143,7 @@ def closed_form(
     """The candidate's closed form at the mean request (SLOs read as steady-state means)."""
     from servecap.app.fleet import ColdStartModel
     from servecap.catalog import lookup_gpu, resolve_model
+    from servecap.core.capacity import busy_fraction
     from servecap.core.defaults import build_deployment
     from servecap.core.plan import plan
     from servecap.core.spec_decode import spec_config_from_flags
@@ -170,7 +171,11 @@ def closed_form(
     tpot = dict(slo.tpot_s or {})
     shape = RequestShape(max(1, round(arrays_mean[0])), max(1, round(arrays_mean[1])))
     p = plan(dep, request=shape, slo=Slo(min(ttft.values(), default=None), min(tpot.values(), default=None)))
-    rate = p.output_tokens_per_s_total / max(1.0, arrays_mean[1])
+    e2e_full = p.ttft_s + max(0.0, arrays_mean[1] - 1) * p.tpot_s
+    # the batch at plan's busy fraction (core.capacity.busy_users: the 99th percentile of requests
+    # in flight fits it), so the closed form's users per replica are plan's users
+    busy = busy_fraction(p.batch, e2e_full / request.traffic.request_interval_s) if e2e_full > 0 else 1.0
+    rate = p.output_tokens_per_s_total / max(1.0, arrays_mean[1]) * busy
     price = c.price_per_gpu_hour if c.price_per_gpu_hour is not None else (gpu.rent_usd_per_hour or 0.0)
     cs = request.cold_start
     cold = 0.0
@@ -210,7 +215,23 @@ def run_plan(
         np.random.default_rng(request.seed),
     )
     mean_req = (float(np.mean(probe.prompt_tokens)), float(np.mean(probe.output_tokens)))
-    closed = [closed_form(request, c, spec, mean_req, default_slo) for c in request.candidates]
+    closed, ruled_out = [], []
+    for c in request.candidates:
+        try:
+            closed.append(closed_form(request, c, spec, mean_req, default_slo))
+        except ServecapError as err:  # a candidate that cannot start is ruled out, with its reason
+            if len(request.candidates) == 1:
+                raise
+            ruled_out.append(ruled_out_row(request, c, err))
+    if not closed:
+        raise ServecapError(
+            "candidates",
+            [c.label() for c in request.candidates],
+            "none can start: " + "; ".join(f"{o.name}: {o.note.removeprefix('ruled out: ')}" for o in ruled_out),
+        )
+    if ruled_out:
+        names = {o.name for o in ruled_out}
+        request = request.model_copy(update={"candidates": [c for c in request.candidates if c.label() not in names]})
     e2e = max(c.e2e_s for c in closed)
     window = peak_window(
         spec,
@@ -227,6 +248,7 @@ def run_plan(
     if not passing:
         raise no_candidate_error(outs, request.max_replicas)
     _, best_i = min(passing)
+    outs = [*outs, *ruled_out]  # after the searched ones: best_i indexes those
     best = searched[best_i]
     assert best.result.answer is not None
     n = best.result.answer
@@ -250,7 +272,9 @@ def run_plan(
     ff = fixed_fleet(request, best.candidate, n)
     ff["pools"][0].pop("cold_start", None)
     if autoscaler is not None:
-        ff["pools"][0].pop("replicas", None)
+        # the autoscaler takes over from the peak count the plan simulated: a file that started at
+        # min_replicas re-ran its peak window as a cold-start backlog (p99 TTFT 252 s, not 0.39)
+        ff["pools"][0]["replicas"] = n
         ff["pools"][0]["autoscaler"] = autoscaler_dict(request, autoscaler)
     return FleetPlanResponse(
         model=request.model,
@@ -279,7 +303,11 @@ def run_plan(
         story=story_lines(request, chosen, peak),
         fleet_file=ff,
         notes=ctx.notes,
-        interval=fleet_intervals(n, fleet_ev.usd_per_month, best.closed),
+        peak_workload=window.workload.model_dump(mode="json", by_alias=True, exclude_none=True),
+        interval={
+            **fleet_intervals(n, fleet_ev.usd_per_month, best.closed),
+            **p99_intervals(fleet_ev.ttft_p99_s, fleet_ev.tpot_p99_s, best.closed),
+        },
     )
 
 
@@ -291,6 +319,20 @@ def fleet_intervals(n: int, usd_per_month: float, cf: Closed) -> dict[str, JsonO
 
     count, cost = replica_interval(n, usd_per_month, engine=cf.engine, gpu_family=cf.gpu_family)
     return {"replicas": count.to_dict(), "usd_per_month": cost.to_dict()}
+
+
+def p99_intervals(ttft_p99_s: float | None, tpot_p99_s: float | None, cf: Closed) -> dict[str, JsonObject]:
+    """The 80% intervals of the chosen fleet's p99 TTFT and TPOT at the peak (the corpus's ttft
+    and tpot residuals of its engine and GPU family): what `fleet simulate` of the written
+    fleet file on its peak window re-runs to (docs/fleet.md, "Plan -> file -> deploy")."""
+    from servecap.validation.interval import intervals_for
+
+    values = {
+        name: (v, metric)
+        for name, v, metric in (("ttft_p99_s", ttft_p99_s, "ttft"), ("tpot_p99_s", tpot_p99_s, "tpot"))
+        if v is not None
+    }
+    return {k: iv.to_dict() for k, iv in intervals_for(values, engine=cf.engine, gpu_family=cf.gpu_family).items()}
 
 
 def _labels(targets: tuple[Target, ...]) -> list[str]:
@@ -388,6 +430,28 @@ def candidate_out(request: FleetPlanRequest, s: Searched, peak: float) -> Candid
             if s.pruned_at < 1
             else f"more than {s.pruned_at} replicas: it costs more than the cheapest (its break-even count fails)"
         ),
+    )
+
+
+def ruled_out_row(request: FleetPlanRequest, c: CandidateModel, err: ServecapError) -> CandidateOut:
+    """A candidate that cannot start (its weights do not fit, no KV budget, ...): a row of the
+    candidates table with no count and the reason, instead of an error that sinks the plan."""
+    return CandidateOut(
+        name=c.label(),
+        model=c.model or request.model,
+        gpu=c.gpu,
+        gpus_per_replica=c.tp or 1,
+        price_per_gpu_hour=c.price_per_gpu_hour or 0.0,
+        closed_form_req_s_per_replica=0.0,
+        closed_form_replicas=0,
+        replicas=None,
+        usd_per_month=None,
+        req_s_per_replica=None,
+        users_per_gpu=None,
+        closed_form_users_per_gpu=0.0,
+        simulations=0,
+        best=None,
+        note=f"ruled out: {err}",
     )
 
 
@@ -512,6 +576,16 @@ def ramp_fleet(
     return {"pools": [pool], "router": request.router}
 
 
+def _planned_target(request: FleetPlanRequest, best: Searched, n: int) -> float | None:
+    """The preset's target from the winner's own plan where the preset reads one (``keda-vllm``:
+    requests in flight per replica at 60% of its planned service rate, as ``fleet simulate``
+    resolves it), so the fleet file states the target the plan simulated."""
+    from servecap.app.fleet import plan_pool, planned_target
+
+    pool = fleet_from_dict(fixed_fleet(request, best.candidate, n)).pools[0]
+    return planned_target(request.autoscaler.preset, plan_pool(pool)[0])
+
+
 def size_autoscaler(
     request: FleetPlanRequest,
     ctx: Context,
@@ -535,7 +609,7 @@ def size_autoscaler(
     window = ramp_window(spec, horizon_s=horizon, window_s=ramp_s, warmup_s=60.0)
     scored = scored_window(window, targets, request.seed)
     preset = PRESETS[request.autoscaler.preset]
-    target = request.autoscaler.target or preset.target
+    target = request.autoscaler.target or _planned_target(request, best, n) or preset.target
     interval = request.autoscaler.interval_s or preset.interval_s
     out: AutoscalerOut | None = None
     for used, h in enumerate(request.autoscaler.headroom, start=1):

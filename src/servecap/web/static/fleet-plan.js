@@ -30,6 +30,10 @@ function planFrom(s) {
 const pct = (x) => (x === null || x === undefined ? "–" : num(100 * x, 1) + "%");
 const evalRow = (label, e) => e ? [label, `${num(e.replicas)} × ${esc(e.candidate)}`, usd(e.usd_per_month, 0), ms(e.ttft_p99_s), ms(e.tpot_p99_s), pct(e.attainment), e.slo_met ? "yes" : "no"] : null;
 
+// a file the browser downloads as is: the fleet file `fleet plan --out` writes, as JSON (export and
+// fleet simulate read .json fleet files as they read YAML ones)
+const jsonHref = (obj) => "data:application/json;charset=utf-8," + encodeURIComponent(JSON.stringify(obj || {}, null, 2) + "\n");
+
 function render(r) {
   const c = r.chosen, f = r.fleet;
   const el = document.getElementById("result");
@@ -40,6 +44,10 @@ function render(r) {
       (${num(c.gpus_per_replica)} GPU${c.gpus_per_replica > 1 ? "s" : ""} per replica, ${esc(c.gpu)}) serve ${num(r.peak_rps, 1)} req/s at the peak
       for <strong id="chosen-usd">${usd(f.usd_per_month, 0)}</strong>/month${ivText(r.interval && r.interval.usd_per_month, (x) => usd(x, 0), "usd-interval")}; SLO attainment ${pct(f.attainment)}.</p>
     <p class="muted">SLOs: ${esc(r.slo.join(", "))}. Router ${esc(r.router)}. <span id="simulations">${num(r.simulations)}</span> simulations.</p>
+    <p id="downloads">Deploy it: <a id="fleet-file" download="fleet.json" href="${jsonHref(r.fleet_file)}">the fleet file</a>
+      (<code>servecap export keda|kserve|ray-serve|production-stack|litellm fleet.json</code>) and
+      <a id="peak-file" download="fleet.peak.json" href="${jsonHref(r.peak_workload)}">its peak window</a>
+      (<code>servecap fleet simulate --fleet fleet.json --workload fleet.peak.json --seed ${esc(String(r.fleet.seed || 0))}</code> re-runs the evidence).</p>
     <h2>Evidence</h2>
     ${table([["fleet", (x) => x[0]], ["replicas", (x) => x[1]], ["$/month", (x) => x[2]], ["p99 TTFT (ms)", (x) => x[3]], ["p99 TPOT (ms)", (x) => x[4]], ["attainment", (x) => x[5]], ["SLO met", (x) => x[6]]], evals)}
     <div id="candidates-plot" class="plot"></div>

@@ -37,7 +37,8 @@ function render(r, body) {
     <h2>Replicas</h2>
     ${table([["id", (x) => num(x.replica_id)], ["pool", (x) => esc(x.pool)], ["state", (x) => esc(x.state)],
       ["ready at (s)", (x) => (x.ready_s === null ? "–" : num(x.ready_s, 1))], ["routed", (x) => num(x.routed)],
-      ["utilisation", (x) => num(100 * x.utilization, 0) + "%"], ["prefix hits", (x) => (x.prefix_cache_hit_rate === null ? "–" : num(100 * x.prefix_cache_hit_rate, 0) + "%")]],
+      ["load req/s (of capacity)", (x) => (x.load_req_s === null ? "–" : num(x.load_req_s, 2) + (x.capacity_req_s ? ` (of ~${num(x.capacity_req_s, 1)}, ${num(100 * x.load_req_s / x.capacity_req_s, 0)}%)` : ""))],
+      ["busy (a request in flight)", (x) => num(100 * x.utilization, 0) + "%"], ["prefix hits", (x) => (x.prefix_cache_hit_rate === null ? "–" : num(100 * x.prefix_cache_hit_rate, 0) + "%")]],
       r.replicas)}${notes(r.notes)}`;
   Plotly.newPlot("traffic", [
     { x: ts.time_s, y: ts.arrival_rate_req_s, name: "arrivals (req/s)", mode: "lines", line: { width: 2 } },

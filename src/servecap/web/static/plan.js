@@ -10,10 +10,11 @@ function render(p) {
     `SLO (${p.slo.statistic}): ${sloText(p.slo)}${p.slo.source === "default" ? " — the default interactive SLO" : ""}`;
   const replicas = p.replicas ? `; <strong>${num(p.replicas)}</strong> replicas for ${num(p.peak_users)} users` : "";
   el.innerHTML = `
-    <p class="answer" id="answer"><strong id="users-served">${num(p.users_served)}</strong>${ivText(p.interval && p.interval.users_served, (x) => num(x), "users-interval")} users on
-      ${num(p.num_gpus)}× ${esc(p.gpu)} with ${esc(p.model)}, at <strong>${ms(p.tpot_s)}</strong> ms${ivText(p.interval && p.interval.tpot_s, (x) => ms(x), "tpot-interval")} per output token
+    <p class="answer" id="answer"><strong id="users-served">${num(Math.floor(ivPoint(p.interval && p.interval.users_served, p.users_served)))}</strong>${ivText(p.interval && p.interval.users_served, (x) => num(x), "users-interval")} users on
+      ${num(p.num_gpus)}× ${esc(p.gpu)} with ${esc(p.model)}, at <strong>${ms(ivPoint(p.interval && p.interval.tpot_s, p.tpot_s))}</strong> ms${ivText(p.interval && p.interval.tpot_s, (x) => ms(x), "tpot-interval")} per output token
       and ${ms(p.ttft_s)} ms to the first token; <strong>${usd(p.usd_per_user_month)}</strong> per user-month${replicas}.</p>
-    <p class="muted">${esc(slo)}. Batch ${num(p.batch_size)} (limited by ${esc(p.batch_limited_by)}), bottleneck: ${esc(p.bottleneck)}.</p>
+    <p class="muted">${esc(slo)}. Batch ${num(p.batch_size)} (limited by ${esc(p.batch_limited_by)}), bottleneck: ${esc(p.bottleneck)}.
+      <span id="busy">${p.busy_fraction ? `Users keep the batch ${num(100 * p.busy_fraction)}% busy on average (the 99th percentile of requests in flight fits it), not 100%.` : ""}</span></p>
     ${cards([
       ["KV cache tokens", num(p.kv_cache_tokens)],
       [`Max concurrency at ${num(p.max_model_len)} tokens`, num(p.max_concurrency, 2) + "×"],

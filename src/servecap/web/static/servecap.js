@@ -27,7 +27,14 @@ const usd = (x, d = 2) => (x === null || x === undefined ? "–" : "$" + num(x, 
 function ivText(iv, fmt, id) {
   if (!iv) return "";
   const attr = id ? ` id="${esc(id)}"` : "";
-  return ` <span class="interval"${attr} title="${esc(iv.note)}">(${num(100 * iv.level)}% interval ${fmt(iv.low)}–${fmt(iv.high)})</span>`;
+  const model = Number.isFinite(iv.model) && Number.isFinite(iv.estimate) && fmt(iv.model) !== fmt(iv.estimate)
+    ? `; servecap's model ${fmt(iv.model)}` : "";
+  return ` <span class="interval"${attr} title="${esc(iv.note)}">(${num(100 * iv.level)}% interval ${fmt(iv.low)}–${fmt(iv.high)}${model})</span>`;
+}
+// the answer a page shows beside its interval: the interval's bias-corrected estimate (always
+// inside it, validation/interval.py), else the model's figure
+function ivPoint(iv, value) {
+  return iv && Number.isFinite(iv.estimate) ? iv.estimate : value;
 }
 
 class ApiError extends Error {}

@@ -49,7 +49,7 @@ function renderCapacity(r) {
   // the API names the answer by its unit: max_users (closed loop) or max_rate_req_s (open loop)
   const maxLoad = r.closed_loop ? r.max_users : r.max_rate_req_s;
   el.innerHTML = `
-    <p class="answer" id="answer">Simulated capacity: <strong id="capacity">${fmt(maxLoad)}</strong>${ivText(r.interval, fmt, "capacity-interval")} ${esc(r.unit)} per replica
+    <p class="answer" id="answer">Capacity: <strong id="capacity">${fmt(r.closed_loop ? Math.floor(ivPoint(r.interval, maxLoad)) : ivPoint(r.interval, maxLoad))}</strong>${ivText(r.interval, fmt, "capacity-interval")} ${esc(r.unit)} per replica
       within the p${num(r.slo.percentile)} SLO (${sloText(r.slo)})
       ${r.replicas_for_target ? `; ${fmt(r.target)} ${esc(r.unit)} need <strong>${num(r.replicas_for_target)}</strong> replicas` : ""}.</p>
     <p class="muted">${esc(r.why)}</p>
