@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from servecap.api.uploads import PREFIX, uploaded_path
 from servecap.errors import ServecapError, did_you_mean
 
-MODEL_FIELDS = frozenset({"model", "small_model"})
+MODEL_FIELDS = frozenset({"model", "small_model", "draft_model"})
 """Fields (at any depth of a fleet, workload or plan body) that name a model."""
 FILE_FIELDS = frozenset({"path", "gpu_file", "calibration"})
 """Fields that name a file: accepted by the CLI, refused by the server."""

@@ -148,11 +148,16 @@ class RayExecutor:
                 failure.append(exc)
 
         t0 = time.monotonic()
-        # a daemon thread: an address that never answers is given up on (the process can still exit)
-        worker = threading.Thread(target=connect, name="ray-init", daemon=True)
-        worker.start()
-        worker.join(CONNECT_TIMEOUT_S if self.address else None)
-        if worker.is_alive():
+        if not self.address:
+            # a local instance starts in this thread: Ray's start of its own processes (signal
+            # handlers, the GCS) needs the main thread, and nothing remote can leave it hanging
+            connect()
+        else:
+            # a daemon thread: an address that never answers is given up on (the process can still exit)
+            worker = threading.Thread(target=connect, name="ray-init", daemon=True)
+            worker.start()
+            worker.join(CONNECT_TIMEOUT_S)
+        if self.address and worker.is_alive():
             raise ServecapError(
                 "ray_address",
                 self.address,
