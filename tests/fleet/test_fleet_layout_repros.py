@@ -85,7 +85,7 @@ def test_router_on_the_cli_reaches_the_pd_replicas() -> None:
     args += ["--prompt-tokens", "256", "--output-tokens", "32", "--router", "round-robin", "--json"]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
-    d = json.loads(out.output)
+    d = json.loads(out.stdout)  # progress goes to stderr
     # round-robin on both sides: 40 requests split 20/20 on each side's two replicas
     assert [r["routed"] for r in d["replicas"]] == [20, 20, 20, 20]
 

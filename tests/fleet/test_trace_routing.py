@@ -21,7 +21,7 @@ BASE = ["fleet", "simulate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "H10
 def _run(*extra: str) -> dict[str, float]:
     out = CliRunner().invoke(cli, [*BASE, "--trace", "sample:agentic", "--time-scale", "0.1", *extra])
     assert out.exit_code == 0, out.output
-    s = json.loads(out.output)["summary"]
+    s = json.loads(out.stdout)["summary"]  # progress goes to stderr
     return {"hit": s["prefix_cache_hit_rate"], "ttft_p50": s["ttft_s"]["p50"], "n": s["completed"]}
 
 

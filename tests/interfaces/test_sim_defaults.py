@@ -32,7 +32,15 @@ LIST_FLAGS = {"counts", "weights_dtypes", "kv_dtypes"}  # comma-separated text o
 # flags the command reads differently from the field of the same name, so their help differs:
 # compare's --price-per-hour also takes per-GPU prices (the body's gpu_prices), capacity's
 # --users/--rate choose the loop and a target (the body's closed_loop and target)
-MAPPED = {("compare", "price_per_hour"), ("compare", "gpus"), ("capacity", "rate"), ("capacity", "users")}
+# the body's field is another shape than the flag's (``trace``: the CLI's --trace names a file, the
+# body an object of format, window and time scale, with the file a shipped sample)
+MAPPED = {
+    ("compare", "price_per_hour"),
+    ("compare", "gpus"),
+    ("capacity", "rate"),
+    ("capacity", "users"),
+    ("simulate", "trace"),
+}
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ link restores the view, bad input shows the CLI's one-line error, a simulation s
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -212,9 +213,12 @@ def test_capacity_page_headline_is_the_clis(desktop: Page, server_url: str) -> N
     pg.wait_for_selector("#capacity", timeout=120_000)
     want = _cli("capacity", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "4096", "--rate", "30",
                 "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50")  # fmt: skip
-    assert pg.inner_text("#capacity") == f"{want['max_rate_req_s']:,.2f}"
     iv = want["interval"]  # the 80% interval next to the headline
-    assert pg.inner_text("#capacity-interval") == f"(80% interval {iv['low']:,.2f}–{iv['high']:,.2f})"
+    # issue 32, defect 3: the headline is the bias-corrected answer, inside its interval
+    assert pg.inner_text("#capacity") == f"{iv['estimate']:,.2f}"
+    assert pg.inner_text("#capacity-interval") == (
+        f"(80% interval {iv['low']:,.2f}–{iv['high']:,.2f}; servecap's model {want['max_rate_req_s']:,.2f})"
+    )
     marker = pg.evaluate("document.getElementById('curve')._fullLayout.shapes.map((s) => s.x0)")
     assert want["max_rate_req_s"] in [round(x, 9) for x in marker] or any(
         abs(x - want["max_rate_req_s"]) < 1e-6 for x in marker
@@ -312,7 +316,8 @@ def _simulate_default(pg: Any, tmp: Path, data: Path) -> None:
     pg.wait_for_selector("#capacity")  # `servecap capacity` with no flags (simulate needs a load)
     want = _cli("capacity")
     assert pg.input_value("select[name=mode]") == "capacity"
-    assert pg.inner_text("#capacity") == f"{want['max_users']:,.0f}"
+    # the corrected answer, whole users rounded down as the page does
+    assert pg.inner_text("#capacity") == f"{math.floor(want['interval']['estimate']):,}"
 
 
 def _fleet_default(pg: Any, tmp: Path, data: Path) -> None:

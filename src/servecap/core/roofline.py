@@ -37,7 +37,7 @@ Patterson, "Roofline", CACM 2009; applied to LLM decode in e.g. arXiv:2402.16363
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal, Protocol
 
@@ -168,7 +168,9 @@ class StepCost:
     expert_flops_per_token: float = 0.0  # 2 x the routed expert params one token runs, per GPU (in matmul_flops)
     moe_gemm_efficiency_ratio: float = 1.0  # expert GEMMs' share of peak over a dense GEMM's (specs.perf)
     activation_bytes_per_token: float = 0.0  # norms, rotary, KV write, SiLU-and-mul (core.activation_traffic)
-    ops: StepOperations | None = None  # the step as operations (Efficiency.step_model "operations")
+    # the step as operations (Efficiency.step_model "operations"); set once on the memoised cost, so
+    # not part of its value: two costs of one deployment compare equal with or without it
+    ops: StepOperations | None = field(default=None, compare=False, repr=False)
     # attention data parallelism and expert parallelism (core/parallel.py, core/moe_dispatch.py):
     # a step prices the whole replica's batch; each of ``dp`` ranks runs 1/dp of its decodes (a
     # prefill chunk stays on one rank), the experts see every rank's tokens
