@@ -7,11 +7,15 @@
 # torch.compile, on a bare machine).
 #
 #   RESULTS=/tmp/out bash benchmarks/vllm_sweep/sweep_models.sh 560
+#   RESULTS=/tmp/out MODELS="qwen3-30b-a3b llama31-8b-fp8" bash benchmarks/vllm_sweep/sweep_models.sh 500
+#
+# MODELS: the names to run, in the order below (default: all three).
 set -uo pipefail
 DEADLINE_S="${1:?deadline in seconds}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 RESULTS="${RESULTS:?set RESULTS}"
 WORK="${WORK:-/tmp/servecap-sweep}"
+MODELS="${MODELS:-llama31-70b-fp8 qwen3-30b-a3b llama31-8b-fp8}"
 mkdir -p "$RESULTS" "$WORK"
 gpu_free() {  # wait until the GPU's memory is released by the last server (at most 40 s)
   local used=""
@@ -24,6 +28,7 @@ gpu_free() {  # wait until the GPU's memory is released by the last server (at m
 }
 model() {  # name, seconds it needs at least, then run.sh's settings
   local name=$1 need=$2; shift 2
+  case " $MODELS " in *" $name "*) ;; *) return ;; esac
   local left=$((DEADLINE_S - SECONDS))
   if [ "$left" -lt "$need" ]; then echo "skip $name: ${left}s left, needs $need"; return; fi
   echo "=== $name at ${SECONDS}s (${left}s left)"

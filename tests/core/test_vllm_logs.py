@@ -48,6 +48,8 @@ def _capacity(model: str, tp: int, max_model_len: int, available: int, kv: str =
         ("doc-qwen3-235b-2507-fp8-8xl40s-tp8", "Qwen/Qwen3-235B-A22B", 8, 32768, "bf16", 14834, 237344, 7.24),
         ("servecap-vllm026-llama31-8b-h100", "meta-llama/Llama-3.1-8B", 1, 8192, "bf16", 29051, 464816, 56.74),
         ("servecap-vllm026-llama31-70b-fp8-h200", "meta-llama/Llama-3.1-70B", 1, 8192, "bf16", 11958, 191328, 23.36),
+        ("servecap-vllm026-qwen3-30b-a3b-h200", "Qwen/Qwen3-30B-A3B", 1, 8192, "bf16", 46542, 744672, 90.90),
+        ("servecap-vllm026-llama31-8b-fp8-h200", "meta-llama/Llama-3.1-8B", 1, 8192, "bf16", 60986, 975776, 119.11),
         ("vllm-25350-fp8-kv-100k", "Qwen/Qwen3-30B-A3B", 1, 100000, "fp8", 14408, 230528, 2.31),
         (
             "arm-learning-paths-mistral-7b-v0.2-gptq-dgx-spark",
@@ -177,6 +179,38 @@ def test_llama70b_fp8_h200_vllm026_budget_from_logged_components(startup_cases: 
     cap = _capacity("meta-llama/Llama-3.1-70B", 1, 8192, int(available_gib * GIB_BYTES), batched=8192)
     assert cap.layout.bytes_per_block == 80 * 8 * 128 * 2 * 2 * 16  # 5 MiB: 327,680 B per token
     assert abs(cap.num_blocks - 11958) <= 4
+
+
+def test_qwen3_30b_a3b_h200_budget_takes_the_cuda_graph_estimate(startup_cases: dict[str, Any]) -> None:
+    """First-party vLLM 0.26.0 log of Qwen3-30B-A3B on an H200. This model runs on the V1 model
+    runner (gpu_model_runner), which profiles CUDA-graph memory before sizing the KV cache (the
+    log: "CUDA graph memory profiling is enabled (default since v0.21.0)"; vllm-kv-arithmetic.md):
+    128.62 requested - 56.88 weights - 2.68 activation - 0.24 non-torch - 0.64 estimated CUDA-graph
+    memory = 68.18 GiB, the logged figure exactly. Without the estimate the budget would be 68.82
+    GiB, 0.64 GiB = 436 blocks of 1.5 MiB too many: the term is needed on this runner."""
+    r = startup_cases["servecap-vllm026-qwen3-30b-a3b-h200"]["reported"]
+    assert round(0.92 * r["total_gpu_memory_gib"], 2) == r["requested_memory_gib"]
+    without_graphs_gib = (
+        r["requested_memory_gib"] - r["weights_gib"] - r["activation_peak_gib"] - r["non_torch_memory_gib"]
+    )
+    available_gib = without_graphs_gib - r["cudagraph_memory_estimate_gib"]
+    assert abs(available_gib - r["available_kv_cache_memory_gib"]) <= 0.025
+    cap = _capacity("Qwen/Qwen3-30B-A3B", 1, 8192, int(available_gib * GIB_BYTES), batched=8192)
+    assert cap.layout.bytes_per_block == 48 * 4 * 128 * 2 * 2 * 16  # 1.5 MiB: 98,304 B per token
+    assert abs(cap.num_blocks - 46542) <= 16  # five terms rounded to 0.01 GiB: +-0.025 GiB
+    assert int(0.64 * GIB_BYTES // cap.layout.bytes_per_block) == 436
+
+
+def test_llama8b_fp8_h200_budget_from_logged_components(startup_cases: dict[str, Any]) -> None:
+    """First-party vLLM 0.26.0 log of Llama-3.1-8B FP8 on an H200 (V2 model runner, as the 70B
+    log): 128.62 - 8.54 FP8 weights - 0.73 activation - 0.22 non-torch = 119.13 GiB, the logged
+    119.11 to the terms' rounding (+-0.02 GiB = +-10 blocks of 2 MiB); the 0.9 GiB of CUDA graphs is
+    not taken from the budget on this runner."""
+    r = startup_cases["servecap-vllm026-llama31-8b-fp8-h200"]["reported"]
+    available_gib = r["requested_memory_gib"] - r["weights_gib"] - r["activation_peak_gib"] - r["non_torch_memory_gib"]
+    assert abs(available_gib - r["available_kv_cache_memory_gib"]) <= 0.02 + 1e-9
+    cap = _capacity("meta-llama/Llama-3.1-8B", 1, 8192, int(available_gib * GIB_BYTES), batched=8192)
+    assert abs(cap.num_blocks - 60986) <= 10
 
 
 def _h200_70b_fp8_plan(gpu: Any) -> Any:
