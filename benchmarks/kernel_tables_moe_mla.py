@@ -36,11 +36,14 @@ import pyarrow.parquet as pq
 sys.path.insert(0, os.path.dirname(__file__))
 from kernel_tables import ENGINES, SYSTEMS, _latest, _spec  # noqa: E402
 
-MOE_DTYPES = {"fp8_block": ("fp8", 1.0, "fp8_tc_flops"), "bfloat16": ("bf16", 2.0, "bfloat16_tc_flops"),
-              "nvfp4": ("fp4", 0.5625, "fp4_tc_flops")}
+MOE_DTYPES = {
+    "fp8_block": ("fp8", 1.0, "fp8_tc_flops"),
+    "bfloat16": ("bf16", 2.0, "bfloat16_tc_flops"),
+    "nvfp4": ("fp4", 0.5625, "fp4_tc_flops"),
+}
 GEMM_TYPES = {"fp8_block": "fp8", "bfloat16": "bf16"}
 HEADS = (8, 16, 32, 64)  # 128 heads (DeepSeek-V3) at TP 16 ... 2, 64 (Kimi K2) at TP 8 ... 1
-GEN_CONTEXTS = tuple(2 ** i for i in range(1, 18, 2))  # 2, 8, 32, ... 131,072
+GEN_CONTEXTS = tuple(2**i for i in range(1, 18, 2))  # 2, 8, 32, ... 131,072
 
 
 def _pow2(x: np.ndarray) -> np.ndarray:
@@ -86,7 +89,9 @@ def mla(base: str, phase: str) -> dict[tuple[str, str, str, str], tuple[str, dic
     col = "isl" if phase == "context" else "step"
     for system, gpu in SYSTEMS.items():
         for engine in ENGINES:
-            paths = glob.glob(os.path.join(base, "data", system, "mla", engine, "*", f"mla_{phase}_module_perf.parquet"))
+            paths = glob.glob(
+                os.path.join(base, "data", system, "mla", engine, "*", f"mla_{phase}_module_perf.parquet")
+            )
             if not paths:
                 continue
             path = _latest(paths)

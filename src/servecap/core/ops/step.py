@@ -38,6 +38,8 @@ parallelism and expert parallelism pass their per-rank share through the same fi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from servecap.core.kv import kv_heads_per_rank
 from servecap.core.ops.layers import Gemm, stage_gemms
 from servecap.core.ops.operation import ROOFLINE, Operation
@@ -137,11 +139,11 @@ class OperationStep:
                 link_bytes_s=c.link_bytes_s,
                 allreduce_latency_s=eff.allreduce_latency_s,
             )
-            self._timer = (
-                TableTimer(roof, self.gpu_id, c.engine, self.rate, self.kv_dtype, self.kv_heads)
-                if eff.step_model == "operations"
-                else roof
-            )
+            if eff.step_model == "operations":
+                roof = self._amd_timer(roof)
+                self._timer = TableTimer(roof, self.gpu_id, c.engine, self.rate, self.kv_dtype, self.kv_heads)
+            else:
+                self._timer = roof
             self.mla_module = (
                 isinstance(self._timer, TableTimer)
                 and self.mla_tables
@@ -151,6 +153,23 @@ class OperationStep:
             self._by_tokens.clear()
             self._by_seqs.clear()
         return self._timer
+
+    def _amd_timer(self, roof: RooflineTimer) -> RooflineTimer:
+        """On an AMD GPU with a published MAF (``specs.amd_kernels``), FP8 GEMMs at the fitted share
+        of MAF instead of the NVIDIA-fitted share of the spec-sheet peak (BF16 ones unchanged: the
+        corpus has too few AMD BF16 rows to fit their share)."""
+        from servecap.specs import amd_kernels
+
+        maf = amd_kernels.MAX_ACHIEVABLE_TFLOPS.get(self.gpu_id)
+        if maf is None or self.rate != "fp8":
+            return roof
+        share = amd_kernels.GEMM_SHARE_OF_MAF
+        return replace(
+            roof,
+            peak_flops=maf["fp8"] * TFLOPS,
+            compute_efficiency=share,
+            source=f"fitted: {share:.2f} x {amd_kernels.MAF_SOURCE}",
+        )
 
     def _gemm_rate(self) -> str:
         return "fp8" if self.rate == "fp8" else "bf16"

@@ -56,6 +56,7 @@ class RooflineTimer:
     bf16_compute_efficiency: float
     link_bytes_s: float
     allreduce_latency_s: float
+    source: str = ROOFLINE  # a GEMM's source: the roofline, or AMD's published MAF (``specs.amd_kernels``)
 
     def gemm(self, m: int, n: int, k: int, weight_bytes: float, rate: str) -> tuple[float, str]:
         """``m`` tokens through an ``n x k`` weight of ``weight_bytes`` bytes per parameter at the
@@ -66,7 +67,9 @@ class RooflineTimer:
             comp = 2.0 * m * n * k / (self.bf16_flops * self.bf16_compute_efficiency)
         else:
             comp = 2.0 * m * n * k / (self.peak_flops * self.compute_efficiency)
-        return (mem if mem > comp else comp), ROOFLINE
+        if mem > comp:
+            return mem, ROOFLINE
+        return comp, self.source
 
     def memory(self, moved_bytes: float) -> float:
         return moved_bytes / (self.hbm_bytes_s * self.bandwidth_efficiency)
