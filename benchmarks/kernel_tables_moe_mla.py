@@ -20,7 +20,7 @@ What is kept (``latency`` is milliseconds in every table):
   MLA: the q/kv down- and up-projections, the attention and ``o_proj`` of one layer): seconds per
   (heads per GPU, batch, prompt length) for prefill and per (heads per GPU, batch, context) for
   decode (contexts 2, 8, 32, ... 131,072), the fastest kernel per cell, per KV-cache dtype and GEMM
-  dtype (FP8 KV with block-FP8 GEMMs, BF16 KV with BF16 GEMMs), at 8, 16, 32 and 64 heads per GPU,
+  dtype (block-FP8 GEMMs, FP8 or BF16 KV cache), at 8, 16, 32 and 64 heads per GPU,
   prompt lengths at powers of two.
 """
 
@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernel_tables import ENGINES, SYSTEMS, _latest, _spec  # noqa: E402
+from kernel_tables import ENGINES, SYSTEMS, _latest, _spec
 
 MOE_DTYPES = {
     "fp8_block": ("fp8", 1.0, "fp8_tc_flops"),
@@ -97,12 +97,10 @@ def mla(base: str, phase: str) -> dict[tuple[str, str, str, str], tuple[str, dic
             path = _latest(paths)
             t = pq.read_table(path).to_pandas()
             t = t[(t.model == "deepseek-ai/DeepSeek-V3") & t.num_heads.isin(HEADS)]
-            if phase == "generation":
-                t = t[t.step.isin(GEN_CONTEXTS)]
-            else:
-                t = t[(t.isl & (t.isl - 1)) == 0]  # powers of two
+            # decode at the kept contexts, prefill at prompt lengths that are powers of two
+            t = t[t.step.isin(GEN_CONTEXTS)] if phase == "generation" else t[(t.isl & (t.isl - 1)) == 0]
             for (kv, gt), d in t.groupby(["kv_cache_dtype", "gemm_type"]):
-                if (kv, gt) not in (("fp8", "fp8_block"), ("bfloat16", "bfloat16")):
+                if gt != "fp8_block":  # DeepSeek-V3 and Kimi K2 ship block-FP8 weights
                     continue
                 d = d.groupby(["num_heads", "batch_size", col], as_index=False).latency.min()
                 by_heads = {
