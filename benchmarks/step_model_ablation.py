@@ -1,7 +1,9 @@
 """The ablation of the step model: every corpus row predicted under the roofline and under the step
 as operations (``--step-model operations``), and the held-out median |error| per metric family,
 overall, on the original 76 rows, per engine, per GPU vendor and per model class, printed as the
-Markdown table of docs/validation.md ("The step as operations: ablation").
+Markdown table of docs/validation.md ("The step as operations: ablation"); then, per step model,
+how many held-out values the 80% interval built from that model's own training residuals holds
+(``validation.interval.coverage``).
 
     PYTHONPATH=src python benchmarks/step_model_ablation.py [--split test]
 
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from servecap.specs.perf import Efficiency
 from servecap.validation.corpus import load_corpus
 from servecap.validation.evaluate import Comparison, compare_rows
+from servecap.validation.interval import Residual, coverage
 from servecap.validation.predict import Adjustments
 
 FAMILIES = ("throughput", "tpot", "ttft", "e2e")
@@ -34,14 +37,11 @@ def main() -> None:
     ap.add_argument("--split", default="test", choices=("train", "test", "all"))
     args = ap.parse_args()
     rows = load_corpus()
-    runs = {
-        name: [
-            c
-            for c in compare_rows(rows, Adjustments(efficiency=Efficiency(step_model=name)))
-            if args.split in ("all", c.split)
-        ]
+    every = {
+        name: compare_rows(rows, Adjustments(efficiency=Efficiency(step_model=name)))
         for name in ("roofline", "operations")
     }
+    runs = {name: [c for c in comps if args.split in ("all", c.split)] for name, comps in every.items()}
     groups: list[tuple[str, Callable[[Comparison], bool]]] = [
         ("all rows", lambda c: True),
         ("original 76 rows", lambda c: c.source not in LATER_SOURCES),
@@ -56,6 +56,18 @@ def main() -> None:
         for name, comps in runs.items():
             sel = [c for c in comps if keep(c)]
             print(f"| {label} | {name} | " + " | ".join(_median(sel, f) for f in FAMILIES) + " |")
+    print()
+    for name, comps in every.items():
+        residuals = tuple(
+            Residual(c.engine, c.gpu_family, c.family, c.split, c.predicted / c.measured - 1.0, c.full_id)
+            for c in comps
+            if c.predicted is not None
+        )
+        inside, total = coverage(residuals)
+        print(
+            f"{name}: 80% intervals from its own training residuals hold {inside} of {total} held-out values "
+            f"({inside / total:.0%})"
+        )
 
 
 if __name__ == "__main__":
