@@ -7,7 +7,8 @@ AIConfigurator 0.12.0 (``aiconfigurator-core`` 0.12.0, Apache-2.0), and write th
 
 What is kept (``latency`` is milliseconds in every table):
 
-- MoE grouped GEMMs (``moe/<engine>/<version>/moe_perf.parquet``; expert parallelism 1, the
+- MoE grouped GEMMs (``moe/<engine>/<version>/moe_perf.parquet``, per dtype the newest release
+  with rows for it; expert parallelism 1, the
   ``power_law_1.01`` token distribution AIConfigurator's default ``power_law`` workload uses, the
   fastest kernel per shape): for every row, ``ratio = latency / ideal`` with
   ``ideal = max(touched x 3 h s x w / mem_bw, 2 T k x 3 h s / flops)``, ``T`` tokens, ``k`` experts
@@ -46,6 +47,11 @@ HEADS = (8, 16, 32, 64)  # 128 heads (DeepSeek-V3) at TP 16 ... 2, 64 (Kimi K2) 
 GEN_CONTEXTS = tuple(2**i for i in range(1, 18, 2))  # 2, 8, 32, ... 131,072
 
 
+def _version_key(path: str) -> tuple[int, ...]:
+    v = path.split(os.sep)[-2]
+    return tuple(int(p) if p.isdigit() else 0 for p in v.replace("rc", ".").replace("post", ".").split("."))
+
+
 def _pow2(x: np.ndarray) -> np.ndarray:
     return 2.0 ** np.round(np.log2(x))
 
@@ -58,14 +64,19 @@ def moe(base: str) -> dict[tuple[str, str, str], tuple[str, list[tuple[float, in
             paths = glob.glob(os.path.join(base, "data", system, "moe", engine, "*", "moe_perf.parquet"))
             if not paths:
                 continue
-            path = _latest(paths)
-            t = pq.read_table(path).to_pandas()
-            t = t[(t.moe_ep_size == 1) & (t.distribution == "power_law_1.01")]
             for aic, (dtype, wb, key) in MOE_DTYPES.items():
-                d = t[t.moe_dtype == aic]
-                if d.empty and aic == "fp8_block":
-                    d = t[t.moe_dtype == "fp8"]  # per-tensor FP8 where no block-scaled rows exist
-                if d.empty or key not in peaks:
+                # the newest release with rows of this dtype at expert parallelism 1
+                path, d = "", None
+                for candidate in sorted(paths, key=_version_key, reverse=True):
+                    t = pq.read_table(candidate).to_pandas()
+                    t = t[(t.moe_ep_size == 1) & (t.distribution == "power_law_1.01")]
+                    d = t[t.moe_dtype == aic]
+                    if d.empty and aic == "fp8_block":
+                        d = t[t.moe_dtype == "fp8"]  # per-tensor FP8 where no block-scaled rows exist
+                    if not d.empty:
+                        path = candidate
+                        break
+                if d is None or d.empty or key not in peaks:
                     continue
                 cols = ["num_tokens", "hidden_size", "inter_size", "num_experts", "topk", "moe_tp_size"]
                 d = d.groupby(cols, as_index=False).latency.min()
