@@ -1,9 +1,9 @@
 """The ablation of the step model: every corpus row predicted under the roofline and under the step
 as operations (``--step-model operations``), and the held-out median |error| per metric family,
-overall, on the original 76 rows, per engine, per GPU vendor and per model class, printed as the
-Markdown table of docs/validation.md ("The step as operations: ablation"); then, per step model,
-how many held-out values the 80% interval built from that model's own training residuals holds
-(``validation.interval.coverage``).
+overall, on the original 76 rows, per engine, per GPU vendor, per model class and per engine and
+GPU family, printed as the Markdown table of docs/validation.md ("The step as operations, second
+round"); then, per step model, how many held-out values the 80% interval built from that model's
+own training residuals holds (``validation.interval.coverage``).
 
     PYTHONPATH=src python benchmarks/step_model_ablation.py [--split test]
 
@@ -50,6 +50,8 @@ def main() -> None:
     for key, label in (("engine", "engine"), ("vendor", "vendor"), ("model_class", "class")):
         for value in sorted({getattr(c, key) for c in sample}):
             groups.append((f"{label} {value}", lambda c, k=key, v=value: getattr(c, k) == v))
+    for engine, family in sorted({(c.engine, c.gpu_family) for c in sample}):
+        groups.append((f"{engine} {family}", lambda c, e=engine, f=family: c.engine == e and c.gpu_family == f))
     print(f"| rows ({args.split}) | step model | " + " | ".join(FAMILIES) + " |")
     print("|---|---|" + "---:|" * len(FAMILIES))
     for label, keep in groups:
