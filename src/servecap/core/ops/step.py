@@ -4,7 +4,8 @@ Per GPU and pipeline stage, in the order a layer runs them (vLLM's and TensorRT-
 one after another on one stream, so their times add; only what one kernel does overlaps — its
 weight reads with its math, which is what each operation's ``max`` or measured time holds):
 
-- the layer GEMMs (``core.ops.layers``) at ``m`` = the step's tokens;
+- the layer GEMMs (``core.ops.layers``) at ``m`` = the step's tokens (on AMD GPUs, FP8 GEMMs at a
+  fitted share of AMD's published Max-Achievable FLOPs, ``specs.amd_kernels``);
 - attention: the KV cache read and the score/value FLOPs (``core.roofline``'s per-token bytes
   and per-pair FLOPs), a measured decode kernel where the step decodes only and the layers are
   full attention, else the roofline;

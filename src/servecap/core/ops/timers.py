@@ -31,8 +31,10 @@ by ``benchmarks/kernel_tables_moe_mla.py``:
   (sequences, context), bilinear in the logs; beyond the largest measured batch or length,
   scaled in proportion.
 
-Anything else (another GPU, engine or dtype, prefill attention of other layer kinds, AMD GPUs)
-takes the roofline, and the operation says so.
+On AMD GPUs with a published Max-Achievable FLOPs (``specs.amd_kernels``), FP8 GEMMs run at a
+fitted share of it (the :class:`RooflineTimer` with that peak and share; its ``source`` says
+``fitted:``). Anything else (another GPU, engine or dtype, prefill attention of other layer kinds,
+AMD's other operations) takes the roofline, and the operation says so.
 """
 
 from __future__ import annotations
