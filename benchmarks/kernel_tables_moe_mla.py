@@ -143,11 +143,11 @@ def main() -> None:
     for k, (v, rows) in sorted(m.items()):
         w(f"    {k!r}: ({v!r}, {tuple(rows)!r}),\n")
     w("}\n\n")
-    for name, tab in (("MLA_CONTEXT_S", ctx), ("MLA_GENERATION_S", gen)):
+    for i, (name, tab) in enumerate((("MLA_CONTEXT_S", ctx), ("MLA_GENERATION_S", gen))):
         w(f"{name}: dict[tuple[str, str, str, str], tuple[str, dict[int, tuple[tuple[int, int, float], ...]]]] = {{\n")
         for k, (v, by_heads) in sorted(tab.items()):
             w(f"    {k!r}: ({v!r}, {{{', '.join(f'{hh}: {tuple(r)!r}' for hh, r in sorted(by_heads.items()))}}}),\n")
-        w("}\n\n")
+        w("}\n\n" if i == 0 else "}\n")
 
 
 if __name__ == "__main__":

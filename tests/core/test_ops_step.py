@@ -4,6 +4,7 @@ interpolation, and ``--explain-step`` adding up to the step the simulator uses."
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_deepseek_v3_mla_and_moe_gemms_at_tp8() -> None:
 
 
 def _roof(**kw: float) -> RooflineTimer:
-    base = dict(
+    base: dict[str, Any] = dict(
         hbm_bytes_s=4.8e12,
         peak_flops=1978e12,
         bf16_flops=989e12,
