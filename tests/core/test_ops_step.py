@@ -4,6 +4,7 @@ interpolation, and ``--explain-step`` adding up to the step the simulator uses."
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -12,12 +13,14 @@ from servecap.catalog.models import resolve_model
 from servecap.core.defaults import build_deployment
 from servecap.core.ops import OperationStep, explain_decode_step
 from servecap.core.ops.layers import layer_gemms
-from servecap.core.ops.timers import RooflineTimer, TableTimer
+from servecap.core.ops.timers import RooflineTimer, TableTimer, _Grid
 from servecap.core.plan import plan
-from servecap.core.roofline import decode_batch
+from servecap.core.roofline import decode_batch, prefill_batch
 from servecap.sim.setup import engine_setup_from_plan
 from servecap.sim.step_time import StepTimeModel
+from servecap.specs.amd_kernels import GEMM_SHARE_OF_MAF
 from servecap.specs.kernel_timings import ALLREDUCE_S, GEMM_FIT
+from servecap.specs.moe_mla_timings import MLA_CONTEXT_S, MLA_GENERATION_S, MOE_RATIO
 from servecap.specs.perf import Efficiency
 
 OPS = Efficiency(step_model="operations")
@@ -63,7 +66,7 @@ def test_deepseek_v3_mla_and_moe_gemms_at_tp8() -> None:
 
 
 def _roof(**kw: float) -> RooflineTimer:
-    base = dict(
+    base: dict[str, Any] = dict(
         hbm_bytes_s=4.8e12,
         peak_flops=1978e12,
         bf16_flops=989e12,
@@ -166,7 +169,9 @@ def test_explain_step_adds_up_to_the_simulators_step(model: str, tp: int, kv: st
     assert step.total_s == pytest.approx(simulated, rel=1e-9)
     assert sum(o.time_s for o in step.operations) == pytest.approx(simulated, rel=1e-9)
     names = [o.name for o in step.operations]
-    assert "attention" in names and "lm_head" in names and "step_overhead" in names
+    assert "lm_head" in names and "step_overhead" in names
+    # DeepSeek-V3 under the operations model: its MLA block is one measured module
+    assert ("mla_module" if tp > 1 and step_model == "operations" else "attention") in names
     if tp > 1:
         assert "tp_allreduce" in names and "moe_experts" in names
     if step_model == "operations":
@@ -198,3 +203,60 @@ def test_eager_launch_beyond_the_captured_batch() -> None:
     launch = next(o for o in big if o.name == "eager_launch")
     gpu = sum(o.time_s for o in big if o.kind != "overhead")
     assert launch.time_s == pytest.approx(max(0.0, launch.count * 16.4e-6 - gpu), abs=1e-15)
+
+
+def test_grid_interpolates_in_logs_and_scales_times_beyond_its_edge() -> None:
+    g = _Grid.of(((1, 10, 1.0), (1, 100, 2.0), (4, 10, 3.0), (4, 100, 5.0)), y_first=True)
+    assert g.at(1.0, 10.0, scale=False) == 1.0
+    # halfway in log x at y = 1 (1.5) and y = 4 (4.0), halfway in log y: 2.75
+    assert g.at(2.0, math.sqrt(1000.0), scale=False) == pytest.approx(2.75)
+    assert g.at(1.0, 1000.0, scale=False) == 2.0  # a ratio is clamped
+    assert g.at(1.0, 1000.0, scale=True) == pytest.approx(20.0)  # a time grows in proportion
+    assert g.at(8.0, 10.0, scale=True) == pytest.approx(6.0)
+
+
+def test_deepseek_v3_tp8_routed_experts_from_the_measured_moe_ratio() -> None:
+    # DeepSeek-V3 FP8 at TP8: each GPU holds a 2,048 / 8 = 256-wide slice of every expert.
+    # 8,192 tokens x top-8 / 256 experts = 256 tokens per expert: the measured cell (256, 256).
+    # Ideal: 58 MoE layers x 8,192 tokens x 8 experts x 2 x 3 x 7,168 x 256 FLOPs at 1,978 TFLOP/s
+    # = 21.2 ms (the touched weights' read, 58 x 256 x 3 x 7,168 x 256 B at 4.8 TB/s, is 17.0 ms).
+    dep = _h200("deepseek-ai/DeepSeek-V3", 8, kv="auto")
+    cost = plan(dep, efficiency=OPS).step
+    flops = 58 * 8192 * 8 * 2 * 3 * 7168 * 256
+    assert cost.expert_flops_per_token * 8192 == pytest.approx(flops, rel=1e-9)
+    version, cells = MOE_RATIO[("H200-SXM", "vllm", "fp8")]
+    ratio = next(r for me, sl, r in cells if me == 256.0 and sl == 256)
+    op = next(o for o in OperationStep(dep, cost).token_ops(8192, OPS) if o.name == "moe_experts")
+    assert op.time_s == pytest.approx(ratio * flops / 1978e12, rel=1e-9)
+    assert op.measured and f"vllm {version} H200-SXM fp8 MoE" in op.source
+    assert ratio > 4.0  # narrow slices: several times the roofline
+
+
+def test_deepseek_v3_mla_block_is_the_measured_module() -> None:
+    # DeepSeek-V3 at TP8: 16 heads per GPU; BF16 KV cache (``auto``), block-FP8 GEMMs. A decode
+    # step of 4 sequences at 2,048 tokens of context, and a prefill of one 8,192-token prompt,
+    # each take 61 layers x the measured module cell.
+    dep = _h200("deepseek-ai/DeepSeek-V3", 8, kv="auto")
+    ops = plan(dep, efficiency=OPS).step.ops
+    assert isinstance(ops, OperationStep)
+    gen = dict(((b, c), s) for b, c, s in MLA_GENERATION_S[("H200-SXM", "vllm", "bf16", "fp8")][1][16])
+    ctx = dict(((b, c), s) for b, c, s in MLA_CONTEXT_S[("H200-SXM", "vllm", "bf16", "fp8")][1][16])
+    decode = ops.operations(decode_batch(4, 2048.0, None), OPS)
+    names = [o.name for o in decode]
+    assert "mla_module" in names and not {"q_a_proj", "kv_b_proj", "o_proj", "attention"} & set(names)
+    mla = next(o for o in decode if o.name == "mla_module")
+    assert mla.count == 61 and mla.time_s == pytest.approx(61 * gen[(4, 2048)], rel=1e-12)
+    prefill = next(o for o in ops.operations(prefill_batch(8192, None), OPS) if o.name == "mla_module")
+    assert prefill.time_s == pytest.approx(61 * ctx[(1, 8192)], rel=1e-12)
+
+
+def test_amd_fp8_gemm_at_the_fitted_share_of_published_maf() -> None:
+    # Llama-3.1-70B FP8 at TP8 on MI300X: gate_up is 2 x 28,672 / 8 = 7,168 x 8,192 per GPU; an
+    # 8,192-token prefill computes 2 x 8,192 x 7,168 x 8,192 FLOPs per layer at AMD's MAF of
+    # 1,273 TFLOP/s x the fitted share (compute-bound: 58.7 MB of weights, 962 GFLOP)
+    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-70B"), lookup_gpu("MI300X"), tp=8, weights_dtype="fp8")
+    ops = OperationStep(dep, plan(dep, efficiency=OPS).step)
+    gate_up = next(o for o in ops.token_ops(8192, OPS) if o.name == "gate_up_proj")
+    one = 2.0 * 8192 * 7168 * 8192 / (1273e12 * GEMM_SHARE_OF_MAF)
+    assert gate_up.time_s == pytest.approx(80 * one, rel=1e-9)
+    assert gate_up.source.startswith("fitted:") and "AMD MAF" in gate_up.source and not gate_up.measured

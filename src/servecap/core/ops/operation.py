@@ -18,7 +18,9 @@ class Operation:
 
     - ``time_s``: all ``count`` calls together;
     - ``bytes`` / ``flops``: what they move through HBM (or the link) and compute, together;
-    - ``source``: ``roofline`` or the measured table it came from (``measured: ...``);
+    - ``source``: ``roofline``, the measured table it came from (``measured: ...``), or a published
+      ceiling with a share servecap fitted (``fitted: ...``, AMD GPUs); only ``measured`` sources
+      count as measured (the interval widens by the rest);
     - ``per_rank``: the batch this operation sees on one rank (tokens; attention data parallelism
       gives each rank its own share of the step's sequences, expert parallelism each rank the
       tokens routed to its experts); equal to the step's tokens without them.
@@ -35,7 +37,7 @@ class Operation:
 
     @property
     def measured(self) -> bool:
-        return self.source != ROOFLINE
+        return self.source.startswith("measured")
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,13 +4,22 @@ Per GPU and pipeline stage, in the order a layer runs them (vLLM's and TensorRT-
 one after another on one stream, so their times add; only what one kernel does overlaps — its
 weight reads with its math, which is what each operation's ``max`` or measured time holds):
 
-- the layer GEMMs (``core.ops.layers``) at ``m`` = the step's tokens;
+- the layer GEMMs (``core.ops.layers``) at ``m`` = the step's tokens (on AMD GPUs, FP8 GEMMs at a
+  fitted share of AMD's published Max-Achievable FLOPs, ``specs.amd_kernels``);
 - attention: the KV cache read and the score/value FLOPs (``core.roofline``'s per-token bytes
   and per-pair FLOPs), a measured decode kernel where the step decodes only and the layers are
   full attention, else the roofline;
 - MoE routed experts (a grouped GEMM): the experts the step's tokens touch,
-  ``E (1 - (1 - k/E)^T)`` per layer, read once; their FLOPs at the engine's grouped-GEMM share of
-  the dense efficiency (``specs.perf.MOE_TO_DENSE_GEMM_EFFICIENCY_BY_ENGINE``);
+  ``E (1 - (1 - k/E)^T)`` per layer, read once; measured where a table covers the GPU, engine and
+  dtype (the grouped GEMM's time over that ideal by tokens per expert and the expert's slice per GPU:
+  DeepSeek-V3's 2,048-wide experts at TP8 are 256-wide slices, 3-14x their roofline), else their
+  FLOPs at the engine's grouped-GEMM share of the dense efficiency
+  (``specs.perf.MOE_TO_DENSE_GEMM_EFFICIENCY_BY_ENGINE``);
+- MLA (DeepSeek-V2/V3, Kimi K2) with DeepSeek-V3's shapes where a table covers it: the whole
+  attention block (q/kv down- and up-projections, absorbed decode or prefill attention, ``o_proj``)
+  as one measured module, prefill by (sequences, prompt length) and decode by (sequences, context);
+  prompt tokens attending cached context beyond their own chunk add the roofline's attention FLOPs
+  for those pairs;
 - expert-parallel dispatch and combine (``ep_dispatch``, ``ep_combine``: the seam of expert
   parallelism; with ``ep > 1`` each moves ``tokens x top-k x hidden x act_bytes x (ep - 1) / ep``
   bytes per MoE layer over the link — absent at ``ep = 1``);
@@ -30,6 +39,8 @@ parallelism and expert parallelism pass their per-rank share through the same fi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from servecap.core.kv import kv_heads_per_rank
 from servecap.core.ops.layers import Gemm, stage_gemms
 from servecap.core.ops.operation import ROOFLINE, Operation
@@ -45,6 +56,9 @@ EAGER_LAUNCH_S = 16.4e-6
 """Host cost of launching one kernel from eager PyTorch: NVIDIA's timings of vLLM 0.24.0's custom
 all-reduce on H200 (AIConfigurator 0.12.0, ``comm/vllm/0.24.0/custom_allreduce_perf.parquet``),
 eager 20.83 us against 4.38 us replayed in a CUDA graph, at its smallest message (128 elements)."""
+
+MLA_MODULE_GEMMS = frozenset({"q_a_proj", "q_b_proj", "q_proj", "kv_a_proj", "kv_b_proj", "o_proj"})
+"""The GEMMs inside AIConfigurator's measured MLA module (``mla_{context,generation}_module``)."""
 
 SAMPLING_READS = 2  # the FP32 logits read by the softmax and by the draw
 _ACT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -89,6 +103,23 @@ class OperationStep:
             + (1 if cost.moe_layers else 0)
         )
         self.layers = len(layers)
+        mla = model.mla
+        self.mla_heads = max(1, mla.num_heads // self.tp) if mla is not None else 0
+        # the MLA module tables hold DeepSeek-V3's MLA shapes (Kimi K2 shares them at 64 heads)
+        self.mla_tables = (
+            mla is not None
+            and model.hidden_size == 7168
+            and (mla.q_lora_rank, mla.kv_lora_rank, mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim)
+            == (1536, 512, 128, 64, 128)
+            and self.attention_layers > 0
+            and all(layer.mixer is AttentionKind.MLA for layer in layers if layer.mixer.holds_kv)
+        )
+        self.mla_module = False  # set by ``timer``: the module table covers this deployment
+        self.expert_slice = (
+            max(1, model.moe.expert_intermediate_size * dep.parallelism.ep // dep.parallelism.moe_shards)
+            if model.moe
+            else 0
+        )
         self._eff: Efficiency | None = None
         self._timer: TableTimer | RooflineTimer | None = None
         self._by_tokens: dict[int, float] = {}
@@ -109,15 +140,40 @@ class OperationStep:
                 link_bytes_s=c.link_bytes_s,
                 allreduce_latency_s=eff.allreduce_latency_s,
             )
-            self._timer = (
-                TableTimer(roof, self.gpu_id, c.engine, self.rate, self.kv_dtype, self.kv_heads)
-                if eff.step_model == "operations"
-                else roof
+            if eff.step_model == "operations":
+                roof = self._amd_timer(roof)
+                self._timer = TableTimer(roof, self.gpu_id, c.engine, self.rate, self.kv_dtype, self.kv_heads)
+            else:
+                self._timer = roof
+            self.mla_module = (
+                isinstance(self._timer, TableTimer)
+                and self.mla_tables
+                and self._timer.mla_module(self.mla_heads, self._gemm_rate(), 0, 0, 1, 2.0) is not None
             )
             self._eff = eff
             self._by_tokens.clear()
             self._by_seqs.clear()
         return self._timer
+
+    def _amd_timer(self, roof: RooflineTimer) -> RooflineTimer:
+        """On an AMD GPU with a published MAF (``specs.amd_kernels``), FP8 GEMMs at the fitted share
+        of MAF instead of the NVIDIA-fitted share of the spec-sheet peak (BF16 ones unchanged: the
+        corpus has too few AMD BF16 rows to fit their share)."""
+        from servecap.specs import amd_kernels
+
+        maf = amd_kernels.MAX_ACHIEVABLE_TFLOPS.get(self.gpu_id)
+        if maf is None or self.rate != "fp8":
+            return roof
+        share = amd_kernels.GEMM_SHARE_OF_MAF
+        return replace(
+            roof,
+            peak_flops=maf["fp8"] * TFLOPS,
+            compute_efficiency=share,
+            source=f"fitted: {share:.2f} x {amd_kernels.MAF_SOURCE}",
+        )
+
+    def _gemm_rate(self) -> str:
+        return "fp8" if self.rate == "fp8" else "bf16"
 
     # ---- the operations -----------------------------------------------------------------------
 
@@ -128,6 +184,8 @@ class OperationStep:
         t = num_tokens
         ops: list[Operation] = []
         for g in self.gemms:
+            if self.mla_module and g.name in MLA_MODULE_GEMMS:
+                continue  # inside the measured MLA module (``attention_op``)
             bf16 = g.name == "moe_router"  # routers stay unquantized (vLLM's ReplicatedLinear gate)
             one, src = timer.gemm(
                 t, g.n, g.k, self.act_bytes if bf16 else self.weight_bytes, "bf16" if bf16 else self.rate
@@ -149,9 +207,17 @@ class OperationStep:
             moved = c.expert_bytes_per_layer * c.moe_layers * touched
             flops = c.expert_flops_per_token * t
             roof = timer if isinstance(timer, RooflineTimer) else timer.fallback
-            mem = moved / (roof.hbm_bytes_s * roof.bandwidth_efficiency)
-            comp = flops / (roof.peak_flops * roof.compute_efficiency * c.moe_gemm_efficiency_ratio)
-            ops.append(Operation("moe_experts", "moe", c.moe_layers, max(mem, comp), moved, flops, ROOFLINE, t))
+            measured = None
+            if isinstance(timer, TableTimer) and self.ep == 1:
+                ideal = max(moved / roof.hbm_bytes_s, flops / roof.peak_flops)
+                measured = timer.moe_experts(t * c.experts_per_token / c.num_experts, self.expert_slice, ideal)
+            if measured is None:
+                mem = moved / (roof.hbm_bytes_s * roof.bandwidth_efficiency)
+                comp = flops / (roof.peak_flops * roof.compute_efficiency * c.moe_gemm_efficiency_ratio)
+                sec, src = max(mem, comp), ROOFLINE
+            else:
+                sec, src = measured
+            ops.append(Operation("moe_experts", "moe", c.moe_layers, sec, moved, flops, src, t))
             if self.ep > 1:
                 a2a = t * self.top_k * self.hidden * self.act_bytes * (self.ep - 1) / self.ep
                 for name in ("ep_dispatch", "ep_combine"):
@@ -198,6 +264,8 @@ class OperationStep:
         if kv_bytes <= 0.0 and flops <= 0.0 and state <= 0.0:
             return None
         timer = self.timer(eff)
+        if self.mla_module and isinstance(timer, TableTimer):
+            return self._mla_op(timer, batch, kv_bytes, flops)
         measured = None
         if isinstance(timer, TableTimer) and self.table_attention and batch.prompt_tokens == 0 and batch.num_seqs > 0:
             measured = timer.decode_attention(kv_bytes, batch.num_seqs, batch.kv_tokens / batch.num_seqs)
@@ -210,6 +278,25 @@ class OperationStep:
         return Operation(
             "attention", "attention", self.attention_layers, sec, kv_bytes + state, flops, src, batch.num_seqs
         )
+
+    def _mla_op(self, timer: TableTimer, batch: BatchShape, kv_bytes: float, flops: float) -> Operation:
+        """The measured MLA module of every attention layer: the decoding sequences (one token
+        each) at their mean context, the prefill sequences at their chunk's length; the pairs a
+        chunk attends in cached context before it at the roofline's attention rate."""
+        decode = max(0, batch.num_tokens - batch.prompt_tokens)
+        prefill = max(1 if batch.prompt_tokens else 0, batch.num_seqs - decode)
+        context = batch.kv_tokens / batch.num_seqs if batch.num_seqs else 0.0
+        got = timer.mla_module(self.mla_heads, self._gemm_rate(), prefill, batch.prompt_tokens, decode, context)
+        assert got is not None  # ``mla_module`` is set only where the tables cover the deployment
+        one, src = got
+        sec = one * self.attention_layers
+        if batch.prompt_tokens and batch.attn_pairs > 0.0:
+            chunk = batch.prompt_tokens / prefill
+            own = prefill * chunk * (chunk + 1.0) / 2.0 + decode * context
+            extra = max(0.0, batch.attn_pairs - own)
+            if extra > 0.0:
+                sec += timer.fallback.attention(0.0, flops * extra / batch.attn_pairs)[0]
+        return Operation("mla_module", "attention", self.attention_layers, sec, kv_bytes, flops, src, batch.num_seqs)
 
     def stage_pp_op(self, num_tokens: int) -> Operation | None:
         if self.pp <= 1:

@@ -19,8 +19,22 @@ all-reduce of ``S`` bytes over ``g`` GPUs moves ``2 (g - 1) / g x S`` bytes over
 - a custom all-reduce of ``S`` bytes over ``g`` GPUs takes the measured time, linear in ``S``
   between the measured sizes (beyond the largest, scaled by size).
 
-Anything else (another GPU, engine or dtype, MoE grouped GEMMs, prefill attention, MLA, AMD
-GPUs) takes the roofline, and the operation says so.
+NVIDIA's MoE and MLA timings from the same release, reduced to :mod:`servecap.specs.moe_mla_timings`
+by ``benchmarks/kernel_tables_moe_mla.py``:
+
+- a routed-expert grouped GEMM (expert parallelism 1) takes ``ratio x max(touched expert bytes /
+  bw, expert FLOPs / peak)``, the ratio bilinear in ``(log tokens per expert, log slice)`` between
+  the measured cells (``tokens per expert = T k / E``, ``slice`` = the expert's intermediate width
+  on one GPU), clamped at the grid's edges;
+- a DeepSeek-V3-shaped MLA layer (q/kv down- and up-projections, attention and ``o_proj`` as one
+  module) takes the measured module time: prefill by (sequences, prompt length), decode by
+  (sequences, context), bilinear in the logs; beyond the largest measured batch or length,
+  scaled in proportion.
+
+On AMD GPUs with a published Max-Achievable FLOPs (``specs.amd_kernels``), FP8 GEMMs run at a
+fitted share of it (the :class:`RooflineTimer` with that peak and share; its ``source`` says
+``fitted:``). Anything else (another GPU, engine or dtype, prefill attention of other layer kinds,
+AMD's other operations) takes the roofline, and the operation says so.
 """
 
 from __future__ import annotations
@@ -44,6 +58,7 @@ class RooflineTimer:
     bf16_compute_efficiency: float
     link_bytes_s: float
     allreduce_latency_s: float
+    source: str = ROOFLINE  # a GEMM's source: the roofline, or AMD's published MAF (``specs.amd_kernels``)
 
     def gemm(self, m: int, n: int, k: int, weight_bytes: float, rate: str) -> tuple[float, str]:
         """``m`` tokens through an ``n x k`` weight of ``weight_bytes`` bytes per parameter at the
@@ -54,7 +69,9 @@ class RooflineTimer:
             comp = 2.0 * m * n * k / (self.bf16_flops * self.bf16_compute_efficiency)
         else:
             comp = 2.0 * m * n * k / (self.peak_flops * self.compute_efficiency)
-        return (mem if mem > comp else comp), ROOFLINE
+        if mem > comp:
+            return mem, ROOFLINE
+        return comp, self.source
 
     def memory(self, moved_bytes: float) -> float:
         return moved_bytes / (self.hbm_bytes_s * self.bandwidth_efficiency)
@@ -95,6 +112,53 @@ class _AttentionGrid:
     contexts: tuple[tuple[float, ...], ...]  # per batch, the measured contexts
     ratios: tuple[tuple[float, ...], ...]
     source: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """Values on a grid of ``(y, x)``: per ``y`` (sorted), the measured ``x`` (sorted) and values."""
+
+    ys: tuple[float, ...]
+    xs: tuple[tuple[float, ...], ...]
+    vs: tuple[tuple[float, ...], ...]
+
+    @staticmethod
+    def of(cells: tuple[tuple[float, float, float], ...], *, y_first: bool) -> _Grid:
+        by_y: dict[float, list[tuple[float, float]]] = {}
+        for a, b, v in cells:
+            y, x = (a, b) if y_first else (b, a)
+            by_y.setdefault(float(y), []).append((float(x), v))
+        ys = tuple(sorted(by_y))
+        return _Grid(
+            ys,
+            tuple(tuple(x for x, _ in sorted(by_y[y])) for y in ys),
+            tuple(tuple(v for _, v in sorted(by_y[y])) for y in ys),
+        )
+
+    def at(self, y: float, x: float, *, scale: bool) -> float:
+        """Bilinear in ``(log y, log x)``. ``scale``: beyond the last measured ``x`` or ``y`` the
+        value grows in proportion (a time); else it is clamped (a ratio)."""
+        ys = self.ys
+
+        def row(i: int) -> float:
+            xs, vs = self.xs[i], self.vs[i]
+            if scale and x > xs[-1]:
+                return vs[-1] * x / xs[-1]
+            return _interp_log(xs, vs, x)
+
+        if y <= ys[0]:
+            return row(0)
+        if y >= ys[-1]:
+            last = row(len(ys) - 1)
+            return last * y / ys[-1] if scale else last
+        j = bisect_right(ys, y)
+        r0, r1 = row(j - 1), row(j)
+        t = (math.log(y) - math.log(ys[j - 1])) / (math.log(ys[j]) - math.log(ys[j - 1]))
+        return r0 + t * (r1 - r0)
+
+
+MLA_TABLE_HEADS = (8, 16, 32, 64)
+"""Heads per GPU of the MLA module tables (DeepSeek-V3's 128 at TP 16 ... 2)."""
 
 
 class TableTimer:
@@ -143,6 +207,66 @@ class TableTimer:
             version, by_tp = ar
             self._ar = {g: (tuple(float(s) for s, _ in pts), tuple(t for _, t in pts)) for g, pts in by_tp.items()}
             self._ar_source = f"measured: {SOURCE}, {engine} {version} {gpu} custom all-reduce"
+        self._source = SOURCE
+        self._gpu, self._engine = gpu, engine
+        self._kv = kv
+        self._moe: tuple[_Grid, str] | None = None
+        self._moe_loaded = False
+        self._mla: dict[int, tuple[_Grid, _Grid, str]] = {}
+        self._mla_loaded = False
+
+    def moe_experts(self, tokens_per_expert: float, slice_width: int, ideal_s: float) -> tuple[float, str] | None:
+        """The routed experts' grouped GEMM: the measured ratio over its ``ideal_s`` (bytes and
+        FLOPs at the catalog's peaks), or None where no table covers the GPU, engine and dtype."""
+        if not self._moe_loaded:
+            from servecap.specs.moe_mla_timings import MOE_RATIO
+
+            fit = MOE_RATIO.get((self._gpu, self._engine, self.rate))
+            if fit is not None:
+                version, cells = fit
+                self._moe = (
+                    _Grid.of(cells, y_first=False),
+                    f"measured: {self._source}, {self._engine} {version} {self._gpu} {self.rate} MoE grouped GEMMs "
+                    "(by tokens per expert and expert slice)",
+                )
+            self._moe_loaded = True
+        if self._moe is None or slice_width < 1:
+            return None
+        grid, src = self._moe
+        return grid.at(float(slice_width), max(tokens_per_expert, 1.0 / 64.0), scale=False) * ideal_s, src
+
+    def mla_module(
+        self, heads: int, gemm_rate: str, prefill_seqs: int, prompt_tokens: int, decode_seqs: int, context: float
+    ) -> tuple[float, str] | None:
+        """One DeepSeek-V3-shaped MLA layer's measured time for the step (prefill and decode parts),
+        or None where no table covers it."""
+        key = min(MLA_TABLE_HEADS, key=lambda h: abs(math.log(h) - math.log(max(1, heads))))
+        if not self._mla_loaded:
+            from servecap.specs.moe_mla_timings import MLA_CONTEXT_S, MLA_GENERATION_S
+
+            k = (self._gpu, self._engine, self._kv, gemm_rate)
+            ctx, gen = MLA_CONTEXT_S.get(k), MLA_GENERATION_S.get(k)
+            if ctx is not None and gen is not None:
+                for h in MLA_TABLE_HEADS:
+                    if h in ctx[1] and h in gen[1]:
+                        self._mla[h] = (
+                            _Grid.of(ctx[1][h], y_first=True),
+                            _Grid.of(gen[1][h], y_first=True),
+                            f"measured: {self._source}, {self._engine} {ctx[0]} {self._gpu} MLA module "
+                            f"({self._kv} KV, {gemm_rate} GEMMs, {h} heads per GPU)",
+                        )
+            self._mla_loaded = True
+        grids = self._mla.get(key)
+        if grids is None:
+            return None
+        ctx_grid, gen_grid, src = grids
+        sec = 0.0
+        if prompt_tokens > 0:
+            b = max(1, prefill_seqs)
+            sec += ctx_grid.at(float(b), max(1.0, prompt_tokens / b), scale=True)
+        if decode_seqs > 0:
+            sec += gen_grid.at(float(decode_seqs), max(2.0, context), scale=True)
+        return sec, src
 
     def gemm(self, m: int, n: int, k: int, weight_bytes: float, rate: str) -> tuple[float, str]:
         curve = self._gemm.get(rate)
