@@ -223,7 +223,27 @@ def test_capacity_page_headline_is_the_clis(desktop: Page, server_url: str) -> N
     assert want["max_rate_req_s"] in [round(x, 9) for x in marker] or any(
         abs(x - want["max_rate_req_s"]) < 1e-6 for x in marker
     )
+    # issue 32, defect 8: no tick label over another on the log axes, and each SLO line labelled
+    assert pg.evaluate(TICK_OVERLAPS, "curve") == []
+    texts = pg.evaluate("[...document.querySelectorAll('#curve svg text')].map((t) => t.textContent)")
+    assert "TTFT SLO 1,000 ms" in texts and "TPOT SLO 50 ms" in texts
+    desktop.shot("capacity-curve")
     assert desktop.errors == []
+
+
+# the pairs of tick labels of one axis whose boxes overlap on a plotly chart
+TICK_OVERLAPS = """(plot) => {
+  const out = [];
+  for (const cls of ["xtick", "ytick", "y2tick"]) {
+    const labels = [...document.querySelectorAll(`#${plot} g.${cls} text`)].filter((t) => t.textContent.trim());
+    const boxes = labels.map((t) => t.getBoundingClientRect());
+    for (let i = 0; i < boxes.length; i += 1) for (let j = i + 1; j < boxes.length; j += 1) {
+      const a = boxes[i], b = boxes[j];
+      if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) out.push(`${cls}: ${labels[i].textContent} / ${labels[j].textContent}`);
+    }
+  }
+  return out;
+}"""
 
 
 def test_plan_page_shows_the_apis_interval_next_to_the_headline(desktop: Page, server_url: str) -> None:
@@ -266,7 +286,7 @@ def test_plan_page_headline_lies_inside_its_interval(desktop: Page, server_url: 
 # The default request of each page (its form as it loads), as the CLI's flags.
 FLEET_DEFAULT = ["fleet", "simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100-SXM", "-l", "8192", "--replicas", "4",
                  "--router", "least-outstanding", "--rate", "40", "--duration-s", "300", "-p", "1024", "-o", "128",
-                 "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50", "--seed", "0"]  # fmt: skip
+                 "--ttft-slo-ms", "2000", "--tpot-slo-ms", "100", "--seed", "0"]  # fmt: skip
 FLEET_PLAN_DEFAULT: dict[str, Any] = {
     "model": "meta-llama/Llama-3.1-8B",
     "candidates": [{"gpu": "H100-SXM", "max_model_len": 8192}, {"gpu": "L40S", "max_model_len": 8192}],

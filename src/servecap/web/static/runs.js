@@ -78,7 +78,7 @@ const replayForm = document.getElementById("replay-form");
 const DEFAULT_FLEET = {
   pools: [{ name: "main", model: "meta-llama/Llama-3.1-8B", gpu: "H100", max_model_len: 8192,
     autoscaler: { preset: "keda-vllm", min_replicas: 1, max_replicas: 4 } }],
-  router: "least-outstanding", slo: { ttft_ms: 1000, tpot_ms: 50 },
+  router: "least-outstanding", slo: { ttft_ms: 2000, tpot_ms: 100 },  // fleet plan's default SLO
 };
 
 function renderReplay(r) {
