@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import pytest
 import yaml
 from click.testing import CliRunner
-from tests.web.conftest import Page, run_from_link
+from tests.web.conftest import LABELS_INSIDE, TICK_OVERLAPS, Page, run_from_link
 
 from servecap.app.compare import CandidateOut, dtype_columns, merged_rows
 from servecap.cli.main import cli
@@ -44,10 +44,6 @@ def _cli(*args: str) -> dict[str, Any]:
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
-def _svg_texts(pg: Any, plot: str) -> list[str]:
-    return pg.evaluate(f"[...document.querySelectorAll('#{plot} svg text')].map((t) => t.textContent)")  # type: ignore[no-any-return]
-
-
 def test_a_fleet_run_shows_its_progress_then_a_rerun_marks_the_old_answer_stale(desktop: Page, server_url: str) -> None:
     query = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100-SXM", "max_model_len": "8192", "replicas": "2",
              "rate": "20", "duration_s": "240", "seed": "0"}  # fmt: skip
@@ -60,7 +56,8 @@ def test_a_fleet_run_shows_its_progress_then_a_rerun_marks_the_old_answer_stale(
     labels = pg.evaluate("window.__labels")
     assert any(PROGRESS.match(x) for x in labels), labels  # requests done of the total, and the clock
     # defect 8: the SLO line says what it is (the form's default: fleet plan's 2,000 ms)
-    assert "TTFT SLO 2,000 ms" in _svg_texts(pg, "latency")
+    assert "TTFT SLO 2,000 ms" in pg.evaluate(LABELS_INSIDE, "latency")
+    assert pg.evaluate(TICK_OVERLAPS, "traffic") == [] and pg.evaluate(TICK_OVERLAPS, "latency") == []
     # defect 8: "utilisation 100%" is the share of time busy, beside the load and its capacity
     head = pg.inner_text("#result table tr")
     assert "busy (a request in flight)" in head and "load req/s (of capacity)" in head and "utilisation" not in head
@@ -94,7 +91,8 @@ def test_a_streamed_run_is_plotted_from_its_window_sketches(
     pg.wait_for_selector("#scatter .main-svg")
     p99 = pg.evaluate("document.getElementById('scatter').data[0].y.filter((y) => y !== null)")
     assert len(p99) >= 8 and all(y > 0 for y in p99)  # a point per 15 s window
-    assert "TTFT SLO 2,000 ms" in _svg_texts(pg, "scatter")
+    assert "TTFT SLO 2,000 ms" in pg.evaluate(LABELS_INSIDE, "scatter")
+    assert pg.evaluate(TICK_OVERLAPS, "scatter") == []
     whole = pg.locator("#result table tr", has_text="whole run").inner_text()
     want = _cli("runs", "show", run_id, "--db", str(db))["summary"]
     assert f"{want['num_requests']:,}" in whole

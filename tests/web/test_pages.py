@@ -14,7 +14,7 @@ from urllib.request import urlopen
 
 import pytest
 from click.testing import CliRunner
-from tests.web.conftest import Page, run_from_link
+from tests.web.conftest import LABELS_INSIDE, TICK_OVERLAPS, Page, run_from_link
 
 from servecap.cli.main import cli
 from servecap.web import PAGES
@@ -225,25 +225,10 @@ def test_capacity_page_headline_is_the_clis(desktop: Page, server_url: str) -> N
     )
     # issue 32, defect 8: no tick label over another on the log axes, and each SLO line labelled
     assert pg.evaluate(TICK_OVERLAPS, "curve") == []
-    texts = pg.evaluate("[...document.querySelectorAll('#curve svg text')].map((t) => t.textContent)")
-    assert "TTFT SLO 1,000 ms" in texts and "TPOT SLO 50 ms" in texts
+    shown = pg.evaluate(LABELS_INSIDE, "curve")
+    assert "TTFT SLO 1,000 ms" in shown and "TPOT SLO 50 ms" in shown
     desktop.shot("capacity-curve")
     assert desktop.errors == []
-
-
-# the pairs of tick labels of one axis whose boxes overlap on a plotly chart
-TICK_OVERLAPS = """(plot) => {
-  const out = [];
-  for (const cls of ["xtick", "ytick", "y2tick"]) {
-    const labels = [...document.querySelectorAll(`#${plot} g.${cls} text`)].filter((t) => t.textContent.trim());
-    const boxes = labels.map((t) => t.getBoundingClientRect());
-    for (let i = 0; i < boxes.length; i += 1) for (let j = i + 1; j < boxes.length; j += 1) {
-      const a = boxes[i], b = boxes[j];
-      if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) out.push(`${cls}: ${labels[i].textContent} / ${labels[j].textContent}`);
-    }
-  }
-  return out;
-}"""
 
 
 def test_plan_page_shows_the_apis_interval_next_to_the_headline(desktop: Page, server_url: str) -> None:

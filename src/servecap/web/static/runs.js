@@ -54,7 +54,7 @@ async function plotSketches(id, run) {
     { x: mid, y: w.map((x) => x.first_tokens), name: "first tokens per window", mode: "lines", yaxis: "y2", line: { shape: "hv", color: "#98a2b3" } },
   ], { ...PLOT_LAYOUT, margin: { ...PLOT_LAYOUT.margin, r: 70 }, title: { text: "Time to first token per window (from the run's sketches)" },
     xaxis: { title: { text: "simulated time (s, window middle)" } }, yaxis: { title: { text: "TTFT (ms)" }, rangemode: "tozero" },
-    yaxis2: { title: { text: "first tokens" }, overlaying: "y", side: "right", rangemode: "tozero" },
+    yaxis2: { title: { text: "first tokens" }, overlaying: "y", side: "right", showgrid: false, ...countAxis(w.map((x) => x.first_tokens)) },
     shapes: sloMs ? [sloShape("TTFT", sloMs, "y", "#b42318")] : [] }, PLOT_CONFIG);
 }
 

@@ -168,12 +168,23 @@ function progressText(snap) {
   return text + (p.message ? " — " + p.message : "");
 }
 
-// An SLO as a dashed horizontal line labelled with its name and value ("TTFT SLO 2,000 ms") at the
-// right end (`position` "start": the left), on the y axis `yref` (a log axis takes the value as is: shapes are in data units).
+// An SLO as a dashed horizontal line labelled with its name and value ("TTFT SLO 2,000 ms") just
+// under it at the right end (`position` "start": the left; under it: a line at the top of the
+// range keeps its label inside the plot), on the y axis `yref` (a log axis takes the value as is: shapes are in data units).
 function sloShape(name, valueMs, yref, color, dash, position) {
   return { type: "line", xref: "paper", x0: 0, x1: 1, yref: yref || "y", y0: valueMs, y1: valueMs,
     line: { dash: dash || "dash", width: 2, color },
-    label: { text: `${name} SLO ${num(valueMs)} ms`, textposition: position || "end", yanchor: "bottom", font: { color, size: 12 } } };
+    label: { text: `${name} SLO ${num(valueMs)} ms`, textposition: position || "end", yanchor: "top", font: { color, size: 12 } } };
+}
+
+// A y axis of counts (replicas, requests): whole numbers from 0 in steps of 1, 2 or 5 x 10^k, at
+// most about `most` labels. Plotly's own ticks on an overlaying axis fall on fractions ("0.158")
+// and a ",d" format then prints the same whole number twice.
+function countAxis(values, most = 6) {
+  const top = values.reduce((a, v) => (Number.isFinite(v) && v > a ? v : a), 1);
+  const raw = top / most, p = 10 ** Math.floor(Math.log10(raw));
+  const step = Math.max(1, [1, 2, 5, 10].map((m) => m * p).find((x) => x >= raw));
+  return { tickmode: "linear", tick0: 0, dtick: step, tickformat: ",d", rangemode: "tozero" };
 }
 
 // Ticks for a log axis over `values`: whole decades, or 1-2-5 in each decade when the data span

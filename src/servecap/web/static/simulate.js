@@ -67,7 +67,8 @@ function renderCapacity(r) {
     yaxis: { title: { text: "TTFT p99 (ms)" }, type: "log", ...logTicks([...rows.map((x) => x.ttft_p99_s * 1e3), r.slo.ttft_s * 1e3]) },
     yaxis2: { title: { text: "TPOT p99 (ms)" }, overlaying: "y", side: "right", type: "log", ...logTicks([...rows.map((x) => x.tpot_p99_s * 1e3), r.slo.tpot_s * 1e3]) },
     shapes: [...sloLines(r.slo, (n) => (n === "TTFT" ? "y" : "y2")),
-      { type: "line", x0: maxLoad, x1: maxLoad, yref: "paper", y0: 0, y1: 1, line: { color: "#1a7f37", width: 2 } }] }, PLOT_CONFIG);
+      { type: "line", x0: maxLoad, x1: maxLoad, yref: "paper", y0: 0, y1: 1, line: { color: "#1a7f37", width: 2 },
+        label: { text: `simulated capacity ${fmt(maxLoad)}`, textposition: "end", textangle: -90, xanchor: "right", font: { color: "#1a7f37", size: 12 } } }] }, PLOT_CONFIG);
 }
 
 const ui = page("simulate", form, async (state) => {
