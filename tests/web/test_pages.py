@@ -63,7 +63,7 @@ def test_plan_form_gives_the_cli_numbers(desktop: Page, server_url: str) -> None
     pg.select_option("select[name=weights_dtype]", "fp8")
     pg.fill("input[name=max_model_len]", "8192")
     pg.click("button[type=submit]")
-    pg.wait_for_selector("#users-served")
+    pg.wait_for_selector("#result:not(.stale) #users-served")  # the new answer, not the default one greyed out
     assert _users(pg.inner_text("#users-served")) == _headline_users(want)
     assert f"{want['kv_cache_tokens']:,}" in pg.inner_text("#result")
     assert "model=meta-llama%2FLlama-3.1-70B" in pg.url and "weights_dtype=fp8" in pg.url

@@ -131,11 +131,12 @@ async function replayGo() {
   if (state.pool) body.pool = state.pool;
   const button = replayForm.querySelector("button[type=submit]");
   button.disabled = true;
+  const replayEl = document.getElementById("replay"), stale = markStale(replayEl);  // the last replay, greyed out
   try {
     renderReplay(await runJob("/monitor/replay", body, document.getElementById("progress"), document.getElementById("progress-label"), document.getElementById("cancel")));
     document.getElementById("progress-label").textContent = "";
-  } catch (e) { showError(replayError, e.message); }
-  finally { button.disabled = false; }
+  } catch (e) { showError(replayError, e.message); if (stale) replayEl.innerHTML = ""; }
+  finally { button.disabled = false; unmarkStale(replayEl); }
 }
 replayForm.addEventListener("submit", (ev) => { ev.preventDefault(); replayGo(); });
 // a session's link clicked here replays it through the form's fleet (the user's click); the same
