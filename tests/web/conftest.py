@@ -111,8 +111,9 @@ class Page:
 # the tick labels of one plotly axis that overlap another's box, or repeat another's text (a ",d"
 # format over fractional ticks: "1", "1", "1"), on the chart with this id
 TICK_OVERLAPS = """(plot) => {
+  const id = CSS.escape(plot);
   const out = [];
-  for (const g of document.querySelectorAll(`#${plot} .xaxislayer-above, #${plot} .yaxislayer-above`)) {
+  for (const g of document.querySelectorAll(`#${id} .xaxislayer-above, #${id} .yaxislayer-above`)) {
     for (const cls of new Set([...g.children].map((c) => c.getAttribute("class")))) {
       const labels = [...g.querySelectorAll(`:scope > g.${cls} text`)].filter((t) => t.textContent.trim());
       const boxes = labels.map((t) => t.getBoundingClientRect());
@@ -128,8 +129,9 @@ TICK_OVERLAPS = """(plot) => {
 # the texts drawn inside a plotly chart's plot area (a shape's label, an annotation), not cut off
 # at its edge, on the chart with this id
 LABELS_INSIDE = """(plot) => {
-  const areas = [...document.querySelectorAll(`#${plot} .nsewdrag`)].map((r) => r.getBoundingClientRect());
-  return [...document.querySelectorAll(`#${plot} .shapelayer text, #${plot} .annotation text`)].filter((t) => {
+  const id = CSS.escape(plot);
+  const areas = [...document.querySelectorAll(`#${id} .nsewdrag`)].map((r) => r.getBoundingClientRect());
+  return [...document.querySelectorAll(`#${id} .shapelayer text, #${id} .annotation text`)].filter((t) => {
     const b = t.getBoundingClientRect();
     return areas.some((a) => b.left >= a.left - 1 && b.right <= a.right + 1 && b.top >= a.top - 1 && b.bottom <= a.bottom + 1);
   }).map((t) => t.textContent);
