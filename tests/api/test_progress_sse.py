@@ -5,6 +5,7 @@ server-sent events: requests done of the total and the simulated clock, for ``fl
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,3 +107,16 @@ def test_a_streamed_runs_sketches_over_the_api(client: TestClient, tmp_path: Pat
     windows = report["windows"]
     assert len(windows) >= 8 and sum(w["first_tokens"] for w in windows) == whole["completed"]
     assert client.get("/api/v1/runs/nope/sketches").status_code == 404
+    # a damaged sketches row is one line naming the run, never a 500
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE sketches SET sketch_json = '{not json' WHERE run_id = ?", (run["run_id"],))
+    damaged = client.get(f"/api/v1/runs/{run['run_id']}/sketches")
+    assert damaged.status_code in (400, 422) and "damaged" in damaged.json()["error"]["message"], damaged.text
+    # a run stored with its records has no sketches: said so
+    recorded = client.post("/api/v1/simulate", json={"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "rate": 5,
+                                                     "num_requests": 20, "max_model_len": 8192})  # fmt: skip
+    assert recorded.status_code == 202
+    with client.stream("GET", f"/api/v1/jobs/{recorded.json()['id']}/events") as stream:
+        last = [json.loads(x[len("data:") :]) for x in stream.iter_lines() if x.startswith("data:")][-1]
+    got = client.get(f"/api/v1/runs/{last['result']['run_id']}/sketches")
+    assert got.status_code == 400 and "not sketches" in got.json()["error"]["message"]
