@@ -16,7 +16,8 @@ class Progress:
     """``done`` of ``total`` units of ``stage`` (``total`` is None when unknown).
 
     ``unit`` names what is counted (``"requests"``, ``"simulations"``, ``"rows"``);
-    ``message`` is an optional one-line note for a person.
+    ``message`` is an optional one-line note for a person; ``sim_time_s`` is where a
+    simulation's clock stands (the last arrival or finish), None for work without one.
     """
 
     stage: str
@@ -24,6 +25,7 @@ class Progress:
     total: int | None = None
     unit: str = "requests"
     message: str = ""
+    sim_time_s: float | None = None
 
     @property
     def fraction(self) -> float | None:

@@ -108,6 +108,36 @@ class Page:
         self.page.close()
 
 
+# the tick labels of one plotly axis that overlap another's box, or repeat another's text (a ",d"
+# format over fractional ticks: "1", "1", "1"), on the chart with this id
+TICK_OVERLAPS = """(plot) => {
+  const id = CSS.escape(plot);
+  const out = [];
+  for (const g of document.querySelectorAll(`#${id} .xaxislayer-above, #${id} .yaxislayer-above`)) {
+    for (const cls of new Set([...g.children].map((c) => c.getAttribute("class")))) {
+      const labels = [...g.querySelectorAll(`:scope > g.${cls} text`)].filter((t) => t.textContent.trim());
+      const boxes = labels.map((t) => t.getBoundingClientRect());
+      for (let i = 0; i < boxes.length; i += 1) for (let j = i + 1; j < boxes.length; j += 1) {
+        const a = boxes[i], b = boxes[j], [p, q] = [labels[i].textContent, labels[j].textContent];
+        if (p === q || (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom)) out.push(`${cls}: ${p} / ${q}`);
+      }
+    }
+  }
+  return out;
+}"""
+
+# the texts drawn inside a plotly chart's plot area (a shape's label, an annotation), not cut off
+# at its edge, on the chart with this id
+LABELS_INSIDE = """(plot) => {
+  const id = CSS.escape(plot);
+  const areas = [...document.querySelectorAll(`#${id} .nsewdrag`)].map((r) => r.getBoundingClientRect());
+  return [...document.querySelectorAll(`#${id} .shapelayer text, #${id} .annotation text`)].filter((t) => {
+    const b = t.getBoundingClientRect();
+    return areas.some((a) => b.left >= a.left - 1 && b.right <= a.right + 1 && b.top >= a.top - 1 && b.bottom <= a.bottom + 1);
+  }).map((t) => t.textContent);
+}"""
+
+
 def run_from_link(pg: Any, form: str = "#form") -> None:
     """A page opened from a link with state fills its form and waits: the user's click runs it."""
     pg.wait_for_selector("#await-click")

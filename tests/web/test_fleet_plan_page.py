@@ -59,7 +59,7 @@ WATCH_LABEL = """window.labels = [];
 const label = document.getElementById("progress-label");
 new MutationObserver(() => window.labels.push(label.textContent)).observe(label, { childList: true, subtree: true });"""
 STAGE_LABEL = re.compile(
-    r"running: \d+ of (2 candidates searched|1 second-seed checks|1 levers re-simulated) — simulations: \d"
+    r"fleet-plan: \d+ of (2 candidates searched|1 second-seed checks|1 levers re-simulated) \(\d+%\) — simulations: \d"
 )
 
 
@@ -78,7 +78,7 @@ def test_the_form_gives_fleet_plans_answer(desktop: Page, server_url: str) -> No
     pg.click("button[type=submit]")
     pg.wait_for_selector("#answer", timeout=120_000)
     # defect 8: the progress says where the plan is, with the stage's total ("1 of 2 candidates searched")
-    stages = [t for t in pg.evaluate("window.labels") if t.startswith("running: ")]
+    stages = [t for t in pg.evaluate("window.labels") if t.startswith("fleet-plan: ")]
     assert stages and all(STAGE_LABEL.match(t) for t in stages), stages
     assert want.chosen.replicas is not None
     assert pg.inner_text("#chosen-gpu") == want.chosen.name

@@ -14,7 +14,7 @@ from urllib.request import urlopen
 
 import pytest
 from click.testing import CliRunner
-from tests.web.conftest import Page, run_from_link
+from tests.web.conftest import LABELS_INSIDE, TICK_OVERLAPS, Page, run_from_link
 
 from servecap.cli.main import cli
 from servecap.web import PAGES
@@ -63,7 +63,7 @@ def test_plan_form_gives_the_cli_numbers(desktop: Page, server_url: str) -> None
     pg.select_option("select[name=weights_dtype]", "fp8")
     pg.fill("input[name=max_model_len]", "8192")
     pg.click("button[type=submit]")
-    pg.wait_for_selector("#users-served")
+    pg.wait_for_selector("#result:not(.stale) #users-served")  # the new answer, not the default one greyed out
     assert _users(pg.inner_text("#users-served")) == _headline_users(want)
     assert f"{want['kv_cache_tokens']:,}" in pg.inner_text("#result")
     assert "model=meta-llama%2FLlama-3.1-70B" in pg.url and "weights_dtype=fp8" in pg.url
@@ -223,6 +223,11 @@ def test_capacity_page_headline_is_the_clis(desktop: Page, server_url: str) -> N
     assert want["max_rate_req_s"] in [round(x, 9) for x in marker] or any(
         abs(x - want["max_rate_req_s"]) < 1e-6 for x in marker
     )
+    # issue 32, defect 8: no tick label over another on the log axes, and each SLO line labelled
+    assert pg.evaluate(TICK_OVERLAPS, "curve") == []
+    shown = pg.evaluate(LABELS_INSIDE, "curve")
+    assert "TTFT SLO 1,000 ms" in shown and "TPOT SLO 50 ms" in shown
+    desktop.shot("capacity-curve")
     assert desktop.errors == []
 
 
@@ -266,7 +271,7 @@ def test_plan_page_headline_lies_inside_its_interval(desktop: Page, server_url: 
 # The default request of each page (its form as it loads), as the CLI's flags.
 FLEET_DEFAULT = ["fleet", "simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100-SXM", "-l", "8192", "--replicas", "4",
                  "--router", "least-outstanding", "--rate", "40", "--duration-s", "300", "-p", "1024", "-o", "128",
-                 "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50", "--seed", "0"]  # fmt: skip
+                 "--ttft-slo-ms", "2000", "--tpot-slo-ms", "100", "--seed", "0"]  # fmt: skip
 FLEET_PLAN_DEFAULT: dict[str, Any] = {
     "model": "meta-llama/Llama-3.1-8B",
     "candidates": [{"gpu": "H100-SXM", "max_model_len": 8192}, {"gpu": "L40S", "max_model_len": 8192}],

@@ -81,10 +81,10 @@ def replay_job(payload: dict[str, Any], progress: Callable[[Progress], None]) ->
     payload.pop("_limits", API_LIMITS)  # checked before queueing (check_replay_body)
     db = Path(str(payload.pop("_db")))
     body = ReplayBody.model_validate(payload)
-    progress(Progress("replay", 0, 1, "replays"))
+    progress(Progress("replay", 0, None, "requests", "reading the session"))
     response, _ = replay_fleet(
         history_from_store(db, body.session), fleet_from_dict(dict(body.fleet)), FLEET_NAME, pool=body.pool,
-        seed=body.seed,
+        seed=body.seed, progress=progress,
     )  # fmt: skip
     # the answer names the session, not the server's file
     named = response.model_copy(update={"history": f"monitor session {body.session or 'latest'}"})

@@ -374,6 +374,21 @@ def create_app(settings: ServeSettings) -> FastAPI:
         exported: dict[str, Any] = json.loads(stored("run", run_id, lambda: export_run(run_id, "json", settings.db)))
         return exported
 
+    @app.get(f"{API}/runs/{{run_id}}/sketches")
+    def run_sketches(run_id: str) -> dict[str, Any]:
+        """A streamed run's percentiles from its stored sketches, per group (run, pool, tenant,
+        class) and per time window (``servecap runs show --sketches``; the raw buckets stay in
+        the CLI's ``--json``)."""
+        from dataclasses import asdict
+
+        from servecap.app.sketch_report import sketch_report
+        from servecap.results.store import RunStore
+
+        raw = stored("run", run_id, lambda: RunStore(settings.db).get_sketches(run_id))
+        if raw is None:
+            raise ServecapError("run", run_id, "was stored with its records, not sketches (its requests show them)")
+        return asdict(stored("run", run_id, lambda: sketch_report(raw)))
+
     @app.get(f"{API}/runs/{{run_id}}/accuracy")
     def run_accuracy(run_id: str) -> dict[str, Any]:
         """A measured run next to the simulator's prediction (``servecap accuracy --json``)."""

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from servecap.app.scale_event import ScaleEvent
 from servecap.errors import ServecapError
 from servecap.monitor.history import History
+from servecap.progress import ProgressFn
 
 
 class _Model(BaseModel):
@@ -185,10 +186,17 @@ def replay(history: History, fleet_path: Path, *, pool: str | None = None, seed:
 
 
 def replay_fleet(
-    history: History, f: Any, fleet_path: Path, *, pool: str | None = None, seed: int = 0
+    history: History,
+    f: Any,
+    fleet_path: Path,
+    *,
+    pool: str | None = None,
+    seed: int = 0,
+    progress: ProgressFn | None = None,
 ) -> tuple[ReplayResponse, Any]:
     """:func:`replay` of a fleet file already read (``f``, a ``FleetFile``; the HTTP API's body);
-    ``fleet_path`` names it in the answer, and its folder is where relative paths in it start."""
+    ``fleet_path`` names it in the answer, and its folder is where relative paths in it start.
+    ``progress`` hears the shadow fleet's simulation (requests done, simulated time)."""
     from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
 
     chosen = _pool(f, pool, str(fleet_path))
@@ -205,7 +213,9 @@ def replay_fleet(
     prompt, output = int(workload.prompt_tokens.value), int(workload.output_tokens.value)
     if history.prompt_tokens is None:
         notes.append(f"the history has no lengths: {prompt:,}/{output:,} tokens assumed (app/defaults.py)")
-    out, _ = fleet_simulate(FleetSimulateRequest(fleet=fleet, workload=workload, seed=seed), base_dir=fleet_path.parent)
+    out, _ = fleet_simulate(
+        FleetSimulateRequest(fleet=fleet, workload=workload, seed=seed), base_dir=fleet_path.parent, progress=progress
+    )
     notes.extend(out.notes)
     lam, slo = break_rate(chosen, f, prompt, output, seed)
     price = (out.cost_usd / out.gpu_hours) if out.gpu_hours > 0 else (chosen.price_per_gpu_hour or 0.0)

@@ -353,7 +353,7 @@ def run_simulation(built: Built, *, seed: int, slo: Slo | None, progress: Progre
     total = expected_requests(built.workload) or None
 
     def tick(event: Progress) -> None:  # the loop knows the drawn count; the spec's is the same or better
-        progress(Progress("simulate", event.done, event.total or total, "requests"))
+        progress(Progress("simulate", event.done, event.total or total, "requests", sim_time_s=event.sim_time_s))
 
     return sim(built.setup, built.workload, rng, slo=slo, progress=tick)
 

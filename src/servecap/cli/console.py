@@ -93,10 +93,13 @@ PROGRESS_INTERVAL_S = 5.0
 
 
 def progress_line(event: Progress) -> str:
-    """``simulate: 12,000 / 50,000 requests (24%)``, with the event's message if any."""
+    """``simulate: 12,000 / 50,000 requests (24%), 600 s simulated``, with the event's message if
+    any (the same fields the web's progress line shows, web/static/servecap.js)."""
     count = f"{event.done:,}" + (f" / {event.total:,}" if event.total else "") + f" {event.unit}"
     if event.fraction is not None:
         count += f" ({event.fraction:.0%})"
+    if event.sim_time_s is not None:
+        count += f", {event.sim_time_s:,.0f} s simulated"
     return f"{event.stage}: {count}" + (f" - {event.message}" if event.message else "")
 
 

@@ -144,4 +144,4 @@ class Observer:
 
     def report(self) -> None:
         if self.progress is not None:
-            self.progress(Progress("simulate", self.finished, self.expected_requests or None))
+            self.progress(Progress("simulate", self.finished, self.expected_requests or None, sim_time_s=self.t_last_s))

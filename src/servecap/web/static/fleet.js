@@ -46,12 +46,13 @@ function render(r, body) {
     { x: ts.time_s, y: ts.starting, name: "starting replicas", mode: "lines", yaxis: "y2", line: { shape: "hv", dash: "dot" } },
     { x: ts.time_s, y: ts.queue_depth, name: "waiting requests", mode: "lines", yaxis: "y3", line: { dash: "dash" } },
   ], { ...PLOT_LAYOUT, margin: { ...PLOT_LAYOUT.margin, r: 40 }, title: { text: "Traffic, replicas and queue" }, xaxis: { title: { text: "time (s)" }, domain: [0, 0.88] },
-    yaxis: { title: { text: "arrivals (req/s)" } }, yaxis2: { title: { text: "replicas" }, overlaying: "y", side: "right", rangemode: "tozero", tickformat: ",d" },
-    yaxis3: { title: { text: "waiting" }, overlaying: "y", side: "right", position: 0.96, anchor: "free", rangemode: "tozero" } }, PLOT_CONFIG);
+    yaxis: { title: { text: "arrivals (req/s)" }, rangemode: "tozero" },
+    yaxis2: { title: { text: "replicas" }, overlaying: "y", side: "right", showgrid: false, ...countAxis(ts.ready.map((v, i) => v + ts.starting[i])) },
+    yaxis3: { title: { text: "waiting" }, overlaying: "y", side: "right", position: 0.96, anchor: "free", showgrid: false, ...countAxis(ts.queue_depth) } }, PLOT_CONFIG);
   Plotly.newPlot("latency", [{ x: ts.time_s, y: ts.p99_ttft_s.map((v) => (v === null ? null : v * 1e3)), name: "rolling p99 TTFT", mode: "lines" }],
-    { ...PLOT_LAYOUT, title: { text: "Rolling p99 TTFT (dashed: the SLO)" }, xaxis: { title: { text: "time (s)" } },
+    { ...PLOT_LAYOUT, title: { text: "Rolling p99 TTFT" }, xaxis: { title: { text: "time (s)" } },
       yaxis: { title: { text: "p99 TTFT (ms)" }, rangemode: "tozero" },
-      shapes: slo.ttft_ms ? [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: slo.ttft_ms, y1: slo.ttft_ms, line: { dash: "dash", color: "#b42318", width: 2 } }] : [] }, PLOT_CONFIG);
+      shapes: slo.ttft_ms ? [sloShape("TTFT", slo.ttft_ms, "y", "#b42318")] : [] }, PLOT_CONFIG);
 }
 
 const ui = page("fleet", form, async (state) => {

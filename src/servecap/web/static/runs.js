@@ -21,11 +21,41 @@ async function openRun(id) {
     ${cards([["TTFT p99 (ms)", p99(s, "ttft_s")], ["TPOT p99 (ms)", p99(s, "tpot_s")], ["E2E p99 (ms)", p99(s, "e2e_s")],
       ["req/s", num(s.throughput_req_s, 2)], ["output tokens/s", num(s.output_tokens_per_s)]])}
     <div id="scatter" class="plot"></div>${accuracy}`;
+  if (!reqs.requests.length && run.kind === "simulated" && run.num_requests > 0) {
+    // a streamed run keeps sketches, not records: its percentiles per window and per group
+    await plotSketches(id, run);
+    return;
+  }
   const ok = reqs.requests.filter((r) => r.first_token_s !== null && r.first_token_s !== undefined);
   // a request's time axis: its scheduled arrival (seconds from the start of the run)
   Plotly.newPlot("scatter", [{ x: ok.map((r) => r.scheduled_s), y: ok.map((r) => (r.first_token_s - r.scheduled_s) * 1e3), mode: "markers",
     name: "TTFT", marker: { size: 5 } }], { ...PLOT_LAYOUT, title: { text: "Time to first token of each request" },
     xaxis: { title: { text: "arrival (s from the start)" } }, yaxis: { title: { text: "TTFT (ms)" } } }, PLOT_CONFIG);
+}
+
+// A streamed run (`fleet simulate --sketch --save`): TTFT p50/p99 of each time window from the
+// stored sketches (GET /runs/{id}/sketches, as `servecap runs show --sketches`), the fleet's TTFT
+// SLO as a labelled line, and the percentiles of every pool, tenant and class.
+async function plotSketches(id, run) {
+  const r = await api(`/runs/${encodeURIComponent(id)}/sketches`);
+  const plot = document.getElementById("scatter");
+  plot.insertAdjacentHTML("afterend", `<p class="muted" id="sketch-note">Percentiles from the run's sketches, each within
+    ${num(100 * r.relative_accuracy)}% of the exact value at its rank; windows of ${num(r.window_s)} s by first-token time.</p>
+    <h2>Percentiles by group</h2>
+    ${table([["group", (g) => esc(g.axis === "run" ? "whole run" : `${g.axis} ${g.name}`)], ["requests", (g) => num(g.requests)],
+      ["completed", (g) => num(g.completed)], ["TTFT p50 ms", (g) => ms(g.ttft_p50_s, 0)], ["TTFT p99 ms", (g) => ms(g.ttft_p99_s, 0)],
+      ["TPOT p50 ms", (g) => ms(g.tpot_p50_s, 1)], ["TPOT p99 ms", (g) => ms(g.tpot_p99_s, 1)], ["E2E p99 ms", (g) => ms(g.e2e_p99_s, 0)]], r.groups)}`);
+  const w = r.windows, mid = w.map((x) => (x.start_s + x.end_s) / 2);
+  const slo = run.settings && run.settings.fleet && run.settings.fleet.slo;
+  const sloMs = slo && slo.ttft_ms ? slo.ttft_ms : null;
+  Plotly.newPlot("scatter", [
+    { x: mid, y: w.map((x) => (x.ttft_p99_s === null ? null : x.ttft_p99_s * 1e3)), name: "TTFT p99", mode: "lines+markers", line: { width: 2 } },
+    { x: mid, y: w.map((x) => (x.ttft_p50_s === null ? null : x.ttft_p50_s * 1e3)), name: "TTFT p50", mode: "lines+markers", line: { dash: "dot" } },
+    { x: mid, y: w.map((x) => x.first_tokens), name: "first tokens per window", mode: "lines", yaxis: "y2", line: { shape: "hv", color: "#98a2b3" } },
+  ], { ...PLOT_LAYOUT, margin: { ...PLOT_LAYOUT.margin, r: 70 }, title: { text: "Time to first token per window (from the run's sketches)" },
+    xaxis: { title: { text: "simulated time (s, window middle)" } }, yaxis: { title: { text: "TTFT (ms)" }, rangemode: "tozero" },
+    yaxis2: { title: { text: "first tokens" }, overlaying: "y", side: "right", showgrid: false, ...countAxis(w.map((x) => x.first_tokens)) },
+    shapes: sloMs ? [sloShape("TTFT", sloMs, "y", "#b42318")] : [] }, PLOT_CONFIG);
 }
 
 const ui = page("runs", form, async (state) => {
@@ -48,7 +78,7 @@ const replayForm = document.getElementById("replay-form");
 const DEFAULT_FLEET = {
   pools: [{ name: "main", model: "meta-llama/Llama-3.1-8B", gpu: "H100", max_model_len: 8192,
     autoscaler: { preset: "keda-vllm", min_replicas: 1, max_replicas: 4 } }],
-  router: "least-outstanding", slo: { ttft_ms: 1000, tpot_ms: 50 },
+  router: "least-outstanding", slo: { ttft_ms: 2000, tpot_ms: 100 },  // fleet plan's default SLO
 };
 
 function renderReplay(r) {
@@ -101,11 +131,12 @@ async function replayGo() {
   if (state.pool) body.pool = state.pool;
   const button = replayForm.querySelector("button[type=submit]");
   button.disabled = true;
+  const replayEl = document.getElementById("replay"), stale = markStale(replayEl);  // the last replay, greyed out
   try {
     renderReplay(await runJob("/monitor/replay", body, document.getElementById("progress"), document.getElementById("progress-label"), document.getElementById("cancel")));
     document.getElementById("progress-label").textContent = "";
-  } catch (e) { showError(replayError, e.message); }
-  finally { button.disabled = false; }
+  } catch (e) { showError(replayError, e.message); if (stale) replayEl.innerHTML = ""; }
+  finally { button.disabled = false; unmarkStale(replayEl); }
 }
 replayForm.addEventListener("submit", (ev) => { ev.preventDefault(); replayGo(); });
 // a session's link clicked here replays it through the form's fleet (the user's click); the same

@@ -157,6 +157,59 @@ function notes(list) {
 const PLOT_LAYOUT = { margin: { l: 64, r: 20, t: 40, b: 56 }, font: { size: 13 }, legend: { orientation: "h", y: -0.25 } };
 const PLOT_CONFIG = { displaylogo: false, responsive: true };
 
+// A job's progress event in a line, the fields `servecap` prints on stderr (cli/console.py's
+// progress_line): "simulate: 470 of 4,709 requests (10%), 12 s simulated — a note".
+function progressText(snap) {
+  const p = snap.progress;
+  if (!p || snap.state === "queued") return snap.state;
+  let text = `${p.stage}: ${num(p.done)}${p.total ? " of " + num(p.total) : ""} ${p.unit}`;
+  if (p.total) text += ` (${num(100 * Math.min(1, p.done / p.total))}%)`;
+  if (p.sim_time_s !== null && p.sim_time_s !== undefined) text += `, ${num(p.sim_time_s)} s simulated`;
+  return text + (p.message ? " — " + p.message : "");
+}
+
+// An SLO as a dashed horizontal line labelled with its name and value ("TTFT SLO 2,000 ms") just
+// under it at the right end (`position` "start": the left; under it: a line at the top of the
+// range keeps its label inside the plot), on the y axis `yref` (a log axis takes the value as is: shapes are in data units).
+function sloShape(name, valueMs, yref, color, dash, position) {
+  return { type: "line", xref: "paper", x0: 0, x1: 1, yref: yref || "y", y0: valueMs, y1: valueMs,
+    line: { dash: dash || "dash", width: 2, color },
+    label: { text: `${name} SLO ${num(valueMs)} ms`, textposition: position || "end", yanchor: "top", font: { color, size: 12 } } };
+}
+
+// A y axis of counts (replicas, requests): whole numbers from 0 in steps of 1, 2 or 5 x 10^k, at
+// most about `most` labels. Plotly's own ticks on an overlaying axis fall on fractions ("0.158")
+// and a ",d" format then prints the same whole number twice.
+function countAxis(values, most = 6) {
+  const top = values.reduce((a, v) => (Number.isFinite(v) && v > a ? v : a), 1);
+  const raw = top / most, p = 10 ** Math.floor(Math.log10(raw));
+  const step = Math.max(1, [1, 2, 5, 10].map((m) => m * p).find((x) => x >= raw));
+  return { tickmode: "linear", tick0: 0, dtick: step, tickformat: ",d", rangemode: "tozero" };
+}
+
+// Ticks for a log axis over `values`: whole decades, or 1-2-5 in each decade when the data span
+// few decades, each labelled in full ("2,000"), at most `most` of them. Plotly's own log ticks
+// label minor ticks with single digits ("2", "5") that collide with the decade labels on a
+// short axis.
+function logTicks(values, most = 8) {
+  const v = values.filter((x) => Number.isFinite(x) && x > 0);
+  if (!v.length) return {};
+  const lo = Math.min(...v), hi = Math.max(...v);
+  const d0 = Math.floor(Math.log10(lo)), d1 = Math.ceil(Math.log10(hi));
+  for (const [mantissas, every] of [[[1, 2, 5], 1], [[1], 1], [[1], 2], [[1], 3], [[1], 5], [[1], 10]]) {
+    const ticks = [];
+    for (let d = d0; d <= d1; d += 1) {
+      if ((d - d0) % every) continue;
+      for (const m of mantissas) { const t = m * 10 ** d; if (t >= lo / 1.5 && t <= hi * 1.5) ticks.push(t); }
+    }
+    if (ticks.length <= most) {
+      const digits = (t) => Math.max(0, -Math.floor(Math.log10(t) + 1e-9));
+      return ticks.length >= 2 ? { tickmode: "array", tickvals: ticks, ticktext: ticks.map((t) => num(t, digits(t))) } : {};
+    }
+  }
+  return {};
+}
+
 // A job: submit, follow its server-sent events into a progress bar, return the result.
 async function runJob(path, body, progressEl, labelEl, cancelBtn) {
   const job = await api(path, body);
@@ -173,7 +226,7 @@ async function runJob(path, body, progressEl, labelEl, cancelBtn) {
         const snap = JSON.parse(ev.data);
         const p = snap.progress;
         if (p && p.total) { progressEl.max = p.total; progressEl.value = p.done; }
-        labelEl.textContent = p ? `${snap.state}: ${num(p.done)}${p.total ? " of " + num(p.total) : ""} ${p.unit}${p.message ? " — " + p.message : ""}` : snap.state;
+        labelEl.textContent = progressText(snap);
         if (snap.state === "done") { events.close(); resolve(snap.result); }
         if (snap.state === "failed" || snap.state === "cancelled") { events.close(); reject(new ApiError(snap.error || snap.state)); }
       };
@@ -205,14 +258,16 @@ async function fillDefaults(form, schemaName) {
 function page(name, form, run) {
   header(name);
   const errorEl = document.getElementById("error");
+  const resultEl = document.getElementById("result");
   const go = async () => {
     saveState(form);
     showError(errorEl, "");
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
+    const stale = markStale(resultEl);
     try { await run(formState(form)); }
-    catch (e) { showError(errorEl, e.message); }
-    finally { button.disabled = false; }
+    catch (e) { showError(errorEl, e.message); if (stale) resultEl.innerHTML = ""; }  // no old answer beside the error
+    finally { button.disabled = false; unmarkStale(resultEl); }
   };
   form.addEventListener("submit", (ev) => { ev.preventDefault(); go(); });
   const restore = () => { const p = new URLSearchParams(location.search); fillForm(form, p); return [...p.keys()].length > 0; };
@@ -221,6 +276,33 @@ function page(name, form, run) {
   // default answer (fixed inputs, nothing stored).
   const startOrWait = () => { if (restore()) awaitClick(form); else go(); };
   return { go, errorEl, restore, startOrWait };
+}
+
+// While a new answer is worked out the previous one stays visible but greyed out, with a note
+// above it that it answers the previous inputs; the new answer (or the error) replaces both.
+// True when there was an answer to mark.
+function markStale(resultEl) {
+  if (!resultEl || !resultEl.querySelector("#answer, .answer, h2")) return false;
+  resultEl.classList.add("stale");
+  resultEl.setAttribute("aria-busy", "true");
+  let note = document.getElementById("stale-note");
+  if (!note) {
+    note = document.createElement("p");
+    note.id = "stale-note";
+    note.className = "stale-note";
+    note.setAttribute("role", "status");
+    resultEl.parentElement.insertBefore(note, resultEl);
+  }
+  note.textContent = "Working on the new inputs: the answer below is for the previous ones.";
+  return true;
+}
+
+function unmarkStale(resultEl) {
+  if (!resultEl) return;
+  resultEl.classList.remove("stale");
+  resultEl.removeAttribute("aria-busy");
+  const note = document.getElementById("stale-note");
+  if (note) note.remove();
 }
 
 // The note a page filled from its link shows until the user runs it.

@@ -11,8 +11,7 @@ function pct(dist) { return dist ? [ms(dist.p50), ms(dist.p90), ms(dist.p99), ms
 function sloLines(slo, axis) {
   const shapes = [];
   for (const [name, value] of [["TTFT", slo && slo.ttft_s], ["TPOT", slo && slo.tpot_s]]) {
-    if (value) shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: axis(name), y0: value * 1e3, y1: value * 1e3,
-      line: { dash: "dash", width: 2, color: name === "TTFT" ? "#b42318" : "#6941c6" } });
+    if (value) shapes.push(sloShape(name, value * 1e3, axis(name), name === "TTFT" ? "#b42318" : "#6941c6", "dash", name === "TTFT" ? "start" : "end"));
   }
   return shapes;
 }
@@ -65,9 +64,11 @@ function renderCapacity(r) {
     { x: rows.map((x) => x.load), y: rows.map((x) => x.tpot_p99_s * 1e3), name: "TPOT p99", mode: "lines+markers", yaxis: "y2",
       marker: { symbol: "square" }, line: { dash: "dot" } },
   ], { ...PLOT_LAYOUT, margin: { ...PLOT_LAYOUT.margin, r: 70 }, title: { text: "Load–latency curve (dashed: the SLOs)" }, xaxis: { title: { text: r.unit } },
-    yaxis: { title: { text: "TTFT p99 (ms)" }, type: "log" }, yaxis2: { title: { text: "TPOT p99 (ms)" }, overlaying: "y", side: "right", type: "log" },
+    yaxis: { title: { text: "TTFT p99 (ms)" }, type: "log", ...logTicks([...rows.map((x) => x.ttft_p99_s * 1e3), r.slo.ttft_s * 1e3]) },
+    yaxis2: { title: { text: "TPOT p99 (ms)" }, overlaying: "y", side: "right", type: "log", ...logTicks([...rows.map((x) => x.tpot_p99_s * 1e3), r.slo.tpot_s * 1e3]) },
     shapes: [...sloLines(r.slo, (n) => (n === "TTFT" ? "y" : "y2")),
-      { type: "line", x0: maxLoad, x1: maxLoad, yref: "paper", y0: 0, y1: 1, line: { color: "#1a7f37", width: 2 } }] }, PLOT_CONFIG);
+      { type: "line", x0: maxLoad, x1: maxLoad, yref: "paper", y0: 0, y1: 1, line: { color: "#1a7f37", width: 2 },
+        label: { text: `simulated capacity ${fmt(maxLoad)}`, textposition: "end", textangle: -90, xanchor: "right", font: { color: "#1a7f37", size: 12 } } }] }, PLOT_CONFIG);
 }
 
 const ui = page("simulate", form, async (state) => {
