@@ -42,8 +42,8 @@ def test_export_does_not_fold_long_commands() -> None:
 
 
 def test_a_pd_run_is_titled_with_its_pd_router() -> None:
-    from servecap.app.fleet import fleet_from_dict
     from servecap.cli.fleet_cmd import fleet_router_name
+    from servecap.fleet.file_schema import fleet_from_dict
 
     pools = [
         {"name": "p", "model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "role": "prefill"},

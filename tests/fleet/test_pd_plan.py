@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from servecap.app.fleet import build_fleet, fleet_from_dict
 from servecap.app.fleet_plan.model import CandidateModel, FleetEval, FleetPlanRequest
 from servecap.app.fleet_plan.pd import ratios_to_try, split_fleet, split_lever, splits_of, verdict
+from servecap.fleet.file_schema import build_fleet, fleet_from_dict
 
 
 def test_the_ratios_tried_per_size() -> None:

@@ -91,8 +91,8 @@ def check_export_body(body: ExportRequest, upload_dir: Path) -> None:
     (file fields, models that are not catalog names); a plan holds numbers only."""
     from servecap.api.names import check_spec
     from servecap.app.export.source import PLAN_SCHEMA_PREFIX
-    from servecap.app.fleet import FleetFile, fleet_from_dict
     from servecap.files import decode_text, format_of, parse_document
+    from servecap.fleet.file_schema import FleetFile, fleet_from_dict
 
     refuse_control_characters("name", body.name)
     fmt = format_of(body.name, "name", ("json", "yaml"))

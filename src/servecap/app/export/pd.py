@@ -78,7 +78,7 @@ class PdConfig(TypedDict):
 
 def pd_config(path: Path | str, *, port: int = 8000) -> tuple[PdConfig, list[str]]:
     """The servers' and the routers' command lines for the P/D fleet file at ``path``."""
-    from servecap.app.fleet import load_fleet_file
+    from servecap.fleet.file_schema import load_fleet_file
 
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ServecapError("port", port, "must be a TCP port, 1-65535")

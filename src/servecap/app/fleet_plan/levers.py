@@ -32,7 +32,6 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from servecap.app.fleet import fleet_from_dict
 from servecap.app.fleet_plan.doc import FleetDoc, Section
 from servecap.app.fleet_plan.model import (
     HOURS_PER_MONTH,
@@ -46,6 +45,7 @@ from servecap.app.fleet_plan.model import (
 )
 from servecap.app.fleet_plan.run import Winner, ramp_fleet, scored_window
 from servecap.errors import ServecapError, did_you_mean
+from servecap.fleet.file_schema import fleet_from_dict
 from servecap.fleet.plan_window import ramp_window, rate_fn
 
 if TYPE_CHECKING:

@@ -37,12 +37,12 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
 from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
 from servecap.app.json_object import JsonObject
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import FleetSpec
+from servecap.fleet.file_schema import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
 from servecap.fleet.plan_search import SearchResult
 from servecap.fleet.plan_window import Window
 from servecap.policy.autoscalers import PRESETS
@@ -85,7 +85,7 @@ class CandidateModel(_Model):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     max_num_seqs: int | None = Field(default=None, ge=1)
     price_per_gpu_hour: float | None = Field(default=None, ge=0)  # default: the GPU catalog's
-    # the parallel layout and speculative decoding (the fleet pool's fields, app/fleet.py)
+    # the parallel layout and speculative decoding (the fleet pool's fields, fleet/file_schema.py)
     dp: int = Field(default=1, ge=1, le=1024)
     ep: int = Field(default=1, ge=1, le=4096)
     redundant_experts: int = Field(default=0, ge=0, le=4096)

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from servecap.app.fleet import fleet_from_dict
 from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
 from servecap.app.fleet_plan.model import FleetEval, FleetPlanRequest, LeverOut, pool_dict
+from servecap.fleet.file_schema import fleet_from_dict
 from servecap.fleet.plan_search import SearchResult, smallest_passing
 
 if TYPE_CHECKING:
