@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
+from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 from servecap.app.fleet_sweep import (
     SweepPoint,
     merge_points,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
+from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 from servecap.errors import ServecapError
 from servecap.fleet.file_schema import fleet_from_dict
 from servecap.fleet.predictive import scale_ahead_schedule

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
+from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 from servecap.app.monitor_replay import history_workload, replay
 from servecap.errors import ServecapError
 from servecap.fleet.file_schema import load_fleet_file

@@ -117,7 +117,7 @@ def _check_fleet_result(fleet: Any, max_result_bytes: int | None) -> None:
 
 
 def fleet_simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
-    from servecap.app.fleet import fleet_simulate
+    from servecap.app.fleet_simulate import fleet_simulate
 
     limits = payload.pop("_limits", API_LIMITS)
     body = FleetSimulateBody.model_validate(payload)

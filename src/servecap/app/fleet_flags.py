@@ -3,7 +3,7 @@ overrides, or one pool (a prefill and a decode pool when disaggregated) built fr
 deployment flags.
 
 :class:`FleetFlags` holds the flags, their defaults written once here (the CLI's options read
-them); :func:`fleet_from_flags` turns them into a :class:`~servecap.app.fleet.FleetFile`, the
+them); :func:`fleet_from_flags` turns them into a :class:`~servecap.fleet.file_schema.FleetFile`, the
 first conflict one :class:`~servecap.errors.ServecapError` naming the flag. No I/O beyond
 reading the fleet file the flags name.
 """

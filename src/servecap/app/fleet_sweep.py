@@ -202,7 +202,7 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits
     """Every point of the sweep, validated and its work sized against ``limits`` (default: the
     CLI's; no simulation yet). A sketched sweep (``percentiles: sketch`` or ``seeds`` > 1) checks
     that every point can stream."""
-    from servecap.app.fleet import FleetSimulateRequest, use_sketches
+    from servecap.app.fleet_simulate import FleetSimulateRequest, use_sketches
     from servecap.app.limits import check_fleet_work, cli_limits
     from servecap.fleet.file_schema import build_fleet, fleet_from_dict
     from servecap.workload import workload_from_dict
@@ -268,7 +268,7 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits
 def run_point(point: SweepPoint) -> PointResult:
     """One fleet simulation on ``point.seed`` (a top-level function: executors ship it to
     workers); a streaming run sends its sketches back as a dict."""
-    from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
+    from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
     from servecap.fleet.file_schema import fleet_from_dict
     from servecap.workload import workload_from_dict
 

@@ -189,7 +189,7 @@ def replay_fleet(
 ) -> tuple[ReplayResponse, Any]:
     """:func:`replay` of a fleet file already read (``f``, a ``FleetFile``; the HTTP API's body);
     ``fleet_path`` names it in the answer, and its folder is where relative paths in it start."""
-    from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
+    from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 
     chosen = _pool(f, pool, str(fleet_path))
     notes: list[str] = []

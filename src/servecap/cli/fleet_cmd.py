@@ -30,7 +30,7 @@ from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from servecap.app.fleet import FleetSimulateResponse
+    from servecap.app.fleet_simulate import FleetSimulateResponse
     from servecap.fleet.file_schema import FleetFile
     from servecap.fleet.pd.stats import PdStats
     from servecap.progress import Progress
@@ -174,7 +174,7 @@ def fleet_simulate_command(
     utilisation, replicas and queue over time, GPU-hours and cost."""
 
     from servecap.app.flags import LoadFlags
-    from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
+    from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
     from servecap.app.simulate import workload_from_options
 
     flags = FleetFlags(

@@ -8,7 +8,7 @@
 - :func:`build_fleet` — names -> specs: each pool planned (:func:`servecap.core.plan.plan`) and
   turned into an engine setup, the result a :class:`~servecap.fleet.FleetSpec`.
 
-The use case that runs it (``fleet simulate``) is :mod:`servecap.app.fleet`.
+The use case that runs it (``fleet simulate``) is :mod:`servecap.app.fleet_simulate`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 the chosen one it answers with (``fleet_file``, for ``servecap fleet simulate --fleet``).
 
 Typed dictionaries of the fleet file's keys (docs/fleet.md) that the planner sets; each is
-validated by :func:`servecap.app.fleet.fleet_from_dict` before a simulation. The cold start
+validated by :func:`servecap.fleet.file_schema.fleet_from_dict` before a simulation. The cold start
 and the gateway are sections the planner copies from a request or a lever as they are.
 """
 
