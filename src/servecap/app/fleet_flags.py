@@ -17,9 +17,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servecap.app.flags import DeploymentFlags
-from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.fleet.file_schema import FleetFile, fleet_from_dict, load_fleet_file
+from servecap.json_object import JsonObject
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.pd_router import PD_PRESETS
 from servecap.policy.routers import ROUTERS

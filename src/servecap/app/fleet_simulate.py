@@ -15,12 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from servecap.app.flapping import PoolFlapping
-from servecap.app.json_object import JsonObject
 from servecap.app.scale_event import ScaleEvent
 from servecap.errors import ServecapError
 from servecap.fleet import FleetResult, FleetSpec, simulate_fleet
 from servecap.fleet.file_schema import FleetFile, build_fleet, fleet_from_dict, plan_pool
 from servecap.fleet.pd.stats import PdStats
+from servecap.json_object import JsonObject
 from servecap.progress import ProgressFn
 from servecap.results.summary_json import RunSummaryJson
 from servecap.workload import WorkloadSpec, traffic_classes

@@ -43,10 +43,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import TypedDict
 
-from servecap.app.json_object import JsonObject  # the sweep file's base fleet and workload, a point's axis values
 from servecap.app.limits import WorkLimits
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, from_validation_error
+from servecap.json_object import JsonObject  # the sweep file's base fleet and workload, a point's axis values
 from servecap.progress import ProgressFn
 from servecap.results import RecordColumns, RequestRecord, RunSummary, records_from_columns
 from servecap.results.sketch_set import RunSketches

@@ -21,7 +21,7 @@ fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The
 5. **Daily curve**: an autoscaler from the winner's requests/s per replica — min from the
    trough, max from the peak, scale-ahead of the curve by one cold start — checked on the
    steepest ramp of the day; $/month from the scale-ahead floor over the day.
-6. **Levers** (:mod:`servecap.app.fleet_plan.levers`), each re-simulated.
+6. **Levers** (:mod:`servecap.planning.levers`), each re-simulated.
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
-from servecap.app.json_object import JsonObject
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import FleetSpec
 from servecap.fleet.file_schema import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
 from servecap.fleet.plan_search import SearchResult
 from servecap.fleet.plan_window import Window
+from servecap.json_object import JsonObject
+from servecap.planning.doc import FleetDoc, PoolDoc
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.routers import DEFAULT_ROUTER
 from servecap.progress import Progress, ProgressFn

@@ -1,4 +1,4 @@
-"""The steps of :func:`servecap.app.fleet_plan.fleet_plan` (see :mod:`servecap.app.fleet_plan.model`)."""
+"""The steps of :func:`servecap.app.fleet_plan.fleet_plan` (see :mod:`servecap.planning.model`)."""
 
 from __future__ import annotations
 
@@ -9,24 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from servecap.app.fleet_plan.doc import AutoscalerDoc, FleetDoc, Section
-from servecap.app.fleet_plan.model import (
-    DEFAULT_WORKLOAD,
-    HOURS_PER_MONTH,
-    AutoscalerOut,
-    CandidateModel,
-    CandidateOut,
-    Context,
-    FleetEval,
-    FleetPlanRequest,
-    FleetPlanResponse,
-    LeverOut,
-    Scored,
-    Stage,
-    fixed_fleet,
-    search_counts,
-)
-from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.fleet.class_slo import class_groups, class_targets, group_name
 from servecap.fleet.file_schema import fleet_from_dict
@@ -41,6 +23,24 @@ from servecap.fleet.plan_window import (
     ramp_window,
     rate_fn,
     scaled,
+)
+from servecap.json_object import JsonObject
+from servecap.planning.doc import AutoscalerDoc, FleetDoc, Section
+from servecap.planning.model import (
+    DEFAULT_WORKLOAD,
+    HOURS_PER_MONTH,
+    AutoscalerOut,
+    CandidateModel,
+    CandidateOut,
+    Context,
+    FleetEval,
+    FleetPlanRequest,
+    FleetPlanResponse,
+    LeverOut,
+    Scored,
+    Stage,
+    fixed_fleet,
+    search_counts,
 )
 from servecap.policy.routers import ROUTERS
 from servecap.results.slo_report import Target
@@ -194,7 +194,7 @@ def closed_form(
 def run_plan(
     request: FleetPlanRequest, ctx: Context, run_levers: Callable[[FleetPlanRequest, Context, Winner], LeverRows]
 ) -> FleetPlanResponse:
-    """The plan; ``run_levers`` (:func:`servecap.app.fleet_plan.levers.run_levers`, passed in by
+    """The plan; ``run_levers`` (:func:`servecap.planning.levers.run_levers`, passed in by
     the entry point: the levers build on this module) re-simulates the levers on the winner."""
     if not request.candidates:
         raise ServecapError("candidates", [], "give at least one candidate pool (e.g. -g H100)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
-from servecap.app.json_object import JsonObject
+from servecap.json_object import JsonObject
 
 Section = JsonObject
 """A fleet-file section copied as it is (a cold-start model's or a gateway's keys)."""
