@@ -293,6 +293,18 @@ class PoolModel(_Model):
     spec_acceptance: str | None = Field(default=None, min_length=1, max_length=200)
     draft_model: str | None = Field(default=None, min_length=1, max_length=500)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_router(cls, raw: Any) -> Any:
+        if isinstance(raw, Mapping) and "router" in raw:
+            raise ServecapError(
+                f"pools.{raw.get('name', 'main')}.router",
+                raw["router"],
+                "a pool has no router of its own: the fleet's router: routes a co-located fleet (both sides of a "
+                "P/D one), pd_router: {prefill, decode} names each side",
+            )
+        return raw
+
     @field_validator("mtbf_s")
     @classmethod
     def _plausible_mtbf(cls, value: float | None) -> float | None:
@@ -383,7 +395,37 @@ class FleetFile(_Model):
     def _layout(self) -> FleetFile:
         from servecap.fleet.pd_spec import check_pd_layout
 
-        check_pd_layout(self.pools)  # a P/D fleet's roles, model, replicas and engine (one line)
+        if check_pd_layout(self.pools):  # a P/D fleet's roles, model, replicas and engine (one line)
+            return self._pd_routing()
+        return self
+
+    def _pd_routing(self) -> FleetFile:
+        """A P/D fleet's ``router:``: its name sets both sides' policy (SGLang's router: ``--policy``
+        sets both sides unless ``--prefill-policy``/``--decode-policy`` name one), a ``pd_router:``
+        that names other sides is refused, its settings reach both sides (a scrape interval is
+        refused when the fleet is built: the P/D routers read live gauges). A mapping naming the default router is taken
+        as unset: every fleet's ``model_dump`` writes it."""
+        router = self.router_model()
+        named = isinstance(self.router, str) or ("name" in router.model_fields_set and router.name != DEFAULT_ROUTER)
+        if not named:
+            return self
+        if router.name not in ROUTERS:
+            raise ServecapError(
+                "router",
+                router.name,
+                f"unknown router; one of {', '.join(ROUTERS)}" + did_you_mean(router.name, ROUTERS),
+            )
+        if self.pd_router is None:
+            return self.model_copy(update={"pd_router": PdRouterModel(prefill=router.name, decode=router.name)})
+        sides = _pd_router(self.pd_router)
+        assert sides is not None
+        if (sides.prefill, sides.decode) != (router.name, router.name):
+            raise ServecapError(
+                "router",
+                router.name,
+                f"sets both sides of a P/D fleet, and pd_router sets prefill {sides.prefill}, decode "
+                f"{sides.decode}: give one",
+            )
         return self
 
     def router_model(self) -> RouterModel:
@@ -562,6 +604,10 @@ def build_fleet(f: FleetFile, base_dir: Path | None = None) -> tuple[FleetSpec, 
         slo = Slo(
             ttft_s=f.slo.ttft_ms / 1e3 if f.slo.ttft_ms is not None else None,
             tpot_s=f.slo.tpot_ms / 1e3 if f.slo.tpot_ms is not None else None,
+        )
+    if router.scrape_interval_ms > 0 and any(p.role != "both" for p in f.pools):
+        raise ServecapError(
+            "router.scrape_interval_ms", router.scrape_interval_ms, "a P/D fleet's routers read live gauges"
         )
     spec = FleetSpec(
         pools=tuple(pools),
