@@ -191,6 +191,13 @@ def replay_fleet(
     ``fleet_path`` names it in the answer, and its folder is where relative paths in it start."""
     from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 
+    if any(p.role != "both" for p in f.pools):
+        raise ServecapError(
+            "fleet",
+            str(fleet_path),
+            "monitor replay shadows one co-located pool under its recorded traffic; a P/D fleet's prefill and "
+            "decode pools serve every request together (run fleet simulate on it with the recorded rate)",
+        )
     chosen = _pool(f, pool, str(fleet_path))
     notes: list[str] = []
     if chosen.autoscaler is None:
