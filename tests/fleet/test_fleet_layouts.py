@@ -182,22 +182,30 @@ def test_a_sweep_runs_each_point_on_its_layout(kind: str) -> None:
         assert (res.pd is not None) == (kind == "pd") and got.summary == res.summary
 
 
+@pytest.fixture(scope="module")
+def ray_executor() -> Any:
+    """One local Ray instance (2 CPUs) for both layouts: its start is the slow part."""
+    pytest.importorskip("ray")
+    from servecap.distributed import make_executor
+
+    ex = make_executor("ray", workers=2, max_retries=1)
+    try:
+        yield ex
+    finally:
+        ex.close()
+
+
 @pytest.mark.ray
 @pytest.mark.parametrize("kind", LAYOUTS)
-def test_a_sweep_on_ray_matches_serial_on_each_layout(kind: str) -> None:
-    """Bounded: a local Ray instance of 2 CPUs, 2 points of 60 requests, two seeds streamed
-    into sketches that Ray workers ship back."""
-    pytest.importorskip("ray")
+def test_a_sweep_on_ray_matches_serial_on_each_layout(kind: str, ray_executor: Any) -> None:
+    """Bounded: 2 points of 60 requests, two seeds streamed into sketches that Ray workers ship
+    back; the same rows and sketches as in this process."""
     from servecap.app.fleet_sweep import run_sweep
     from servecap.distributed import make_executor
 
     points = _sweep(kind, seeds=2)
     serial = run_sweep(points, make_executor("serial"))
-    ray_ex = make_executor("ray", workers=2, max_retries=1)
-    try:
-        remote = run_sweep(points, ray_ex)
-    finally:
-        ray_ex.close()
+    remote = run_sweep(points, ray_executor)
     assert not remote.errors
     for a, b in zip(serial.results, remote.results, strict=True):
         assert a is not None and b is not None and a.sketches is not None
