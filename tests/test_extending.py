@@ -12,10 +12,10 @@ import click
 from fastapi.testclient import TestClient
 
 from servecap.api import ServeSettings, create_app
-from servecap.app.fleet import AutoscalerModel, FleetFile, RouterModel
 from servecap.app.fleet_plan import FleetPlanRequest
 from servecap.cli.fleet_cmd import fleet_simulate_command
 from servecap.cli.fleet_plan_cmd import fleet_plan_command
+from servecap.fleet.file_schema import AutoscalerModel, FleetFile, RouterModel
 from servecap.fleet.spec import FleetSpec
 from servecap.policy.autoscalers import AUTOSCALERS, DEFAULT_AUTOSCALER, PRESETS, AutoscalerSettings
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS

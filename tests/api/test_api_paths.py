@@ -179,8 +179,8 @@ def test_every_field_that_could_name_a_file_is_classified() -> None:
     from pydantic import BaseModel
 
     from servecap.api.names import FILE_FIELDS, MODEL_FIELDS
-    from servecap.app.fleet import FleetFile
     from servecap.app.fleet_plan import FleetPlanRequest
+    from servecap.fleet.file_schema import FleetFile
     from servecap.workload import WorkloadSpec
 
     seen: set[type[BaseModel]] = set()

@@ -80,7 +80,7 @@ def test_fleet_plan_body_errors_name_the_field(client: TestClient, plan: dict[st
 
 
 def test_the_lever_list_is_the_planners_table(client: TestClient) -> None:
-    from servecap.app.fleet_plan.levers import DEFAULT_LEVERS, LEVERS
+    from servecap.planning.levers import DEFAULT_LEVERS, LEVERS
 
     r = client.get("/api/v1/fleet/plan/levers")
     assert r.status_code == 200

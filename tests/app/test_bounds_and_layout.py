@@ -138,8 +138,8 @@ def test_router_scrapes_are_counted_as_events(tmp_path: Path) -> None:
 
 
 def test_the_event_count_is_worked_by_hand() -> None:
-    from servecap.app.fleet import fleet_from_dict
     from servecap.app.limits import count_fleet_events
+    from servecap.fleet.file_schema import fleet_from_dict
     from servecap.workload import workload_from_dict
 
     fleet = fleet_from_dict(_pools(_with(PD, router={"scrape_interval_ms": 100}, timeseries_interval_s=1.0), 0,

@@ -78,7 +78,7 @@ def test_levers_are_re_simulated(planned: FleetPlanResponse) -> None:
 
 
 def test_gateway_levers_are_left_out_where_the_fleet_file_has_no_gateway() -> None:
-    from servecap.app.fleet_plan.levers import cache_gateway, gateway_accepted, overflow_gateway
+    from servecap.planning.levers import cache_gateway, gateway_accepted, overflow_gateway
 
     req = plan_request_from_dict(_request())
     for gw in (cache_gateway(req), overflow_gateway(1.0)):
@@ -166,7 +166,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(
 
 
 def test_rent_of_a_scale_ahead_floor_by_hand() -> None:
-    from servecap.app.fleet_plan.run import floor_usd_per_month
+    from servecap.planning.run import floor_usd_per_month
 
     # 2 replicas for half the day, 4 for the other half: 3 on average, x $3/replica-hour x 730 h
     assert floor_usd_per_month([(0.0, 2), (43_200.0, 4)], 86_400.0, 3.0) == pytest.approx(3 * 3 * 730)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate
+from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 from servecap.app.fleet_sweep import (
     SweepPoint,
     merge_points,
@@ -31,6 +31,7 @@ from servecap.app.fleet_sweep import (
 from servecap.cli.main import cli
 from servecap.distributed import make_executor
 from servecap.errors import ServecapError
+from servecap.fleet.file_schema import fleet_from_dict
 from servecap.results.sketch import QuantileSketch
 from servecap.results.sketch_set import RunSketches
 from servecap.workload import workload_from_dict

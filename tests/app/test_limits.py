@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from servecap.app.fleet import fleet_from_dict
 from servecap.app.limits import API_LIMITS, WorkLimits, check_fleet_work, check_workload, cli_limits
 from servecap.errors import ServecapError
+from servecap.fleet.file_schema import fleet_from_dict
 from servecap.workload import workload_from_dict
 
 LENGTHS = {"prompt_tokens": 100, "output_tokens": 10}

@@ -22,7 +22,7 @@ def test_a_gpu_typed_with_letter_o_gets_a_did_you_mean() -> None:
 
 def test_web_fleet_plan_defaults_are_the_clis() -> None:
     """The web's fleet plan defaulted to TTFT 1,000 / TPOT 50 ms; the CLI's is 2,000 / 100 (p99)."""
-    from servecap.app.fleet_plan.run import DEFAULT_SLO
+    from servecap.planning.run import DEFAULT_SLO
 
     html = (Path(__file__).parents[2] / "src/servecap/web/static/fleet-plan.html").read_text()
     ttft = re.search(r'name="ttft_ms"[^>]*value="(\d+)"', html)
@@ -42,8 +42,8 @@ def test_export_does_not_fold_long_commands() -> None:
 
 
 def test_a_pd_run_is_titled_with_its_pd_router() -> None:
-    from servecap.app.fleet import fleet_from_dict
     from servecap.cli.fleet_cmd import fleet_router_name
+    from servecap.fleet.file_schema import fleet_from_dict
 
     pools = [
         {"name": "p", "model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "role": "prefill"},

@@ -1,13 +1,13 @@
 """A plan's attention DP, wide EP and speculative decoding as vLLM and SGLang flags
-(servecap.app.export.frontier_args), what does not map named."""
+(servecap.export.frontier_args), what does not map named."""
 
 from __future__ import annotations
 
 import json
 
-from servecap.app.export.frontier_args import sglang_args, vllm_kwargs
-from servecap.app.export.source import PoolExport
-from servecap.app.export.vllm_args import cli_args, engine_kwargs
+from servecap.export.frontier_args import sglang_args, vllm_kwargs
+from servecap.export.source import PoolExport
+from servecap.export.vllm_args import cli_args, engine_kwargs
 
 PLAN = {
     "model": "deepseek-ai/DeepSeek-V3",

@@ -13,7 +13,7 @@ import yaml
 from export_helpers import EXAMPLES, validate, write_fleet
 
 from servecap.app.export import ExportOptions, export
-from servecap.app.export.kube import quantity, signal_query
+from servecap.export.kube import quantity, signal_query
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="needs kubernetes-validate (the dev extra)")
 K8S_VERSION = "1.33"

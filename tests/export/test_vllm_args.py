@@ -1,9 +1,9 @@
-"""A plan's engine settings as vLLM flags (the table in servecap.app.export.vllm_args)."""
+"""A plan's engine settings as vLLM flags (the table in servecap.export.vllm_args)."""
 
 from __future__ import annotations
 
-from servecap.app.export.source import PoolExport
-from servecap.app.export.vllm_args import cli_args, engine_kwargs
+from servecap.export.source import PoolExport
+from servecap.export.vllm_args import cli_args, engine_kwargs
 
 PLAN = {
     "model": "meta-llama/Llama-3.1-70B",

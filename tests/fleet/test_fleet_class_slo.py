@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate
+from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 from servecap.cli.main import cli
 from servecap.fleet.class_slo import class_groups, class_targets
+from servecap.fleet.file_schema import fleet_from_dict
 from servecap.results.slo_report import metric_values
 from servecap.workload import generate_arrays, workload_from_dict
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from servecap.app.fleet import build_fleet, fleet_from_dict, load_fleet_file
 from servecap.cli.main import cli
 from servecap.errors import ServecapError
+from servecap.fleet.file_schema import build_fleet, fleet_from_dict, load_fleet_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = ["--num-requests", "200", "--prompt-tokens", "256", "--output-tokens", "32", "--seed", "1"]

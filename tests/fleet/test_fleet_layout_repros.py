@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 from fleet_helpers import open_loop, setup_8b
 
-from servecap.app.fleet import AutoscalerModel, FleetFile, PoolModel
 from servecap.app.fleet_flags import FleetFlags, fleet_from_flags
-from servecap.app.fleet_plan.model import AutoscalerPlanModel
 from servecap.catalog import resolve_model
 from servecap.cli.main import cli
 from servecap.core.kv_transfer import kv_footprint
 from servecap.fleet import INSTANT, FleetSpec, Pool, simulate_fleet
+from servecap.fleet.file_schema import AutoscalerModel, FleetFile, PoolModel
+from servecap.planning.model import AutoscalerPlanModel
 from servecap.policy.autoscalers import AUTOSCALERS, PRESETS, AutoscalerSettings
 from servecap.policy.gateway.config import gateway_from_dict
 from servecap.policy.signals import SIGNALS

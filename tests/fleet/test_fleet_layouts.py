@@ -129,3 +129,113 @@ def test_the_gateway_stage_runs_exact_and_the_sketch_says_why_not(kind: str) -> 
     assert res.gateway is not None and res.outcomes.get("rate_limited_rpm", 0) > 0
     with pytest.raises(ServecapError, match="gateway stage keeps every request's record"):
         run(spec, arrays(100, 20.0, 256, 32), "sketched")
+
+
+# the features that take a fleet *file*: sweeps (any executor), monitor replay
+
+_POOL = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "max_model_len": 4096, "cold_start": "instant"}
+
+
+def fleet_file(kind: str) -> dict[str, Any]:
+    if kind == "co-located":
+        return {"pools": [{**_POOL, "name": "main", "replicas": 2}], "router": "round-robin"}
+    return {
+        "pools": [
+            {**_POOL, "name": "p", "role": "prefill", "replicas": 2},
+            {**_POOL, "name": "d", "role": "decode", "replicas": 2},
+        ],
+        "router": "round-robin",  # both sides (a P/D fleet file's router: key)
+        "kv_link": {"kind": "infiniband"},
+    }
+
+
+def _sweep(kind: str, seeds: int = 1) -> list[Any]:
+    from servecap.app.fleet_sweep import sweep_from_dict, sweep_points
+
+    work = {"arrival": {"kind": "poisson", "rate_per_s": 8}, "prompt_tokens": 512, "output_tokens": 32}
+    sweep = {
+        "fleet": fleet_file(kind),
+        "workload": {**work, "num_requests": 60},
+        "axes": {"fleet.pools.0.replicas": [1, 2]},
+        "seeds": seeds,
+    }
+    return sweep_points(sweep_from_dict(sweep))
+
+
+@pytest.mark.parametrize("kind", LAYOUTS)
+def test_a_sweep_runs_each_point_on_its_layout(kind: str) -> None:
+    """Each sweep point is the fleet simulate run of its file (a P/D point simulates P/D: the
+    same summary as fleet_simulate on the same P/D file, KV hand-off included)."""
+    from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
+    from servecap.app.fleet_sweep import run_sweep
+    from servecap.distributed import make_executor
+    from servecap.fleet.file_schema import fleet_from_dict
+    from servecap.workload import workload_from_dict
+
+    points = _sweep(kind)
+    swept = run_sweep(points, make_executor("serial"))
+    assert not swept.errors
+    for point, got in zip(points, swept.results, strict=True):
+        assert got is not None and got.row["completed"] == 60
+        direct = FleetSimulateRequest(fleet=fleet_from_dict(point.fleet), workload=workload_from_dict(point.workload))
+        _, res = fleet_simulate(direct)
+        assert (res.pd is not None) == (kind == "pd") and got.summary == res.summary
+
+
+@pytest.fixture(scope="module")
+def ray_executor() -> Any:
+    """One local Ray instance (2 CPUs) for both layouts: its start is the slow part."""
+    pytest.importorskip("ray")
+    from servecap.distributed import make_executor
+
+    ex = make_executor("ray", workers=2, max_retries=1)
+    try:
+        yield ex
+    finally:
+        ex.close()
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("kind", LAYOUTS)
+def test_a_sweep_on_ray_matches_serial_on_each_layout(kind: str, ray_executor: Any) -> None:
+    """Bounded: 2 points of 60 requests, two seeds streamed into sketches that Ray workers ship
+    back; the same rows and sketches as in this process."""
+    from servecap.app.fleet_sweep import run_sweep
+    from servecap.distributed import make_executor
+
+    points = _sweep(kind, seeds=2)
+    serial = run_sweep(points, make_executor("serial"))
+    remote = run_sweep(points, ray_executor)
+    assert not remote.errors
+    for a, b in zip(serial.results, remote.results, strict=True):
+        assert a is not None and b is not None and a.sketches is not None
+        assert (a.row, a.sketches) == (b.row, b.sketches)
+
+
+@pytest.mark.parametrize("kind", LAYOUTS)
+def test_monitor_replay_runs_a_pool_or_refuses_a_pd_fleet_in_one_line(kind: str, tmp_path: Path) -> None:
+    """`monitor replay` shadows one pool under its recorded traffic: a co-located pool replays;
+    a P/D fleet's pools serve every request together, so replaying one is refused in one line."""
+    import yaml
+
+    from servecap.app.monitor_replay import replay
+    from servecap.monitor.history import load_history
+    from servecap.monitor.store import MonitorStore
+    from servecap.monitor.window import WindowStats
+
+    db, path = tmp_path / "m.sqlite", tmp_path / "fleet.yaml"
+    store = MonitorStore(db, ["http://a/metrics"])
+    for i in range(1, 13):  # two minutes at 4 req/s, one replica, every 10 s
+        for url in ("http://a/metrics", "fleet"):
+            store.add_up(WindowStats(url, 10.0, 5, 0, 0.1, 4.0, 4.0 * 512, 4.0 * 32, 0.0, 0.0, {}), 10.0 * i)
+    store.close()
+    path.write_text(yaml.safe_dump(fleet_file(kind)), encoding="utf-8")
+    history = load_history(db)
+    if kind == "co-located":
+        response, _ = replay(history, path)
+        assert response.pool == "main" and len(response.minutes) == 2
+        return
+    for pool in (None, "p", "d"):
+        with pytest.raises(ServecapError, match="P/D fleet's prefill and decode pools serve every request") as err:
+            replay(history, path, pool=pool)
+        assert "\n" not in str(err.value) and err.value.field == "fleet"

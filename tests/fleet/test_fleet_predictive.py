@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate
+from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 from servecap.errors import ServecapError
+from servecap.fleet.file_schema import fleet_from_dict
 from servecap.fleet.predictive import scale_ahead_schedule
 from servecap.workload import workload_from_dict
 

@@ -243,7 +243,7 @@ def test_two_seeds_merge_into_the_sketch_of_their_pooled_requests() -> None:
 
 
 def test_above_the_threshold_fleet_simulate_streams_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    import servecap.app.fleet as app_fleet
+    import servecap.app.fleet_simulate as app_fleet
 
     monkeypatch.setattr(app_fleet, "STREAM_ABOVE_REQUESTS", 250)
     args = ["fleet", "simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--max-model-len", "4096"]

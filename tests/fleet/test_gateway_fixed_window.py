@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate
+from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
+from servecap.fleet.file_schema import fleet_from_dict
 from servecap.workload import WorkloadSpec
 
 POOL = {

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servecap.app.fleet import build_fleet, fleet_from_dict
 from servecap.errors import ServecapError
 from servecap.fleet import FleetResult, simulate_fleet
+from servecap.fleet.file_schema import build_fleet, fleet_from_dict
 from servecap.workload import RequestArrays, generate_arrays, workload_from_dict
 
 POOL = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "max_model_len": 8192, "cold_start": "instant"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from servecap.app.fleet import build_fleet, fleet_from_dict
-from servecap.app.fleet_plan.model import CandidateModel, FleetEval, FleetPlanRequest
-from servecap.app.fleet_plan.pd import ratios_to_try, split_fleet, split_lever, splits_of, verdict
+from servecap.fleet.file_schema import build_fleet, fleet_from_dict
+from servecap.planning.model import CandidateModel, FleetEval, FleetPlanRequest
+from servecap.planning.pd import ratios_to_try, split_fleet, split_lever, splits_of, verdict
 
 
 def test_the_ratios_tried_per_size() -> None:
@@ -92,7 +92,7 @@ def test_the_verdict_names_the_winner_by_how_much_and_both_p99s() -> None:
 
 
 def _missed(*metrics: str) -> FleetEval:
-    from servecap.app.fleet_plan.model import TargetOut
+    from servecap.planning.model import TargetOut
 
     targets = [
         TargetOut(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from servecap.app.fleet import PoolModel, plan_pool
 from servecap.errors import ServecapError
+from servecap.fleet.file_schema import PoolModel, plan_pool
 from servecap.sim import engine_setup_from_plan
 
 BASE = {"name": "dep16", "model": "deepseek-v3", "gpu": "H200", "weights_dtype": "fp8", "max_model_len": 16384}

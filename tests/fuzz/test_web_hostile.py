@@ -93,8 +93,8 @@ def test_any_number_in_a_physical_field_is_bounded(client: TestClient, field: st
     @given(value=_NUMBERS)
     @SETTINGS
     def check(value: float) -> None:
-        from servecap.app.fleet import fleet_from_dict
         from servecap.errors import ServecapError
+        from servecap.fleet.file_schema import fleet_from_dict
 
         assert math.isfinite(value)
         t0 = time.perf_counter()

@@ -198,7 +198,8 @@ def measure(
 def simulate(fleet: dict[str, Any], trace: Path) -> tuple[dict[str, int], dict[str, Any]]:
     """``servecap fleet simulate`` of the same fleet and trace: 429s (the gateway's rpm
     refusals), fallbacks and each pool's completions, and the summary of the requests served."""
-    from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate
+    from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
+    from servecap.fleet.file_schema import fleet_from_dict
     from servecap.workload import WorkloadSpec
 
     request = FleetSimulateRequest(fleet=fleet_from_dict(fleet), workload=WorkloadSpec.model_validate(workload(trace)))

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from servecap.app.fleet import FleetSimulateRequest, fleet_simulate, load_fleet_file
+from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 from servecap.app.monitor_replay import history_workload, replay
 from servecap.errors import ServecapError
+from servecap.fleet.file_schema import load_fleet_file
 from servecap.monitor.history import load_history
 from servecap.monitor.store import MonitorStore
 from servecap.monitor.window import WindowStats

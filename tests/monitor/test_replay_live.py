@@ -18,10 +18,11 @@ import httpx
 import pytest
 
 from servecap.app.bench import BenchRequest, BenchStep, bench
-from servecap.app.fleet import FleetSimulateRequest, fleet_simulate, load_fleet_file
+from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 from servecap.app.monitor import MonitorSettings, run_monitor
 from servecap.app.monitor_replay import replay
 from servecap.emulator.server import free_port
+from servecap.fleet.file_schema import load_fleet_file
 from servecap.monitor.history import load_history
 from servecap.workload import WorkloadSpec
 

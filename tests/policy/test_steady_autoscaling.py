@@ -53,11 +53,11 @@ def test_hpa_scale_up_policy_allows_the_larger_of_100_percent_and_4_pods() -> No
 
 
 def test_keda_vllm_target_is_in_flight_at_60_percent_of_the_planned_rate() -> None:
-    from servecap.app.fleet import planned_target
     from servecap.catalog import lookup_gpu, resolve_model
     from servecap.core.capacity import inflight_at_rate
     from servecap.core.defaults import build_deployment
     from servecap.core.plan import plan
+    from servecap.fleet.file_schema import planned_target
 
     p = plan(build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100")))
     mu = p.output_tokens_per_s_total / p.request.output_tokens

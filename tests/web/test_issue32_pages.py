@@ -120,7 +120,7 @@ def test_compare_rows_are_merged_as_in_the_cli(desktop: Page, server_url: str) -
 
 def test_the_fleet_pages_default_slos_are_fleet_plans(desktop: Page, server_url: str) -> None:
     """The fleet page said TTFT 1,000 ms / TPOT 50 ms beside fleet plan's 2,000 / 100."""
-    from servecap.app.fleet_plan.run import DEFAULT_SLO
+    from servecap.planning.run import DEFAULT_SLO
 
     assert DEFAULT_SLO.ttft_s is not None and DEFAULT_SLO.tpot_s is not None
     want = (f"{DEFAULT_SLO.ttft_s['p99'] * 1e3:g}", f"{DEFAULT_SLO.tpot_s['p99'] * 1e3:g}")

@@ -1,5 +1,5 @@
 """The HTTP bodies of ``fleet simulate`` and ``fleet plan``: the use cases' own input models
-(:class:`~servecap.app.fleet.FleetSimulateInput`, :class:`~servecap.app.fleet_plan.model.FleetPlanInput`)
+(:class:`~servecap.app.fleet_simulate.FleetSimulateInput`, :class:`~servecap.planning.model.FleetPlanInput`)
 with the HTTP-only restriction on a file-shaped body: nested at most ``MAX_DEPTH`` deep, every
 number finite (:func:`~servecap.api.bodies.plain_tree`)."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 from pydantic import ValidationInfo, field_validator
 
 from servecap.api.bodies import plain_tree
-from servecap.app.fleet import FleetSimulateInput
-from servecap.app.fleet_plan.model import FleetPlanInput
+from servecap.app.fleet_simulate import FleetSimulateInput
+from servecap.planning.model import FleetPlanInput
 
 
 class FleetSimulateBody(FleetSimulateInput):

@@ -90,7 +90,7 @@ def check_fleet_body(
     non-catalog model (``upload:<id>`` names rewritten to the uploads' files in ``body``), and
     work past the API's limits (app/limits.py)."""
     from servecap.api.names import check_spec
-    from servecap.app.fleet import build_fleet, fleet_from_dict
+    from servecap.fleet.file_schema import build_fleet, fleet_from_dict
     from servecap.workload import workload_from_dict
 
     fleet = fleet_from_dict(dict(body.fleet))
@@ -117,7 +117,7 @@ def _check_fleet_result(fleet: Any, max_result_bytes: int | None) -> None:
 
 
 def fleet_simulate_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
-    from servecap.app.fleet import fleet_simulate
+    from servecap.app.fleet_simulate import fleet_simulate
 
     limits = payload.pop("_limits", API_LIMITS)
     body = FleetSimulateBody.model_validate(payload)

@@ -13,7 +13,7 @@ computations on the body or on the server's own run store.
   object (``servecap export grafana|alerts PLAN.json --json``).
 - ``POST /api/v1/export``: a fleet file's or plan's text in, one target's configuration out
   (``servecap export TARGET --json``). The body is the use case's request
-  (:class:`~servecap.app.export.request.ExportRequest`); its ``name`` is a label (its suffix
+  (:class:`~servecap.export.request.ExportRequest`); its ``name`` is a label (its suffix
   gives the format), never opened. A fleet file naming a file (``gpu_file``, a model's
   ``config.json``) is refused: the server reads no files for a client.
 
@@ -36,9 +36,9 @@ from pydantic import field_validator
 from servecap.api.jobs import JobFn
 from servecap.app.calibrate import CalibrateRequest, CalibrateResponse
 from servecap.app.export.monitoring import MonitoringExportRequest, MonitoringExportResponse
-from servecap.app.export.request import ExportRequest, ExportResponse
 from servecap.app.validate_request import ValidateRequest
 from servecap.errors import ServecapError
+from servecap.export.request import ExportRequest, ExportResponse
 
 if TYPE_CHECKING:
     from servecap.results.store import RunStore, StoredRun
@@ -90,9 +90,9 @@ def check_export_body(body: ExportRequest, upload_dir: Path) -> None:
     """Refuse, by name alone, every file a fleet file in the body would make the server read
     (file fields, models that are not catalog names); a plan holds numbers only."""
     from servecap.api.names import check_spec
-    from servecap.app.export.source import PLAN_SCHEMA_PREFIX
-    from servecap.app.fleet import FleetFile, fleet_from_dict
+    from servecap.export.source import PLAN_SCHEMA_PREFIX
     from servecap.files import decode_text, format_of, parse_document
+    from servecap.fleet.file_schema import FleetFile, fleet_from_dict
 
     refuse_control_characters("name", body.name)
     fmt = format_of(body.name, "name", ("json", "yaml"))
@@ -103,7 +103,7 @@ def check_export_body(body: ExportRequest, upload_dir: Path) -> None:
     if (isinstance(schema, str) and schema.startswith(PLAN_SCHEMA_PREFIX)) or "pools" not in raw:
         return  # a plan, or not a fleet file (the use case says which)
     if "gateway" not in FleetFile.model_fields:
-        raw.pop("gateway", None)  # read by the export itself (app/export/source.py)
+        raw.pop("gateway", None)  # read by the export itself (export/source.py)
     fleet = fleet_from_dict(raw)
     resolved = copy.deepcopy(raw)
     check_spec(fleet, resolved, "content", upload_dir)

@@ -58,9 +58,9 @@ def check_replay_body(body: ReplayBody, db: Path | None, upload_dir: Path, limit
     """Refuse a replay before queueing it: no store, an unknown session, a fleet with paths or bad
     names, or a history longer than the API simulates (app/limits.py)."""
     from servecap.api.names import check_spec
-    from servecap.app.fleet import build_fleet, fleet_from_dict
     from servecap.app.limits import check_fleet_work
     from servecap.app.monitor_replay import history_workload
+    from servecap.fleet.file_schema import build_fleet, fleet_from_dict
     from servecap.monitor.history import history_from_store
 
     if db is None or not db.is_file():
@@ -74,8 +74,8 @@ def check_replay_body(body: ReplayBody, db: Path | None, upload_dir: Path, limit
 
 def replay_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:
     """The job: ``monitor replay --json`` of the session through the body's fleet."""
-    from servecap.app.fleet import fleet_from_dict
     from servecap.app.monitor_replay import replay_fleet
+    from servecap.fleet.file_schema import fleet_from_dict
     from servecap.monitor.history import history_from_store
 
     payload.pop("_limits", API_LIMITS)  # checked before queueing (check_replay_body)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
+from servecap.json_object import JsonObject
 
 MAX_HIT_RATE_GAP = 0.10
 

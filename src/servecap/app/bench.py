@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
+from servecap.json_object import JsonObject
 from servecap.progress import Progress, ProgressFn
 from servecap.results.summary_json import RunSummaryJson
 from servecap.workload import WorkloadSpec

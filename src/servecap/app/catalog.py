@@ -7,8 +7,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TypedDict
 
-from servecap.app.json_object import JsonObject
 from servecap.catalog.names import normalize_name
+from servecap.json_object import JsonObject
 
 
 class ModelRow(TypedDict):

@@ -309,7 +309,7 @@ def fp4_note(asked: str | None, name: str, compute: str, gpu: Any) -> str | None
 
 def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]]:
     """Specs from names, vLLM's defaults resolved; also returns notes on the defaults used."""
-    from servecap.catalog import load_gpu_file, lookup_gpu, resolve_model
+    from servecap.catalog import load_gpu_file, lookup_gpu, resolve_draft_model, resolve_model
     from servecap.core.defaults import build_deployment
 
     model, gpu, weights_dtype, max_model_len = flags.model, flags.gpu, flags.weights_dtype, flags.max_model_len
@@ -347,7 +347,7 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
             flags.speculative,
             flags.num_speculative_tokens,
             flags.spec_acceptance,
-            _draft_model(flags.draft_model),
+            resolve_draft_model(flags.draft_model),
         )
     elif flags.draft_model is not None:
         raise ServecapError("draft_model", flags.draft_model, "needs --speculative draft")
@@ -391,18 +391,6 @@ def deployment_from_flags(flags: DeploymentFlags) -> tuple[Deployment, list[str]
         else:
             notes.append(engine_note(dep))
     return dep, notes
-
-
-def _draft_model(name: str | None) -> Any:
-    """The draft model's spec; a failed lookup names ``draft_model``."""
-    if name is None:
-        return None
-    from servecap.catalog import resolve_model
-
-    try:
-        return resolve_model(name)
-    except ServecapError as err:
-        raise ServecapError("draft_model", name, err.problem) from None
 
 
 def engine_note(dep: Deployment) -> str:

@@ -3,7 +3,7 @@ overrides, or one pool (a prefill and a decode pool when disaggregated) built fr
 deployment flags.
 
 :class:`FleetFlags` holds the flags, their defaults written once here (the CLI's options read
-them); :func:`fleet_from_flags` turns them into a :class:`~servecap.app.fleet.FleetFile`, the
+them); :func:`fleet_from_flags` turns them into a :class:`~servecap.fleet.file_schema.FleetFile`, the
 first conflict one :class:`~servecap.errors.ServecapError` naming the flag. No I/O beyond
 reading the fleet file the flags name.
 """
@@ -17,9 +17,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servecap.app.flags import DeploymentFlags
-from servecap.app.fleet import FleetFile, fleet_from_dict, load_fleet_file
-from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
+from servecap.fleet.file_schema import FleetFile, fleet_from_dict, load_fleet_file
+from servecap.json_object import JsonObject
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.pd_router import PD_PRESETS
 from servecap.policy.routers import ROUTERS
@@ -94,7 +94,9 @@ def fleet_from_flags(flags: FleetFlags) -> tuple[FleetFile, Path | None]:
             raise ServecapError(
                 "scrape_interval_ms", flags.scrape_interval_ms, "a P/D fleet's routers read live gauges"
             )
-        ff = fleet_from_dict({**ff.model_dump(), "pd_router": {"prefill": flags.router, "decode": flags.router}})
+        both = {"prefill": flags.router, "decode": flags.router}
+        named = {**ff.router_model().model_dump(), "name": flags.router}
+        ff = fleet_from_dict({**ff.model_dump(), "router": named, "pd_router": both})
     elif flags.router is not None or flags.scrape_interval_ms is not None:
         current = ff.router_model()
         scrape_ms = current.scrape_interval_ms if flags.scrape_interval_ms is None else flags.scrape_interval_ms
@@ -118,7 +120,10 @@ def _from_file(flags: FleetFlags, path: Path) -> FleetFile:
             **(ff.kv_link.model_dump() if ff.kv_link is not None else {}),
             **({"kind": flags.kv_link} if flags.kv_link else {}),
         }
-        ff = fleet_from_dict({**ff.model_dump(), "kv_link": link, "pd_router": flags.pd_router or ff.pd_router})
+        # --pd-router names each side over the file's router: (whose name set both sides)
+        router = ff.router_model().model_dump(exclude=set() if flags.pd_router is None else {"name"})
+        pd_router = flags.pd_router or ff.pd_router
+        ff = fleet_from_dict({**ff.model_dump(), "router": router, "kv_link": link, "pd_router": pd_router})
     return ff
 
 

@@ -43,10 +43,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import TypedDict
 
-from servecap.app.json_object import JsonObject  # the sweep file's base fleet and workload, a point's axis values
 from servecap.app.limits import WorkLimits
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, from_validation_error
+from servecap.json_object import JsonObject  # the sweep file's base fleet and workload, a point's axis values
 from servecap.progress import ProgressFn
 from servecap.results import RecordColumns, RequestRecord, RunSummary, records_from_columns
 from servecap.results.sketch_set import RunSketches
@@ -202,8 +202,9 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits
     """Every point of the sweep, validated and its work sized against ``limits`` (default: the
     CLI's; no simulation yet). A sketched sweep (``percentiles: sketch`` or ``seeds`` > 1) checks
     that every point can stream."""
-    from servecap.app.fleet import FleetSimulateRequest, build_fleet, fleet_from_dict, use_sketches
+    from servecap.app.fleet_simulate import FleetSimulateRequest, use_sketches
     from servecap.app.limits import check_fleet_work, cli_limits
+    from servecap.fleet.file_schema import build_fleet, fleet_from_dict
     from servecap.workload import workload_from_dict
 
     base: JsonObject = {
@@ -267,7 +268,8 @@ def sweep_points(sf: SweepFile, base_dir: Path | None = None, limits: WorkLimits
 def run_point(point: SweepPoint) -> PointResult:
     """One fleet simulation on ``point.seed`` (a top-level function: executors ship it to
     workers); a streaming run sends its sketches back as a dict."""
-    from servecap.app.fleet import FleetSimulateRequest, fleet_from_dict, fleet_simulate
+    from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
+    from servecap.fleet.file_schema import fleet_from_dict
     from servecap.workload import workload_from_dict
 
     request = FleetSimulateRequest(

@@ -25,8 +25,8 @@ from servecap.app.fleet_sweep import (
     sweep_points,
     with_overrides,
 )
-from servecap.app.json_object import JsonObject
 from servecap.files import dumps_json
+from servecap.json_object import JsonObject
 from servecap.progress import ProgressFn
 from servecap.results import summary_to_json_dict
 

@@ -43,7 +43,7 @@ class _PoolShape(Protocol):
 
 
 class FleetShape(Protocol):
-    """What :func:`check_fleet_work` reads of a fleet file (``servecap.app.fleet.FleetFile``)."""
+    """What :func:`check_fleet_work` reads of a fleet file (``servecap.fleet.file_schema.FleetFile``)."""
 
     @property
     def pools(self) -> Sequence[_PoolShape]: ...

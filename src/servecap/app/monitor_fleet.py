@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from servecap.app.fleet import load_fleet_file
 from servecap.errors import ServecapError, did_you_mean
+from servecap.fleet.file_schema import load_fleet_file
 from servecap.policy.autoscalers import AutoscalerSettings
 
 
@@ -63,7 +63,7 @@ def pool_autoscaler(path: Path | str, pool: str | None = None) -> PoolAutoscaler
             f"pool {chosen.name!r} of {path} has no autoscaler: nothing to advise (docs/fleet.md, Autoscalers)",
         )
     a = chosen.autoscaler
-    from servecap.app.fleet import plan_pool
+    from servecap.fleet.file_schema import plan_pool
 
     # a preset whose target comes from the pool's plan (keda-vllm) reads it; a pool that cannot be
     # planned (the file's deployment does not fit) keeps the preset's fixed target, and says so

@@ -142,7 +142,7 @@ def _pool(fleet: Any, pool: str | None, path: str) -> Any:
 
 def break_rate(pool: Any, fleet: Any, prompt: int, output: int, seed: int) -> tuple[float, dict[str, float | None]]:
     """The pool's SLO break rate per replica at this mix (the search of ``capacity --rate``)."""
-    from servecap.app.fleet import plan_pool
+    from servecap.fleet.file_schema import plan_pool
     from servecap.monitor.engine_headroom import SEARCH_REQUESTS, EngineModel, engine_for, mix_workload
     from servecap.monitor.observed import ObservedMix
     from servecap.sim.capacity_search import find_capacity
@@ -180,7 +180,7 @@ def _mean(xs: list[float]) -> float:
 
 def replay(history: History, fleet_path: Path, *, pool: str | None = None, seed: int = 0) -> tuple[ReplayResponse, Any]:
     """Run the pool's autoscaler over ``history``; returns the response and the fleet response."""
-    from servecap.app.fleet import load_fleet_file
+    from servecap.fleet.file_schema import load_fleet_file
 
     return replay_fleet(history, load_fleet_file(fleet_path), fleet_path, pool=pool, seed=seed)
 
@@ -197,8 +197,15 @@ def replay_fleet(
     """:func:`replay` of a fleet file already read (``f``, a ``FleetFile``; the HTTP API's body);
     ``fleet_path`` names it in the answer, and its folder is where relative paths in it start.
     ``progress`` hears the shadow fleet's simulation (requests done, simulated time)."""
-    from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
+    from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
 
+    if any(p.role != "both" for p in f.pools):
+        raise ServecapError(
+            "fleet",
+            str(fleet_path),
+            "monitor replay shadows one co-located pool under its recorded traffic; a P/D fleet's prefill and "
+            "decode pools serve every request together (run fleet simulate on it with the recorded rate)",
+        )
     chosen = _pool(f, pool, str(fleet_path))
     notes: list[str] = []
     if chosen.autoscaler is None:
@@ -219,7 +226,7 @@ def replay_fleet(
     notes.extend(out.notes)
     lam, slo = break_rate(chosen, f, prompt, output, seed)
     price = (out.cost_usd / out.gpu_hours) if out.gpu_hours > 0 else (chosen.price_per_gpu_hour or 0.0)
-    from servecap.app.fleet import plan_pool
+    from servecap.fleet.file_schema import plan_pool
 
     gpus = plan_pool(chosen, fleet_path.parent)[0].deployment.num_gpus
 

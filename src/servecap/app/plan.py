@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS, TURNS
 from servecap.app.flags import DeploymentFlags, deployment_from_flags, doc, efficiency_from_file
-from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
 from servecap.files import dumps_json
+from servecap.json_object import JsonObject
 from servecap.specs.engines import engine_profile
 from servecap.validation.interval import Interval, model_class_of
 

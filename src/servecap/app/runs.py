@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
+from servecap.json_object import JsonObject
 
 if TYPE_CHECKING:
     from servecap.results.store import StoredRun

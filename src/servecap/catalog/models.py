@@ -96,3 +96,14 @@ def resolve_model(name: str) -> ModelSpec:
     raise ServecapError(
         "model", name, "unknown model" + hint + "; `servecap models` lists them, or pass a path to a config.json"
     )
+
+
+def resolve_draft_model(name: str | None) -> ModelSpec | None:
+    """A speculative-decoding draft model, as :func:`resolve_model` finds it; a failed lookup
+    names ``draft_model`` (``None``: no draft model)."""
+    if name is None:
+        return None
+    try:
+        return resolve_model(name)
+    except ServecapError as err:
+        raise ServecapError("draft_model", name, err.problem) from None

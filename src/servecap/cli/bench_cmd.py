@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pydantic.fields import FieldInfo
 
     from servecap.app.bench import BenchRequest, BenchRunResult
-    from servecap.app.json_object import JsonObject
+    from servecap.json_object import JsonObject
     from servecap.progress import Progress, ProgressFn
     from servecap.workload import WorkloadSpec
 

@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from servecap.app.export.monitoring import MonitoringExportResponse, MonitoringKind
-from servecap.app.export.request import ExportTarget
 from servecap.cli import options as o
+from servecap.export.request import ExportTarget
 
 
 def _monitoring(
@@ -135,13 +135,13 @@ def alerts(
 
 def _default(name: str) -> str:
     """The option's default, from the request model (defaults live once, in app/)."""
-    from servecap.app.export.request import option_default
+    from servecap.export.request import option_default
 
     return str(option_default(name))
 
 
 def _help(name: str) -> str:
-    from servecap.app.export.request import ExportOptions
+    from servecap.export.request import ExportOptions
 
     return ExportOptions.model_fields[name].description or ""
 
@@ -251,7 +251,7 @@ def pd(source: Path, out: Path | None, port: int) -> None:
     what does not map is named on stderr."""
     import yaml
 
-    from servecap.app.export.pd import pd_config
+    from servecap.export.pd import pd_config
 
     data, warnings = pd_config(source, port=port)
     for w in warnings:

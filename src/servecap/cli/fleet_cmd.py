@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 
-from servecap.app.fleet import KvLinkModel
 from servecap.app.fleet_flags import MIN_REPLICAS_DEFAULT, FleetFlags, choices_of, fleet_from_flags
 from servecap.cli.numbers import FINITE, FiniteRange
 from servecap.cli.options import (
@@ -23,6 +22,7 @@ from servecap.cli.options import (
 )
 from servecap.cli.simulate_cmd import html_option, stream_options, workload_option
 from servecap.cli.trace_options import pop_trace, trace_options
+from servecap.fleet.file_schema import KvLinkModel
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.pd_router import PD_PRESETS
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
@@ -30,7 +30,8 @@ from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from servecap.app.fleet import FleetFile, FleetSimulateResponse
+    from servecap.app.fleet_simulate import FleetSimulateResponse
+    from servecap.fleet.file_schema import FleetFile
     from servecap.fleet.pd.stats import PdStats
     from servecap.progress import Progress
     from servecap.workload import WorkloadSpec
@@ -173,7 +174,7 @@ def fleet_simulate_command(
     utilisation, replicas and queue over time, GPU-hours and cost."""
 
     from servecap.app.flags import LoadFlags
-    from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
+    from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
     from servecap.app.simulate import workload_from_options
 
     flags = FleetFlags(
@@ -474,7 +475,7 @@ def fleet_router_name(ff: FleetFile) -> str:
         return ff.router_model().name
     pd = ff.pd_router
     if pd is None:
-        from servecap.app.fleet import PdRouterModel
+        from servecap.fleet.file_schema import PdRouterModel
 
         pd = PdRouterModel()
     if isinstance(pd, str):

@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from servecap.app import defaults
-from servecap.app.fleet_plan.model import EXECUTOR_CHOICES, FleetPlanRequest, TrafficModel
 from servecap.cli.numbers import FINITE
 from servecap.cli.options import OUT_PATH, PATH, json_option, slo_options
+from servecap.planning.model import EXECUTOR_CHOICES, FleetPlanRequest, TrafficModel
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.report.fleet_plan_text import LEVER_HEADER, lever_rows, plan_html, replicas_cell, summary_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from servecap.app.fleet_plan.model import FleetPlanResponse
+    from servecap.planning.model import FleetPlanResponse
 
 _DEFAULT = FleetPlanRequest.model_fields  # the request's defaults, read for the help
 

@@ -1,7 +1,7 @@
 """What a fleet is: pools of identical replicas, a router, failures, SLOs (frozen values).
 
 A pool's replicas are engines of one :class:`~servecap.sim.setup.EngineSetup` (a model on a GPU
-with the deployment flags ``plan`` takes); the fleet file (:mod:`servecap.app.fleet`) builds
+with the deployment flags ``plan`` takes); the fleet file (:mod:`servecap.fleet.file_schema`) builds
 these from names. Times are seconds on the simulated clock, money in dollars.
 
 Cold start (:class:`ColdStart`): a replica asked for at ``t`` is ready at

@@ -56,6 +56,7 @@ __all__ = [
     "AutoscalerSettings",
     "Kpa",
     "TargetTracking",
+    "check_autoscaler_settings",
     "make_autoscaler",
 ]
 
@@ -118,3 +119,9 @@ def autoscaler_class(name: str) -> type[Autoscaler]:
 def make_autoscaler(settings: AutoscalerSettings) -> Autoscaler:
     """A fresh policy (no history) of the kind ``settings.policy`` names."""
     return autoscaler_class(settings.policy)(settings)
+
+
+def check_autoscaler_settings(settings: AutoscalerSettings) -> None:
+    """The policy's own checks of its signal and options, run when a file is read rather than
+    mid-run (a bad one raises a :class:`~servecap.errors.ServecapError` naming the field)."""
+    autoscaler_class(settings.policy)(settings)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from servecap.app.fleet_plan.model import CandidateOut, FleetEval, FleetPlanResponse
+    from servecap.planning.model import CandidateOut, FleetEval, FleetPlanResponse
 
 
 def _ms(x: float | None) -> str:

@@ -3,7 +3,7 @@
 A number's range comes from what it means, not from what a float holds: a KV link slower than a
 home connection or a scrape every nanosecond describe no deployment, and they turn a run into one
 that never ends (a transfer of days, a billion scrapes). Each range is stated with its reason;
-the schemas (``servecap.app.fleet``) take ``ge``/``le`` and their descriptions from here, so the
+the schemas (``servecap.fleet.file_schema``) take ``ge``/``le`` and their descriptions from here, so the
 JSON schema, the error and this table agree.
 """
 

@@ -1,10 +1,10 @@
 """``servecap export TARGET FLEET.yaml|PLAN.json``: the configuration of the systems users already
-run, written from a fleet file or a plan (docs/export.md).
+run, written from a fleet file or a plan (docs/export.md); the targets' builders are :mod:`servecap.export`.
 
-:func:`export_file` answers an :class:`~servecap.app.export.request.ExportRequest` (the file's
+:func:`export_file` answers an :class:`~servecap.export.request.ExportRequest` (the file's
 name and bytes, the target, its options) with an
-:class:`~servecap.app.export.request.ExportResponse`; :func:`export` reads a path. Both parse
-the file (:mod:`~servecap.app.export.source`), build the target's document (one small module
+:class:`~servecap.export.request.ExportResponse`; :func:`export` reads a path. Both parse
+the file (:mod:`~servecap.export.source`), build the target's document (one small module
 per target) and return its text, with the provenance header, and the warnings: every setting
 the target cannot express is named there, never dropped in silence.
 """
@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servecap.app.export.request import ExportOptions, ExportRequest, ExportResponse
 from servecap.errors import ServecapError, did_you_mean
+from servecap.export.request import ExportOptions, ExportRequest, ExportResponse
 
 if TYPE_CHECKING:  # the targets load when one is built (reading the request's defaults loads none)
-    from servecap.app.export.keda import KedaObject
-    from servecap.app.export.kserve import InferenceService
-    from servecap.app.export.litellm import LitellmConfig
-    from servecap.app.export.production_stack import StackValues
-    from servecap.app.export.ray_serve import RayServeConfig
-    from servecap.app.export.source import ExportInput
+    from servecap.export.keda import KedaObject
+    from servecap.export.kserve import InferenceService
+    from servecap.export.litellm import LitellmConfig
+    from servecap.export.production_stack import StackValues
+    from servecap.export.ray_serve import RayServeConfig
+    from servecap.export.source import ExportInput
 
     ExportDocument = RayServeConfig | list[KedaObject] | list[InferenceService] | StackValues | LitellmConfig
     """The document(s) a target writes: one mapping, or a list of Kubernetes objects."""
@@ -48,7 +48,7 @@ class ExportResult:
 
 def export_file(req: ExportRequest) -> ExportResponse:
     """``req.target``'s configuration for the file ``req`` carries."""
-    from servecap.app.export.source import parse_source
+    from servecap.export.source import parse_source
 
     inp = parse_source(req.name, req.content, replicas=req.replicas)
     result = build(req.target, inp, req)
@@ -57,7 +57,7 @@ def export_file(req: ExportRequest) -> ExportResponse:
 
 def export(target: str, path: Path | str, options: ExportOptions | None = None) -> ExportResult:
     """Read ``path`` and write ``target``'s configuration."""
-    from servecap.app.export.source import load_source
+    from servecap.export.source import load_source
 
     if target not in TARGETS:
         raise ServecapError(
@@ -75,31 +75,31 @@ def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -
     """``target``'s document for an already-read input."""
     import yaml
 
-    from servecap.app.export.source import policy_warnings
+    from servecap.export.source import policy_warnings
 
     o = options or ExportOptions()
     warnings: list[str] = policy_warnings(inp)
     header = inp.source.header(target)
     data: ExportDocument
     if target == "ray-serve":
-        from servecap.app.export.ray_serve import ray_serve_config
+        from servecap.export.ray_serve import ray_serve_config
 
         data = ray_serve_config(inp, warnings, import_path=o.import_path, deployment_name=o.deployment_name)
     elif target == "keda":
-        from servecap.app.export.keda import keda_manifests
+        from servecap.export.keda import keda_manifests
 
         data = keda_manifests(inp, warnings, namespace=o.namespace, image=o.image, prometheus_url=o.prometheus_url)
     elif target == "kserve":
-        from servecap.app.export.kserve import inference_services
+        from servecap.export.kserve import inference_services
 
         data = inference_services(inp, warnings, namespace=o.namespace, prometheus_url=o.prometheus_url)
     elif target == "production-stack":
-        from servecap.app.export.production_stack import stack_values
+        from servecap.export.production_stack import stack_values
 
         repo, _, tag = o.image.rpartition(":") if ":" in o.image.rsplit("/", 1)[-1] else (o.image, "", "latest")
         data = stack_values(inp, warnings, repository=repo, tag=tag, session_key=o.session_key)
     elif target == "litellm":
-        from servecap.app.export.litellm import litellm_config, tenant_comments
+        from servecap.export.litellm import litellm_config, tenant_comments
 
         data = litellm_config(inp, warnings, api_base=o.api_base)
         header = header + tenant_comments(inp, warnings)

@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
+from servecap.json_object import JsonObject
 
 MonitoringKind = Literal["grafana", "alerts"]
 PLAN_NUMBERS = ("batch_size", "kv_batch_limit", "ttft_s", "tpot_s")

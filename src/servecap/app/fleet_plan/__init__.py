@@ -1,24 +1,24 @@
-"""The fleet-plan use case's entry point, :func:`fleet_plan` (the steps: :mod:`servecap.app.fleet_plan.model`).
+"""The fleet-plan use case's entry point, :func:`fleet_plan` (the steps: :mod:`servecap.planning.model`).
 
 It sits above the modules of the plan, so none of them imports back up: the request, response
-and context (:mod:`~servecap.app.fleet_plan.model`) <- the search and the daily curve
-(:mod:`~servecap.app.fleet_plan.run`) <- the levers (:mod:`~servecap.app.fleet_plan.levers`) <-
+and context (:mod:`~servecap.planning.model`) <- the search and the daily curve
+(:mod:`~servecap.planning.run`) <- the levers (:mod:`~servecap.planning.levers`) <-
 this module (an import-linter contract keeps ``servecap.app`` free of import circles).
 """
 
 from __future__ import annotations
 
-from servecap.app.fleet_plan.levers import LEVERS, run_levers
-from servecap.app.fleet_plan.model import (
+from servecap.app.limits import WorkLimits, check_fleet_plan_work, cli_limits
+from servecap.errors import ServecapError, did_you_mean
+from servecap.planning.levers import LEVERS, run_levers
+from servecap.planning.model import (
     Context,
     FleetPlanRequest,
     FleetPlanResponse,
     load_plan_file,
     plan_request_from_dict,
 )
-from servecap.app.fleet_plan.run import run_plan
-from servecap.app.limits import WorkLimits, check_fleet_plan_work, cli_limits
-from servecap.errors import ServecapError, did_you_mean
+from servecap.planning.run import run_plan
 from servecap.progress import ProgressFn
 
 __all__ = ["Context", "FleetPlanRequest", "FleetPlanResponse", "fleet_plan", "load_plan_file", "plan_request_from_dict"]
@@ -33,7 +33,7 @@ def fleet_plan(
     workers: int | None = None,
     ray_address: str | None = None,
 ) -> FleetPlanResponse:
-    """Plan the cheapest fleet (see :mod:`servecap.app.fleet_plan.model`); raises ServecapError (one
+    """Plan the cheapest fleet (see :mod:`servecap.planning.model`); raises ServecapError (one
     line) on bad input, on more work than ``limits`` allow (default: the CLI's), or when no
     candidate meets the SLOs. ``executor`` (``auto``, ``serial``, ``process``, ``ray``) and
     ``workers`` say where the simulations run (:class:`Context`); the answer is the same."""

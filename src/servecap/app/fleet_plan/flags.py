@@ -2,7 +2,7 @@
 flags laid over it.
 
 :class:`FleetPlanFlags` holds the flags (``None``: not given; the defaults they fall back to
-live in :class:`~servecap.app.fleet_plan.model.FleetPlanRequest` and :mod:`servecap.app.defaults`);
+live in :class:`~servecap.planning.model.FleetPlanRequest` and :mod:`servecap.app.defaults`);
 :func:`plan_request_from_flags` turns them into a validated request, the first problem one
 :class:`~servecap.errors.ServecapError` naming the field. No I/O beyond reading the plan and
 workload files the flags name.
@@ -15,9 +15,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from servecap.app import defaults
-from servecap.app.fleet_plan.model import DEFAULT_WORKLOAD, FleetPlanRequest, load_plan_file, plan_request_from_dict
-from servecap.app.json_object import JsonObject
 from servecap.errors import ServecapError
+from servecap.json_object import JsonObject
+from servecap.planning.model import DEFAULT_WORKLOAD, FleetPlanRequest, load_plan_file, plan_request_from_dict
 from servecap.workload import load_workload
 
 NO_LEVERS = "none"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from servecap.app.fleet_plan.levers import DEFAULT_LEVERS, LEVERS
+from servecap.planning.levers import DEFAULT_LEVERS, LEVERS
 
 
 class LeverLists(BaseModel):

@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from servecap.app.fleet_plan.model import FleetPlanRequest, FleetPlanResponse
-from servecap.app.json_object import JsonObject
+from servecap.json_object import JsonObject
+from servecap.planning.model import FleetPlanRequest, FleetPlanResponse
 
 
 def slo_ms(request: FleetPlanRequest) -> tuple[float | None, float | None]:
     """The strictest p99 TTFT and TPOT of the plan's SLO in ms (the fleet file's ``slo``)."""
-    from servecap.app.fleet_plan.run import DEFAULT_SLO
+    from servecap.planning.run import DEFAULT_SLO
 
     slo = request.slo or DEFAULT_SLO
     ttft = [v for q, v in (slo.ttft_s or {}).items() if str(q) == "p99"]

@@ -1,4 +1,4 @@
-"""The one free-form JSON object alias of the use cases.
+"""The one free-form JSON object alias (use cases, the planner, the exporters).
 
 ``JsonObject`` is a JSON object whose shape belongs to someone else: a run summary in
 ``summary_to_json_dict`` form (typed in :mod:`servecap.results`), a stored run's settings (the

@@ -39,9 +39,9 @@ from __future__ import annotations
 import json
 from typing import NotRequired, TypedDict
 
-from servecap.app.export.request import DEFAULT_API_BASE
-from servecap.app.export.source import ExportInput
 from servecap.errors import ServecapError
+from servecap.export.request import DEFAULT_API_BASE
+from servecap.export.source import ExportInput
 from servecap.policy.gateway.config import ExactCacheConfig, GatewayConfig, TenantLimitsConfig
 
 _STRATEGY = {"least-outstanding": "least-busy", "random": "simple-shuffle", "round-robin": "simple-shuffle"}
@@ -219,7 +219,7 @@ def _strategy(inp: ExportInput, warnings: list[str]) -> str:
 
 
 def _fallbacks(gw: GatewayConfig, names: set[str], router: RouterSettings, warnings: list[str]) -> None:
-    from servecap.app.export.source import dns_name
+    from servecap.export.source import dns_name
 
     fb = gw.fallback
     if fb is None:

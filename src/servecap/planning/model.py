@@ -21,7 +21,7 @@ fleet plan``) and returns a :class:`FleetPlanResponse` (``--json``). No I/O. The
 5. **Daily curve**: an autoscaler from the winner's requests/s per replica — min from the
    trough, max from the peak, scale-ahead of the curve by one cold start — checked on the
    steepest ramp of the day; $/month from the scale-ahead floor over the day.
-6. **Levers** (:mod:`servecap.app.fleet_plan.levers`), each re-simulated.
+6. **Levers** (:mod:`servecap.planning.levers`), each re-simulated.
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from servecap.app.fleet import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
-from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
-from servecap.app.json_object import JsonObject
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import FleetSpec
+from servecap.fleet.file_schema import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
 from servecap.fleet.plan_search import SearchResult
 from servecap.fleet.plan_window import Window
+from servecap.json_object import JsonObject
+from servecap.planning.doc import FleetDoc, PoolDoc
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.routers import DEFAULT_ROUTER
 from servecap.progress import Progress, ProgressFn
@@ -85,7 +85,7 @@ class CandidateModel(_Model):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     max_num_seqs: int | None = Field(default=None, ge=1)
     price_per_gpu_hour: float | None = Field(default=None, ge=0)  # default: the GPU catalog's
-    # the parallel layout and speculative decoding (the fleet pool's fields, app/fleet.py)
+    # the parallel layout and speculative decoding (the fleet pool's fields, fleet/file_schema.py)
     dp: int = Field(default=1, ge=1, le=1024)
     ep: int = Field(default=1, ge=1, le=4096)
     redundant_experts: int = Field(default=0, ge=0, le=4096)

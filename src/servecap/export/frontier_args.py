@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from servecap.app.export.source import PoolExport, plan_int
+from servecap.export.source import PoolExport, plan_int
 
 EngineValue = str | int | float | bool
 

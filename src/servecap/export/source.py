@@ -2,7 +2,7 @@
 --json``), as pools of planned deployments with their autoscaler, the router and the gateway.
 
 Each pool carries the ``servecap plan --json`` dict of its deployment (a fleet file's pools are
-planned here as :func:`servecap.app.fleet.plan_pool` plans them for ``fleet simulate``), so
+planned here as :func:`servecap.fleet.file_schema.plan_pool` plans them for ``fleet simulate``), so
 every target reads the engine settings from one place. The file's path and SHA-256 travel with
 it: every exported file names them in its header.
 """
@@ -233,8 +233,8 @@ def _from_plan(source: Source, plan: dict[str, object], replicas: int | None) ->
 
 
 def _from_fleet(source: Source, raw: dict[str, object], base_dir: Path) -> ExportInput:
-    from servecap.app.fleet import FleetFile, fleet_from_dict, plan_pool
     from servecap.core.plan_dict import plan_to_dict
+    from servecap.fleet.file_schema import FleetFile, fleet_from_dict, plan_pool
 
     raw = dict(raw)
     gateway: GatewayConfig | None = None

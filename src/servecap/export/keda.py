@@ -9,7 +9,7 @@ servecap (``autoscaler:``)      KEDA ``ScaledObject``                      KEDA/
 ``max_replicas``                ``maxReplicaCount``                        100
 ``signal``, ``target``          ``triggers[0]`` prometheus ``query``,      (none)
                                 ``threshold``, ``metricType``
-                                (:mod:`servecap.app.export.kube`)
+                                (:mod:`servecap.export.kube`)
 ``interval_s``                  ``pollingInterval``                        30
 ``upscale_stabilization_s``     ``advanced.horizontalPodAutoscalerConfig`` 0
                                 ``.behavior.scaleUp.stabilizationWindowSeconds``
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from servecap.app.export import kube
-from servecap.app.export.request import DEFAULT_IMAGE, DEFAULT_PROMETHEUS
-from servecap.app.export.source import ExportInput, PoolExport
-from servecap.app.export.vllm_args import cli_args, engine_kwargs
+from servecap.export import kube
+from servecap.export.request import DEFAULT_IMAGE, DEFAULT_PROMETHEUS
+from servecap.export.source import ExportInput, PoolExport
+from servecap.export.vllm_args import cli_args, engine_kwargs
 
 
 class ScaleTargetRef(TypedDict):

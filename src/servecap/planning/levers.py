@@ -18,7 +18,7 @@ run the steepest-ramp window without scale-ahead, with and without a warm pool.
 - ``cache``: ``gateway: {cache: {kind: semantic, hit_rate: X}}`` — hits cost no GPU work;
 - ``overflow``: a one-replica small-model pool and ``gateway: {overflow: [...]}`` from the main
   pool when its p99 TTFT passes half the TTFT target (answers from a smaller model);
-- ``split``: the chosen GPUs as prefill and decode pools (:mod:`servecap.app.fleet_plan.pd`):
+- ``split``: the chosen GPUs as prefill and decode pools (:mod:`servecap.planning.pd`):
   whether splitting pays, by how much, at which P:D ratio (``split-tp``, asked for only: the
   decode side at twice the TP).
 
@@ -32,9 +32,11 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from servecap.app.fleet import fleet_from_dict
-from servecap.app.fleet_plan.doc import FleetDoc, Section
-from servecap.app.fleet_plan.model import (
+from servecap.errors import ServecapError, did_you_mean
+from servecap.fleet.file_schema import fleet_from_dict
+from servecap.fleet.plan_window import ramp_window, rate_fn
+from servecap.planning.doc import FleetDoc, Section
+from servecap.planning.model import (
     HOURS_PER_MONTH,
     Context,
     FleetEval,
@@ -44,15 +46,13 @@ from servecap.app.fleet_plan.model import (
     fixed_fleet,
     search_counts,
 )
-from servecap.app.fleet_plan.run import Winner, ramp_fleet, scored_window
-from servecap.errors import ServecapError, did_you_mean
-from servecap.fleet.plan_window import ramp_window, rate_fn
+from servecap.planning.run import Winner, ramp_fleet, scored_window
 
 if TYPE_CHECKING:
-    from servecap.app.fleet_plan.model import AutoscalerOut, CandidateModel, Scored
+    from servecap.planning.model import AutoscalerOut, CandidateModel, Scored
 
 LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow", "split", "split-tp")
-# "split-tp" (the decode side at twice the TP, servecap.app.fleet_plan.pd) runs only when asked for;
+# "split-tp" (the decode side at twice the TP, servecap.planning.pd) runs only when asked for;
 # "split" (split or not) is part of the default answer
 DEFAULT_LEVERS = tuple(x for x in LEVERS if x != "split-tp")
 
@@ -222,7 +222,7 @@ def run_levers(request: FleetPlanRequest, ctx: Context, winner: Winner) -> tuple
             except ServecapError as err:  # a gateway setting the fleet file takes but cannot run here
                 skipped.append(f"{name}: {err}")
         elif name in ("split", "split-tp"):
-            from servecap.app.fleet_plan.pd import split_lever
+            from servecap.planning.pd import split_lever
 
             a = best.result.answer
             chosen = best.result.evaluations[a][1] if a is not None else None
@@ -302,7 +302,7 @@ def _gateway_lever(
     small = cheapest.model_copy(update={"model": request.small_model, "tp": None, "weights_dtype": None, "name": None})
 
     def build(m: int, small: CandidateModel = small, gw: Section = gw) -> FleetDoc:
-        from servecap.app.fleet_plan.model import pool_dict
+        from servecap.planning.model import pool_dict
 
         return {
             "pools": [pool_dict(request, c, m), pool_dict(request, small, 1, name="small")],

@@ -2,7 +2,7 @@
 on KServe's Hugging Face runtime with the vLLM backend, in Standard (raw Deployment) mode.
 
 The runtime takes ``--model_name`` / ``--model_id`` and passes vLLM's engine flags through, so
-the container ``args`` are the plan's vLLM flags (:mod:`servecap.app.export.vllm_args`) with
+the container ``args`` are the plan's vLLM flags (:mod:`servecap.export.vllm_args`) with
 ``--model`` given as ``--model_id``. GPUs: ``resources.limits["nvidia.com/gpu"]`` = TP x PP.
 
 Autoscaling (``serving.kserve.io/autoscalerClass: keda``):
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-from servecap.app.export import kube
-from servecap.app.export.request import DEFAULT_PROMETHEUS
-from servecap.app.export.source import ExportInput, PoolExport
-from servecap.app.export.vllm_args import cli_args, engine_kwargs
+from servecap.export import kube
+from servecap.export.request import DEFAULT_PROMETHEUS
+from servecap.export.source import ExportInput, PoolExport
+from servecap.export.vllm_args import cli_args, engine_kwargs
 
 
 class ModelFormat(TypedDict):

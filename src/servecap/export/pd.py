@@ -16,9 +16,9 @@ fleet file                        real system
                                   with ``--disaggregation-transfer-backend`` ``nixl`` (or
                                   ``mooncake`` for RDMA link kinds) and, on prefill servers,
                                   ``--disaggregation-bootstrap-port``
-the pool's engine settings        ``vllm serve`` flags (:mod:`servecap.app.export.vllm_args`);
+the pool's engine settings        ``vllm serve`` flags (:mod:`servecap.export.vllm_args`);
                                   SGLang ``--tp`` (with attention DP, EP and speculative
-                                  decoding: :mod:`servecap.app.export.frontier_args`) and
+                                  decoding: :mod:`servecap.export.frontier_args`) and
                                   ``--context-length``
 ``pd_router.prefill`` / ``decode``  ``--prefill-policy`` / ``--decode-policy``:
                                   ``prefix-affinity`` -> ``cache_aware``, ``power-of-two`` ->
@@ -41,10 +41,10 @@ import shlex
 from pathlib import Path
 from typing import TypedDict
 
-from servecap.app.export.frontier_args import sglang_args
-from servecap.app.export.source import dns_name, load_source
-from servecap.app.export.vllm_args import cli_args, engine_kwargs
 from servecap.errors import ServecapError
+from servecap.export.frontier_args import sglang_args
+from servecap.export.source import dns_name, load_source
+from servecap.export.vllm_args import cli_args, engine_kwargs
 
 POLICY = {"prefix-affinity": "cache_aware", "power-of-two": "power_of_two", "round-robin": "round_robin"}
 POLICY["random"] = "random"
@@ -78,7 +78,7 @@ class PdConfig(TypedDict):
 
 def pd_config(path: Path | str, *, port: int = 8000) -> tuple[PdConfig, list[str]]:
     """The servers' and the routers' command lines for the P/D fleet file at ``path``."""
-    from servecap.app.fleet import load_fleet_file
+    from servecap.fleet.file_schema import load_fleet_file
 
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ServecapError("port", port, "must be a TCP port, 1-65535")

@@ -1,4 +1,4 @@
-"""The steps of :func:`servecap.app.fleet_plan.fleet_plan` (see :mod:`servecap.app.fleet_plan.model`)."""
+"""The steps of :func:`servecap.app.fleet_plan.fleet_plan` (see :mod:`servecap.planning.model`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,24 @@ from typing import Any
 
 import numpy as np
 
-from servecap.app.fleet import fleet_from_dict
-from servecap.app.fleet_plan.doc import AutoscalerDoc, FleetDoc, Section
-from servecap.app.fleet_plan.model import (
+from servecap.errors import ServecapError
+from servecap.fleet.class_slo import class_groups, class_targets, group_name
+from servecap.fleet.file_schema import fleet_from_dict
+from servecap.fleet.plan_search import SearchResult
+from servecap.fleet.plan_window import (
+    DAY_S,
+    Window,
+    check_open_loop,
+    grid,
+    peak_of,
+    peak_window,
+    ramp_window,
+    rate_fn,
+    scaled,
+)
+from servecap.json_object import JsonObject
+from servecap.planning.doc import AutoscalerDoc, FleetDoc, Section
+from servecap.planning.model import (
     DEFAULT_WORKLOAD,
     HOURS_PER_MONTH,
     AutoscalerOut,
@@ -26,21 +41,6 @@ from servecap.app.fleet_plan.model import (
     Stage,
     fixed_fleet,
     search_counts,
-)
-from servecap.app.json_object import JsonObject
-from servecap.errors import ServecapError
-from servecap.fleet.class_slo import class_groups, class_targets, group_name
-from servecap.fleet.plan_search import SearchResult
-from servecap.fleet.plan_window import (
-    DAY_S,
-    Window,
-    check_open_loop,
-    grid,
-    peak_of,
-    peak_window,
-    ramp_window,
-    rate_fn,
-    scaled,
 )
 from servecap.policy.routers import ROUTERS
 from servecap.results.slo_report import Target
@@ -141,12 +141,12 @@ def closed_form(
     request: FleetPlanRequest, c: CandidateModel, spec: WorkloadSpec, arrays_mean: tuple[float, float], slo: SloSpec
 ) -> Closed:
     """The candidate's closed form at the mean request (SLOs read as steady-state means)."""
-    from servecap.app.fleet import ColdStartModel
     from servecap.catalog import lookup_gpu, resolve_model
     from servecap.core.capacity import busy_fraction
     from servecap.core.defaults import build_deployment
     from servecap.core.plan import plan
     from servecap.core.spec_decode import spec_config_from_flags
+    from servecap.fleet.file_schema import ColdStartModel
     from servecap.specs.perf import RequestShape, Slo
 
     gpu = lookup_gpu(c.gpu)
@@ -194,7 +194,7 @@ def closed_form(
 def run_plan(
     request: FleetPlanRequest, ctx: Context, run_levers: Callable[[FleetPlanRequest, Context, Winner], LeverRows]
 ) -> FleetPlanResponse:
-    """The plan; ``run_levers`` (:func:`servecap.app.fleet_plan.levers.run_levers`, passed in by
+    """The plan; ``run_levers`` (:func:`servecap.planning.levers.run_levers`, passed in by
     the entry point: the levers build on this module) re-simulates the levers on the winner."""
     if not request.candidates:
         raise ServecapError("candidates", [], "give at least one candidate pool (e.g. -g H100)")
@@ -580,7 +580,7 @@ def _planned_target(request: FleetPlanRequest, best: Searched, n: int) -> float 
     """The preset's target from the winner's own plan where the preset reads one (``keda-vllm``:
     requests in flight per replica at 60% of its planned service rate, as ``fleet simulate``
     resolves it), so the fleet file states the target the plan simulated."""
-    from servecap.app.fleet import plan_pool, planned_target
+    from servecap.fleet.file_schema import plan_pool, planned_target
 
     pool = fleet_from_dict(fixed_fleet(request, best.candidate, n)).pools[0]
     return planned_target(request.autoscaler.preset, plan_pool(pool)[0])

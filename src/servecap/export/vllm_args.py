@@ -23,13 +23,13 @@ pool ``enable_prefix_caching`` ``--enable-prefix-caching`` / ``--no-enable-prefi
 pool ``kv_cache_memory_bytes`` ``--kv-cache-memory-bytes``
 ``parallelism`` /           attention DP, expert parallelism, EPLB, all-to-all kernels, dual
 ``speculative``             batch overlap, ``--speculative-config``
-                            (:mod:`servecap.app.export.frontier_args`)
+                            (:mod:`servecap.export.frontier_args`)
 =========================== ============================================================
 """
 
 from __future__ import annotations
 
-from servecap.app.export.source import PoolExport, plan_float, plan_int
+from servecap.export.source import PoolExport, plan_float, plan_int
 
 EngineValue = str | int | float | bool
 """One vLLM ``EngineArgs`` keyword's value: every flag an export writes is a scalar."""
@@ -82,7 +82,7 @@ def engine_kwargs(pool: PoolExport, warnings: list[str]) -> EngineKwargs:
             f"{pool.name}: max_waiting {pool.max_waiting} has no vLLM flag (vLLM's waiting queue is unbounded): "
             "not written; bound it at the gateway"
         )
-    from servecap.app.export.frontier_args import vllm_kwargs  # the parallel layout, speculative decoding
+    from servecap.export.frontier_args import vllm_kwargs  # the parallel layout, speculative decoding
 
     kw.update(vllm_kwargs(pool, warnings))
     return kw

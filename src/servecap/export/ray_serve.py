@@ -2,7 +2,7 @@
 serves each pool with Ray Serve LLM (``ray.serve.llm:build_openai_app``, vLLM inside).
 
 One application; one ``llm_configs`` entry per pool: ``engine_kwargs`` are the plan's vLLM
-arguments (:mod:`servecap.app.export.vllm_args`); Ray Serve LLM reserves ``tensor_parallel_size x
+arguments (:mod:`servecap.export.vllm_args`); Ray Serve LLM reserves ``tensor_parallel_size x
 pipeline_parallel_size`` GPUs per replica in a placement group from them, so no
 ``ray_actor_options.num_gpus`` is written (it would reserve them twice). The pool's
 autoscaler becomes ``deployment_config.autoscaling_config``:
@@ -40,8 +40,8 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-from servecap.app.export.source import ExportInput, PoolExport, plan_int
-from servecap.app.export.vllm_args import EngineKwargs, engine_kwargs
+from servecap.export.source import ExportInput, PoolExport, plan_int
+from servecap.export.vllm_args import EngineKwargs, engine_kwargs
 
 
 # ``ServeDeploySchema``'s parts that are written (keys in the order they are written).

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-from servecap.app.export.kube import HpaAdvanced, hpa_behavior
-from servecap.app.export.source import ExportInput, PoolExport
-from servecap.app.export.vllm_args import EngineValue, cli_args, engine_kwargs
+from servecap.export.kube import HpaAdvanced, hpa_behavior
+from servecap.export.source import ExportInput, PoolExport
+from servecap.export.vllm_args import EngineValue, cli_args, engine_kwargs
 
 # The chart's values that are written (keys in the order they are written).
 GpuCount = TypedDict("GpuCount", {"nvidia.com/gpu": int})

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
-from servecap.app.export.source import ExportInput, PoolExport, Source
+from servecap.export.source import ExportInput, PoolExport, Source
 from servecap.monitor.promql import selector
 from servecap.specs import vllm_metrics as v
 

@@ -2,7 +2,7 @@
 the chosen one it answers with (``fleet_file``, for ``servecap fleet simulate --fleet``).
 
 Typed dictionaries of the fleet file's keys (docs/fleet.md) that the planner sets; each is
-validated by :func:`servecap.app.fleet.fleet_from_dict` before a simulation. The cold start
+validated by :func:`servecap.fleet.file_schema.fleet_from_dict` before a simulation. The cold start
 and the gateway are sections the planner copies from a request or a lever as they are.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
-from servecap.app.json_object import JsonObject
+from servecap.json_object import JsonObject
 
 Section = JsonObject
 """A fleet-file section copied as it is (a cold-start model's or a gateway's keys)."""

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from servecap.app.fleet import fleet_from_dict
-from servecap.app.fleet_plan.doc import FleetDoc, PoolDoc
-from servecap.app.fleet_plan.model import FleetEval, FleetPlanRequest, LeverOut, pool_dict
+from servecap.fleet.file_schema import fleet_from_dict
 from servecap.fleet.plan_search import SearchResult, smallest_passing
+from servecap.planning.doc import FleetDoc, PoolDoc
+from servecap.planning.model import FleetEval, FleetPlanRequest, LeverOut, pool_dict
 
 if TYPE_CHECKING:
-    from servecap.app.fleet_plan.model import CandidateModel, Context, Scored
+    from servecap.planning.model import CandidateModel, Context, Scored
 
 SHARES = (0.5, 0.25, 0.375, 0.625, 0.75)  # prefill share of the replicas, in the order tried
 SIZE_LIMIT_FACTOR = 2  # the largest split searched, in units of the chosen fleet's GPUs
