@@ -57,7 +57,6 @@ a step, short by ``N - steps`` tokens at the end) and the token budget the verif
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 from collections.abc import Sequence
@@ -522,18 +521,7 @@ class Engine:
             upto = n_keyed
         b = r.num_keys_registered
         if upto > b:
-            pool = self.pool
-            held = r.cached_keys_held
-            j = bisect.bisect_right(ends, b)  # the run holding block b
-            run_keys = keys.keys
-            got = 0
-            while b < upto:
-                start = ends[j - 1] if j else 0
-                end = ends[j] if ends[j] < upto else upto
-                got += pool.publish_range(run_keys[j], b - start, end - start, held)
-                b = end
-                j += 1
-            r.cached_blocks_held += got
+            r.cached_blocks_held += self.pool.publish_blocks(keys, b, upto, r.cached_keys_held)
             r.num_keys_registered = upto
             self._admission_blocked = False  # new cached content may be the waiting head's prefix
 

@@ -34,6 +34,7 @@ evicted, in eviction order (blocks ``hi - 1`` down to ``lo``): the hook a lower 
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -234,6 +235,22 @@ class KvPool:
             j += 1
         return got
 
+    def publish_blocks(self, runs: KeyRuns, lo: int, hi: int, held: list[int]) -> int:
+        """:meth:`publish_range` for the request's blocks ``[lo, hi)`` (positions in ``runs``),
+        run by run; returns how many blocks it now holds of them."""
+        ends = runs.ends
+        keys = runs.keys
+        j = bisect.bisect_right(ends, lo)  # the run holding block lo
+        got = 0
+        b = lo
+        while b < hi:
+            start = ends[j - 1] if j else 0
+            end = ends[j] if ends[j] < hi else hi
+            got += self.publish_range(keys[j], b - start, end - start, held)
+            b = end
+            j += 1
+        return got
+
     def drop_held(self, held: list[int]) -> None:
         """A request lets go of its cached blocks (``held`` from :meth:`acquire_runs` and
         :meth:`publish_range`), last first; those nobody holds now become evictable."""
@@ -292,7 +309,8 @@ class KvPool:
         idle = 0
         for k, segs in self.segs.items():
             assert segs, k
-            for a, b in zip(segs, segs[1:], strict=False):
+            for j in range(1, len(segs)):
+                a, b = segs[j - 1], segs[j]
                 assert a.hi <= b.lo, (k, a.lo, a.hi, b.lo, b.hi)
             for s in segs:
                 assert s.key == k and s.lo < s.hi, (k, s.lo, s.hi)

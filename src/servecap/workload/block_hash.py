@@ -86,7 +86,7 @@ class KeyRuns(Sequence[int]):
         start = self.ends[j - 1] if j else 0
         return _signed64(self.keys[j] + (b - start))
 
-    def __getitem__(self, b):  # type: ignore[no-untyped-def,override]
+    def __getitem__(self, b):  # type: ignore[no-untyped-def]
         if isinstance(b, slice):
             return tuple(self)[b]
         return self._key(b)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
@@ -91,12 +92,12 @@ class _Keyed(Protocol):
     def hash_blocks(self) -> HashBlocks | None: ...
 
 
-def request_block_keys(req: _Keyed, block_size: int) -> tuple[int, ...] | None:
+def request_block_keys(req: _Keyed, block_size: int) -> Sequence[int] | None:
     """The keys of an arriving request's shareable blocks: from its trace block hashes when it
     has them (:meth:`HashBlocks.keys`), else :func:`block_keys` of its prefix and conversation."""
     hb = req.hash_blocks
     if hb is not None:
-        return hb.keys(block_size, req.prompt_tokens)
+        return hb.runs(block_size, req.prompt_tokens)
     if req.prefix_group is None and req.conversation_id is None:
         return None
     return block_keys(
