@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -69,6 +70,16 @@ class _BlockPool:
             self.used -= 1
 
 
+@dataclass
+class _Running:
+    runs: KeyRuns
+    keys: tuple[int, ...]
+    held: int  # blocks it holds
+    done: int  # keyed blocks published (or hit) so far
+    ranges: list[int] = field(default_factory=list)  # the pool's held ranges
+    ref_held: list[int] = field(default_factory=list)  # the reference's held keys
+
+
 def _lru_blocks(pool: KvPool) -> list[int]:
     """The pool's LRU list as per-block keys, oldest first (a segment evicts from hi down)."""
     out = []
@@ -104,8 +115,7 @@ def test_segments_match_a_pool_of_single_blocks(bs: int, seed: int) -> None:
     prompts = _prompts(rng, bs)
     total = rng.choice([60, 120, 400]) * 16 // bs + 8
     pool, ref = KvPool(total), _BlockPool(total)
-    # running requests: [runs, keys, blocks held, keyed blocks published, pool ranges, ref keys, to publish]
-    running: list[list[object]] = []
+    running: list[_Running] = []
     for _ in range(400):
         op = rng.random()
         if op < 0.45 or not running:
@@ -123,26 +133,22 @@ def test_segments_match_a_pool_of_single_blocks(bs: int, seed: int) -> None:
             for k in ref_held:
                 ref.acquire(k)
             assert pool.allocate(need) and ref.allocate(need)
-            running.append([runs, keys, hits + need, hits, ranges, ref_held, len(keys)])
+            running.append(_Running(runs, keys, hits + need, hits, ranges, ref_held))
         elif op < 0.75:
             r = rng.choice(running)
-            runs, keys, _, done, ranges, ref_held, upto = r
-            assert isinstance(runs, KeyRuns) and isinstance(keys, tuple) and isinstance(done, int)
-            assert isinstance(ranges, list) and isinstance(ref_held, list) and isinstance(upto, int)
-            step = min(upto, done + rng.randrange(1, 40))  # a chunk of its prefill
-            if step > done:
-                got_n = pool.publish_blocks(runs, done, step, ranges)
+            step = min(len(r.keys), r.done + rng.randrange(1, 40))  # a chunk of its prefill
+            if step > r.done:
+                got_n = pool.publish_blocks(r.runs, r.done, step, r.ranges)
                 ref_n = 0
-                for k in keys[done:step]:
+                for k in r.keys[r.done : step]:
                     if ref.publish(k):
-                        ref_held.append(k)
+                        r.ref_held.append(k)
                         ref_n += 1
                 assert got_n == ref_n
-                r[3] = step
+                r.done = step
         else:
             r = running.pop(rng.randrange(len(running)))
-            ranges, ref_held, held = r[4], r[5], r[2]
-            assert isinstance(ranges, list) and isinstance(ref_held, list) and isinstance(held, int)
+            ranges, ref_held, held = r.ranges, r.ref_held, r.held
             cached = sum(ranges[p + 2] - ranges[p + 1] for p in range(0, len(ranges), 3))
             assert cached == len(ref_held)
             pool.release(held - cached)
