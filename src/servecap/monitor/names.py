@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from servecap.specs import vllm_metrics as v
 
-
 LMCACHE_REQUESTED_TOKENS = "lmcache:num_requested_tokens"
 LMCACHE_HIT_TOKENS = "lmcache:num_hit_tokens"
 """LMCache's retrieve counters (``lmcache/observability.py``, ``PrometheusLogger``: "Total
