@@ -171,7 +171,9 @@ def _check_tokens(sample: str, values: list[float], url: str) -> None:
     """A token counter's values must be finite and >= 0 (garbage from the server otherwise)."""
     for val in values:
         if not math.isfinite(val) or val < 0:
-            raise ServecapError(sample, val, f"from {url}: a token counter must be a finite number >= 0")
+            raise ServecapError(
+                sample, val, f"{sample} = {val!r} from {url}: a token counter must be a finite number >= 0"
+            )
 
 
 def _by_source(families: dict[str, list[tuple[str, dict[str, str], float]]], url: str) -> dict[str, float]:
@@ -187,7 +189,9 @@ def _by_source(families: dict[str, list[tuple[str, dict[str, str], float]]], url
         src = labels.get(v.SOURCE)
         if src not in BY_SOURCE_KEYS:
             raise ServecapError(
-                f"{name}_total{{source}}", src, f"from {url}: not a source vLLM defines ({', '.join(BY_SOURCE_KEYS)})"
+                f"{name}_total{{source}}",
+                src,
+                f"{name}_total has source={src!r} from {url}: not a source vLLM defines ({', '.join(BY_SOURCE_KEYS)})",
             )
         _check_tokens(f"{name}_total{{source={src!r}}}", [val], url)
         key = BY_SOURCE_KEYS[src]
