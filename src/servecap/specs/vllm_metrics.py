@@ -338,9 +338,7 @@ computes its last token)."""
 EXTERNAL_PREFIX_CACHE_QUERIES = _counter(
     "vllm:external_prefix_cache_queries", "Prompt tokens looked up in the KV connector's cache."
 )
-EXTERNAL_PREFIX_CACHE_HITS = _counter(
-    "vllm:external_prefix_cache_hits", "Prompt tokens the KV connector's cache held."
-)
+EXTERNAL_PREFIX_CACHE_HITS = _counter("vllm:external_prefix_cache_hits", "Prompt tokens the KV connector's cache held.")
 """vLLM PR #26245 ("[Metrics] [KVConnector] Add connector prefix cache hit rate stats", merged
 2025-10): the KV connector's own lookups, in tokens; since PR #30522 (2025-12) the queries are
 only the tokens the local prefix cache missed (before, the whole prompt: double counting)."""
