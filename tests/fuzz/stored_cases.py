@@ -95,8 +95,11 @@ _LOOSE_SAMPLES = (  # the monitor's table without its constraints: what another 
 )
 
 
-def recording(samples: list[tuple[object, object, object]], *, table: bool = True) -> bytes:
-    """A monitor store with one session whose target rows are ``(time_s, up, request_rate_per_s)``."""
+def recording(
+    samples: list[tuple[object, object, object]], *, table: bool = True, hit_rates: list[object] | None = None
+) -> bytes:
+    """A monitor store with one session whose target rows are ``(time_s, up, request_rate_per_s)``
+    (and ``prefix_hit_rate`` from ``hit_rates``, one a row, when given)."""
 
     def build(path: Path) -> None:
         with sqlite3.connect(path) as con:
@@ -106,8 +109,8 @@ def recording(samples: list[tuple[object, object, object]], *, table: bool = Tru
                 con.execute(_LOOSE_SAMPLES)
                 con.executemany(
                     "INSERT INTO monitor_samples (session_id, url, time_s, up, request_rate_per_s, prompt_tok_s, "
-                    "generation_tok_s) VALUES ('s1', 'http://a', ?, ?, ?, 2000.0, 200.0)",
-                    samples,
+                    "generation_tok_s, prefix_hit_rate) VALUES ('s1', 'http://a', ?, ?, ?, 2000.0, 200.0, ?)",
+                    [(*row, None if hit_rates is None else hit_rates[i]) for i, row in enumerate(samples)],
                 )
 
     return store_bytes(build)
@@ -131,6 +134,10 @@ DAMAGED_RECORDINGS: tuple[tuple[str, bytes], ...] = (
     ("a rate of 1e300", recording([*steady(5), (12.0, 1, 1e300)])),
     ("a span of 1e11 s", recording([*steady(5), (1e11, 1, 5.0)])),
     ("no samples table", recording([], table=False)),
+    ("a prefix hit rate of 1.5", recording(steady(6), hit_rates=[0.5] * 5 + [1.5])),
+    ("a negative prefix hit rate", recording(steady(6), hit_rates=[0.5] * 5 + [-0.2])),
+    ("a prefix hit rate of 1e300", recording(steady(6), hit_rates=[0.5] * 5 + [1e300])),
+    ("text where a prefix hit rate belongs", recording(steady(6), hit_rates=[0.5] * 5 + ["most"])),
     ("a torn file", torn(recording(steady(3000)))),
     ("a SQLite header and garbage", b"SQLite format 3\x00" + b"\xff" * 5000),
 )

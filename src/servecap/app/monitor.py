@@ -43,6 +43,10 @@ class WindowReport(_Model):
     preemptions_per_s: float | None
     prefix_hit_rate: float | None
     latency_s: dict[str, dict[str, float | None]]
+    # prefix_hit_rate split by cache (servecap.monitor.cache_hits), and the counters it came from
+    local_hit_rate: float | None = None
+    external_hit_rate: float | None = None
+    hit_rate_source: str | None = None
 
 
 class TargetReport(_Model):
@@ -128,6 +132,9 @@ def _window(w: WindowStats | None) -> WindowReport | None:
         preemptions_per_s=w.preemptions_per_s,
         prefix_hit_rate=w.prefix_hit_rate,
         latency_s=w.latency_s,
+        local_hit_rate=w.cache.local_hit_rate if w.cache is not None else None,
+        external_hit_rate=w.cache.external_hit_rate if w.cache is not None else None,
+        hit_rate_source=w.cache.source if w.cache is not None else None,
     )
 
 

@@ -57,6 +57,8 @@ class ReplayResponse(_Model):
     duration_s: float
     prompt_tokens: float
     output_tokens: float
+    # cached / prompt tokens the replay runs with: the recording's (local and external caches), 0 unrecorded
+    prefix_hit_rate: float = 0.0
     break_rate_req_s: float  # per replica: the engine model's SLO break rate at this mix
     slo: dict[str, float | None]
     minutes: list[ReplayMinute]
@@ -109,16 +111,20 @@ def history_workload(h: History, *, prompt_tokens: float | None = None, output_t
         if not steps or steps[-1]["rate_per_s"] != rate:
             steps.append({"start_s": round(t, 6), "rate_per_s": rate})
     steps[0]["start_s"] = 0.0
-    prompt = prompt_tokens or h.prompt_tokens or defaults.PROMPT_TOKENS
+    prompt = max(1, round(prompt_tokens or h.prompt_tokens or defaults.PROMPT_TOKENS))
     output = output_tokens or h.output_tokens or defaults.OUTPUT_TOKENS
-    return WorkloadSpec.model_validate(
-        {
-            "arrival": {"kind": "schedule", "rate": {"kind": "piecewise", "steps": steps}},
-            "prompt_tokens": max(1, round(prompt)),
-            "output_tokens": max(1, round(output)),
-            "duration_s": h.time_s[-1] + h.step_s,
-        }
-    )
+    # the recorded hit rate as one shared prefix of that share of the prompt (as `monitor`'s
+    # engine model runs it, servecap.monitor.engine_headroom.mix_workload)
+    prefix = min(prompt - 1, round((h.prefix_hit_rate or 0.0) * prompt))
+    body: dict[str, Any] = {
+        "arrival": {"kind": "schedule", "rate": {"kind": "piecewise", "steps": steps}},
+        "prompt_tokens": prompt - max(0, prefix),
+        "output_tokens": max(1, round(output)),
+        "duration_s": h.time_s[-1] + h.step_s,
+    }
+    if prefix > 0:
+        body["prefix"] = {"groups": 1, "tokens": prefix, "share": 1.0}
+    return WorkloadSpec.model_validate(body)
 
 
 def _pool(fleet: Any, pool: str | None, path: str) -> Any:
@@ -140,8 +146,11 @@ def _pool(fleet: Any, pool: str | None, path: str) -> Any:
     return match[0]
 
 
-def break_rate(pool: Any, fleet: Any, prompt: int, output: int, seed: int) -> tuple[float, dict[str, float | None]]:
-    """The pool's SLO break rate per replica at this mix (the search of ``capacity --rate``)."""
+def break_rate(
+    pool: Any, fleet: Any, prompt: int, output: int, seed: int, prefix_hit_rate: float = 0.0
+) -> tuple[float, dict[str, float | None]]:
+    """The pool's SLO break rate per replica at this mix, ``prefix_hit_rate`` of the prompt
+    tokens cached (the search of ``capacity --rate``)."""
     from servecap.fleet.file_schema import plan_pool
     from servecap.monitor.engine_headroom import SEARCH_REQUESTS, EngineModel, engine_for, mix_workload
     from servecap.monitor.observed import ObservedMix
@@ -156,7 +165,7 @@ def break_rate(pool: Any, fleet: Any, prompt: int, output: int, seed: int) -> tu
             fleet.slo.tpot_ms / 1e3 if fleet.slo.tpot_ms is not None else None,
         )
     model = EngineModel(the_plan.deployment, the_plan.efficiency, slo, pool.enable_prefix_caching, seed)
-    mix = ObservedMix(1.0, 0.0, float(prompt), float(output), 0.0, None, None, 60.0)
+    mix = ObservedMix(1.0, 0.0, float(prompt), float(output), prefix_hit_rate, None, None, 60.0)
     p, setup = engine_for(model, mix)
     res = find_capacity(setup, p, mix_workload(mix, 1.0, SEARCH_REQUESTS), slo, seed=seed, table_fractions=(1.0,))
     return res.max_load, {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s}
@@ -217,14 +226,23 @@ def replay_fleet(
     fleet = f.model_copy(update={"pools": [chosen], "gateway": None, "timeseries_interval_s": interval})
     workload = history_workload(history)
     assert workload.prompt_tokens is not None and workload.output_tokens is not None
-    prompt, output = int(workload.prompt_tokens.value), int(workload.output_tokens.value)
+    prefix = workload.prefix.tokens if workload.prefix is not None else 0
+    prompt, output = int(workload.prompt_tokens.value) + prefix, int(workload.output_tokens.value)
+    hit = prefix / prompt
     if history.prompt_tokens is None:
         notes.append(f"the history has no lengths: {prompt:,}/{output:,} tokens assumed (app/defaults.py)")
+    if history.prefix_hit_rate is None:
+        notes.append("the history has no prefix-cache hit rate: the replay runs with none cached")
+    else:
+        notes.append(
+            f"prefix-cache hit rate {history.prefix_hit_rate:.1%} from the recording (local and external caches), "
+            f"run as a shared {prefix:,}-token prefix"
+        )
     out, _ = fleet_simulate(
         FleetSimulateRequest(fleet=fleet, workload=workload, seed=seed), base_dir=fleet_path.parent, progress=progress
     )
     notes.extend(out.notes)
-    lam, slo = break_rate(chosen, f, prompt, output, seed)
+    lam, slo = break_rate(chosen, f, prompt, output, seed, hit)
     price = (out.cost_usd / out.gpu_hours) if out.gpu_hours > 0 else (chosen.price_per_gpu_hour or 0.0)
     from servecap.fleet.file_schema import plan_pool
 
@@ -281,6 +299,7 @@ def replay_fleet(
         duration_s=horizon,
         prompt_tokens=float(prompt),
         output_tokens=float(output),
+        prefix_hit_rate=hit,
         break_rate_req_s=lam,
         slo=slo,
         minutes=minutes,

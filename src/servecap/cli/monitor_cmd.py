@@ -81,6 +81,14 @@ def render(r: MonitorReport) -> Any:
     if len(r.targets) > 1:
         row("fleet", r.fleet, style="bold")
     parts: list[Any] = [table]
+    whole = r.fleet if len(r.targets) > 1 else next((t.window for t in r.targets if t.up), None)
+    if whole is not None and whole.hit_rate_source not in (None, "vllm:prefix_cache"):  # an external cache read
+        parts.append(
+            Text(
+                f"prefix hits {_fmt(whole.prefix_hit_rate, '.0%')} = {_fmt(whole.local_hit_rate, '.0%')} local + "
+                f"{_fmt(whole.external_hit_rate, '.0%')} external cache ({whole.hit_rate_source})"
+            )
+        )
     advice = r.autoscaler.summary if r.autoscaler is not None else None
     if r.headroom is not None:
         parts.append(Text("headroom: " + r.headroom.summary + (f"; {advice}" if advice else "")))

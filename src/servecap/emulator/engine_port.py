@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-PrefixKey = tuple[int, ...] | None
+PrefixKey = Sequence[int] | None
 """The keys of a request's shareable KV blocks, in order (None: none); see
 :class:`servecap.sim.engine_types.EngineRequest`."""
 

@@ -148,9 +148,9 @@ class Fleet(Pools):
                 return True
             self._fail_request(spec, "no_replica")
             return True
-        keys = None
+        keys: Sequence[int] | None = None
         if self.router.uses_prefix and spec.hash_blocks is not None:
-            keys = spec.hash_blocks.keys(self._block_tokens, spec.prompt_tokens)
+            keys = spec.hash_blocks.runs(self._block_tokens, spec.prompt_tokens)
         elif self.router.uses_prefix and spec.prefix_group is not None:
             keys = block_keys(
                 prefix_group=spec.prefix_group,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from servecap.monitor.cache_hits import CacheHits
 from servecap.monitor.names import HISTOGRAMS, LENGTHS
 from servecap.monitor.quantile import histogram_quantile
 from servecap.monitor.snapshot import Histogram, Snapshot
@@ -35,15 +36,16 @@ def fleet_window(pairs: Sequence[tuple[Snapshot, Snapshot]]) -> WindowStats:
         g_tok, pre = _add(g_tok, w.generation_tok_s), _add(pre, w.preemptions_per_s)
         if w.kv_usage is not None:
             kv.append(w.kv_usage)
-    q_sum = h_sum = 0.0
+    cache: CacheHits | None = None
     rates: list[float] = []
-    for s, e in pairs:
-        if "prefix_queries" in e.counters and "prefix_queries" in s.counters:
-            q_sum += max(e.counters["prefix_queries"] - s.counters["prefix_queries"], 0.0)
-            h_sum += max(e.counters.get("prefix_hits", 0.0) - s.counters.get("prefix_hits", 0.0), 0.0)
+    for w, (_, e) in zip(per, pairs, strict=True):
+        if w.cache is not None:
+            cache = w.cache if cache is None else cache.plus(w.cache)
         elif e.sglang_cache_hit_rate is not None:
             rates.append(e.sglang_cache_hit_rate)
-    hit = h_sum / q_sum if q_sum > 0 else (sum(rates) / len(rates) if rates else None)
+    hit = cache.hit_rate if cache is not None and cache.query_tokens > 0 else None
+    if hit is None and rates:
+        hit = sum(rates) / len(rates)
 
     latency: dict[str, dict[str, float | None]] = {}
     means: dict[str, float | None] = {}
@@ -86,4 +88,5 @@ def fleet_window(pairs: Sequence[tuple[Snapshot, Snapshot]]) -> WindowStats:
             if any(w.requests_in_window is not None for w in per)
             else None
         ),
+        cache=cache,
     )

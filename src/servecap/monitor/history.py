@@ -5,7 +5,9 @@ Two sources:
 - servecap's own monitor store (the SQLite file ``servecap monitor`` writes,
   :mod:`servecap.monitor.store`): one session's ticks; the traffic is the ``fleet`` row's request
   rate (or the single target's), the replicas that ran are the targets up at each tick, and the
-  mean lengths are the token rates over the request rate, weighted by the request rate;
+  mean lengths are the token rates over the request rate, weighted by the request rate, and the
+  prefix-cache hit rate (local and external caches together, :mod:`servecap.monitor.cache_hits`)
+  is the recorded one weighted by the prompt-token rate;
 - a Prometheus range query exported as JSON (``/api/v1/query_range``'s body:
   ``{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {...},
   "values": [[unix_s, "value"], ...]}, ...]}}``) of the request rate, e.g.
@@ -36,6 +38,7 @@ class History:
     replicas: tuple[float | None, ...]  # replicas that ran (answered) at each sample; None: unknown
     prompt_tokens: float | None  # mean per request over the history
     output_tokens: float | None
+    prefix_hit_rate: float | None = None  # cached / prompt tokens over the history (None: not recorded)
 
     @property
     def step_s(self) -> float:
@@ -59,7 +62,7 @@ MAX_EXPORT_BYTES = 64 * 1024 * 1024
 """Largest Prometheus export read: 64 MiB (a million points of ``[t, "v"]`` is about 30 MiB)."""
 
 _SAMPLE_QUERY = (
-    "SELECT rowid, time_s, url, up, request_rate_per_s, prompt_tok_s, generation_tok_s "
+    "SELECT rowid, time_s, url, up, request_rate_per_s, prompt_tok_s, generation_tok_s, prefix_hit_rate "
     "FROM monitor_samples WHERE session_id = ? ORDER BY time_s, url"
 )
 
@@ -190,10 +193,10 @@ def history_from_store(path: Path, session: str | None = None) -> History:
 
 
 def _history_of_rows(rows: list[tuple[object, ...]], source: str) -> History:
-    """The history of sample rows ``(rowid, time_s, url, up, rate, prompt_tok_s, generation_tok_s)``
-    in time order: one pass, the rows of one instant grouped as they come."""
+    """The history of sample rows ``(rowid, time_s, url, up, rate, prompt_tok_s, generation_tok_s,
+    prefix_hit_rate)`` in time order: one pass, the rows of one instant grouped as they come."""
     parsed = []
-    for rowid, time_v, url, up, rate_v, prompt_v, gen_v in rows:
+    for rowid, time_v, url, up, rate_v, prompt_v, gen_v, hit_v in rows:
         where = f"sample row {rowid}"
         if not isinstance(url, str):
             raise ValueError(f"{where}: url holds {url!r}, not text")
@@ -202,10 +205,11 @@ def _history_of_rows(rows: list[tuple[object, ...]], source: str) -> History:
         rate = _optional(rate_v, where, "request_rate_per_s", MAX_RATE_REQ_S)
         prompt = _optional(prompt_v, where, "prompt_tok_s", MAX_TOKEN_RATE_TOK_S)
         gen = _optional(gen_v, where, "generation_tok_s", MAX_TOKEN_RATE_TOK_S)
-        parsed.append((t, url, is_up, rate, prompt, gen))
+        hit = _optional(hit_v, where, "prefix_hit_rate", 1.0)
+        parsed.append((t, url, is_up, rate, prompt, gen, hit))
     parsed.sort(key=lambda p: p[0])  # SQLite orders text after numbers; every time is a number now
     times: list[float] = []
-    groups: list[list[tuple[float, str, bool, float | None, float | None, float | None]]] = []
+    groups: list[list[tuple[float, str, bool, float | None, float | None, float | None, float | None]]] = []
     for p in parsed:
         if not times or p[0] != times[-1]:
             times.append(p[0])
@@ -215,7 +219,7 @@ def _history_of_rows(rows: list[tuple[object, ...]], source: str) -> History:
     has_fleet = any(p[1] == "fleet" for p in parsed)
     t_rate: list[float] = []
     t_repl: list[float | None] = []
-    p_sum = g_sum = r_sum = 0.0
+    p_sum = g_sum = r_sum = hit_sum = hit_weight = 0.0
     for at in groups:
         targets = [r for r in at if r[1] != "fleet"]
         traffic = [r for r in at if r[1] == "fleet"] if has_fleet else [r for r in targets if r[2]]
@@ -226,6 +230,9 @@ def _history_of_rows(rows: list[tuple[object, ...]], source: str) -> History:
                 p_sum += r[4]
                 g_sum += r[5]
                 r_sum += r[3] or 0.0
+            if r[4] is not None and r[6] is not None:
+                hit_sum += r[6] * r[4]
+                hit_weight += r[4]
     t0 = times[0]
     return History(
         source=source,
@@ -234,6 +241,7 @@ def _history_of_rows(rows: list[tuple[object, ...]], source: str) -> History:
         replicas=tuple(t_repl),
         prompt_tokens=p_sum / r_sum if r_sum > 0 else None,
         output_tokens=g_sum / r_sum if r_sum > 0 else None,
+        prefix_hit_rate=hit_sum / hit_weight if hit_weight > 0 else None,
     )
 
 

@@ -17,6 +17,29 @@ from dataclasses import dataclass
 
 from servecap.specs import vllm_metrics as v
 
+LMCACHE_REQUESTED_TOKENS = "lmcache:num_requested_tokens"
+LMCACHE_HIT_TOKENS = "lmcache:num_hit_tokens"
+"""LMCache's retrieve counters (``lmcache/observability.py``, ``PrometheusLogger``: "Total
+number of tokens requested from lmcache" / "Total number of tokens hit in lmcache", incremented by
+``on_retrieve_request`` and ``on_retrieve_finished``), exposed on vLLM's ``/metrics`` when LMCache
+runs as its KV connector (LMCache's docs, "Metrics by vLLM API"): the tokens vLLM asked LMCache
+to load and those it loaded."""
+BY_SOURCE_KEYS: dict[str, str] = {src: f"prompt_{src}" for src in v.PROMPT_SOURCES}
+"""``vllm:prompt_tokens_by_source``'s series, one counter per ``source`` label."""
+CACHE_COUNTERS: frozenset[str] = frozenset(
+    {
+        "prefix_queries",
+        "prefix_hits",
+        "external_prefix_queries",
+        "external_prefix_hits",
+        "prompt_tokens_cached",
+        "lmcache_requested_tokens",
+        "lmcache_hit_tokens",
+        *BY_SOURCE_KEYS.values(),
+    }
+)
+"""The token counters a hit rate is fitted from: a negative or non-finite value is refused."""
+
 
 @dataclass(frozen=True, slots=True)
 class Quantity:
@@ -44,6 +67,12 @@ QUANTITIES: tuple[Quantity, ...] = (
     _q("preemptions", "counter", *v.names_for(v.NUM_PREEMPTIONS), "sglang:num_retracted_requests"),
     _q("prefix_queries", "counter", *v.names_for(v.PREFIX_CACHE_QUERIES)),
     _q("prefix_hits", "counter", *v.names_for(v.PREFIX_CACHE_HITS)),
+    # cache sources (servecap.monitor.cache_hits): the KV connector's lookups, LMCache's loads
+    _q("external_prefix_queries", "counter", v.EXTERNAL_PREFIX_CACHE_QUERIES.name),
+    _q("external_prefix_hits", "counter", v.EXTERNAL_PREFIX_CACHE_HITS.name),
+    _q("prompt_tokens_cached", "counter", v.PROMPT_TOKENS_CACHED.name),
+    _q("lmcache_requested_tokens", "counter", LMCACHE_REQUESTED_TOKENS),
+    _q("lmcache_hit_tokens", "counter", LMCACHE_HIT_TOKENS),
     _q("ttft", "histogram", *v.names_for(v.TIME_TO_FIRST_TOKEN), "sglang:time_to_first_token_seconds"),
     _q(
         "itl",

@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from servecap.errors import ServecapError
-from servecap.monitor.names import QUANTITIES, SGLANG_CACHE_HIT_RATE
+from servecap.monitor.names import BY_SOURCE_KEYS, CACHE_COUNTERS, QUANTITIES, SGLANG_CACHE_HIT_RATE
 from servecap.specs import vllm_metrics as v
 
 
@@ -126,10 +126,14 @@ def parse_exposition(text: str, *, url: str, time_s: float) -> Snapshot:
                 histograms[q.key] = hist
             continue
         wanted = name + "_total" if q.kind == "counter" else name
+        if q.key in CACHE_COUNTERS:
+            _check_tokens(wanted, [val for s, _, val in samples if s == wanted], url)
         values = [val for s, _, val in samples if s == wanted and not math.isnan(val)]
         if values:
             (counters if q.kind == "counter" else gauges)[q.key] = sum(values)
 
+    by_source = _by_source(families, url)
+    counters.update(by_source)
     cache = None
     info = families.get(v.CACHE_CONFIG_INFO.name)
     if info:
@@ -161,6 +165,38 @@ def parse_exposition(text: str, *, url: str, time_s: float) -> Snapshot:
                 per_pos[pos] += val  # summed over data-parallel engines
     positions = tuple(per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)) if per_pos else ()
     return Snapshot(url, time_s, engine, model_name, gauges, counters, histograms, cache, hit_rate, positions)
+
+
+def _check_tokens(sample: str, values: list[float], url: str) -> None:
+    """A token counter's values must be finite and >= 0 (garbage from the server otherwise)."""
+    for val in values:
+        if not math.isfinite(val) or val < 0:
+            raise ServecapError(
+                sample, val, f"{sample} = {val!r} from {url}: a token counter must be a finite number >= 0"
+            )
+
+
+def _by_source(families: dict[str, list[tuple[str, dict[str, str], float]]], url: str) -> dict[str, float]:
+    """``vllm:prompt_tokens_by_source_total`` per ``source`` label (summed over engines), as the
+    counters ``prompt_local_compute`` ...; empty when the server has none. A source vLLM does not
+    define is refused (a misread label would be counted as a miss)."""
+    name = v.PROMPT_TOKENS_BY_SOURCE.name
+    samples = families.get(name) or families.get(name + "_total") or []
+    out: dict[str, float] = {}
+    for sample, labels, val in samples:
+        if sample != name + "_total":
+            continue
+        src = labels.get(v.SOURCE)
+        if src not in BY_SOURCE_KEYS:
+            raise ServecapError(
+                f"{name}_total{{source}}",
+                src,
+                f"{name}_total has source={src!r} from {url}: not a source vLLM defines ({', '.join(BY_SOURCE_KEYS)})",
+            )
+        _check_tokens(f"{name}_total{{source={src!r}}}", [val], url)
+        key = BY_SOURCE_KEYS[src]
+        out[key] = out.get(key, 0.0) + val
+    return out
 
 
 def _histogram(name: str, samples: list[tuple[str, dict[str, str], float]]) -> Histogram | None:

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from servecap.errors import ServecapError
 from servecap.monitor.fleet import fleet_window
 from servecap.monitor.scrape import Down
 from servecap.monitor.snapshot import Snapshot
@@ -65,7 +66,13 @@ class Watch:
                 hist.popleft()
             stats = None
             if len(hist) >= 2 and hist[-1].time_s > hist[0].time_s:
-                stats = window_stats(hist[0], hist[-1])
+                try:
+                    stats = window_stats(hist[0], hist[-1])
+                except ServecapError as err:  # garbage counters (a cache counter going backwards)
+                    self._down[url] += 1
+                    hist.clear()
+                    targets.append(TargetState(url, False, str(err), self._down[url], None, None))
+                    continue
                 pairs.append((hist[0], hist[-1]))
             targets.append(TargetState(url, True, None, self._down[url], stats, r))
         fleet = fleet_window(pairs) if pairs else None

@@ -7,7 +7,9 @@
   the bucket), i.e. what ``histogram_quantile(q, rate(X_bucket[window]))`` gives.
 - Latency means: the histogram's ``_sum`` delta over its ``_count`` delta (exact, not read off
   the buckets): the mean inter-token latency is the token-weighted mean TPOT.
-- Prefix-cache hit rate: ``hits delta / queries delta`` (tokens), or SGLang's own gauge.
+- Prefix-cache hit rate: cached over looked-up prompt tokens, local and external caches
+  together (:mod:`servecap.monitor.cache_hits`: vLLM's tokens by source, or its prefix-cache
+  counters plus the KV connector's or LMCache's hits), or SGLang's own gauge.
 - Gauges (running, waiting, KV usage): the latest value.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from servecap.monitor.cache_hits import CacheHits, cache_hits
 from servecap.monitor.names import HISTOGRAMS, LENGTHS
 from servecap.monitor.quantile import histogram_quantile
 from servecap.monitor.snapshot import Histogram, Snapshot
@@ -43,6 +46,7 @@ class WindowStats:
     histogram_means: dict[str, float | None] = field(default_factory=dict)
     requests_in_window: float | None = None  # finished requests counted over the window
     spec_acceptance: AcceptanceFit | None = None  # speculative decoding's acceptance (vllm:spec_decode_*)
+    cache: CacheHits | None = None  # the prompt tokens behind prefix_hit_rate, by cache (None: SGLang, none)
 
     def p(self, metric: str, q: float) -> float | None:
         return self.latency_s.get(metric, {}).get(pname(q))
@@ -75,10 +79,9 @@ def window_stats(start: Snapshot, end: Snapshot) -> WindowStats:
         return counter_increase(start.counters[key], end.counters[key]) / span
 
     hit_rate = end.sglang_cache_hit_rate
-    if "prefix_queries" in end.counters and "prefix_queries" in start.counters:
-        dq = counter_increase(start.counters["prefix_queries"], end.counters["prefix_queries"])
-        dh = counter_increase(start.counters.get("prefix_hits", 0.0), end.counters.get("prefix_hits", 0.0))
-        hit_rate = dh / dq if dq > 0 else None
+    cache = cache_hits(start, end)
+    if cache is not None:
+        hit_rate = cache.hit_rate
 
     latency: dict[str, dict[str, float | None]] = {}
     means: dict[str, float | None] = {}
@@ -107,4 +110,5 @@ def window_stats(start: Snapshot, end: Snapshot) -> WindowStats:
         histogram_means=means,
         requests_in_window=requests * span if requests is not None else None,
         spec_acceptance=fit_acceptance(start, end),
+        cache=cache,
     )

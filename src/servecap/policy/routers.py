@@ -63,7 +63,7 @@ class RouteRequest:
         prompt_tokens: int,
         output_tokens: int,
         session_id: int | None = None,
-        block_keys: tuple[int, ...] | None = None,
+        block_keys: Sequence[int] | None = None,
         block_tokens: int = 16,  # tokens per key of ``block_keys``
     ) -> None:
         self.request_id = request_id

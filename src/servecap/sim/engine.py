@@ -77,6 +77,7 @@ from servecap.sim.spec_steps import SpecSteps
 from servecap.sim.step_time import StepTimeModel
 from servecap.specs.engines import engine_profile
 from servecap.specs.model import AttentionKind
+from servecap.workload.block_hash import KeyRuns
 
 _NO_IDS: list[int] = []
 _NONE_PREEMPTED: list[RequestState] = []
@@ -212,7 +213,7 @@ class Engine:
         request_id: int,
         prompt_tokens: int,
         output_tokens: int,
-        prefix_key: tuple[int, ...] | None,
+        prefix_key: Sequence[int] | None,
         priority: int,
         now_s: float,
     ) -> bool:
@@ -238,9 +239,8 @@ class Engine:
                 output_tokens = 1 + len(bursts)
             else:
                 output_tokens = self._spec.decode_steps(output_tokens)
-        r = RequestState(
-            request_id, prompt_tokens, output_tokens, prefix_key if self.caching else None, priority, self._seq, now_s
-        )
+        runs = KeyRuns.unit(prefix_key) if self.caching and prefix_key else None
+        r = RequestState(request_id, prompt_tokens, output_tokens, runs, priority, self._seq, now_s)
         self._seq += 1
         if self.record_token_times:
             r.segments = []
@@ -313,9 +313,9 @@ class Engine:
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         """Leading blocks of ``block_keys`` (:func:`servecap.workload.block_keys`) that the prefix
         cache holds now; 0 when it keeps none. Reads only: the LRU order is left as it is."""
-        if not self.caching:
+        if not self.caching or not block_keys:
             return 0
-        return self.pool.longest_hit(block_keys, len(block_keys))[0]
+        return self.pool.longest_hit_runs(KeyRuns.unit(block_keys), len(block_keys))[0]
 
     @property
     def stats(self) -> EngineStats:
@@ -497,10 +497,10 @@ class Engine:
             self._lifetime_blocks -= r.reserved_blocks
             r.reserved_blocks = 0
         if r.cached_keys_held:
-            pool.release(r.num_blocks_held - pool.per_key * len(r.cached_keys_held))
-            for key in reversed(r.cached_keys_held):  # the tail goes first into the LRU list (evicted first)
-                pool.drop(key)
+            pool.release(r.num_blocks_held - pool.per_key * r.cached_blocks_held)
+            pool.drop_held(r.cached_keys_held)  # the tail goes first into the LRU list (evicted first)
             r.cached_keys_held = []
+            r.cached_blocks_held = 0
         else:
             n = r.num_blocks_held
             pool.used -= n
@@ -514,12 +514,14 @@ class Engine:
         keys = r.block_keys
         if keys is None:
             return
-        upto = min(len(keys), r.num_computed_tokens // self.block_size)
-        pool = self.pool
-        for i in range(r.num_keys_registered, upto):
-            if pool.publish(keys[i]):
-                r.cached_keys_held.append(keys[i])
-        if upto > r.num_keys_registered:
+        ends = keys.ends
+        upto = r.num_computed_tokens // self.block_size
+        n_keyed = ends[-1] if ends else 0
+        if n_keyed < upto:
+            upto = n_keyed
+        b = r.num_keys_registered
+        if upto > b:
+            r.cached_blocks_held += self.pool.publish_blocks(keys, b, upto, r.cached_keys_held)
             r.num_keys_registered = upto
             self._admission_blocked = False  # new cached content may be the waiting head's prefix
 
@@ -609,7 +611,7 @@ class Engine:
             if part is not None:
                 part_chunk = min(part.prompt_tokens + part.num_output_tokens - part.num_computed_tokens, budget)
                 part_need = self._blocks_for(part.num_computed_tokens + part_chunk) - part.num_blocks_held
-            if need + part_need > pool.free + len(pool.lru) * pool.per_key:
+            if need + part_need > pool.free + pool.idle * pool.per_key:
                 preempted = []
                 self._schedule_running_exact(preempted, chunks)
                 budget = self.max_num_batched_tokens - len(decoding) * self._decode_tokens - sum(n for _, n in chunks)
@@ -750,7 +752,7 @@ class Engine:
         if part is not None:
             chunk = min(part.prompt_tokens + part.num_output_tokens - part.num_computed_tokens, budget)
             need = self._blocks_for(part.num_computed_tokens + chunk) - part.num_blocks_held
-            if need > pool.free + len(pool.lru) * pool.per_key:
+            if need > pool.free + pool.idle * pool.per_key:
                 return False  # the ordinary step preempts to make room
             self._allocate(need)
             part.num_blocks_held += need
@@ -777,7 +779,7 @@ class Engine:
             keys = r.block_keys
             hits = idle = 0
             if keys is not None:
-                hits, idle = pool.longest_hit(keys, (total - 1) // bs)
+                hits, idle = pool.longest_hit_runs(keys, (total - 1) // bs)
             cached = hits * bs
             start = cached if cached >= r.external_tokens else r.external_tokens  # P/D: KV sent over
             chunk = min(total - start, budget)
@@ -788,7 +790,7 @@ class Engine:
                 # GUARANTEED_NO_EVICT: ceil((prompt + max output) / block) - held, per request)
                 lifetime = self._blocks_for(r.prompt_tokens + r.output_tokens)
                 reserved = self._lifetime_blocks - pool.used
-                room = pool.free + len(pool.lru) * per_key
+                room = pool.free + pool.idle * per_key
                 if lifetime - held + new_blocks + idle * per_key + reserved > room and (
                     n_running or new_blocks + idle * per_key > room
                 ):
@@ -800,21 +802,22 @@ class Engine:
                 future = self._future_blocks(
                     total - start - chunk, r.output_tokens - r.num_output_tokens, self.policy.clip_tokens
                 )
-                room = pool.free + len(pool.lru) * per_key
+                room = pool.free + pool.idle * per_key
                 if new_blocks + idle * per_key + future + reserved > room and (
                     n_running or new_blocks + idle * per_key > room
                 ):
                     return True
                 reserved += future
-            elif new_blocks + idle * per_key > pool.free + len(pool.lru) * per_key:
+            elif new_blocks + idle * per_key > pool.free + pool.idle * per_key:
                 return True
             waiting.pop()
             self._waiting_tokens -= r.prompt_tokens + r.output_tokens - r.num_output_tokens
             if hits:
                 assert keys is not None
-                for i in range(hits):
-                    pool.acquire(keys[i])
-                r.cached_keys_held = list(keys[:hits])
+                ranges: list[int] = []
+                pool.acquire_runs(keys, hits, ranges)
+                r.cached_keys_held = ranges
+                r.cached_blocks_held = hits
             r.num_keys_registered = hits
             self._allocate(new_blocks)
             r.num_computed_tokens = start
@@ -1006,7 +1009,7 @@ class Engine:
         if self._prefilling is not None:
             running.append(self._prefilling)
         private = 0
-        holders: dict[int, int] = {}
+        holders: dict[tuple[int, int], int] = {}
         for r in running:
             if r.state == DECODING:
                 computed = r.computed_at_join + self._decode_step - r.step_at_join
@@ -1015,10 +1018,13 @@ class Engine:
                 computed = r.num_computed_tokens
                 held = r.num_blocks_held
                 assert held >= self._blocks_for(computed), (r.request_id, held, computed)
-            private += held - (pool.per_key * len(r.cached_keys_held) if self.caching else 0)
-            for key in r.cached_keys_held:
-                holders[key] = holders.get(key, 0) + 1
-        active = {k: c for k, c in pool.refs.items() if c > 0}
+            private += held - (pool.per_key * r.cached_blocks_held if self.caching else 0)
+            ranges = r.cached_keys_held
+            assert r.cached_blocks_held == sum(ranges[p + 2] - ranges[p + 1] for p in range(0, len(ranges), 3))
+            for p in range(0, len(ranges), 3):
+                for i in range(ranges[p + 1], ranges[p + 2]):
+                    holders[(ranges[p], i)] = holders.get((ranges[p], i), 0) + 1
+        active = pool.held_blocks()
         assert holders == active, "cached-block reference counts disagree with running requests"
         in_use = private + pool.per_key * len(active) + self.held_blocks
         assert in_use == pool.used, (private, len(active), self.held_blocks, pool.used)

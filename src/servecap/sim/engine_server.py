@@ -93,10 +93,10 @@ class EngineServer:
         if prompt + output > self._max_model_len:
             self._refuse(request, "too_long")
             return False
-        keys: tuple[int, ...] | None = None
+        keys: Sequence[int] | None = None
         if hash_blocks is not None:
             if self._caching:
-                keys = hash_blocks.keys(self.engine.block_size, prompt)
+                keys = hash_blocks.runs(self.engine.block_size, prompt)
         elif self._caching and (group is not None or conversation is not None):
             keys = block_keys(
                 prefix_group=group,

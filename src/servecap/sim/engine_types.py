@@ -7,6 +7,7 @@ either way (pickling, ``dataclasses.replace``, ``__dict__``-less slots); nothing
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -24,7 +25,7 @@ class EngineRequest:
     request_id: int
     prompt_tokens: int
     output_tokens: int
-    prefix_key: tuple[int, ...] | None = None
+    prefix_key: Sequence[int] | None = None
     priority: int = 0
 
 

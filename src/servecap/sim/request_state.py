@@ -13,6 +13,8 @@ Compiled by mypyc with the engine (setup.py); it also satisfies the loop's
 
 from __future__ import annotations
 
+from servecap.workload.block_hash import KeyRuns
+
 WAITING, PREFILLING, DECODING, DONE = 0, 1, 2, 3
 
 
@@ -21,6 +23,7 @@ class RequestState:
         "arrival_s",
         "block_keys",
         "blocks_per_crossing",
+        "cached_blocks_held",
         "cached_keys_held",
         "cached_prompt_tokens",
         "computed_at_join",
@@ -54,7 +57,7 @@ class RequestState:
         request_id: int,
         prompt_tokens: int,
         output_tokens: int,
-        block_keys: tuple[int, ...] | None,
+        block_keys: KeyRuns | None,
         priority: int,
         seq: int,
         arrival_s: float,
@@ -70,7 +73,9 @@ class RequestState:
         self.num_output_tokens = 0  # produced so far (stale while decoding: see the module doc)
         self.num_computed_tokens = 0  # tokens whose KV is in the cache (stale while decoding)
         self.num_blocks_held = 0  # physical blocks held (may be stale, never above, while decoding)
-        self.cached_keys_held: list[int] = []  # keys of the cached blocks it holds, in order
+        # the cached blocks it holds, in order: flat (run key, lo, hi) ranges (servecap.sim.kv_pool)
+        self.cached_keys_held: list[int] = []
+        self.cached_blocks_held = 0  # how many blocks those ranges hold
         self.num_keys_registered = 0  # its blocks [0, n) were already looked up or published
         # the lazy decoding state, set when it joins the decoding batch
         self.computed_at_join = 0

@@ -320,6 +320,35 @@ SPEC_DECODE: tuple[MetricSpec, ...] = (
 """Exposed only by a server running speculative decoding (kept apart from :data:`ALL`, the
 series every server exposes)."""
 
+# where prompt tokens' KV came from (exposed by recent vLLM only; kept apart from ALL: no release
+# read carries them, so no version range is claimed; the help texts below are ours, not vLLM's)
+SOURCE = "source"  # vllm:prompt_tokens_by_source's label
+PROMPT_SOURCES: tuple[str, ...] = ("local_compute", "local_cache_hit", "external_kv_transfer")
+"""``vllm:prompt_tokens_by_source``'s ``source`` values: tokens prefilled here, read from this
+engine's prefix cache, and loaded through the KV connector (another node's prefill, a CPU/SSD
+offload, LMCache...). vLLM PR #33290 ("[Metrics] Add labeled prompt token metrics for P/D
+disaggregation", merged 2026-02-04 as commit 4403e3ed4c, ``vllm/v1/metrics/loggers.py`` and
+``PromptTokenStats`` in ``vllm/v1/metrics/stats.py``); the three add up to the prompt tokens."""
+PROMPT_TOKENS_BY_SOURCE = _counter(
+    "vllm:prompt_tokens_by_source", "Prompt tokens by where their KV came from.", labels=(*BASE_LABELS, SOURCE)
+)
+PROMPT_TOKENS_CACHED = _counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).")
+"""Same PR: local + external cached tokens, one less when a prompt was wholly cached (the engine
+computes its last token)."""
+EXTERNAL_PREFIX_CACHE_QUERIES = _counter(
+    "vllm:external_prefix_cache_queries", "Prompt tokens looked up in the KV connector's cache."
+)
+EXTERNAL_PREFIX_CACHE_HITS = _counter("vllm:external_prefix_cache_hits", "Prompt tokens the KV connector's cache held.")
+"""vLLM PR #26245 ("[Metrics] [KVConnector] Add connector prefix cache hit rate stats", merged
+2025-10): the KV connector's own lookups, in tokens; since PR #30522 (2025-12) the queries are
+only the tokens the local prefix cache missed (before, the whole prompt: double counting)."""
+CACHE_SOURCES: tuple[MetricSpec, ...] = (
+    PROMPT_TOKENS_BY_SOURCE,
+    PROMPT_TOKENS_CACHED,
+    EXTERNAL_PREFIX_CACHE_QUERIES,
+    EXTERNAL_PREFIX_CACHE_HITS,
+)
+
 ALL: tuple[MetricSpec, ...] = (
     NUM_REQUESTS_RUNNING,
     NUM_REQUESTS_WAITING,

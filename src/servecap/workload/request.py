@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-from servecap.workload.block_hash import HashBlocks
+from servecap.workload.block_hash import HashBlocks, KeyRuns
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,16 +57,20 @@ class RequestSpec:
         return replace(self, arrival_s=arrival_s)
 
 
-def prefix_block_keys(req: RequestSpec, block_size: int) -> tuple[int, ...] | None:
+def prefix_block_keys(req: RequestSpec, block_size: int) -> KeyRuns | None:
     """Keys of the request's KV blocks that another request may share, in order (None: none).
 
     A block's key stands for the whole token sequence up to the block's end (as vLLM's chained
     block hashes do), so equal keys mean equal content:
 
-    - blocks wholly inside the shared prefix: ``hash((0, prefix_group, i))`` — shared by the group;
-    - in a conversation, every later full block of prompt and answer: ``hash((1, conversation_id,
-      i))`` — the next turn's prompt starts with exactly these tokens;
+    - blocks wholly inside the shared prefix: block ``i`` of the run ``hash((0, prefix_group))``
+      — shared by the group;
+    - in a conversation, every later full block of prompt and answer: block ``i - p`` of the run
+      ``hash((1, conversation_id))`` (``p`` the prefix's blocks, the same on every turn) — the
+      next turn's prompt starts with exactly these tokens;
     - other blocks are unique to the request and get no key.
+
+    As :class:`KeyRuns` (at most two runs: the pool handles a run in one operation).
     """
     return block_keys(
         prefix_group=req.prefix_group,
@@ -91,12 +96,12 @@ class _Keyed(Protocol):
     def hash_blocks(self) -> HashBlocks | None: ...
 
 
-def request_block_keys(req: _Keyed, block_size: int) -> tuple[int, ...] | None:
+def request_block_keys(req: _Keyed, block_size: int) -> Sequence[int] | None:
     """The keys of an arriving request's shareable blocks: from its trace block hashes when it
     has them (:meth:`HashBlocks.keys`), else :func:`block_keys` of its prefix and conversation."""
     hb = req.hash_blocks
     if hb is not None:
-        return hb.keys(block_size, req.prompt_tokens)
+        return hb.runs(block_size, req.prompt_tokens)
     if req.prefix_group is None and req.conversation_id is None:
         return None
     return block_keys(
@@ -115,20 +120,24 @@ def block_keys(
     conversation_id: int | None,
     total_tokens: int,
     block_size: int,
-) -> tuple[int, ...] | None:
+) -> KeyRuns | None:
     """:func:`prefix_block_keys` from the fields themselves."""
     if block_size <= 0:
         raise ValueError("block_size must be positive")
     prefix_blocks = prefix_tokens // block_size if prefix_group is not None else 0
-    shared = _group_keys(prefix_group, prefix_blocks) if prefix_blocks else ()
     if conversation_id is None:
-        return shared or None
-    own = tuple([hash((1, conversation_id, i)) for i in range(prefix_blocks, total_tokens // block_size)])
-    return (shared + own) or None
+        return _group_keys(prefix_group, prefix_blocks) if prefix_blocks else None
+    n = total_tokens // block_size
+    if n <= prefix_blocks:
+        return _group_keys(prefix_group, prefix_blocks) if prefix_blocks else None
+    own = hash((1, conversation_id))
+    if not prefix_blocks:
+        return KeyRuns((own,), (n,))
+    return KeyRuns((hash((0, prefix_group)), own), (prefix_blocks, n))
 
 
 @lru_cache(maxsize=4096)
-def _group_keys(prefix_group: int | None, blocks: int) -> tuple[int, ...]:
-    """The keys of a shared prefix's first ``blocks`` blocks: the same for every request of the
-    group, so drawn once (a prefixed request's keys cost one lookup, not a hash per block)."""
-    return tuple([hash((0, prefix_group, i)) for i in range(blocks)])
+def _group_keys(prefix_group: int | None, blocks: int) -> KeyRuns:
+    """The keys of a shared prefix's first ``blocks`` blocks: one run, the same for every request
+    of the group, so made once."""
+    return KeyRuns((hash((0, prefix_group)),), (blocks,))

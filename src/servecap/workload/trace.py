@@ -35,6 +35,7 @@ import io
 import json
 import math
 import re
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +102,10 @@ class _Rows:
     output: list[int] = field(default_factory=list)
     group: list[int] = field(default_factory=list)
     ptok: list[int] = field(default_factory=list)
-    hashes: list[list[int]] = field(default_factory=list)
+    # every row's hash ids end to end (8 bytes an id, no list per row: a million-line trace's
+    # ids are one array), and each row's count
+    hash_ids: array[int] = field(default_factory=lambda: array("q"))
+    hash_lens: list[int] = field(default_factory=list)
     skipped: int = 0
 
     def add(
@@ -112,7 +116,9 @@ class _Rows:
         self.output.append(output)
         self.group.append(group)
         self.ptok.append(ptok)
-        self.hashes.append(hashes or [])
+        self.hash_lens.append(len(hashes) if hashes else 0)
+        if hashes:
+            self.hash_ids.extend(hashes)
 
 
 def load_trace(
@@ -146,14 +152,21 @@ def load_trace(
         raise ServecapError("arrival.path", str(path), "trace has no requests")
     arr = np.asarray(rows.arrival_s, dtype=np.float64)
     order = np.argsort(arr, kind="stable")
-    lengths = np.fromiter((len(h) for h in rows.hashes), dtype=np.int64, count=len(rows.hashes))
+    lengths = np.asarray(rows.hash_lens, dtype=np.int64)
     hash_ids = np.zeros(0, dtype=np.int64)
     offsets = np.zeros(0, dtype=np.int64)
     if lengths.any():
-        sorted_hashes = [rows.hashes[i] for i in order.tolist()]
+        flat = np.frombuffer(rows.hash_ids, dtype=np.int64)
+        sorted_lens = lengths[order]
         offsets = np.zeros(len(order) + 1, dtype=np.int64)
-        np.cumsum(lengths[order], out=offsets[1:])
-        hash_ids = np.fromiter((x for h in sorted_hashes for x in h), dtype=np.int64, count=int(offsets[-1]))
+        np.cumsum(sorted_lens, out=offsets[1:])
+        if np.all(order[1:] > order[:-1]):  # already in time order (the usual trace): no copy
+            hash_ids = flat.copy()
+        else:  # each row's ids moved with it: element k of sorted row j is file_start[j] + k
+            file_start = np.zeros(len(lengths), dtype=np.int64)
+            np.cumsum(lengths[:-1], out=file_start[1:])
+            shift = np.repeat(file_start[order] - offsets[:-1], sorted_lens)
+            hash_ids = flat[np.arange(int(offsets[-1]), dtype=np.int64) + shift]
     return ArrivalTrace(
         arr[order],
         np.asarray(rows.prompt, dtype=np.int64)[order],
@@ -261,7 +274,9 @@ def _azure_time(raw: object, where: str) -> float:
 
 def _jsonl_trace(path: Path, whole: str, fmt: str, block_tokens: int) -> tuple[_Rows, str]:
     rows = _Rows()
-    for i, text in enumerate(whole.splitlines(), start=1):
+    # one line at a time, no list of them (universal newlines: \n, \r\n or \r end a line)
+    for i, line in enumerate(io.StringIO(whole, newline=None), start=1):
+        text = line.rstrip("\n")
         if not text.strip():
             continue
         where = f"{path.name}:{i}"

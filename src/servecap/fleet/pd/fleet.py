@@ -36,6 +36,7 @@ import heapq
 import math
 import random
 from collections import deque
+from collections.abc import Sequence
 from typing import Final, cast
 
 import numpy as np
@@ -296,9 +297,9 @@ class PdFleet(Pools):
                 self._fail_job(job, "no_replica")
             return
         bs = candidates[0].engine.block_size
-        keys = None
+        keys: Sequence[int] | None = None
         if spec.hash_blocks is not None:
-            keys = spec.hash_blocks.keys(bs, spec.prompt_tokens)
+            keys = spec.hash_blocks.runs(bs, spec.prompt_tokens)
         elif spec.prefix_group is not None or spec.conversation_id is not None:
             keys = block_keys(
                 prefix_group=spec.prefix_group,

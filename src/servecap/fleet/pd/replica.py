@@ -18,6 +18,7 @@ waiting work it cannot start: it then **stalls** (no next event) until a hold is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from servecap.core.kv_transfer import KvFootprint
@@ -72,7 +73,7 @@ class PdReplica(PoolReplica):
         self.t_last_s = t_s
 
     def add(
-        self, request_id: int, prompt: int, output: int, keys: tuple[int, ...] | None, priority: int, now_s: float
+        self, request_id: int, prompt: int, output: int, keys: Sequence[int] | None, priority: int, now_s: float
     ) -> bool:
         """A prefill request (``output`` 1) into the engine at ``now_s``; False when refused."""
         if not self.engine.add(request_id, prompt, output, keys, priority, now_s):

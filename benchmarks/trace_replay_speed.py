@@ -1,0 +1,173 @@
+"""Replay speed of a Mooncake-like block-hash trace on a fleet routed by the blocks replicas hold.
+
+The trace is synthetic and made in memory (seeded): sessions that start with one of a few
+shared system prompts (Zipf popularity, 1-3 trace blocks of 512 tokens) and resend their whole
+context each turn plus 1-4 new blocks (the user's turn and the previous answer), as the
+Mooncake FAST'25 conversation trace does (its head is shipped in
+``src/servecap/workload/data/mooncake_conversation_head.jsonl``: a shared block 0, ~7k-token
+prompts); prompts end inside their last block, answers are log-normal (median ~300 tokens).
+
+Three runs of the same requests in the same process, each printing simulated requests per
+CPU-second (``time.process_time``), the hit rate and the peak RSS:
+
+1. block hashes as key runs (one run per 512-token trace block: what the simulator does);
+2. reference: the same hashes as one key per 16-token engine block (the cost structure before
+   runs; same hits, asserted);
+3. reference: the hashes dropped (no prefix caching work at all).
+
+The CI machine is small: run fewer requests and read the extrapolated CPU time for 1M.
+
+    .venv/bin/python benchmarks/trace_replay_speed.py [--requests 20000] [--replicas 32]
+        [--rate-per-replica 2.0] [--seed 0] [--router precise-prefix] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import pstats
+import resource
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from servecap.catalog import lookup_gpu, resolve_model
+from servecap.core.defaults import build_deployment
+from servecap.core.plan import plan
+from servecap.fleet import INSTANT, FleetSpec, Pool, simulate_fleet
+from servecap.sim import engine, engine_setup_from_plan
+from servecap.specs import RequestShape
+from servecap.workload import RequestArrays
+from servecap.workload import block_hash as bh
+
+TRACE_BLOCK_TOKENS = 512  # Mooncake FAST'25 README: "The block size is 512 tokens."
+
+
+def mooncake_like(n: int, rate_per_s: float, rng: np.random.Generator, max_blocks: int = 128) -> RequestArrays:
+    """``n`` requests of multi-turn sessions with shared system prompts, as block hashes."""
+    n_sys = 8
+    sys_len = rng.integers(1, 4, n_sys)
+    sys_ids = [list(range(i * 4, i * 4 + int(sys_len[i]))) for i in range(n_sys)]
+    zipf = 1.0 / np.arange(1, n_sys + 1)
+    zipf /= zipf.sum()
+    next_id = n_sys * 4
+    arrivals: list[float] = []
+    ids_of: list[list[int]] = []
+    t = 0.0
+    session_rate = rate_per_s / 5.0  # about 5 turns a session
+    while len(ids_of) < n:
+        t += float(rng.exponential(1.0 / session_rate))
+        ctx = list(sys_ids[int(rng.choice(n_sys, p=zipf))])
+        turn_t = t
+        for _ in range(int(rng.geometric(0.2))):
+            new = int(rng.integers(1, 5))
+            ctx = ctx + list(range(next_id, next_id + new))
+            next_id += new
+            if len(ctx) > max_blocks:
+                break
+            arrivals.append(turn_t)
+            ids_of.append(ctx)
+            turn_t += float(rng.exponential(20.0))  # the user reads and types
+    order = np.argsort(np.asarray(arrivals), kind="stable")[:n]
+    rows = [ids_of[i] for i in order]
+    lens = np.array([len(r) for r in rows], dtype=np.int64)
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    prompt = lens * TRACE_BLOCK_TOKENS - rng.integers(0, TRACE_BLOCK_TOKENS, len(rows))
+    output = np.clip(rng.lognormal(np.log(300), 0.8, len(rows)), 1, 2000).astype(np.int64)
+    none = np.full(len(rows), -1, dtype=np.int64)
+    return RequestArrays(
+        arrival_s=np.asarray(arrivals, dtype=np.float64)[order],
+        prompt_tokens=prompt.astype(np.int64),
+        output_tokens=output,
+        prefix_group=none,
+        prefix_tokens=np.zeros(len(rows), dtype=np.int64),
+        hash_ids=np.fromiter((x for r in rows for x in r), dtype=np.int64, count=int(offsets[-1])),
+        hash_offsets=offsets,
+        trace_block_tokens=TRACE_BLOCK_TOKENS,
+    )
+
+
+@contextmanager
+def per_engine_block() -> Iterator[None]:
+    """Hashes keyed one run per engine block (the per-block cost, same cached blocks)."""
+    runs = bh.HashBlocks.runs
+
+    def unit(self: bh.HashBlocks, block_size: int, prompt_tokens: int) -> bh.KeyRuns | None:
+        keys = self.keys(block_size, prompt_tokens)
+        return bh.KeyRuns.unit(keys) if keys else None
+
+    bh.HashBlocks.runs = unit  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        bh.HashBlocks.runs = runs  # type: ignore[method-assign]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--requests", type=int, default=20_000)
+    ap.add_argument("--replicas", type=int, default=32)
+    ap.add_argument("--rate-per-replica", type=float, default=2.0)
+    ap.add_argument("--router", default="precise-prefix")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-per-block", action="store_true", help="leave out reference 2 (the slowest)")
+    ap.add_argument("--profile", action="store_true", help="cProfile the key-run replay (top 15 by own time)")
+    args = ap.parse_args()
+
+    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=131072)
+    setup = engine_setup_from_plan(plan(dep, request=RequestShape(8192, 256)))
+    compiled = not engine.__file__.endswith(".py")
+    print(f"simulator engine: {'compiled by mypyc' if compiled else 'pure Python'}")
+    t0 = time.process_time()
+    arrays = mooncake_like(args.requests, args.rate_per_replica * args.replicas, np.random.default_rng(args.seed))
+    mb = (arrays.hash_ids.nbytes + arrays.hash_offsets.nbytes) / 2**20
+    print(
+        f"trace: {len(arrays):,} requests, {len(arrays.hash_ids):,} hash ids ({mb:,.1f} MB), mean prompt "
+        f"{arrays.prompt_tokens.mean():,.0f} tokens, made in {time.process_time() - t0:.1f} CPU s; "
+        f"{args.replicas} replicas x {setup.num_gpu_blocks:,} KV blocks, router {args.router}"
+    )
+    empty = np.zeros(0, dtype=np.int64)
+    has_runs = hasattr(bh, "KeyRuns")  # a build before key runs: its own keys, no per-block reference
+    first = "key runs (per trace block)" if has_runs else "block hashes (this build's keys)"
+    runs: list[tuple[str, RequestArrays, bool]] = [(first, arrays, False)]
+    if has_runs and not args.skip_per_block:
+        runs.append(("reference: key per engine block", arrays, True))
+    runs.append(("reference: no hashes", dataclasses.replace(arrays, hash_ids=empty, hash_offsets=empty), False))
+    rates: dict[str, float] = {}
+    hit_rates: dict[str, float] = {}
+    for label, a, unit in runs:
+        fleet = FleetSpec((Pool("h100", setup, replicas=args.replicas, cold_start=INSTANT),), router=args.router)
+        prof = cProfile.Profile() if args.profile and not unit and a is arrays else None
+        t0 = time.process_time()
+        if unit:
+            with per_engine_block():
+                res = simulate_fleet(fleet, a, args.seed)
+        elif prof is not None:
+            res = prof.runcall(simulate_fleet, fleet, a, args.seed)
+        else:
+            res = simulate_fleet(fleet, a, args.seed)
+        cpu = time.process_time() - t0
+        s = res.summary
+        rates[label] = len(a) / cpu
+        hit_rates[label] = s.prefix_cache_hit_rate or 0.0
+        print(
+            f"{label:>34}: {len(a) / cpu:>8,.0f} simulated req/s per CPU-second ({cpu:,.1f} CPU s; 1M requests: "
+            f"{cpu * 1e6 / len(a) / 60:,.0f} CPU min), hit rate {hit_rates[label]:.2%}, p99 TTFT "
+            f"{(s.ttft_s.p99 or 0.0) * 1e3:,.0f} ms, peak RSS so far "
+            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"
+        )
+        if prof is not None:
+            pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    if "reference: key per engine block" in rates:
+        ref = "reference: key per engine block"
+        assert hit_rates[first] == hit_rates[ref], (hit_rates[first], hit_rates[ref])
+        print(f"key runs / key per engine block: {rates[first] / rates[ref]:.2f}x (same hit rate)")
+    print(f"{first} / no hashes: {rates[first] / rates['reference: no hashes']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
