@@ -69,6 +69,7 @@ from servecap.sim.engine_types import EngineRequest as EngineRequest
 from servecap.sim.engine_types import EngineStats as EngineStats
 from servecap.sim.engine_types import StepOutcome as StepOutcome
 from servecap.sim.kv_pool import KvPool
+from servecap.sim.kv_tiers import LruTier, TierStore
 from servecap.sim.queues import RequestQueue, make_queue
 from servecap.sim.request_state import DECODING, DONE, PREFILLING, WAITING, RequestState
 from servecap.sim.scheduler_policy import admission_policy
@@ -103,6 +104,7 @@ class Engine:
         step_model: StepTimeModel | None = None,
         spec_rng: np.random.Generator | None = None,
         keep_spec_bursts: bool = False,
+        kv_remote: LruTier | None = None,
     ) -> None:
         self.setup = setup
         # speculative decoding: a request's decode steps drawn on arrival (see the module doc)
@@ -125,6 +127,13 @@ class Engine:
         self._num_groups = len(layout.groups)
         self.caching = setup.enable_prefix_caching and self._uniform_blocks
         self.pool = KvPool(setup.num_gpu_blocks, blocks_per_key=self._num_groups if self.caching else 1)
+        # KV tiers below GPU memory (sim/kv_tiers.py): fed by the pool's evictions, read on a GPU
+        # miss; ``kv_remote`` is the fleet's shared remote store
+        self.tiers: TierStore | None = None
+        self._step_load_s = 0.0  # loads from the tiers the step being built takes
+        if setup.kv_tiers is not None and self.caching:
+            self.tiers = TierStore(setup.kv_tiers, kv_remote)
+            self.pool.on_evict = self.tiers.demote
         # replicas of one setup may share one model (it caches step prices by token count)
         if (
             step_model is None
@@ -330,6 +339,8 @@ class Engine:
             prefix_cache_query_tokens=self.query_tokens,
             steps=self.steps,
             busy_s=self.busy_s,
+            tier_hit_tokens=tuple(self.tiers.hit_tokens().items()) if self.tiers is not None else (),
+            tier_load_s=self.tiers.load_s if self.tiers is not None else 0.0,
         )
 
     def step(self, now_s: float) -> StepOutcome:
@@ -665,6 +676,10 @@ class Engine:
             prompt += n
         num_seqs = B + len(chunks)
         dur = self._price(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt) if num_tokens else 0.0
+        if self._step_load_s:
+            assert self.tiers is not None
+            dur = self.tiers.step_s(self._step_load_s, dur)
+            self._step_load_s = 0.0
         end = now + dur
 
         # 4. apply: decodes advance and finish, prefills progress
@@ -776,9 +791,13 @@ class Engine:
             total = r.prompt_tokens + r.num_output_tokens
             keys = r.block_keys
             hits = idle = 0
+            below = 0  # leading blocks past the GPU's hit found in the tiers below
             if keys is not None:
                 hits, idle = pool.longest_hit(keys, (total - 1) // bs)
-            cached = hits * bs
+                tiers = self.tiers
+                if tiers is not None:
+                    below = sum(tiers.find(keys, hits, min(len(keys), (total - 1) // bs)))
+            cached = (hits + below) * bs
             start = cached if cached >= r.external_tokens else r.external_tokens  # P/D: KV sent over
             chunk = min(total - start, budget)
             held = self._blocks_for(start + chunk)
@@ -815,6 +834,9 @@ class Engine:
                 for i in range(hits):
                     pool.acquire(keys[i])
                 r.cached_keys_held = list(keys[:hits])
+            if below:
+                assert keys is not None and self.tiers is not None
+                self._step_load_s += self.tiers.promote(keys, hits, below, bs)  # published once computed
             r.num_keys_registered = hits
             self._allocate(new_blocks)
             r.num_computed_tokens = start
@@ -824,7 +846,7 @@ class Engine:
                 r.scheduled_s = now
             if r.preemptions == 0:
                 r.cached_prompt_tokens = cached
-            self.hit_tokens += cached
+            self.hit_tokens += hits * bs  # the GPU's hits (the tiers count their own)
             self.query_tokens += total - r.external_tokens
             chunks.append((r, chunk))
             budget -= chunk

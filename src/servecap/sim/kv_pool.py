@@ -9,6 +9,8 @@ Counts, not block ids: the simulator needs how many blocks are used, free and ca
   request that hits one takes it back out of the list.
 
 Conservation: ``used + free + evictable == total`` after every operation (the tests check it).
+``on_evict`` (None by default): called with each key the pool evicts, the hook the KV tiers
+below GPU memory are fed by (:mod:`servecap.sim.kv_tiers`).
 A cached "block" is one logical block of a request, which spans ``blocks_per_key`` physical
 blocks (one per KV-cache group).
 """
@@ -16,7 +18,7 @@ blocks (one per KV-cache group).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 class KvPool:
@@ -28,6 +30,7 @@ class KvPool:
         self.refs: dict[int, int] = {}  # key -> number of running requests holding it
         self.lru: OrderedDict[int, None] = OrderedDict()  # keys held by nobody, oldest first
         self.evictions = 0
+        self.on_evict: Callable[[int], None] | None = None  # a tier below takes each evicted key
 
     @property
     def evictable(self) -> int:
@@ -48,6 +51,8 @@ class KvPool:
             del self.refs[key]
             self.free += self.per_key
             self.evictions += 1
+            if self.on_evict is not None:
+                self.on_evict(key)
         self.free -= n
         self.used += n
         return True
