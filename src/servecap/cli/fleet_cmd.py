@@ -190,30 +190,34 @@ def fleet_simulate_command(
 
     from servecap.app.flags import LoadFlags
     from servecap.app.fleet import FleetSimulateRequest, fleet_simulate
+    from servecap.app.request_fields import validated
     from servecap.app.simulate import workload_from_options
 
-    flags = FleetFlags(
-        fleet_file=fleet_file,
-        deployment=deployment,
-        replicas=replicas,
-        autoscaler=autoscaler,
-        min_replicas=min_replicas,
-        max_replicas=max_replicas,
-        cold_start=cold_start,
-        price_per_gpu_hour=price_per_gpu_hour,
-        router=router,
-        scrape_interval_ms=scrape_interval_ms,
-        prefill_replicas=prefill_replicas,
-        decode_replicas=decode_replicas,
-        decode_tp=decode_tp,
-        kv_link=kv_link,
-        pd_router=pd_router,
-        ttft_slo_ms=ttft_slo_ms,
-        tpot_slo_ms=tpot_slo_ms,
-        cpu_kv_gib=cpu_kv_gib,
-        ssd_kv_gib=ssd_kv_gib,
-        remote_kv_tib=remote_kv_tib,
-        kv_load=kv_load,
+    flags = validated(
+        FleetFlags,
+        dict(
+            fleet_file=fleet_file,
+            deployment=deployment,
+            replicas=replicas,
+            autoscaler=autoscaler,
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+            cold_start=cold_start,
+            price_per_gpu_hour=price_per_gpu_hour,
+            router=router,
+            scrape_interval_ms=scrape_interval_ms,
+            prefill_replicas=prefill_replicas,
+            decode_replicas=decode_replicas,
+            decode_tp=decode_tp,
+            kv_link=kv_link,
+            pd_router=pd_router,
+            ttft_slo_ms=ttft_slo_ms,
+            tpot_slo_ms=tpot_slo_ms,
+            cpu_kv_gib=cpu_kv_gib,
+            ssd_kv_gib=ssd_kv_gib,
+            remote_kv_tib=remote_kv_tib,
+            kv_load=kv_load,
+        ),
     )
     ff, base_dir = fleet_from_flags(flags)
     load = LoadFlags(
