@@ -62,7 +62,7 @@ def test_a_pool_without_tiers_is_named(tmp_path: Path) -> None:
 def test_tier_prices_by_hand() -> None:
     """512 GiB of DRAM at $0.004237/GiB-hour for 730 h: $1,583.62 a month; 1 TiB of SSD
     persistent disk at $0.17/GiB-month: $174.08."""
-    assert DRAM_USD_PER_GIB_HOUR == 0.004237 and SSD_USD_PER_GIB_MONTH == pytest.approx(0.17)
+    assert DRAM_USD_PER_GIB_HOUR == 0.004237 and pytest.approx(0.17) == SSD_USD_PER_GIB_MONTH
     assert tier_usd_per_month("cpu", 512, 730) == pytest.approx(1583.6, abs=0.05)
     assert tier_usd_per_month("remote", 1024, 730) == pytest.approx(3167.2, abs=0.05)
     assert tier_usd_per_month("ssd", 1024, 730) == pytest.approx(174.08)
