@@ -13,7 +13,7 @@ single-direction both can get up to about 50GB/s"; servecap's default, 63 GB/s, 
 x16's line rate), and the request's fixed cost outside the engine
 (``Efficiency.request_overhead_s``, 6.7 ms) on both sides, as a client measures TTFT.
 
-Ours: 2.2x at 1K (published 2x), 23.3x at 90K (published 22x): within 25% at both ends."""
+Ours: 2.2x at 1K (published 2x), 23.6x at 90K (published 22x): within 25% at both ends."""
 
 from __future__ import annotations
 
