@@ -13,7 +13,7 @@ from servecap.results.summary_json import RunSummaryJson
 
 
 def _summary() -> RunSummary:
-    return summarize([RequestRecord(0, 0.0, 100, 5, first_token_s=0.1, end_s=0.5)])
+    return summarize([RequestRecord(0, 0.0, 100, 5, first_token_s=0.1, end_s=0.5)], duration_s=1.0)
 
 
 def test_tiers_round_trip() -> None:
