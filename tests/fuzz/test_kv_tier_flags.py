@@ -72,3 +72,10 @@ def test_the_api_refuses_the_same_values(client: TestClient, field: str, value: 
     r = client.post("/api/v1/fleet/simulate", json={"fleet": {"pools": [pool]}, "workload": workload})
     assert 400 <= r.status_code < 500, (field, value, r.status_code, r.text[:300])
     assert "\n" not in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("flag", ["--cpu-tier-gib", "--shared-store-tib"])
+def test_hostile_tier_lever_flags_are_refused(flag: str) -> None:
+    base = ["fleet", "plan", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--peak-rps", "1", "--levers", "cpu-tier"]
+    for value in ("0", "-1", "nan", "1e-300", "1e300"):
+        _refused([*base, flag, (" " + value) if value.startswith("-") else value], flag.lstrip("-").replace("-", "_"))
