@@ -34,3 +34,13 @@ def test_tiers_round_trip() -> None:
 def test_no_tiers_no_key() -> None:
     d = summary_to_json_dict(_summary())
     assert "kv_tiers" not in d and "kv_tiers" not in RunSummaryJson.of(_summary()).model_dump()
+
+
+def test_the_html_report_shows_each_tier() -> None:
+    from servecap.report.html import _summary_table
+
+    s = replace(_summary(), kv_tier_hit_tokens={"gpu": 600, "cpu": 300}, kv_tier_query_tokens=1200)
+    html = _summary_table(s)
+    assert '<table class="kv-tiers">' in html
+    assert "<td>cpu</td><td>300</td><td>25.0%</td>" in html
+    assert "kv-tiers" not in _summary_table(_summary())
