@@ -23,6 +23,7 @@ from servecap.core.kv_tiers import KvTier, default_tier, with_load_s
 from servecap.core.plan import Plan, plan
 from servecap.errors import ServecapError
 from servecap.sim import engine_setup_from_plan
+from servecap.sim.engine import Engine
 from servecap.sim.kv_tiers import LruTier, TierSetup, TierStore
 from servecap.sim.simulate import simulate
 from servecap.specs import RequestShape
@@ -189,3 +190,34 @@ def test_tiers_cut_ttft_on_the_agentic_sample() -> None:
     assert b.summary.ttft_s.mean is not None and a.summary.ttft_s.mean is not None
     assert b.summary.ttft_s.mean < a.summary.ttft_s.mean
     assert b.summary.kv_tier_hit_tokens is not None and b.summary.kv_tier_hit_tokens["cpu"] > 0
+
+
+def _preempting_run(tiers: tuple[KvTier, ...]) -> tuple[Engine, int]:
+    """Two 300-token prompts decoding 500 tokens each in a 64-block pool (1,024 tokens): the
+    younger is preempted when both outgrow it."""
+    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=4096)
+    setup = dataclasses.replace(
+        engine_setup_from_plan(plan(dep, request=RequestShape(512, 128)), kv_tiers=tiers), num_gpu_blocks=64
+    )
+    e = Engine(setup)
+    e.add(0, 300, 500, None, 0, 0.0)
+    e.add(1, 300, 500, None, 0, 0.0)
+    t, prefill = 0.0, 0
+    while e.has_work():
+        out = e.step(t)
+        t += out.duration_s
+        prefill += out.num_prefill_tokens
+        e.check_invariants()
+    return e, prefill
+
+
+def test_a_preempted_request_is_loaded_back_not_recomputed() -> None:
+    """Without a tier the preempted request recomputes its prompt and the tokens it had produced
+    (1,113 prefill tokens in all); with CPU DRAM its 32 full blocks (512 tokens) come back from
+    the tier and only the last token is computed again: 300 + 300 + 1 = 601."""
+    plain, computed = _preempting_run(())
+    tiered, computed_tiered = _preempting_run((default_tier("cpu", 64 * 2**30),))
+    assert plain.preemptions == tiered.preemptions == 1
+    assert computed == 1113 and computed_tiered == 601
+    assert tiered.stats.tier_hit_tokens == (("cpu", 512),)
+    assert tiered.tiers is not None and not any(t.lru for t in tiered.tiers.private)  # its blocks were taken back

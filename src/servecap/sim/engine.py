@@ -69,7 +69,7 @@ from servecap.sim.engine_types import EngineRequest as EngineRequest
 from servecap.sim.engine_types import EngineStats as EngineStats
 from servecap.sim.engine_types import StepOutcome as StepOutcome
 from servecap.sim.kv_pool import KvPool
-from servecap.sim.kv_tiers import LruTier, TierStore
+from servecap.sim.kv_tiers import LruTier, TierStore, private_key
 from servecap.sim.queues import RequestQueue, make_queue
 from servecap.sim.request_state import DECODING, DONE, PREFILLING, WAITING, RequestState
 from servecap.sim.scheduler_policy import admission_policy
@@ -131,6 +131,8 @@ class Engine:
         # miss; ``kv_remote`` is the fleet's shared remote store
         self.tiers: TierStore | None = None
         self._step_load_s = 0.0  # loads from the tiers the step being built takes
+        # preempted requests' private blocks put in the tiers: id -> (first block, end block)
+        self._offloaded: dict[int, tuple[int, int]] = {}
         if setup.kv_tiers is not None and self.caching:
             self.tiers = TierStore(setup.kv_tiers, kv_remote)
             self.pool.on_evict = self.tiers.demote
@@ -538,6 +540,16 @@ class Engine:
         if r.state == DECODING:
             r.last_token_s = self._last_end_s
         self._free_running(r)
+        tiers = self.tiers
+        if tiers is not None and tiers.private:  # offloaded instead of recomputed (sim/kv_tiers.py)
+            first = len(r.block_keys) if r.block_keys is not None else 0
+            end = r.num_computed_tokens // self.block_size
+            old = self._offloaded.pop(r.request_id, None)
+            if old is not None:
+                tiers.discard([private_key(r.request_id, i) for i in range(old[0], old[1])])
+            if end > first:
+                tiers.offload([private_key(r.request_id, i) for i in range(first, end)])
+                self._offloaded[r.request_id] = (first, end)
         r.num_computed_tokens = 0
         r.external_tokens = 0  # recomputed here (P/D decode side)
         r.state = WAITING
@@ -797,7 +809,13 @@ class Engine:
                 tiers = self.tiers
                 if tiers is not None:
                     below = sum(tiers.find(keys, hits, min(len(keys), (total - 1) // bs)))
-            cached = (hits + below) * bs
+            own = 0  # a preempted request's own blocks found in the tiers, right after its keyed ones
+            off = self._offloaded.get(r.request_id) if self._offloaded else None
+            if off is not None and hits + below == off[0]:
+                assert self.tiers is not None
+                own_keys = [private_key(r.request_id, i) for i in range(off[0], min(off[1], (total - 1) // bs))]
+                own = sum(self.tiers.find(own_keys, 0, len(own_keys)))
+            cached = (hits + below + own) * bs
             start = cached if cached >= r.external_tokens else r.external_tokens  # P/D: KV sent over
             chunk = min(total - start, budget)
             held = self._blocks_for(start + chunk)
@@ -837,6 +855,13 @@ class Engine:
             if below:
                 assert keys is not None and self.tiers is not None
                 self._step_load_s += self.tiers.promote(keys, hits, below, bs)  # published once computed
+            if off is not None:
+                assert self.tiers is not None
+                own_keys = [private_key(r.request_id, i) for i in range(off[0], off[1])]
+                if own:
+                    self._step_load_s += self.tiers.promote(own_keys, 0, own, bs)
+                self.tiers.discard(own_keys[own:])  # the rest is recomputed
+                del self._offloaded[r.request_id]
             r.num_keys_registered = hits
             self._allocate(new_blocks)
             r.num_computed_tokens = start

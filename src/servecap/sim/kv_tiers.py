@@ -25,6 +25,14 @@ miss and fed on eviction (``KvPool.on_evict``):
   asynchronously instead (the request waits in ``WAITING_FOR_REMOTE_KVS`` while the batch runs
   on); that variant is not modelled.
 
+- **Preemption.** vLLM's offloading connector stores every computed block to CPU DRAM and, from
+  vLLM 0.14 ("Enabling preempted requests to be loaded back from the CPU", PR #29870, named in
+  vLLM's offloading-connector post), loads a preempted request's blocks back instead of
+  recomputing them. A preempted request's full blocks that no prefix key names (its output, a
+  private prompt tail) are put in the private tiers under keys of its own
+  (:func:`private_key`); when it is admitted again, the run of them still there is loaded like
+  any tier hit. Its keyed blocks take the ordinary way (GPU LRU list, then demotion).
+
 Hit counts are kept per tier in tokens (``hit_tokens``), beside the engine's GPU hits.
 """
 
@@ -36,6 +44,15 @@ from dataclasses import dataclass
 
 from servecap.core.kv_tiers import TIER_NAMES, KvTier, load_s, with_load_s
 from servecap.errors import ServecapError
+
+PRIVATE_KEY_BASE = -(1 << 62)
+"""A preempted request's own blocks are keyed below this (request ids below 2^40, 2^22 blocks
+each): a block hash lands there with probability about 2^-2 x (blocks / 2^62), never in practice."""
+
+
+def private_key(request_id: int, block: int) -> int:
+    """The tier key of block ``block`` of request ``request_id``'s private (unkeyed) KV."""
+    return PRIVATE_KEY_BASE - request_id * (1 << 22) - block
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +141,21 @@ class TierStore:
             out = t.put(out)
         if self.remote is not None:
             self.remote.put(key)
+
+    def offload(self, keys: Sequence[int]) -> None:
+        """A preempted request's private blocks: into the private tiers only (cascading down)."""
+        for key in keys:
+            out: int | None = key
+            for t in self.private:
+                if out is None:
+                    break
+                out = t.put(out)
+
+    def discard(self, keys: Sequence[int]) -> None:
+        """Drop ``keys`` from the private tiers (a request's own blocks it no longer needs)."""
+        for key in keys:
+            for t in self.private:
+                t.lru.pop(key, None)
 
     def find(self, keys: Sequence[int], start: int, stop: int) -> list[int]:
         """Blocks found per level (private tiers, then remote) for the leading run of
