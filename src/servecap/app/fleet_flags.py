@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servecap.app.flags import DeploymentFlags
+from servecap.core.kv_tier_settings import CPU_KV_GIB, REMOTE_KV_TIB, SSD_KV_GIB, KvLoad
 from servecap.errors import ServecapError
 from servecap.fleet.file_schema import FleetFile, fleet_from_dict, load_fleet_file
 from servecap.json_object import JsonObject
@@ -74,6 +75,20 @@ class FleetFlags(BaseModel):
     pd_router: str | None = Field(default=None, json_schema_extra={"enum": list(PD_PRESETS)})
     ttft_slo_ms: float | None = None
     tpot_slo_ms: float | None = None
+    # KV tiers, set on every pool (docs/kv-tiers.md); ranges as the pool fields'
+    cpu_kv_gib: float | None = Field(default=None, ge=CPU_KV_GIB[0], le=CPU_KV_GIB[1])
+    ssd_kv_gib: float | None = Field(default=None, ge=SSD_KV_GIB[0], le=SSD_KV_GIB[1])
+    remote_kv_tib: float | None = Field(default=None, ge=REMOTE_KV_TIB[0], le=REMOTE_KV_TIB[1])
+    kv_load: KvLoad | None = None
+
+    def kv_tier_settings(self) -> JsonObject:
+        """The tier flags given, as pool fields."""
+        out: JsonObject = {}
+        for key in ("cpu_kv_gib", "ssd_kv_gib", "remote_kv_tib", "kv_load"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
 
 
 def fleet_from_flags(flags: FleetFlags) -> tuple[FleetFile, Path | None]:
@@ -102,6 +117,11 @@ def fleet_from_flags(flags: FleetFlags) -> tuple[FleetFile, Path | None]:
         scrape_ms = current.scrape_interval_ms if flags.scrape_interval_ms is None else flags.scrape_interval_ms
         router = current.model_copy(update={"name": flags.router or current.name, "scrape_interval_ms": scrape_ms})
         ff = ff.model_copy(update={"router": router})
+    tiers = flags.kv_tier_settings()
+    if tiers:  # every pool gets the tiers the flags give (a fleet file's own are overridden)
+        raw = ff.model_dump()
+        raw["pools"] = [{**pool, **tiers} for pool in raw["pools"]]
+        ff = fleet_from_dict(raw)
     if flags.fleet_file is not None and (flags.ttft_slo_ms is not None or flags.tpot_slo_ms is not None):
         ff = fleet_from_dict({**ff.model_dump(), "slo": {"ttft_ms": flags.ttft_slo_ms, "tpot_ms": flags.tpot_slo_ms}})
     return ff, base_dir

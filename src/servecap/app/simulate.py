@@ -119,6 +119,7 @@ def build(
     length scaled to the users' cycle (:func:`closed_loop_length_s`), and a length given too
     short to score one cycle after the warm-up is refused with the length it needs."""
     from servecap.app.inputs import slo_from_ms
+    from servecap.core.kv_tier_settings import kv_tiers_of
     from servecap.core.capacity import chat_prompt_tokens
     from servecap.core.plan import plan as make_plan
     from servecap.sim import engine_setup_from_plan
@@ -194,6 +195,8 @@ def build(
         enable_prefix_caching=not r.no_prefix_caching,
         waiting_queue_limit=r.max_waiting,
         scheduling_policy=r.policy,
+        kv_tiers=kv_tiers_of(r.cpu_kv_gib, r.ssd_kv_gib, r.remote_kv_tib),
+        kv_layerwise=r.kv_load == "layerwise",
     )
     notes.extend(setup.notes)
     return Built(the_plan, setup, spec, notes, r.calibration)

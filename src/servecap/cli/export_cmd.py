@@ -239,6 +239,14 @@ def litellm(source: Path, out: Path | None, replicas: int | None, api_base: str,
     _run_export("litellm", source, out, as_json, replicas=replicas, api_base=api_base)
 
 
+@export_group.command("kv-tiers")
+@_serving_options()
+def kv_tiers(source: Path, out: Path | None, replicas: int | None, as_json: bool) -> None:
+    """The pools' KV tiers as vLLM native offloading flags, LMCache settings (YAML, env) and KServe
+    kvCacheOffloading; what does not map is named on stderr."""
+    _run_export("kv-tiers", source, out, as_json, replicas=replicas)
+
+
 @export_group.command("pd")
 @click.argument("source", type=o.PATH)
 @click.option("--output", "-o", "out", type=o.OUT_PATH, default=None, help="Write here instead of stdout.")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 import click
 
 from servecap.app.fleet_flags import MIN_REPLICAS_DEFAULT, FleetFlags, choices_of, fleet_from_flags
+from servecap.core.kv_tier_settings import CPU_HELP, LOAD_HELP, REMOTE_HELP, SSD_HELP
 from servecap.cli.numbers import FINITE, FiniteRange
 from servecap.cli.options import (
     OUT_PATH,
@@ -18,6 +19,7 @@ from servecap.cli.options import (
     deployment_options,
     json_option,
     slo_options,
+    stack,
     think_time_option,
 )
 from servecap.cli.simulate_cmd import html_option, stream_options, workload_option
@@ -40,6 +42,15 @@ if TYPE_CHECKING:
 @click.group("fleet")
 def fleet_group() -> None:
     """Simulate a fleet of replicas behind a router and an autoscaler."""
+
+
+# --cpu-kv-gib ... --kv-load: KV tiers on every pool (docs/kv-tiers.md); ranges as the pool fields'
+fleet_kv_tier_options = stack(
+    click.option("--cpu-kv-gib", type=FINITE, default=None, help=CPU_HELP),
+    click.option("--ssd-kv-gib", type=FINITE, default=None, help=SSD_HELP),
+    click.option("--remote-kv-tib", type=FINITE, default=None, help=REMOTE_HELP),
+    click.option("--kv-load", type=click.Choice(["layerwise", "blocking"]), default=None, help=LOAD_HELP),
+)
 
 
 @fleet_group.command("simulate")
@@ -105,6 +116,7 @@ def fleet_group() -> None:
     default=None,
     help="Disaggregated: the prefill and decode policies (default llm-d: prefix-affinity / least-kv).",
 )
+@fleet_kv_tier_options
 @workload_option
 @trace_options
 @click.option("--rate", "-r", type=FINITE, default=None, help="Open loop: requests per second.")
@@ -152,6 +164,10 @@ def fleet_simulate_command(
     decode_tp: int | None,
     kv_link: Literal["nvlink", "infiniband", "roce", "tcp"] | None,
     pd_router: str | None,
+    cpu_kv_gib: float | None,
+    ssd_kv_gib: float | None,
+    remote_kv_tib: float | None,
+    kv_load: Literal["layerwise", "blocking"] | None,
     workload: Path | None,
     rate: float | None,
     users: int | None,
@@ -175,26 +191,34 @@ def fleet_simulate_command(
 
     from servecap.app.flags import LoadFlags
     from servecap.app.fleet_simulate import FleetSimulateRequest, fleet_simulate
+    from servecap.app.request_fields import validated
     from servecap.app.simulate import workload_from_options
 
-    flags = FleetFlags(
-        fleet_file=fleet_file,
-        deployment=deployment,
-        replicas=replicas,
-        autoscaler=autoscaler,
-        min_replicas=min_replicas,
-        max_replicas=max_replicas,
-        cold_start=cold_start,
-        price_per_gpu_hour=price_per_gpu_hour,
-        router=router,
-        scrape_interval_ms=scrape_interval_ms,
-        prefill_replicas=prefill_replicas,
-        decode_replicas=decode_replicas,
-        decode_tp=decode_tp,
-        kv_link=kv_link,
-        pd_router=pd_router,
-        ttft_slo_ms=ttft_slo_ms,
-        tpot_slo_ms=tpot_slo_ms,
+    flags = validated(
+        FleetFlags,
+        dict(
+            fleet_file=fleet_file,
+            deployment=deployment,
+            replicas=replicas,
+            autoscaler=autoscaler,
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+            cold_start=cold_start,
+            price_per_gpu_hour=price_per_gpu_hour,
+            router=router,
+            scrape_interval_ms=scrape_interval_ms,
+            prefill_replicas=prefill_replicas,
+            decode_replicas=decode_replicas,
+            decode_tp=decode_tp,
+            kv_link=kv_link,
+            pd_router=pd_router,
+            ttft_slo_ms=ttft_slo_ms,
+            tpot_slo_ms=tpot_slo_ms,
+            cpu_kv_gib=cpu_kv_gib,
+            ssd_kv_gib=ssd_kv_gib,
+            remote_kv_tib=remote_kv_tib,
+            kv_load=kv_load,
+        ),
     )
     ff, base_dir = fleet_from_flags(flags)
     load = LoadFlags(

@@ -112,6 +112,18 @@ TOKENS_OR_FILE = _TokensOrFile()
     help=f"The response-cache lever's hit rate (default {_DEFAULT['cache_hit_rate'].default:g}: measure yours, e.g. repeated prompts).",
 )
 @click.option(
+    "--cpu-tier-gib",
+    type=FINITE,
+    default=None,
+    help=f"The cpu-tier lever's DRAM per replica, GiB (default {_DEFAULT['cpu_tier_gib'].default:g}).",
+)
+@click.option(
+    "--shared-store-tib",
+    type=FINITE,
+    default=None,
+    help=f"The shared-store lever's size, TiB (default {_DEFAULT['shared_store_tib'].default:g}).",
+)
+@click.option(
     "--seed", type=click.IntRange(min=0), default=None, help=f"Random seed (default {_DEFAULT['seed'].default})."
 )
 @click.option(
@@ -149,6 +161,8 @@ def fleet_plan_command(
     levers: str | None,
     small_model: str | None,
     cache_hit_rate: float | None,
+    cpu_tier_gib: float | None,
+    shared_store_tib: float | None,
     seed: int | None,
     executor: str,
     workers: int | None,
@@ -194,6 +208,8 @@ def fleet_plan_command(
         levers=levers,
         small_model=small_model,
         cache_hit_rate=cache_hit_rate,
+        cpu_tier_gib=cpu_tier_gib,
+        shared_store_tib=shared_store_tib,
         seed=seed,
     )
     request = plan_request_from_flags(flags)
@@ -293,7 +309,7 @@ def render(console: Console, r: FleetPlanResponse) -> None:
         lev.add_row(*row)
     print_table(console, lev)
     for lv in r.levers:
-        if lv.name.startswith("split") and lv.note:
+        if (lv.name.startswith("split") or lv.hit_rates is not None) and lv.note:
             console.print(f"{lv.name}: {lv.note}", highlight=False)
     for s in r.levers_skipped:
         console.print(f"[dim]lever left out: {s}[/]", highlight=False)

@@ -38,6 +38,15 @@ PCIE_GEN5_X16_BYTES_S = 16 * 32.0e9 * 128 / 130 / 8  # 63.0e9 (PCI-SIG PCIe 5.0:
 NVME_GEN5_READ_BYTES_S = 13.0e9  # Samsung PM1743 sequential read, 13,000 MB/s
 RDMA_400G_BYTES_S = 400e9 / 8  # a 400 Gb/s NIC (ConnectX-7): 50.0e9 bytes/s per direction
 
+# What a tier costs (fleet plan's tier levers), each from its source:
+# - DRAM: Google Compute Engine N2 on-demand memory, $0.004237 per GiB-hour (us-central1; the price
+#   OpenCost's GCP defaults carry, opencost/opencost configs/gcp.json "RAM": "0.004237"): the price
+#   of a node's extra memory, and of a DRAM-backed shared store (Mooncake store, Redis/Valkey).
+# - SSD: Google SSD persistent disk, $0.17 per GiB-month ("a 200 GB SSD Persistent Disk volume
+#   would cost $34.00 for the whole month", Compute Engine disk pricing).
+DRAM_USD_PER_GIB_HOUR = 0.004237
+SSD_USD_PER_GIB_MONTH = 34.00 / 200
+
 TIER_NAMES = ("cpu", "ssd", "remote")
 DEFAULT_READ_BYTES_S = {"cpu": PCIE_GEN5_X16_BYTES_S, "ssd": NVME_GEN5_READ_BYTES_S, "remote": RDMA_400G_BYTES_S}
 
@@ -63,6 +72,16 @@ class KvTier:
                 raise ServecapError(f"tier.{self.name}.{field}", value, f"must be within {lo:g}..{hi:g}")
         if self.capacity_bytes <= 0:
             raise ServecapError(f"tier.{self.name}.capacity_bytes", self.capacity_bytes, "must be positive")
+
+
+def tier_usd_per_month(name: str, capacity_gib: float, hours_per_month: float) -> float:
+    """A tier's rent for ``capacity_gib``: DRAM (cpu, and the remote store, DRAM-backed) at
+    :data:`DRAM_USD_PER_GIB_HOUR` x ``hours_per_month``, SSD at :data:`SSD_USD_PER_GIB_MONTH`."""
+    if name == "ssd":
+        return capacity_gib * SSD_USD_PER_GIB_MONTH
+    if name in ("cpu", "remote"):
+        return capacity_gib * DRAM_USD_PER_GIB_HOUR * hours_per_month
+    raise ServecapError("tier", name, f"one of {', '.join(TIER_NAMES)}")
 
 
 def default_tier(name: str, capacity_bytes: float) -> KvTier:

@@ -19,7 +19,7 @@ DEFAULT_IMAGE = "vllm/vllm-openai:latest"
 DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
 DEFAULT_API_BASE = "http://{pool}:8000/v1"
 
-ExportTarget = Literal["ray-serve", "keda", "kserve", "production-stack", "litellm"]
+ExportTarget = Literal["ray-serve", "keda", "kserve", "production-stack", "litellm", "kv-tiers"]
 
 
 class ExportOptions(BaseModel):

@@ -73,6 +73,9 @@ class PoolExport:
     # reactive-only row), for targets that cannot express it
     scale_ahead_cost: str | None = None
     peak_replicas: int | None = None  # the plan's count at the peak
+    # KV tiers below GPU memory (cpu_kv_gib, ssd_kv_gib, remote_kv_tib; app/export/kv_tiers.py)
+    kv_tiers: Mapping[str, float] | None = None
+    kv_load: str = "layerwise"
 
     @property
     def gpus_per_replica(self) -> int:
@@ -276,6 +279,13 @@ def _from_fleet(source: Source, raw: dict[str, object], base_dir: Path) -> Expor
                 explicit=explicit,
                 kv_cache_memory_bytes=p.kv_cache_memory_bytes,
                 max_waiting=p.max_waiting,
+                kv_tiers={
+                    k: float(v)
+                    for k in ("cpu_kv_gib", "ssd_kv_gib", "remote_kv_tib")
+                    if (v := getattr(p, k)) is not None
+                }
+                or None,
+                kv_load=p.kv_load,
             )
         )
     router = fleet.router_model()

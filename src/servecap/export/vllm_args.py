@@ -85,6 +85,9 @@ def engine_kwargs(pool: PoolExport, warnings: list[str]) -> EngineKwargs:
     from servecap.export.frontier_args import vllm_kwargs  # the parallel layout, speculative decoding
 
     kw.update(vllm_kwargs(pool, warnings))
+    from servecap.export.vllm_offload import vllm_offload_kwargs  # KV tiers: vLLM's native CPU offloading
+
+    kw.update(vllm_offload_kwargs(pool, warnings))
     return kw
 
 

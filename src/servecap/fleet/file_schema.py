@@ -27,6 +27,16 @@ from pydantic import (
     model_validator,
 )
 
+from servecap.core.kv_tier_settings import (
+    CPU_HELP,
+    CPU_KV_GIB,
+    LOAD_HELP,
+    REMOTE_HELP,
+    REMOTE_KV_TIB,
+    SSD_HELP,
+    SSD_KV_GIB,
+    KvLoad,
+)
 from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetSpec, Phase, Pool
@@ -271,6 +281,11 @@ class PoolModel(_Model):
     engine: str = Field(default="vllm", json_schema_extra={"enum": list(ENGINE_PROFILES)})  # the engine profile
     enable_prefix_caching: bool = True
     max_waiting: int | None = Field(default=None, ge=0)
+    # KV tiers below GPU memory (docs/kv-tiers.md): per replica, and the fleet's shared store
+    cpu_kv_gib: float | None = Field(default=None, ge=CPU_KV_GIB[0], le=CPU_KV_GIB[1], description=CPU_HELP)
+    ssd_kv_gib: float | None = Field(default=None, ge=SSD_KV_GIB[0], le=SSD_KV_GIB[1], description=SSD_HELP)
+    remote_kv_tib: float | None = Field(default=None, ge=REMOTE_KV_TIB[0], le=REMOTE_KV_TIB[1], description=REMOTE_HELP)
+    kv_load: KvLoad = Field(default="layerwise", description=LOAD_HELP)
     calibration: str | None = None
     replicas: int | None = Field(default=None, ge=0, le=MAX_POOL_REPLICAS)
     price_per_gpu_hour: float | None = Field(default=None, ge=0)
@@ -543,6 +558,7 @@ def plan_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Plan, GpuSpec
 
 def build_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Pool, list[str]]:
     """One pool: the deployment planned as ``servecap plan`` would, its engine, its lifecycle."""
+    from servecap.core.kv_tier_settings import kv_tiers_of
     from servecap.sim import engine_setup_from_plan
 
     notes: list[str] = []
@@ -553,6 +569,8 @@ def build_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Pool, list[s
         the_plan,
         enable_prefix_caching=p.enable_prefix_caching,
         waiting_queue_limit=p.max_waiting,
+        kv_tiers=kv_tiers_of(p.cpu_kv_gib, p.ssd_kv_gib, p.remote_kv_tib),
+        kv_layerwise=p.kv_load == "layerwise",
     )
     notes.extend(f"{p.name}: {n}" for n in setup.notes)
     price = p.price_per_gpu_hour

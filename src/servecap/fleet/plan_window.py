@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
 from servecap.workload import WorkloadSpec, workload_from_dict, workload_rate
+from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.schedule_spec import ScheduleArrival
 
 DAY_S = 86_400.0
@@ -76,6 +77,8 @@ def scaled(spec: WorkloadSpec, factor: float) -> WorkloadSpec:
             return None
         if isinstance(a, ScheduleArrival):
             return a.model_copy(update={"scale": a.scale * factor})
+        if isinstance(a, AgenticArrival):
+            return a.model_copy(update={"session_rate_per_s": a.session_rate_per_s * factor})
         return a.model_copy(update={"rate_per_s": a.rate_per_s * factor})
 
     tenants = None
@@ -138,6 +141,11 @@ def window_workload(
     raw = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     raw.pop("num_requests", None)
     raw["duration_s"] = duration_s
+    if isinstance(spec.arrival, AgenticArrival) and spec.tenants is None:
+        # agent sessions at a steady rate (no curve to follow): enough sessions to fill the window
+        a = spec.arrival
+        raw["arrival"]["sessions"] = max(1, min(1_000_000, math.ceil(a.session_rate_per_s * duration_s)))
+        return workload_from_dict(raw)
     for who, rates in _tenant_rates(spec, start_s + times + (0.0 if steady else step_s / 2)):
         sched = _schedule(times, rates)
         if who is None:

@@ -50,6 +50,7 @@ from servecap.fleet.lifecycle import (
     scale_down_choice,
 )
 from servecap.fleet.recent import RecentValues, mean_itl_s
+from servecap.fleet.shared_kv_store import SharedKvStores
 from servecap.fleet.spec import FleetSpec, Pool
 from servecap.policy.autoscalers import Autoscaler, make_autoscaler
 from servecap.policy.signals import signal_value
@@ -164,6 +165,7 @@ class Pools:
         self._events: list[tuple[float, int, int, int]] = []
         self._seq = 0
         self._step_models: list[StepTimeModel | None] = [None for _ in spec.pools]
+        self.kv_stores = SharedKvStores()  # the shared remote KV store(s) every replica reads
         self.now_s = 0.0  # the time of the last advance_to (the recorder's clock)
         self._out: list[FinishedRequest] = []
         self.retried = 0
@@ -250,7 +252,9 @@ class Pools:
 
     def _start_replica(self, pi: int, now_s: float, *, instant: bool = False) -> PoolReplica:
         pool = self.spec.pools[pi]
-        engine = Engine(pool.setup, step_model=self._step_models[pi])
+        engine = Engine(
+            pool.setup, step_model=self._step_models[pi], kv_remote=self.kv_stores.store_for(pool.setup.kv_tiers)
+        )
         self._step_models[pi] = engine.model  # one price cache per pool
         r = self._new_replica(pi, len(self.replicas), engine, now_s)
         self.replicas.append(r)

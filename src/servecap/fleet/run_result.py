@@ -188,9 +188,17 @@ def engine_figures(summary: RunSummary, fleet: Pools, observer: Observer) -> Run
     """The summary with the engines' own figures (prefix cache, preemptions, KV, queue depth)."""
     hit = sum(r.engine.stats.prefix_cache_hit_tokens for r in fleet.replicas)
     query = sum(r.engine.stats.prefix_cache_query_tokens for r in fleet.replicas)
+    tiers: dict[str, int] | None = None
+    if any(r.engine.tiers is not None for r in fleet.replicas):  # per-tier hits, summed over replicas
+        tiers = {"gpu": hit}
+        for r in fleet.replicas:
+            for name, n in r.engine.stats.tier_hit_tokens:
+                tiers[name] = tiers.get(name, 0) + n
     return replace(
         summary,
         prefix_cache_hit_rate=hit / query if query else None,
+        kv_tier_hit_tokens=tiers,
+        kv_tier_query_tokens=query if tiers is not None else 0,
         preemptions=sum(r.engine.stats.preemptions for r in fleet.replicas),
         mean_kv_utilization=float(np.mean(observer.ts_kv)) if observer.ts_kv else 0.0,
         max_queue_depth=max(observer.ts_waiting, default=0),

@@ -65,6 +65,8 @@ class PoolDoc(TypedDict, total=False):
     redundant_experts: int
     two_batch_overlap: bool
     speculative: str
+    cpu_kv_gib: float
+    remote_kv_tib: float
 
 
 @with_config(_STRICT)

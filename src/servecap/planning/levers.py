@@ -18,6 +18,12 @@ run the steepest-ramp window without scale-ahead, with and without a warm pool.
 - ``cache``: ``gateway: {cache: {kind: semantic, hit_rate: X}}`` — hits cost no GPU work;
 - ``overflow``: a one-replica small-model pool and ``gateway: {overflow: [...]}`` from the main
   pool when its p99 TTFT passes half the TTFT target (answers from a smaller model);
+- ``cpu-tier`` (asked for only): a CPU DRAM KV tier of ``cpu_tier_gib`` per replica
+  (``--cpu-tier-gib``, 512 by default), searched from the chosen count; its rent is the DRAM's
+  (:data:`servecap.core.kv_tiers.DRAM_USD_PER_GIB_HOUR`, cited there) on every replica;
+- ``shared-store`` (asked for only): a shared remote KV store of ``shared_store_tib``
+  (``--shared-store-tib``, 1 TiB by default) read by every replica, priced as DRAM;
+  both report the per-tier hit rates before (the chosen fleet) and with the lever;
 - ``split``: the chosen GPUs as prefill and decode pools (:mod:`servecap.planning.pd`):
   whether splitting pays, by how much, at which P:D ratio (``split-tp``, asked for only: the
   decode side at twice the TP).
@@ -51,10 +57,23 @@ from servecap.planning.run import Winner, ramp_fleet, scored_window
 if TYPE_CHECKING:
     from servecap.planning.model import AutoscalerOut, CandidateModel, Scored
 
-LEVERS = ("router", "fp8-kv", "cheaper-gpu", "scale-ahead", "warm-pool", "cache", "overflow", "split", "split-tp")
-# "split-tp" (the decode side at twice the TP, servecap.planning.pd) runs only when asked for;
-# "split" (split or not) is part of the default answer
-DEFAULT_LEVERS = tuple(x for x in LEVERS if x != "split-tp")
+LEVERS = (
+    "router",
+    "fp8-kv",
+    "cheaper-gpu",
+    "scale-ahead",
+    "warm-pool",
+    "cache",
+    "overflow",
+    "split",
+    "split-tp",
+    "cpu-tier",
+    "shared-store",
+)
+# "split-tp" (the decode side at twice the TP, servecap.planning.pd) and the KV-tier levers
+# ("cpu-tier", "shared-store": worth asking for where prompts repeat, agents and multi-turn chat)
+# run only when asked for; "split" (split or not) is part of the default answer
+DEFAULT_LEVERS = tuple(x for x in LEVERS if x not in ("split-tp", "cpu-tier", "shared-store"))
 
 
 def gateway_accepted(request: FleetPlanRequest, gateway: Section) -> str | None:
@@ -221,6 +240,10 @@ def run_levers(request: FleetPlanRequest, ctx: Context, winner: Winner) -> tuple
                 rows.append(_gateway_lever(request, ctx, name, c, gw, scored, n))
             except ServecapError as err:  # a gateway setting the fleet file takes but cannot run here
                 skipped.append(f"{name}: {err}")
+        elif name in ("cpu-tier", "shared-store"):
+            a = best.result.answer
+            chosen = best.result.evaluations[a][1] if a is not None else None
+            rows.append(_tier_lever(request, ctx, name, c, scored, n, chosen))
         elif name in ("split", "split-tp"):
             from servecap.planning.pd import split_lever
 
@@ -232,6 +255,61 @@ def run_levers(request: FleetPlanRequest, ctx: Context, winner: Winner) -> tuple
                 skipped.append(f"{name}: {err}")
     ctx.enter(Stage("levers re-simulated", len(names), len(names)))
     return rows, skipped
+
+
+def _tier_lever(
+    request: FleetPlanRequest,
+    ctx: Context,
+    name: str,
+    c: CandidateModel,
+    scored: Scored,
+    n: int,
+    chosen: FleetEval | None,
+) -> LeverOut:
+    """A KV-tier lever: the fewest replicas with a CPU tier on each (``cpu-tier``) or a shared
+    store (``shared-store``), the tier's rent added, and the hit rates per tier before and with it."""
+    from servecap.core.kv_tiers import DRAM_USD_PER_GIB_HOUR, tier_usd_per_month
+
+    if name == "cpu-tier":
+        gib = request.cpu_tier_gib
+        change = f"CPU DRAM KV tier of {gib:,.0f} GiB per replica"
+    else:
+        gib = request.shared_store_tib * 1024
+        change = f"shared remote KV store of {request.shared_store_tib:,.3g} TiB (every replica reads it)"
+
+    def build(m: int) -> FleetDoc:
+        doc = fixed_fleet(request, c, m)
+        for pool in doc["pools"]:
+            if name == "cpu-tier":
+                pool["cpu_kv_gib"] = gib
+            else:
+                pool["remote_kv_tib"] = request.shared_store_tib
+        return doc
+
+    ev, k = _search(ctx, request, build, scored, n, c.label())
+    if ev is None:
+        return _row(name, change, None, k, "no count meets the SLOs")
+    unit = tier_usd_per_month("cpu" if name == "cpu-tier" else "remote", gib, HOURS_PER_MONTH)
+    tier_usd = unit * (ev.replicas if name == "cpu-tier" else 1)
+    before = None
+    if chosen is not None and chosen.prefix_hit_rate is not None:
+        before = {"gpu": chosen.prefix_hit_rate}
+    row = _row(name, change, ev, k, usd=ev.usd_per_month + tier_usd)
+    hits = ev.kv_tier_hits
+    fmt = ", ".join(f"{t} {x:.0%}" for t, x in (hits or {}).items())
+    row = row.model_copy(
+        update={
+            "hit_rates_before": before,
+            "hit_rates": hits,
+            "note": f"tier rent ${tier_usd:,.0f}/month (DRAM at ${DRAM_USD_PER_GIB_HOUR}/GiB-hour) in the total; "
+            f"prompt tokens found: before gpu {before['gpu']:.0%}"
+            if before
+            else "",
+        }
+    )
+    if fmt:
+        row = row.model_copy(update={"note": (row.note + "; " if row.note else "") + f"with the tier {fmt}"})
+    return row
 
 
 def _ramp_lever(request: FleetPlanRequest, ctx: Context, name: str, winner: Winner, a: AutoscalerOut) -> LeverOut:

@@ -37,6 +37,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from servecap.core.kv_tier_settings import CPU_KV_GIB, REMOTE_KV_TIB
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import FleetSpec
@@ -147,6 +148,9 @@ class FleetPlanRequest(_Model):
     levers: list[str] | None = None  # default: every lever the fleet file accepts
     cheaper_gpu: CandidateModel | None = None  # the cheaper-GPU lever's pool when no candidate is cheaper
     cache_hit_rate: float = Field(default=0.2, gt=0, lt=1)
+    # the KV-tier levers (cpu-tier, shared-store; docs/kv-tiers.md): DRAM per replica, the shared store
+    cpu_tier_gib: float = Field(default=512.0, ge=CPU_KV_GIB[0], le=CPU_KV_GIB[1])
+    shared_store_tib: float = Field(default=1.0, ge=REMOTE_KV_TIB[0], le=REMOTE_KV_TIB[1])
     small_model: str = "meta-llama/Llama-3.1-8B"
     max_replicas: int = Field(default=256, ge=1, le=4096)
     prune_candidates: bool = True  # stop a candidate that fails at the count that would still cost less
@@ -218,6 +222,8 @@ class FleetEval(_Out):
     failed_targets: list[str]
     targets: list[TargetOut]
     seed: int
+    prefix_hit_rate: float | None = None  # GPU prefix-cache hits / prompt tokens looked up
+    kv_tier_hits: dict[str, float] | None = None  # per KV tier (gpu, cpu, ssd, remote): hits / looked up
 
 
 class CandidateOut(_Out):
@@ -267,6 +273,9 @@ class LeverOut(_Out):
     slo_met: bool
     simulations: int
     note: str = ""
+    # the KV-tier levers: the chosen fleet's hits per tier and the lever's (fractions of prompt tokens)
+    hit_rates_before: dict[str, float] | None = None
+    hit_rates: dict[str, float] | None = None
 
 
 class FleetPlanResponse(_Out):
@@ -445,6 +454,8 @@ class Context:
             failed_targets=[f"{t.group}: {t.label()}" for g in report for t in g.targets if not t.met],
             targets=_targets_out(report),
             seed=s,
+            prefix_hit_rate=res.summary.prefix_cache_hit_rate,
+            kv_tier_hits=_tier_fractions(res.summary.kv_tier_hit_tokens, res.summary.kv_tier_query_tokens),
         )
         self._report(ev)
         return ev
@@ -489,6 +500,12 @@ def _targets_out(report: tuple[GroupResult, ...]) -> list[TargetOut]:
         for g in report
         for t in g.targets
     ]
+
+
+def _tier_fractions(hits: dict[str, int] | None, query: int) -> dict[str, float] | None:
+    if hits is None or not query:
+        return None
+    return {name: n / query for name, n in hits.items()}
 
 
 def usd_per_month(spec: FleetSpec) -> float:

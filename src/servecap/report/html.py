@@ -263,6 +263,17 @@ def _summary_table(summary: RunSummary) -> str:
     ):
         rows.append(f"<tr><td>{key}</td><td>{_fmt(d.get(key))}</td></tr>")
     rows.append("</table>")
+    tiers = d.get("kv_tiers")
+    if isinstance(tiers, dict):  # per-tier hits (sim/kv_tiers.py)
+        rows.append('<table class="kv-tiers"><tr><th>KV tier</th><th>hit tokens</th><th>of prompt tokens</th></tr>')
+        for name, hit in tiers.items():
+            if isinstance(hit, dict):
+                frac = hit.get("fraction")
+                rows.append(
+                    f"<tr><td>{_fmt(name)}</td><td>{_fmt(hit.get('tokens'))}</td>"
+                    f"<td>{'-' if frac is None else f'{frac:.1%}'}</td></tr>"
+                )
+        rows.append("</table>")
     return "".join(rows)
 
 

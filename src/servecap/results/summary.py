@@ -74,6 +74,10 @@ class RunSummary:
     mean_queue_depth: float | None = None
     max_queue_depth: int | None = None
     prefix_cache_hit_rate: float | None = None
+    # KV tiers (sim/kv_tiers.py): prompt tokens found in each tier, "gpu" first, and the prompt
+    # tokens looked up (the hit fractions' denominator); None without tiers
+    kv_tier_hit_tokens: dict[str, int] | None = None
+    kv_tier_query_tokens: int = 0
     timeseries: TimeSeries | None = None
     extra: dict[str, float] = field(default_factory=dict)
     # how the percentiles were computed: "exact" (every value kept) or "sketch" (a DDSketch,
@@ -301,11 +305,28 @@ def summary_to_json_dict(summary: RunSummary, *, include_timeseries: bool = Fals
         d[name]["max"] = getattr(summary, name).max
         d[name]["count"] = getattr(summary, name).count
     d["percentiles"] = {"method": summary.percentile_method, "relative_error": summary.relative_error}
+    if summary.kv_tier_hit_tokens is not None:
+        d["kv_tiers"] = kv_tiers_json(summary.kv_tier_hit_tokens, summary.kv_tier_query_tokens)
     if summary.extra:
         d["extra"] = dict(summary.extra)
     if include_timeseries and summary.timeseries is not None:
         d["timeseries"] = summary.timeseries.to_dict()
     return d
+
+
+def kv_tiers_json(hit_tokens: dict[str, int], query_tokens: int) -> dict[str, Any]:
+    """Per-tier hits: ``{"query_tokens": q, "gpu": {"tokens": n, "fraction": n / q}, ...}``."""
+    out: dict[str, Any] = {"query_tokens": query_tokens}
+    for name, n in hit_tokens.items():
+        out[name] = {"tokens": n, "fraction": n / query_tokens if query_tokens else None}
+    return out
+
+
+def _kv_tiers_from(d: object) -> tuple[dict[str, int], int] | None:
+    if not isinstance(d, dict):
+        return None
+    hits = {str(k): int(v.get("tokens") or 0) for k, v in d.items() if isinstance(v, dict)}
+    return hits, int(d.get("query_tokens") or 0)
 
 
 def _percentiles_from(d: object) -> Percentiles:
@@ -370,6 +391,8 @@ def summary_from_json_dict(d: dict[str, Any]) -> RunSummary:
         mean_queue_depth=opt("mean_queue_depth"),
         max_queue_depth=opt("max_queue_depth"),
         prefix_cache_hit_rate=opt("prefix_cache_hit_rate"),
+        kv_tier_hit_tokens=tiers[0] if (tiers := _kv_tiers_from(d.get("kv_tiers"))) is not None else None,
+        kv_tier_query_tokens=tiers[1] if tiers is not None else 0,
         timeseries=timeseries,
         extra=extra,
         percentile_method=str(method.get("method") or "exact"),

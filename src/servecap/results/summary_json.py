@@ -55,6 +55,15 @@ class TimeSeriesJson(BaseModel):
     running: list[int]
 
 
+class KvTierHitJson(BaseModel):
+    """Prompt tokens found in one KV tier and their share of the prompt tokens looked up."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokens: int
+    fraction: float | None
+
+
 class RunSummaryJson(BaseModel):
     """A run's summary: latency percentiles (s), throughput, goodput within the SLOs, requests
     completed and failed (``errors`` by kind, ``rejected``, ``preemptions``), engine gauges."""
@@ -88,6 +97,8 @@ class RunSummaryJson(BaseModel):
     cached_prompt_tokens: int
     prompt_tokens: int
     percentiles: PercentileMethodJson
+    # per KV tier (gpu, cpu, ssd, remote) and "query_tokens"; written only for a run with tiers
+    kv_tiers: dict[str, KvTierHitJson | int] | None = None
     extra: dict[str, float] = {}  # written only when a run has extra figures
     timeseries: TimeSeriesJson | None = None  # written only when asked for
 
@@ -99,8 +110,10 @@ class RunSummaryJson(BaseModel):
 
     @model_serializer(mode="wrap")
     def _optional_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        """``extra`` and ``timeseries`` appear only when there is something in them."""
+        """``kv_tiers``, ``extra`` and ``timeseries`` appear only when there is something in them."""
         data: dict[str, object] = handler(self)
+        if self.kv_tiers is None:
+            data.pop("kv_tiers", None)
         if not self.extra:
             data.pop("extra", None)
         if self.timeseries is None:

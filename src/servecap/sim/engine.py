@@ -69,6 +69,7 @@ from servecap.sim.engine_types import EngineRequest as EngineRequest
 from servecap.sim.engine_types import EngineStats as EngineStats
 from servecap.sim.engine_types import StepOutcome as StepOutcome
 from servecap.sim.kv_pool import KvPool
+from servecap.sim.kv_tiers import LruTier, TierStore, private_key
 from servecap.sim.queues import RequestQueue, make_queue
 from servecap.sim.request_state import DECODING, DONE, PREFILLING, WAITING, RequestState
 from servecap.sim.scheduler_policy import admission_policy
@@ -104,6 +105,7 @@ class Engine:
         step_model: StepTimeModel | None = None,
         spec_rng: np.random.Generator | None = None,
         keep_spec_bursts: bool = False,
+        kv_remote: LruTier | None = None,
     ) -> None:
         self.setup = setup
         # speculative decoding: a request's decode steps drawn on arrival (see the module doc)
@@ -126,6 +128,15 @@ class Engine:
         self._num_groups = len(layout.groups)
         self.caching = setup.enable_prefix_caching and self._uniform_blocks
         self.pool = KvPool(setup.num_gpu_blocks, blocks_per_key=self._num_groups if self.caching else 1)
+        # KV tiers below GPU memory (sim/kv_tiers.py): fed by the pool's evictions, read on a GPU
+        # miss; ``kv_remote`` is the fleet's shared remote store
+        self.tiers: TierStore | None = None
+        self._step_load_s = 0.0  # loads from the tiers the step being built takes
+        # preempted requests' private blocks put in the tiers: id -> (first block, end block)
+        self._offloaded: dict[int, tuple[int, int]] = {}
+        if setup.kv_tiers is not None and self.caching:
+            self.tiers = TierStore(setup.kv_tiers, kv_remote)
+            self.pool.on_evict = self.tiers.demote_range
         # replicas of one setup may share one model (it caches step prices by token count)
         if (
             step_model is None
@@ -330,6 +341,8 @@ class Engine:
             prefix_cache_query_tokens=self.query_tokens,
             steps=self.steps,
             busy_s=self.busy_s,
+            tier_hit_tokens=tuple(self.tiers.hit_tokens().items()) if self.tiers is not None else (),
+            tier_load_s=self.tiers.load_s if self.tiers is not None else 0.0,
         )
 
     def step(self, now_s: float) -> StepOutcome:
@@ -529,6 +542,16 @@ class Engine:
         if r.state == DECODING:
             r.last_token_s = self._last_end_s
         self._free_running(r)
+        tiers = self.tiers
+        if tiers is not None and tiers.private:  # offloaded instead of recomputed (sim/kv_tiers.py)
+            first = len(r.block_keys) if r.block_keys is not None else 0
+            end = r.num_computed_tokens // self.block_size
+            old = self._offloaded.pop(r.request_id, None)
+            if old is not None:
+                tiers.discard([private_key(r.request_id, i) for i in range(old[0], old[1])])
+            if end > first:
+                tiers.offload([private_key(r.request_id, i) for i in range(first, end)])
+                self._offloaded[r.request_id] = (first, end)
         r.num_computed_tokens = 0
         r.external_tokens = 0  # recomputed here (P/D decode side)
         r.state = WAITING
@@ -667,6 +690,10 @@ class Engine:
             prompt += n
         num_seqs = B + len(chunks)
         dur = self._price(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt) if num_tokens else 0.0
+        if self._step_load_s:
+            assert self.tiers is not None
+            dur = self.tiers.step_s(self._step_load_s, dur)
+            self._step_load_s = 0.0
         end = now + dur
 
         # 4. apply: decodes advance and finish, prefills progress
@@ -778,9 +805,19 @@ class Engine:
             total = r.prompt_tokens + r.num_output_tokens
             keys = r.block_keys
             hits = idle = 0
+            below = 0  # leading blocks past the GPU's hit found in the tiers below
             if keys is not None:
                 hits, idle = pool.longest_hit_runs(keys, (total - 1) // bs)
-            cached = hits * bs
+                tiers = self.tiers
+                if tiers is not None:
+                    below = sum(tiers.find(keys, hits, min(len(keys), (total - 1) // bs)))
+            own = 0  # a preempted request's own blocks found in the tiers, right after its keyed ones
+            off = self._offloaded.get(r.request_id) if self._offloaded else None
+            if off is not None and hits + below == off[0]:
+                assert self.tiers is not None
+                own_keys = [private_key(r.request_id, i) for i in range(off[0], min(off[1], (total - 1) // bs))]
+                own = sum(self.tiers.find(own_keys, 0, len(own_keys)))
+            cached = (hits + below + own) * bs
             start = cached if cached >= r.external_tokens else r.external_tokens  # P/D: KV sent over
             chunk = min(total - start, budget)
             held = self._blocks_for(start + chunk)
@@ -818,6 +855,16 @@ class Engine:
                 pool.acquire_runs(keys, hits, ranges)
                 r.cached_keys_held = ranges
                 r.cached_blocks_held = hits
+            if below:
+                assert keys is not None and self.tiers is not None
+                self._step_load_s += self.tiers.promote(keys, hits, below, bs)  # published once computed
+            if off is not None:
+                assert self.tiers is not None
+                own_keys = [private_key(r.request_id, i) for i in range(off[0], off[1])]
+                if own:
+                    self._step_load_s += self.tiers.promote(own_keys, 0, own, bs)
+                self.tiers.discard(own_keys[own:])  # the rest is recomputed
+                del self._offloaded[r.request_id]
             r.num_keys_registered = hits
             self._allocate(new_blocks)
             r.num_computed_tokens = start
@@ -827,7 +874,7 @@ class Engine:
                 r.scheduled_s = now
             if r.preemptions == 0:
                 r.cached_prompt_tokens = cached
-            self.hit_tokens += cached
+            self.hit_tokens += hits * bs  # the GPU's hits (the tiers count their own)
             self.query_tokens += total - r.external_tokens
             chunks.append((r, chunk))
             budget -= chunk

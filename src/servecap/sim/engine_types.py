@@ -60,6 +60,9 @@ class EngineStats:
     prefix_cache_query_tokens: int
     steps: int
     busy_s: float
+    # tokens loaded back from each KV tier below GPU memory (cpu, ssd, remote; sim/kv_tiers.py)
+    tier_hit_tokens: tuple[tuple[str, int], ...] = ()
+    tier_load_s: float = 0.0  # their load time, before any overlap with compute
 
     @property
     def kv_utilization(self) -> float:

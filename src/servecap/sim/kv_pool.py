@@ -29,7 +29,8 @@ exactly the per-block behaviour:
   request's publish and split at its hits' ends).
 
 ``on_evict`` (None or a callable) is called with ``(key, lo, hi)`` for every range of blocks
-evicted, in eviction order (blocks ``hi - 1`` down to ``lo``): the hook a lower KV tier uses.
+evicted, in eviction order (blocks ``hi - 1`` down to ``lo``; block ``i``'s key is ``key + i``): the hook
+the KV tiers below GPU memory are fed by (:mod:`servecap.sim.kv_tiers`).
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from servecap.core.blocks import KvLayout
+from servecap.core.kv_tiers import KvTier
 from servecap.core.plan import Plan
 from servecap.core.roofline import StepCost
 from servecap.errors import ServecapError
+from servecap.sim.kv_tiers import TierSetup
 from servecap.specs.model import AttentionKind
 from servecap.specs.perf import Efficiency
 
@@ -35,6 +37,7 @@ class EngineSetup:
     notes: tuple[str, ...] = ()
     engine: str = "vllm"  # the engine profile whose admission rule the scheduler follows
     spec_acceptance: tuple[float, ...] = ()  # speculative decoding: per-position acceptance (core/spec_decode.py)
+    kv_tiers: TierSetup | None = None  # KV tiers below GPU memory (sim/kv_tiers.py); None: GPU only
 
     @property
     def block_size(self) -> int:
@@ -55,9 +58,13 @@ def engine_setup_from_plan(
     waiting_queue_limit: int | None = None,
     scheduling_policy: str = "fcfs",
     efficiency: Efficiency | None = None,
+    kv_tiers: tuple[KvTier, ...] = (),
+    kv_layerwise: bool = True,
 ) -> EngineSetup:
     """The engine of ``plan``'s deployment. ``efficiency`` defaults to the plan's (which is a
-    calibration file's when the plan was made with one)."""
+    calibration file's when the plan was made with one). ``kv_tiers``: tiers below GPU memory
+    (cpu, ssd, remote; :mod:`servecap.sim.kv_tiers`), each capacity for the whole replica;
+    ``kv_layerwise``: loads overlap the compute layer by layer (LMCache ``use_layerwise``)."""
     eng = plan.deployment.engine
     if waiting_queue_limit is not None and waiting_queue_limit < 0:
         raise ServecapError("waiting_queue_limit", waiting_queue_limit, "must be >= 0")
@@ -77,6 +84,25 @@ def engine_setup_from_plan(
     if caching and not prefix_caching_supported(plan.layout):
         caching = False
         notes.append("prefix caching not simulated for sliding-window/hybrid KV layouts")
+    tiers: TierSetup | None = None
+    if kv_tiers:
+        if not caching:
+            raise ServecapError(
+                "kv_tiers", [t.name for t in kv_tiers], "KV tiers hold prefix-cache blocks: they need prefix caching"
+            )
+        par = plan.deployment.parallelism
+        tiers = TierSetup(
+            tuple(kv_tiers),
+            key_bytes_per_gpu=len(plan.layout.groups) * plan.layout.bytes_per_block,
+            gpus=par.num_gpus,
+            num_layers=max(1, plan.deployment.model.num_layers // par.pp),
+            layerwise=kv_layerwise,
+        )
+        notes.append(
+            "KV tiers: "
+            + ", ".join(f"{t.name} {t.capacity_bytes / 2**30:,.0f} GiB" for t in kv_tiers)
+            + (" (loads overlap the compute layer by layer)" if kv_layerwise else " (load, then compute)")
+        )
     policy: SchedulingPolicy = "priority" if scheduling_policy == "priority" else "fcfs"
     # attention data parallelism: the dp ranks' pools and limits, scheduled as one balanced pool
     # (the step prices a rank's share: core/roofline.py StepCost.dp)
@@ -100,4 +126,5 @@ def engine_setup_from_plan(
         notes=tuple(notes),
         engine=eng.engine,
         spec_acceptance=spec.acceptance if (spec := plan.deployment.speculative) is not None else (),
+        kv_tiers=tiers,
     )

@@ -256,6 +256,10 @@ def sim_result(
         mean_queue_depth=max(0.0, mean_in - mean_run),
         max_queue_depth=engine.max_waiting,
         prefix_cache_hit_rate=stats.prefix_cache_hit_rate,
+        kv_tier_hit_tokens={"gpu": stats.prefix_cache_hit_tokens, **dict(stats.tier_hit_tokens)}
+        if engine.tiers is not None
+        else None,
+        kv_tier_query_tokens=stats.prefix_cache_query_tokens if engine.tiers is not None else 0,
         timeseries=TimeSeries(
             tuple(observer.ts_time_s), tuple(ts_kv), tuple(observer.ts_waiting), tuple(observer.ts_running)
         ),

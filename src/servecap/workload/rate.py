@@ -21,7 +21,11 @@ def arrival_rate(arrival: Arrival, t_s: NDArray[np.float64]) -> NDArray[np.float
         return rate_at(arrival, t)
     if isinstance(arrival, DiurnalArrival):
         return diurnal_rate(arrival, t)
-    if isinstance(arrival, TraceArrival | AgenticArrival):
+    if isinstance(arrival, AgenticArrival):
+        # steady state: sessions x requests per session (turns, and each turn's sub-agent's turns)
+        per_session = arrival.turns_mean * (1.0 + arrival.subagent_probability * arrival.subagent_turns_mean)
+        return np.full_like(t, arrival.session_rate_per_s * per_session, dtype=np.float64)
+    if isinstance(arrival, TraceArrival):
         raise ServecapError("workload.arrival.kind", arrival.kind, f"an {arrival.kind} arrival has no rate curve")
     return np.full_like(t, arrival.rate_per_s, dtype=np.float64)
 

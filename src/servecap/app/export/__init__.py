@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from servecap.errors import ServecapError, did_you_mean
 from servecap.export.request import ExportOptions, ExportRequest, ExportResponse
@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # the targets load when one is built (reading the request's d
     from servecap.export.ray_serve import RayServeConfig
     from servecap.export.source import ExportInput
 
-    ExportDocument = RayServeConfig | list[KedaObject] | list[InferenceService] | StackValues | LitellmConfig
+    ExportDocument = (
+        RayServeConfig | list[KedaObject] | list[InferenceService] | StackValues | LitellmConfig | dict[str, Any]
+    )
     """The document(s) a target writes: one mapping, or a list of Kubernetes objects."""
 
 TARGETS: dict[str, str] = {
@@ -35,6 +37,7 @@ TARGETS: dict[str, str] = {
     "kserve": "KServe InferenceService (Hugging Face runtime, vLLM backend, KEDA autoscaling)",
     "production-stack": "vLLM production-stack Helm values",
     "litellm": "LiteLLM proxy config.yaml",
+    "kv-tiers": "KV tiers: vLLM native offloading flags, LMCache settings (YAML, env), KServe kvCacheOffloading",
 }
 
 
@@ -103,6 +106,10 @@ def build(target: str, inp: ExportInput, options: ExportOptions | None = None) -
 
         data = litellm_config(inp, warnings, api_base=o.api_base)
         header = header + tenant_comments(inp, warnings)
+    elif target == "kv-tiers":
+        from servecap.export.kv_tiers import kv_tier_documents
+
+        data = kv_tier_documents(inp, warnings)
     else:
         raise ServecapError("target", target, f"unknown export target; one of {', '.join(TARGETS)}")
     comment = "".join(f"# {line}\n" for line in header)

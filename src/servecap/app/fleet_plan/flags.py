@@ -52,6 +52,8 @@ class FleetPlanFlags(BaseModel):
     levers: str | None = None  # comma-separated; "none": no lever table
     small_model: str | None = None
     cache_hit_rate: float | None = None
+    cpu_tier_gib: float | None = None
+    shared_store_tib: float | None = None
     seed: int | None = None
 
 
@@ -94,6 +96,10 @@ def plan_request_from_flags(flags: FleetPlanFlags) -> FleetPlanRequest:
         raw["small_model"] = flags.small_model
     if flags.cache_hit_rate is not None:
         raw["cache_hit_rate"] = flags.cache_hit_rate
+    if flags.cpu_tier_gib is not None:
+        raw["cpu_tier_gib"] = flags.cpu_tier_gib
+    if flags.shared_store_tib is not None:
+        raw["shared_store_tib"] = flags.shared_store_tib
     return plan_request_from_dict(raw)
 
 

@@ -33,6 +33,8 @@ function render(r, body) {
       (${usd(r.usd_per_million_tokens, 3)} per million tokens).</p>
     <p class="muted">Outcomes: ${esc(outcomes)}. SLO attainment ${s.slo_attainment === null ? "–" : num(100 * s.slo_attainment, 1) + "%"};
       ${num(r.scale_events.length)} scaling events; ${num(r.retried)} retried.</p>
+    ${s.kv_tiers ? `<p class="muted" id="kv-tiers">KV tier hits (of prompt tokens): ${Object.entries(s.kv_tiers)
+      .filter(([, v]) => typeof v === "object").map(([k, v]) => `${esc(k)} ${v.fraction === null ? "–" : num(100 * v.fraction, 1) + "%"}`).join(", ")}.</p>` : ""}
     <div id="traffic" class="plot"></div><div id="latency" class="plot"></div>
     <h2>Replicas</h2>
     ${table([["id", (x) => num(x.replica_id)], ["pool", (x) => esc(x.pool)], ["state", (x) => esc(x.state)],

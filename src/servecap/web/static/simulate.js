@@ -28,6 +28,8 @@ function renderSimulation(r) {
     <p class="muted">${esc(r.model)} on ${esc(r.gpu)}, seed ${num(r.seed)}. Mean batch ${num(r.mean_batch_size, 1)},
       KV use ${num(100 * r.mean_kv_utilization, 1)}% mean / ${num(100 * r.max_kv_utilization, 1)}% max, preemptions ${num(r.preemptions)},
       prefix-cache hit rate ${num(100 * (r.prefix_cache_hit_rate || 0), 1)}%.</p>
+    ${r.kv_tiers ? `<p class="muted" id="kv-tiers">KV tier hits (of prompt tokens): ${Object.entries(r.kv_tiers)
+      .filter(([, v]) => typeof v === "object").map(([k, v]) => `${esc(k)} ${v.fraction === null ? "–" : num(100 * v.fraction, 1) + "%"}`).join(", ")}.</p>` : ""}
     ${table([["latency (ms)", (x) => esc(x[0])], ["p50", (x) => x[1][0]], ["p90", (x) => x[1][1]], ["p99", (x) => x[1][2]], ["mean", (x) => x[1][3]]],
       [["TTFT", pct(r.ttft_s)], ["TPOT", pct(r.tpot_s)], ["ITL", pct(r.itl_s)], ["E2E", pct(r.e2e_s)], ["queue", pct(r.queue_time_s)]])}
     <div id="series" class="plot"></div>${notes(r.notes)}`;

@@ -1,0 +1,213 @@
+"""KV tiers below one engine's GPU pool: CPU DRAM, local SSD, a shared remote store.
+
+The GPU pool (:mod:`servecap.sim.kv_pool`) stays as it is; this module is consulted on a GPU
+miss and fed on eviction (``KvPool.on_evict``):
+
+- **Demotion.** A block the GPU pool evicts goes to the first private tier (CPU DRAM) at its
+  most-recently-used end; a tier over its capacity demotes its least-recently-used block to the
+  next private tier (local SSD); what falls off the last private tier is gone. The private
+  tiers are exclusive (a block is in one of them at most), as a victim cache below HBM.
+- **The shared remote store** (Mooncake store, LMCache's remote backends) is written with every
+  block a replica's GPU evicts and is read by every replica of the fleet (one
+  :class:`LruTier` object shared by the engines: reuse across replicas). It is inclusive: a
+  read leaves the block there for the other replicas (LRU order refreshed).
+- **Promotion.** On admission, past the GPU's prefix hit, the request's next blocks are looked
+  up tier by tier; the leading run found below is loaded back into GPU memory instead of being
+  computed (a private tier gives the block up: it is in GPU memory again and demoted again when
+  evicted). The load is ``latency + bytes / bandwidth`` per tier
+  (:func:`servecap.core.kv_tiers.load_s`), over one GPU's link with its shard of the KV (a
+  tensor-parallel replica's GPUs load their shards in parallel, each over its own PCIe link or
+  NIC).
+- **Overlap.** The engine's step that admits the request takes the load: LMCache's vLLM
+  connector loads synchronously before the forward pass (``start_load_kv``), or layer by layer
+  overlapped with the compute when ``use_layerwise`` is set, which is the default here
+  (:func:`servecap.core.kv_tiers.with_load_s`). vLLM's own ``OffloadingConnector`` loads
+  asynchronously instead (the request waits in ``WAITING_FOR_REMOTE_KVS`` while the batch runs
+  on); that variant is not modelled.
+
+- **Preemption.** vLLM's offloading connector stores every computed block to CPU DRAM and, from
+  vLLM 0.14 ("Enabling preempted requests to be loaded back from the CPU", PR #29870, named in
+  vLLM's offloading-connector post), loads a preempted request's blocks back instead of
+  recomputing them. A preempted request's full blocks that no prefix key names (its output, a
+  private prompt tail) are put in the private tiers under keys of its own
+  (:func:`private_key`); when it is admitted again, the run of them still there is loaded like
+  any tier hit. Its keyed blocks take the ordinary way (GPU LRU list, then demotion).
+
+Hit counts are kept per tier in tokens (``hit_tokens``), beside the engine's GPU hits.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from servecap.core.kv_tiers import TIER_NAMES, KvTier, load_s, with_load_s
+from servecap.errors import ServecapError
+
+PRIVATE_KEY_BASE = -(1 << 62)
+"""A preempted request's own blocks are keyed below this (request ids below 2^40, 2^22 blocks
+each): a block hash lands there with probability about 2^-2 x (blocks / 2^62), never in practice."""
+
+
+def private_key(request_id: int, block: int) -> int:
+    """The tier key of block ``block`` of request ``request_id``'s private (unkeyed) KV."""
+    return PRIVATE_KEY_BASE - request_id * (1 << 22) - block
+
+
+@dataclass(frozen=True, slots=True)
+class TierSetup:
+    """One replica's tiers (a subset of cpu, ssd, remote, in that order) and what a load costs:
+    ``key_bytes_per_gpu`` is one logical block's KV on one GPU (every layer, every KV-cache
+    group), ``gpus`` the replica's GPUs (the capacity holds every GPU's shard), ``num_layers``
+    the layers a layer-wise load pipelines over."""
+
+    tiers: tuple[KvTier, ...]
+    key_bytes_per_gpu: int
+    gpus: int
+    num_layers: int
+    layerwise: bool = True
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in self.tiers]
+        if names != [n for n in TIER_NAMES if n in names]:
+            raise ServecapError("kv_tiers", names, "one tier of each kind at most, in the order cpu, ssd, remote")
+        if self.key_bytes_per_gpu <= 0 or self.gpus < 1 or self.num_layers < 1:
+            raise ServecapError(
+                "kv_tiers", (self.key_bytes_per_gpu, self.gpus, self.num_layers), "block bytes, GPUs, layers >= 1"
+            )
+
+    def tier(self, name: str) -> KvTier | None:
+        for t in self.tiers:
+            if t.name == name:
+                return t
+        return None
+
+    def capacity_keys(self, tier: KvTier) -> int:
+        """Logical blocks ``tier`` holds: its bytes over a block's bytes on every GPU."""
+        return int(tier.capacity_bytes // (self.key_bytes_per_gpu * self.gpus))
+
+
+class LruTier:
+    """One tier's blocks in LRU order (oldest first)."""
+
+    def __init__(self, tier: KvTier, capacity_keys: int) -> None:
+        self.tier = tier
+        self.capacity = capacity_keys
+        self.lru: OrderedDict[int, None] = OrderedDict()
+
+    def put(self, key: int) -> int | None:
+        """Insert ``key`` as most recently used; returns the key it pushed out (None: none)."""
+        lru = self.lru
+        if key in lru:
+            lru.move_to_end(key)
+            return None
+        if self.capacity <= 0:
+            return key
+        lru[key] = None
+        if len(lru) > self.capacity:
+            return lru.popitem(last=False)[0]
+        return None
+
+
+def shared_remote(setup: TierSetup) -> LruTier | None:
+    """The fleet-wide remote store of ``setup`` (None when it has no remote tier)."""
+    t = setup.tier("remote")
+    return None if t is None else LruTier(t, setup.capacity_keys(t))
+
+
+class TierStore:
+    """The tiers below one engine's GPU pool (see the module doc). ``remote``: the fleet's
+    shared store object (a new private one when None and the setup has a remote tier)."""
+
+    def __init__(self, setup: TierSetup, remote: LruTier | None = None) -> None:
+        self.setup = setup
+        self.private: list[LruTier] = [LruTier(t, setup.capacity_keys(t)) for t in setup.tiers if t.name != "remote"]
+        if remote is None:
+            remote = shared_remote(setup)
+        self.remote = remote
+        self.levels: list[LruTier] = self.private + ([remote] if remote is not None else [])
+        self.hits = [0] * len(self.levels)  # tokens loaded from each level by this engine
+        self.load_s = 0.0  # total load time charged
+        self.loads = 0
+
+    def demote(self, key: int) -> None:
+        """A block the GPU evicted: into the first private tier (cascading down) and the
+        remote store."""
+        out: int | None = key
+        for t in self.private:
+            if out is None:
+                break
+            out = t.put(out)
+        if self.remote is not None:
+            self.remote.put(key)
+
+    def demote_range(self, key: int, lo: int, hi: int) -> None:
+        """The pool's eviction hook (``KvPool.on_evict``): blocks ``[lo, hi)`` of the run ``key``
+        left GPU memory, last first (the pool evicts a run from its end); block ``i``'s key is
+        ``key + i``."""
+        for i in range(hi - 1, lo - 1, -1):
+            self.demote(key + i)
+
+    def offload(self, keys: Sequence[int]) -> None:
+        """A preempted request's private blocks: into the private tiers only (cascading down)."""
+        for key in keys:
+            out: int | None = key
+            for t in self.private:
+                if out is None:
+                    break
+                out = t.put(out)
+
+    def discard(self, keys: Sequence[int]) -> None:
+        """Drop ``keys`` from the private tiers (a request's own blocks it no longer needs)."""
+        for key in keys:
+            for t in self.private:
+                t.lru.pop(key, None)
+
+    def find(self, keys: Sequence[int], start: int, stop: int) -> list[int]:
+        """Blocks found per level (private tiers, then remote) for the leading run of
+        ``keys[start:stop]`` held below GPU memory (reads only)."""
+        found = [0] * len(self.levels)
+        levels = self.levels
+        for i in range(start, stop):
+            k = keys[i]
+            for j, t in enumerate(levels):
+                if k in t.lru:
+                    found[j] += 1
+                    break
+            else:
+                break
+        return found
+
+    def promote(self, keys: Sequence[int], start: int, n: int, block_size: int) -> float:
+        """Load ``keys[start:start + n]`` (found by :meth:`find`) back into GPU memory: private
+        tiers give them up, the remote store keeps them; returns the load's time (its tiers'
+        loads in sequence over the GPU's links), before any overlap with compute."""
+        levels = self.levels
+        per_level = [0] * len(levels)
+        for i in range(start, start + n):
+            k = keys[i]
+            for j, t in enumerate(levels):
+                if k in t.lru:
+                    per_level[j] += 1
+                    if t is self.remote:
+                        t.lru.move_to_end(k)
+                    else:
+                        del t.lru[k]
+                    break
+        total = 0.0
+        for j, (t, m) in enumerate(zip(levels, per_level, strict=True)):
+            if m:
+                self.hits[j] += m * block_size
+                total += load_s(t.tier, m * self.setup.key_bytes_per_gpu)
+        self.load_s += total
+        self.loads += 1
+        return total
+
+    def step_s(self, load: float, compute_s: float) -> float:
+        """A step's time when ``load`` seconds of loads feed ``compute_s`` of compute."""
+        return with_load_s(load, compute_s, self.setup.num_layers, layerwise=self.setup.layerwise)
+
+    def hit_tokens(self) -> dict[str, int]:
+        """Tokens loaded from each tier so far, by tier name."""
+        return {t.tier.name: h for t, h in zip(self.levels, self.hits, strict=True)}

@@ -1,0 +1,81 @@
+"""Hostile values for the KV-tier flags and fields (issue 31): each ends in one line naming it,
+exit 1 or 2, within seconds, in the CLI (simulate, fleet simulate, a fleet file's pool) and the
+HTTP API alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+from hostile_cases import is_one_line_naming_a_field, run_in_process
+
+from servecap.api import ServeSettings, create_app
+
+LIMIT_S = 10.0
+HOSTILE = ("0", "-1", "nan", "inf", "1e-300", "1e300", "x", "")
+FLAGS = ("--cpu-kv-gib", "--ssd-kv-gib", "--remote-kv-tib")
+SIM = ("simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--num-requests", "5", "--rate", "5")
+FLEET = ("fleet", "simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--num-requests", "5", "--rate", "5")
+
+
+def _refused(argv: list[str], name: str) -> None:
+    result = run_in_process(argv, limit_s=LIMIT_S)
+    assert result.outcome == "error", (argv, result.outcome, result.stderr[-2000:])
+    assert is_one_line_naming_a_field(result.stderr), result.stderr
+    assert name in result.stderr or name.replace("_", "-") in result.stderr, result.stderr
+    assert result.seconds < LIMIT_S
+
+
+@pytest.mark.parametrize("base", [SIM, FLEET], ids=["simulate", "fleet simulate"])
+@pytest.mark.parametrize("flag", FLAGS)
+def test_hostile_tier_flags_are_refused(base: tuple[str, ...], flag: str) -> None:
+    for value in HOSTILE:
+        _refused([*base, flag, (" " + value) if value.startswith("-") else value], flag.lstrip("-").replace("-", "_"))
+
+
+def test_tiers_without_prefix_caching_are_refused() -> None:
+    _refused([*SIM, "--cpu-kv-gib", "8", "--no-prefix-caching"], "kv_tiers")
+
+
+@pytest.mark.parametrize("field", ["cpu_kv_gib", "ssd_kv_gib", "remote_kv_tib"])
+@pytest.mark.parametrize("value", [0, -1, 1e-300, 1e300, "nan", "lots"])
+def test_a_fleet_files_hostile_tier_field_is_refused(tmp_path: Path, field: str, value: object) -> None:
+    pool = {"name": "main", "model": "Qwen/Qwen3-0.6B", "gpu": "H100", "replicas": 1, field: value}
+    f = tmp_path / "fleet.yaml"
+    f.write_text(yaml.safe_dump({"pools": [pool]}))
+    _refused(["fleet", "simulate", "--fleet", str(f), "--rate", "5", "--num-requests", "5"], field)
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    data = tmp_path_factory.mktemp("tiers")
+    with TestClient(
+        create_app(ServeSettings(data_dir=data, db=data / "runs.sqlite")), base_url="http://127.0.0.1"
+    ) as c:
+        yield c
+
+
+@pytest.mark.parametrize("field", ["cpu_kv_gib", "ssd_kv_gib", "remote_kv_tib"])
+@pytest.mark.parametrize("value", [0, -1, 1e-300, 1e300, "nan"])
+def test_the_api_refuses_the_same_values(client: TestClient, field: str, value: object) -> None:
+    body = {"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "rate": 5, "num_requests": 5, field: value}
+    r = client.post("/api/v1/simulate", json=body)
+    assert 400 <= r.status_code < 500, (field, value, r.status_code, r.text[:300])
+    err = r.json()["error"]
+    assert field in err["message"] or field in str(err.get("field")), err
+    assert "\n" not in err["message"]
+    pool = {"name": "main", "model": "Qwen/Qwen3-0.6B", "gpu": "H100", "replicas": 1, field: value}
+    workload = {"arrival": {"kind": "poisson", "rate_per_s": 2}, "num_requests": 5}
+    r = client.post("/api/v1/fleet/simulate", json={"fleet": {"pools": [pool]}, "workload": workload})
+    assert 400 <= r.status_code < 500, (field, value, r.status_code, r.text[:300])
+    assert "\n" not in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("flag", ["--cpu-tier-gib", "--shared-store-tib"])
+def test_hostile_tier_lever_flags_are_refused(flag: str) -> None:
+    base = ["fleet", "plan", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--peak-rps", "1", "--levers", "cpu-tier"]
+    for value in ("0", "-1", "nan", "1e-300", "1e300"):
+        _refused([*base, flag, (" " + value) if value.startswith("-") else value], flag.lstrip("-").replace("-", "_"))
