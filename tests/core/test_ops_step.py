@@ -13,12 +13,13 @@ from servecap.catalog.models import resolve_model
 from servecap.core.defaults import build_deployment
 from servecap.core.ops import OperationStep, explain_decode_step
 from servecap.core.ops.layers import layer_gemms
-from servecap.core.ops.timers import RooflineTimer, TableTimer, _Grid
+from servecap.core.ops.timers import RooflineTimer, TableTimer, _curve_s, _Grid
 from servecap.core.plan import plan
 from servecap.core.roofline import decode_batch, prefill_batch
 from servecap.sim.setup import engine_setup_from_plan
 from servecap.sim.step_time import StepTimeModel
 from servecap.specs.amd_kernels import GEMM_SHARE_OF_MAF
+from servecap.specs.gemm_chain_timings import CHAIN_SHAPES
 from servecap.specs.kernel_timings import ALLREDUCE_S, GEMM_FIT
 from servecap.specs.moe_mla_timings import MLA_CONTEXT_S, MLA_GENERATION_S, MOE_RATIO
 from servecap.specs.perf import Efficiency
@@ -120,6 +121,61 @@ def test_table_gemm_reads_and_interpolates_the_measured_line() -> None:
     # no table for this GPU: the roofline
     other = TableTimer(_roof(), "MI300X", "vllm", "fp8", "fp8", 8)
     assert other.gemm(64, n, k, 1.0, "fp8") == _roof().gemm(64, n, k, 1.0, "fp8")
+
+
+def _chain_s(t: TableTimer, m: int) -> float:
+    return sum(count * t.gemm(m, n, k, 2.0, "bf16")[0] for k, n, count in CHAIN_SHAPES)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "hbm", "m", "measured_s"),
+    [
+        # benchmarks/data/gpu_ceilings_h100.json / _h200.json: Llama-3.1-8B's 129 BF16 matmuls
+        ("H100-SXM", 3.35e12, 1, 0.005421),
+        ("H100-SXM", 3.35e12, 1024, 0.023513),
+        ("H200-SXM", 4.8e12, 128, 0.005703),
+        ("H200-SXM", 4.8e12, 8192, 0.183818),
+    ],
+)
+def test_vllm_bf16_gemms_reproduce_the_first_party_matmul_chain(
+    gpu: str, hbm: float, m: int, measured_s: float
+) -> None:
+    """At a measured token count, vLLM's BF16 GEMMs of the chain add up to the first-party chain
+    time exactly (the table's line times measured / table at that ``m``)."""
+    t = TableTimer(_roof(hbm_bytes_s=hbm), gpu, "vllm", "bf16", "bf16", 8)
+    assert _chain_s(t, m) == pytest.approx(measured_s, rel=1e-9)
+    src = t.gemm(m, 4096, 4096, 2.0, "bf16")[1]
+    assert "vllm 0.24.0" in src and f"gpu_ceilings_{gpu[:4].lower()}.json" in src
+
+
+def test_chain_correction_between_measured_counts_and_where_it_does_not_apply() -> None:
+    """At 1,024 tokens on an H100 the table's chain is 19.45 ms against the measured 23.51 ms
+    (factor 1.209: AIConfigurator's BF16 GEMMs at 83% of peak, the bare chain at 69%); between
+    measured counts the factor is read in log m. FP8 GEMMs and other engines keep the table's
+    line."""
+    roof = _roof(hbm_bytes_s=3.35e12)
+    t = TableTimer(roof, "H100-SXM", "vllm", "bf16", "bf16", 8)
+    assert t._chain is not None
+    ms, factors, _ = t._chain
+    curve = t._gemm["bf16"]
+
+    def table_s(m: int, n: int, k: int) -> float:  # the uncorrected measured line
+        ideal = max((n * k * 2.0 + (m * k + m * n) * 2.0) / 3.35e12, 2.0 * m * n * k / 989e12)
+        return _curve_s(curve, m, ideal)
+
+    i = ms.index(1024.0)
+    assert factors[i] == pytest.approx(1.209, abs=0.001)
+    table_chain = sum(count * table_s(1024, n, k) for k, n, count in CHAIN_SHAPES)
+    assert table_chain == pytest.approx(0.023513 / factors[i], rel=1e-9)
+    # 1,536 tokens: log 1.5 / log 2 of the way from the factor at 1,024 to the one at 2,048
+    w = math.log(1.5) / math.log(2.0)
+    expect = factors[i] + w * (factors[i + 1] - factors[i])
+    assert t.gemm(1536, 6144, 4096, 2.0, "bf16")[0] == pytest.approx(table_s(1536, 6144, 4096) * expect, rel=1e-12)
+    fp8 = TableTimer(roof, "H100-SXM", "vllm", "fp8", "fp8", 8)
+    assert "first-party" not in fp8.gemm(64, 6144, 4096, 1.0, "fp8")[1]
+    other_engine = TableTimer(roof, "H100-SXM", "sglang", "bf16", "bf16", 8)
+    assert other_engine._chain is None
+    assert "first-party" not in other_engine.gemm(64, 6144, 4096, 2.0, "bf16")[1]
 
 
 def test_table_allreduce_at_a_measured_size() -> None:

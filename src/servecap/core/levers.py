@@ -1,7 +1,10 @@
 """What-if levers: how each change moves concurrency, speed and users, re-planned in full.
 
 Each lever is the same deployment with one knob changed and planned again by :func:`plan`, so a
-lever's numbers obey every rule the base plan does (a lever that cannot start says why).
+lever's numbers obey every rule the base plan does (a lever that cannot start says why). The
+changed layout is first checked as the command line checks a user's (:func:`check_parallelism`):
+TP 16 on eight-GPU nodes spans two nodes, which a GPU with no sourced NIC bandwidth cannot price,
+so that lever is ruled out with the reason rather than planned.
 
 KV offload to CPU memory (vLLM's CPU offloading / LMCache-style connectors): ``cpu_bytes`` of
 host memory per GPU add ``cpu_bytes / kv_bytes_per_token`` tokens of cache for preempted or
@@ -16,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from servecap.core.kv import resolve_kv_dtype
 from servecap.core.memory import resolve_weight_dtype
+from servecap.core.parallel import check_parallelism
 from servecap.core.plan import Plan, plan, with_engine
 from servecap.errors import ServecapError
 from servecap.specs.deployment import Deployment, Parallelism
@@ -40,6 +44,7 @@ def _replan(base: Plan, dep: Deployment) -> Plan:
 
 def _row(name: str, change: str, base: Plan, dep: Deployment, note: str = "") -> Lever:
     try:
+        check_parallelism(dep.parallelism, dep.model, dep.gpu)
         p = _replan(base, dep)
     except ServecapError as err:
         return Lever(name, change, None, None, None, None, None, f"cannot start: {err}")
@@ -85,7 +90,6 @@ def _frontier_rows(base: Plan) -> list[Lever]:
     """Speculative decoding on (MTP where the model ships an MTP module, else EAGLE-3) and, for
     a MoE model, attention DP with wide expert parallelism across 2 and 4 nodes (each node's
     GPUs one DP rank apiece, EP over all of them: DeepSeek's and llm-d's layouts)."""
-    from servecap.core.parallel import check_parallelism
     from servecap.core.spec_decode import spec_config_from_flags
 
     dep = base.deployment

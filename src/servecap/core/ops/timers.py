@@ -12,7 +12,11 @@ all-reduce of ``S`` bytes over ``g`` GPUs moves ``2 (g - 1) / g x S`` bytes over
 
 - a GEMM of ``m`` tokens takes ``fixed_s(m) + ratio(m) x max(bytes / bw, flops / peak)`` at the
   catalog's peaks (no efficiency), both read at ``m`` by linear interpolation in ``log m``
-  between the measured token counts (clamped at the ends);
+  between the measured token counts (clamped at the ends); for vLLM's BF16 GEMMs on a GPU with a
+  first-party matmul-chain measurement (:mod:`servecap.specs.gemm_chain_timings`: H100 and H200),
+  times ``measured chain(m) / table chain(m)``, the same chain of Llama-3.1-8B's 129 matmuls
+  timed both ways, read at ``m`` in ``log m``: AIConfigurator's GEMMs reach 83% of the H100's
+  BF16 peak at 1,024 tokens where the first-party chain reaches 69%;
 - a decode attention over ``b`` sequences of ``c`` context tokens reads its KV bytes at
   ``ratio(b, c)`` times the bare bandwidth time, bilinear in ``(log b, log c)``, from the table of
   the KV-head count per GPU nearest the model's (1, 2, 4 or 8; 128-wide heads);
@@ -106,6 +110,35 @@ class _GemmCurve:
     source: str
 
 
+def _curve_s(curve: _GemmCurve, m: int, ideal_s: float) -> float:
+    return _interp_log(curve.ms, curve.fixed_s, m) + _interp_log(curve.ms, curve.ratio, m) * ideal_s
+
+
+def _chain_correction(
+    curve: _GemmCurve, gpu: str, hbm_bytes_s: float, bf16_flops: float
+) -> tuple[tuple[float, ...], tuple[float, ...], str] | None:
+    """Per token count ``m``, the first-party measured time of Llama-3.1-8B's BF16 matmul chain on
+    this GPU over the same chain timed by ``curve`` (``specs.gemm_chain_timings``); None where the
+    GPU has no such measurement."""
+    from servecap.specs.gemm_chain_timings import CHAIN_S, CHAIN_SHAPES, CHAIN_SOURCE
+
+    measured = CHAIN_S.get(gpu)
+    if measured is None:
+        return None
+    ms: list[float] = []
+    factors: list[float] = []
+    for m, seconds in measured:
+        table = 0.0
+        for k, n, count in CHAIN_SHAPES:
+            mem = (n * k * 2.0 + (m * k + m * n) * 2.0) / hbm_bytes_s
+            comp = 2.0 * m * n * k / bf16_flops
+            table += count * _curve_s(curve, m, max(mem, comp))
+        ms.append(float(m))
+        factors.append(seconds / table)
+    tag = {"H100-SXM": "h100", "H200-SXM": "h200"}.get(gpu, gpu.lower())
+    return tuple(ms), tuple(factors), CHAIN_SOURCE.format(gpu=tag)
+
+
 @dataclass(frozen=True, slots=True)
 class _AttentionGrid:
     batches: tuple[float, ...]
@@ -184,6 +217,9 @@ class TableTimer:
                     tuple(row[2] for row in rows),
                     f"measured: {SOURCE}, {engine} {version} {gpu} {r} GEMMs",
                 )
+        self._chain: tuple[tuple[float, ...], tuple[float, ...], str] | None = None
+        if engine == "vllm" and "bf16" in self._gemm:
+            self._chain = _chain_correction(self._gemm["bf16"], gpu, fallback.hbm_bytes_s, fallback.bf16_flops)
         self._att: _AttentionGrid | None = None
         kv = "fp8" if kv_dtype.startswith("fp8") else "bf16"
         heads = min((1, 2, 4, 8), key=lambda h: abs(h - kv_heads)) if kv_heads > 0 else 0
@@ -275,9 +311,11 @@ class TableTimer:
         mem = (n * k * weight_bytes + (m * k + m * n) * 2.0) / self.hbm_bytes_s
         comp = 2.0 * m * n * k / self._peaks[rate]
         ideal = mem if mem > comp else comp
-        fixed = _interp_log(curve.ms, curve.fixed_s, m)
-        ratio = _interp_log(curve.ms, curve.ratio, m)
-        return fixed + ratio * ideal, curve.source
+        sec = _curve_s(curve, m, ideal)
+        if rate == "bf16" and self._chain is not None:
+            ms, factors, src = self._chain
+            return sec * _interp_log(ms, factors, m), f"{curve.source} x {src}"
+        return sec, curve.source
 
     def decode_attention(self, kv_bytes: float, batch: int, context: float) -> tuple[float, str] | None:
         """The measured time of a decode attention reading ``kv_bytes``, or None (not covered)."""
