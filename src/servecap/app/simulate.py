@@ -119,8 +119,8 @@ def build(
     length scaled to the users' cycle (:func:`closed_loop_length_s`), and a length given too
     short to score one cycle after the warm-up is refused with the length it needs."""
     from servecap.app.inputs import slo_from_ms
-    from servecap.core.kv_tier_settings import kv_tiers_of
     from servecap.core.capacity import chat_prompt_tokens
+    from servecap.core.kv_tier_settings import kv_tiers_of
     from servecap.core.plan import plan as make_plan
     from servecap.sim import engine_setup_from_plan
     from servecap.specs import RequestShape

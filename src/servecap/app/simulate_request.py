@@ -17,6 +17,7 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from servecap.app.flags import LoadFlags, StreamFlags, flag_help
+from servecap.app.request_fields import DeploymentFields
 from servecap.core.kv_tier_settings import (
     CPU_HELP,
     CPU_KV_GIB,
@@ -27,7 +28,6 @@ from servecap.core.kv_tier_settings import (
     SSD_KV_GIB,
     KvLoad,
 )
-from servecap.app.request_fields import DeploymentFields
 from servecap.workload.spec_parts import TraceArrival
 
 ArrivalName = Literal["poisson", "gamma", "constant"]

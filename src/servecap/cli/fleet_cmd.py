@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Literal
 import click
 
 from servecap.app.fleet_flags import MIN_REPLICAS_DEFAULT, FleetFlags, choices_of, fleet_from_flags
-from servecap.core.kv_tier_settings import CPU_HELP, LOAD_HELP, REMOTE_HELP, SSD_HELP
 from servecap.cli.numbers import FINITE, FiniteRange
 from servecap.cli.options import (
     OUT_PATH,
@@ -24,6 +23,7 @@ from servecap.cli.options import (
 )
 from servecap.cli.simulate_cmd import html_option, stream_options, workload_option
 from servecap.cli.trace_options import pop_trace, trace_options
+from servecap.core.kv_tier_settings import CPU_HELP, LOAD_HELP, REMOTE_HELP, SSD_HELP
 from servecap.fleet.file_schema import KvLinkModel
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.pd_router import PD_PRESETS
