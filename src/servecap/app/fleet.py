@@ -740,14 +740,14 @@ def _load_req_s(r: ReplicaStats, horizon_s: float) -> float | None:
 
 def pool_capacities(fleet: FleetFile, workload: WorkloadSpec, base_dir: Path | None = None) -> dict[str, float]:
     """Each pool's service rate per replica, as ``simulate``'s load check reads it: the planner's
-    output tokens/s at its batch over the workload's mean output tokens."""
-    from servecap.workload import dist_mean
+    output tokens/s at its batch over the workload's mean output tokens (a P/D pool: in its role)."""
 
-    out_tokens = dist_mean(workload.output_tokens) if workload.output_tokens is not None else 128.0
+    from servecap.app.role_capacity import role_capacity_req_s
+
     caps = {}
     for p in fleet.pools:
         the_plan, _ = plan_pool(p, base_dir)
-        caps[p.name] = the_plan.output_tokens_per_s_total / max(1.0, out_tokens)
+        caps[p.name] = role_capacity_req_s(the_plan, p.role, workload)
     return caps
 
 
