@@ -32,6 +32,7 @@ from typing_extensions import TypedDict
 from servecap.app.flapping import PoolFlapping
 from servecap.app.json_object import JsonObject
 from servecap.app.scale_event import ScaleEvent
+from servecap.app.warm_up import SteadyWindow
 from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetResult, FleetSpec, Phase, Pool, simulate_fleet
@@ -702,6 +703,8 @@ class FleetSimulateResponse(_Out):
     pd: PdStats | None = None  # a disaggregated fleet: per-role times, transfers, links
     # per autoscaled pool: scale events, their rate after settling, min<->max cycles (app/flapping.py)
     flapping: list[PoolFlapping] = Field(default_factory=list)
+    # an autoscaled run: the requests after the ramp, beside the whole run (app/warm_up.py)
+    steady: SteadyWindow | None = None
 
 
 class GatewayOut(_Out):
@@ -922,8 +925,10 @@ def fleet_simulate(
     sized against ``limits`` (default: the CLI's) first. ``records``: a Parquet file to stream
     every request's record to (the run then streams). Autoscaled pools get the flapping
     detector's verdict (:func:`with_flapping`)."""
+    from servecap.app.warm_up import with_warm_up
+
     response, res, spec = _fleet_simulate(request, base_dir=base_dir, progress=progress, limits=limits, records=records)
-    return with_flapping(response, spec), res
+    return with_warm_up(with_flapping(response, spec), res, spec), res
 
 
 def _fleet_simulate(
