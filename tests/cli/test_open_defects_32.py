@@ -62,3 +62,31 @@ def test_an_autoscaled_run_reports_its_steady_window_beside_the_ramp() -> None:
     assert not any(f["flapping"] for f in out["flapping"])
     note = next(n for n in out["notes"] if n.startswith("warm-up:"))
     assert f"--min-replicas {steady['settled_replicas']}" in note
+
+
+def test_every_failing_lever_row_says_why() -> None:
+    """A lever row read "-" / "no" with no reason: the reactive-only row's note (why it fails) and
+    a row where no count met the SLOs were not printed (only the P/D split's were)."""
+    from servecap.app.fleet_plan.levers import _row
+    from servecap.app.fleet_plan.model import LeverOut
+    from servecap.report.fleet_plan_text import lever_notes
+
+    failed = _row("router", "prefix-affinity routing instead of least-outstanding", None, 7)
+    assert failed.replicas is None and not failed.slo_met
+    assert failed.note == "no count up to the search's bound meets the SLOs (7 simulated)"
+    reactive = LeverOut(
+        name="scale-ahead",
+        change="without the scheduled scale-ahead (reactive autoscaler only)",
+        replicas=None,
+        usd_per_month=1000.0,
+        ttft_p99_s=92.0,
+        tpot_p99_s=0.05,
+        slo_met=False,
+        simulations=1,
+        note="the reactive autoscaler alone scales on what it observes, so each rise waits out a cold start",
+    )
+    met = failed.model_copy(update={"name": "fp8-kv", "replicas": 3, "slo_met": True, "note": "x"})
+    assert lever_notes([failed, reactive, met]) == [
+        "router: no count up to the search's bound meets the SLOs (7 simulated)",
+        f"scale-ahead: {reactive.note}",
+    ]

@@ -12,7 +12,14 @@ from servecap.app.fleet_plan.model import EXECUTOR_CHOICES, FleetPlanRequest, Tr
 from servecap.cli.numbers import FINITE
 from servecap.cli.options import OUT_PATH, PATH, json_option, slo_options
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
-from servecap.report.fleet_plan_text import LEVER_HEADER, lever_rows, plan_html, replicas_cell, summary_lines
+from servecap.report.fleet_plan_text import (
+    LEVER_HEADER,
+    lever_notes,
+    lever_rows,
+    plan_html,
+    replicas_cell,
+    summary_lines,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -292,9 +299,8 @@ def render(console: Console, r: FleetPlanResponse) -> None:
     for row in lever_rows(r):
         lev.add_row(*row)
     print_table(console, lev)
-    for lv in r.levers:
-        if lv.name.startswith("split") and lv.note:
-            console.print(f"{lv.name}: {lv.note}", highlight=False)
+    for line in lever_notes(r.levers):
+        console.print(line, highlight=False)
     for s in r.levers_skipped:
         console.print(f"[dim]lever left out: {s}[/]", highlight=False)
     for s in r.story:

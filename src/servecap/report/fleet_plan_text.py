@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from servecap.app.fleet_plan.model import CandidateOut, FleetEval, FleetPlanResponse
+    from servecap.app.fleet_plan.model import CandidateOut, FleetEval, FleetPlanResponse, LeverOut
 
 
 def _ms(x: float | None) -> str:
@@ -142,6 +142,19 @@ def lever_rows(r: FleetPlanResponse) -> list[tuple[str, str, str, str, str, str,
     return rows
 
 
+def lever_notes(levers: Sequence[LeverOut]) -> list[str]:
+    """The reason under the lever table for each row that shows "-" or "no" (and the P/D split's
+    ratios): a row never fails without saying why."""
+    out = []
+    for lv in levers:
+        shown = lv.name.startswith("split") or not lv.slo_met or lv.replicas is None
+        if shown:
+            out.append(f"{lv.name}: {lv.note or NO_COUNT}")
+    return out
+
+
+NO_COUNT = "no replica count the search tried meets the SLOs"
+
 LEVER_HEADER = ("lever", "change", "replicas", "$/month", "p99 TTFT (ms)", "p99 TPOT (ms)", "SLO met")
 
 
@@ -174,7 +187,7 @@ def plan_html(r: FleetPlanResponse) -> str:
         table(("candidate", "closed-form replicas", "simulated replicas", "$/month", "simulations"), cands),
         "<h2>Levers (each re-simulated)</h2>",
         table(LEVER_HEADER, [tuple(x) for x in lever_rows(r)]),
-        "".join(f"<p>{esc(lv.name)}: {esc(lv.note)}</p>" for lv in r.levers if lv.name.startswith("split") and lv.note),
+        "".join(f"<p>{esc(line)}</p>" for line in lever_notes(r.levers)),
         "".join(f"<p><small>lever left out: {esc(s)}</small></p>" for s in r.levers_skipped),
         "".join(f"<p><small>why: {esc(s)}</small></p>" for s in r.story),
         "</body></html>",
