@@ -90,3 +90,19 @@ def test_every_failing_lever_row_says_why() -> None:
         "router: no count up to the search's bound meets the SLOs (7 simulated)",
         f"scale-ahead: {reactive.note}",
     ]
+
+
+def test_fleet_plans_shape_line_prints_the_medians_it_labels_medians() -> None:
+    """`fleet plan --prompt-sigma` printed the log-normal means under the label "medians"."""
+    from types import SimpleNamespace
+
+    from servecap.cli.fleet_plan_cmd import shape_text
+    from servecap.workload.spec_parts import LogNormalDist
+
+    w = SimpleNamespace(
+        prompt_tokens=LogNormalDist(median=1024, sigma=1.0), output_tokens=LogNormalDist(median=128, sigma=0.5)
+    )
+    t = SimpleNamespace(workload=w, peak_users=None, request_interval_s=30.0)
+    text = shape_text(SimpleNamespace(traffic=t))  # type: ignore[arg-type]
+    # the means would be 1,024 x e^0.5 = 1,688 and 128 x e^0.125 = 145
+    assert text.startswith("request shape: 1,024 prompt + 128 output tokens (log-normal medians, sigma 1 / 0.5)")

@@ -259,7 +259,7 @@ def shape_text(request: FleetPlanRequest) -> str:
     return (
         "request shape: "
         + lengths_text(
-            dist_mean(w.prompt_tokens), dist_mean(w.output_tokens), sigma(w.prompt_tokens), sigma(w.output_tokens)
+            typical(w.prompt_tokens), typical(w.output_tokens), sigma(w.prompt_tokens), sigma(w.output_tokens)
         )
         + f"; users: {users}"
     )
