@@ -217,7 +217,7 @@ def markdown_block(r: FleetPlanResponse) -> str:
         )
     out += ["", "| " + " | ".join(LEVER_HEADER) + " |", "|" + "---|" * len(LEVER_HEADER)]
     out.extend("| " + " | ".join(row) + " |" for row in lever_rows(r))
-    notes = [f"- {lv.name}: {lv.note}" for lv in r.levers if lv.name.startswith("split") and lv.note]
+    notes = [f"- {line}" for line in lever_notes(r.levers)]
     if notes:
         out.append("")
         out.extend(notes)
