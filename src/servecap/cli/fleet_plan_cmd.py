@@ -221,6 +221,11 @@ def fleet_plan_command(
         write_text(out_path, files.fleet_text, "--out")
         write_text(files.workload_path, files.workload_text, "--out")
         click.echo(f"wrote {out_path} and {files.workload_path}; re-run: {files.rerun}", err=True)
+        if files.split_text is not None and files.split_path is not None:
+            write_text(files.split_path, files.split_text, "--out")
+            click.echo(
+                f"wrote {files.split_path} (the P/D split; servecap export pd {files.split_path.name})", err=True
+            )
     if as_json:
         click.echo(response.model_dump_json())
         return

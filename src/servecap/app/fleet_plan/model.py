@@ -267,6 +267,7 @@ class LeverOut(_Out):
     slo_met: bool
     simulations: int
     note: str = ""
+    fleet_file: FleetDoc | None = None  # the split's fleet file (P/D roles) where it met the SLOs
 
 
 class FleetPlanResponse(_Out):
