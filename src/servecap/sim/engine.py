@@ -312,9 +312,9 @@ class Engine:
 
     def drop_cache(self) -> None:
         """Forget the cached prefix blocks of an engine that holds no request (a stopped replica:
-        it serves nothing again, and its pod's GPU memory goes with it). A fleet that churns through
-        replicas otherwise kept every stopped one's whole block index, up to ``num_gpu_blocks``
-        keys each (benchmarks/fleet_churn_memory.py)."""
+        it serves nothing again, and its pod's GPU memory goes with it). Under prefix caching a
+        fleet that churns through replicas otherwise kept every stopped one's block index, up to
+        ``num_gpu_blocks`` keys each, until the run ended."""
         if self._requests or self.pool.used:
             return
         self.pool = KvPool(self.pool.total, blocks_per_key=self.pool.per_key)
