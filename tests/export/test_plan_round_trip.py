@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 from export_helpers import validate
@@ -116,3 +117,39 @@ def test_one_infeasible_gpu_is_ruled_out_not_fatal() -> None:
         ],
     )
     assert res.exit_code != 0 and "max_model_len=8192" in str(res.exception)  # alone, it is still an error
+
+
+@pytest.mark.slow
+def test_a_pd_split_plan_re_runs_and_exports_as_pd(tmp_path: Path) -> None:
+    """The P/D round trip: `fleet plan --levers split -o fleet.yaml` writes the split that met the
+    SLOs as `fleet.split.yaml`; `fleet simulate` re-runs it on the plan's peak window to the split
+    row's p99s and SLOs; `export pd` reads it into per-role server and router commands."""
+    import shlex
+
+    fleet = tmp_path / "fleet.yaml"
+    workload = Path(__file__).parents[2] / "examples" / "workload-rag-long.yaml"
+    args = ["-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "8192", "--peak-rps", "10"]
+    args += ["--workload", str(workload), "--slo-ttft-p99-s", "2", "--slo-tpot-p99-s", "0.02", "--levers", "split"]
+    plan = json.loads(_run(["fleet", "plan", *args, "-o", str(fleet), "--json"]))
+    (row,) = [lv for lv in plan["levers"] if lv["name"] == "split"]
+    assert row["slo_met"] and row["fleet_file"] is not None
+    split = tmp_path / "fleet.split.yaml"
+    doc = yaml.safe_load(split.read_text())
+    assert [p["role"] for p in doc["pools"]] == ["prefill", "decode"]
+    assert sum(p["replicas"] for p in doc["pools"]) == row["replicas"]
+    assert "deploy: servecap export pd fleet.split.yaml" in split.read_text()
+    peak = tmp_path / "fleet.peak.yaml"
+    sim = json.loads(
+        _run(["fleet", "simulate", "--fleet", str(split), "--workload", str(peak), "--seed", "0", "--json"])
+    )
+    assert sim["summary"]["slo_attainment"] >= 0.99
+    for key, metric in (("ttft_p99_s", "ttft_s"), ("tpot_p99_s", "tpot_s")):
+        rerun = sim["summary"][metric]["p99"]
+        assert abs(rerun / row[key] - 1) < 0.2, (key, rerun, row[key])  # the same window and seed
+    pd = yaml.safe_load(_run(["export", "pd", str(split)]))
+    servers = pd["servers"]
+    assert servers["prefill"]["replicas"] + servers["decode"]["replicas"] == row["replicas"]
+    vllm = shlex.split(servers["decode"]["vllm"])
+    assert "--kv-transfer-config" in vllm
+    router = shlex.split(pd["sglang_router"])
+    assert "--pd-disaggregation" in router and router.count("--decode") == servers["decode"]["replicas"]

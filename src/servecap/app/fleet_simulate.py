@@ -16,6 +16,7 @@ from typing_extensions import TypedDict
 
 from servecap.app.flapping import PoolFlapping
 from servecap.app.scale_event import ScaleEvent
+from servecap.app.warm_up import SteadyWindow
 from servecap.errors import ServecapError
 from servecap.fleet import FleetResult, FleetSpec, simulate_fleet
 from servecap.fleet.file_schema import FleetFile, build_fleet, fleet_from_dict, plan_pool
@@ -132,6 +133,8 @@ class FleetSimulateResponse(_Out):
     pd: PdStats | None = None  # a disaggregated fleet: per-role times, transfers, links
     # per autoscaled pool: scale events, their rate after settling, min<->max cycles (app/flapping.py)
     flapping: list[PoolFlapping] = Field(default_factory=list)
+    # an autoscaled run: the requests after the ramp, beside the whole run (app/warm_up.py)
+    steady: SteadyWindow | None = None
 
 
 class GatewayOut(_Out):
@@ -170,14 +173,14 @@ def _load_req_s(r: ReplicaStats, horizon_s: float) -> float | None:
 
 def pool_capacities(fleet: FleetFile, workload: WorkloadSpec, base_dir: Path | None = None) -> dict[str, float]:
     """Each pool's service rate per replica, as ``simulate``'s load check reads it: the planner's
-    output tokens/s at its batch over the workload's mean output tokens."""
-    from servecap.workload import dist_mean
+    output tokens/s at its batch over the workload's mean output tokens (a P/D pool: in its role)."""
 
-    out_tokens = dist_mean(workload.output_tokens) if workload.output_tokens is not None else 128.0
+    from servecap.app.role_capacity import role_capacity_req_s
+
     caps = {}
     for p in fleet.pools:
         the_plan, _ = plan_pool(p, base_dir)
-        caps[p.name] = the_plan.output_tokens_per_s_total / max(1.0, out_tokens)
+        caps[p.name] = role_capacity_req_s(the_plan, p.role, workload)
     return caps
 
 
@@ -352,8 +355,10 @@ def fleet_simulate(
     sized against ``limits`` (default: the CLI's) first. ``records``: a Parquet file to stream
     every request's record to (the run then streams). Autoscaled pools get the flapping
     detector's verdict (:func:`with_flapping`)."""
+    from servecap.app.warm_up import with_warm_up
+
     response, res, spec = _fleet_simulate(request, base_dir=base_dir, progress=progress, limits=limits, records=records)
-    return with_flapping(response, spec), res
+    return with_warm_up(with_flapping(response, spec), res, spec), res
 
 
 def _fleet_simulate(

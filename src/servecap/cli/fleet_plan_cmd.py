@@ -12,7 +12,14 @@ from servecap.cli.numbers import FINITE
 from servecap.cli.options import OUT_PATH, PATH, json_option, slo_options
 from servecap.planning.model import EXECUTOR_CHOICES, FleetPlanRequest, TrafficModel
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
-from servecap.report.fleet_plan_text import LEVER_HEADER, lever_rows, plan_html, replicas_cell, summary_lines
+from servecap.report.fleet_plan_text import (
+    LEVER_HEADER,
+    lever_notes,
+    lever_rows,
+    plan_html,
+    replicas_cell,
+    summary_lines,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -230,6 +237,11 @@ def fleet_plan_command(
         write_text(out_path, files.fleet_text, "--out")
         write_text(files.workload_path, files.workload_text, "--out")
         click.echo(f"wrote {out_path} and {files.workload_path}; re-run: {files.rerun}", err=True)
+        if files.split_text is not None and files.split_path is not None:
+            write_text(files.split_path, files.split_text, "--out")
+            click.echo(
+                f"wrote {files.split_path} (the P/D split; servecap export pd {files.split_path.name})", err=True
+            )
     if as_json:
         click.echo(response.model_dump_json())
         return
@@ -268,7 +280,7 @@ def shape_text(request: FleetPlanRequest) -> str:
     return (
         "request shape: "
         + lengths_text(
-            dist_mean(w.prompt_tokens), dist_mean(w.output_tokens), sigma(w.prompt_tokens), sigma(w.output_tokens)
+            typical(w.prompt_tokens), typical(w.output_tokens), sigma(w.prompt_tokens), sigma(w.output_tokens)
         )
         + f"; users: {users}"
     )
@@ -308,9 +320,8 @@ def render(console: Console, r: FleetPlanResponse) -> None:
     for row in lever_rows(r):
         lev.add_row(*row)
     print_table(console, lev)
-    for lv in r.levers:
-        if (lv.name.startswith("split") or lv.hit_rates is not None) and lv.note:
-            console.print(f"{lv.name}: {lv.note}", highlight=False)
+    for line in lever_notes(r.levers):
+        console.print(line, highlight=False)
     for s in r.levers_skipped:
         console.print(f"[dim]lever left out: {s}[/]", highlight=False)
     for s in r.story:

@@ -269,12 +269,24 @@ def monitor_command(
     elif pool is not None:
         raise ServecapError("pool", pool, "needs --fleet FLEET.yaml (the file the pool is in)")
     engine_model = None
-    if deployment.model is not None or deployment.gpu is not None:
+    served = None
+    if deployment.model is None and deployment.gpu is None:
+        from servecap.app.monitor_deployment import served_deployment
+
+        warnings: list[str] = []
+        served = served_deployment(urls, warnings)
+        for w in warnings:
+            click.echo(f"warning: {w}", err=True)
+    if deployment.model is not None or deployment.gpu is not None or served is not None:
         from servecap.cli.inputs import slo_from_ms
         from servecap.monitor.engine_headroom import EngineModel
         from servecap.specs.perf import INTERACTIVE_SLO
 
-        dep, _ = o.deployment_from_options(deployment)
+        if served is not None:
+            dep, where = served
+            click.echo(f"note: the deployment from {where} (deployment flags override it)", err=True)
+        else:
+            dep, _ = o.deployment_from_options(deployment)
         eff, _ = o.efficiency_from_options(calibration)
         slo = (
             slo_from_ms(ttft_slo_ms, tpot_slo_ms)

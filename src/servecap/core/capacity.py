@@ -139,6 +139,48 @@ def ttft_s(cost: StepCost, batch: int, request: RequestShape, eff: Efficiency, m
     return total + eff.request_overhead_s
 
 
+def prefill_only_req_s(cost: StepCost, prompt_tokens: int, eff: Efficiency, max_num_batched_tokens: int) -> float:
+    """Prompts per second a prefill-only replica (disaggregated P/D) serves back to back.
+
+    With no decodes beside them, each step packs ``k = budget // P`` whole prompts into the token
+    budget (``max_num_batched_tokens``); the rate is ``k / step_time(k prompts)``. A prompt over the
+    budget runs in chunks of the budget, ``1 / Σ step_time(chunk)`` (the same chunks as
+    :func:`ttft_s` with no running batch). The per-request server overhead is latency, not
+    throughput, and is left out."""
+    p = max(1, prompt_tokens)
+    if p <= max_num_batched_tokens:
+        k = max(1, max_num_batched_tokens // p)
+        one = prefill_batch(p, cost.window_tokens)
+        step = BatchShape(
+            num_tokens=k * one.num_tokens,
+            num_seqs=k,
+            kv_tokens=k * one.kv_tokens,
+            window_kv_tokens=k * one.window_kv_tokens,
+            attn_pairs=k * one.attn_pairs,
+            window_attn_pairs=k * one.window_attn_pairs,
+            prompt_tokens=k * p,
+        )
+        t = cost.step_time(step, eff).total_s
+        return k / t if t > 0 else 0.0
+    total = 0.0
+    done = 0
+    while done < p:
+        n = min(max_num_batched_tokens, p - done)
+        chunk = prefill_batch(n, cost.window_tokens, start_tokens=done)
+        total += cost.step_time(chunk, eff).total_s
+        done += n
+    return 1.0 / total if total > 0 else 0.0
+
+
+def decode_only_req_s(batch: int, decode_step_time_s: float, output_tokens: float, tokens_per_step: float) -> float:
+    """Requests per second a decode-only replica (disaggregated P/D) finishes: ``batch`` sequences
+    each emitting ``tokens_per_step`` tokens per pure decode step (no prefill chunks stall it),
+    over ``output_tokens`` each: ``batch x tokens_per_step / step / O``."""
+    if decode_step_time_s <= 0:
+        return 0.0
+    return batch * tokens_per_step / decode_step_time_s / max(1.0, output_tokens)
+
+
 def kv_batch_limit(layout: KvLayout, num_blocks: int, request: RequestShape) -> int:
     """Requests of the typical shape the pool holds at once (each at its full P + O length)."""
     return num_blocks // max(1, layout.blocks_held(request.total_tokens))

@@ -285,6 +285,7 @@ class Pools:
         self.gpu_log.append((t_s, -self.spec.pools[r.pool_index].gpus_per_replica))
         held = self._close(r, t_s, state)
         self._unlisted(r)
+        r.engine.drop_cache()  # a stopped replica's prefix index is memory the run would keep
         return held
 
     def _drain(self, r: PoolReplica, now_s: float) -> None:

@@ -52,8 +52,12 @@ class Headroom:
             return at + "; idle"
         if self.traffic_headroom <= 0 or self.queueing:
             return at + "; past the SLO batch: requests queue, TTFT grows"
-        slo = "the SLOs break" if self.capacity.source == "plan" else "the KV cache fills"
-        return at + f"; {slo} at about +{self.traffic_headroom:.0%} traffic"
+        if self.capacity.source == "plan":
+            return at + f"; the SLOs break at about +{self.traffic_headroom:.0%} traffic"
+        return at + (
+            f"; the KV cache fills at about +{self.traffic_headroom:.0%} traffic (the KV pool's bound only: "
+            "latency limits it sooner; give the deployment, --model/--gpu, for the SLOs' headroom)"
+        )
 
 
 def capacity_from_plan(batch: int, limited_by: str) -> Capacity:

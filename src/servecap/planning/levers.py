@@ -124,7 +124,7 @@ def _row(name: str, change: str, ev: FleetEval | None, sims: int, note: str = ""
         tpot_p99_s=ev.tpot_p99_s if ev is not None else None,
         slo_met=ev.slo_met if ev is not None else False,
         simulations=sims,
-        note=note,
+        note=note or ("" if ev is not None else f"no count up to the search's bound meets the SLOs ({sims} simulated)"),
     )
 
 

@@ -276,6 +276,7 @@ class LeverOut(_Out):
     # the KV-tier levers: the chosen fleet's hits per tier and the lever's (fractions of prompt tokens)
     hit_rates_before: dict[str, float] | None = None
     hit_rates: dict[str, float] | None = None
+    fleet_file: FleetDoc | None = None  # the split's fleet file (P/D roles) where it met the SLOs
 
 
 class FleetPlanResponse(_Out):

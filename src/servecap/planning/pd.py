@@ -182,6 +182,7 @@ def split_lever(
         slo_met=True,
         simulations=sims,
         note=note,
+        fleet_file=split_fleet(request, c, pd[0], pd[1], k),
     )
 
 

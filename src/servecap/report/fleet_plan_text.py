@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from servecap.planning.model import CandidateOut, FleetEval, FleetPlanResponse
+    from servecap.planning.model import CandidateOut, FleetEval, FleetPlanResponse, LeverOut
 
 
 def _ms(x: float | None) -> str:
@@ -142,6 +142,20 @@ def lever_rows(r: FleetPlanResponse) -> list[tuple[str, str, str, str, str, str,
     return rows
 
 
+def lever_notes(levers: Sequence[LeverOut]) -> list[str]:
+    """The reason under the lever table for each row that shows "-" or "no" (and the P/D split's
+    ratios, a KV tier's hit rates): a row never fails without saying why."""
+    out = []
+    for lv in levers:
+        if not lv.slo_met or lv.replicas is None:
+            out.append(f"{lv.name}: {lv.note or NO_COUNT}")
+        elif (lv.name.startswith("split") or lv.hit_rates is not None) and lv.note:
+            out.append(f"{lv.name}: {lv.note}")  # the P/D split's ratios; a KV tier's hit rates
+    return out
+
+
+NO_COUNT = "no replica count the search tried meets the SLOs"
+
 LEVER_HEADER = ("lever", "change", "replicas", "$/month", "p99 TTFT (ms)", "p99 TPOT (ms)", "SLO met")
 
 
@@ -174,7 +188,7 @@ def plan_html(r: FleetPlanResponse) -> str:
         table(("candidate", "closed-form replicas", "simulated replicas", "$/month", "simulations"), cands),
         "<h2>Levers (each re-simulated)</h2>",
         table(LEVER_HEADER, [tuple(x) for x in lever_rows(r)]),
-        "".join(f"<p>{esc(lv.name)}: {esc(lv.note)}</p>" for lv in r.levers if lv.name.startswith("split") and lv.note),
+        "".join(f"<p>{esc(line)}</p>" for line in lever_notes(r.levers)),
         "".join(f"<p><small>lever left out: {esc(s)}</small></p>" for s in r.levers_skipped),
         "".join(f"<p><small>why: {esc(s)}</small></p>" for s in r.story),
         "</body></html>",
@@ -204,7 +218,7 @@ def markdown_block(r: FleetPlanResponse) -> str:
         )
     out += ["", "| " + " | ".join(LEVER_HEADER) + " |", "|" + "---|" * len(LEVER_HEADER)]
     out.extend("| " + " | ".join(row) + " |" for row in lever_rows(r))
-    notes = [f"- {lv.name}: {lv.note}" for lv in r.levers if lv.name.startswith("split") and lv.note]
+    notes = [f"- {line}" for line in lever_notes(r.levers)]
     if notes:
         out.append("")
         out.extend(notes)

@@ -321,6 +321,15 @@ class Engine:
         free to take)."""
         return self.pool.used / self.pool.total if self.pool.total else 0.0
 
+    def drop_cache(self) -> None:
+        """Forget the cached prefix blocks of an engine that holds no request (a stopped replica:
+        it serves nothing again, and its pod's GPU memory goes with it). Under prefix caching a
+        fleet that churns through replicas otherwise kept every stopped one's block index, up to
+        ``num_gpu_blocks`` keys each, until the run ended."""
+        if self._requests or self.pool.used:
+            return
+        self.pool = KvPool(self.pool.total, blocks_per_key=self.pool.per_key)
+
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         """Leading blocks of ``block_keys`` (:func:`servecap.workload.block_keys`) that the prefix
         cache holds now; 0 when it keeps none. Reads only: the LRU order is left as it is."""

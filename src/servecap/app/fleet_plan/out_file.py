@@ -35,6 +35,8 @@ class PlanFiles:
     workload_text: str
     workload_path: Path
     rerun: str  # the command that re-runs the plan's evidence
+    split_text: str | None = None  # the P/D split that met the SLOs, as a fleet file
+    split_path: Path | None = None
 
 
 def workload_path_for(path: Path) -> Path:
@@ -62,10 +64,35 @@ def plan_files(r: FleetPlanResponse, path: Path, seed: int, slo_ms: tuple[float 
         f"re-run the plan's evidence: {rerun}",
         f"deploy: servecap export keda|kserve|ray-serve|production-stack|litellm {path.name}",
     ]
+    split = next((lv for lv in r.levers if lv.fleet_file is not None and lv.slo_met), None)
+    split_doc: JsonObject | None = None
+    split_path = split_header = None
+    if split is not None and split.fleet_file is not None:
+        split_doc = dict(split.fleet_file)
+        if slo:
+            split_doc["slo"] = slo
+        split_path = path.with_name(f"{path.stem}.{split.name}{path.suffix or '.yaml'}")
+        split_rerun = f"servecap fleet simulate --fleet {split_path.name} --workload {wl_path.name} --seed {seed}"
+        split_header = [
+            f"servecap fleet plan's {split.name} lever: {split.change}, ${split.usd_per_month or 0:,.0f}/month",
+            f"{split.note}",
+            f"re-run its evidence: {split_rerun}",
+            f"deploy: servecap export pd {split_path.name}",
+        ]
     if path.suffix == ".json":
-        return PlanFiles(json.dumps(doc, indent=2) + "\n", json.dumps(r.peak_workload, indent=2) + "\n", wl_path, rerun)
+        return PlanFiles(
+            json.dumps(doc, indent=2) + "\n",
+            json.dumps(r.peak_workload, indent=2) + "\n",
+            wl_path,
+            rerun,
+            None if split_doc is None else json.dumps(split_doc, indent=2) + "\n",
+            split_path,
+        )
     fleet_text = "".join(f"# {line}\n" for line in header) + yaml.safe_dump(doc, sort_keys=False)
     wl_text = f"# the peak window servecap fleet plan scored (for {path.name}; {rerun})\n" + yaml.safe_dump(
         r.peak_workload, sort_keys=False
     )
-    return PlanFiles(fleet_text, wl_text, wl_path, rerun)
+    split_text = None
+    if split_doc is not None and split_header is not None:
+        split_text = "".join(f"# {line}\n" for line in split_header) + yaml.safe_dump(split_doc, sort_keys=False)
+    return PlanFiles(fleet_text, wl_text, wl_path, rerun, split_text, split_path)
