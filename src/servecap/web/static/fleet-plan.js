@@ -1,5 +1,6 @@
 "use strict";
 const form = document.getElementById("form");
+traceFields(document.getElementById("trace-box"));
 const progressEl = document.getElementById("progress"), labelEl = document.getElementById("progress-label");
 const cancelBtn = document.getElementById("cancel");
 
@@ -19,8 +20,9 @@ function planFrom(s) {
     ? { kind: "schedule", rate: { kind: "diurnal", peak_per_s: 1.0, trough_per_s: 0.25, peak_at_s: 50400 } }
     : { kind: "poisson", rate_per_s: 1 };
   const workload = { arrival, prompt_tokens: n("prompt_tokens"), output_tokens: n("output_tokens"), duration_s: s.shape === "diurnal" ? 86400 : 600 };
-  const traffic = { workload, request_interval_s: n("request_interval_s") };
-  if (s.peak_users) traffic.peak_users = n("peak_users"); else traffic.peak_rps = n("peak_rps");
+  const trace = traceFrom(s);  // a replayed trace sets its own rate and lengths: no peak, no shape
+  const traffic = { workload: trace ? { arrival: trace } : workload, request_interval_s: n("request_interval_s") };
+  if (!trace) { if (s.peak_users) traffic.peak_users = n("peak_users"); else traffic.peak_rps = n("peak_rps"); }
   const slo = {};
   if (s.ttft_ms) slo.ttft_s = { p99: n("ttft_ms") / 1e3 };
   if (s.tpot_ms) slo.tpot_s = { p99: n("tpot_ms") / 1e3 };
@@ -84,7 +86,7 @@ function fillLevers(lists) {
   }
 }
 
-Promise.all([fillCatalogs(document.getElementById("model"), document.getElementById("gpus")), api("/fleet/plan/levers")])
+Promise.all([fillCatalogs(document.getElementById("model"), document.getElementById("gpus")), api("/fleet/plan/levers"), fillTraces(document.getElementById("trace"))])
   .then(([, levers]) => {
     fillLevers(levers);
     document.getElementById("model").value = "meta-llama/Llama-3.1-8B";
