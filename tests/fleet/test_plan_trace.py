@@ -103,3 +103,11 @@ def test_a_bad_trace_line_and_nan_are_one_line_on_stderr_exit_2(tmp_path: Path) 
         assert p.returncode == 2 and p.stdout == ""
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert named in p.stderr
+
+
+def test_a_trace_longer_than_the_window_limit_is_refused_by_name(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("model: meta-llama/Llama-3.1-8B\ncandidates: [{gpu: H100}]\nmax_window_requests: 100\nlevers: []\n")
+    out = CliRunner().invoke(cli, ["fleet", "plan", "--plan", str(plan), "--trace", "sample:agentic"])
+    assert isinstance(out.exception, ServecapError), out.output
+    assert "traffic.workload.arrival='387 requests'" in str(out.exception) and "--trace-end-s" in str(out.exception)

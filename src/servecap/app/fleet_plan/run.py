@@ -257,6 +257,13 @@ def run_plan(
     )
     scored = scored_window(window, targets, request.seed)
     if is_trace(spec):
+        if len(scored.scored) > request.max_window_requests:  # each simulation replays all of it
+            raise ServecapError(
+                "traffic.workload.arrival",
+                f"{len(scored.scored):,} requests",
+                f"more than max_window_requests ({request.max_window_requests:,}) to replay in every simulation: "
+                "window the trace (--trace-start-s/--trace-end-s) or raise max_window_requests",
+            )
         ctx.notes.append(
             f"replayed trace: all {len(scored.scored):,} of its requests scored at its time scale (busiest minute "
             f"{peak:,.2f} req/s); a percentile rests on the requests beyond it: window or scale the trace for more"
