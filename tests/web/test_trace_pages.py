@@ -68,3 +68,23 @@ def test_fleet_replays_a_sample_and_a_path_is_refused_by_name(desktop: Page, ser
     pg.click("#form button[type=submit]")
     pg.wait_for_selector("#error:not(.hidden)")
     assert "no such sample" in pg.inner_text("#error")
+
+
+def test_fleet_plan_sizes_the_fleet_for_a_sample(desktop: Page, server_url: str) -> None:
+    pg = desktop.page
+    pg.goto(f"{server_url}/fleet-plan?gpus=H100-SXM&max_model_len=32768", wait_until="load")  # no levers: none
+    pg.wait_for_selector("#await-click")
+    _pick(pg, "agentic", "1")
+    pg.click("#form button[type=submit]")
+    pg.wait_for_selector("#prefix-hit-rate, #error:not(.hidden)")
+    assert pg.inner_text("#error") == ""
+    want = _cli(
+        "fleet", "plan", "-m", pg.input_value("[name=model]"), "-g", "H100-SXM", "-l", pg.input_value("[name=max_model_len]"),
+        "--router", pg.input_value("[name=router]"), "--levers", "none", "--slo-ttft-p99-s", "2", "--slo-tpot-p99-s", "0.1",
+        "--trace", "sample:agentic",
+    )  # fmt: skip
+    assert pg.inner_text("#chosen-replicas") == str(want["chosen"]["replicas"])
+    assert pg.inner_text("#prefix-hit-rate") == f"{100 * want['fleet']['prefix_cache_hit_rate']:.1f}%"
+    assert "replayed sample:agentic" in pg.inner_text("#answer")
+    desktop.shot("fleet-plan-trace")
+    assert desktop.errors == []

@@ -218,6 +218,7 @@ class FleetEval(_Out):
     failed_targets: list[str]
     targets: list[TargetOut]
     seed: int
+    prefix_cache_hit_rate: float | None = None  # the engines' prefix-cache hits over the window's prompts
 
 
 class CandidateOut(_Out):
@@ -445,6 +446,7 @@ class Context:
             failed_targets=[f"{t.group}: {t.label()}" for g in report for t in g.targets if not t.met],
             targets=_targets_out(report),
             seed=s,
+            prefix_cache_hit_rate=res.summary.prefix_cache_hit_rate,
         )
         self._report(ev)
         return ev

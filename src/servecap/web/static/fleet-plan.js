@@ -44,7 +44,8 @@ function render(r) {
   el.innerHTML = `
     <p class="answer" id="answer"><strong id="chosen-replicas">${num(c.replicas)}</strong> × <strong id="chosen-gpu">${esc(c.name)}</strong>${ivText(r.interval && r.interval.replicas, (x) => num(x), "replicas-interval")}
       (${num(c.gpus_per_replica)} GPU${c.gpus_per_replica > 1 ? "s" : ""} per replica, ${esc(c.gpu)}) serve ${num(r.peak_rps, 1)} req/s at the peak
-      for <strong id="chosen-usd">${usd(f.usd_per_month, 0)}</strong>/month${ivText(r.interval && r.interval.usd_per_month, (x) => usd(x, 0), "usd-interval")}; SLO attainment ${pct(f.attainment)}.</p>
+      for <strong id="chosen-usd">${usd(f.usd_per_month, 0)}</strong>/month${ivText(r.interval && r.interval.usd_per_month, (x) => usd(x, 0), "usd-interval")}; SLO attainment ${pct(f.attainment)};
+      prefix-cache hit rate <span id="prefix-hit-rate">${pct(f.prefix_cache_hit_rate)}</span>${r.peak_workload.arrival && r.peak_workload.arrival.kind === "trace" ? ` (replayed ${esc(r.peak_workload.arrival.path)})` : ""}.</p>
     <p class="muted">SLOs: ${esc(r.slo.join(", "))}. Router ${esc(r.router)}. <span id="simulations">${num(r.simulations)}</span> simulations.</p>
     <p id="downloads">Deploy it: <a id="fleet-file" download="fleet.json" href="${jsonHref(r.fleet_file)}">the fleet file</a>
       (<code>servecap export keda|kserve|ray-serve|production-stack|litellm fleet.json</code>) and
