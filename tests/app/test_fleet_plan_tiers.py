@@ -48,7 +48,7 @@ def test_tier_levers_price_and_hit_rates() -> None:
     # one store for the fleet: 64 GiB x $0.004237 x 730 h = $197.95
     assert store.replicas is not None and store.usd_per_month is not None
     assert store.usd_per_month == pytest.approx(store.replicas * per_replica + 64 * 0.004237 * 730)
-    assert cpu.hit_rates_before == {"gpu": r.fleet.prefix_hit_rate}
+    assert cpu.hit_rates_before == {"gpu": r.fleet.prefix_cache_hit_rate}
     assert cpu.hit_rates is not None and cpu.hit_rates["cpu"] > 0.02
     assert store.hit_rates is not None and store.hit_rates["remote"] > 0.02
     assert "tier rent" in cpu.note

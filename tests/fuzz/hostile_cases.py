@@ -334,6 +334,10 @@ FLOAT_FLAGS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("simulate", "--trace", "sample:mooncake-conversation", "--num-requests", "5"), "--time-scale"),
     (("simulate", "--trace", "sample:mooncake-conversation", "--num-requests", "5"), "--trace-start-s"),
     (("fleet", "simulate", "--trace", "sample:agentic", "--num-requests", "5"), "--trace-end-s"),
+    (
+        ("fleet", "plan", "-g", "H100", "--levers", "none", "--trace", "sample:azure-code-2023", "--trace-end-s", "1"),
+        "--time-scale",
+    ),
     (("bench", "http://127.0.0.1:9", "--rate", "1", "--num-requests", "1", "--no-store"), "--timeout-s"),
     (("bench", "http://127.0.0.1:9", "--rate", "1", "--num-requests", "1", "--no-store"), "--warmup-s"),
     (("bench", "http://127.0.0.1:9", "--num-requests", "1", "--no-store"), "--concurrency"),

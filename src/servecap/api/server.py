@@ -212,6 +212,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
         """The registered routers, autoscaler policies and presets, with their defaults."""
         return policy_lists()
 
+    @app.get(f"{API}/traces")
+    def traces() -> list[dict[str, object]]:
+        """The shipped trace samples (the only traces the server reads): name them as a trace's
+        ``path`` (``sample:<name>``) in simulate, fleet simulate and fleet plan bodies."""
+        from servecap.app.trace_samples import trace_sample_rows
+
+        return [dict(r) for r in trace_sample_rows()]
+
     @app.post(f"{API}/models/upload")
     def upload(body: UploadBody) -> dict[str, Any]:
         """Keep a ``config.json``; plan with the returned ``model`` name (``upload:<id>``)."""

@@ -10,6 +10,7 @@ import click
 from servecap.app import defaults
 from servecap.cli.numbers import FINITE
 from servecap.cli.options import OUT_PATH, PATH, json_option, slo_options
+from servecap.cli.trace_options import pop_trace, trace_options
 from servecap.planning.model import EXECUTOR_CHOICES, FleetPlanRequest, TrafficModel
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.report.fleet_plan_text import (
@@ -72,6 +73,7 @@ TOKENS_OR_FILE = _TokensOrFile()
     f"default {TrafficModel.model_fields['request_interval_s'].default:g}).",
 )
 @click.option("--workload", type=PATH, default=None, help="Workload file: lengths, tenants/classes, a daily curve.")
+@trace_options
 @click.option(
     "--prompt-tokens",
     "-p",
@@ -177,10 +179,11 @@ def fleet_plan_command(
     html_path: Path | None,
     as_json: bool,
     out_path: Path | None = None,
+    **trace_flags: object,
 ) -> None:
     """Find the cheapest fleet that meets percentile SLOs: replicas per candidate pool from the
-    closed form, then bisection with the fleet simulator on the peak window; autoscaler settings
-    for a daily curve; a lever table, each lever re-simulated."""
+    closed form, then bisection with the fleet simulator on the peak window (or the replayed
+    --trace itself); autoscaler settings for a daily curve; a lever table, each lever re-simulated."""
 
     from servecap.app.fleet_plan import fleet_plan
     from servecap.app.fleet_plan.flags import FleetPlanFlags, plan_request_from_flags
@@ -203,6 +206,7 @@ def fleet_plan_command(
         peak_users=peak_users,
         request_interval_s=request_interval_s,
         workload=workload,
+        trace=pop_trace(trace_flags),
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
         prompt_sigma=prompt_sigma,
@@ -257,6 +261,12 @@ def shape_text(request: FleetPlanRequest) -> str:
 
     w = request.traffic.workload
     t = request.traffic
+    if w is not None and w.tenants is None and w.arrival is not None and w.arrival.kind == "trace":
+        a = w.arrival
+        return (
+            f"request shape: the trace's own lengths; users: the trace's arrivals ({a.path}, time scale "
+            f"{a.time_scale:g}, from {a.start_s:g} s" + ("" if a.end_s is None else f" to {a.end_s:g} s") + ")"
+        )
     users = (
         f"one request every {t.request_interval_s:g} s each, as an open loop (Poisson arrivals at "
         f"{t.peak_users:,} / {t.request_interval_s:g} s, whatever the answers' times)"

@@ -19,11 +19,11 @@ trace_options: Callable[[F], F] = stack(
         default=None,
         metavar="FILE",
         help="Replay a trace: servecap CSV/JSONL, Mooncake/Bailian block-hash JSONL, Azure LLM inference CSV, "
-        "BurstGPT CSV, or a shipped sample:<name> (mooncake-conversation, azure-code-2023, agentic, servecap).",
+        "BurstGPT CSV, GitHub Copilot agent-trace JSONL (Azure 2026), or a shipped sample:<name> (mooncake-conversation, azure-code-2023, agentic, servecap).",
     ),
     click.option(
         "--trace-format",
-        type=click.Choice(["auto", "servecap", "mooncake", "azure", "burstgpt", "sessions"]),
+        type=click.Choice(["auto", "servecap", "mooncake", "azure", "burstgpt", "sessions", "copilot"]),
         default="auto",
         show_default=True,
         help="The trace's format (auto: from the CSV header or the first JSON line).",

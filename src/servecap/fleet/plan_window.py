@@ -22,6 +22,13 @@ replicas the scale-ahead floor gives at its start, ready, and must meet the SLOs
 The windows are workloads of their own: each arrival is replaced by a piecewise-constant
 schedule sampled from the original curve every ``step_s`` (constant for the peak window), so the
 tenants, classes, lengths and prefixes stay those of the file.
+
+**Trace window** (a replayed trace, ``arrival: {kind: trace}``): the trace itself, as its window,
+time scale and request cut keep it, is the window: every request is scored (no warm-up: a
+replay starts as the trace did, with an empty fleet and a cold prefix cache), and its rate is
+the trace's busiest minute (the most arrivals in any 60 s of its scaled clock, over 60 s; over
+its span when shorter). A trace has no rate curve to scale: its rate changes with its
+``time_scale``.
 """
 
 from __future__ import annotations
@@ -62,9 +69,44 @@ def _arrival_kinds(spec: WorkloadSpec) -> list[Any]:
 def check_open_loop(spec: WorkloadSpec) -> None:
     if spec.users is not None:
         raise ServecapError("traffic.workload.users", spec.users.count, "the fleet planner takes open-loop traffic")
+    if is_trace(spec):
+        return
     for a in _arrival_kinds(spec):
         if a.kind == "trace":
-            raise ServecapError("traffic.workload.arrival", a.kind, "the fleet planner needs a rate curve, not a trace")
+            raise ServecapError(
+                "traffic.workload.tenants.arrival", a.kind, "a trace is the whole traffic: give it as the one arrival"
+            )
+
+
+def is_trace(spec: WorkloadSpec) -> bool:
+    """A replayed trace as the whole traffic (the planner scores the trace itself)."""
+    return spec.tenants is None and spec.arrival is not None and spec.arrival.kind == "trace"
+
+
+def busiest_rate(arrival_s: NDArray[np.float64], minute_s: float = 60.0) -> float:
+    """The most arrivals in any ``minute_s`` of ``arrival_s`` (sorted), over ``minute_s``; over the
+    span (first to last arrival) when it is shorter. By hand: arrivals at 0, 1, 2, 100 s: 3 in
+    [0, 60), so 3 / 60 = 0.05 req/s; at 0, 5, 10 s (span 10 s): 3 / 10 = 0.3 req/s."""
+    t = np.asarray(arrival_s, dtype=np.float64)
+    if len(t) < 2:
+        raise ServecapError("traffic.workload.arrival", len(t), "a trace to plan for needs at least 2 requests")
+    span = float(t[-1] - t[0])
+    if not span > 0:
+        raise ServecapError("traffic.workload.arrival", span, "the trace's requests all arrive at once (span 0 s)")
+    if span <= minute_s:
+        return len(t) / span
+    ends = np.searchsorted(t, t + minute_s, side="left")
+    return float(np.max(ends - np.arange(len(t)))) / minute_s
+
+
+def trace_window(spec: WorkloadSpec) -> Window:
+    """A replayed trace as the planner's window (see the module): all of it scored."""
+    from servecap.workload import generate_arrays
+
+    arrays = generate_arrays(spec, np.random.default_rng(0))  # a trace draws nothing
+    peak = busiest_rate(arrays.arrival_s)
+    duration = float(arrays.arrival_s[-1]) + 1e-9
+    return Window(spec, 0.0, duration, 0.0, peak, peak, peak)
 
 
 def scaled(spec: WorkloadSpec, factor: float) -> WorkloadSpec:

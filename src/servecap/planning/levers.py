@@ -292,8 +292,8 @@ def _tier_lever(
     unit = tier_usd_per_month("cpu" if name == "cpu-tier" else "remote", gib, HOURS_PER_MONTH)
     tier_usd = unit * (ev.replicas if name == "cpu-tier" else 1)
     before = None
-    if chosen is not None and chosen.prefix_hit_rate is not None:
-        before = {"gpu": chosen.prefix_hit_rate}
+    if chosen is not None and chosen.prefix_cache_hit_rate is not None:
+        before = {"gpu": chosen.prefix_cache_hit_rate}
     row = _row(name, change, ev, k, usd=ev.usd_per_month + tier_usd)
     hits = ev.kv_tier_hits
     fmt = ", ".join(f"{t} {x:.0%}" for t, x in (hits or {}).items())

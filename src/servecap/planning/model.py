@@ -222,7 +222,7 @@ class FleetEval(_Out):
     failed_targets: list[str]
     targets: list[TargetOut]
     seed: int
-    prefix_hit_rate: float | None = None  # GPU prefix-cache hits / prompt tokens looked up
+    prefix_cache_hit_rate: float | None = None  # GPU prefix-cache hits / prompt tokens looked up
     kv_tier_hits: dict[str, float] | None = None  # per KV tier (gpu, cpu, ssd, remote): hits / looked up
 
 
@@ -455,7 +455,7 @@ class Context:
             failed_targets=[f"{t.group}: {t.label()}" for g in report for t in g.targets if not t.met],
             targets=_targets_out(report),
             seed=s,
-            prefix_hit_rate=res.summary.prefix_cache_hit_rate,
+            prefix_cache_hit_rate=res.summary.prefix_cache_hit_rate,
             kv_tier_hits=_tier_fractions(res.summary.kv_tier_hit_tokens, res.summary.kv_tier_query_tokens),
         )
         self._report(ev)

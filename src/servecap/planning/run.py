@@ -18,11 +18,13 @@ from servecap.fleet.plan_window import (
     Window,
     check_open_loop,
     grid,
+    is_trace,
     peak_of,
     peak_window,
     ramp_window,
     rate_fn,
     scaled,
+    trace_window,
 )
 from servecap.json_object import JsonObject
 from servecap.planning.doc import AutoscalerDoc, FleetDoc, Section
@@ -106,6 +108,14 @@ def traffic_workload(request: FleetPlanRequest) -> tuple[WorkloadSpec, float, fl
             {**DEFAULT_WORKLOAD, "arrival": {"kind": "poisson", "rate_per_s": 1.0}, "duration_s": 600}
         )
     check_open_loop(base)
+    if is_trace(base):  # the trace's own arrivals, at its time scale (fleet/plan_window.py)
+        for key, given in (("peak_rps", t.peak_rps), ("peak_users", t.peak_users)):
+            if given is not None:
+                raise ServecapError(
+                    f"traffic.{key}", given, "a replayed trace sets its own rate: scale it with its time_scale"
+                )
+        w = trace_window(base)
+        return base, w.peak_rate_req_s, w.duration_s, False
     horizon = base.duration_s or DAY_S
     _, peak = peak_of(base, horizon)
     if not peak > 0:
@@ -233,15 +243,31 @@ def run_plan(
         names = {o.name for o in ruled_out}
         request = request.model_copy(update={"candidates": [c for c in request.candidates if c.label() not in names]})
     e2e = max(c.e2e_s for c in closed)
-    window = peak_window(
-        spec,
-        horizon_s=horizon,
-        e2e_s=e2e,
-        percentile_by_pair=strictest,
-        tail=request.tail_samples,
-        max_requests=request.max_window_requests,
+    window = (
+        trace_window(spec)
+        if is_trace(spec)
+        else peak_window(
+            spec,
+            horizon_s=horizon,
+            e2e_s=e2e,
+            percentile_by_pair=strictest,
+            tail=request.tail_samples,
+            max_requests=request.max_window_requests,
+        )
     )
     scored = scored_window(window, targets, request.seed)
+    if is_trace(spec):
+        if len(scored.scored) > request.max_window_requests:  # each simulation replays all of it
+            raise ServecapError(
+                "traffic.workload.arrival",
+                f"{len(scored.scored):,} requests",
+                f"more than max_window_requests ({request.max_window_requests:,}) to replay in every simulation: "
+                "window the trace (--trace-start-s/--trace-end-s) or raise max_window_requests",
+            )
+        ctx.notes.append(
+            f"replayed trace: all {len(scored.scored):,} of its requests scored at its time scale (busiest minute "
+            f"{peak:,.2f} req/s); a percentile rests on the requests beyond it: window or scale the trace for more"
+        )
     searched = search_all(request, ctx, closed, scored, peak)
     outs = [candidate_out(request, s, peak) for s in searched]
     passing = [(o.usd_per_month, i) for i, o in enumerate(outs) if o.usd_per_month is not None]
@@ -289,7 +315,7 @@ def run_plan(
             "duration_s": window.duration_s,
             "warmup_s": window.warmup_s,
             "scored_requests": float(len(scored.scored)),
-            "tail_samples": float(request.tail_samples),
+            "tail_samples": float(request.tail_samples) if not is_trace(spec) else _trace_tail(scored, strictest),
         },
         chosen=chosen,
         fleet=fleet_ev,
@@ -309,6 +335,13 @@ def run_plan(
             **p99_intervals(fleet_ev.ttft_p99_s, fleet_ev.tpot_p99_s, best.closed),
         },
     )
+
+
+def _trace_tail(scored: Scored, strictest: dict[tuple[str, str], float]) -> float:
+    """The requests a replayed trace puts beyond its strictest percentile (by hand: 40 requests
+    at p99 leave 40 x 0.01 = 0.4, so 0 whole samples)."""
+    q = max(strictest.values(), default=50.0)
+    return float(math.floor(len(scored.scored) * (1 - q / 100) + 1e-9))
 
 
 def fleet_intervals(n: int, usd_per_month: float, cf: Closed) -> dict[str, JsonObject]:

@@ -15,6 +15,7 @@ SAMPLES: dict[str, str] = {
     "azure-code-2023": "azure_code_2023_head.csv",
     "agentic": "agentic_sessions.jsonl",
     "servecap": "sample_trace.jsonl",
+    "copilot-agent": "copilot_agent_sample.jsonl",
 }
 
 

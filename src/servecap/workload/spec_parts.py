@@ -175,7 +175,7 @@ class TraceArrival(_Model):
 
     kind: Literal["trace"] = "trace"
     path: str = Field(min_length=1, max_length=4096)
-    format: Literal["auto", "servecap", "mooncake", "azure", "burstgpt", "sessions"] = "auto"
+    format: Literal["auto", "servecap", "mooncake", "azure", "burstgpt", "sessions", "copilot"] = "auto"
     time_scale: float = Field(default=1.0, ge=1e-6, le=1e6, allow_inf_nan=False)
     start_s: float = Field(default=0.0, ge=0, le=1e9, allow_inf_nan=False)
     end_s: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)

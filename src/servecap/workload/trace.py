@@ -49,8 +49,8 @@ from servecap.files import MAX_DATA_BYTES, read_text
 from servecap.workload.block_hash import DEFAULT_TRACE_BLOCK_TOKENS
 from servecap.workload.sessions import is_sessions_file
 
-TraceFormat = Literal["auto", "servecap", "mooncake", "azure", "burstgpt", "sessions"]
-TRACE_FORMATS: tuple[str, ...] = ("auto", "servecap", "mooncake", "azure", "burstgpt", "sessions")
+TraceFormat = Literal["auto", "servecap", "mooncake", "azure", "burstgpt", "sessions", "copilot"]
+TRACE_FORMATS: tuple[str, ...] = ("auto", "servecap", "mooncake", "azure", "burstgpt", "sessions", "copilot")
 REQUIRED = ("arrival_s", "prompt_tokens", "output_tokens")
 OPTIONAL = ("prefix_group", "prefix_tokens")
 _JSONL_OPTIONAL = (*OPTIONAL, "hash_ids")
@@ -135,6 +135,10 @@ def load_trace(
         raise ServecapError(
             "arrival.format", fmt, f"{path.name}: a sessions trace is a graph, read by servecap.workload.sessions"
         )
+    if fmt == "copilot" or (fmt == "auto" and suffix != ".csv" and _copilot(path)):
+        from servecap.workload.copilot_trace import load_copilot_columns
+
+        return ArrivalTrace(*load_copilot_columns(path, trace_block_tokens=trace_block_tokens))
     if fmt not in TRACE_FORMATS:
         from servecap.errors import did_you_mean
 
@@ -179,6 +183,12 @@ def load_trace(
         fmt,
         rows.skipped,
     )
+
+
+def _copilot(path: Path) -> bool:
+    from servecap.workload.copilot_trace import looks_like_copilot
+
+    return looks_like_copilot(path)
 
 
 # ---- CSV --------------------------------------------------------------------------------------

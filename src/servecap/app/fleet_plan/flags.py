@@ -19,6 +19,7 @@ from servecap.errors import ServecapError
 from servecap.json_object import JsonObject
 from servecap.planning.model import DEFAULT_WORKLOAD, FleetPlanRequest, load_plan_file, plan_request_from_dict
 from servecap.workload import load_workload
+from servecap.workload.spec import TraceArrival
 
 NO_LEVERS = "none"
 """``--levers none``: no lever table."""
@@ -40,6 +41,7 @@ class FleetPlanFlags(BaseModel):
     peak_users: int | None = None
     request_interval_s: float | None = None
     workload: Path | None = None
+    trace: TraceArrival | None = None  # --trace and its window and time scale (app/trace_flags.py)
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     prompt_sigma: float | None = None
@@ -127,10 +129,44 @@ def _traffic(flags: FleetPlanFlags, section: object) -> JsonObject:
         traffic.pop("peak_users", None)
     if flags.peak_users is not None:
         traffic.pop("peak_rps", None)
+    if flags.trace is not None:
+        return _trace_traffic(flags, traffic)
     if flags.workload is not None:
         traffic["workload"] = load_workload(flags.workload).model_dump(mode="json", by_alias=True, exclude_none=True)
     if any(v is not None for v in (flags.prompt_tokens, flags.output_tokens, flags.prompt_sigma, flags.output_sigma)):
         traffic["workload"] = with_lengths(_mapping(traffic.get("workload"), "traffic.workload"), flags)
+    return traffic
+
+
+def _trace_traffic(flags: FleetPlanFlags, traffic: JsonObject) -> JsonObject:
+    """The traffic of ``--trace``: the trace is the workload (its arrivals and lengths), so a flag
+    that would set either is refused by name, and a plan file's peak gives way to it."""
+    assert flags.trace is not None
+    for flag, value in (
+        ("--workload", flags.workload),
+        ("--peak-rps", flags.peak_rps),
+        ("--peak-users", flags.peak_users),
+        ("--prompt-tokens", flags.prompt_tokens),
+        ("--output-tokens", flags.output_tokens),
+        ("--prompt-sigma", flags.prompt_sigma),
+        ("--output-sigma", flags.output_sigma),
+    ):
+        if value is not None:
+            why = "give --trace or --workload, not both" if flag == "--workload" else None
+            rate = flag.startswith("--peak")
+            raise ServecapError(
+                flag,
+                str(value),
+                why
+                or (
+                    "a replayed trace sets its own rate: scale it with --time-scale"
+                    if rate
+                    else "a replayed trace brings its own lengths: drop it"
+                ),
+            )
+    traffic.pop("peak_rps", None)
+    traffic.pop("peak_users", None)
+    traffic["workload"] = {"arrival": flags.trace.model_dump(mode="json", exclude_none=True)}
     return traffic
 
 

@@ -1,5 +1,6 @@
 "use strict";
 const form = document.getElementById("form");
+traceFields(document.getElementById("trace-box"));
 const progressEl = document.getElementById("progress"), labelEl = document.getElementById("progress-label");
 const cancelBtn = document.getElementById("cancel");
 
@@ -19,8 +20,9 @@ function planFrom(s) {
     ? { kind: "schedule", rate: { kind: "diurnal", peak_per_s: 1.0, trough_per_s: 0.25, peak_at_s: 50400 } }
     : { kind: "poisson", rate_per_s: 1 };
   const workload = { arrival, prompt_tokens: n("prompt_tokens"), output_tokens: n("output_tokens"), duration_s: s.shape === "diurnal" ? 86400 : 600 };
-  const traffic = { workload, request_interval_s: n("request_interval_s") };
-  if (s.peak_users) traffic.peak_users = n("peak_users"); else traffic.peak_rps = n("peak_rps");
+  const trace = traceFrom(s);  // a replayed trace sets its own rate and lengths: no peak, no shape
+  const traffic = { workload: trace ? { arrival: trace } : workload, request_interval_s: n("request_interval_s") };
+  if (!trace) { if (s.peak_users) traffic.peak_users = n("peak_users"); else traffic.peak_rps = n("peak_rps"); }
   const slo = {};
   if (s.ttft_ms) slo.ttft_s = { p99: n("ttft_ms") / 1e3 };
   if (s.tpot_ms) slo.tpot_s = { p99: n("tpot_ms") / 1e3 };
@@ -42,7 +44,8 @@ function render(r) {
   el.innerHTML = `
     <p class="answer" id="answer"><strong id="chosen-replicas">${num(c.replicas)}</strong> × <strong id="chosen-gpu">${esc(c.name)}</strong>${ivText(r.interval && r.interval.replicas, (x) => num(x), "replicas-interval")}
       (${num(c.gpus_per_replica)} GPU${c.gpus_per_replica > 1 ? "s" : ""} per replica, ${esc(c.gpu)}) serve ${num(r.peak_rps, 1)} req/s at the peak
-      for <strong id="chosen-usd">${usd(f.usd_per_month, 0)}</strong>/month${ivText(r.interval && r.interval.usd_per_month, (x) => usd(x, 0), "usd-interval")}; SLO attainment ${pct(f.attainment)}.</p>
+      for <strong id="chosen-usd">${usd(f.usd_per_month, 0)}</strong>/month${ivText(r.interval && r.interval.usd_per_month, (x) => usd(x, 0), "usd-interval")}; SLO attainment ${pct(f.attainment)};
+      prefix-cache hit rate <span id="prefix-hit-rate">${pct(f.prefix_cache_hit_rate)}</span>${r.peak_workload.arrival && r.peak_workload.arrival.kind === "trace" ? ` (replayed ${esc(r.peak_workload.arrival.path)})` : ""}.</p>
     <p class="muted">SLOs: ${esc(r.slo.join(", "))}. Router ${esc(r.router)}. <span id="simulations">${num(r.simulations)}</span> simulations.</p>
     <p id="downloads">Deploy it: <a id="fleet-file" download="fleet.json" href="${jsonHref(r.fleet_file)}">the fleet file</a>
       (<code>servecap export keda|kserve|ray-serve|production-stack|litellm fleet.json</code>) and
@@ -84,7 +87,7 @@ function fillLevers(lists) {
   }
 }
 
-Promise.all([fillCatalogs(document.getElementById("model"), document.getElementById("gpus")), api("/fleet/plan/levers")])
+Promise.all([fillCatalogs(document.getElementById("model"), document.getElementById("gpus")), api("/fleet/plan/levers"), fillTraces(document.getElementById("trace"))])
   .then(([, levers]) => {
     fillLevers(levers);
     document.getElementById("model").value = "meta-llama/Llama-3.1-8B";

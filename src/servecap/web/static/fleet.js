@@ -1,5 +1,6 @@
 "use strict";
 const form = document.getElementById("form");
+traceFields(document.getElementById("trace-box"));
 const progressEl = document.getElementById("progress"), labelEl = document.getElementById("progress-label");
 const cancelBtn = document.getElementById("cancel");
 
@@ -19,7 +20,8 @@ function filesFrom(s) {
   const arrival = s.step_rate
     ? { kind: "schedule", rate: { kind: "piecewise", steps: [{ start_s: 0, rate_per_s: rate }, { start_s: n("step_at_s") || 0, rate_per_s: n("step_rate") }] } }
     : { kind: "poisson", rate_per_s: rate };
-  const workload = { arrival, prompt_tokens: n("prompt_tokens"), output_tokens: n("output_tokens"), duration_s: n("duration_s") };
+  const trace = traceFrom(s);  // a trace sample brings its arrivals and lengths
+  const workload = trace ? { arrival: trace } : { arrival, prompt_tokens: n("prompt_tokens"), output_tokens: n("output_tokens"), duration_s: n("duration_s") };
   return { fleet, workload, seed: n("seed") || 0 };
 }
 
@@ -31,7 +33,8 @@ function render(r, body) {
     <p class="answer" id="answer">${num(s.completed)} of ${num(s.num_requests)} requests served: p99 TTFT <strong>${ms(s.ttft_s && s.ttft_s.p99)}</strong> ms,
       p99 TPOT <strong>${ms(s.tpot_s && s.tpot_s.p99)}</strong> ms; ${num(r.gpu_hours, 2)} GPU-hours, <strong>${usd(r.cost_usd)}</strong>
       (${usd(r.usd_per_million_tokens, 3)} per million tokens).</p>
-    <p class="muted">Outcomes: ${esc(outcomes)}. SLO attainment ${s.slo_attainment === null ? "–" : num(100 * s.slo_attainment, 1) + "%"};
+    <p class="muted">Prefix-cache hit rate <span id="prefix-hit-rate">${s.prefix_cache_hit_rate === null || s.prefix_cache_hit_rate === undefined ? "–" : num(100 * s.prefix_cache_hit_rate, 1) + "%"}</span>${body.workload.arrival.kind === "trace" ? ` (replayed ${esc(body.workload.arrival.path)})` : ""}.
+      Outcomes: ${esc(outcomes)}. SLO attainment ${s.slo_attainment === null ? "–" : num(100 * s.slo_attainment, 1) + "%"};
       ${num(r.scale_events.length)} scaling events; ${num(r.retried)} retried.</p>
     ${s.kv_tiers ? `<p class="muted" id="kv-tiers">KV tier hits (of prompt tokens): ${Object.entries(s.kv_tiers)
       .filter(([, v]) => typeof v === "object").map(([k, v]) => `${esc(k)} ${v.fraction === null ? "–" : num(100 * v.fraction, 1) + "%"}`).join(", ")}.</p>` : ""}
@@ -62,7 +65,7 @@ const ui = page("fleet", form, async (state) => {
   render(await runJob("/fleet/simulate", body, progressEl, labelEl, cancelBtn), body);
   labelEl.textContent = "";
 });
-fillCatalogs(document.getElementById("model"), document.getElementById("gpu"))
+Promise.all([fillCatalogs(document.getElementById("model"), document.getElementById("gpu")), fillTraces(document.getElementById("trace"))])
   .then(() => {
     document.getElementById("model").value = "meta-llama/Llama-3.1-8B";
     document.getElementById("gpu").value = "H100-SXM";

@@ -1,6 +1,7 @@
 "use strict";
 const form = document.getElementById("form");
 deploymentFields(document.getElementById("deployment"));
+traceFields(document.getElementById("trace-box"));
 const SPEC = { ...DEPLOYMENT_SPEC, rate: "float", users: "int", think_time_s: "float", prompt_tokens: "int", output_tokens: "int",
   num_requests: "int", ttft_slo_ms: "float", tpot_slo_ms: "float", seed: "int" };
 const progressEl = document.getElementById("progress"), labelEl = document.getElementById("progress-label");
@@ -16,7 +17,7 @@ function sloLines(slo, axis) {
   return shapes;
 }
 
-function renderSimulation(r) {
+function renderSimulation(r, body) {
   const el = document.getElementById("result");
   const check = r.load_check;
   el.innerHTML = `
@@ -27,7 +28,7 @@ function renderSimulation(r) {
       ${num(r.throughput_req_s, 2)} req/s, ${num(r.output_tokens_per_s)} output tokens/s.</p>
     <p class="muted">${esc(r.model)} on ${esc(r.gpu)}, seed ${num(r.seed)}. Mean batch ${num(r.mean_batch_size, 1)},
       KV use ${num(100 * r.mean_kv_utilization, 1)}% mean / ${num(100 * r.max_kv_utilization, 1)}% max, preemptions ${num(r.preemptions)},
-      prefix-cache hit rate ${num(100 * (r.prefix_cache_hit_rate || 0), 1)}%.</p>
+      prefix-cache hit rate <span id="prefix-hit-rate">${num(100 * (r.prefix_cache_hit_rate || 0), 1)}%</span>${body && body.trace ? ` (replayed ${esc(body.trace.path)})` : ""}.</p>
     ${r.kv_tiers ? `<p class="muted" id="kv-tiers">KV tier hits (of prompt tokens): ${Object.entries(r.kv_tiers)
       .filter(([, v]) => typeof v === "object").map(([k, v]) => `${esc(k)} ${v.fraction === null ? "–" : num(100 * v.fraction, 1) + "%"}`).join(", ")}.</p>` : ""}
     ${table([["latency (ms)", (x) => esc(x[0])], ["p50", (x) => x[1][0]], ["p90", (x) => x[1][1]], ["p99", (x) => x[1][2]], ["mean", (x) => x[1][3]]],
@@ -75,18 +76,20 @@ function renderCapacity(r) {
 
 const ui = page("simulate", form, async (state) => {
   const body = bodyFrom(state, SPEC);
+  const trace = traceFrom(state);
+  if (trace) { body.trace = trace; delete body.rate; delete body.users; delete body.think_time_s; }
   if (state.mode === "capacity") {
     delete body.num_requests;
     if (body.rate !== undefined) { body.closed_loop = false; body.target = body.rate; delete body.rate; }
     if (body.users !== undefined) { body.target = body.users; delete body.users; }
     renderCapacity(await runJob("/capacity", body, progressEl, labelEl, cancelBtn));
   } else {
-    renderSimulation(await runJob("/simulate", body, progressEl, labelEl, cancelBtn));
+    renderSimulation(await runJob("/simulate", body, progressEl, labelEl, cancelBtn), body);
   }
   labelEl.textContent = "";
 });
 // the default answer shows before the first submit: with nothing in the link, `servecap capacity`
 // with no flags (a plain `simulate` needs a load: --rate or --users)
-Promise.all([deploymentReady(form, ui.errorEl), fillDefaults(form, "SimulateBody")])
+Promise.all([deploymentReady(form, ui.errorEl), fillDefaults(form, "SimulateBody"), fillTraces(document.getElementById("trace"))])
   .then(() => { if (ui.restore()) awaitClick(form); else { form.elements.mode.value = "capacity"; ui.go(); } })
   .catch((e) => showError(ui.errorEl, e.message));
