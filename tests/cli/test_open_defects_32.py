@@ -100,7 +100,10 @@ def test_fleet_plans_shape_line_prints_the_medians_it_labels_medians() -> None:
     from servecap.workload.spec_parts import LogNormalDist
 
     w = SimpleNamespace(
-        prompt_tokens=LogNormalDist(median=1024, sigma=1.0), output_tokens=LogNormalDist(median=128, sigma=0.5)
+        prompt_tokens=LogNormalDist(median=1024, sigma=1.0),
+        output_tokens=LogNormalDist(median=128, sigma=0.5),
+        tenants=None,
+        arrival=None,
     )
     t = SimpleNamespace(workload=w, peak_users=None, request_interval_s=30.0)
     text = shape_text(SimpleNamespace(traffic=t))  # type: ignore[arg-type]
