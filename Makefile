@@ -37,8 +37,10 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "note: install Debian's chromium for the browser tests (apt-get install chromium)"; fi; }
 
+# two workers (pytest-xdist): the suite is CPU-bound and its tests isolated (free ports, tmp_path);
+# tests of one real system (browser, Ray, router) share a worker (tests/conftest.py: SERIAL_GROUPS)
 test: $(VENV)/.dev-installed browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 check: $(VENV)/.dev-installed
 	PATH="$(abspath $(BIN)):$$PATH" scripts/check

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -107,16 +107,10 @@ def test_bad_fleet_files_name_the_field(raw: dict[str, object], start: str) -> N
     assert str(e.value).startswith(start)
 
 
-def test_bad_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+def test_bad_file_is_one_line_and_exit_2(tmp_path: Path, servecap_cli: Callable[..., Any]) -> None:
     f = tmp_path / "bad.yaml"
     f.write_text("pools:\n  - model: meta-llama/Llama-3.1-8B\n    gpu: H100\n    replicas: 0\n")
-    code = "import sys\nfrom servecap.cli.main import run\nsys.argv = ['servecap', *sys.argv[1:]]\nrun()"
-    proc = subprocess.run(
-        [sys.executable, "-c", code, "fleet", "simulate", "--fleet", str(f), "--rate", "5"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = servecap_cli("fleet", "simulate", "--fleet", str(f), "--rate", "5")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: pools.main.replicas=0: a pool without an autoscaler needs at least 1 replica"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,14 +17,13 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = ["--num-requests", "300", "--prompt-tokens", "256", "--output-tokens", "32", "--seed", "1"]
 
 
-def _run(tmp_path: Path, gateway: object) -> tuple[int, str]:
+def _run(tmp_path: Path, gateway: object, servecap_cli: Callable[..., Any]) -> tuple[int, str]:
     raw = yaml.safe_load((EXAMPLES / "fleet-gateway.yaml").read_text(encoding="utf-8"))
     raw["gateway"] = gateway
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    code = "import sys\nfrom servecap.cli.main import run\nsys.argv = ['servecap', *sys.argv[1:]]\nrun()"
     args = ["fleet", "simulate", "--fleet", str(path), "--rate", "60", *SMALL]
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False)
+    proc = servecap_cli(*args)
     return proc.returncode, proc.stderr + proc.stdout
 
 
@@ -65,8 +64,10 @@ def test_example_runs_and_every_request_has_one_outcome(tmp_path: Path) -> None:
         ("yes", "gateway='yes'"),
     ],
 )
-def test_bad_gateway_settings_are_one_line(tmp_path: Path, gateway: object, field: str) -> None:
-    code, out = _run(tmp_path, gateway)
+def test_bad_gateway_settings_are_one_line(
+    tmp_path: Path, gateway: object, field: str, servecap_cli: Callable[..., Any]
+) -> None:
+    code, out = _run(tmp_path, gateway, servecap_cli)
     assert code != 0
     assert field in out, out
     assert "Traceback" not in out

@@ -5,9 +5,9 @@ on the agentic sample's hit rate and median TTFT. Bad trace flags end in one lin
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -54,16 +54,14 @@ def test_bad_trace_flags_name_the_flag(flags: list[str], match: str) -> None:
     assert match in str(out.exception)
 
 
-def test_a_bad_trace_line_is_one_line_on_stderr_exit_2(tmp_path: Path) -> None:
+def test_a_bad_trace_line_is_one_line_on_stderr_exit_2(tmp_path: Path, servecap_cli: Callable[..., Any]) -> None:
     bad = tmp_path / "t.jsonl"
     bad.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n{"timestamp": 1, "input_length": -5}\n')
     for flags, named in (
         (["--trace", str(bad)], "t.jsonl:2"),
         (["--trace", "sample:agentic", "--time-scale", "nan"], "--time-scale"),
     ):
-        p = subprocess.run(
-            [sys.executable, "-m", "servecap", *BASE, *flags], capture_output=True, text=True, timeout=60, check=False
-        )
+        p = servecap_cli(*BASE, *flags)
         assert p.returncode == 2 and p.stdout == ""
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert named in p.stderr

@@ -4,10 +4,9 @@ sim-engine emulator on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -35,14 +34,9 @@ def engine_server() -> Iterator[ServerProcess]:
         yield srv
 
 
-def test_unreachable_endpoint_is_one_line_and_exit_2() -> None:
+def test_unreachable_endpoint_is_one_line_and_exit_2(servecap_cli: Callable[..., Any]) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    proc = subprocess.run(
-        [sys.executable, "-m", "servecap", "bench", url, "--rate", "1", "--num-requests", "1", "--no-store"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = servecap_cli("bench", url, "--rate", "1", "--num-requests", "1", "--no-store")
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: url='{url}': cannot connect"), proc.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,10 @@ from servecap.measure.calibrate import (
     calibrate_runs,
     fit_coefficients,
     step_samples,
+    timelines,
 )
 from servecap.measure.loadgen import LoadConfig
+from servecap.results.measured import MeasuredRequest
 from servecap.results.store import RunStore
 from servecap.specs.perf import Efficiency
 from servecap.workload import WorkloadSpec
@@ -106,22 +109,49 @@ def test_calibrate_cli_recovers_the_emulators_coefficients(emulated_run: tuple[P
     assert res.exit_code == 0, res.output
 
 
+def _as_a_client_saw(requests: list[MeasuredRequest], delay_s: float, seed: int) -> list[MeasuredRequest]:
+    """The server's own token times as a client would record them: each arrival late by a delay
+    drawn uniformly up to ``delay_s`` (the network's and the client's jitter, ~1 ms per
+    docs/measure.md), the server's receipt as the send time, and no server times left."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in requests:
+        st = r.server_timing or {}
+        times = np.asarray(st["token_times_s"], dtype=float)
+        late = np.maximum.accumulate(times + rng.uniform(0.0, delay_s, len(times)))
+        out.append(
+            dataclasses.replace(
+                r, token_times_s=tuple(late.tolist()), sent_s=float(st["received_s"]), server_timing=None
+            )
+        )
+    return out
+
+
 def test_client_clock_fit_is_close(emulated_run: tuple[Path, str]) -> None:
-    """The client's own arrival times (what a real server gives) go through the same fit; in
-    process on a loaded 2-core machine their jitter is large, so only a coarse check here
-    (typically within 3-5%; docs/measure.md)."""
+    """The client's arrival times (what a real server gives) go through the same fit. The
+    in-process client's own times carry this machine's load (on a busy 2-core machine, tens of
+    milliseconds), so the accuracy is checked on the server's exact schedule seen through a
+    client's jitter of a known size: 1 ms, as documented; the fit is good to a few percent and its
+    residual is below the jitter."""
     db, run = emulated_run
     dep, _ = deployment_from_options(DeploymentFlags(model=DEPLOYMENT["model"], gpu="H100", max_model_len=4096))
-    fit, stats, used = calibrate_runs(
-        [RunStore(db).get_requests(run)],
-        plan(dep).step,
-        source="client",
-        max_num_batched_tokens=dep.engine.max_num_batched_tokens,
-    )
+    requests = RunStore(db).get_requests(run)
+    kwargs: dict[str, Any] = {"source": "client", "max_num_batched_tokens": dep.engine.max_num_batched_tokens}
+    # the run's real client times are what the client clock reads: a time per chunk, at most one
+    # per token the server reports (tokens can share a chunk when the client lags; their spread
+    # is this machine's load, not the fit's: no accuracy check on them)
+    lines, used = timelines(requests, "client")
+    assert used == "client" and len(lines) == len(requests) == 60
+    for line, r in zip(lines, requests, strict=True):
+        assert line.token_times_s == r.token_times_s
+        assert 0 < len(line.token_times_s) <= len((r.server_timing or {})["token_times_s"])
+    # the same steps seen through 1 ms of client jitter
+    delay_s = 1e-3
+    fit, stats, used = calibrate_runs([_as_a_client_saw(requests, delay_s, seed=0)], plan(dep).step, **kwargs)
     assert used == "client" and stats[0].usable > 100
-    assert fit.efficiency.bandwidth_efficiency == pytest.approx(0.7, rel=0.5)
-    assert fit.efficiency.compute_efficiency == pytest.approx(0.5, rel=0.5)
-    assert fit.num_compute_bound > 0 and fit.rmse_s < 0.005
+    assert fit.efficiency.bandwidth_efficiency == pytest.approx(TRUE.bandwidth_efficiency, rel=0.1)
+    assert fit.efficiency.compute_efficiency == pytest.approx(TRUE.compute_efficiency, rel=0.1)
+    assert fit.num_compute_bound > 0 and fit.rmse_s < delay_s
 
 
 def test_accuracy_cli_side_by_side(emulated_run: tuple[Path, str], tmp_path: Path) -> None:

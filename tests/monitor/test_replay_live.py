@@ -86,27 +86,32 @@ def emulator() -> Iterator[str]:
 
 def test_replay_of_a_recorded_step_gives_fleet_simulates_scale_events(emulator: str, tmp_path: Path) -> None:
     db = tmp_path / "monitor.sqlite"
-    first_sample: list[float] = []  # the monotonic clock at the monitor's first tick: the history's 0
+    # the monitor's clock, injected: its first reading is the history's 0 (exact, however late the
+    # first report comes on a loaded machine); the bench waits for it on an event, not a sleep
+    monitor_started = threading.Event()
+    zero: list[float] = []
 
-    def on_tick(_report: object) -> None:
-        if not first_sample:
-            first_sample.append(time.monotonic())
+    def clock() -> float:
+        now = time.monotonic()
+        if not zero:
+            zero.append(now)
+            monitor_started.set()
+        return now
 
     settings = MonitorSettings(
         urls=(emulator,), interval_s=INTERVAL_S, window_s=INTERVAL_S, duration_s=END_S + 4, db=db, timeout_s=1.0
     )
-    monitor = threading.Thread(target=lambda: asyncio.run(run_monitor(settings, on_tick)))
+    monitor = threading.Thread(target=lambda: asyncio.run(run_monitor(settings, lambda _r: None, clock=clock)))
     monitor.start()
     try:
-        while not first_sample and monitor.is_alive():
-            time.sleep(0.01)
+        assert monitor_started.wait(timeout=60), "the monitor did not start"
         started = time.monotonic()
         measured = bench(BenchRequest(url=emulator, steps=[BenchStep(workload=_step(0.0))], store=False, seed=0))
     finally:
         monitor.join()
     run = measured.runs[0]
     assert run.failed_requests == 0 and run.summary.completed > 60
-    offset_s = started - first_sample[0]  # the bench's start on the history's clock
+    offset_s = started - zero[0]  # the bench's start on the history's clock
 
     history = load_history(db)
     assert history.step_s == pytest.approx(INTERVAL_S, abs=0.05)
