@@ -42,6 +42,11 @@ def test_an_idle_engine_drops_its_cached_blocks_and_a_busy_one_keeps_them() -> N
 
 
 def test_the_fleet_drops_the_cache_of_each_replica_it_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    import inspect
+
+    if not inspect.isfunction(Engine.drop_cache):
+        # the mypyc build calls the compiled method directly: a patched class attribute is not seen
+        pytest.skip("the engine is compiled (mypyc): the pure-Python run of this test counts the calls")
     dropped: list[int] = []
     real = Engine.drop_cache
 

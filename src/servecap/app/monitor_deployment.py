@@ -7,12 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import urlsplit, urlunsplit
 
+from servecap.errors import ServecapError
 from servecap.specs.deployment import Deployment
 
 
 def server_base(metrics_url: str) -> str:
-    """``http://host:port/metrics`` -> ``http://host:port`` (the server's root)."""
-    parts = urlsplit(metrics_url)
+    """``http://host:port/metrics`` -> ``http://host:port`` (the server's root); a URL that does
+    not parse (``http://[::1``) is one line naming it."""
+    try:
+        parts = urlsplit(metrics_url)
+    except ValueError as err:
+        raise ServecapError("url", metrics_url, f"not a URL ({err})") from None
     return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
 
 

@@ -56,7 +56,7 @@ def looks_like_copilot(path: Path) -> bool:
                 if line.strip():
                     try:
                         return is_copilot_line(json.loads(line))
-                    except ValueError:
+                    except (ValueError, RecursionError):  # the reader of the format names the line
                         return False
     except OSError:
         return False  # the reader names an unreadable file
