@@ -348,6 +348,15 @@ class PrefixIndex:
                 self._drop(k, bit)
 
 
+def _flat_keys(keys: Sequence[int] | None) -> tuple[int, ...]:
+    """A request's per-block keys as one tuple, read once: the approximate prefix index walks them
+    key by key for every replica, and a block-hash prompt's keys come as runs
+    (:class:`servecap.workload.block_hash.KeyRuns`), whose per-block reads cost a lookup each."""
+    if not keys:
+        return ()
+    return keys if isinstance(keys, tuple) else tuple(keys)
+
+
 class PrefixAffinity(Router):
     name: ClassVar[str] = "prefix-affinity"
     needs_state: ClassVar[bool] = True
@@ -384,7 +393,7 @@ class PrefixAffinity(Router):
     def choose(
         self, request: RouteRequest, replicas: Sequence[ReplicaView], now_s: float, loads: list[int] | None = None
     ) -> int:
-        keys = request.block_keys or ()
+        keys = _flat_keys(request.block_keys)
         loads = _loads(replicas, loads)
         if self.is_imbalanced(loads):
             i = _argmin_int(loads)
@@ -429,7 +438,7 @@ class Weighted(Router):
         self.index = PrefixIndex(index_blocks_per_replica)
 
     def scores(self, request: RouteRequest, replicas: Sequence[ReplicaView]) -> list[float]:
-        keys = request.block_keys or ()
+        keys = _flat_keys(request.block_keys)
         queues = [r.num_waiting for r in replicas]
         q_hi, q_lo = max(queues), min(queues)
         matches = self.index.match_all([r.replica_id for r in replicas], keys) if keys else [0] * len(replicas)
@@ -447,7 +456,7 @@ class Weighted(Router):
         s = self.scores(request, replicas)
         i = max(range(len(s)), key=lambda j: (s[j], -j))
         if request.block_keys:
-            self.index.insert(replicas[i].replica_id, request.block_keys)
+            self.index.insert(replicas[i].replica_id, _flat_keys(request.block_keys))
         return i
 
     def forget(self, replica_id: int) -> None:
