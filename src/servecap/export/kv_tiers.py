@@ -25,8 +25,7 @@ import math
 from typing import Any
 
 from servecap.export.source import ExportInput, PoolExport
-from servecap.export.vllm_offload import gib_figure as _gib
-from servecap.export.vllm_offload import vllm_offload_kwargs
+from servecap.export.vllm_offload import gib_figure, vllm_offload_kwargs
 
 LMCACHE_CONNECTOR = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
 REMOTE_URL_PLACEHOLDER = "lm://REPLACE-WITH-YOUR-STORE:65432"
@@ -39,12 +38,12 @@ def lmcache_settings(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
     cfg: dict[str, Any] = {"chunk_size": 256}
     if t.get("cpu_kv_gib") is not None:
         cfg["local_cpu"] = True
-        cfg["max_local_cpu_size"] = _gib(t["cpu_kv_gib"] * 2**30 / 1e9 / gpus)
+        cfg["max_local_cpu_size"] = gib_figure(t["cpu_kv_gib"] * 2**30 / 1e9 / gpus)
     else:
         cfg["local_cpu"] = False
     if t.get("ssd_kv_gib") is not None:
         cfg["local_disk"] = "file:///var/lib/lmcache/"
-        cfg["max_local_disk_size"] = _gib(t["ssd_kv_gib"] * 2**30 / 1e9 / gpus)
+        cfg["max_local_disk_size"] = gib_figure(t["ssd_kv_gib"] * 2**30 / 1e9 / gpus)
     if t.get("remote_kv_tib") is not None:
         cfg["remote_url"] = REMOTE_URL_PLACEHOLDER
         cfg["remote_serde"] = "naive"
