@@ -345,6 +345,11 @@ class KvLinkModel(_Model):
     overhead_us: float | None = _within(KV_LINK_OVERHEAD_US, None)
     scope: Literal["per-gpu", "shared"] = "per-gpu"
     streaming: bool = False
+    via: Literal["direct", "store"] = Field(
+        default="direct",
+        description="direct: the decode side pulls the prefill's KV; store: through the pools' shared "
+        "remote KV store (remote_kv_tib), the prefill putting only the blocks it lacks",
+    )
 
     def to_spec(self) -> KvLinkSpec:
         return KvLinkSpec(
@@ -354,6 +359,7 @@ class KvLinkModel(_Model):
             overhead_s=None if self.overhead_us is None else self.overhead_us / 1e6,
             scope=self.scope,
             streaming=self.streaming,
+            via=self.via,
         )
 
 

@@ -20,6 +20,7 @@ from servecap.policy.routers import ROUTERS
 Role = Literal["both", "prefill", "decode"]
 ROLES: tuple[Role, ...] = ("both", "prefill", "decode")
 LinkScope = Literal["per-gpu", "shared"]
+LinkVia = Literal["direct", "store"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,11 @@ class KvLinkSpec:
     transfer holds the sender's and the receiver's (TP ranks send in parallel); ``shared`` — one
     link for the whole fleet (a single uplink or TCP through one host), every transfer queues on
     it. ``streaming``: the engine sends each layer's KV as it is computed (overlap with the
-    prefill)."""
+    prefill). ``via``: ``direct`` — the decode side pulls the prefill's KV point to point
+    (NixlConnector, MooncakeConnector); ``store`` — the prefill puts the prompt's blocks the
+    fleet's shared remote store lacks and the decode side gets them all from it (vLLM's
+    MooncakeStoreConnector, :func:`servecap.core.kv_tiers.store_hand_off_s`): the pools need a
+    remote tier (``remote_kv_tib``), and the store's bandwidth, not the link's, prices it."""
 
     kind: str = "infiniband"
     bandwidth_bytes_s: float | None = None
@@ -37,9 +42,12 @@ class KvLinkSpec:
     overhead_s: float | None = None
     scope: LinkScope = "per-gpu"
     streaming: bool = False
+    via: LinkVia = "direct"
 
     def __post_init__(self) -> None:
         link_kind(self.kind)
+        if self.via not in ("direct", "store"):
+            raise ServecapError("kv_link.via", self.via, "one of direct, store")
         for name in ("bandwidth_bytes_s", "latency_s", "overhead_s"):
             v = getattr(self, name)
             if v is not None and (not math.isfinite(v) or v < 0 or (name == "bandwidth_bytes_s" and v == 0)):

@@ -12,7 +12,11 @@ A request's path (each step cited in :mod:`servecap.fleet.pd.replica` and
    the request waits in that replica's queue until its blocks can be reserved (backpressure:
    meanwhile the prefill side keeps holding the blocks);
 3. the transfer books the sender's and the receiver's links (or the one shared link) first come,
-   first served, and lands ``latency + occupancy + re-layout`` after it started;
+   first served, and lands ``latency + occupancy + re-layout`` after it started; with
+   ``kv_link.via: store`` the KV goes through the fleet's shared remote store instead
+   (:func:`servecap.core.kv_tiers.store_hand_off_s`): the prefill's NIC puts the prompt's blocks
+   the store lacks, then the decode side's NIC gets every block of the prompt; the blocks found
+   there already (an earlier prefill's, or evicted there by any replica) are the store's hits;
 4. the prefill replica releases its blocks; the decode replica's reservation becomes the
    request's own blocks and its engine admits it, computing the last prompt token and
    sampling the first output token (TTFT ends there, as the decode server streams it), then
@@ -41,6 +45,7 @@ from typing import Final, cast
 
 import numpy as np
 
+from servecap.core.kv_tiers import store_hand_off_s
 from servecap.core.kv_transfer import KvFootprint, TransferShape, exposed_bytes, occupancy_s, transfer_shape
 from servecap.errors import ServecapError
 from servecap.fleet.pd.link import KvLink, book_transfer
@@ -52,6 +57,7 @@ from servecap.fleet.spec import FleetSpec
 from servecap.policy.pd_router import PdRouter
 from servecap.policy.routers import LeastKv, RouteRequest
 from servecap.sim.engine import Engine
+from servecap.sim.kv_tiers import LruTier, private_key
 from servecap.sim.request_state import RequestState
 from servecap.sim.server import ArrivingRequest
 from servecap.workload.request import block_keys
@@ -84,6 +90,7 @@ class _Job:
         self.cached = 0
         self.preemptions = 0
         self.nbytes = 0.0
+        self.keys: Sequence[int] | None = None  # the prompt's block keys (the prefill side's block size)
 
     def reset(self) -> None:
         self.prefill_start_s = self.prefill_end_s = self.xfer_ready_s = self.xfer_start_s = self.landed_s = -1.0
@@ -182,7 +189,31 @@ class PdFleet(Pools):
         for pool in spec.pools:
             if pool.kv is None:
                 raise ServecapError(f"pools.{pool.name}.kv", None, "a P/D pool needs its KV footprint")
+        # the hand-off through the shared remote store (kv_link.via: store)
+        self._store: LruTier | None = None
+        self.store_blocks = 0  # blocks the decode side got from the store
+        self.store_hit_blocks = 0  # of them, there before the prefill put its own
+        self.store_put_bytes = 0.0  # bytes the prefills put (all GPUs)
+        if ls.via == "store":
+            self._store = self._hand_off_store()
         self._start_pools()
+
+    def _hand_off_store(self) -> LruTier:
+        """The one store every pool reads and writes (``via: store`` needs it)."""
+        stores = {id(self.kv_stores.store_for(p.setup.kv_tiers)): p for p in self.spec.pools}
+        store = self.kv_stores.store_for(self.spec.pools[0].setup.kv_tiers)
+        if store is None or len(stores) != 1:
+            named = ", ".join(
+                f"{p.name}={'remote' if p.setup.kv_tiers is not None and p.setup.kv_tiers.tier('remote') else 'none'}"
+                for p in self.spec.pools
+            )
+            raise ServecapError(
+                "kv_link.via",
+                "store",
+                "every P/D pool needs the one shared remote store (remote_kv_tib, prefix caching on, the same "
+                f"model and layout); pools: {named}",
+            )
+        return store
 
     # -- the core's hooks -----------------------------------------------------------------------
 
@@ -329,6 +360,7 @@ class PdFleet(Pools):
             req = RouteRequest(job.request_id, job.prompt_tokens, job.output_tokens, session, keys, bs)
             r = candidates[prefill.choose(req, candidates, now_s, loads)]
         job.prefill_id = r.replica_id
+        job.keys = keys
         if not r.add(job.request_id, job.prompt_tokens, 1, keys if r.engine.caching else None, spec.priority, now_s):
             self._fail_job(job, "rejected")
 
@@ -413,6 +445,9 @@ class PdFleet(Pools):
         return x
 
     def _send(self, job: _Job, p: PdReplica, d: PdReplica, now_s: float) -> None:
+        if self._store is not None:
+            self._send_via_store(job, self._store, p, d, now_s)
+            return
         tokens = job.prompt_tokens
         x = self._transfers[p.pool_index * len(self.roles) + d.pool_index].get(tokens)
         if x is None:
@@ -433,6 +468,44 @@ class PdFleet(Pools):
         self.transfers += 1
         job.landing_s = start + occ + self._latency + x.relayout_s
         self._push(job.landing_s, _LANDED, job.request_id)
+
+    def _send_via_store(self, job: _Job, store: LruTier, p: PdReplica, d: PdReplica, now_s: float) -> None:
+        """The hand-off through the shared store (module doc, step 3): the prompt's blocks the
+        store lacks are put over the prefill replica's NIC, then every block is got over the
+        decode replica's; a block without a prefix key is the request's own (:func:`private_key`)."""
+        setup = p.engine.setup.kv_tiers
+        assert setup is not None
+        bs = p.engine.block_size
+        n = -(-job.prompt_tokens // bs)
+        keys = job.keys
+        nk = 0 if keys is None else min(n, len(keys))
+        rid = job.request_id
+        block_keys = [keys[i] if keys is not None and i < nk else private_key(rid, i) for i in range(n)]
+        lru = store.lru
+        hit = sum(1 for k in block_keys if k in lru)
+        for k in block_keys:  # the store holds them now (the LRU order refreshed)
+            store.put(k)
+        put_s, get_s = store_hand_off_s(store.tier, n - hit, n, setup.key_bytes_per_gpu)
+        gpus = setup.gpus
+        put_bytes = (n - hit) * setup.key_bytes_per_gpu * gpus
+        get_bytes = n * setup.key_bytes_per_gpu * gpus
+        start = now_s
+        ready = now_s
+        if put_s > 0:
+            start = book_transfer((p.link,), now_s, put_s, put_bytes)
+            ready = start + put_s
+        got = book_transfer((d.link,), ready, get_s, get_bytes)
+        if put_s <= 0:
+            start = got
+        self.store_blocks += n
+        self.store_hit_blocks += hit
+        self.store_put_bytes += put_bytes
+        job.xfer_ready_s = now_s
+        job.xfer_start_s = start
+        job.nbytes = get_bytes
+        self.transfers += 1
+        job.landing_s = got + get_s
+        self._push(job.landing_s, _LANDED, rid)
 
     def _landed(self, rid: int, t_s: float) -> None:
         job = self.jobs.get(rid)

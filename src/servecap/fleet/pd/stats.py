@@ -8,7 +8,9 @@ transfers and the links.
 - the transfer's share of TTFT: ``Σ (wait for room + link queue + transfer) / Σ TTFT`` over
   those requests (the part of the first token's wait the split itself adds);
 - per link: transfers, bytes, the busy fraction over the run (``busy_s / horizon``) and the
-  mean time a transfer queued for it.
+  mean time a transfer queued for it;
+- with the hand-off through the shared store: the blocks the decode side got, the share of
+  them the store held before the prefill put its own (the store's hit rate), the bytes put.
 """
 
 from __future__ import annotations
@@ -56,6 +58,16 @@ class PdStats:
     kv_mb_per_request: float
     transfer_share_of_ttft: float
     links: tuple[LinkStats, ...]
+    # the hand-off through the shared store (kv_link.via: store): blocks the decode side got,
+    # those already there (the store's hit rate), gigabytes the prefills put
+    store_blocks: int = 0
+    store_hit_blocks: int = 0
+    store_put_gb: float = 0.0
+
+    @property
+    def store_hit_rate(self) -> float:
+        """Blocks the decode side got from the store that no prefill had to put: hits / blocks."""
+        return self.store_hit_blocks / self.store_blocks if self.store_blocks else 0.0
 
     @property
     def busiest_link_utilization(self) -> float:
@@ -90,6 +102,9 @@ def pd_stats(fleet: PdFleet, horizon_s: float) -> PdStats:
         kv_mb_per_request=float(np.mean(t.kv_bytes)) / 1e6 if len(t.kv_bytes) else 0.0,
         transfer_share_of_ttft=float(hand_off.sum() / ttft.sum()) if len(ttft) and ttft.sum() > 0 else 0.0,
         links=links,
+        store_blocks=fleet.store_blocks,
+        store_hit_blocks=fleet.store_hit_blocks,
+        store_put_gb=fleet.store_put_bytes / 1e9,
     )
 
 
@@ -110,4 +125,11 @@ def pd_rows(s: PdStats) -> list[tuple[str, str]]:
         ("hand-off share of TTFT", f"{s.transfer_share_of_ttft:.1%}"),
         ("busiest link", f"{s.busiest_link_utilization:.1%} busy"),
     ]
+    if s.store_blocks:
+        rows.append(
+            (
+                "hand-off via the shared store",
+                f"{s.store_hit_rate:.1%} of {s.store_blocks:,} blocks already there; {s.store_put_gb:,.1f} GB put",
+            )
+        )
     return rows
