@@ -65,3 +65,33 @@ def test_tiers_in_the_fleet_lift_the_hit_rate_and_report_each_tier() -> None:
     found = sum(v["fraction"] for k, v in tiers.items() if k != "query_tokens")
     assert isinstance(base["prefix_cache_hit_rate"], float)
     assert found > base["prefix_cache_hit_rate"] + 0.2
+
+
+def test_routing_by_the_tiers_blocks_beats_least_outstanding_with_tiers() -> None:
+    """With a CPU tier and the shared store on the agentic sample, the precise scorer (GPU blocks
+    over tier blocks over the store's) keeps more of each prompt in GPU memory than
+    least-outstanding, finds more in all, and cuts the p99 TTFT (figures at the time of writing:
+    GPU hits 0.67 vs 0.40, all tiers 0.79 vs 0.70, p99 TTFT 0.28 s vs 1.85 s)."""
+    tiers = ("--cpu-kv-gib", "4", "--remote-kv-tib", "1")
+    lo = _summary(*tiers)
+    precise = _summary(*tiers, "--router", "precise-prefix")  # the last --router wins
+
+    def found(s: dict[str, object]) -> float:
+        t = s["kv_tiers"]
+        assert isinstance(t, dict)
+        return float(sum(v["fraction"] for k, v in t.items() if k != "query_tokens"))
+
+    def gpu(s: dict[str, object]) -> float:
+        t = s["kv_tiers"]
+        assert isinstance(t, dict)
+        return float(t["gpu"]["fraction"])
+
+    def p99(s: dict[str, object]) -> float:
+        ttft = s["ttft_s"]
+        assert isinstance(ttft, dict)
+        return float(ttft["p99"])
+
+    assert lo["completed"] == precise["completed"]
+    assert gpu(precise) > gpu(lo) + 0.15
+    assert found(precise) > found(lo) + 0.05
+    assert p99(precise) < p99(lo) / 2

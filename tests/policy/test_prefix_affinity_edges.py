@@ -28,6 +28,9 @@ class View:
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         return 0
 
+    def prefix_tier_blocks(self, block_keys: Sequence[int]) -> tuple[int, int, int, int]:
+        return (self.prefix_hit_blocks(block_keys), 0, 0, 0)
+
 
 def _req(i: int, keys: tuple[int, ...]) -> RouteRequest:
     return RouteRequest(i, 16 * len(keys), 16, None, keys, 16)

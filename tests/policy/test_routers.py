@@ -36,6 +36,9 @@ class View:
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         return 0
 
+    def prefix_tier_blocks(self, block_keys: Sequence[int]) -> tuple[int, int, int, int]:
+        return (self.prefix_hit_blocks(block_keys), 0, 0, 0)
+
 
 def req(i: int = 0, keys: tuple[int, ...] | None = None, session: int | None = None, prompt: int = 64) -> RouteRequest:
     return RouteRequest(i, prompt, 16, session, keys, 16)
@@ -175,6 +178,8 @@ class CachedView(View):
     """A view whose prefix cache holds ``cached`` keys (leading matches counted)."""
 
     cached: frozenset[int] = frozenset()
+    cpu: frozenset[int] = frozenset()  # held in its CPU tier
+    remote: frozenset[int] = frozenset()  # in the shared store it reads
 
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         n = 0
@@ -183,6 +188,18 @@ class CachedView(View):
                 break
             n += 1
         return n
+
+    def prefix_tier_blocks(self, block_keys: Sequence[int]) -> tuple[int, int, int, int]:
+        gpu = self.prefix_hit_blocks(block_keys)
+        cpu = remote = 0
+        for k in block_keys[gpu:]:
+            if k in self.cpu:
+                cpu += 1
+            elif k in self.remote:
+                remote += 1
+            else:
+                break
+        return (gpu, cpu, 0, remote)
 
 
 def test_precise_prefix_scores_the_blocks_replicas_hold_by_hand() -> None:
@@ -200,3 +217,28 @@ def test_precise_prefix_scores_the_blocks_replicas_hold_by_hand() -> None:
     # the block a replica lost (evicted) no longer counts; the router kept no record of its own
     views[1].cached = frozenset()
     assert r.choose(req(1, keys), views, 0.0) == 0
+
+
+def test_precise_prefix_scores_gpu_above_cpu_above_the_shared_store_by_hand() -> None:
+    """Four replicas, equally loaded (queue score 1, KV score 1 each), the request's 4 blocks:
+    in replica 0's GPU memory: 2 x 4/4 + 2 = 4.0; in replica 1's CPU tier: 2 x 0.8 x 4/4 + 2 = 3.6;
+    in the shared store replica 2 reads: 2 x 0.5 x 4/4 + 2 = 3.0; nowhere replica 3 reads: 2.0.
+    Two in GPU then two in CPU: 2 x (2 + 0.8 x 2)/4 + 2 = 3.8."""
+    r = make_router("precise-prefix", random.Random(0))
+    keys = (7, 8, 9, 10)
+    ks = frozenset(keys)
+    views = [
+        CachedView(3, kv_usage=0.0),
+        CachedView(2, kv_usage=0.0, remote=ks),
+        CachedView(1, kv_usage=0.0, cpu=ks),
+        CachedView(0, kv_usage=0.0, cached=ks),
+        CachedView(4, kv_usage=0.0, cached=frozenset(keys[:2]), cpu=ks),
+    ]
+    assert r.scores(req(0, keys), views) == pytest.approx([2.0, 3.0, 3.6, 4.0, 3.8])  # type: ignore[attr-defined]
+    assert r.choose(req(0, keys), views, 0.0) == 3
+    # the weights are settings (0..1: a block below GPU memory counts no more than one in it)
+    even = make_router("precise-prefix", random.Random(0), {"cpu_weight": 1.0, "remote_weight": 1.0})
+    assert even.scores(req(0, keys), views) == pytest.approx([2.0, 4.0, 4.0, 4.0, 4.0])  # type: ignore[attr-defined]
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ServecapError, match="remote_weight"):
+            make_router("precise-prefix", random.Random(0), {"remote_weight": bad})

@@ -25,6 +25,9 @@ class _Engine:  # a simulated replica's view, as the fleet's Replica gives it
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         return 0
 
+    def prefix_tier_blocks(self, block_keys: Sequence[int]) -> tuple[int, int, int, int]:
+        return (self.prefix_hit_blocks(block_keys), 0, 0, 0)
+
 
 def test_values_by_hand() -> None:
     reps = [_Engine(0, "p", True, 3, 10, 0.4), _Engine(1, "p", True, 5, 20, 0.8), _Engine(2, "p", False, 9, 9, 1.0)]

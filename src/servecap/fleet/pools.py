@@ -126,6 +126,9 @@ class PoolReplica:
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         return self.engine.prefix_hit_blocks(block_keys)
 
+    def prefix_tier_blocks(self, block_keys: Sequence[int]) -> tuple[int, int, int, int]:
+        return self.engine.prefix_tier_blocks(block_keys)
+
     # -- what the results read --------------------------------------------------------------------
 
     def has_work(self) -> bool:

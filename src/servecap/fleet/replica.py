@@ -113,3 +113,6 @@ class ReplicaSnapshot:
 
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         return self.replica.prefix_hit_blocks(block_keys)
+
+    def prefix_tier_blocks(self, block_keys: Sequence[int]) -> tuple[int, int, int, int]:
+        return self.replica.prefix_tier_blocks(block_keys)

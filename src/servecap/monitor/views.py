@@ -27,6 +27,9 @@ class ScrapedReplica:
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         return 0
 
+    def prefix_tier_blocks(self, block_keys: Sequence[int]) -> tuple[int, int, int, int]:
+        return (0, 0, 0, 0)
+
 
 def replica_views(results: Sequence[Snapshot | Down], pool: str = "default") -> list[ScrapedReplica]:
     """One view per target, in order; a down target is a replica that is not ready."""

@@ -34,7 +34,19 @@ The rules, with their sources:
   (llm-d.ai, "KV-Cache Indexer": the router subscribes to the engines' KV events and knows the
   blocks each one actually holds): the prefix score is the fraction of the request's blocks the
   replica's prefix cache holds now (``prefix_hit_blocks``), not what the router once sent it,
-  so evictions and other routers' traffic are seen; ties go to the lowest index.
+  so evictions and other routers' traffic are seen; ties go to the lowest index. Blocks held
+  below GPU memory count with a tier's weight: the leading run is walked block by block, each
+  block at the fastest tier of the replica holding it (``prefix_tier_blocks``), and scored
+  ``(gpu + cpu_weight x cpu + ssd_weight x ssd + remote_weight x remote) / blocks``. llm-d's
+  KV-cache indexer tags each block with the medium its KV event names and weighs the media
+  (llm-d-kv-cache-manager's ``kvCacheBackendConfigs``: ``gpu`` 1.0, ``cpu`` 0.8); Dynamo's KV
+  router likewise credits overlap per tier (device, host, disk: its routing-concepts page).
+  Defaults: ``cpu_weight`` 0.8 (llm-d's); ``ssd_weight`` 0.8 (llm-d weighs every medium below
+  GPU memory as its one ``cpu`` backend); ``remote_weight`` 0.5, servecap's choice with no
+  source: a block in the shared store is there for every replica sharing it, so it cannot tell
+  them apart; it only keeps a replica that can fetch the rest of a prompt above one that
+  cannot (a replica reading another store, or none) and below any replica holding the block
+  itself.
 """
 
 from __future__ import annotations
@@ -468,14 +480,39 @@ class PrecisePrefix(Weighted):
 
     name: ClassVar[str] = "precise-prefix"
 
+    def __init__(
+        self,
+        rng: random.Random,
+        prefix_weight: float = 2.0,
+        queue_weight: float = 1.0,
+        kv_weight: float = 1.0,
+        index_blocks_per_replica: int = 1 << 20,
+        cpu_weight: float = 0.8,
+        ssd_weight: float = 0.8,
+        remote_weight: float = 0.5,
+    ) -> None:
+        super().__init__(rng, prefix_weight, queue_weight, kv_weight, index_blocks_per_replica)
+        for name, w in (("cpu_weight", cpu_weight), ("ssd_weight", ssd_weight), ("remote_weight", remote_weight)):
+            if not 0.0 <= w <= 1.0:  # a block in GPU memory counts 1: a tier below it counts no more
+                raise ServecapError(f"router_settings.{name}", w, "must be within 0..1 (a GPU block counts 1)")
+        self.tier_weights = (1.0, cpu_weight, ssd_weight, remote_weight)
+
+    def prefix_score(self, r: ReplicaView, keys: Sequence[int]) -> float:
+        """The tier-weighted matched fraction of ``keys`` on ``r`` (module doc)."""
+        n = len(keys)
+        if not n:
+            return 0.0
+        gpu, cpu, ssd, remote = r.prefix_tier_blocks(keys)
+        _, wc, ws, wr = self.tier_weights
+        return (gpu + wc * cpu + ws * ssd + wr * remote) / n
+
     def scores(self, request: RouteRequest, replicas: Sequence[ReplicaView]) -> list[float]:
         keys = request.block_keys or ()
         queues = [r.num_waiting for r in replicas]
         q_hi, q_lo = max(queues), min(queues)
         out = []
-        n = len(keys)
         for r, q in zip(replicas, queues, strict=True):
-            prefix = r.prefix_hit_blocks(keys) / n if n else 0.0
+            prefix = self.prefix_score(r, keys)
             queue = 1.0 if q_hi == q_lo else (q_hi - q) / (q_hi - q_lo)
             out.append(self.prefix_weight * prefix + self.queue_weight * queue + self.kv_weight * (1.0 - r.kv_usage))
         return out

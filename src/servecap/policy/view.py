@@ -46,3 +46,9 @@ class ReplicaView(Protocol):
         """How many leading blocks of ``block_keys`` the replica's prefix cache holds (0 when it
         keeps no cache or the replica cannot tell)."""
         ...
+
+    def prefix_tier_blocks(self, block_keys: Sequence[int]) -> tuple[int, int, int, int]:
+        """Leading blocks of ``block_keys`` by where the replica would take them from: its GPU
+        cache, then (the blocks right after) its CPU tier, its SSD tier, the shared remote store;
+        zeros where it has no such tier or cannot tell."""
+        ...

@@ -337,6 +337,20 @@ class Engine:
             return 0
         return self.pool.longest_hit_runs(KeyRuns.unit(block_keys), len(block_keys))[0]
 
+    def prefix_tier_blocks(self, block_keys: Sequence[int]) -> tuple[int, int, int, int]:
+        """Leading blocks of ``block_keys`` by where this replica would take them from: its GPU
+        prefix cache (:meth:`prefix_hit_blocks`), then, for the blocks right after, its CPU tier,
+        its SSD tier and the fleet's shared store (each block counted at the fastest tier that
+        holds it, up to the first block held nowhere: :meth:`TierStore.find`). Reads only."""
+        gpu = self.prefix_hit_blocks(block_keys)
+        tiers = self.tiers
+        if tiers is None or gpu >= len(block_keys):
+            return (gpu, 0, 0, 0)
+        by_name = {"cpu": 0, "ssd": 0, "remote": 0}
+        for t, n in zip(tiers.levels, tiers.find(block_keys, gpu, len(block_keys)), strict=True):
+            by_name[t.tier.name] += n
+        return (gpu, by_name["cpu"], by_name["ssd"], by_name["remote"])
+
     @property
     def stats(self) -> EngineStats:
         return EngineStats(
