@@ -97,9 +97,15 @@ def test_a_bad_graph_line_is_named(tmp_path: Path, line: str, match: str) -> Non
         load_sessions(path)
 
 
-def test_auto_format_points_at_sessions(tmp_path: Path) -> None:
+def test_auto_format_replays_a_sessions_file_as_sessions(tmp_path: Path) -> None:
+    """``format: auto`` tells a sessions file by its first line (request_id with parent_id or
+    session_id) and replays the graph as ``format: sessions`` does."""
     path = tmp_path / "s.jsonl"
     path.write_text(GRAPH)
-    w = workload_from_dict({"arrival": {"kind": "trace", "path": str(path)}})
-    with pytest.raises(ServecapError, match="give format sessions"):
-        simulate(_setup(), w, np.random.default_rng(0))
+
+    def arrivals(**fmt: str) -> list[float]:
+        w = workload_from_dict({"arrival": {"kind": "trace", "path": str(path), **fmt}})
+        return sorted(r.arrival_s for r in simulate(_setup(), w, np.random.default_rng(0)).records())
+
+    assert arrivals() == arrivals(format="sessions")
+    assert len(arrivals()) == 5

@@ -14,7 +14,7 @@ from servecap.cli.trace_options import pop_trace, trace_options
 from servecap.planning.model import EXECUTOR_CHOICES, FleetPlanRequest, TrafficModel
 from servecap.policy.routers import DEFAULT_ROUTER, ROUTERS
 from servecap.report.fleet_plan_text import (
-    LEVER_HEADER,
+    lever_header,
     lever_notes,
     lever_rows,
     plan_html,
@@ -325,7 +325,7 @@ def render(console: Console, r: FleetPlanResponse) -> None:
         if o.note.startswith("ruled out"):
             console.print(f"{o.name}: {o.note}", highlight=False)
     lev = Table(title="levers (each re-simulated)", title_justify="left")
-    for col in LEVER_HEADER:
+    for col in lever_header(r):
         lev.add_column(col, justify="right")
     for row in lever_rows(r):
         lev.add_row(*row)

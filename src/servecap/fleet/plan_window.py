@@ -29,6 +29,13 @@ replay starts as the trace did, with an empty fleet and a cold prefix cache), an
 the trace's busiest minute (the most arrivals in any 60 s of its scaled clock, over 60 s; over
 its span when shorter). A trace has no rate curve to scale: its rate changes with its
 ``time_scale``.
+
+A **sessions trace** (parent/child edges, tool gaps: :mod:`servecap.workload.sessions`) is
+replayed closed loop in every simulation (a child after its parents end), so its issue times
+depend on the fleet; the window reads its *nominal* times instead (:func:`session_arrays`: a
+root at its arrival, a child ``delay_s`` after the latest of its parents' nominal times, i.e.
+as if every request were answered at once), the earliest each request can be issued: the
+busiest minute over them is an upper bound on the rate any fleet sees.
 """
 
 from __future__ import annotations
@@ -42,8 +49,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
-from servecap.workload import WorkloadSpec, workload_from_dict, workload_rate
+from servecap.workload import RequestArrays, WorkloadSpec, generate_arrays, workload_from_dict, workload_rate
 from servecap.workload.agentic_spec import AgenticArrival
+from servecap.workload.generate import session_graph
 from servecap.workload.schedule_spec import ScheduleArrival
 
 DAY_S = 86_400.0
@@ -99,11 +107,38 @@ def busiest_rate(arrival_s: NDArray[np.float64], minute_s: float = 60.0) -> floa
     return float(np.max(ends - np.arange(len(t)))) / minute_s
 
 
+def session_arrays(spec: WorkloadSpec) -> RequestArrays | None:
+    """A sessions trace's requests as columns at their nominal times (module doc), in the order
+    of those times (None: ``spec`` replays no sessions trace). For the window's rate, lengths
+    and scoring only: the simulations replay the graph itself
+    (:func:`servecap.workload.generate.is_session_trace`)."""
+    graph = session_graph(spec)
+    if graph is None:
+        return None
+    nominal = [0.0] * len(graph)
+    for i, parents in enumerate(graph.parents):  # every parent comes before its children
+        nominal[i] = max(nominal[p] for p in parents) + graph.delay_s[i] if parents else graph.arrival_s[i]
+    order = np.argsort(np.asarray(nominal), kind="stable")
+    n = len(graph)
+    return RequestArrays(
+        np.asarray(nominal, dtype=np.float64)[order],
+        np.asarray(graph.prompt_tokens, dtype=np.int64)[order],
+        np.asarray(graph.output_tokens, dtype=np.int64)[order],
+        np.full(n, -1, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+    )
+
+
+def window_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArrays:
+    """The window's requests as columns: drawn (:func:`generate_arrays`), or a sessions trace's
+    at their nominal times (:func:`session_arrays`)."""
+    nominal = session_arrays(spec)
+    return nominal if nominal is not None else generate_arrays(spec, rng)
+
+
 def trace_window(spec: WorkloadSpec) -> Window:
     """A replayed trace as the planner's window (see the module): all of it scored."""
-    from servecap.workload import generate_arrays
-
-    arrays = generate_arrays(spec, np.random.default_rng(0))  # a trace draws nothing
+    arrays = window_arrays(spec, np.random.default_rng(0))  # a trace draws nothing
     peak = busiest_rate(arrays.arrival_s)
     duration = float(arrays.arrival_s[-1]) + 1e-9
     return Window(spec, 0.0, duration, 0.0, peak, peak, peak)

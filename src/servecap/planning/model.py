@@ -433,7 +433,11 @@ class Context:
 
         spec, _ = build_fleet(ff)
         s = self.request.seed if seed is None else seed
-        res = simulate_fleet(spec, scored.arrays, s)
+        from servecap.workload.generate import is_session_trace
+
+        # a sessions trace is replayed closed loop, as its graph (its arrays are nominal times)
+        workload = scored.window.workload
+        res = simulate_fleet(spec, workload if is_session_trace(workload) else scored.arrays, s)
         self.simulations += 1
         report = slo_report(res.columns, scored.groups, scored.targets)
         ok = np.zeros(len(scored.arrays.arrival_s), dtype=bool)

@@ -25,6 +25,7 @@ from servecap.fleet.plan_window import (
     rate_fn,
     scaled,
     trace_window,
+    window_arrays,
 )
 from servecap.json_object import JsonObject
 from servecap.planning.doc import AutoscalerDoc, FleetDoc, Section
@@ -46,7 +47,7 @@ from servecap.planning.model import (
 )
 from servecap.policy.routers import ROUTERS
 from servecap.results.slo_report import Target
-from servecap.workload import WorkloadSpec, generate_arrays, workload_from_dict
+from servecap.workload import WorkloadSpec, workload_from_dict
 from servecap.workload.mix_spec import SloSpec
 
 LeverRows = tuple[list[LeverOut], list[str]]  # the levers re-simulated, and those skipped (why)
@@ -141,7 +142,7 @@ def group_targets(spec: WorkloadSpec, default: SloSpec) -> dict[tuple[str, str],
 
 
 def scored_window(window: Window, targets: dict[tuple[str, str], tuple[Target, ...]], seed: int) -> Scored:
-    arrays = generate_arrays(window.workload, np.random.default_rng(seed))
+    arrays = window_arrays(window.workload, np.random.default_rng(seed))
     keep = arrays.arrival_s >= window.warmup_s
     groups = class_groups(arrays, list(targets), keep)
     return Scored(window, arrays, groups, {group_name(p): t for p, t in targets.items()}, np.flatnonzero(keep))
@@ -218,7 +219,7 @@ def run_plan(
     default_slo = request.slo or DEFAULT_SLO
     targets = group_targets(spec, default_slo)
     strictest = {pair: max((q for _, q, _ in t), default=50.0) for pair, t in targets.items()}
-    probe = generate_arrays(
+    probe = window_arrays(
         workload_from_dict(
             {**spec.model_dump(mode="json", by_alias=True, exclude_none=True), "num_requests": 2000, "duration_s": None}
         ),

@@ -67,6 +67,27 @@ def interval_line(r: FleetPlanResponse) -> str | None:
     return line
 
 
+def shows_tier_hits(r: FleetPlanResponse) -> bool:
+    """Whether the plan ran KV tiers (the chosen fleet's pools, or a tier lever): its text then
+    says what share of the prompt tokens each tier found, for the chosen fleet and each lever."""
+    return r.fleet.kv_tier_hits is not None or any(lv.hit_rates is not None for lv in r.levers)
+
+
+def hits_text(hits: dict[str, float] | None) -> str:
+    """Prompt tokens found per tier, ``"gpu 76%, cpu 4%, remote 2%"`` ("-": not measured)."""
+    if not hits:
+        return "-"
+    return ", ".join(f"{tier} {x:.0%}" for tier, x in hits.items())
+
+
+def chosen_hits(r: FleetPlanResponse) -> dict[str, float] | None:
+    """The chosen fleet's hits per tier (its GPU prefix cache's alone where it has no tiers)."""
+    if r.fleet.kv_tier_hits is not None:
+        return r.fleet.kv_tier_hits
+    rate = r.fleet.prefix_cache_hit_rate
+    return None if rate is None else {"gpu": rate}
+
+
 def summary_lines(r: FleetPlanResponse) -> list[str]:
     """The answer in a few plain lines (the docs' worked example prints these)."""
     c = r.chosen
@@ -81,9 +102,11 @@ def summary_lines(r: FleetPlanResponse) -> list[str]:
         f"${c.usd_per_month or 0:,.0f}/month fixed at the peak ({c.price_per_gpu_hour:.2f} $/GPU-hour x 730 h)",
         evidence_line("chosen", r.fleet),
     ]
+    if shows_tier_hits(r):
+        lines.append(f"prompt tokens found (chosen fleet): {hits_text(chosen_hits(r))}")
     iv_line = interval_line(r)
     if iv_line is not None:
-        lines.insert(-1, iv_line)
+        lines.insert(lines.index(evidence_line("chosen", r.fleet)), iv_line)
     if r.next_cheaper is not None:
         lines.append(evidence_line("one fewer", r.next_cheaper))
     lines.append(evidence_line("verified (second seed)", r.verify))
@@ -104,8 +127,16 @@ def summary_lines(r: FleetPlanResponse) -> list[str]:
     return lines
 
 
-def lever_rows(r: FleetPlanResponse) -> list[tuple[str, str, str, str, str, str, str]]:
-    rows = []
+def lever_header(r: FleetPlanResponse) -> tuple[str, ...]:
+    """The lever table's columns: :data:`LEVER_HEADER`, and the prompt tokens each tier found
+    where the plan ran KV tiers (:func:`shows_tier_hits`)."""
+    return (*LEVER_HEADER, "prompt tokens found") if shows_tier_hits(r) else LEVER_HEADER
+
+
+def lever_rows(r: FleetPlanResponse) -> list[tuple[str, ...]]:
+    """The lever table's rows, the chosen fleet's first, as :func:`lever_header` names them."""
+    rows: list[tuple[str, ...]] = []
+    hits = shows_tier_hits(r)
     c = r.chosen
     cells = interval_cells(r)
     level = f"{r.interval['replicas']['level']:.0%}" if cells else ""
@@ -121,6 +152,7 @@ def lever_rows(r: FleetPlanResponse) -> list[tuple[str, str, str, str, str, str,
             _ms(r.fleet.ttft_p99_s),
             _ms(r.fleet.tpot_p99_s),
             "yes" if r.fleet.slo_met else "no",
+            *((hits_text(chosen_hits(r)),) if hits else ()),
         )
     )
     a = r.autoscaler
@@ -137,6 +169,7 @@ def lever_rows(r: FleetPlanResponse) -> list[tuple[str, str, str, str, str, str,
                 _ms(lv.ttft_p99_s),
                 _ms(lv.tpot_p99_s),
                 "yes" if lv.slo_met else "no",
+                *((hits_text(lv.hit_rates),) if hits else ()),
             )
         )
     return rows
@@ -187,7 +220,7 @@ def plan_html(r: FleetPlanResponse) -> str:
         "<h2>Candidates (peak window, fixed fleet)</h2>",
         table(("candidate", "closed-form replicas", "simulated replicas", "$/month", "simulations"), cands),
         "<h2>Levers (each re-simulated)</h2>",
-        table(LEVER_HEADER, [tuple(x) for x in lever_rows(r)]),
+        table(lever_header(r), [tuple(x) for x in lever_rows(r)]),
         "".join(f"<p>{esc(line)}</p>" for line in lever_notes(r.levers)),
         "".join(f"<p><small>lever left out: {esc(s)}</small></p>" for s in r.levers_skipped),
         "".join(f"<p><small>why: {esc(s)}</small></p>" for s in r.story),
@@ -216,7 +249,8 @@ def markdown_block(r: FleetPlanResponse) -> str:
             f"| {o.name} | {o.closed_form_replicas} | {replicas_cell(o)} | "
             f"{'-' if o.usd_per_month is None else f'${o.usd_per_month:,.0f}'} | {users} | {o.simulations} |"
         )
-    out += ["", "| " + " | ".join(LEVER_HEADER) + " |", "|" + "---|" * len(LEVER_HEADER)]
+    header = lever_header(r)
+    out += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out.extend("| " + " | ".join(row) + " |" for row in lever_rows(r))
     notes = [f"- {line}" for line in lever_notes(r.levers)]
     if notes:

@@ -31,7 +31,7 @@ def generate_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArra
     if spec.arrival is None:
         raise ServecapError("workload.arrival", None, "closed-loop workloads are driven by ClosedLoopUsers")
     if isinstance(spec.arrival, TraceArrival):
-        if spec.arrival.format == "sessions":
+        if _is_sessions(spec.arrival):
             raise ServecapError(
                 "workload.arrival.format",
                 "sessions",
@@ -109,15 +109,23 @@ def trace_arrays(
 
 
 def is_session_trace(spec: WorkloadSpec) -> bool:
-    """Whether the workload replays a sessions trace (no file is read)."""
-    return isinstance(spec.arrival, TraceArrival) and spec.arrival.format == "sessions"
+    """Whether the workload replays a sessions trace (``format: auto`` reads the file's first line)."""
+    return isinstance(spec.arrival, TraceArrival) and _is_sessions(spec.arrival)
+
+
+def _is_sessions(arrival: TraceArrival) -> bool:
+    if arrival.format == "auto":
+        from servecap.workload.sessions import starts_as_sessions
+
+        return starts_as_sessions(trace_path(arrival.path))
+    return arrival.format == "sessions"
 
 
 def session_graph(spec: WorkloadSpec) -> SessionGraph | None:
     """The sessions trace a workload replays (its window and time scale applied), or None when
     it is not one."""
     arrival = spec.arrival
-    if not isinstance(arrival, TraceArrival) or arrival.format != "sessions":
+    if not isinstance(arrival, TraceArrival) or not _is_sessions(arrival):
         return None
     from servecap.workload.sessions import load_sessions
 

@@ -81,6 +81,21 @@ def is_sessions_file(first: dict[str, Any]) -> bool:
     return "request_id" in first and ("parent_id" in first or "session_id" in first)
 
 
+def starts_as_sessions(path: Path) -> bool:
+    """Whether the file's first non-blank line is a sessions trace's JSON object (how ``format:
+    auto`` tells a sessions trace from the open-loop formats); False for anything unreadable,
+    which the open-loop readers then name."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for _, line in zip(range(1000), f, strict=False):
+                if line.strip():
+                    first = json.loads(line)
+                    return isinstance(first, dict) and is_sessions_file(first)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return False
+
+
 def load_sessions(path: Path, *, trace_block_tokens: int = 512) -> SessionGraph:
     """Read and check a sessions trace; errors name the file, line and key."""
     text = read_text(path, "arrival.path", max_bytes=MAX_DATA_BYTES)
