@@ -51,7 +51,10 @@ def test_one_store_per_block_format() -> None:
     assert stores.store_for(other) is not stores.store_for(a)
     one, two = TierStore(a, stores.store_for(a)), TierStore(a, stores.store_for(a))
     one.demote(42)
-    assert two.find([42], 0, 1) == [1]  # replica two reads what replica one evicted
+    # replica two reads what replica one evicted once its write ended: 1,000 bytes at 1e10 B/s
+    assert two.find([42], 0, 1) == [0]
+    two.now_s = 1000 / 1e10
+    assert two.find([42], 0, 1) == [1]
 
 
 def test_tiers_in_the_fleet_lift_the_hit_rate_and_report_each_tier() -> None:

@@ -81,6 +81,7 @@ def test_demotion_cascades_lru_per_tier() -> None:
         store.demote(k)
     assert list(store.private[0].lru) == [5, 6]
     assert list(store.private[1].lru) == [2, 3, 4]
+    store.now_s = 1.0  # every write ended (a block is readable once written)
     assert store.find([3, 4, 1], 0, 3) == [0, 2]  # 3 and 4 in the SSD, then 1 is missing
     store.promote([3], 0, 1, 1)
     assert list(store.private[1].lru) == [2, 4]
@@ -93,6 +94,7 @@ def test_shared_remote_keeps_what_a_replica_reads() -> None:
     a, b = TierStore(setup, shared), TierStore(setup, shared)
     a.demote(7)
     a.demote(8)
+    a.now_s = b.now_s = 2e-6  # both written (1,000 bytes at 1e9 B/s each, one after the other)
     assert b.find([7, 8], 0, 2) == [2]  # replica b reads what replica a's GPU evicted
     b.promote([7, 8], 0, 2, 16)
     assert a.find([7, 8], 0, 2) == [2]  # inclusive: still there for the others
@@ -158,9 +160,11 @@ def test_replay_hits_per_tier_equal_a_reference_lru(cpu_blocks: int, ssd_blocks:
     p = _plan()
     key_bytes = len(p.layout.groups) * p.layout.bytes_per_block
     assert key_bytes == 131_072 * 16
-    tiers = [default_tier("cpu", cpu_blocks * key_bytes)]
+    # writes at 10 TB/s: every block readable at once, as in the reference LRU (the tiers' write
+    # bandwidth delays a block's first read: test_writes_take_the_tiers_write_bandwidth_by_hand)
+    tiers = [dataclasses.replace(default_tier("cpu", cpu_blocks * key_bytes), write_bytes_per_s=1e13)]
     if ssd_blocks:
-        tiers.append(default_tier("ssd", ssd_blocks * key_bytes))
+        tiers.append(dataclasses.replace(default_tier("ssd", ssd_blocks * key_bytes), write_bytes_per_s=1e13))
     setup = engine_setup_from_plan(p, kv_tiers=tuple(tiers))
     setup = dataclasses.replace(setup, max_num_seqs=1, max_num_batched_tokens=131072, num_gpu_blocks=GPU_BLOCKS)
     arrays = trace_arrays(TraceArrival(path=str(SAMPLE)))
@@ -221,3 +225,26 @@ def test_a_preempted_request_is_loaded_back_not_recomputed() -> None:
     assert computed == 1113 and computed_tiered == 601
     assert tiered.stats.tier_hit_tokens == (("cpu", 512),)
     assert tiered.tiers is not None and not any(t.lru for t in tiered.tiers.private)  # its blocks were taken back
+
+
+def test_writes_take_the_tiers_write_bandwidth_by_hand() -> None:
+    """A CPU tier written at 1e9 B/s, 1,000-byte blocks (1 us each): a run of 4 evicted at t = 0
+    is written 0..4 us; a run of 2 evicted at 1 us waits for the channel, written 4..6 us. At
+    5 us the first four are readable, the last two not yet; at 6 us all are. A block already
+    there is refreshed, not written again."""
+    block = 1000
+    setup = TierSetup((KvTier("cpu", 100 * block, 1e9, write_bytes_per_s=1e9),), block, 1, 1)
+    store = TierStore(setup)
+    store.demote_range(100, 0, 4)  # blocks 100..103, the pool's order: 103 first
+    assert list(store.private[0].lru) == [103, 102, 101, 100]
+    assert store.write_free_s[0] == pytest.approx(4e-6)
+    store.now_s = 1e-6
+    store.demote_range(200, 0, 2)
+    assert store.write_free_s[0] == pytest.approx(6e-6)
+    store.now_s = 5e-6
+    assert store.find([100, 101, 102, 103, 200, 201], 0, 6) == [4]
+    assert store.find([200, 201], 0, 2) == [0]
+    store.now_s = 6e-6
+    assert store.find([200, 201], 0, 2) == [2]
+    store.demote_range(100, 0, 1)  # already there: no write booked
+    assert store.write_free_s[0] == pytest.approx(6e-6) and store.written_blocks == [6]

@@ -631,6 +631,8 @@ class Engine:
     # ---- one step ---------------------------------------------------------------------------
 
     def _step(self, now: float, want_ids: bool) -> StepOutcome | None:
+        if self.tiers is not None:
+            self.tiers.now_s = now  # the tiers' writes start, and their blocks are read, at the step's time
         if self._rate_change_heap and self._rate_change_heap[0][0] <= self._decode_step:
             self._apply_rate_changes()
         waiting = self.waiting

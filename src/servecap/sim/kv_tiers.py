@@ -33,6 +33,17 @@ miss and fed on eviction (``KvPool.on_evict``):
   (:func:`private_key`); when it is admitted again, the run of them still there is loaded like
   any tier hit. Its keyed blocks take the ordinary way (GPU LRU list, then demotion).
 
+- **Writes take the tier's write bandwidth.** Each replica writes into each of its tiers over
+  one channel (its PCIe link into DRAM, its SSD, its NIC into the store): a run of ``n`` blocks
+  written at ``t`` starts when the channel is free (``max(t, free_s)``) and takes
+  ``n x block_bytes_per_gpu / write_bw`` (:func:`servecap.core.kv_tiers.store_s`, the GPUs
+  writing their shards in parallel); a block is readable once its write has ended (its
+  ``ready_s``, kept as the LRU's value), so a tier written faster than its bandwidth serves its
+  blocks later, never more bytes a second than it takes (vLLM's offloading connector and
+  LMCache store asynchronously after the forward pass; a block is only loadable once stored).
+  The engine sets ``now_s`` at each step; a block pushed down from the CPU tier is written to
+  the SSD tier then.
+
 Hit counts are kept per tier in tokens (``hit_tokens``), beside the engine's GPU hits.
 """
 
@@ -42,7 +53,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servecap.core.kv_tiers import TIER_NAMES, KvTier, load_s, with_load_s
+from servecap.core.kv_tiers import TIER_NAMES, KvTier, load_s, store_s, with_load_s
 from servecap.errors import ServecapError
 
 PRIVATE_KEY_BASE = -(1 << 62)
@@ -89,25 +100,35 @@ class TierSetup:
 
 
 class LruTier:
-    """One tier's blocks in LRU order (oldest first)."""
+    """One tier's blocks in LRU order (oldest first), each with the time its write ends (from
+    then on it is readable: :meth:`holds`)."""
 
     def __init__(self, tier: KvTier, capacity_keys: int) -> None:
         self.tier = tier
         self.capacity = capacity_keys
-        self.lru: OrderedDict[int, None] = OrderedDict()
+        self.lru: OrderedDict[int, float] = OrderedDict()
 
-    def put(self, key: int) -> int | None:
-        """Insert ``key`` as most recently used; returns the key it pushed out (None: none)."""
+    def put(self, key: int, ready_s: float = 0.0) -> int | None:
+        """Insert ``key`` as most recently used, readable from ``ready_s`` (a block already there
+        keeps its earlier time); returns the key it pushed out (None: none)."""
         lru = self.lru
-        if key in lru:
+        old = lru.get(key)
+        if old is not None:
             lru.move_to_end(key)
+            if ready_s < old:
+                lru[key] = ready_s
             return None
         if self.capacity <= 0:
             return key
-        lru[key] = None
+        lru[key] = ready_s
         if len(lru) > self.capacity:
             return lru.popitem(last=False)[0]
         return None
+
+    def holds(self, key: int, now_s: float) -> bool:
+        """Whether ``key`` is there and written by ``now_s``."""
+        ready = self.lru.get(key)
+        return ready is not None and ready <= now_s
 
 
 def shared_remote(setup: TierSetup) -> LruTier | None:
@@ -130,33 +151,60 @@ class TierStore:
         self.hits = [0] * len(self.levels)  # tokens loaded from each level by this engine
         self.load_s = 0.0  # total load time charged
         self.loads = 0
+        self.now_s = 0.0  # the engine's clock (set at each step): writes start from it
+        self.write_free_s = [0.0] * len(self.levels)  # when each level's write channel is free
+        # seconds one block's write takes on each level (every GPU's shard in parallel)
+        self._write_block_s = [store_s(t.tier, setup.key_bytes_per_gpu) for t in self.levels]
+        self.written_blocks = [0] * len(self.levels)
+
+    def _write(self, level: int, n: int) -> float:
+        """Book ``n`` blocks' write on ``level``'s channel from now; returns when it ends."""
+        start = self.now_s if self.now_s > self.write_free_s[level] else self.write_free_s[level]
+        end = start + n * self._write_block_s[level]
+        self.write_free_s[level] = end
+        self.written_blocks[level] += n
+        return end
+
+    def _put(self, level: int, keys: Sequence[int]) -> list[int]:
+        """``keys`` into ``level``, the ones it lacks written there (a block it holds is only
+        refreshed); returns the keys it pushed out."""
+        t = self.levels[level]
+        lru = t.lru
+        new = sum(1 for k in keys if k not in lru)
+        ready = self._write(level, new) if new else self.now_s
+        out = []
+        for k in keys:
+            pushed = t.put(k, ready)
+            if pushed is not None:
+                out.append(pushed)
+        return out
+
+    def _put_private(self, keys: Sequence[int]) -> None:
+        """``keys`` into the first private tier, each level's push-outs written one level down."""
+        for level in range(len(self.private)):
+            if not keys:
+                return
+            keys = self._put(level, keys)
 
     def demote(self, key: int) -> None:
         """A block the GPU evicted: into the first private tier (cascading down) and the
         remote store."""
-        out: int | None = key
-        for t in self.private:
-            if out is None:
-                break
-            out = t.put(out)
-        if self.remote is not None:
-            self.remote.put(key)
+        self.demote_range(key, 0, 1)
 
     def demote_range(self, key: int, lo: int, hi: int) -> None:
         """The pool's eviction hook (``KvPool.on_evict``): blocks ``[lo, hi)`` of the run ``key``
         left GPU memory, last first (the pool evicts a run from its end); block ``i``'s key is
-        ``key + i``."""
-        for i in range(hi - 1, lo - 1, -1):
-            self.demote(key + i)
+        ``key + i``. The run is written as one (one booking per tier it reaches)."""
+        keys = range(key + hi - 1, key + lo - 1, -1)
+        if self.private:
+            self._put_private(keys)
+        if self.remote is not None:
+            self._put(len(self.levels) - 1, keys)
 
     def offload(self, keys: Sequence[int]) -> None:
         """A preempted request's private blocks: into the private tiers only (cascading down)."""
-        for key in keys:
-            out: int | None = key
-            for t in self.private:
-                if out is None:
-                    break
-                out = t.put(out)
+        if self.private:
+            self._put_private(keys)
 
     def discard(self, keys: Sequence[int]) -> None:
         """Drop ``keys`` from the private tiers (a request's own blocks it no longer needs)."""
@@ -169,10 +217,12 @@ class TierStore:
         ``keys[start:stop]`` held below GPU memory (reads only)."""
         found = [0] * len(self.levels)
         levels = self.levels
+        now = self.now_s
         for i in range(start, stop):
             k = keys[i]
             for j, t in enumerate(levels):
-                if k in t.lru:
+                ready = t.lru.get(k)
+                if ready is not None and ready <= now:
                     found[j] += 1
                     break
             else:
@@ -185,10 +235,12 @@ class TierStore:
         loads in sequence over the GPU's links), before any overlap with compute."""
         levels = self.levels
         per_level = [0] * len(levels)
+        now = self.now_s
         for i in range(start, start + n):
             k = keys[i]
             for j, t in enumerate(levels):
-                if k in t.lru:
+                ready = t.lru.get(k)
+                if ready is not None and ready <= now:
                     per_level[j] += 1
                     if t is self.remote:
                         t.lru.move_to_end(k)

@@ -35,8 +35,8 @@ def generate_arrays(spec: WorkloadSpec, rng: np.random.Generator) -> RequestArra
             raise ServecapError(
                 "workload.arrival.format",
                 "sessions",
-                "a sessions trace is replayed closed loop (each request after its parents): simulate and fleet "
-                "simulate replay it; this command takes open-loop traces only",
+                "a sessions trace is replayed closed loop (each request after its parents): simulate, fleet "
+                "simulate and fleet plan replay it; this command takes open-loop traces only",
             )
         return trace_arrays(spec.arrival, num_requests=spec.num_requests, duration_s=spec.duration_s)
     if isinstance(spec.arrival, AgenticArrival):

@@ -481,10 +481,7 @@ class PdFleet(Pools):
         nk = 0 if keys is None else min(n, len(keys))
         rid = job.request_id
         block_keys = [keys[i] if keys is not None and i < nk else private_key(rid, i) for i in range(n)]
-        lru = store.lru
-        hit = sum(1 for k in block_keys if k in lru)
-        for k in block_keys:  # the store holds them now (the LRU order refreshed)
-            store.put(k)
+        hit = sum(1 for k in block_keys if store.holds(k, now_s))
         put_s, get_s = store_hand_off_s(store.tier, n - hit, n, setup.key_bytes_per_gpu)
         gpus = setup.gpus
         put_bytes = (n - hit) * setup.key_bytes_per_gpu * gpus
@@ -494,6 +491,8 @@ class PdFleet(Pools):
         if put_s > 0:
             start = book_transfer((p.link,), now_s, put_s, put_bytes)
             ready = start + put_s
+        for k in block_keys:  # the store holds them from the put's end (the LRU order refreshed)
+            store.put(k, ready)
         got = book_transfer((d.link,), ready, get_s, get_bytes)
         if put_s <= 0:
             start = got
