@@ -79,3 +79,34 @@ def test_hostile_tier_lever_flags_are_refused(flag: str) -> None:
     base = ["fleet", "plan", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--peak-rps", "1", "--levers", "cpu-tier"]
     for value in ("0", "-1", "nan", "1e-300", "1e300"):
         _refused([*base, flag, (" " + value) if value.startswith("-") else value], flag.lstrip("-").replace("-", "_"))
+
+
+PD_POOLS = [
+    {"name": "p", "model": "Qwen/Qwen3-0.6B", "gpu": "H100", "replicas": 1, "role": "prefill", "remote_kv_tib": 1},
+    {"name": "d", "model": "Qwen/Qwen3-0.6B", "gpu": "H100", "replicas": 1, "role": "decode", "remote_kv_tib": 1},
+]
+
+
+@pytest.mark.parametrize("value", ["nowhere", 0, "", None, 1e300])
+def test_a_hostile_kv_link_via_is_refused(tmp_path: Path, value: object) -> None:
+    f = tmp_path / "fleet.yaml"
+    f.write_text(yaml.safe_dump({"pools": PD_POOLS, "kv_link": {"via": value}}))
+    _refused(["fleet", "simulate", "--fleet", str(f), "--rate", "5", "--num-requests", "5"], "via")
+
+
+def test_the_hand_off_via_a_store_the_pools_lack_is_refused(tmp_path: Path) -> None:
+    pools = [{k: v for k, v in p.items() if k != "remote_kv_tib"} for p in PD_POOLS]
+    f = tmp_path / "fleet.yaml"
+    f.write_text(yaml.safe_dump({"pools": pools, "kv_link": {"via": "store"}}))
+    _refused(["fleet", "simulate", "--fleet", str(f), "--rate", "5", "--num-requests", "5"], "kv_link.via")
+
+
+@pytest.mark.parametrize("name", ["cpu_weight", "ssd_weight", "remote_weight"])
+@pytest.mark.parametrize("value", [-1, 1.5, 1e300, "nan"])
+def test_a_hostile_tier_weight_of_the_precise_router_is_refused(tmp_path: Path, name: str, value: object) -> None:
+    """A tier's weight is within 0..1 by meaning (a block in GPU memory counts 1; 0 ignores the tier)."""
+    pool = {"name": "main", "model": "Qwen/Qwen3-0.6B", "gpu": "H100", "replicas": 2, "cpu_kv_gib": 1}
+    router = {"name": "precise-prefix", "settings": {name: float(value) if value == "nan" else value}}
+    f = tmp_path / "fleet.yaml"
+    f.write_text(yaml.safe_dump({"pools": [pool], "router": router}))
+    _refused(["fleet", "simulate", "--fleet", str(f), "--rate", "5", "--num-requests", "5"], name)

@@ -17,9 +17,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servecap.app.flags import DeploymentFlags
-from servecap.core.kv_tier_settings import CPU_KV_GIB, REMOTE_KV_TIB, SSD_KV_GIB, KvLoad
+from servecap.core.kv_tier_settings import KvLoad
 from servecap.errors import ServecapError
 from servecap.fleet.file_schema import FleetFile, fleet_from_dict, load_fleet_file
+from servecap.fleet.kv_tier_fields import CpuKvGib, RemoteKvTib, SsdKvGib
 from servecap.json_object import JsonObject
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.pd_router import PD_PRESETS
@@ -76,9 +77,9 @@ class FleetFlags(BaseModel):
     ttft_slo_ms: float | None = None
     tpot_slo_ms: float | None = None
     # KV tiers, set on every pool (docs/kv-tiers.md); ranges as the pool fields'
-    cpu_kv_gib: float | None = Field(default=None, ge=CPU_KV_GIB[0], le=CPU_KV_GIB[1])
-    ssd_kv_gib: float | None = Field(default=None, ge=SSD_KV_GIB[0], le=SSD_KV_GIB[1])
-    remote_kv_tib: float | None = Field(default=None, ge=REMOTE_KV_TIB[0], le=REMOTE_KV_TIB[1])
+    cpu_kv_gib: CpuKvGib = None
+    ssd_kv_gib: SsdKvGib = None
+    remote_kv_tib: RemoteKvTib = None
     kv_load: KvLoad | None = None
 
     def kv_tier_settings(self) -> JsonObject:

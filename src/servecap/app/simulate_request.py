@@ -18,16 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from servecap.app.flags import LoadFlags, StreamFlags, flag_help
 from servecap.app.request_fields import DeploymentFields
-from servecap.core.kv_tier_settings import (
-    CPU_HELP,
-    CPU_KV_GIB,
-    LOAD_HELP,
-    REMOTE_HELP,
-    REMOTE_KV_TIB,
-    SSD_HELP,
-    SSD_KV_GIB,
-    KvLoad,
-)
+from servecap.fleet.kv_tier_fields import CpuKvGib, KvLoadField, RemoteKvTib, SsdKvGib
 from servecap.workload.spec_parts import TraceArrival
 
 ArrivalName = Literal["poisson", "gamma", "constant"]
@@ -73,16 +64,10 @@ class SimulateRequest(DeploymentFields):
         default=None, ge=0, description="Waiting-queue limit; requests beyond it are rejected."
     )
     policy: PolicyName = Field(default="fcfs", description="Scheduling policy.")
-    cpu_kv_gib: float | None = Field(
-        default=None, ge=CPU_KV_GIB[0], le=CPU_KV_GIB[1], allow_inf_nan=False, description=CPU_HELP
-    )
-    ssd_kv_gib: float | None = Field(
-        default=None, ge=SSD_KV_GIB[0], le=SSD_KV_GIB[1], allow_inf_nan=False, description=SSD_HELP
-    )
-    remote_kv_tib: float | None = Field(
-        default=None, ge=REMOTE_KV_TIB[0], le=REMOTE_KV_TIB[1], allow_inf_nan=False, description=REMOTE_HELP
-    )
-    kv_load: KvLoad = Field(default="layerwise", description=LOAD_HELP)
+    cpu_kv_gib: CpuKvGib = None
+    ssd_kv_gib: SsdKvGib = None
+    remote_kv_tib: RemoteKvTib = None
+    kv_load: KvLoadField = "layerwise"
     seed: int = Field(default=0, ge=0, description="Random seed (same seed, same run).")
     step_model: Literal["roofline", "operations"] = Field(
         default="roofline",

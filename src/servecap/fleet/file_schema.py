@@ -27,20 +27,11 @@ from pydantic import (
     model_validator,
 )
 
-from servecap.core.kv_tier_settings import (
-    CPU_HELP,
-    CPU_KV_GIB,
-    LOAD_HELP,
-    REMOTE_HELP,
-    REMOTE_KV_TIB,
-    SSD_HELP,
-    SSD_KV_GIB,
-    KvLoad,
-)
 from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetSpec, Phase, Pool
 from servecap.fleet.gateway_stage import check_pool_names
+from servecap.fleet.kv_tier_fields import CpuKvGib, KvLoadField, RemoteKvTib, SsdKvGib
 from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import INSTANT
 from servecap.policy.autoscalers import (
@@ -282,10 +273,10 @@ class PoolModel(_Model):
     enable_prefix_caching: bool = True
     max_waiting: int | None = Field(default=None, ge=0)
     # KV tiers below GPU memory (docs/kv-tiers.md): per replica, and the fleet's shared store
-    cpu_kv_gib: float | None = Field(default=None, ge=CPU_KV_GIB[0], le=CPU_KV_GIB[1], description=CPU_HELP)
-    ssd_kv_gib: float | None = Field(default=None, ge=SSD_KV_GIB[0], le=SSD_KV_GIB[1], description=SSD_HELP)
-    remote_kv_tib: float | None = Field(default=None, ge=REMOTE_KV_TIB[0], le=REMOTE_KV_TIB[1], description=REMOTE_HELP)
-    kv_load: KvLoad = Field(default="layerwise", description=LOAD_HELP)
+    cpu_kv_gib: CpuKvGib = None
+    ssd_kv_gib: SsdKvGib = None
+    remote_kv_tib: RemoteKvTib = None
+    kv_load: KvLoadField = "layerwise"
     calibration: str | None = None
     replicas: int | None = Field(default=None, ge=0, le=MAX_POOL_REPLICAS)
     price_per_gpu_hour: float | None = Field(default=None, ge=0)

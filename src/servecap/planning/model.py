@@ -37,11 +37,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from servecap.core.kv_tier_settings import CPU_KV_GIB, REMOTE_KV_TIB
 from servecap.distributed.executor import Executor
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import FleetSpec
 from servecap.fleet.file_schema import ColdStartModel, FleetFile, build_fleet, fleet_from_dict
+from servecap.fleet.kv_tier_fields import CpuGib, RemoteTib
 from servecap.fleet.plan_search import SearchResult
 from servecap.fleet.plan_window import Window
 from servecap.json_object import JsonObject
@@ -149,8 +149,8 @@ class FleetPlanRequest(_Model):
     cheaper_gpu: CandidateModel | None = None  # the cheaper-GPU lever's pool when no candidate is cheaper
     cache_hit_rate: float = Field(default=0.2, gt=0, lt=1)
     # the KV-tier levers (cpu-tier, shared-store; docs/kv-tiers.md): DRAM per replica, the shared store
-    cpu_tier_gib: float = Field(default=512.0, ge=CPU_KV_GIB[0], le=CPU_KV_GIB[1])
-    shared_store_tib: float = Field(default=1.0, ge=REMOTE_KV_TIB[0], le=REMOTE_KV_TIB[1])
+    cpu_tier_gib: CpuGib = 512.0
+    shared_store_tib: RemoteTib = 1.0
     small_model: str = "meta-llama/Llama-3.1-8B"
     max_replicas: int = Field(default=256, ge=1, le=4096)
     prune_candidates: bool = True  # stop a candidate that fails at the count that would still cost less
