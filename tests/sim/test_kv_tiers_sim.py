@@ -248,3 +248,18 @@ def test_writes_take_the_tiers_write_bandwidth_by_hand() -> None:
     assert store.find([200, 201], 0, 2) == [2]
     store.demote_range(100, 0, 1)  # already there: no write booked
     assert store.write_free_s[0] == pytest.approx(6e-6) and store.written_blocks == [6]
+
+
+def test_a_dropped_cache_keeps_feeding_the_tiers_and_forgets_the_private_ones() -> None:
+    """``Engine.drop_cache`` (a stopped replica): the new pool still demotes into the tiers, the
+    pod's own CPU tier is emptied, the shared store keeps its blocks."""
+    p = _plan()
+    key_bytes = len(p.layout.groups) * p.layout.bytes_per_block
+    tiers = (default_tier("cpu", 100 * key_bytes), default_tier("remote", 100 * key_bytes))
+    engine = Engine(engine_setup_from_plan(p, kv_tiers=tiers))
+    assert engine.tiers is not None
+    engine.tiers.demote_range(500, 0, 3)
+    assert len(engine.tiers.private[0].lru) == 3 and engine.tiers.remote is not None
+    engine.drop_cache()
+    assert engine.pool.on_evict == engine.tiers.demote_range
+    assert not engine.tiers.private[0].lru and len(engine.tiers.remote.lru) == 3

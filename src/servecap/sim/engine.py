@@ -325,10 +325,18 @@ class Engine:
         """Forget the cached prefix blocks of an engine that holds no request (a stopped replica:
         it serves nothing again, and its pod's GPU memory goes with it). Under prefix caching a
         fleet that churns through replicas otherwise kept every stopped one's block index, up to
-        ``num_gpu_blocks`` keys each, until the run ended."""
+        ``num_gpu_blocks`` keys each, until the run ended. Its private KV tiers (the pod's DRAM and
+        local SSD) go with it; the fleet's shared store keeps what it was given, and the new pool
+        feeds the tiers as the old one did."""
         if self._requests or self.pool.used:
             return
+        hook = self.pool.on_evict
         self.pool = KvPool(self.pool.total, blocks_per_key=self.pool.per_key)
+        self.pool.on_evict = hook
+        if self.tiers is not None:
+            for t in self.tiers.private:
+                t.lru.clear()
+            self._offloaded.clear()
 
     def prefix_hit_blocks(self, block_keys: Sequence[int]) -> int:
         """Leading blocks of ``block_keys`` (:func:`servecap.workload.block_keys`) that the prefix
