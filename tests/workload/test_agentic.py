@@ -14,8 +14,9 @@ from servecap.errors import ServecapError
 from servecap.workload import generate_requests, workload_from_dict
 from servecap.workload.agentic import fit_agentic, generate_agentic
 from servecap.workload.agentic_spec import AgenticArrival
+from servecap.workload.arrival_trace import ArrivalTrace
 from servecap.workload.samples import trace_path
-from servecap.workload.trace import ArrivalTrace, load_trace
+from servecap.workload.trace import load_trace
 
 SAMPLE_SPEC = AgenticArrival(
     sessions=40, session_rate_per_s=0.5, turns_mean=6, subagent_probability=0.2, subagent_turns_mean=3, system_prompts=2

@@ -5,6 +5,7 @@ Shared by the simulator and the load generator: one :class:`WorkloadSpec` and on
 request stream in both. See docs/workload.md.
 """
 
+from servecap.workload.arrival_trace import ArrivalTrace
 from servecap.workload.closed_loop import ClosedLoopUsers
 from servecap.workload.dists import mean as dist_mean
 from servecap.workload.dists import sample, sample_tokens
@@ -15,7 +16,7 @@ from servecap.workload.rate import arrival_rate, workload_rate
 from servecap.workload.request import RequestSpec, block_keys, prefix_block_keys
 from servecap.workload.schedule import integrated_rate, rate_at
 from servecap.workload.spec import WorkloadSpec
-from servecap.workload.trace import ArrivalTrace, load_trace
+from servecap.workload.trace import load_trace
 
 __all__ = [
     "ArrivalTrace",

@@ -19,7 +19,7 @@ import numpy as np
 from servecap.errors import ServecapError
 from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.arrays import RequestArrays
-from servecap.workload.trace import ArrivalTrace
+from servecap.workload.arrival_trace import ArrivalTrace
 
 
 @dataclass(slots=True)

@@ -36,6 +36,7 @@ import numpy as np
 
 from servecap.errors import ServecapError
 from servecap.files import MAX_DATA_BYTES, read_text
+from servecap.workload.arrival_trace import ArrivalTrace
 
 MAX_CALLS = 10_000_000  # LLM calls in one file (the week's release: 9.3 M)
 
@@ -94,10 +95,9 @@ def _list(obj: dict[str, Any], key: str, where: str) -> list[Any]:
     return v
 
 
-def load_copilot_columns(path: Path, *, trace_block_tokens: int = 512) -> tuple[Any, ...]:
-    """The calls of a Copilot agent-trace file as the fields of an
-    :class:`~servecap.workload.trace.ArrivalTrace`, in its order (the trace module builds it: this
-    module does not import it back); every error names the file, line and key."""
+def load_copilot_trace(path: Path, *, trace_block_tokens: int = 512) -> ArrivalTrace:
+    """The calls of a Copilot agent-trace file as an :class:`ArrivalTrace`, sorted by time; every
+    error names the file, line and key."""
     block = trace_block_tokens
     text = read_text(path, "arrival.path", max_bytes=MAX_DATA_BYTES)
     times: list[dt.datetime] = []
@@ -149,15 +149,14 @@ def load_copilot_columns(path: Path, *, trace_block_tokens: int = 512) -> tuple[
     np.cumsum(lengths, out=offsets[1:])
     flat = np.fromiter((h for i in order.tolist() for h in ids[i]), dtype=np.int64, count=int(offsets[-1]))
     n_calls = len(order)
-    return (
-        t[order],
-        np.asarray(prompts, dtype=np.int64)[order],
-        np.asarray(outputs, dtype=np.int64)[order],
-        np.full(n_calls, -1, dtype=np.int64),
-        np.zeros(n_calls, dtype=np.int64),
-        flat,
-        offsets,
-        block,
-        "copilot",
-        0,
+    return ArrivalTrace(
+        arrival_s=t[order],
+        prompt_tokens=np.asarray(prompts, dtype=np.int64)[order],
+        output_tokens=np.asarray(outputs, dtype=np.int64)[order],
+        prefix_group=np.full(n_calls, -1, dtype=np.int64),
+        prefix_tokens=np.zeros(n_calls, dtype=np.int64),
+        hash_ids=flat,
+        hash_offsets=offsets,
+        trace_block_tokens=block,
+        format="copilot",
     )

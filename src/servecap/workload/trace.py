@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
 from servecap.files import MAX_DATA_BYTES, read_text
+from servecap.workload.arrival_trace import ArrivalTrace
 from servecap.workload.block_hash import DEFAULT_TRACE_BLOCK_TOKENS
 from servecap.workload.sessions import is_sessions_file
 
@@ -58,39 +58,6 @@ AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 MAX_HASH_IDS = 1 << 20  # ids in one row (512 M tokens at 512 per id)
-
-
-@dataclass(frozen=True, slots=True)
-class ArrivalTrace:
-    """A trace file's requests as columns, sorted by arrival (ties in file order).
-
-    ``hash_ids`` holds every row's block hashes end to end, row ``i``'s being
-    ``hash_ids[hash_offsets[i]:hash_offsets[i + 1]]`` (empty for all rows of a trace without
-    hashes); ``skipped`` counts rows the format leaves out (BurstGPT's failed requests)."""
-
-    arrival_s: NDArray[np.float64]
-    prompt_tokens: NDArray[np.int64]
-    output_tokens: NDArray[np.int64]
-    prefix_group: NDArray[np.int64]  # -1: no shared prefix
-    prefix_tokens: NDArray[np.int64]
-    hash_ids: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    hash_offsets: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    trace_block_tokens: int = DEFAULT_TRACE_BLOCK_TOKENS
-    format: str = "servecap"
-    skipped: int = 0
-
-    def __len__(self) -> int:
-        return len(self.arrival_s)
-
-    @property
-    def has_hashes(self) -> bool:
-        return len(self.hash_ids) > 0
-
-    def hashes_of(self, i: int) -> NDArray[np.int64]:
-        """Row ``i``'s block hashes (empty when none)."""
-        if not len(self.hash_offsets):
-            return self.hash_ids[:0]
-        return self.hash_ids[self.hash_offsets[i] : self.hash_offsets[i + 1]]
 
 
 @dataclass(slots=True)
@@ -136,9 +103,9 @@ def load_trace(
             "arrival.format", fmt, f"{path.name}: a sessions trace is a graph, read by servecap.workload.sessions"
         )
     if fmt == "copilot" or (fmt == "auto" and suffix != ".csv" and _copilot(path)):
-        from servecap.workload.copilot_trace import load_copilot_columns
+        from servecap.workload.copilot_trace import load_copilot_trace
 
-        return ArrivalTrace(*load_copilot_columns(path, trace_block_tokens=trace_block_tokens))
+        return load_copilot_trace(path, trace_block_tokens=trace_block_tokens)
     if fmt not in TRACE_FORMATS:
         from servecap.errors import did_you_mean
 
