@@ -19,7 +19,8 @@ trace_options: Callable[[F], F] = stack(
         default=None,
         metavar="FILE",
         help="Replay a trace: servecap CSV/JSONL, Mooncake/Bailian block-hash JSONL, Azure LLM inference CSV, "
-        "BurstGPT CSV, GitHub Copilot agent-trace JSONL (Azure 2026), or a shipped sample:<name> (mooncake-conversation, azure-code-2023, agentic, servecap).",
+        "BurstGPT CSV, GitHub Copilot agent-trace JSONL (Azure 2026), a sessions JSONL (parent/child edges, "
+        "tool gaps), or a shipped sample:<name> (mooncake-conversation, azure-code-2023, agentic, servecap).",
     ),
     click.option(
         "--trace-format",
