@@ -4,6 +4,8 @@ gets them all; hand-worked times and the store's hit rate (fleet/pd/fleet.py, co
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from fleet_helpers import setup_8b
@@ -93,3 +95,32 @@ def test_via_store_needs_the_pools_remote_store() -> None:
         PdFleet(_spec(setup_8b()), 0)
     with pytest.raises(ServecapError, match=r"kv_link\.via"):
         KvLinkSpec(via="nowhere")  # type: ignore[arg-type]
+
+
+def test_the_flags_and_the_fleet_file_take_the_store_hand_off(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from servecap.cli.main import cli
+
+    base = ["fleet", "simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--trace", "sample:agentic", "--json"]
+    pd = ["--prefill-replicas", "1", "--decode-replicas", "1", "--remote-kv-tib", "1"]
+    out = CliRunner().invoke(cli, [*base, *pd, "--kv-via", "store"])
+    assert out.exit_code == 0, out.output
+    s = json.loads(out.stdout)["pd"]
+    assert s["store_blocks"] > 0 and 0.5 < s["store_hit_blocks"] / s["store_blocks"] < 1
+    pools = [
+        {"name": n, "model": "Qwen/Qwen3-0.6B", "gpu": "H100", "replicas": 1, "role": n, "remote_kv_tib": 1}
+        for n in ("prefill", "decode")
+    ]
+    f = tmp_path / "pd.yaml"
+    f.write_text(yaml.safe_dump({"pools": pools, "kv_link": {"via": "store"}}))
+    by_file = CliRunner().invoke(cli, ["fleet", "simulate", "--fleet", str(f), "--trace", "sample:agentic", "--json"])
+    assert by_file.exit_code == 0, by_file.output
+    assert json.loads(by_file.stdout)["pd"]["store_blocks"] == s["store_blocks"]
+    for flags, named in (([*pd[:4], "--kv-via", "store"], "kv_link.via"), (["--kv-via", "store"], "kv_via")):
+        bad = CliRunner().invoke(cli, [*base, *flags])
+        assert bad.exit_code != 0 and isinstance(bad.exception, ServecapError), bad.output
+        assert named in str(bad.exception)

@@ -73,6 +73,7 @@ class FleetFlags(BaseModel):
     decode_replicas: int | None = Field(default=None, ge=1)
     decode_tp: int | None = Field(default=None, ge=1)
     kv_link: Literal["nvlink", "infiniband", "roce", "tcp"] | None = None
+    kv_via: Literal["direct", "store"] | None = None  # the P/D hand-off: point to point, or the shared store
     pd_router: str | None = Field(default=None, json_schema_extra={"enum": list(PD_PRESETS)})
     ttft_slo_ms: float | None = None
     tpot_slo_ms: float | None = None
@@ -136,10 +137,11 @@ def _from_file(flags: FleetFlags, path: Path) -> FleetFile:
     ff = load_fleet_file(path)
     if flags.prefill_replicas is not None or flags.decode_replicas is not None or flags.decode_tp is not None:
         raise ServecapError("fleet", str(path), "a fleet file sets its pools' roles and replicas itself")
-    if flags.kv_link is not None or flags.pd_router is not None:
+    if flags.kv_link is not None or flags.kv_via is not None or flags.pd_router is not None:
         link = {
             **(ff.kv_link.model_dump() if ff.kv_link is not None else {}),
             **({"kind": flags.kv_link} if flags.kv_link else {}),
+            **({"via": flags.kv_via} if flags.kv_via else {}),
         }
         # --pd-router names each side over the file's router: (whose name set both sides)
         router = ff.router_model().model_dump(exclude=set() if flags.pd_router is None else {"name"})
@@ -183,8 +185,13 @@ def _from_pool_flags(flags: FleetFlags) -> FleetFile:
         raw["pools"] = [{**pool, "name": "prefill", "role": "prefill", "replicas": flags.prefill_replicas}, decode]
     elif flags.decode_tp is not None:
         raise ServecapError("decode_tp", flags.decode_tp, "needs --prefill-replicas and --decode-replicas")
-    if flags.kv_link is not None:
-        raw["kv_link"] = {"kind": flags.kv_link}
+    elif flags.kv_via is not None:
+        raise ServecapError("kv_via", flags.kv_via, "needs --prefill-replicas and --decode-replicas")
+    if flags.kv_link is not None or flags.kv_via is not None:
+        raw["kv_link"] = {
+            **({"kind": flags.kv_link} if flags.kv_link else {}),
+            **({"via": flags.kv_via} if flags.kv_via else {}),
+        }
     if flags.pd_router is not None:
         raw["pd_router"] = flags.pd_router
     if flags.ttft_slo_ms is not None or flags.tpot_slo_ms is not None:

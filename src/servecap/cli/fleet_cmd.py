@@ -111,6 +111,13 @@ fleet_kv_tier_options = stack(
     help=f"Disaggregated: the link KV crosses (default {KvLinkModel.model_fields['kind'].default}).",
 )
 @click.option(
+    "--kv-via",
+    type=click.Choice(["direct", "store"]),
+    default=None,
+    help="Disaggregated: the decode side pulls the prefill's KV (direct, the default) or gets it from the "
+    "pools' shared remote KV store (store: needs --remote-kv-tib; the prefill puts only the blocks it lacks).",
+)
+@click.option(
     "--pd-router",
     type=click.Choice(sorted(PD_PRESETS)),
     default=None,
@@ -163,6 +170,7 @@ def fleet_simulate_command(
     decode_replicas: int | None,
     decode_tp: int | None,
     kv_link: Literal["nvlink", "infiniband", "roce", "tcp"] | None,
+    kv_via: Literal["direct", "store"] | None,
     pd_router: str | None,
     cpu_kv_gib: float | None,
     ssd_kv_gib: float | None,
@@ -211,6 +219,7 @@ def fleet_simulate_command(
             decode_replicas=decode_replicas,
             decode_tp=decode_tp,
             kv_link=kv_link,
+            kv_via=kv_via,
             pd_router=pd_router,
             ttft_slo_ms=ttft_slo_ms,
             tpot_slo_ms=tpot_slo_ms,
