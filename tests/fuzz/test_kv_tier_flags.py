@@ -110,3 +110,14 @@ def test_a_hostile_tier_weight_of_the_precise_router_is_refused(tmp_path: Path, 
     f = tmp_path / "fleet.yaml"
     f.write_text(yaml.safe_dump({"pools": [pool], "router": router}))
     _refused(["fleet", "simulate", "--fleet", str(f), "--rate", "5", "--num-requests", "5"], name)
+
+
+@pytest.mark.parametrize("value", ["nowhere", 0, None])
+def test_the_api_refuses_a_hostile_kv_link_via(client: TestClient, value: object) -> None:
+    workload = {"arrival": {"kind": "poisson", "rate_per_s": 2}, "num_requests": 5}
+    body = {"fleet": {"pools": PD_POOLS, "kv_link": {"via": value}}, "workload": workload}
+    r = client.post("/api/v1/fleet/simulate", json=body)
+    assert 400 <= r.status_code < 500, (value, r.status_code, r.text[:300])
+    err = r.json()["error"]
+    assert "via" in err["message"] or "via" in str(err.get("field")), err
+    assert "\n" not in err["message"]
