@@ -36,6 +36,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if item.get_closest_marker(name) is not None:
                 item.add_marker(pytest.mark.xdist_group(name))
                 break
+    # the slow tests first (a stable sort: the rest keep their order). `--dist loadgroup` hands out
+    # the groups (largest first) and then the single tests in this order, a test to a worker as it
+    # frees up: a minute-long test handed out last would run alone at the end of the run while the
+    # other worker idles; handed out first, the short tests fill in around it
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")
