@@ -23,7 +23,8 @@ settings.load_profile("servecap")
 
 # `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): the tests that
 # start one kind of real system (a browser, a Ray instance, a router) run on one worker, one after
-# another, as in a serial run (two chromiums or two Ray instances at once would crowd 2 cores)
+# another, as in a serial run (two Ray instances or two routers' fleets at once would crowd 2
+# cores); the browser tests are two groups (tests/web/test_pages.py names its own), one per worker
 SERIAL_GROUPS = ("browser", "ray", "router")
 
 
