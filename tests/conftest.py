@@ -4,7 +4,9 @@ command line run in this process."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,10 +60,9 @@ GROUPS_DIR = "servecap_xdist_groups_dir"
 def pytest_configure_node(node: Any) -> None:  # controller: a worker is about to start
     config = node.config
     if not hasattr(config, "_servecap_groups_dir"):
-        import tempfile
-
-        config._servecap_groups_dir = tempfile.mkdtemp(prefix="servecap-xdist-groups-")
-        config.add_cleanup(lambda: __import__("shutil").rmtree(config._servecap_groups_dir, ignore_errors=True))
+        folder = tempfile.mkdtemp(prefix="servecap-xdist-groups-")
+        config._servecap_groups_dir = folder
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
     node.workerinput[GROUPS_DIR] = config._servecap_groups_dir
 
 
