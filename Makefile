@@ -38,7 +38,8 @@ browser:
 	  else echo "note: install Debian's chromium for the browser tests (apt-get install chromium)"; fi; }
 
 # two workers (pytest-xdist): the suite is CPU-bound and its tests isolated (free ports, tmp_path);
-# tests of one real system (browser, Ray, router) share a worker (tests/conftest.py: SERIAL_GROUPS)
+# tests of one real system (Ray, a router) share a worker, the browser tests are two such groups, and
+# the groups and the slow tests are handed out first (tests/conftest.py: SERIAL_GROUPS)
 test: $(VENV)/.dev-installed browser
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -34,6 +35,7 @@ def test_plan_without_slo_uses_the_stated_default_interactive_slo() -> None:
     assert free["slo"]["source"] == "none" and free["users_served"] > data["users_served"]
 
 
+@pytest.mark.slow
 def test_plan_with_capacitys_assumptions_gives_capacitys_closed_form() -> None:
     common = [*SMALL, "--tpot-slo-ms", "50", "--ttft-slo-ms", "1000", "--think-time-s", "5", "--turns", "3"]
     planned = _json(["plan", *common, "--json"])
@@ -46,8 +48,36 @@ def test_plan_with_capacitys_assumptions_gives_capacitys_closed_form() -> None:
     assert "--think-time-s 5 --turns 3" in cap["why"]
 
 
+# One request, two renderings: the --json test and the table test below ask `servecap capacity` the
+# same question (the same flags but --json, which only picks the rendering), so the module computes
+# its answer once (the memo below) and both run on one worker (one xdist group). Sound: the answer is a
+# deterministic function of the validated request (seeded; catalogs read-only), both calls build that
+# request through the same CLI code, and each test still parses and renders the answer itself.
+CAPACITY_2000 = ["capacity", *SMALL, "--users", "2000", "--think-time-s", "5", "--duration-s", "40"]
+_capacity_answers: dict[str, Any] = {}
+
+
+@pytest.fixture()
+def capacity_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``capacity_from_request`` memoised by the exact request (its JSON) for this module's tests."""
+    from servecap.app import capacity as use_case
+
+    compute = use_case.capacity_from_request
+
+    def once(request: Any, **options: Any) -> Any:
+        key = request.model_dump_json() + repr(sorted((k, v) for k, v in options.items() if k != "progress"))
+        if key not in _capacity_answers:
+            _capacity_answers[key] = compute(request, **options)
+        return _capacity_answers[key]
+
+    monkeypatch.setattr(use_case, "capacity_from_request", once)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("capacity-2000-users")
+@pytest.mark.usefixtures("capacity_once")
 def test_capacity_users_takes_a_value_and_sizes_replicas() -> None:
-    cap = _json(["capacity", *SMALL, "--users", "2000", "--think-time-s", "5", "--duration-s", "40", "--json"])
+    cap = _json([*CAPACITY_2000, "--json"])
     assert cap["closed_loop"] and cap["target"] == 2000
     assert cap["replicas_for_target"] == -(-2000 // int(cap["max_users"]))
     assert cap["slo"]["percentile"] == 99 and cap["slo"]["tpot_s"] == 0.1  # the same default SLO as plan
@@ -141,9 +171,12 @@ def test_version() -> None:
     assert result.exit_code == 0 and result.output.strip() == f"servecap {__version__}"
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("capacity-2000-users")
+@pytest.mark.usefixtures("capacity_once")
 def test_capacity_table_without_slo_flags_states_the_default_slos() -> None:
     """The human output with no --ttft-slo-ms/--tpot-slo-ms names the default SLOs it checked
     (it used to format the absent flags and crash)."""
-    res = runner.invoke(cli, ["capacity", *SMALL, "--users", "2000", "--think-time-s", "5", "--duration-s", "40"])
+    res = runner.invoke(cli, CAPACITY_2000)
     assert res.exit_code == 0, res.output
     assert "SLOs: p99 TTFT <= 2000 ms, p99 TPOT <= 100 ms" in res.output

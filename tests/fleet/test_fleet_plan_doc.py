@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from servecap.app.fleet_plan import fleet_plan, load_plan_file, plan_request_from_dict
 from servecap.report.fleet_plan_text import DOC_BEGIN, DOC_END, markdown_block
 
 ROOT = Path(__file__).parents[2]
 
 
+@pytest.mark.slow  # about two minutes: the whole plan at the doc's figures
 def test_docs_worked_example_is_recomputed() -> None:
     r = fleet_plan(plan_request_from_dict(load_plan_file(ROOT / "examples" / "fleet-plan-chat.yaml")))
     doc = (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")

@@ -453,6 +453,7 @@ class Result:
     code: int
     stderr: str
     seconds: float
+    cpu_seconds: float = 0.0  # this process's CPU (its threads): the work, whatever else loads the machine
 
 
 def materialize(case: Case, folder: Path) -> list[str]:
@@ -502,7 +503,7 @@ def run_in_process(argv: list[str], *, limit_s: float = 10.0) -> Result:
 
     out, err = io.StringIO(), io.StringIO()
     code = 0
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), time.process_time()
     saved_argv = sys.argv
     sys.argv = ["servecap", *argv]
     try:
@@ -512,15 +513,16 @@ def run_in_process(argv: list[str], *, limit_s: float = 10.0) -> Result:
             except SystemExit as exit_:
                 code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except Hang:
-        return Result("hang", -1, err.getvalue(), time.monotonic() - t0)
+        return Result("hang", -1, err.getvalue(), time.monotonic() - t0, time.process_time() - cpu0)
     except BaseException as exc:  # a traceback: anything run() let through
         import traceback
 
         text = "".join(traceback.format_exception(exc))
-        return Result("traceback", -1, err.getvalue() + text, time.monotonic() - t0)
+        return Result("traceback", -1, err.getvalue() + text, time.monotonic() - t0, time.process_time() - cpu0)
     finally:
         sys.argv = saved_argv
-    return Result(classify(code, err.getvalue()), code, err.getvalue(), time.monotonic() - t0)
+    cpu_s = time.process_time() - cpu0
+    return Result(classify(code, err.getvalue()), code, err.getvalue(), time.monotonic() - t0, cpu_s)
 
 
 def classify(code: int, stderr: str) -> Outcome:

@@ -15,9 +15,11 @@ from servecap.results.sketch_set import RunSketches
 
 def _refused(case: Case, folder: Path) -> str:
     argv = materialize(case, folder)
-    result = run_in_process(argv, limit_s=10.0)
+    result = run_in_process(argv, limit_s=10.0)  # a hang: 10 s of wall clock
     assert result.outcome == "error", f"{case.name}: {result.outcome}\n{result.stderr[-2000:]}"
-    assert result.seconds < 2.0, f"{case.name}: {result.seconds:.1f} s"
+    # bounded work: 2 s of this process's CPU (wall-clock seconds also count whatever else runs on
+    # the machine: the other xdist worker, its browser or Ray, other jobs)
+    assert result.cpu_seconds < 2.0, f"{case.name}: {result.cpu_seconds:.1f} s of CPU ({result.seconds:.1f} s)"
     return result.stderr
 
 
@@ -50,11 +52,11 @@ def test_twenty_thousand_samples_load_in_linear_time(tmp_path: Path) -> None:
 
     path = tmp_path / "big.sqlite"
     path.write_bytes(recording(steady(20_000)))
-    t0 = time.monotonic()
+    cpu0 = time.process_time()
     with _deadline(10.0):
         h = history_from_store(path)
     assert len(h.time_s) == 20_000 and h.rate_req_s[-1] == 5.0
-    assert time.monotonic() - t0 < 2.0
+    assert time.process_time() - cpu0 < 2.0  # the work (CPU), not the machine's load
 
 
 def test_the_replay_buckets_minutes_in_one_pass() -> None:

@@ -4,6 +4,7 @@ chromium driven by Playwright) for the web UI's tests. Screenshots go to
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -12,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.request import Request, urlopen
 
 import pytest
 
@@ -136,6 +138,25 @@ LABELS_INSIDE = """(plot) => {
     return areas.some((a) => b.left >= a.left - 1 && b.right <= a.right + 1 && b.top >= a.top - 1 && b.bottom <= a.bottom + 1);
   }).map((t) => t.textContent);
 }"""
+
+
+def job_ids(server_url: str) -> set[str]:
+    """The ids of the jobs the server holds."""
+    with urlopen(f"{server_url}/api/v1/jobs", timeout=30) as answer:
+        return {job["id"] for job in json.load(answer)}
+
+
+def cancel_jobs_since(server_url: str, before: set[str]) -> None:
+    """Cancel the jobs started since ``before`` that still run: the simulate, fleet and fleet-plan
+    pages run their default answer as they load, and a test that only looks at the page leaves
+    that job behind; left running, it takes a core from the tests after it (two such jobs at a
+    time, each a whole capacity search or fleet plan) for minutes. No test reads those jobs (a test
+    that wants a page's answer waits for it), and a cancelled job stores no run."""
+    with urlopen(f"{server_url}/api/v1/jobs", timeout=30) as answer:
+        left = [j["id"] for j in json.load(answer) if j["id"] not in before and j["state"] in ("queued", "running")]
+    for job_id in left:
+        with urlopen(Request(f"{server_url}/api/v1/jobs/{job_id}", method="DELETE"), timeout=30):
+            pass
 
 
 def run_from_link(pg: Any, form: str = "#form") -> None:

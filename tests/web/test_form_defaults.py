@@ -4,7 +4,7 @@ them from the requests (app/): the page shows what ``--help`` shows, written now
 from __future__ import annotations
 
 import pytest
-from tests.web.conftest import Page
+from tests.web.conftest import Page, cancel_jobs_since, job_ids
 
 from servecap.app.compare import CompareRequest
 from servecap.app.plan import PlanRequest
@@ -21,6 +21,7 @@ def _filled(desktop: Page, url: str, selector: str) -> str:
 
 
 def test_forms_show_the_requests_defaults(desktop: Page, server_url: str) -> None:
+    before = job_ids(server_url)
     plan, compare, sim = PlanRequest(), CompareRequest(), SimulateRequest()
     assert _filled(desktop, f"{server_url}/plan", "input[name=turns]") == str(plan.turns)
     assert desktop.page.input_value("input[name=prompt_tokens]") == str(plan.prompt_tokens)
@@ -31,3 +32,4 @@ def test_forms_show_the_requests_defaults(desktop: Page, server_url: str) -> Non
     assert desktop.page.input_value("input[name=output_tokens]") == str(sim.output_tokens)
     assert desktop.page.input_value("input[name=num_requests]") == ""  # the server's 1,000, as the CLI's
     assert desktop.errors == []
+    cancel_jobs_since(server_url, before)  # the simulate page's default answer: no test reads it

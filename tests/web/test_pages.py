@@ -14,12 +14,15 @@ from urllib.request import urlopen
 
 import pytest
 from click.testing import CliRunner
-from tests.web.conftest import LABELS_INSIDE, TICK_OVERLAPS, Page, run_from_link
+from tests.web.conftest import LABELS_INSIDE, TICK_OVERLAPS, Page, cancel_jobs_since, job_ids, run_from_link
 
 from servecap.cli.main import cli
 from servecap.web import PAGES
 
-pytestmark = pytest.mark.browser
+# half the browser tests (28 of 55, the pages' default answers among them): a browser group of
+# their own, so that under `make test` the two halves run on the two workers side by side (one
+# browser each), not all 55 one after another on one worker while the other has run out of work
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-pages")]
 
 
 def _cli(*args: str) -> dict[str, Any]:
@@ -41,6 +44,7 @@ def _headline_users(data: dict[str, Any]) -> int:
 @pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
 @pytest.mark.parametrize("name", PAGES)
 def test_every_page_loads_without_console_errors(browser: Any, server_url: str, name: str, width: int) -> None:
+    before = job_ids(server_url)
     page = Page(browser, width)
     try:
         page.page.goto(f"{server_url}/{name}", wait_until="load")
@@ -52,6 +56,7 @@ def test_every_page_loads_without_console_errors(browser: Any, server_url: str, 
         assert page.page.evaluate("document.documentElement.scrollWidth") <= width
     finally:
         page.close()
+        cancel_jobs_since(server_url, before)  # the default answer the page started: no test reads it
 
 
 def test_plan_form_gives_the_cli_numbers(desktop: Page, server_url: str) -> None:
