@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
+import heapq
 import pstats
 import resource
 import time
@@ -81,6 +82,65 @@ def mooncake_like(n: int, rate_per_s: float, rng: np.random.Generator, max_block
     none = np.full(len(rows), -1, dtype=np.int64)
     return RequestArrays(
         arrival_s=np.asarray(arrivals, dtype=np.float64)[order],
+        prompt_tokens=prompt.astype(np.int64),
+        output_tokens=output,
+        prefix_group=none,
+        prefix_tokens=np.zeros(len(rows), dtype=np.int64),
+        hash_ids=np.fromiter((x for r in rows for x in r), dtype=np.int64, count=int(offsets[-1])),
+        hash_offsets=offsets,
+        trace_block_tokens=TRACE_BLOCK_TOKENS,
+    )
+
+
+def mooncake_stream(
+    n: int, rate_per_s: float, rng: np.random.Generator, chunk: int = 65_536, max_blocks: int = 128
+) -> Iterator[RequestArrays]:
+    """:func:`mooncake_like`'s sessions drawn as a stream in arrival order, ``chunk`` requests at a
+    time: the sessions in progress are its only state (a 1M-request trace never in memory)."""
+    n_sys = 8
+    sys_len = rng.integers(1, 4, n_sys)
+    sys_ids = [list(range(i * 4, i * 4 + int(sys_len[i]))) for i in range(n_sys)]
+    zipf = 1.0 / np.arange(1, n_sys + 1)
+    zipf /= zipf.sum()
+    next_id = n_sys * 4
+    session_rate = rate_per_s / 5.0  # about 5 turns a session
+    pending: list[tuple[float, int, list[int], int]] = []  # (turn time, session, context, turns left)
+    t_next_session = float(rng.exponential(1.0 / session_rate))
+    sid = 0
+    made = 0
+    while made < n:
+        arrivals: list[float] = []
+        rows: list[list[int]] = []
+        while len(rows) < min(chunk, n - made):
+            if not pending or t_next_session <= pending[0][0]:
+                ctx0 = list(sys_ids[int(rng.choice(n_sys, p=zipf))])
+                heapq.heappush(pending, (t_next_session, sid, ctx0, int(rng.geometric(0.2))))
+                sid += 1
+                t_next_session += float(rng.exponential(1.0 / session_rate))
+                continue
+            t, s, ctx, left = heapq.heappop(pending)
+            new = int(rng.integers(1, 5))
+            ctx = ctx + list(range(next_id, next_id + new))
+            next_id += new
+            if len(ctx) > max_blocks:
+                continue
+            arrivals.append(t)
+            rows.append(ctx)
+            if left > 1:
+                heapq.heappush(pending, (t + float(rng.exponential(20.0)), s, ctx, left - 1))
+        made += len(rows)
+        yield _arrays(arrivals, rows, rng)
+
+
+def _arrays(arrivals: list[float], rows: list[list[int]], rng: np.random.Generator) -> RequestArrays:
+    lens = np.array([len(r) for r in rows], dtype=np.int64)
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    prompt = lens * TRACE_BLOCK_TOKENS - rng.integers(0, TRACE_BLOCK_TOKENS, len(rows))
+    output = np.clip(rng.lognormal(np.log(300), 0.8, len(rows)), 1, 2000).astype(np.int64)
+    none = np.full(len(rows), -1, dtype=np.int64)
+    return RequestArrays(
+        arrival_s=np.asarray(arrivals, dtype=np.float64),
         prompt_tokens=prompt.astype(np.int64),
         output_tokens=output,
         prefix_group=none,
