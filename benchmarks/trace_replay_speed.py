@@ -29,6 +29,8 @@ import dataclasses
 import heapq
 import pstats
 import resource
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,7 +41,10 @@ from servecap.catalog import lookup_gpu, resolve_model
 from servecap.core.defaults import build_deployment
 from servecap.core.plan import plan
 from servecap.fleet import INSTANT, FleetSpec, Pool, simulate_fleet
-from servecap.sim import engine, engine_setup_from_plan
+from servecap.fleet import cache_replay as cache_replay_core
+from servecap.fleet.cache_replay_run import cache_replay
+from servecap.fleet.stream_source import chunked
+from servecap.sim import EngineSetup, engine, engine_setup_from_plan
 from servecap.specs import RequestShape
 from servecap.workload import RequestArrays
 from servecap.workload import block_hash as bh
@@ -167,6 +172,52 @@ def per_engine_block() -> Iterator[None]:
         bh.HashBlocks.runs = runs  # type: ignore[method-assign]
 
 
+def _setup() -> EngineSetup:
+    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=131072)
+    return engine_setup_from_plan(plan(dep, request=RequestShape(8192, 256)))
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class _Timed:
+    """A chunk stream whose own CPU time (drawing the synthetic trace) is counted apart."""
+
+    def __init__(self, chunks: Iterator[RequestArrays]) -> None:
+        self.chunks = chunks
+        self.cpu_s = 0.0
+
+    def __iter__(self) -> Iterator[RequestArrays]:
+        while True:
+            t0 = time.process_time()
+            chunk = next(self.chunks, None)
+            self.cpu_s += time.process_time() - t0
+            if chunk is None:
+                return
+            yield chunk
+
+
+def stream_child(args: argparse.Namespace) -> None:
+    """One cache replay of ``--child-stream`` requests drawn as a stream; one line of figures."""
+    setup = _setup()
+    fleet = FleetSpec((Pool("h100", setup, replicas=args.replicas, cold_start=INSTANT),), router=args.router)
+    rss0 = _peak_rss_mb()
+    n = args.child_stream
+    chunks = _Timed(mooncake_stream(n, args.rate_per_replica * args.replicas, np.random.default_rng(args.seed)))
+    t0 = time.process_time()
+    res = cache_replay(fleet, chunks)
+    cpu = time.process_time() - t0 - chunks.cpu_s
+    assert res.requests == n, (res.requests, n)
+    print(
+        f"{n:>10,} requests: {n / cpu:>8,.0f} simulated req/s per CPU-second ({cpu:,.1f} CPU s replay + "
+        f"{chunks.cpu_s:,.1f} CPU s drawing the trace), hit rate {res.prefix_cache_hit_rate or 0.0:.2%}, p99 TTFT "
+        f"{(res.ttft_s.p99 or 0.0) * 1e3:,.0f} ms, cached runs at most {res.peak_index_keys:,}, peak RSS "
+        f"{_peak_rss_mb():,.0f} MB (after set-up {rss0:,.0f} MB)",
+        flush=True,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--requests", type=int, default=20_000)
@@ -175,13 +226,24 @@ def main() -> None:
     ap.add_argument("--router", default="precise-prefix")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-per-block", action="store_true", help="leave out reference 2 (the slowest)")
+    ap.add_argument("--skip-engine", action="store_true", help="leave out the full simulations (part 1)")
     ap.add_argument("--profile", action="store_true", help="cProfile the key-run replay (top 15 by own time)")
+    ap.add_argument(
+        "--stream-lengths",
+        default="250000,1000000",
+        help="part 2: cache replays of these many streamed requests, each in its own process ('': none)",
+    )
+    ap.add_argument("--child-stream", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child_stream:
+        stream_child(args)
+        return
 
-    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=131072)
-    setup = engine_setup_from_plan(plan(dep, request=RequestShape(8192, 256)))
+    setup = _setup()
     compiled = not engine.__file__.endswith(".py")
-    print(f"simulator engine: {'compiled by mypyc' if compiled else 'pure Python'}")
+    print(f"simulator engine: {'compiled by mypyc' if compiled else 'pure Python'}", end="")
+    if hasattr(cache_replay_core, "__file__"):
+        print(f"; cache replay: {'pure Python' if cache_replay_core.__file__.endswith('.py') else 'compiled'}")
     t0 = time.process_time()
     arrays = mooncake_like(args.requests, args.rate_per_replica * args.replicas, np.random.default_rng(args.seed))
     mb = (arrays.hash_ids.nbytes + arrays.hash_offsets.nbytes) / 2**20
@@ -190,15 +252,56 @@ def main() -> None:
         f"{arrays.prompt_tokens.mean():,.0f} tokens, made in {time.process_time() - t0:.1f} CPU s; "
         f"{args.replicas} replicas x {setup.num_gpu_blocks:,} KV blocks, router {args.router}"
     )
-    empty = np.zeros(0, dtype=np.int64)
-    has_runs = hasattr(bh, "KeyRuns")  # a build before key runs: its own keys, no per-block reference
-    first = "key runs (per trace block)" if has_runs else "block hashes (this build's keys)"
-    runs: list[tuple[str, RequestArrays, bool]] = [(first, arrays, False)]
-    if has_runs and not args.skip_per_block:
-        runs.append(("reference: key per engine block", arrays, True))
-    runs.append(("reference: no hashes", dataclasses.replace(arrays, hash_ids=empty, hash_offsets=empty), False))
     rates: dict[str, float] = {}
     hit_rates: dict[str, float] = {}
+    first = "key runs (per trace block)"
+    if not args.skip_engine:
+        print("part 1: the full simulation (fidelity engine) and the cache replay, same requests")
+        _engine_runs(args, setup, arrays, rates, hit_rates)
+    fleet = FleetSpec((Pool("h100", setup, replicas=args.replicas, cold_start=INSTANT),), router=args.router)
+    prof = cProfile.Profile() if args.profile else None
+    t0 = time.process_time()
+    fast = cache_replay(fleet, chunked(arrays)) if prof is None else prof.runcall(cache_replay, fleet, chunked(arrays))
+    cpu = time.process_time() - t0
+    if prof is not None:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    rates["cache replay"] = len(arrays) / cpu
+    print(
+        f"{'cache replay (fidelity cache-replay)':>34}: {len(arrays) / cpu:>8,.0f} simulated req/s per CPU-second "
+        f"({cpu:,.1f} CPU s), hit rate {fast.prefix_cache_hit_rate or 0.0:.2%}, p50/p99 TTFT "
+        f"{(fast.ttft_s.p50 or 0.0) * 1e3:,.0f}/{(fast.ttft_s.p99 or 0.0) * 1e3:,.0f} ms, p50 TPOT "
+        f"{(fast.tpot_s.p50 or 0.0) * 1e3:,.1f} ms"
+    )
+    if first in rates:
+        print(
+            f"cache replay / full simulation: {rates['cache replay'] / rates[first]:.1f}x the speed, hit rate "
+            f"{(fast.prefix_cache_hit_rate or 0.0) - hit_rates[first]:+.2%} (points)"
+        )
+    lengths = [int(x) for x in args.stream_lengths.split(",") if x.strip()]
+    if lengths:
+        print(
+            f"part 2: cache replays of a streamed trace ({args.replicas} replicas, {args.router}), each length in "
+            "its own process: the peak RSS does not grow with the length"
+        )
+    for n in lengths:
+        cmd = [sys.executable, __file__, "--child-stream", str(n), "--replicas", str(args.replicas)]
+        cmd += ["--rate-per-replica", str(args.rate_per_replica), "--router", args.router, "--seed", str(args.seed)]
+        subprocess.run(cmd, check=True)
+
+
+def _engine_runs(
+    args: argparse.Namespace,
+    setup: EngineSetup,
+    arrays: RequestArrays,
+    rates: dict[str, float],
+    hit_rates: dict[str, float],
+) -> None:
+    empty = np.zeros(0, dtype=np.int64)
+    first = "key runs (per trace block)"
+    runs: list[tuple[str, RequestArrays, bool]] = [(first, arrays, False)]
+    if not args.skip_per_block:
+        runs.append(("reference: key per engine block", arrays, True))
+    runs.append(("reference: no hashes", dataclasses.replace(arrays, hash_ids=empty, hash_offsets=empty), False))
     for label, a, unit in runs:
         fleet = FleetSpec((Pool("h100", setup, replicas=args.replicas, cold_start=INSTANT),), router=args.router)
         prof = cProfile.Profile() if args.profile and not unit and a is arrays else None

@@ -3,7 +3,7 @@
 Exact where it claims to be: with one replica and one request at a time its hit rate equals the
 shipped Mooncake sample's direct count over ``hash_ids`` (unbounded cache) and the engine's
 (bounded pool); its block runs equal ``engine_block_runs`` row by row; runs are deterministic.
-Approximate where it says so, with the stated tolerance (docs/traces.md): on a small multi-turn
+Approximate where it says so, with the stated tolerance (docs/workload.md): on a small multi-turn
 trace on 8 replicas behind ``precise-prefix`` and ``least-outstanding``, the hit rate within 3
 points of the full simulation's and the median TTFT and TPOT within a factor of 2."""
 
@@ -134,7 +134,7 @@ def test_within_the_stated_tolerance_of_the_full_simulation(setup: EngineSetup, 
     full = simulate_fleet(_fleet(small, 8, router), arrays, 0).summary
     fast = cache_replay(_fleet(small, 8, router), chunked(arrays, 100))
     assert full.prefix_cache_hit_rate is not None and fast.prefix_cache_hit_rate is not None
-    assert 0.3 < full.prefix_cache_hit_rate
+    assert full.prefix_cache_hit_rate > 0.3
     assert fast.prefix_cache_hit_rate == pytest.approx(full.prefix_cache_hit_rate, abs=0.03)
     for a, b in ((fast.ttft_s.p50, full.ttft_s.p50), (fast.tpot_s.p50, full.tpot_s.p50)):
         assert a is not None and b is not None and 0.5 < a / b < 2.0

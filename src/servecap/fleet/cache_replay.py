@@ -8,14 +8,14 @@ bookkeeping that decides the hit rates -- which blocks each replica's GPU prefix
 hashes as runs), which replica the router picks from those caches and the replicas' loads --
 while the latencies come from the engine's step-time model at the batch the request joins.
 :mod:`servecap.fleet.cache_replay_run` drives it over a stream of request chunks and states
-what it models and what it does not (docs/traces.md, "Cache-replay fidelity").
+what it models and what it does not (docs/workload.md, "Cache-replay fidelity").
 
 Per replica: ``lru`` (run key -> cached blocks of that run, oldest first: a hit or a publish
 moves the run to the end), ``cached`` (blocks in ``lru``), ``ends`` (a heap of the end times of
 the requests it holds, with their private blocks and context), ``starts`` (a heap of the start
 times of those still waiting). Across replicas an index maps a run key to the bitmask of
-replicas holding it (``any_mask``) and of those holding it at its longest cached length
-(``full_mask``, ``full_len``): a request's leading hits on every replica come from one walk of
+replicas holding it and of those holding it at its longest cached length
+(:class:`RunHolders`): a request's leading hits on every replica come from one walk of
 its runs, narrowing the mask, instead of one walk per replica. Every table holds only what some
 replica's cache holds now: memory is bounded by the replicas' KV capacities, not by the trace.
 
@@ -64,6 +64,18 @@ class ReplicaCache:
             self.ctx -= ctx
 
 
+class RunHolders:
+    """Which replicas cache a run: ``any`` (a bitmask), ``full`` (those holding its longest
+    cached length, ``length`` blocks)."""
+
+    __slots__ = ("any", "full", "length")
+
+    def __init__(self, any_mask: int, full_mask: int, length: int) -> None:
+        self.any = any_mask
+        self.full = full_mask
+        self.length = length
+
+
 class CacheReplay:
     """Admit requests one by one in arrival order (see the module doc)."""
 
@@ -92,9 +104,7 @@ class CacheReplay:
         self.queue_weight = queue_weight
         self.kv_weight = kv_weight
         self.caching = caching
-        self.any_mask: dict[int, int] = {}
-        self.full_mask: dict[int, int] = {}
-        self.full_len: dict[int, int] = {}
+        self.index: dict[int, RunHolders] = {}
         self.next_rr = 0
         self.hit_tokens = 0
         self.query_tokens = 0
@@ -113,24 +123,25 @@ class CacheReplay:
         hits = [0] * n
         mask = (1 << n) - 1
         start = 0
-        any_mask = self.any_mask
+        index = self.index
         for j in range(len(keys)):
             end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
             want = end - start
             if want <= 0:
                 break
             k = keys[j]
-            holders = any_mask.get(k, 0) & mask
+            held = index.get(k)
+            holders = held.any & mask if held is not None else 0
             dropped = mask & ~holders
             if start > 0:
                 while dropped:
                     low = dropped & -dropped
                     hits[low.bit_length() - 1] = start
                     dropped ^= low
-            if not holders:
+            if held is None or not holders:
                 mask = 0
                 break
-            ok = self.full_mask.get(k, 0) & holders if want <= self.full_len.get(k, 0) else 0
+            ok = held.full & holders if want <= held.length else 0
             partial = holders & ~ok
             while partial:
                 low = partial & -partial
@@ -162,14 +173,16 @@ class CacheReplay:
             return
         lru[k] = length
         rep.cached += length - (cur if cur > 0 else 0)
-        if cur < 0:
-            self.any_mask[k] = self.any_mask.get(k, 0) | bit
-        top = self.full_len.get(k, 0)
-        if length > top:
-            self.full_len[k] = length
-            self.full_mask[k] = bit
-        elif length == top:
-            self.full_mask[k] = self.full_mask.get(k, 0) | bit
+        held = self.index.get(k)
+        if held is None:
+            self.index[k] = RunHolders(bit, bit, length)
+            return
+        held.any |= bit
+        if length > held.length:
+            held.length = length
+            held.full = bit
+        elif length == held.length:
+            held.full |= bit
 
     def _evict(self, i: int, room: int) -> None:
         """Replica ``i`` drops its least recently used runs until ``room`` blocks are free."""
@@ -179,14 +192,11 @@ class CacheReplay:
         while lru and rep.cached + rep.private + room > rep.capacity:
             k = next(iter(lru))
             rep.cached -= lru.pop(k)
-            holders = self.any_mask[k] & ~bit
-            if holders:
-                self.any_mask[k] = holders
-                self.full_mask[k] = self.full_mask.get(k, 0) & ~bit
-            else:
-                del self.any_mask[k]
-                self.full_mask.pop(k, None)
-                self.full_len.pop(k, None)
+            held = self.index[k]
+            held.any &= ~bit
+            held.full &= ~bit
+            if not held.any:
+                del self.index[k]
 
     # ---- routing ------------------------------------------------------------------------------
 
@@ -263,9 +273,7 @@ class CacheReplay:
         # held requests' blocks wait for them to end)
         start_s = arrival_s if arrival_s > rep.last_start_s else rep.last_start_s
         self._evict(i, private)
-        while rep.ends and (
-            len(rep.ends) >= self.max_num_seqs or rep.cached + rep.private + private > self.capacity
-        ):
+        while rep.ends and (len(rep.ends) >= self.max_num_seqs or rep.cached + rep.private + private > self.capacity):
             end_s, p, u, c = heapq.heappop(rep.ends)
             rep.private -= p
             rep.used -= u
@@ -311,8 +319,8 @@ class CacheReplay:
         self.query_tokens += prompt
         if end_s > self.last_end_s:
             self.last_end_s = end_s
-        if len(self.any_mask) > self.peak_index_keys:
-            self.peak_index_keys = len(self.any_mask)
+        if len(self.index) > self.peak_index_keys:
+            self.peak_index_keys = len(self.index)
         out.append(first_s - arrival_s)
         out.append(end_s - arrival_s)
         out.append(tpot_s)

@@ -5,8 +5,9 @@ file read chunk by chunk, :func:`servecap.workload.trace_stream.iter_trace_chunk
 with the core of :mod:`servecap.fleet.cache_replay`, and folds every request's TTFT, end-to-end
 latency and TPOT into the streaming quantile sketches (:class:`servecap.results.sketch.QuantileSketch`)
 chunk by chunk: its memory is the replicas' caches and the requests in flight, whatever the
-length of the trace. It is selected by name (``fidelity="cache-replay"``), never in place of the
-full simulation (:func:`servecap.fleet.simulate_fleet`), and refuses a fleet it does not model.
+length of the trace. It is called by name (``benchmarks/trace_replay_speed.py`` runs both
+fidelities side by side), never in place of the full simulation
+(:func:`servecap.fleet.simulate_fleet`), and refuses a fleet it does not model.
 
 What it models exactly (the same rules as the engine and the router):
 - each replica's GPU prefix cache at the engine's block size, keyed by the trace's block hashes
@@ -53,8 +54,6 @@ from servecap.sim.setup import prefix_caching_supported
 from servecap.sim.step_time import StepTimeModel
 from servecap.workload import RequestArrays
 from servecap.workload.block_hash import _MIX
-
-FIDELITIES = ("engine", "cache-replay")  # the full simulation; this module
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +176,7 @@ def cache_replay(
     )
 
 
-def chunk_runs(
-    chunk: RequestArrays, block_size: int
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+def chunk_runs(chunk: RequestArrays, block_size: int) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """Every row's :func:`~servecap.workload.block_hash.engine_block_runs` at once (numpy):
     ``(offsets, keys, ends)``, row ``r``'s runs being ``keys[offsets[r]:offsets[r + 1]]`` ending
     at blocks ``ends[...]`` (empty arrays: a chunk without hashes). Trace block ``t`` of a row
