@@ -25,6 +25,7 @@ Compiled by mypyc (setup.py) like the engine; the pure-Python module behaves ide
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 
 from servecap.sim.step_time import StepTimeModel
 
@@ -36,7 +37,9 @@ class ReplicaCache:
 
     def __init__(self, capacity_blocks: int) -> None:
         self.capacity = capacity_blocks
-        self.lru: dict[int, int] = {}
+        # an OrderedDict, not a dict: a dict's oldest key after many deletions at its front is
+        # found by a scan over their empty slots; OrderedDict's moves and pops are O(1)
+        self.lru: OrderedDict[int, int] = OrderedDict()
         self.cached = 0  # blocks in lru
         self.private = 0  # blocks of held requests outside the cache (their unkeyed tail, answer)
         self.used = 0  # blocks of held requests (kv usage, as the engine's pool counts held ones)
@@ -162,15 +165,31 @@ class CacheReplay:
             mask ^= low
         return hits
 
+    @staticmethod
+    def _hits_on(lru: OrderedDict[int, int], keys: list[int], run_ends: list[int], max_blocks: int) -> int:
+        """Leading cached blocks of the runs on one replica (its ``lru``)."""
+        start = 0
+        for j in range(len(keys)):
+            end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
+            want = end - start
+            if want <= 0:
+                break
+            got = lru.get(keys[j], 0)
+            if got < want:
+                return start + got
+            start = end
+        return start
+
     def _hold(self, i: int, k: int, length: int) -> None:
         """Replica ``i`` caches ``length`` leading blocks of run ``k`` (most recently used)."""
         rep = self.replicas[i]
         lru = rep.lru
-        cur = lru.pop(k, -1)
+        cur = lru.get(k, -1)
         bit = 1 << i
-        if cur >= length:
-            lru[k] = cur
-            return
+        if cur >= 0:
+            lru.move_to_end(k)
+            if cur >= length:
+                return
         lru[k] = length
         rep.cached += length - (cur if cur > 0 else 0)
         held = self.index.get(k)
@@ -190,8 +209,8 @@ class CacheReplay:
         lru = rep.lru
         bit = 1 << i
         while lru and rep.cached + rep.private + room > rep.capacity:
-            k = next(iter(lru))
-            rep.cached -= lru.pop(k)
+            k, got = lru.popitem(last=False)
+            rep.cached -= got
             held = self.index[k]
             held.any &= ~bit
             held.full &= ~bit
@@ -231,12 +250,13 @@ class CacheReplay:
         best_s = -1.0e300
         cap = float(self.capacity)
         pw, qw, kw = self.prefix_weight, self.queue_weight, self.kv_weight
+        per_block = pw / keyed if hits is not None and keyed else 0.0
         for j in range(len(reps)):
             rep = reps[j]
-            prefix = hits[j] / keyed if hits is not None and keyed else 0.0
+            prefix = hits[j] * per_block if hits is not None else 0.0
             queue = 1.0 if span == 0 else (q_hi - len(rep.starts)) / span
             usage = rep.used / cap
-            s = pw * prefix + qw * queue + kw * (1.0 - (usage if usage < 1.0 else 1.0))
+            s = prefix + qw * queue + kw * (1.0 - (usage if usage < 1.0 else 1.0))
             if s > best_s:
                 best_s = s
                 best = j
@@ -257,16 +277,22 @@ class CacheReplay:
         max_hit = (prompt - 1) // bs
         hits = self._hits(keys, run_ends, max_hit) if keys and self.router == "precise-prefix" else None
         i = self._choose(arrival_s, hits, keyed)
-        if hits is None and keys:
-            one = self._hits(keys, run_ends, max_hit)
-            hit = one[i]
-        else:
-            hit = hits[i] if hits is not None else 0
         rep = self.replicas[i]
+        lru = rep.lru
+        if hits is not None:
+            hit = hits[i]
+        elif keys:
+            hit = self._hits_on(lru, keys, run_ends, max_hit)
+        else:
+            hit = 0
         # the request's runs become the most recently used of replica i's cache, its first run
         # last: the engine lets go of a request's blocks last first, so its deepest go first
         for j in range(len(keys) - 1, -1, -1):
-            self._hold(i, keys[j], run_ends[j] - (run_ends[j - 1] if j else 0))
+            end = run_ends[j]
+            if end <= hit:  # cached whole: only its place in the list changes
+                lru.move_to_end(keys[j])
+            else:
+                self._hold(i, keys[j], end - (run_ends[j - 1] if j else 0))
         total = -(-(prompt + output) // bs)
         private = total - keyed
         # room: at most max_num_seqs held and the blocks fit (least recently used runs go first;

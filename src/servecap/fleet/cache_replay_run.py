@@ -50,6 +50,7 @@ from servecap.fleet.spec import FleetSpec
 from servecap.policy.routers import PrecisePrefix, make_router
 from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY, QuantileSketch
 from servecap.results.stats import Percentiles
+from servecap.sim.gc_pause import gc_paused
 from servecap.sim.setup import prefix_caching_supported
 from servecap.sim.step_time import StepTimeModel
 from servecap.workload import RequestArrays
@@ -111,8 +112,7 @@ def cache_replay(
     reason = cache_replay_refusal(fleet)
     if reason is not None:
         raise ServecapError("fidelity", "cache-replay", reason)
-    pool = fleet.pools[0]
-    setup = pool.setup
+    setup = fleet.pools[0].setup
     # the router's own constructor checks its settings; the replay reads its weights
     router = make_router(fleet.router, random.Random(0), fleet.router_settings)
     weights = (
@@ -121,8 +121,36 @@ def cache_replay(
         else (0.0, 0.0, 0.0)
     )
     model = StepTimeModel(setup.step, setup.efficiency)
-    core: CacheReplay | None = None
     sketches = [QuantileSketch(relative_accuracy) for _ in range(3)]
+    with gc_paused():  # no reference cycles on the hot path (servecap.sim.gc_pause)
+        core = _replay(fleet, chunks, weights, model, sketches)
+    if core is None:
+        raise ServecapError("trace", "requests", "no requests to replay")
+    return CacheReplayResult(
+        requests=core.requests,
+        prefix_cache_hit_tokens=core.hit_tokens,
+        prefix_cache_query_tokens=core.query_tokens,
+        ttft_s=sketches[0].percentiles(),
+        e2e_s=sketches[1].percentiles(),
+        tpot_s=sketches[2].percentiles(),
+        requests_per_replica=tuple(r.served for r in core.replicas),
+        peak_index_keys=core.peak_index_keys,
+        horizon_s=core.last_end_s,
+    )
+
+
+def _replay(
+    fleet: FleetSpec,
+    chunks: Iterable[RequestArrays],
+    weights: tuple[float, float, float],
+    model: StepTimeModel,
+    sketches: list[QuantileSketch],
+) -> CacheReplay | None:
+    """Feed every chunk to one core (made at the first chunk: the trace's block size), its
+    latencies to ``sketches``; None: no requests."""
+    pool = fleet.pools[0]
+    setup = pool.setup
+    core: CacheReplay | None = None
     last_s = 0.0
     for chunk in chunks:
         if not len(chunk):
@@ -161,19 +189,7 @@ def cache_replay(
         cols = np.asarray(out, dtype=np.float64).reshape(-1, 3)
         for k, sk in enumerate(sketches):
             sk.add_array(cols[:, k])
-    if core is None:
-        raise ServecapError("trace", "requests", "no requests to replay")
-    return CacheReplayResult(
-        requests=core.requests,
-        prefix_cache_hit_tokens=core.hit_tokens,
-        prefix_cache_query_tokens=core.query_tokens,
-        ttft_s=sketches[0].percentiles(),
-        e2e_s=sketches[1].percentiles(),
-        tpot_s=sketches[2].percentiles(),
-        requests_per_replica=tuple(r.served for r in core.replicas),
-        peak_index_keys=core.peak_index_keys,
-        horizon_s=core.last_end_s,
-    )
+    return core
 
 
 def chunk_runs(chunk: RequestArrays, block_size: int) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
