@@ -10,8 +10,8 @@ while the latencies come from the engine's step-time model at the batch the requ
 :mod:`servecap.fleet.cache_replay_run` drives it over a stream of request chunks and states
 what it models and what it does not (docs/workload.md, "Cache-replay fidelity").
 
-Per replica: ``lru`` (run key -> cached blocks of that run, oldest first: a hit or a publish
-moves the run to the end), ``cached`` (blocks in ``lru``), ``ends`` (a heap of the end times of
+Per replica: ``lru`` (its cached runs as :class:`Entry` objects in a linked list, oldest first:
+a hit or a publish moves the run to the end), ``cached`` (blocks in the list), ``ends`` (a heap of the end times of
 the requests it holds, with their private blocks and context), ``starts`` (a heap of the start
 times of those still waiting). Across replicas an index maps a run key to the bitmask of
 replicas holding it and of those holding it at its longest cached length
@@ -25,7 +25,6 @@ Compiled by mypyc (setup.py) like the engine; the pure-Python module behaves ide
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
 
 from servecap.sim.step_time import StepTimeModel
 
@@ -37,10 +36,12 @@ class ReplicaCache:
 
     def __init__(self, capacity_blocks: int) -> None:
         self.capacity = capacity_blocks
-        # an OrderedDict, not a dict: a dict's oldest key after many deletions at its front is
-        # found by a scan over their empty slots; OrderedDict's moves and pops are O(1)
-        self.lru: OrderedDict[int, int] = OrderedDict()
-        self.cached = 0  # blocks in lru
+        # the cached runs as a circular doubly linked list around a sentinel, least recently
+        # used first: a move or an eviction is a few pointer writes, no hash lookup
+        self.lru = Entry(0, 0, None)
+        self.lru.prev = self.lru
+        self.lru.next = self.lru
+        self.cached = 0  # blocks of the runs in the list
         self.private = 0  # blocks of held requests outside the cache (their unkeyed tail, answer)
         self.used = 0  # blocks of held requests (kv usage, as the engine's pool counts held ones)
         self.ends: list[tuple[float, int, int, int]] = []  # (end_s, private, used, context tokens)
@@ -67,16 +68,40 @@ class ReplicaCache:
             self.ctx -= ctx
 
 
+class Entry:
+    """Replica ``replica``'s cached blocks of one run: its ``length`` leading blocks; its place in
+    that replica's list (``prev``, ``next``) and the run's holders (``run``)."""
+
+    def __init__(self, replica: int, length: int, run: RunHolders | None) -> None:
+        self.replica = replica
+        self.length = length
+        self.run = run
+        self.prev: Entry = self
+        self.next: Entry = self
+
+    def unlink(self) -> None:
+        self.prev.next = self.next
+        self.next.prev = self.prev
+
+    def append_to(self, head: Entry) -> None:
+        """Become the most recently used of the list ``head`` is the sentinel of."""
+        last = head.prev
+        last.next = self
+        self.prev = last
+        self.next = head
+        head.prev = self
+
+
 class RunHolders:
     """Which replicas cache a run: ``any`` (a bitmask), ``full`` (those holding its longest
-    cached length, ``length`` blocks)."""
+    cached length, ``length`` blocks), and each one's :class:`Entry` (``entries``)."""
 
-    __slots__ = ("any", "full", "length")
-
-    def __init__(self, any_mask: int, full_mask: int, length: int) -> None:
-        self.any = any_mask
-        self.full = full_mask
+    def __init__(self, key: int, length: int) -> None:
+        self.key = key
+        self.any = 0
+        self.full = 0
         self.length = length
+        self.entries: dict[int, Entry] = {}
 
 
 class CacheReplay:
@@ -120,8 +145,9 @@ class CacheReplay:
 
     # ---- the index ----------------------------------------------------------------------------
 
-    def _hits(self, keys: list[int], run_ends: list[int], max_blocks: int) -> list[int]:
-        """Leading cached blocks of the runs on every replica (the engine's ``longest_hit_runs``)."""
+    def _hits(self, keys: list[int], run_ends: list[int], max_blocks: int, path: list[RunHolders]) -> list[int]:
+        """Leading cached blocks of the runs on every replica (the engine's ``longest_hit_runs``);
+        appends the holders of the runs it walked to ``path``."""
         n = len(self.replicas)
         hits = [0] * n
         mask = (1 << n) - 1
@@ -132,24 +158,26 @@ class CacheReplay:
             want = end - start
             if want <= 0:
                 break
-            k = keys[j]
-            held = index.get(k)
-            holders = held.any & mask if held is not None else 0
+            held = index.get(keys[j])
+            if held is None:
+                break
+            path.append(held)
+            holders = held.any & mask
             dropped = mask & ~holders
             if start > 0:
                 while dropped:
                     low = dropped & -dropped
                     hits[low.bit_length() - 1] = start
                     dropped ^= low
-            if held is None or not holders:
-                mask = 0
+            mask = holders
+            if not mask:
                 break
             ok = held.full & holders if want <= held.length else 0
             partial = holders & ~ok
             while partial:
                 low = partial & -partial
                 i = low.bit_length() - 1
-                got = self.replicas[i].lru[k]
+                got = held.entries[i].length
                 if got >= want:
                     ok |= low
                 else:
@@ -165,57 +193,71 @@ class CacheReplay:
             mask ^= low
         return hits
 
-    @staticmethod
-    def _hits_on(lru: OrderedDict[int, int], keys: list[int], run_ends: list[int], max_blocks: int) -> int:
-        """Leading cached blocks of the runs on one replica (its ``lru``)."""
+    def _hits_on(self, i: int, keys: list[int], run_ends: list[int], max_blocks: int, path: list[RunHolders]) -> int:
+        """Leading cached blocks of the runs on replica ``i``; appends the holders walked to ``path``."""
         start = 0
+        index = self.index
         for j in range(len(keys)):
             end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
             want = end - start
             if want <= 0:
                 break
-            got = lru.get(keys[j], 0)
-            if got < want:
-                return start + got
+            held = index.get(keys[j])
+            if held is None:
+                break
+            path.append(held)
+            e = held.entries.get(i)
+            if e is None:
+                break
+            if e.length < want:
+                return start + e.length
             start = end
         return start
 
-    def _hold(self, i: int, k: int, length: int) -> None:
-        """Replica ``i`` caches ``length`` leading blocks of run ``k`` (most recently used)."""
+    def _hold(self, i: int, k: int, length: int, held: RunHolders | None) -> None:
+        """Replica ``i`` caches ``length`` leading blocks of run ``k`` (its holders ``held``, when
+        known) as its most recently used."""
         rep = self.replicas[i]
-        lru = rep.lru
-        cur = lru.get(k, -1)
-        bit = 1 << i
-        if cur >= 0:
-            lru.move_to_end(k)
-            if cur >= length:
-                return
-        lru[k] = length
-        rep.cached += length - (cur if cur > 0 else 0)
-        held = self.index.get(k)
         if held is None:
-            self.index[k] = RunHolders(bit, bit, length)
-            return
-        held.any |= bit
-        if length > held.length:
-            held.length = length
+            held = self.index.get(k)
+            if held is None:
+                held = RunHolders(k, length)
+                self.index[k] = held
+        bit = 1 << i
+        e = held.entries.get(i)
+        if e is None:
+            e = Entry(i, length, held)
+            held.entries[i] = e
+            held.any |= bit
+            rep.cached += length
+        else:
+            e.unlink()
+            if e.length < length:
+                rep.cached += length - e.length
+                e.length = length
+        e.append_to(rep.lru)
+        if e.length > held.length:
+            held.length = e.length
             held.full = bit
-        elif length == held.length:
+        elif e.length == held.length:
             held.full |= bit
 
     def _evict(self, i: int, room: int) -> None:
         """Replica ``i`` drops its least recently used runs until ``room`` blocks are free."""
         rep = self.replicas[i]
-        lru = rep.lru
+        head = rep.lru
         bit = 1 << i
-        while lru and rep.cached + rep.private + room > rep.capacity:
-            k, got = lru.popitem(last=False)
-            rep.cached -= got
-            held = self.index[k]
+        while head.next is not head and rep.cached + rep.private + room > rep.capacity:
+            e = head.next
+            e.unlink()
+            rep.cached -= e.length
+            held = e.run
+            assert held is not None
+            del held.entries[i]
             held.any &= ~bit
             held.full &= ~bit
             if not held.any:
-                del self.index[k]
+                del self.index[held.key]
 
     # ---- routing ------------------------------------------------------------------------------
 
@@ -275,24 +317,28 @@ class CacheReplay:
             keys = []
         keyed = run_ends[-1] if keys else 0
         max_hit = (prompt - 1) // bs
-        hits = self._hits(keys, run_ends, max_hit) if keys and self.router == "precise-prefix" else None
+        path: list[RunHolders] = []
+        hits = self._hits(keys, run_ends, max_hit, path) if keys and self.router == "precise-prefix" else None
         i = self._choose(arrival_s, hits, keyed)
         rep = self.replicas[i]
-        lru = rep.lru
         if hits is not None:
             hit = hits[i]
         elif keys:
-            hit = self._hits_on(lru, keys, run_ends, max_hit)
+            hit = self._hits_on(i, keys, run_ends, max_hit, path)
         else:
             hit = 0
         # the request's runs become the most recently used of replica i's cache, its first run
         # last: the engine lets go of a request's blocks last first, so its deepest go first
+        head = rep.lru
+        walked = len(path)
         for j in range(len(keys) - 1, -1, -1):
             end = run_ends[j]
             if end <= hit:  # cached whole: only its place in the list changes
-                lru.move_to_end(keys[j])
+                e = path[j].entries[i]
+                e.unlink()
+                e.append_to(head)
             else:
-                self._hold(i, keys[j], end - (run_ends[j - 1] if j else 0))
+                self._hold(i, keys[j], end - (run_ends[j - 1] if j else 0), path[j] if j < walked else None)
         total = -(-(prompt + output) // bs)
         private = total - keyed
         # room: at most max_num_seqs held and the blocks fit (least recently used runs go first;
