@@ -178,6 +178,15 @@ def _setup() -> EngineSetup:
 
 
 def _peak_rss_mb() -> float:
+    """This process's peak resident set (``VmHWM``: reset by ``exec``, unlike ``ru_maxrss``,
+    which a child started by the benchmark inherits from it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
