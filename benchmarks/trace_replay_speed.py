@@ -7,18 +7,27 @@ Mooncake FAST'25 conversation trace does (its head is shipped in
 ``src/servecap/workload/data/mooncake_conversation_head.jsonl``: a shared block 0, ~7k-token
 prompts); prompts end inside their last block, answers are log-normal (median ~300 tokens).
 
-Three runs of the same requests in the same process, each printing simulated requests per
-CPU-second (``time.process_time``), the hit rate and the peak RSS:
+Part 1, the same requests in the same process, each printing simulated requests per CPU-second
+(``time.process_time``), the hit rate and the peak RSS:
 
-1. block hashes as key runs (one run per 512-token trace block: what the simulator does);
+1. the full simulation (``simulate_fleet``), block hashes as key runs (one run per 512-token
+   trace block: what the simulator does);
 2. reference: the same hashes as one key per 16-token engine block (the cost structure before
    runs; same hits, asserted);
-3. reference: the hashes dropped (no prefix caching work at all).
+3. reference: the hashes dropped (no prefix caching work at all);
+4. the cache-replay fidelity (``servecap.fleet.cache_replay_run.cache_replay``: per-request
+   cache, routing and queue bookkeeping, latencies from the step model; docs/workload.md), with
+   its speed and hit rate against run 1.
 
-The CI machine is small: run fewer requests and read the extrapolated CPU time for 1M.
+Part 2: cache replays of ``--stream-lengths`` requests drawn as a stream (:func:`mooncake_stream`:
+the sessions in progress are its only state), each length in its own process, printing its
+speed (the replay's CPU time, the drawing of the synthetic trace counted apart), hit rate, p99
+TTFT, the most run keys cached at once and the process's peak RSS: equal at both lengths when
+memory is bounded by the caches, not by the trace.
 
     .venv/bin/python benchmarks/trace_replay_speed.py [--requests 20000] [--replicas 32]
-        [--rate-per-replica 2.0] [--seed 0] [--router precise-prefix] [--profile]
+        [--rate-per-replica 2.0] [--seed 0] [--router precise-prefix] [--skip-per-block]
+        [--skip-engine] [--stream-lengths 250000,1000000] [--profile]
 """
 
 from __future__ import annotations

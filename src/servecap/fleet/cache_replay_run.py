@@ -56,6 +56,8 @@ from servecap.sim.step_time import StepTimeModel
 from servecap.workload import RequestArrays
 from servecap.workload.block_hash import _MIX
 
+SLICE_ROWS = 8192  # rows handed to the core at once (see _replay)
+
 
 @dataclass(frozen=True, slots=True)
 class CacheReplayResult:
@@ -175,20 +177,29 @@ def _replay(
                 *weights,
                 setup.enable_prefix_caching,
             )
-        out: list[float] = []
         offsets, keys, ends = chunk_runs(chunk, setup.block_size)
-        core.admit_chunk(
-            arrival.tolist(),
-            chunk.prompt_tokens.tolist(),
-            chunk.output_tokens.tolist(),
-            offsets.tolist(),
-            keys.tolist(),
-            ends.tolist(),
-            out,
-        )
-        cols = np.asarray(out, dtype=np.float64).reshape(-1, 3)
-        for k, sk in enumerate(sketches):
-            sk.add_array(cols[:, k])
+        # Python lists of SLICE_ROWS rows at a time: a chunk's million run keys as Python ints at
+        # once would scatter the few the caches keep over many allocator arenas (a peak RSS that
+        # creeps up with the trace)
+        for lo in range(0, len(chunk), SLICE_ROWS):
+            hi = min(lo + SLICE_ROWS, len(chunk))
+            out: list[float] = []
+            if len(offsets):
+                rows = offsets[lo : hi + 1]
+                a, b = int(rows[0]), int(rows[-1])
+                runs = ((rows - a).tolist(), keys[a:b].tolist(), ends[a:b].tolist())
+            else:
+                runs = ([], [], [])
+            core.admit_chunk(
+                arrival[lo:hi].tolist(),
+                chunk.prompt_tokens[lo:hi].tolist(),
+                chunk.output_tokens[lo:hi].tolist(),
+                *runs,
+                out,
+            )
+            cols = np.asarray(out, dtype=np.float64).reshape(-1, 3)
+            for k, sk in enumerate(sketches):
+                sk.add_array(cols[:, k])
     return core
 
 
