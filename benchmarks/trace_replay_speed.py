@@ -107,7 +107,7 @@ def mooncake_like(n: int, rate_per_s: float, rng: np.random.Generator, max_block
 
 
 def mooncake_stream(
-    n: int, rate_per_s: float, rng: np.random.Generator, chunk: int = 65_536, max_blocks: int = 128
+    n: int, rate_per_s: float, rng: np.random.Generator, chunk: int = 8192, max_blocks: int = 128
 ) -> Iterator[RequestArrays]:
     """:func:`mooncake_like`'s sessions drawn as a stream in arrival order, ``chunk`` requests at a
     time: the sessions in progress are its only state (a 1M-request trace never in memory)."""
