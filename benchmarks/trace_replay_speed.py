@@ -28,6 +28,7 @@ memory is bounded by the caches, not by the trace.
     .venv/bin/python benchmarks/trace_replay_speed.py [--requests 20000] [--replicas 32]
         [--rate-per-replica 2.0] [--seed 0] [--router precise-prefix] [--skip-per-block]
         [--skip-engine] [--stream-lengths 250000,1000000] [--profile]
+    .venv/bin/python benchmarks/trace_replay_speed.py --trace mooncake_trace.jsonl [--replicas 32]
 """
 
 from __future__ import annotations
@@ -43,20 +44,22 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
+import servecap.fleet.cache_replay as cache_replay_core
 from servecap.catalog import lookup_gpu, resolve_model
 from servecap.core.defaults import build_deployment
 from servecap.core.plan import plan
 from servecap.fleet import INSTANT, FleetSpec, Pool, simulate_fleet
-from servecap.fleet import cache_replay as cache_replay_core
 from servecap.fleet.cache_replay_run import cache_replay
 from servecap.fleet.stream_source import chunked
 from servecap.sim import EngineSetup, engine, engine_setup_from_plan
 from servecap.specs import RequestShape
 from servecap.workload import RequestArrays
 from servecap.workload import block_hash as bh
+from servecap.workload.trace_stream import iter_trace_chunks
 
 TRACE_BLOCK_TOKENS = 512  # Mooncake FAST'25 README: "The block size is 512 tokens."
 
@@ -236,6 +239,20 @@ def stream_child(args: argparse.Namespace) -> None:
     )
 
 
+def trace_file(args: argparse.Namespace) -> None:
+    """A trace file on disk replayed with the cache replay, read as a stream (reading counted in)."""
+    setup = _setup()
+    fleet = FleetSpec((Pool("h100", setup, replicas=args.replicas, cold_start=INSTANT),), router=args.router)
+    t0 = time.process_time()
+    res = cache_replay(fleet, iter_trace_chunks(args.trace))
+    cpu = time.process_time() - t0
+    print(
+        f"{args.trace.name}: {res.requests:,} requests, {res.requests / cpu:,.0f} simulated req/s per CPU-second "
+        f"(reading and replay, {cpu:,.1f} CPU s), hit rate {res.prefix_cache_hit_rate or 0.0:.2%}, p99 TTFT "
+        f"{(res.ttft_s.p99 or 0.0) * 1e3:,.0f} ms, peak RSS {_peak_rss_mb():,.0f} MB"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--requests", type=int, default=20_000)
@@ -251,10 +268,19 @@ def main() -> None:
         default="250000,1000000",
         help="part 2: cache replays of these many streamed requests, each in its own process ('': none)",
     )
+    ap.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="replay this mooncake JSONL file (time-ordered) with the cache replay, read chunk by chunk, and stop",
+    )
     ap.add_argument("--child-stream", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child_stream:
         stream_child(args)
+        return
+    if args.trace is not None:
+        trace_file(args)
         return
 
     setup = _setup()
