@@ -33,6 +33,7 @@ COMPILED = (  # modules of servecap, as paths under src/servecap
     "fleet/pools",
     "fleet/replica",
     "fleet/fleet",
+    "fleet/cache_replay",
     "fleet/pd/link",
     "fleet/pd/replica",
     "fleet/pd/fleet",

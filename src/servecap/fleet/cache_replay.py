@@ -1,0 +1,420 @@
+"""The cache-replay fidelity's core: a fleet's prefix caches, routing and queues per request.
+
+The full simulation (:func:`servecap.fleet.simulate_fleet`) steps every replica's engine
+iteration by iteration; a block-hash trace of a million requests takes it tens of CPU minutes.
+This core instead does one admission per request, in arrival order, and keeps exactly the
+bookkeeping that decides the hit rates -- which blocks each replica's GPU prefix cache holds
+(least recently used first out, at the engine's block granularity, keyed by the trace's block
+hashes as runs), which replica the router picks from those caches and the replicas' loads --
+while the latencies come from the engine's step-time model at the batch the request joins.
+:mod:`servecap.fleet.cache_replay_run` drives it over a stream of request chunks and states
+what it models and what it does not (docs/workload.md, "Cache-replay fidelity").
+
+Per replica: ``lru`` (its cached runs as :class:`Entry` objects in a linked list, oldest first:
+a hit or a publish moves the run to the end), ``cached`` (blocks in the list), ``ends`` (a heap of the end times of
+the requests it holds, with their private blocks and context), ``starts`` (a heap of the start
+times of those still waiting). Across replicas an index maps a run key to the bitmask of
+replicas holding it and of those holding it at its longest cached length
+(:class:`RunHolders`): a request's leading hits on every replica come from one walk of
+its runs, narrowing the mask, instead of one walk per replica. Every table holds only what some
+replica's cache holds now: memory is bounded by the replicas' KV capacities, not by the trace.
+
+Compiled by mypyc (setup.py) like the engine; the pure-Python module behaves identically.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from servecap.sim.step_time import StepTimeModel
+
+ROUTERS = ("precise-prefix", "least-outstanding", "round-robin")
+
+
+class ReplicaCache:
+    """One replica's prefix cache (runs, LRU order), held requests and queue."""
+
+    def __init__(self, capacity_blocks: int) -> None:
+        self.capacity = capacity_blocks
+        # the cached runs as a circular doubly linked list around a sentinel, least recently
+        # used first: a move or an eviction is a few pointer writes, no hash lookup
+        self.lru = Entry(0, 0, None)
+        self.lru.prev = self.lru
+        self.lru.next = self.lru
+        self.cached = 0  # blocks of the runs in the list
+        self.private = 0  # blocks of held requests outside the cache (their unkeyed tail, answer)
+        self.used = 0  # blocks of held requests (kv usage, as the engine's pool counts held ones)
+        self.ends: list[tuple[float, int, int, int]] = []  # (end_s, private, used, context tokens)
+        self.starts: list[float] = []  # start times of held requests still waiting
+        self.ctx = 0  # context tokens of the held requests (mid-answer)
+        self.last_start_s = 0.0  # FCFS: a request starts no earlier than the one before it
+        self.prefill_free_s = 0.0  # the replica computes one prompt at a time
+        self.served = 0
+
+    def retire(self, now_s: float) -> None:
+        """Requests that ended by ``now_s`` let go of their blocks; those started stop waiting."""
+        self.retire_ends(now_s)
+        starts = self.starts
+        while starts and starts[0] <= now_s:
+            heapq.heappop(starts)
+
+    def retire_ends(self, now_s: float) -> None:
+        """Requests that ended by ``now_s`` let go of their blocks."""
+        ends = self.ends
+        while ends and ends[0][0] <= now_s:
+            _, priv, used, ctx = heapq.heappop(ends)
+            self.private -= priv
+            self.used -= used
+            self.ctx -= ctx
+
+
+class Entry:
+    """Replica ``replica``'s cached blocks of one run: its ``length`` leading blocks; its place in
+    that replica's list (``prev``, ``next``) and the run's holders (``run``)."""
+
+    def __init__(self, replica: int, length: int, run: RunHolders | None) -> None:
+        self.replica = replica
+        self.length = length
+        self.run = run
+        self.prev: Entry = self
+        self.next: Entry = self
+
+    def unlink(self) -> None:
+        self.prev.next = self.next
+        self.next.prev = self.prev
+
+    def append_to(self, head: Entry) -> None:
+        """Become the most recently used of the list ``head`` is the sentinel of."""
+        last = head.prev
+        last.next = self
+        self.prev = last
+        self.next = head
+        head.prev = self
+
+
+class RunHolders:
+    """Which replicas cache a run: ``any`` (a bitmask), ``full`` (those holding its longest
+    cached length, ``length`` blocks), and each one's :class:`Entry` (``entries``)."""
+
+    def __init__(self, key: int, length: int) -> None:
+        self.key = key
+        self.any = 0
+        self.full = 0
+        self.length = length
+        self.entries: dict[int, Entry] = {}
+
+
+class CacheReplay:
+    """Admit requests one by one in arrival order (see the module doc)."""
+
+    def __init__(
+        self,
+        num_replicas: int,
+        capacity_blocks: int,
+        block_size: int,
+        model: StepTimeModel,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        router: str,
+        prefix_weight: float,
+        queue_weight: float,
+        kv_weight: float,
+        caching: bool,
+    ) -> None:
+        self.replicas = [ReplicaCache(capacity_blocks) for _ in range(num_replicas)]
+        self.capacity = capacity_blocks
+        self.block_size = block_size
+        self.model = model
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.router = router
+        self.prefix_weight = prefix_weight
+        self.queue_weight = queue_weight
+        self.kv_weight = kv_weight
+        self.caching = caching
+        self.index: dict[int, RunHolders] = {}
+        self.next_rr = 0
+        self.hit_tokens = 0
+        self.query_tokens = 0
+        self.requests = 0
+        self.peak_index_keys = 0
+        self.last_end_s = 0.0
+        # (time, replica) of every held request's end and every waiting request's start: the
+        # replicas to update when the clock passes them, without a scan of all replicas
+        self.events: list[tuple[float, int]] = []
+
+    # ---- the index ----------------------------------------------------------------------------
+
+    def _hits(self, keys: list[int], run_ends: list[int], max_blocks: int, path: list[RunHolders]) -> list[int]:
+        """Leading cached blocks of the runs on every replica (the engine's ``longest_hit_runs``);
+        appends the holders of the runs it walked to ``path``."""
+        n = len(self.replicas)
+        hits = [0] * n
+        mask = (1 << n) - 1
+        start = 0
+        index = self.index
+        for j in range(len(keys)):
+            end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
+            want = end - start
+            if want <= 0:
+                break
+            held = index.get(keys[j])
+            if held is None:
+                break
+            path.append(held)
+            holders = held.any & mask
+            dropped = mask & ~holders
+            if start > 0:
+                while dropped:
+                    low = dropped & -dropped
+                    hits[low.bit_length() - 1] = start
+                    dropped ^= low
+            mask = holders
+            if not mask:
+                break
+            ok = held.full & holders if want <= held.length else 0
+            partial = holders & ~ok
+            while partial:
+                low = partial & -partial
+                i = low.bit_length() - 1
+                got = held.entries[i].length
+                if got >= want:
+                    ok |= low
+                else:
+                    hits[i] = start + got
+                partial ^= low
+            mask = ok
+            start = end
+            if not mask:
+                break
+        while mask:
+            low = mask & -mask
+            hits[low.bit_length() - 1] = start
+            mask ^= low
+        return hits
+
+    def _hits_on(self, i: int, keys: list[int], run_ends: list[int], max_blocks: int, path: list[RunHolders]) -> int:
+        """Leading cached blocks of the runs on replica ``i``; appends the holders walked to ``path``."""
+        start = 0
+        index = self.index
+        for j in range(len(keys)):
+            end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
+            want = end - start
+            if want <= 0:
+                break
+            held = index.get(keys[j])
+            if held is None:
+                break
+            path.append(held)
+            e = held.entries.get(i)
+            if e is None:
+                break
+            if e.length < want:
+                return start + e.length
+            start = end
+        return start
+
+    def _hold(self, i: int, k: int, length: int, held: RunHolders | None) -> None:
+        """Replica ``i`` caches ``length`` leading blocks of run ``k`` (its holders ``held``, when
+        known) as its most recently used."""
+        rep = self.replicas[i]
+        if held is None:
+            held = self.index.get(k)
+            if held is None:
+                held = RunHolders(k, length)
+                self.index[k] = held
+        bit = 1 << i
+        e = held.entries.get(i)
+        if e is None:
+            e = Entry(i, length, held)
+            held.entries[i] = e
+            held.any |= bit
+            rep.cached += length
+        else:
+            e.unlink()
+            if e.length < length:
+                rep.cached += length - e.length
+                e.length = length
+        e.append_to(rep.lru)
+        if e.length > held.length:
+            held.length = e.length
+            held.full = bit
+        elif e.length == held.length:
+            held.full |= bit
+
+    def _evict(self, i: int, room: int) -> None:
+        """Replica ``i`` drops its least recently used runs until ``room`` blocks are free."""
+        rep = self.replicas[i]
+        head = rep.lru
+        bit = 1 << i
+        while head.next is not head and rep.cached + rep.private + room > rep.capacity:
+            e = head.next
+            e.unlink()
+            rep.cached -= e.length
+            held = e.run
+            assert held is not None
+            del held.entries[i]
+            held.any &= ~bit
+            held.full &= ~bit
+            if not held.any:
+                del self.index[held.key]
+
+    # ---- routing ------------------------------------------------------------------------------
+
+    def _choose(self, now_s: float, hits: list[int] | None, keyed: int) -> int:
+        reps = self.replicas
+        events = self.events
+        while events and events[0][0] <= now_s:
+            reps[heapq.heappop(events)[1]].retire(now_s)
+        if self.router == "round-robin":
+            i = self.next_rr % len(reps)
+            self.next_rr = i + 1
+            return i
+        if self.router == "least-outstanding":
+            best = 0
+            low = len(reps[0].ends)
+            for j in range(1, len(reps)):
+                load = len(reps[j].ends)
+                if load < low:
+                    low = load
+                    best = j
+            return best
+        # precise-prefix (servecap.policy.routers.PrecisePrefix's score, term by term)
+        q_hi = q_lo = len(reps[0].starts)
+        for rep in reps:
+            q = len(rep.starts)
+            if q > q_hi:
+                q_hi = q
+            if q < q_lo:
+                q_lo = q
+        span = q_hi - q_lo
+        best = 0
+        best_s = -1.0e300
+        cap = float(self.capacity)
+        pw, qw, kw = self.prefix_weight, self.queue_weight, self.kv_weight
+        per_block = pw / keyed if hits is not None and keyed else 0.0
+        for j in range(len(reps)):
+            rep = reps[j]
+            prefix = hits[j] * per_block if hits is not None else 0.0
+            queue = 1.0 if span == 0 else (q_hi - len(rep.starts)) / span
+            usage = rep.used / cap
+            s = prefix + qw * queue + kw * (1.0 - (usage if usage < 1.0 else 1.0))
+            if s > best_s:
+                best_s = s
+                best = j
+        return best
+
+    # ---- one request --------------------------------------------------------------------------
+
+    def admit(
+        self, arrival_s: float, prompt: int, output: int, keys: list[int], run_ends: list[int], out: list[float]
+    ) -> None:
+        """Route and admit one request whose prompt's keyed blocks are the runs ``keys`` ending
+        at blocks ``run_ends`` (:func:`~servecap.workload.block_hash.engine_block_runs`); appends
+        its (ttft_s, e2e_s, tpot_s) to ``out``."""
+        bs = self.block_size
+        if not self.caching:
+            keys = []
+        keyed = run_ends[-1] if keys else 0
+        max_hit = (prompt - 1) // bs
+        path: list[RunHolders] = []
+        hits = self._hits(keys, run_ends, max_hit, path) if keys and self.router == "precise-prefix" else None
+        i = self._choose(arrival_s, hits, keyed)
+        rep = self.replicas[i]
+        if hits is not None:
+            hit = hits[i]
+        elif keys:
+            hit = self._hits_on(i, keys, run_ends, max_hit, path)
+        else:
+            hit = 0
+        # the request's runs become the most recently used of replica i's cache, its first run
+        # last: the engine lets go of a request's blocks last first, so its deepest go first
+        head = rep.lru
+        walked = len(path)
+        for j in range(len(keys) - 1, -1, -1):
+            end = run_ends[j]
+            if end <= hit:  # cached whole: only its place in the list changes
+                e = path[j].entries[i]
+                e.unlink()
+                e.append_to(head)
+            else:
+                self._hold(i, keys[j], end - (run_ends[j - 1] if j else 0), path[j] if j < walked else None)
+        total = -(-(prompt + output) // bs)
+        private = total - keyed
+        # room: at most max_num_seqs held and the blocks fit (least recently used runs go first;
+        # held requests' blocks wait for them to end)
+        start_s = arrival_s if arrival_s > rep.last_start_s else rep.last_start_s
+        self._evict(i, private)
+        while rep.ends and (len(rep.ends) >= self.max_num_seqs or rep.cached + rep.private + private > self.capacity):
+            end_s, p, u, c = heapq.heappop(rep.ends)
+            rep.private -= p
+            rep.used -= u
+            rep.ctx -= c
+            if end_s > start_s:
+                start_s = end_s
+            self._evict(i, private)
+        rep.retire_ends(start_s)
+        # prefill: the uncached prompt in chunks of the token budget left by the decoders
+        batch = len(rep.ends)
+        prefill_from = start_s if start_s > rep.prefill_free_s else rep.prefill_free_s
+        cached_tokens = hit * bs
+        todo = prompt - cached_tokens
+        budget = self.max_num_batched_tokens - batch
+        if budget < 1:
+            budget = 1
+        steps = -(-todo // budget)
+        chunk = -(-todo // steps)
+        mid = cached_tokens + todo / 2.0
+        kv = float(rep.ctx) + mid
+        pairs = float(rep.ctx) + chunk * mid + chunk * (chunk + 1) / 2.0
+        prefill_s = steps * self.model.time(chunk + batch, batch + 1, kv, kv, pairs, pairs, chunk)
+        first_s = prefill_from + prefill_s
+        rep.prefill_free_s = first_s
+        # decode: one token a step in a batch of the held requests and this one
+        ctx = prompt + output // 2
+        dkv = float(rep.ctx + ctx)
+        tpot_s = self.model.time(batch + 1, batch + 1, dkv, dkv, dkv, dkv, 0) if output > 1 else 0.0
+        end_s = first_s + (output - 1) * tpot_s
+        if start_s > arrival_s:
+            heapq.heappush(rep.starts, start_s)
+            heapq.heappush(self.events, (start_s, i))
+        rep.last_start_s = start_s
+        heapq.heappush(rep.ends, (end_s, private, total, ctx))
+        heapq.heappush(self.events, (end_s, i))
+        rep.private += private
+        rep.used += total
+        rep.ctx += ctx
+        self._evict(i, 0)
+        rep.served += 1
+        self.requests += 1
+        self.hit_tokens += cached_tokens
+        self.query_tokens += prompt
+        if end_s > self.last_end_s:
+            self.last_end_s = end_s
+        if len(self.index) > self.peak_index_keys:
+            self.peak_index_keys = len(self.index)
+        out.append(first_s - arrival_s)
+        out.append(end_s - arrival_s)
+        out.append(tpot_s)
+
+    def admit_chunk(
+        self,
+        arrival_s: list[float],
+        prompt: list[int],
+        output: list[int],
+        offsets: list[int],
+        keys: list[int],
+        run_ends: list[int],
+        out: list[float],
+    ) -> None:
+        """:meth:`admit` for each row of a chunk (``offsets``: row ``r``'s runs are
+        ``keys[offsets[r]:offsets[r + 1]]``, ending at ``run_ends[...]``; empty: no hashes)."""
+        has = len(offsets) > 0
+        empty: list[int] = []
+        for r in range(len(arrival_s)):
+            if has:
+                lo = offsets[r]
+                hi = offsets[r + 1]
+                self.admit(arrival_s[r], prompt[r], output[r], keys[lo:hi], run_ends[lo:hi], out)
+            else:
+                self.admit(arrival_s[r], prompt[r], output[r], empty, empty, out)

@@ -1,0 +1,116 @@
+"""A block-hash trace read chunk by chunk: memory bounded by the chunk, not by the file.
+
+:func:`~servecap.workload.trace.load_trace` reads a trace whole (it sorts the rows by time, and
+caps the file at ``MAX_DATA_BYTES``); a month of a production block-hash trace is millions of
+lines. :func:`iter_trace_chunks` reads a ``mooncake`` JSONL trace (the Mooncake FAST'25 and
+Qwen Bailian keys: ``timestamp`` in ms, ``input_length``, ``output_length``, ``hash_ids``; other
+keys ignored) one line at a time with the same checks per line as ``load_trace`` (same field
+names in its errors: file, line, key) and yields :class:`~servecap.workload.RequestArrays` of
+``chunk_rows`` rows. It cannot sort: a row earlier than the one before it is refused by line
+(``load_trace`` reads and sorts a file that fits in memory). No size cap: the reader holds one
+chunk, and the consumer (:func:`servecap.fleet.cache_replay_run.cache_replay`) one more.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from servecap.errors import ServecapError
+from servecap.workload.arrays import RequestArrays
+from servecap.workload.block_hash import DEFAULT_TRACE_BLOCK_TOKENS
+from servecap.workload.trace import MAX_TIME_S, MOONCAKE_KEYS, _hash_ids, _number
+
+CHUNK_ROWS = 65_536
+
+
+def iter_trace_chunks(
+    path: Path,
+    *,
+    trace_block_tokens: int = DEFAULT_TRACE_BLOCK_TOKENS,
+    chunk_rows: int = CHUNK_ROWS,
+) -> Iterator[RequestArrays]:
+    """The ``mooncake`` trace at ``path`` as chunks of ``chunk_rows`` requests, in file order
+    (which must be time order); errors name the file, the line and the key."""
+    if chunk_rows < 1:
+        raise ServecapError("chunk_rows", chunk_rows, "must be >= 1")
+    if path.suffix.lower() not in (".jsonl", ".ndjson"):
+        raise ServecapError("trace", str(path), "a streamed block-hash trace is mooncake JSONL (.jsonl)")
+    try:
+        fh = path.open(encoding="utf-8", newline=None)
+    except OSError as err:
+        raise ServecapError("trace", str(path), f"cannot be read ({err.strerror or err})") from None
+    rows = 0
+    with fh:
+        arrival: list[float] = []
+        prompt: list[int] = []
+        output: list[int] = []
+        ids = array("q")
+        lens: list[int] = []
+        last_s = 0.0
+        try:
+            for i, line in enumerate(fh, start=1):
+                text = line.strip()
+                if not text:
+                    continue
+                where = f"{path.name}:{i}"
+                try:
+                    obj = json.loads(text)
+                except (ValueError, RecursionError) as err:
+                    raise ServecapError(where, text[:60], f"not JSON ({str(err)[:80]})") from None
+                if not isinstance(obj, dict):
+                    raise ServecapError(where, text[:60], "each line must be a JSON object")
+                for key in MOONCAKE_KEYS:
+                    if key not in obj:
+                        raise ServecapError(where, key, "missing key of a mooncake trace line")
+                t = _number(obj, "timestamp", where, minimum=0.0, maximum=MAX_TIME_S * 1000.0) / 1000.0
+                if t < last_s:
+                    raise ServecapError(
+                        f"{where}.timestamp",
+                        obj["timestamp"],
+                        f"earlier than the line before ({last_s * 1000.0:g} ms): a streamed trace must be in "
+                        "time order (sort it, or read it whole)",
+                    )
+                last_s = t
+                p = int(_number(obj, "input_length", where, minimum=1, integer=True))
+                o = int(_number(obj, "output_length", where, minimum=0, integer=True))
+                h = _hash_ids(obj.get("hash_ids"), p, trace_block_tokens, where)
+                arrival.append(t)
+                prompt.append(p)
+                output.append(max(o, 1))  # a prefill-only row makes its first token (load_trace too)
+                ids.extend(h)
+                lens.append(len(h))
+                if len(arrival) == chunk_rows:
+                    rows += len(arrival)
+                    yield _chunk(arrival, prompt, output, ids, lens, trace_block_tokens)
+                    arrival, prompt, output, ids, lens = [], [], [], array("q"), []
+        except UnicodeDecodeError as err:
+            raise ServecapError("trace", str(path), f"not UTF-8 text ({err.reason})") from None
+        if arrival:
+            rows += len(arrival)
+            yield _chunk(arrival, prompt, output, ids, lens, trace_block_tokens)
+    if rows == 0:
+        raise ServecapError("trace", str(path), "trace has no requests")
+
+
+def _chunk(
+    arrival: list[float], prompt: list[int], output: list[int], ids: array[int], lens: list[int], block_tokens: int
+) -> RequestArrays:
+    n = len(arrival)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.asarray(lens, dtype=np.int64), out=offsets[1:])
+    has = bool(offsets[-1])
+    return RequestArrays(
+        arrival_s=np.asarray(arrival, dtype=np.float64),
+        prompt_tokens=np.asarray(prompt, dtype=np.int64),
+        output_tokens=np.asarray(output, dtype=np.int64),
+        prefix_group=np.full(n, -1, dtype=np.int64),
+        prefix_tokens=np.zeros(n, dtype=np.int64),
+        hash_ids=np.frombuffer(ids, dtype=np.int64).copy() if has else np.zeros(0, dtype=np.int64),
+        hash_offsets=offsets if has else np.zeros(0, dtype=np.int64),
+        trace_block_tokens=block_tokens,
+    )
