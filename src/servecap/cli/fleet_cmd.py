@@ -152,6 +152,16 @@ fleet_kv_tier_options = stack(
     help="Stream every request's record to this Parquet file (needs pyarrow: servecap[records]).",
 )
 @click.option("--save", is_flag=True, help="Store the run: summary and sketches (or every record when exact).")
+@click.option(
+    "--fidelity",
+    type=click.Choice(["full", "cache-replay"]),
+    default="full",
+    show_default=True,
+    help="full: the discrete-event simulation. cache-replay: a Mooncake block-hash --trace streamed through "
+    "each replica's prefix cache, the router and admission (exact), latencies from the step model at "
+    "admission; millions of requests in bounded memory; one pool, no tiers, autoscaling or P/D "
+    "(docs/simulator.md).",
+)
 @db_option
 @html_option
 @json_option
@@ -189,6 +199,7 @@ def fleet_simulate_command(
     percentiles: str | None,
     records: Path | None,
     save: bool,
+    fidelity: Literal["full", "cache-replay"],
     db: Path | None,
     html: Path | None,
     as_json: bool,
@@ -230,6 +241,21 @@ def fleet_simulate_command(
         ),
     )
     ff, base_dir = fleet_from_flags(flags)
+    if fidelity == "cache-replay":
+        refused: dict[str, object] = {
+            "--workload": workload,
+            "--rate": rate,
+            "--users": users,
+            "--think-time-s": think_time_s,
+            "--duration-s": duration_s,
+            "--num-requests": num_requests,
+            "--exact/--sketch": percentiles,
+            "--records": records,
+            "--save": save or None,
+            "--html": html,
+        }
+        _cache_replay(ff, base_dir, pop_trace(trace_flags), refused, as_json)
+        return
     load = LoadFlags(
         rate=rate, users=users, think_time_s=think_time_s, duration_s=duration_s, num_requests=num_requests
     )
@@ -290,6 +316,50 @@ def fleet_simulate_command(
         return
 
     _render(make_console(), response, router_name)
+
+
+def _cache_replay(
+    ff: FleetFile, base_dir: Path | None, trace: object, refused: dict[str, object], as_json: bool
+) -> None:
+    """``--fidelity cache-replay``: the trace streamed through the cache replay (app/cache_replay.py)."""
+    from servecap.app.cache_replay import fleet_cache_replay
+    from servecap.cli.console import make_console, progress_reporter
+    from servecap.errors import ServecapError
+    from servecap.workload.spec_parts import TraceArrival
+
+    for flag, value in refused.items():
+        if value is not None:
+            raise ServecapError(flag, value, "not read at --fidelity cache-replay (it replays --trace FILE as it is)")
+    if not isinstance(trace, TraceArrival):
+        raise ServecapError("--fidelity", "cache-replay", "replays a block-hash trace: give --trace FILE")
+    err = make_console(stderr=True)
+    with progress_reporter(err) as progress:
+        r = fleet_cache_replay(ff, trace, base_dir=base_dir, progress=progress)
+    if as_json:
+        click.echo(r.model_dump_json())
+        return
+    from rich.table import Table
+
+    console = make_console()
+    rate = "-" if r.prefix_cache_hit_rate is None else f"{100 * r.prefix_cache_hit_rate:.1f}%"
+    console.print(
+        f"cache replay: {r.requests:,} requests on {r.replicas} replicas ({r.router} router) over "
+        f"{r.horizon_s:,.1f} s; prefix cache hit rate {rate} of {r.prefix_cache_query_tokens:,} prompt tokens",
+        highlight=False,
+    )
+    table = Table(title="latency (ms)")
+    for col in ("", "p50", "p90", "p99", "mean", "max"):
+        table.add_column(col, justify="right")
+    for name, d in (("TTFT", r.ttft_s), ("TPOT", r.tpot_s), ("E2E", r.e2e_s)):
+        table.add_row(
+            name,
+            *("-" if d[k] is None else f"{1000 * float(d[k] or 0):,.1f}" for k in ("p50", "p90", "p99", "mean", "max")),
+        )
+    console.print(table)
+    served = r.requests_per_replica
+    console.print(f"requests per replica: min {min(served):,}, max {max(served):,}", highlight=False)
+    for note in r.notes:
+        console.print(f"note: {note}", highlight=False)
 
 
 def _add_plan_command() -> None:

@@ -1,0 +1,105 @@
+"""``fleet simulate --fidelity cache-replay``: a block-hash trace on a one-pool fleet, streamed
+through the cache-replay fidelity (:mod:`servecap.fleet.cache_replay_run`: each replica's prefix
+cache, the router's choice and the admission limits exactly; latencies from the step model at
+admission). It answers hit rates and latency percentiles for traces of millions of requests in
+bounded memory, and is asked for by name, never substituted for the full simulation."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from servecap.errors import ServecapError
+from servecap.fleet.cache_replay_run import cache_replay, cache_replay_refusal
+from servecap.fleet.file_schema import FleetFile, build_fleet
+from servecap.progress import Progress, ProgressFn
+from servecap.workload import RequestArrays
+from servecap.workload.samples import trace_path
+from servecap.workload.spec_parts import TraceArrival
+from servecap.workload.trace_stream import iter_trace_chunks
+
+FIDELITIES = ("full", "cache-replay")
+
+
+class CacheReplayResponse(BaseModel):
+    """What a cache replay answers (latencies in seconds: p50, p90, p95, p99, mean, max, count)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fidelity: str = "cache-replay"
+    router: str
+    replicas: int
+    requests: int
+    prefix_cache_hit_rate: float | None
+    prefix_cache_hit_tokens: int
+    prefix_cache_query_tokens: int
+    ttft_s: dict[str, float | int | None]
+    tpot_s: dict[str, float | int | None]
+    e2e_s: dict[str, float | int | None]
+    requests_per_replica: list[int]
+    horizon_s: float
+    throughput_req_s: float | None
+    peak_index_keys: int
+    notes: list[str]
+
+
+def _scaled(chunks: Iterator[RequestArrays], time_scale: float, progress: ProgressFn | None) -> Iterator[RequestArrays]:
+    """The chunks with their arrival times multiplied by ``time_scale``, reporting requests read."""
+    done = 0
+    for chunk in chunks:
+        if time_scale != 1.0:
+            chunk = dataclasses.replace(chunk, arrival_s=chunk.arrival_s * time_scale)
+        done += len(chunk)
+        if progress is not None and len(chunk):
+            progress(Progress(stage="cache replay", done=done, sim_time_s=float(chunk.arrival_s[-1])))
+        yield chunk
+
+
+def fleet_cache_replay(
+    fleet: FleetFile,
+    trace: TraceArrival,
+    *,
+    base_dir: Path | None = None,
+    progress: ProgressFn | None = None,
+) -> CacheReplayResponse:
+    """Replay ``trace`` (a Mooncake/Bailian block-hash JSONL, read chunk by chunk) on ``fleet`` at
+    the cache-replay fidelity. A fleet or trace setting it does not model is refused by name."""
+    if trace.format not in ("auto", "mooncake"):
+        raise ServecapError("--trace-format", trace.format, "the cache-replay fidelity reads mooncake block-hash JSONL")
+    if trace.start_s != 0.0 or trace.end_s is not None:
+        raise ServecapError(
+            "--trace-start-s" if trace.start_s != 0.0 else "--trace-end-s",
+            trace.start_s if trace.start_s != 0.0 else trace.end_s,
+            "a window is not read at the cache-replay fidelity (it streams the file whole); cut the file instead",
+        )
+    spec, notes = build_fleet(fleet, base_dir)
+    reason = cache_replay_refusal(spec)
+    if reason is not None:
+        raise ServecapError("--fidelity", "cache-replay", reason)
+    path = trace_path(trace.path, "--trace")
+    chunks = iter_trace_chunks(path, trace_block_tokens=trace.trace_block_tokens)
+    res = cache_replay(spec, _scaled(chunks, trace.time_scale, progress))
+    notes = [
+        *notes,
+        "fidelity cache-replay: prefix caches, routing and admission exact; each request's latency fixed "
+        "at admission from the step model (later arrivals do not slow it) -- docs/simulator.md",
+    ]
+    return CacheReplayResponse(
+        router=spec.router,
+        replicas=spec.pools[0].replicas,
+        requests=res.requests,
+        prefix_cache_hit_rate=res.prefix_cache_hit_rate,
+        prefix_cache_hit_tokens=res.prefix_cache_hit_tokens,
+        prefix_cache_query_tokens=res.prefix_cache_query_tokens,
+        ttft_s=res.ttft_s.to_dict(),
+        tpot_s=res.tpot_s.to_dict(),
+        e2e_s=res.e2e_s.to_dict(),
+        requests_per_replica=list(res.requests_per_replica),
+        horizon_s=res.horizon_s,
+        throughput_req_s=res.requests / res.horizon_s if res.horizon_s > 0 else None,
+        peak_index_keys=res.peak_index_keys,
+        notes=notes,
+    )
