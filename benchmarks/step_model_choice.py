@@ -59,7 +59,9 @@ def main() -> None:
         _, ops = _log_median([c for c in train["operations"] if cell in _cells(c)])
         decision = "operations" if clear_win(n, roof, ops) else "roofline"
         shipped = TRAINING_EVIDENCE.get(cell)
-        same = shipped is not None and shipped[0] == n and abs(shipped[1] - roof) < 5e-4 and abs(shipped[2] - ops) < 5e-4
+        same = (
+            shipped is not None and shipped[0] == n and abs(shipped[1] - roof) < 5e-4 and abs(shipped[2] - ops) < 5e-4
+        )
         stale += not same
         print(
             f"| {'/'.join(cell)} | {n} | {roof:.1%} | {ops:.1%} | {decision} | "

@@ -42,7 +42,11 @@ CASES: list[Case] = [
     Case(
         "validate-train-split-auto-steps",
         ["validate", "--source", "vllm-pr43232-b200", "--split", "train", "--step-model", "aiconfigurator-or-roofline"],
-        ("POST", "/api/v1/validate", {"source": "vllm-pr43232-b200", "split": "train", "step_model": "aiconfigurator-or-roofline"}),
+        (
+            "POST",
+            "/api/v1/validate",
+            {"source": "vllm-pr43232-b200", "split": "train", "step_model": "aiconfigurator-or-roofline"},
+        ),
     ),
 ]
 
