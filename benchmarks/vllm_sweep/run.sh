@@ -15,6 +15,12 @@
 # NAME:SEED:PROMPTS:LOAD with LOAD cN (N concurrent users) or rR (Poisson, R requests/s), one
 # seed per run so runs never repeat a prompt; AFTER_RUN: a command run after each run (to save
 # what is done so far).
+# DATASET_ARGS: `vllm bench serve` dataset arguments in place of the random 1,024/128 prompts (e.g.
+# the prefix-repetition dataset for a prefix-cache or KV-offload run); PREFIX_CACHING=1 keeps vLLM's
+# prefix cache on (off by default, so that random prompts measure compute only); METRICS=1 saves the
+# server's Prometheus /metrics before the first run (metrics-start.txt) and after each run
+# (NAME.metrics.txt): real captures for `servecap monitor`'s readers. ONLY_RUNS: run only these
+# names (and the warm-up) of RUNS, to finish a sweep that a lease cut short.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 OUT_DIR="${OUT_DIR:?set OUT_DIR}"
@@ -26,6 +32,10 @@ MODEL_DIR="${MODEL_DIR:-/tmp/servecap-model}"
 PORT="${PORT:-8000}"
 PY="${PY:-python3}"
 AFTER_RUN="${AFTER_RUN:-true}"
+DATASET_ARGS="${DATASET_ARGS:---dataset-name random --random-input-len 1024 --random-output-len 128}"
+PREFIX_CACHING="${PREFIX_CACHING:-0}"
+METRICS="${METRICS:-0}"
+if [ "$PREFIX_CACHING" = 1 ]; then CACHE_ARG=--enable-prefix-caching; else CACHE_ARG=--no-enable-prefix-caching; fi
 # the H100 sweep of 2026-11-25 (docs/validation.md)
 RUNS="${RUNS:-warmup:100:8:c8 c1:1:16:c1 c4:2:48:c4 c16:3:160:c16 c64:4:384:c64 c256:5:512:c256 r8:6:160:r8 r24:7:240:r24}"
 mkdir -p "$OUT_DIR"
@@ -39,7 +49,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT_DIR
 echo "model $MODEL quant $QUANT max_model_len $MAX_MODEL_LEN serve_args $SERVE_ARGS VLLM_USE_FLASHINFER_SAMPLER=${VLLM_USE_FLASHINFER_SAMPLER:-}" >> "$OUT_DIR/versions.txt"
 # shellcheck disable=SC2086  # SERVE_ARGS is a list of arguments
 "$PY" -m vllm.entrypoints.cli.main serve "$MODEL_DIR" --load-format dummy --max-model-len "$MAX_MODEL_LEN" \
-  --port "$PORT" --seed 0 --no-enable-prefix-caching $SERVE_ARGS > "$OUT_DIR/server.log" 2>&1 &
+  --port "$PORT" --seed 0 $CACHE_ARG $SERVE_ARGS > "$OUT_DIR/server.log" 2>&1 &
 SERVER=$!
 stop_server() {  # SIGTERM, up to 30 s for a clean shutdown, then SIGKILL the server and its children
   kill "$SERVER" 2>/dev/null || return 0
@@ -57,21 +67,28 @@ for _ in $(seq 1 600); do
 done
 curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "vllm serve not ready"; tail -40 "$OUT_DIR/server.log"; exit 1; }
 echo "$MODEL: server ready after ${SECONDS}s"
+save_metrics() { [ "$METRICS" = 1 ] && curl -sf "http://127.0.0.1:$PORT/metrics" > "$OUT_DIR/$1"; return 0; }
+save_metrics metrics-start.txt
+# shellcheck disable=SC2086  # DATASET_ARGS is a list of arguments
 bench() {  # name, then vllm bench serve arguments
   local name=$1; shift
   "$PY" -m vllm.entrypoints.cli.main bench serve --backend vllm --model "$MODEL_DIR" --port "$PORT" \
-    --dataset-name random --random-input-len 1024 --random-output-len 128 --ignore-eos \
+    $DATASET_ARGS --ignore-eos \
     --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99 \
     --save-result --result-dir "$OUT_DIR" --result-filename "$name.json" "$@" > "$OUT_DIR/$name.txt" 2>&1
   echo "$name rc=$? at ${SECONDS}s $(grep -E 'Output token throughput|Median TTFT|Median TPOT' "$OUT_DIR/$name.txt" | tr -s ' ' | tr '\n' ';')"
 }
 for run in $RUNS; do
   IFS=: read -r name seed prompts load <<< "$run"
+  if [ -n "${ONLY_RUNS:-}" ] && [ "$name" != warmup ]; then
+    case " $ONLY_RUNS " in *" $name "*) ;; *) continue ;; esac
+  fi
   case "$load" in
     c*) bench "$name" --seed "$seed" --num-prompts "$prompts" --max-concurrency "${load#c}" ;;
     r*) bench "$name" --seed "$seed" --num-prompts "$prompts" --request-rate "${load#r}" ;;
     *) echo "run $run: load $load is neither cN nor rR"; exit 1 ;;
   esac
+  save_metrics "$name.metrics.txt"
   eval "$AFTER_RUN"
 done
 echo "$MODEL: done after ${SECONDS}s"

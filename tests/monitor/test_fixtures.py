@@ -95,3 +95,22 @@ def test_vllm_v1_capture_percentiles_hit_rate_and_capacity() -> None:
     assert w.prefix_hit_rate == 0.0  # 0 hits of 39 queried tokens
     # vLLM's maximum concurrency from the KV pool: 72474 // ceil(1152 / 128) = 72474 // 9 = 8052
     assert capacity_from_cache_config(s.cache_config, 1152).requests_per_replica == 8052  # type: ignore[arg-type]
+
+
+def test_vllm_0_26_0_capture_with_cache_sources() -> None:
+    """The project's own capture (README): a fresh vLLM 0.26.0 server with CPU offloading. Every
+    counter is 0, the cache-source families are all there, and a window over no traffic has no
+    hit rate (None), not a division by zero."""
+    from servecap.monitor.cache_hits import BY_SOURCE, cache_hits
+
+    s = parse_exposition((FIXTURES / "vllm_0_26_0_h200_offload_idle.txt").read_text(), url="u", time_s=0.0)
+    assert s.engine == "vllm" and s.model_name == "/tmp/servecap-sweep/model-llama31-8b-fp8-offload"
+    assert s.gauges == {"running": 0.0, "waiting": 0.0, "kv_usage": 0.0}
+    assert s.cache_config is not None
+    assert (s.cache_config.num_gpu_blocks, s.cache_config.block_size) == (9450, 16)  # 151,200 tokens
+    assert s.cache_config.gpu_memory_utilization == 0.2
+    for key in ("prompt_local_compute", "prompt_local_cache_hit", "prompt_external_kv_transfer"):
+        assert s.counters[key] == 0.0
+    assert "itl" in s.histograms and s.histograms["itl"].count == 0  # vllm:inter_token_latency_seconds
+    hits = cache_hits(s, s)
+    assert hits is not None and hits.source == BY_SOURCE and hits.hit_rate is None
