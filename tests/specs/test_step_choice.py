@@ -10,7 +10,7 @@ from servecap.specs.step_choice import TRAINING_EVIDENCE, choose_step_model, cle
 @pytest.mark.parametrize(
     ("cls", "vendor", "engine", "model", "cell"),
     [
-        # DeepSeek-class MoE on NVIDIA under vLLM: 14 training values, roofline 56.0% -> 10.1%
+        # DeepSeek-class MoE on NVIDIA under vLLM: 14 training values, roofline 55.2% -> 10.1%
         ("moe>100B", "NVIDIA", "vllm", "operations", ("moe>100B", "nvidia", "vllm")),
         # Qwen3-235B under TensorRT-LLM: one training value (roofline 4.3%, operations 45.6%):
         # under 8 values nothing moves off the roofline

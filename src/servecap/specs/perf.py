@@ -56,7 +56,7 @@ DEFAULT_STEP_OVERHEAD_S = 0.00207
 """The per-step cost not hidden by CUDA graphs, fitted on every engine's training rows: see
 :class:`Efficiency`."""
 
-STEP_OVERHEAD_S_BY_ENGINE: dict[str, dict[str, float]] = {"vllm": {"H100": 0.00113, "H200": 0.00081}}
+STEP_OVERHEAD_S_BY_ENGINE: dict[str, dict[str, float]] = {"vllm": {"H100": 0.00113, "H200": 0.00145}}
 """Per-engine, per-GPU-family step overheads, fitted on one engine's training rows on one family
 (``benchmarks/fit_engine.py --parameter step_overhead``: golden section on the median absolute
 log error of their throughput, TPOT and E2E values, the family's bandwidth efficiency fixed)
@@ -68,10 +68,10 @@ was set by the single-stream rows of older engines beside bandwidths fitted on T
 is the bare weight stream of the same GPU (5.42 ms, ``benchmarks/data/gpu_ceilings_h100.json``)
 plus about 1.1 ms (docs/validation.md, "First-party vLLM rows"); AIConfigurator's measured vLLM
 0.24 kernels give 1.37 ms for the same deployments (``validation/aic_steps.json``). vLLM on H200
-0.810 ms: the first-party vLLM 0.26.0 training rows the default step model runs on the roofline
+1.448 ms: the first-party vLLM 0.26.0 training rows the default step model runs on the roofline
 (``fit_engine.py --engine vllm --family H200 --parameter step_overhead --chosen-rows-only``:
-servecap-vllm-h200-sweep Llama-3.1-70B FP8 c4, Llama-3.1-8B FP8 c16, Qwen3-30B-A3B c4, c64 and
-Poisson 8/s; 35 values, median |log error| 0.136 at the global 2.07 ms, 0.115 fitted; the
+servecap-vllm-h200-sweep Llama-3.1-70B FP8 c4, c16 and c256, Llama-3.1-8B FP8 c16, Qwen3-30B-A3B
+c4, c64 and Poisson 8/s; 49 values, median |log error| 0.1345 fitted; the
 DeepSeek-R1 rows run on the operations, whose overhead keeps 2.07 ms,
 :data:`OPERATIONS_STEP_OVERHEAD_S_BY_ENGINE`)."""
 

@@ -33,27 +33,29 @@ MIN_VALUES = 8
 TRAINING_EVIDENCE: dict[tuple[str, ...], tuple[int, float, float]] = {
     ("dense", "amd", "vllm"): (23, 0.307, 0.087),
     ("dense", "nvidia", "trtllm"): (21, 0.096, 0.112),
-    ("dense", "nvidia", "vllm"): (111, 0.080, 0.102),
-    ("moe<=100B", "nvidia", "vllm"): (30, 0.285, 0.389),
+    ("dense", "nvidia", "vllm"): (111, 0.088, 0.102),
+    ("moe<=100B", "nvidia", "vllm"): (30, 0.215, 0.389),
     ("moe>100B", "nvidia", "trtllm"): (1, 0.043, 0.456),
-    ("moe>100B", "nvidia", "vllm"): (14, 0.560, 0.101),
+    ("moe>100B", "nvidia", "vllm"): (14, 0.552, 0.101),
     ("dense", "amd"): (23, 0.307, 0.087),
-    ("dense", "nvidia"): (132, 0.089, 0.103),
-    ("moe<=100B", "nvidia"): (30, 0.285, 0.389),
-    ("moe>100B", "nvidia"): (15, 0.544, 0.102),
+    ("dense", "nvidia"): (132, 0.092, 0.103),
+    ("moe<=100B", "nvidia"): (30, 0.215, 0.389),
+    ("moe>100B", "nvidia"): (15, 0.536, 0.102),
     ("amd",): (23, 0.307, 0.087),
-    ("nvidia",): (177, 0.115, 0.112),
-    ("dense",): (155, 0.098, 0.101),
-    ("moe<=100B",): (30, 0.285, 0.389),
-    ("moe>100B",): (15, 0.544, 0.102),
+    ("nvidia",): (177, 0.117, 0.112),
+    ("dense",): (155, 0.111, 0.101),
+    ("moe<=100B",): (30, 0.215, 0.389),
+    ("moe>100B",): (15, 0.536, 0.102),
 }
 """Class -> (training values, roofline's median |log error|, the operations' median |log error|),
-over the throughput, TPOT/ITL, TTFT and E2E values of the corpus's training rows
-(``benchmarks/step_model_choice.py`` prints them; corpus of 2026-11-28, 104 rows, the training
-half's 200 such values; the roofline with vLLM's fitted H200 step overhead, ``specs.perf``: the
-decisions are the same with the global 2.07 ms it replaced, under which the roofline's medians
-were 8.8%, 21.5% and 55.2% for the three NVIDIA vLLM classes). The classes are (model class, GPU
-vendor, engine family), (model class, vendor), (vendor) and (model class)."""
+over the throughput, TPOT/ITL, TTFT and E2E values of the corpus's training rows, as the
+decisions were taken: the corpus of 2026-11-28 at 104 rows (the training half's 200 such
+values), the roofline with the defaults of that day (vLLM's H200 step overhead the global
+2.07 ms; it was fitted afterwards on the rows the roofline runs, ``specs.perf``). The classes are
+(model class, GPU vendor, engine family), (model class, vendor), (vendor) and (model class).
+``benchmarks/step_model_choice.py`` recomputes them on today's corpus and defaults and names the
+classes whose figures, or decision, moved since (docs/validation.md, "The default step
+model")."""
 
 
 @dataclass(frozen=True, slots=True)
