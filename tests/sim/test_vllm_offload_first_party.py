@@ -68,8 +68,10 @@ num_requests: 246
 def test_servecap_on_the_same_workload(tmp_path: Path) -> None:
     """servecap's answer for the 246 finished requests, with the GPU cache vLLM logged (9,450
     blocks of 16 tokens x 131,072 B = 19,818,086,400 B) and the 32 GiB CPU tier: about the same
-    run time (12.2 s simulated against about 12 s measured) and the GPU cache's share 6 points
-    above the measured 43.9%, but a CPU share of 25.8% against the measured 14.1%. What vLLM
+    run time (12.6 s simulated against about 12 s measured; 12.2 s before vLLM's H200 step
+    overhead was fitted, 1.45 ms for the global 2.07 ms, specs.perf) and the GPU cache's share 3
+    points above the measured 43.9% (6 before), but a CPU share of 26.1% against the measured
+    14.1%. What vLLM
     0.26.0's connector does that servecap's tier does not (read in its
     ``offloading/scheduler.py`` and ``kv_offload/cpu/manager.py``): a block is stored by an
     asynchronous job after the step that computed it and is not loadable until the job
@@ -86,9 +88,9 @@ def test_servecap_on_the_same_workload(tmp_path: Path) -> None:
     out = json.loads(res.stdout)
     tiers = out["kv_tiers"]
     assert out["completed"] == 246
-    assert out["duration_s"] == pytest.approx(12.2, abs=0.1)
-    assert tiers["gpu"]["fraction"] == pytest.approx(0.499, abs=0.001)
-    assert tiers["cpu"]["fraction"] == pytest.approx(0.258, abs=0.001)
+    assert out["duration_s"] == pytest.approx(12.6, abs=0.1)
+    assert tiers["gpu"]["fraction"] == pytest.approx(0.468, abs=0.001)
+    assert tiers["cpu"]["fraction"] == pytest.approx(0.261, abs=0.001)
     # the ceiling: every prefix's first request misses; 4,096 of 4,352 prompt tokens can hit
     first_seen = 48
     assert tiers["gpu"]["fraction"] + tiers["cpu"]["fraction"] <= (246 - first_seen) / 246 * 4096 / 4352 + 0.02
