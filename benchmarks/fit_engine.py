@@ -18,6 +18,7 @@ would otherwise set the value).
 
     PYTHONPATH=src .venv/bin/python benchmarks/fit_engine.py --engine trtllm
     PYTHONPATH=src .venv/bin/python benchmarks/fit_engine.py --engine vllm --family H100 --parameter step_overhead
+    ... --chosen-rows-only   # only the rows the default step model (auto) runs on --step-model
 """
 
 from __future__ import annotations
@@ -56,8 +57,24 @@ def main() -> None:
     ap.add_argument(
         "--step-model", choices=("roofline", "operations"), default="roofline", help="the step model fitted"
     )
+    ap.add_argument(
+        "--chosen-rows-only",
+        action="store_true",
+        help="only the rows the default step model (auto, specs.step_choice) runs on --step-model",
+    )
     args = ap.parse_args()
     rows = [r for r in load_corpus() if r.split == "train" and r.engine == args.engine]
+    if args.chosen_rows_only:
+        from servecap.catalog.gpus import lookup_gpu
+        from servecap.specs.step_choice import choose_step_model
+        from servecap.validation.evaluate import model_class
+
+        rows = [
+            r
+            for r in rows
+            if choose_step_model(model_class(r.row.model), lookup_gpu(r.row.gpu).vendor, r.engine).model
+            == args.step_model
+        ]
     print(f"{len(rows)} training rows of {args.engine}", flush=True)
     lo, hi = BOUNDS[args.parameter]
     for fam in sorted({gpu_family(r.row.gpu) for r in rows}):

@@ -6,8 +6,9 @@ aiconfigurator==0.12.0``) answers the rows it covers through ``benchmarks/peer_a
 run as a subprocess with that environment's Python (it is never imported here). Both tools'
 signed errors (``predicted / measured - 1``) are paired on the values both answered, and the
 median |error| is printed per metric family, per engine and per split (and per engine on the
-held-out rows), for servecap's roofline and its step as operations (``--step-model
-operations``), as a Markdown table
+held-out rows), for servecap's default (``--step-model auto``: per model class, GPU vendor and
+engine the step model its training rows favour), its roofline and its step as operations
+(``--step-model operations``), as a Markdown table
 (``docs/validation.md``, "Side by side with AIConfigurator").
 
     PYTHONPATH=src .venv/bin/python benchmarks/peer_accuracy.py --aic-python /tmp/aic-venv/bin/python
@@ -76,8 +77,10 @@ def main() -> None:
     if proc.returncode != 0:
         sys.exit(f"AIConfigurator worker failed: {proc.stderr.strip().splitlines()[-1:]}")
     aic: dict[str, dict] = json.loads(proc.stdout)
-    comps = compare_rows(rows)
-    # the same rows on the step as operations (core/ops), paired value by value
+    comps = compare_rows(rows)  # servecap's default step model (auto)
+    # the same rows on the roofline and on the step as operations (core/ops), paired value by value
+    _, roof_adj = select_step_source("roofline", rows)
+    roof_pred = {(c.full_id, c.metric): c.predicted for c in compare_rows(rows, per_row=roof_adj)}
     _, ops_adj = select_step_source("operations", rows)
     ops_pred = {(c.full_id, c.metric): c.predicted for c in compare_rows(rows, per_row=ops_adj)}
     paired = []
@@ -101,6 +104,7 @@ def main() -> None:
                 "servecap": c.predicted,
                 "aiconfigurator": value,
                 "servecap_error": c.predicted / c.measured - 1.0,
+                "servecap_roofline_error": (roof_pred.get((c.full_id, c.metric)) or float("nan")) / c.measured - 1.0,
                 "servecap_operations_error": (ops_pred.get((c.full_id, c.metric)) or float("nan")) / c.measured - 1.0,
                 "aiconfigurator_error": value / c.measured - 1.0,
                 "aiconfigurator_source": answer.get("source"),
@@ -122,16 +126,19 @@ def main() -> None:
     groups += [(f"engine {e}", [p for p in paired if p["engine"] == e]) for e in engines]
     groups += [(f"test, engine {e}", [p for p in paired if p["engine"] == e and p["split"] == "test"]) for e in engines]
     print()
-    print("| rows | metric | n | servecap (roofline) | servecap (operations) | AIConfigurator |")
-    print("|---|---|---:|---:|---:|---:|")
+    print(
+        "| rows | metric | n | servecap (default, auto) | servecap (roofline) | servecap (operations) | AIConfigurator |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
     for name, ps in groups:
         for fam in ("throughput", "tpot", "ttft", "e2e"):
             sel = [p for p in ps if p["family"] == fam]
             if not sel:
                 continue
             s, a = _stats([p["servecap_error"] for p in sel]), _stats([p["aiconfigurator_error"] for p in sel])
+            r = _stats([p["servecap_roofline_error"] for p in sel])
             o = _stats([p["servecap_operations_error"] for p in sel])
-            print(f"| {name} | {fam} | {len(sel)} | {s} | {o} | {a} |")
+            print(f"| {name} | {fam} | {len(sel)} | {s} | {r} | {o} | {a} |")
     if args.json is not None:
         args.json.write_text(json.dumps({"paired": paired, "skipped": skipped}, indent=1) + "\n", encoding="utf-8")
 

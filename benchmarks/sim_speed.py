@@ -1,4 +1,5 @@
-"""Simulator speed: 100,000 chat requests, Llama-3.1-8B on one H100, Poisson at ~80% of capacity.
+"""Simulator speed: 100,000 chat requests, Llama-3.1-8B on one H100 (``--model``, ``--gpu``, ``--tp``,
+``--weights-dtype`` for another deployment), Poisson at ~80% of capacity.
 
 Prints simulated requests per wall-clock second and simulated time / wall time, for the default
 (the event loop driving one engine, runs of decode-only steps advanced at once) and step by step
@@ -39,16 +40,24 @@ def main() -> None:
     ap.add_argument("--skip-reference", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each path; the best wall time counts")
     ap.add_argument(
-        "--step-model", choices=("roofline", "operations"), default="roofline", help="the step model (Efficiency)"
+        "--step-model",
+        choices=("roofline", "operations", "auto"),
+        default="roofline",
+        help="the step model (Efficiency; auto: the class's choice, specs.step_choice)",
     )
+    ap.add_argument("--model", default="meta-llama/Llama-3.1-8B")
+    ap.add_argument("--gpu", default="H100")
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--weights-dtype", default=None, help="fp8, bf16, ... (default: the checkpoint's)")
     args = ap.parse_args()
 
-    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=8192)
+    kw_dtype = {"weights_dtype": args.weights_dtype} if args.weights_dtype else {}
+    dep = build_deployment(resolve_model(args.model), lookup_gpu(args.gpu), tp=args.tp, max_model_len=8192, **kw_dtype)
     probe = workload_from_dict({"arrival": {"kind": "poisson", "rate_per_s": 1.0}, **CHAT, "num_requests": 1})
     mean_prompt, mean_out = 512 * np.exp(0.8**2 / 2), 200 * np.exp(0.7**2 / 2)
     eff = Efficiency(step_model=args.step_model)
     the_plan = plan(dep, request=RequestShape(round(mean_prompt), round(mean_out)), efficiency=eff)
-    setup = engine_setup_from_plan(the_plan, efficiency=eff)
+    setup = engine_setup_from_plan(the_plan, efficiency=eff)  # auto: the plan's choice
     # capacity: the throughput of a saturated run (the planner's figure is a ceiling above it)
     sat = workload_from_dict(
         {"arrival": {"kind": "poisson", "rate_per_s": 2 * planner_rate(the_plan, probe)}, **CHAT, "num_requests": 5000}
@@ -62,10 +71,12 @@ def main() -> None:
     arrays = generate_arrays(spec, np.random.default_rng(args.seed))
     t_gen = time.perf_counter() - t0
     print(
-        f"Llama-3.1-8B on 1x H100: planner ceiling {planner_rate(the_plan, probe):.1f} req/s, "
+        f"{args.model} on {args.tp}x {args.gpu}: planner ceiling {planner_rate(the_plan, probe):.1f} req/s, "
         f"simulated capacity {capacity:.1f} req/s; Poisson at {rate:.1f} req/s ({args.load:.0%})"
     )
-    print(f"workload: {args.requests:,} requests drawn in {t_gen:.3f} s; step model {args.step_model}")
+    print(
+        f"workload: {args.requests:,} requests drawn in {t_gen:.3f} s; step model {args.step_model} ({the_plan.efficiency.step_model})"
+    )
     compiled = not engine.__file__.endswith(".py")  # a C extension built by mypyc (setup.py)
     name = engine.__file__.rsplit("/", 1)[-1]
     print(f"simulator engine: {'compiled by mypyc' if compiled else 'pure Python'} ({name})")

@@ -39,7 +39,7 @@ def main() -> None:
     rows = load_corpus()
     every = {
         name: compare_rows(rows, Adjustments(efficiency=Efficiency(step_model=name)))
-        for name in ("roofline", "operations")
+        for name in ("roofline", "operations", "auto")
     }
     runs = {name: [c for c in comps if args.split in ("all", c.split)] for name, comps in every.items()}
     groups: list[tuple[str, Callable[[Comparison], bool]]] = [

@@ -32,6 +32,10 @@ def test_defaults_by_gpu_family_and_dtype() -> None:
     assert e.step_overhead_s is None  # the engine's value on the family, else the global fit
     assert e.step_overhead_on("H100") == 0.00113  # vLLM on H100: fitted on its training rows
     assert e.step_overhead_on("H100", "trtllm") == 0.00207
+    # vLLM on H200: fitted on the first-party training rows the default (auto) runs on the roofline
+    assert e.step_overhead_on("H200") == 0.00145
+    assert e.step_overhead_on("H200", "trtllm") == 0.00207
+    assert e.operations_step_overhead_on("H200") == 0.00207  # the operations' H200 value is not this fit
     assert e.step_overhead_on("A100") == 0.00207
     assert Efficiency(step_overhead_s=0.003).step_overhead_on("H100") == 0.003  # explicit wins
 

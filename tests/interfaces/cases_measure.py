@@ -41,8 +41,12 @@ CASES: list[Case] = [
     ),
     Case(
         "validate-train-split-auto-steps",
-        ["validate", "--source", "vllm-pr43232-b200", "--split", "train", "--step-model", "auto"],
-        ("POST", "/api/v1/validate", {"source": "vllm-pr43232-b200", "split": "train", "step_model": "auto"}),
+        ["validate", "--source", "vllm-pr43232-b200", "--split", "train", "--step-model", "aiconfigurator-or-roofline"],
+        (
+            "POST",
+            "/api/v1/validate",
+            {"source": "vllm-pr43232-b200", "split": "train", "step_model": "aiconfigurator-or-roofline"},
+        ),
     ),
 ]
 

@@ -26,9 +26,11 @@ def test_cache_rows_are_corpus_rows_with_physical_coefficients() -> None:
 def test_step_models_select_rows_and_coefficients() -> None:
     rows = load_corpus()
     cache = load_step_cache()
-    same, none = select_step_source("roofline", rows)
-    assert same == rows and none == {}
-    auto_rows, auto = select_step_source("auto", rows)
+    same, roof = select_step_source("roofline", rows)
+    assert same == rows and {a.efficiency.step_model for a in roof.values()} == {"roofline"}
+    default_rows, default = select_step_source("auto", rows)  # servecap's default: per class
+    assert default_rows == rows and {a.efficiency.step_model for a in default.values()} == {"auto"}
+    auto_rows, auto = select_step_source("aiconfigurator-or-roofline", rows)
     aic_rows, aic = select_step_source("aiconfigurator", rows)
     assert auto_rows == rows and len(aic_rows) == len(cache) == len(aic) == len(auto)
     assert all(r.full_id in cache for r in aic_rows)
@@ -42,8 +44,8 @@ def test_step_models_select_rows_and_coefficients() -> None:
 
 def test_a_cached_row_runs_on_aiconfigurators_step_times() -> None:
     crow = next(r for r in load_corpus() if r.full_id == ROW)
-    _, per_row = select_step_source("auto", [crow])
-    roofline, aic = predict_row(crow), predict_row(crow, per_row[ROW])
+    _, per_row = select_step_source("aiconfigurator-or-roofline", [crow])
+    roofline, aic = predict_row(crow, select_step_source("roofline", [crow])[1][ROW]), predict_row(crow, per_row[ROW])
     # one request in flight: TPOT is the decode step, which the coefficients set
     assert aic.values["tpot.mean"] != roofline.values["tpot.mean"]
     eff = per_row[ROW].efficiency

@@ -112,7 +112,7 @@ class PlanBody(DeploymentBody):
     purchase_price: float | None = Field(default=_PLAN.purchase_price, gt=0, description=_p("purchase_price"))
     peak_users: int | None = Field(default=_PLAN.peak_users, ge=1, le=100_000_000, description=_p("peak_users"))
     peak_tok_s: float | None = Field(default=_PLAN.peak_tok_s, gt=0, description=_p("peak_tok_s"))
-    step_model: Literal["roofline", "operations"] = Field(default="roofline", description=_p("step_model"))
+    step_model: Literal["auto", "roofline", "operations"] = Field(default="auto", description=_p("step_model"))
     explain_step: bool = Field(default=_PLAN.explain_step, description=_p("explain_step"))
     explain_batch: int | None = Field(default=_PLAN.explain_batch, ge=1, le=1_000_000, description=_p("explain_batch"))
 

@@ -26,22 +26,26 @@ def answer_intervals(
     fallback_share: float = 0.0,
     model_class: str | None = None,
     engine_version: str | None = None,
+    step_note: str | None = None,
 ) -> tuple[dict[str, Interval], str | None]:
     """The intervals of each named prediction ``name -> (value, metric)`` (values that are not
     positive get none) and a note when a calibration file leaves the answer without one.
-    ``step_s`` is the decode step the answer runs at (the RMSE is read relative to it)."""
+    ``step_s`` is the decode step the answer runs at (the RMSE is read relative to it);
+    ``step_note`` (the step model ``auto`` chose, and why) ends each interval's note."""
     if calibration is None:
-        return (
-            intervals_for(
-                values,
-                engine=engine,
-                gpu_family=gpu_family,
-                fallback_share=fallback_share,
-                model_class=model_class,
-                engine_version=engine_version,
-            ),
-            None,
+        found = intervals_for(
+            values,
+            engine=engine,
+            gpu_family=gpu_family,
+            fallback_share=fallback_share,
+            model_class=model_class,
+            engine_version=engine_version,
         )
+        if step_note:  # the step model ``auto`` chose and why: the residuals are that choice's
+            from dataclasses import replace
+
+            found = {k: replace(iv, note=f"{iv.note}; step times: {step_note}") for k, iv in found.items()}
+        return found, None
     from servecap.calibration import load_calibration
 
     fit = load_calibration(calibration).fit

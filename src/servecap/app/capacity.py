@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
@@ -336,7 +336,7 @@ def capacity_from_request(
     (``model_path``: an uploaded model resolved to its file); returns the response, the built run
     and the SLO used."""
     from servecap.app import defaults
-    from servecap.app.flags import deployment_from_flags, efficiency_from_file
+    from servecap.app.flags import deployment_from_flags, efficiency_from_file, with_step_model
     from servecap.app.inputs import slo_from_ms
     from servecap.app.simulate import build
     from servecap.core.plan import plan
@@ -371,7 +371,7 @@ def capacity_from_request(
             dep,
             request=RequestShape(stream.prompt_tokens, stream.output_tokens),
             slo=slo,
-            efficiency=replace(efficiency_from_file(r.calibration, dep)[0], step_model=r.step_model),
+            efficiency=with_step_model(efficiency_from_file(r.calibration, dep)[0], r.step_model, r.calibration),
         )
         generating = probe.ttft_s + max(0, stream.output_tokens - 1) * probe.tpot_s if probe.batch > 0 else 0.0
         think_time_s = round(defaults.think_time_s(generating), 2)

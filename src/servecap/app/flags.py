@@ -433,13 +433,13 @@ def _gpu_id(name: str) -> str:
 def efficiency_from_file(
     calibration: Path | None, deployment: Deployment | None = None
 ) -> tuple[Efficiency, str | None]:
-    """Default efficiency factors, or a calibration file's fitted coefficients (and a note on
-    them). Given the deployment they are applied to, a file fitted for another model, GPU or
+    """Default efficiency factors (step model ``auto``: specs.step_choice), or a calibration
+    file's fitted coefficients (and a note on them; the roofline's, which they were fitted on). Given the deployment they are applied to, a file fitted for another model, GPU or
     parallelism is refused: its efficiencies describe other kernels on other hardware."""
     if calibration is None:
         from servecap.specs.perf import Efficiency
 
-        return Efficiency(), None
+        return Efficiency(step_model="auto"), None  # the step model the class's evidence favours
     from servecap.calibration import load_calibration
 
     cal = load_calibration(calibration)
@@ -469,3 +469,11 @@ def efficiency_from_file(
         if dtypes:
             note += "; warning: fitted with " + ", ".join(f"{k} {a} (here {b})" for k, a, b in dtypes)
     return cal.efficiency(), note
+
+
+def with_step_model(eff: Efficiency, step_model: str, calibration: Path | None) -> Efficiency:
+    """``eff`` under the requested ``step_model``; ``auto`` (the default) leaves a calibration
+    file's coefficients on the roofline they were fitted on."""
+    if step_model == eff.step_model or (calibration is not None and step_model == "auto"):
+        return eff
+    return replace(eff, step_model=step_model)

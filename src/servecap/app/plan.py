@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS, TURNS
-from servecap.app.flags import DeploymentFlags, deployment_from_flags, doc, efficiency_from_file
+from servecap.app.flags import DeploymentFlags, deployment_from_flags, doc, efficiency_from_file, with_step_model
 from servecap.errors import ServecapError
 from servecap.files import dumps_json
 from servecap.json_object import JsonObject
@@ -82,10 +82,11 @@ class PlanRequest:
     peak_tok_s: float | None = field(default=None, metadata=doc("Size replicas for this many output tokens/s."))
     calibration: Path | None = field(default=None, metadata=doc("Calibration file from `servecap calibrate`."))
     step_model: str = field(
-        default="roofline",
+        default="auto",
         metadata=doc(
-            "Step times: roofline (one max(memory, compute) per step) or operations (the sum of the step's "
-            "operations, measured kernel tables where they cover them)."
+            "Step times: auto (the model the corpus's training rows favour for this model class, GPU vendor "
+            "and engine; docs/validation.md), roofline (one max(memory, compute) per step) or operations (the "
+            "sum of the step's operations, measured kernel tables where they cover them)."
         ),
     )
     explain_step: bool = field(
@@ -96,7 +97,7 @@ class PlanRequest:
     )
 
 
-STEP_MODELS = ("roofline", "operations")
+STEP_MODELS = ("auto", "roofline", "operations")
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,10 +238,7 @@ def plan(request: PlanRequest) -> PlanResponse:
         raise ServecapError("step_model", r.step_model, "must be one of " + ", ".join(STEP_MODELS))
     if r.explain_batch is not None and not 1 <= r.explain_batch <= 1_000_000:
         raise ServecapError("explain_batch", r.explain_batch, "must be between 1 and 1,000,000 sequences")
-    if r.step_model != eff.step_model:
-        from dataclasses import replace
-
-        eff = replace(eff, step_model=r.step_model)
+    eff = with_step_model(eff, r.step_model, r.calibration)
     if not 1 <= r.turns <= 1000:
         raise ServecapError("turns", r.turns, "must be between 1 and 1000")
     if r.think_time_s is not None and not 0 <= r.think_time_s <= 86_400:
@@ -315,17 +313,25 @@ def plan(request: PlanRequest) -> PlanResponse:
         replicas_tok_s = replicas_needed(r.peak_tok_s, total) if total > 0 else None
     step = None
     fallback = 0.0
-    if r.explain_step or r.step_model == "operations":
+    chosen = p.efficiency.step_model  # "auto" resolved by the plan (specs.step_choice)
+    step_note = None
+    if eff.step_model == "auto":
+        from servecap.core.plan import auto_step_model
+
+        step_note = auto_step_model(dep, p.params.total).reason
+        notes.append(f"step times: {step_note} (docs/validation.md, 'The default step model')")
+    if r.explain_step or chosen == "operations":
         from servecap.core.ops import explain_decode_step
 
         step = explain_decode_step(
             dep,
             p.step,
-            eff,
+            p.efficiency,
             batch=r.explain_batch or max(1, p.batch),
             context_tokens=shape.mean_held_tokens,
+            choice=step_note,
         )
-        fallback = step.fallback_share if r.step_model == "operations" else 0.0
+        fallback = step.fallback_share if chosen == "operations" else 0.0
     from servecap.app.answer_interval import answer_intervals
 
     intervals, iv_note = answer_intervals(
@@ -337,6 +343,7 @@ def plan(request: PlanRequest) -> PlanResponse:
         fallback_share=fallback,
         model_class=model_class_of(dep.model.moe is not None, p.params.total),
         engine_version=engine_profile(dep.engine.engine).version,
+        step_note=step_note,
     )
     if iv_note:
         notes.append(iv_note)
@@ -361,6 +368,7 @@ def explanation_dict(step: StepExplanation) -> JsonObject:
     """``--explain-step``'s JSON: the step and each operation's time (seconds) and source."""
     return {
         "step_model": step.step_model,
+        "step_model_choice": step.choice,
         "batch": step.batch,
         "context_tokens": step.context_tokens,
         "total_s": step.total_s,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from servecap.app.flags import LoadFlags, StreamFlags, deployment_from_flags, efficiency_from_file
+from servecap.app.flags import LoadFlags, StreamFlags, deployment_from_flags, efficiency_from_file, with_step_model
 from servecap.app.limits import WorkLimits, check_workload, cli_limits
 from servecap.app.simulate_request import CAPACITY_DURATION_S, SimulateRequest
 from servecap.errors import ServecapError
@@ -134,8 +134,8 @@ def build(
     eff, eff_note = efficiency_from_file(r.calibration, dep)
     if eff_note:
         notes.append(eff_note)
-    if r.step_model != eff.step_model:
-        eff = replace(eff, step_model=r.step_model)
+    eff = with_step_model(eff, r.step_model, r.calibration)
+    if eff.step_model == "operations":
         notes.append("step times: the step as operations (docs/simulator.md, 'The step as operations')")
     if r.workload is None and r.users is not None:
         # chat users from flags: the default user model (app/defaults.py), one turn, a request every 30 s

@@ -69,10 +69,11 @@ class SimulateRequest(DeploymentFields):
     remote_kv_tib: RemoteKvTib = None
     kv_load: KvLoadField = "layerwise"
     seed: int = Field(default=0, ge=0, description="Random seed (same seed, same run).")
-    step_model: Literal["roofline", "operations"] = Field(
-        default="roofline",
-        description="Step times: roofline (one max(memory, compute) per step) or operations (the sum of the "
-        "step's operations, measured kernel tables where they cover them).",
+    step_model: Literal["auto", "roofline", "operations"] = Field(
+        default="auto",
+        description="Step times: auto (the model the corpus's training rows favour for this model class, GPU "
+        "vendor and engine; docs/validation.md), roofline (one max(memory, compute) per step) or operations "
+        "(the sum of the step's operations, measured kernel tables where they cover them).",
     )
     calibration: SkipJsonSchema[Path | None] = Field(
         default=None, description="Calibration file from `servecap calibrate`."

@@ -63,7 +63,7 @@ class ValidateResponse(_Out):
     sources: list[str]
     split: str
     calibration: str | None
-    step_model: str = "roofline"
+    step_model: str = "auto"
     values: list[ValueOut]
     by_metric: dict[str, StatsOut]
     by_gpu: dict[str, dict[str, StatsOut]]
@@ -95,7 +95,7 @@ def validate(
     adjustments: Adjustments | None = None,
     calibration: Path | None = None,
     progress: ProgressFn | None = None,
-    step_model: str = "roofline",
+    step_model: str = "auto",
 ) -> ValidateResponse:
     """Run the corpus rows of ``source`` (all when None) in ``split``; ``calibration`` (a
     ``servecap calibrate`` file) replaces the default efficiencies for every row."""

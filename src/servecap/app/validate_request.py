@@ -18,10 +18,12 @@ class ValidateRequest(BaseModel):
     split: Literal["train", "test", "all"] = Field(
         default="all", description="Rows of the fixed train/test split (hash of the row id), or all."
     )
-    step_model: Literal["roofline", "aiconfigurator", "auto", "operations"] = Field(
-        default="roofline",
-        description="Step times: the roofline; AIConfigurator's measured kernels (the rows its cache covers, "
-        "validation/aic_steps.json); auto (AIConfigurator where covered, the roofline elsewhere); or operations "
-        "(the step as the sum of its operations, measured kernel tables where they cover them).",
+    step_model: Literal["auto", "roofline", "operations", "aiconfigurator", "aiconfigurator-or-roofline"] = Field(
+        default="auto",
+        description="Step times: auto (servecap's default: per model class, GPU vendor and engine, the model the "
+        "training rows favour); the roofline; operations (the step as the sum of its operations, measured kernel "
+        "tables where they cover them); AIConfigurator's measured kernels (the rows its cache covers, "
+        "validation/aic_steps.json); or aiconfigurator-or-roofline (AIConfigurator where covered, the roofline "
+        "elsewhere).",
     )
     calibration: Path | None = Field(default=None, description="Calibration file from `servecap calibrate`.")

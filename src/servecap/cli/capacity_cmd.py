@@ -67,7 +67,7 @@ SEARCH = 0.0  # --users / --rate given without a value: search on that axis, no 
 @request_slo_options(CapacityRequest)
 @no_prefix_caching_option
 @policy_option
-@field_option(CapacityRequest, "step_model", "--step-model", type=click.Choice(["roofline", "operations"]))
+@field_option(CapacityRequest, "step_model", "--step-model", type=click.Choice(["auto", "roofline", "operations"]))
 @html_option
 @json_option
 def capacity_command(

@@ -33,7 +33,7 @@ def _opt(name: str, *decls: str, **attrs: Any) -> Callable[[Callable[..., Any]],
 @_opt("peak_users", "--peak-users", type=click.INT)
 @_opt("peak_tok_s", "--peak-tok-s", type=FINITE)
 @_opt("calibration", "--calibration", type=o.PATH)
-@_opt("step_model", "--step-model", type=click.Choice(["roofline", "operations"]))
+@_opt("step_model", "--step-model", type=click.Choice(["auto", "roofline", "operations"]))
 @_opt("explain_step", "--explain-step", is_flag=True)
 @_opt("explain_batch", "--explain-batch", type=click.IntRange(1, 1_000_000))
 @o.json_option

@@ -171,6 +171,8 @@ def render_step(step: StepExplanation, c: Console) -> None:
         t.add_row(o.name, f"{o.count:,}", f"{o.time_s * 1e3:,.3f} ms", f"{share:.1%}", o.source)
     t.add_row("[bold]step[/]", "", f"[bold]{step.total_s * 1e3:,.3f} ms[/]", "100.0%", "the simulator's step")
     print_table(c, t)
+    if step.choice:
+        c.print(f"[dim]step model {step.choice}[/]")
     if step.step_model == "operations":
         c.print(f"[dim]{step.fallback_share:.0%} of the operations' time from the roofline fallback[/]")
 

@@ -210,7 +210,7 @@ def request_slo_options(request: type[SimulateRequest]) -> Callable[[F], F]:
 @field_option(SimulateRequest, "max_waiting", "--max-waiting", type=click.IntRange(min=0))
 @policy_option
 @kv_tier_options
-@field_option(SimulateRequest, "step_model", "--step-model", type=click.Choice(["roofline", "operations"]))
+@field_option(SimulateRequest, "step_model", "--step-model", type=click.Choice(["auto", "roofline", "operations"]))
 @html_option
 @json_option
 def simulate_command(

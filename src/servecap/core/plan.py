@@ -36,6 +36,7 @@ from servecap.errors import InfeasibleError
 from servecap.specs.deployment import Deployment
 from servecap.specs.engines import engine_profile
 from servecap.specs.perf import CostInputs, Efficiency, RequestShape, Slo
+from servecap.specs.step_choice import StepChoice, choose_step_model, model_class_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +242,13 @@ def _deployment_pieces(dep: Deployment) -> DeploymentPieces:
     )
 
 
+def auto_step_model(dep: Deployment, total_params: float | None = None) -> StepChoice:
+    """The step model ``Efficiency.step_model = "auto"`` runs for ``dep`` (specs.step_choice:
+    by its model class, GPU vendor and engine, on the training rows' evidence)."""
+    total = param_counts(dep.model).total if total_params is None else total_params
+    return choose_step_model(model_class_of(dep.model.moe is not None, total), dep.gpu.vendor, dep.engine.engine)
+
+
 def plan(
     dep: Deployment,
     *,
@@ -258,6 +266,8 @@ def plan(
     eng = dep.engine
     pieces = _deployment_pieces(dep)
     stage, cost = pieces.stage, pieces.step
+    if eff.step_model == "auto":  # the class's choice by the training rows' evidence (specs.step_choice)
+        eff = replace(eff, step_model=auto_step_model(dep, pieces.params.total).model)
     if eff.step_model == "operations" and cost.ops is None:
         from servecap.core.ops import OperationStep  # local: the default roofline never loads it
 

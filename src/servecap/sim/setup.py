@@ -116,7 +116,7 @@ def engine_setup_from_plan(
         layout=plan.layout,
         num_gpu_blocks=plan.num_gpu_blocks * dp,
         step=plan.step,
-        efficiency=efficiency or plan.efficiency,
+        efficiency=_concrete(efficiency, plan),
         max_num_seqs=eng.max_num_seqs * dp,
         max_num_batched_tokens=eng.max_num_batched_tokens * dp,
         max_model_len=eng.max_model_len,
@@ -128,3 +128,15 @@ def engine_setup_from_plan(
         spec_acceptance=spec.acceptance if (spec := plan.deployment.speculative) is not None else (),
         kv_tiers=tiers,
     )
+
+
+def _concrete(efficiency: Efficiency | None, plan: Plan) -> Efficiency:
+    """``efficiency`` (else the plan's), its ``auto`` step model the one the plan chose for its
+    deployment (``core.plan`` resolves it; specs.step_choice)."""
+    if efficiency is None:
+        return plan.efficiency
+    if efficiency.step_model == "auto":
+        from dataclasses import replace
+
+        return replace(efficiency, step_model=plan.efficiency.step_model)
+    return efficiency

@@ -56,7 +56,7 @@ DEFAULT_STEP_OVERHEAD_S = 0.00207
 """The per-step cost not hidden by CUDA graphs, fitted on every engine's training rows: see
 :class:`Efficiency`."""
 
-STEP_OVERHEAD_S_BY_ENGINE: dict[str, dict[str, float]] = {"vllm": {"H100": 0.00113}}
+STEP_OVERHEAD_S_BY_ENGINE: dict[str, dict[str, float]] = {"vllm": {"H100": 0.00113, "H200": 0.00145}}
 """Per-engine, per-GPU-family step overheads, fitted on one engine's training rows on one family
 (``benchmarks/fit_engine.py --parameter step_overhead``: golden section on the median absolute
 log error of their throughput, TPOT and E2E values, the family's bandwidth efficiency fixed)
@@ -67,9 +67,15 @@ was set by the single-stream rows of older engines beside bandwidths fitted on T
 0.26.0 replays whole decode steps as CUDA graphs, and its measured single-stream step (6.50 ms)
 is the bare weight stream of the same GPU (5.42 ms, ``benchmarks/data/gpu_ceilings_h100.json``)
 plus about 1.1 ms (docs/validation.md, "First-party vLLM rows"); AIConfigurator's measured vLLM
-0.24 kernels give 1.37 ms for the same deployments (``validation/aic_steps.json``)."""
+0.24 kernels give 1.37 ms for the same deployments (``validation/aic_steps.json``). vLLM on H200
+1.448 ms: the first-party vLLM 0.26.0 training rows the default step model runs on the roofline
+(``fit_engine.py --engine vllm --family H200 --parameter step_overhead --chosen-rows-only``:
+servecap-vllm-h200-sweep Llama-3.1-70B FP8 c4, c16 and c256, Llama-3.1-8B FP8 c16, Qwen3-30B-A3B
+c4, c64 and Poisson 8/s; 49 values, median |log error| 0.1345 fitted; the
+DeepSeek-R1 rows run on the operations, whose overhead keeps 2.07 ms,
+:data:`OPERATIONS_STEP_OVERHEAD_S_BY_ENGINE`)."""
 
-OPERATIONS_STEP_OVERHEAD_S_BY_ENGINE: dict[str, dict[str, float]] = {"vllm": {"H100": 0.00071}}
+OPERATIONS_STEP_OVERHEAD_S_BY_ENGINE: dict[str, dict[str, float]] = {"vllm": {"H100": 0.00071, "H200": 0.00207}}
 """The per-step CPU cost of the step-as-operations model (``Efficiency.step_model =
 "operations"``), where it differs from the roofline's: the measured kernels carry their own launch
 and tail latencies, which the roofline's overhead had absorbed. Fitted by the same rule
@@ -77,7 +83,10 @@ and tail latencies, which the roofline's overhead had absorbed. Fitted by the sa
 the median |log error| of an engine's training rows on a family with at least ``MIN_FAMILY_VALUES``
 values): vLLM on H100 0.713 ms (the 35 values of the five first-party training rows; median |log
 error| 0.062). TensorRT-LLM on H100 and H200 ran to the 0.2 ms bound (not identified: the
-measured TensorRT-LLM 1.3 kernels are slower than the 1.0 rows), so they keep the roofline's."""
+measured TensorRT-LLM 1.3 kernels are slower than the 1.0 rows), so they keep the roofline's.
+vLLM on H200 keeps the global 2.07 ms written out (the roofline's H200 value, fitted on the rows
+the roofline runs, is not the operations'; their own fit, 0.60 ms, was not adopted:
+docs/validation.md, "The step as operations, third round")."""
 
 MOE_TO_DENSE_GEMM_EFFICIENCY_BY_ENGINE: dict[str, float] = {
     "vllm": 0.473,

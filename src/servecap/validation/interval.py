@@ -51,6 +51,7 @@ from importlib import resources
 from pathlib import Path
 
 from servecap.errors import ServecapError
+from servecap.specs.step_choice import model_class_of as model_class_of
 
 LEVEL = 0.8
 MIN_VALUES = 9
@@ -148,13 +149,6 @@ def order_statistic_bounds(errors: list[float], level: float = LEVEL) -> tuple[f
         raise ServecapError("residuals", n, f"too few values for a {level:.0%} interval (need {MIN_VALUES})")
     s = sorted(errors)
     return s[k - 1], s[n - k]
-
-
-def model_class_of(is_moe: bool, total_params: float) -> str:
-    """``dense``, ``moe<=100B`` or ``moe>100B``: the classes ``servecap validate`` reports apart."""
-    if not is_moe:
-        return "dense"
-    return "moe<=100B" if total_params <= 100e9 else "moe>100B"
 
 
 def first_version(text: str) -> tuple[int, int] | None:

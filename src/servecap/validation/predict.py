@@ -46,7 +46,7 @@ class Adjustments:
     efficiency (used for rows whose weights compute at 8 or 4 bits), and a fixed per-request
     server cost added to TTFT and E2E (HTTP, tokenisation, detokenisation, streaming)."""
 
-    efficiency: Efficiency = field(default_factory=Efficiency)
+    efficiency: Efficiency = field(default_factory=lambda: Efficiency(step_model="auto"))  # servecap's default
     compute_efficiency_low_precision: float | None = None
     ttft_overhead_s: float = 0.0
 

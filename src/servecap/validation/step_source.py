@@ -10,12 +10,16 @@ The coefficients enter the simulation through the same :class:`~servecap.specs.p
 seam a calibration file uses, so servecap's scheduler, KV pool, queue and percentiles run on
 AIConfigurator's step times.
 
-- ``roofline``: every row on the fitted defaults (what ``servecap validate`` has always done);
-- ``aiconfigurator``: only the rows the cache covers, on its coefficients;
-- ``auto``: the cache's coefficients where it covers a row, the roofline elsewhere;
+- ``auto`` (the default, servecap's own default step model): each row on the step model its
+  class's training rows favour (``specs.step_choice``: the operations for MoE above 100B
+  parameters on NVIDIA GPUs outside TensorRT-LLM and for AMD GPUs, the roofline elsewhere);
+- ``roofline``: every row on the fitted defaults (what ``servecap validate`` did before ``auto``);
 - ``operations``: every row on the step as the sum of its operations (``core.ops``): NVIDIA's
   measured kernel tables where they cover an operation (``specs.kernel_timings``), the roofline
-  with the fitted efficiencies elsewhere.
+  with the fitted efficiencies elsewhere;
+- ``aiconfigurator``: only the rows the cache covers, on its coefficients;
+- ``aiconfigurator-or-roofline``: the cache's coefficients where it covers a row, the roofline
+  elsewhere.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from servecap.specs.perf import Efficiency
 from servecap.validation.corpus import CorpusRow
 from servecap.validation.predict import Adjustments
 
-STEP_MODELS: tuple[str, ...] = ("roofline", "aiconfigurator", "auto", "operations")
+STEP_MODELS: tuple[str, ...] = ("auto", "roofline", "operations", "aiconfigurator", "aiconfigurator-or-roofline")
 CACHE_SCHEMA = "servecap.step-cache/1"
 
 
@@ -63,15 +67,16 @@ def select_step_source(
     step_model: str, rows: list[CorpusRow], base: Adjustments | None = None, cache: dict[str, Efficiency] | None = None
 ) -> tuple[list[CorpusRow], dict[str, Adjustments]]:
     """The rows to run under ``step_model`` and the per-row adjustments replacing ``base``'s
-    efficiency (the request overhead and everything else of ``base`` kept)."""
+    efficiency (the request overhead and everything else of ``base`` kept); ``auto`` with a
+    ``base`` (a calibration) keeps ``base``'s own step model."""
     if step_model not in STEP_MODELS:
         raise ServecapError("step_model", step_model, "must be one of " + ", ".join(STEP_MODELS))
-    if step_model == "roofline":
-        return rows, {}
-    if step_model == "operations":  # the step as operations (core.ops), every row
+    if step_model in ("auto", "roofline", "operations"):
+        if step_model == "auto" and base is not None:
+            return rows, {}  # base's own step model (a calibration's coefficients: the roofline's)
         adj = base or Adjustments()
-        ops = replace(adj, efficiency=replace(adj.efficiency, step_model="operations"))
-        return rows, {r.full_id: ops for r in rows}
+        each = replace(adj, efficiency=replace(adj.efficiency, step_model=step_model))
+        return rows, {r.full_id: each for r in rows}
     fitted = cache if cache is not None else load_step_cache()
     adj = base or Adjustments()
     per_row = {

@@ -11,13 +11,20 @@ from servecap.specs.perf import Efficiency
 
 
 def explain_decode_step(
-    dep: Deployment, cost: StepCost, eff: Efficiency, *, batch: int, context_tokens: float
+    dep: Deployment,
+    cost: StepCost,
+    eff: Efficiency,
+    *,
+    batch: int,
+    context_tokens: float,
+    choice: str | None = None,
 ) -> StepExplanation:
     """``batch`` sequences each decoding one token over ``context_tokens`` of context.
 
     Under ``Efficiency.step_model == "operations"`` the step is the operations' sum; under the
     roofline it is ``StepCost.step_time`` and a ``roofline_overlap`` line carries the difference
-    between it and the per-operation rooflines."""
+    between it and the per-operation rooflines. ``eff``'s step model is a concrete one (a plan's
+    ``efficiency`` has ``auto`` resolved); ``choice`` says why ``auto`` took it."""
     shape = decode_batch(batch, context_tokens, cost.window_tokens)
     if eff.step_model == "operations":
         ops_model = cost.ops if isinstance(cost.ops, OperationStep) else OperationStep(dep, cost)
@@ -32,9 +39,9 @@ def explain_decode_step(
             shape.window_attn_pairs,
             shape.prompt_tokens,
         )
-        return StepExplanation("operations", batch, float(context_tokens), tuple(ops), total)
+        return StepExplanation("operations", batch, float(context_tokens), tuple(ops), total, choice)
     ops = OperationStep(dep, cost).operations(shape, eff)  # roofline timers: eff is the roofline's
     total = cost.step_time(shape, eff).total_s
     gap = total - sum(o.time_s for o in ops)
     ops.append(Operation("roofline_overlap", "overlap", 1, gap, 0.0, 0.0, ROOFLINE, batch))
-    return StepExplanation("roofline", batch, float(context_tokens), tuple(ops), total)
+    return StepExplanation("roofline", batch, float(context_tokens), tuple(ops), total, choice)

@@ -54,6 +54,7 @@ class StepExplanation:
     context_tokens: float
     operations: tuple[Operation, ...]
     total_s: float
+    choice: str | None = None  # why ``auto`` ran this step model (specs.step_choice), when it chose
 
     @property
     def fallback_share(self) -> float:

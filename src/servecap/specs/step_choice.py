@@ -1,0 +1,108 @@
+"""Which step model answers a question nobody chose one for (``--step-model auto``, the default).
+
+servecap has two step models (``specs.perf.Efficiency.step_model``): the roofline (one
+``max(memory, compute)`` over the whole step with fitted efficiencies, ``core/roofline.py``) and
+the step as the sum of its operations (measured kernel tables where they cover an operation,
+``core/ops``). Neither is better everywhere, so ``auto`` picks one per class of deployment — the
+model class (dense, MoE with at most 100B parameters, MoE above), the GPU's vendor and the engine
+family (TensorRT-LLM or the others) — by the evidence of the corpus's **training** rows only
+(``split_of = "train"``); the held-out rows are reported, never used to choose
+(docs/validation.md, "The default step model"; ``benchmarks/step_model_choice.py`` recomputes
+:data:`TRAINING_EVIDENCE` and the decisions from the corpus).
+
+The rule, fixed before the held-out rows were looked at:
+
+1. the evidence of a class is the median |log(predicted / measured)| of its training rows'
+   throughput, TPOT/ITL, TTFT and E2E values, under each step model;
+2. a class runs on the operations only on a clear win: at least ``MIN_VALUES`` (8, the rule the
+   per-family fits use, ``validation.fit.MIN_FAMILY_VALUES``) training values, and the
+   operations' median at most 3/4 of the roofline's and at least 2 points lower; everywhere else
+   the roofline (the model the fitted defaults were fitted on) stays;
+3. a deployment is judged by the most specific class that has training values:
+   (class, vendor, engine family), then (class, vendor), then (vendor), then (class); a class
+   with no training values at any level keeps the roofline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIN_VALUES = 8
+"""Training values a class needs before its evidence can move it off the roofline."""
+
+TRAINING_EVIDENCE: dict[tuple[str, ...], tuple[int, float, float]] = {
+    ("dense", "amd", "vllm"): (23, 0.307, 0.087),
+    ("dense", "nvidia", "trtllm"): (21, 0.096, 0.112),
+    ("dense", "nvidia", "vllm"): (111, 0.088, 0.102),
+    ("moe<=100B", "nvidia", "vllm"): (30, 0.215, 0.389),
+    ("moe>100B", "nvidia", "trtllm"): (1, 0.043, 0.456),
+    ("moe>100B", "nvidia", "vllm"): (14, 0.552, 0.101),
+    ("dense", "amd"): (23, 0.307, 0.087),
+    ("dense", "nvidia"): (132, 0.092, 0.103),
+    ("moe<=100B", "nvidia"): (30, 0.215, 0.389),
+    ("moe>100B", "nvidia"): (15, 0.536, 0.102),
+    ("amd",): (23, 0.307, 0.087),
+    ("nvidia",): (177, 0.117, 0.112),
+    ("dense",): (155, 0.111, 0.101),
+    ("moe<=100B",): (30, 0.215, 0.389),
+    ("moe>100B",): (15, 0.536, 0.102),
+}
+"""Class -> (training values, roofline's median |log error|, the operations' median |log error|),
+over the throughput, TPOT/ITL, TTFT and E2E values of the corpus's training rows, as the
+decisions were taken: the corpus of 2026-11-28 at 104 rows (the training half's 200 such
+values), the roofline with the defaults of that day (vLLM's H200 step overhead the global
+2.07 ms; it was fitted afterwards on the rows the roofline runs, ``specs.perf``). The classes are
+(model class, GPU vendor, engine family), (model class, vendor), (vendor) and (model class).
+``benchmarks/step_model_choice.py`` recomputes them on today's corpus and defaults and names the
+classes whose figures, or decision, moved since (docs/validation.md, "The default step
+model")."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepChoice:
+    """The step model ``auto`` chose, the class that decided and why (a sentence)."""
+
+    model: str  # "roofline" or "operations"
+    cell: tuple[str, ...]  # the class whose training evidence decided; () where none had any
+    reason: str
+
+
+def model_class_of(is_moe: bool, total_params: float) -> str:
+    """``dense``, ``moe<=100B`` or ``moe>100B``: the classes ``servecap validate`` reports apart
+    and ``auto`` chooses a step model for."""
+    if not is_moe:
+        return "dense"
+    return "moe<=100B" if total_params <= 100e9 else "moe>100B"
+
+
+def engine_family(engine: str) -> str:
+    """``trtllm`` for the TensorRT-LLM profiles, else the profile's id (vllm, sglang, ...)."""
+    return "trtllm" if engine.startswith("trtllm") else engine
+
+
+def clear_win(values: int, roofline: float, operations: float) -> bool:
+    """Rule 2: enough training values, and the operations' median at most 3/4 of the
+    roofline's and at least 2 points lower."""
+    return values >= MIN_VALUES and operations <= 0.75 * roofline and roofline - operations >= 0.02
+
+
+def choose_step_model(model_class: str, vendor: str, engine: str) -> StepChoice:
+    """The step model for a deployment of ``model_class`` (:func:`model_class_of`) on a GPU of
+    ``vendor`` served by ``engine`` (an engine profile id)."""
+    vendor = vendor.lower()
+    fam = engine_family(engine)
+    for cell in ((model_class, vendor, fam), (model_class, vendor), (vendor,), (model_class,)):
+        ev = TRAINING_EVIDENCE.get(cell)
+        if ev is None:
+            continue
+        n, roof, ops = ev
+        model = "operations" if clear_win(n, roof, ops) else "roofline"
+        what = "/".join(cell)
+        reason = (
+            f"auto: {model} for {what} (training rows, {n} values: median |log error| roofline {roof:.1%}, "
+            f"operations {ops:.1%}"
+        )
+        if model == "roofline" and n < MIN_VALUES:
+            reason += f"; under {MIN_VALUES} values, the roofline stays"
+        return StepChoice(model, cell, reason + ")")
+    return StepChoice("roofline", (), f"auto: roofline (no training rows for {model_class}/{vendor}/{fam})")
