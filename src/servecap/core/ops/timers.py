@@ -43,6 +43,7 @@ AMD's other operations) takes the roofline, and the operation says so.
 
 from __future__ import annotations
 
+import functools
 import math
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -194,6 +195,12 @@ MLA_TABLE_HEADS = (8, 16, 32, 64)
 """Heads per GPU of the MLA module tables (DeepSeek-V3's 128 at TP 16 ... 2)."""
 
 
+@functools.cache
+def _nearest_mla_heads(heads: int) -> int:
+    """The tables' heads per GPU nearest ``heads`` in ratio (once per count: every step asks)."""
+    return min(MLA_TABLE_HEADS, key=lambda h: abs(math.log(h) - math.log(max(1, heads))))
+
+
 class TableTimer:
     """Measured tables for one GPU and engine where they cover an operation, else ``fallback``."""
 
@@ -276,7 +283,7 @@ class TableTimer:
     ) -> tuple[float, str] | None:
         """One DeepSeek-V3-shaped MLA layer's measured time for the step (prefill and decode parts),
         or None where no table covers it."""
-        key = min(MLA_TABLE_HEADS, key=lambda h: abs(math.log(h) - math.log(max(1, heads))))
+        key = _nearest_mla_heads(heads)
         if not self._mla_loaded:
             from servecap.specs.moe_mla_timings import MLA_CONTEXT_S, MLA_GENERATION_S
 

@@ -501,7 +501,7 @@ class PdFleet(Pools):
         self.store_put_bytes += put_bytes
         job.xfer_ready_s = now_s
         job.xfer_start_s = start
-        job.nbytes = get_bytes
+        job.nbytes = float(get_bytes)
         self.transfers += 1
         job.landing_s = got + get_s
         self._push(job.landing_s, _LANDED, rid)
