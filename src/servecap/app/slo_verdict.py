@@ -68,9 +68,9 @@ def slo_verdict(summary: RunSummary, intervals: Mapping[str, Interval], slo: Slo
     if slo is None or (slo.ttft_s is None and slo.tpot_s is None):
         slo, source = INTERACTIVE_SLO, "default"
     checks = []
-    for metric, label, target, pct in (
-        ("ttft_s.p99", "p99 TTFT", slo.ttft_s, summary.ttft_s),
-        ("tpot_s.p99", "p99 TPOT", slo.tpot_s, summary.tpot_s),
+    for metric, target, pct in (
+        ("ttft_s.p99", slo.ttft_s, summary.ttft_s),
+        ("tpot_s.p99", slo.tpot_s, summary.tpot_s),
     ):
         if target is None:
             continue
