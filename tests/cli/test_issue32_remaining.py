@@ -14,7 +14,7 @@ ROOT = Path(__file__).parents[2]
 
 
 def test_a_streamed_autoscaled_run_shows_each_replicas_load_of_its_capacity() -> None:
-    """"load req/s (of capacity)" lost the capacity whenever the run streamed into sketches
+    """ "load req/s (of capacity)" lost the capacity whenever the run streamed into sketches
     (`--sketch`, `--records`, or above 1,000,000 requests: a day of autoscaled traffic), P/D
     or co-located: only the exact path read the pools' service rates."""
     one = ["fleet", "simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--rate", "5", "--num-requests", "300"]
