@@ -32,3 +32,27 @@ def test_a_streamed_autoscaled_run_shows_each_replicas_load_of_its_capacity() ->
     pd = ["fleet", "simulate", "--fleet", str(ROOT / "examples/fleet-pd.yaml"), "--rate", "5"]
     pd_rows = json.loads(runner.invoke(cli, [*pd, "--num-requests", "200", "--sketch", "--json"]).stdout)["replicas"]
     assert {r["pool"] for r in pd_rows if r["capacity_req_s"]} == {r["pool"] for r in pd_rows}
+
+
+def test_the_split_lever_row_has_an_interval_of_its_own() -> None:
+    """The P/D split row showed its replica count and rent with no interval (only the chosen
+    co-located fleet had one): a split that met the SLOs carries its own count, rent and p99
+    intervals, by the chosen fleet's rule, in JSON, the lever table and the web page."""
+    from servecap.planning.levers import with_own_interval
+    from servecap.planning.model import LeverOut
+    from servecap.planning.run import Closed, fleet_intervals
+    from servecap.report.fleet_plan_text import interval_cells
+
+    cf = Closed(1, 2.69, 30.0, 5.0, 60.0, engine="vllm", gpu_family="H100")
+    row = LeverOut(name="split", change="split prefill/decode: 2 prefill + 5 decode replicas", replicas=7,
+                   usd_per_month=13_749.0, ttft_p99_s=0.8, tpot_p99_s=0.015, slo_met=True, simulations=4)  # fmt: skip
+    own = with_own_interval(row, cf)
+    assert own.interval["replicas"] == fleet_intervals(7, 13_749.0, cf)["replicas"]
+    n = own.interval["replicas"]
+    assert n["low"] <= 7 <= n["high"] or n["low"] <= n["estimate"] <= n["high"]  # type: ignore[operator]
+    assert {"replicas", "usd_per_month", "ttft_p99_s", "tpot_p99_s"} <= own.interval.keys()
+    assert interval_cells(own) == (f"{n['low']:,.0f}–{n['high']:,.0f}", interval_cells(own)[1])  # type: ignore[index]
+    failed = row.model_copy(update={"slo_met": False})
+    assert with_own_interval(failed, cf).interval == {}  # a failing row has no count to bound
+    js = (ROOT / "src/servecap/web/static/fleet-plan.js").read_text()
+    assert "x.interval && x.interval.replicas" in js

@@ -277,6 +277,9 @@ class LeverOut(_Out):
     hit_rates_before: dict[str, float] | None = None
     hit_rates: dict[str, float] | None = None
     fleet_file: FleetDoc | None = None  # the split's fleet file (P/D roles) where it met the SLOs
+    # the split's own 80% intervals where it met the SLOs ("replicas", "usd_per_month", "ttft_s.p99",
+    # "tpot_s.p99"), as the chosen fleet's ``interval`` (FleetPlanResponse.interval)
+    interval: dict[str, JsonObject] = Field(default_factory=dict)
 
 
 class FleetPlanResponse(_Out):
