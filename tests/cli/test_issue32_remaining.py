@@ -56,3 +56,28 @@ def test_the_split_lever_row_has_an_interval_of_its_own() -> None:
     assert with_own_interval(failed, cf).interval == {}  # a failing row has no count to bound
     js = (ROOT / "src/servecap/web/static/fleet-plan.js").read_text()
     assert "x.interval && x.interval.replicas" in js
+
+
+def test_the_fleets_own_figures_live_in_fleet_and_a_replica_row_is_one_conversion() -> None:
+    """`pool_capacities` and `with_predictive_floors` (fleet-file arithmetic) sat in the use case
+    app/fleet_simulate.py, and ReplicaOut copied ReplicaStats field by field there: they are the
+    fleet's (fleet/role_capacity.py, fleet/predictive_floors.py) and a row is ReplicaOut.of."""
+    import dataclasses
+
+    from servecap.app.fleet_simulate import ReplicaOut
+    from servecap.fleet.file_schema import load_fleet_file
+    from servecap.fleet.predictive_floors import with_predictive_floors
+    from servecap.fleet.role_capacity import pool_capacities
+    from servecap.fleet.run_result import ReplicaStats
+    from servecap.workload import load_workload
+
+    ff = load_fleet_file(ROOT / "examples/fleet-pd.yaml")
+    wl = load_workload(ROOT / "examples/workload-chat-short.yaml")
+    caps = pool_capacities(ff, wl)
+    assert set(caps) == {p.name for p in ff.pools} and all(v > 0 for v in caps.values())
+    assert callable(with_predictive_floors)
+    stats = ReplicaStats(3, "decode", "ready", 0.0, 10.0, None, 40, 38, 9.0, 0.45, None, 1.0, 20.0, 20.0, 110.0, 0.38)
+    row = ReplicaOut.of(stats, 12.5)
+    shared = {f.name for f in dataclasses.fields(ReplicaStats)} & set(ReplicaOut.model_fields)
+    assert all(getattr(row, k) == getattr(stats, k) for k in shared) and row.capacity_req_s == 12.5
+    assert "load_req_s" in shared

@@ -31,7 +31,6 @@ import multiprocessing
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -180,15 +179,6 @@ def plan_request_from_dict(raw: Mapping[str, object]) -> FleetPlanRequest:
         raise from_validation_error(
             err, "plan", allowed_keys=lambda _loc: _KEYS, brackets=True, key_as_field=True
         ) from None
-
-
-def load_plan_file(path: Path | str) -> JsonObject:
-    """Read a ``.yaml``/``.yml``/``.json`` plan file into a mapping (validated by
-    :func:`plan_request_from_dict`)."""
-    from servecap.files import load_document
-
-    raw: JsonObject = load_document(path, "plan")
-    return raw
 
 
 _KEYS = sorted({*FleetPlanRequest.model_fields, *TrafficModel.model_fields, *CandidateModel.model_fields})
