@@ -133,6 +133,7 @@ def test_a_pd_split_plan_re_runs_and_exports_as_pd(tmp_path: Path) -> None:
     plan = json.loads(_run(["fleet", "plan", *args, "-o", str(fleet), "--json"]))
     (row,) = [lv for lv in plan["levers"] if lv["name"] == "split"]
     assert row["slo_met"] and row["fleet_file"] is not None
+    assert row["interval"]["replicas"]["model"] == row["replicas"]  # the split's own interval (issue 32)
     split = tmp_path / "fleet.split.yaml"
     doc = yaml.safe_load(split.read_text())
     assert [p["role"] for p in doc["pools"]] == ["prefill", "decode"]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from servecap.app.export import export_pd as pd_config
 from servecap.errors import ServecapError
-from servecap.export.pd import pd_config
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "fleet-pd.yaml"
 

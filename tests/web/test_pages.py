@@ -159,6 +159,9 @@ def test_a_simulation_shows_progress_then_its_result(desktop: Page, server_url: 
     answer = pg.inner_text("#answer")
     assert re.search(rf"{want['completed']:,} of {want['num_requests']:,} requests", answer)
     assert f"{want['ttft_s']['p99'] * 1e3:,.1f}" in answer
+    # issue 32: the SLO verdict and which figure decides it, as the CLI's
+    assert pg.inner_text("#slo-verdict") == want["slo_verdict"]["text"]
+    assert "capacity's test" in (pg.get_attribute("#slo-verdict", "title") or "")
     desktop.shot("simulate-result")
     assert desktop.errors == []
 

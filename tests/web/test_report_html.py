@@ -76,3 +76,26 @@ def test_replay_report_axes(browser: Any, tmp_path: Path) -> None:
     assert fig["axes"]["yaxis"]["range"][0] == 0 and 10 <= fig["axes"]["yaxis"]["range"][1] <= 12
     assert fig["axes"]["yaxis2"]["range"][0] == 0 and 40 <= fig["axes"]["yaxis2"]["range"][1] <= 45
     assert fig["axes"]["xaxis2"]["title"] == "minute of the history"
+
+
+def test_capacity_reports_log_axis_has_the_pages_ticks_none_overlapping(browser: Any, tmp_path: Path) -> None:
+    """Issue 32, defect 8: the web pages' log axes got 1-2-5/decade ticks; the HTML reports kept
+    plotly's minor labels ("2", "5" between decades), overlapping over a few decades."""
+    from servecap.report.log_ticks import log_ticks
+
+    from .conftest import TICK_OVERLAPS
+
+    path = tmp_path / "capacity.html"
+    path.write_text(html_report("capacity", load_table=TABLE, load_unit="users", slo=Slo(1.0, 0.05)), encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1000, "height": 800})
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length > 0")
+        plot = page.evaluate("() => document.querySelector('.js-plotly-plot').id")
+        drawn = page.evaluate(f"() => document.getElementById('{plot}')._fullLayout.yaxis.ticktext")
+        overlaps = page.evaluate(TICK_OVERLAPS, plot)
+    finally:
+        page.close()
+    ms = [1e3 * row[k] for row in TABLE for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s")]
+    assert drawn == log_ticks([*ms, 1000.0, 50.0])["ticktext"] and len(drawn) >= 3
+    assert overlaps == []

@@ -7,9 +7,8 @@ schema and its building into a spec are :mod:`servecap.fleet.file_schema`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
@@ -19,8 +18,11 @@ from servecap.app.scale_event import ScaleEvent
 from servecap.app.warm_up import SteadyWindow
 from servecap.errors import ServecapError
 from servecap.fleet import FleetResult, FleetSpec, simulate_fleet
-from servecap.fleet.file_schema import FleetFile, build_fleet, fleet_from_dict, plan_pool
+from servecap.fleet.file_schema import FleetFile, build_fleet, fleet_from_dict
 from servecap.fleet.pd.stats import PdStats
+from servecap.fleet.predictive_floors import with_predictive_floors
+from servecap.fleet.role_capacity import pool_capacities
+from servecap.fleet.run_result import ReplicaStats
 from servecap.json_object import JsonObject
 from servecap.progress import ProgressFn
 from servecap.results.summary_json import RunSummaryJson
@@ -28,7 +30,6 @@ from servecap.workload import WorkloadSpec, traffic_classes
 
 if TYPE_CHECKING:
     from servecap.app.limits import WorkLimits
-    from servecap.fleet.run_result import ReplicaStats
 
 
 class _Model(BaseModel):
@@ -77,6 +78,9 @@ class FleetSimulateInput(BaseModel):
 
 
 class ReplicaOut(_Out):
+    """A replica's row: its :class:`~servecap.fleet.run_result.ReplicaStats` fields of the same
+    names, read in one conversion (:meth:`of`), and its pool's service rate."""
+
     replica_id: int
     pool: str
     state: str
@@ -90,6 +94,12 @@ class ReplicaOut(_Out):
     billed_s: float
     load_req_s: float | None = None  # requests it completed per second of its ready time
     capacity_req_s: float | None = None  # its pool's service rate (planner: output tok/s / mean output)
+
+    @classmethod
+    def of(cls, stats: ReplicaStats, capacity_req_s: float | None) -> ReplicaOut:
+        """The row of ``stats`` (its fields of the same names) with the pool's service rate."""
+        fields = {k: getattr(stats, k) for k in cls.model_fields if k != "capacity_req_s"}
+        return cls(**fields, capacity_req_s=capacity_req_s)
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -164,26 +174,6 @@ def _gateway_out(res: FleetResult) -> GatewayOut | None:
     )
 
 
-def _load_req_s(r: ReplicaStats, horizon_s: float) -> float | None:
-    if r.ready_s is None:
-        return None
-    span = (r.stopped_s if r.stopped_s is not None else horizon_s) - r.ready_s
-    return r.completed / span if span > 0 else None
-
-
-def pool_capacities(fleet: FleetFile, workload: WorkloadSpec, base_dir: Path | None = None) -> dict[str, float]:
-    """Each pool's service rate per replica, as ``simulate``'s load check reads it: the planner's
-    output tokens/s at its batch over the workload's mean output tokens (a P/D pool: in its role)."""
-
-    from servecap.app.role_capacity import role_capacity_req_s
-
-    caps = {}
-    for p in fleet.pools:
-        the_plan, _ = plan_pool(p, base_dir)
-        caps[p.name] = role_capacity_req_s(the_plan, p.role, workload)
-    return caps
-
-
 def response_from_result(
     res: FleetResult, seed: int, notes: list[str], capacity_by_pool: dict[str, float] | None = None
 ) -> FleetSimulateResponse:
@@ -197,24 +187,7 @@ def response_from_result(
         by_pool={k: RunSummaryJson.of(v) for k, v in res.by_pool.items()},
         replica_utilization={str(i): list(u) for i, u in enumerate(ts.replica_utilization)},
         outcomes=dict(res.outcomes),
-        replicas=[
-            ReplicaOut(
-                replica_id=r.replica_id,
-                pool=r.pool,
-                state=r.state,
-                requested_s=r.requested_s,
-                ready_s=r.ready_s,
-                stopped_s=r.stopped_s,
-                routed=r.routed,
-                completed=r.completed,
-                utilization=r.utilization,
-                prefix_cache_hit_rate=r.prefix_cache_hit_rate,
-                billed_s=r.billed_s,
-                load_req_s=_load_req_s(r, res.horizon_s),
-                capacity_req_s=caps.get(r.pool),
-            )
-            for r in res.replicas
-        ],
+        replicas=[ReplicaOut.of(r, caps.get(r.pool)) for r in res.replicas],
         timeseries={
             "time_s": list(ts.time_s),
             "arrival_rate_req_s": list(ts.arrival_rate_req_s),
@@ -236,63 +209,6 @@ def response_from_result(
         notes=notes,
         pd=res.pd,
     )
-
-
-def _rate_curve(workload: WorkloadSpec) -> Callable[[Any], Any] | None:
-    """The workload's arrival rate as a function of time (None: not an open-loop rate)."""
-    import numpy as np
-
-    from servecap.workload import rate_at
-    from servecap.workload.schedule_spec import ScheduleArrival
-    from servecap.workload.spec import PoissonArrival
-
-    arrival = workload.arrival
-    if isinstance(arrival, ScheduleArrival):
-        return lambda t: rate_at(arrival, t)
-    if isinstance(arrival, PoissonArrival):
-        const = arrival.rate_per_s
-        return lambda t: np.full(len(t), const)
-    return None
-
-
-def with_predictive_floors(spec: FleetSpec, f: FleetFile, workload: WorkloadSpec, notes: list[str]) -> FleetSpec:
-    """Add each pool's predictive scale-ahead floors (from the workload's rate curve) to its
-    autoscaler's schedule."""
-    import dataclasses
-
-    from servecap.fleet.predictive import scale_ahead_schedule
-
-    pools = list(spec.pools)
-    for i, p in enumerate(f.pools):
-        a = p.autoscaler
-        if a is None or a.predictive is None:
-            continue
-        rate = _rate_curve(workload)
-        if rate is None:
-            raise ServecapError(
-                f"pools.{p.name}.autoscaler.predictive", "{...}", "needs an open-loop poisson or schedule arrival"
-            )
-        pool = pools[i]
-        assert pool.autoscaler is not None
-        cs = pool.cold_start
-        lead = a.predictive.lead_s
-        if lead is None:
-            load = pool.weights_bytes / cs.load_bandwidth_bytes_s if cs.load_bandwidth_bytes_s != float("inf") else 0.0
-            lead = load + sum(ph.mean_s for _, ph in cs.phases())
-        horizon = workload.duration_s or 86400.0
-        floors = scale_ahead_schedule(
-            rate,
-            req_s_per_replica=a.predictive.req_s_per_replica,
-            lead_s=lead,
-            horizon_s=horizon,
-            step_s=a.predictive.step_s,
-            headroom=a.predictive.headroom,
-        )
-        cap = pool.autoscaler.max_replicas
-        entries = tuple(sorted({*pool.autoscaler.schedule, *((t, min(n, cap)) for t, n in floors)}))
-        pools[i] = dataclasses.replace(pool, autoscaler=dataclasses.replace(pool.autoscaler, schedule=entries))
-        notes.append(f"{p.name}: predictive scale-ahead {lead:.0f} s early, {len(floors)} floor changes")
-    return dataclasses.replace(spec, pools=tuple(pools))
 
 
 def expected_requests(workload: WorkloadSpec) -> int | None:
@@ -376,6 +292,7 @@ def _fleet_simulate(
     spec, notes = build_fleet(request.fleet, base_dir)
     spec = with_predictive_floors(spec, request.fleet, request.workload, notes)
     wl = request.workload
+    caps = pool_capacities(request.fleet, wl, base_dir)  # every run's replica rows: load of capacity
     if records is not None and request.percentiles == "exact":
         raise ServecapError("records", str(records), "a records file comes with a streaming run, not --exact")
     if records is not None:  # raises where the run cannot stream
@@ -385,11 +302,10 @@ def _fleet_simulate(
     check_fleet_work(request.fleet, request.workload, limits, streaming=stream)  # the exact path keeps every request
     if stream:
         res = simulate_fleet(spec, wl, request.seed, progress=progress, stream=True, records=records)
-        response = response_from_result(res, request.seed, notes)
+        response = response_from_result(res, request.seed, notes, caps)
         return response.model_copy(update={"records_path": None if records is None else str(records)}), res, spec
     if not any(c.slo_targets for c in traffic_classes(wl)):
         res = simulate_fleet(spec, wl, request.seed, progress=progress)
-        caps = pool_capacities(request.fleet, wl, base_dir)
         return response_from_result(res, request.seed, notes, caps), res, spec
     # the classes' own percentile targets: draw the requests here (simulate_fleet draws the same
     # ones from the same seed) to know each one's class
@@ -401,7 +317,7 @@ def _fleet_simulate(
     arrays = generate_arrays(wl, np.random.default_rng(request.seed))
     res = simulate_fleet(spec, arrays, request.seed, progress=progress)
     report = class_slo_report(res.columns, arrays, wl)
-    response = response_from_result(res, request.seed, notes, pool_capacities(request.fleet, wl, base_dir))
+    response = response_from_result(res, request.seed, notes, caps)
     rows = [
         SloTargetOut(
             group=t.group,

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 from servecap.app.flags import LoadFlags, StreamFlags, deployment_from_flags, efficiency_from_file, with_step_model
 from servecap.app.limits import WorkLimits, check_workload, cli_limits
 from servecap.app.simulate_request import CAPACITY_DURATION_S, SimulateRequest
+from servecap.app.slo_verdict import SloVerdict, slo_verdict
 from servecap.errors import ServecapError
 from servecap.progress import Progress, ProgressFn
 from servecap.results.summary_json import RunSummaryJson
@@ -372,6 +373,8 @@ class SimulateResponse(BaseModel):
     notes: list[str]
     # "ttft_s.p99" -> the 80% interval of the measured value (validation.interval)
     interval: dict[str, Interval] = {}
+    # met or missed, decided on the simulated p99s as capacity decides (app/slo_verdict.py)
+    slo_verdict: SloVerdict | None = None
 
     @model_serializer(mode="wrap")
     def _flatten(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
@@ -387,6 +390,7 @@ def simulate(
     """Run ``built`` and check its load; returns the response and the raw result (for reports)."""
     result = run_simulation(built, seed=seed, slo=slo, progress=progress)
     result, warmup_note = scored_as_capacity(built, result)
+    intervals = summary_intervals(built, result)
     response = SimulateResponse(
         summary=RunSummaryJson.of(result.summary),
         model=built.plan.deployment.model.id,
@@ -394,7 +398,8 @@ def simulate(
         seed=seed,
         load_check=check_load(built, result),
         notes=[*built.notes, *warmup_note],
-        interval=summary_intervals(built, result),
+        interval=intervals,
+        slo_verdict=slo_verdict(result.summary, intervals, slo),
     )
     return response, result
 

@@ -259,10 +259,9 @@ def pd(source: Path, out: Path | None, port: int) -> None:
     what does not map is named on stderr."""
     import yaml
 
-    from servecap.app.export import YAML_WIDTH
-    from servecap.export.pd import pd_config
+    from servecap.app.export import YAML_WIDTH, export_pd
 
-    data, warnings = pd_config(source, port=port)
+    data, warnings = export_pd(source, port=port)
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     _write(f"# servecap export pd {source}\n" + yaml.safe_dump(data, sort_keys=False, width=YAML_WIDTH), out)

@@ -239,7 +239,8 @@ def simulate_command(
             result,
             None,
             built.notes,
-            context=_context(built, response.load_check.message, intervals=response.interval),
+            context=_context(built, response.load_check.message, intervals=response.interval)
+            | ({"SLO verdict": response.slo_verdict.text} if response.slo_verdict is not None else {}),
             slo=slo if request.has_slo() else None,
         )
     if as_json:
@@ -271,6 +272,10 @@ def simulate_command(
     )
     render_summary(console, result.summary, "simulated latency")
     render_intervals(console, response.interval)
+    verdict = response.slo_verdict
+    if verdict is not None:  # decided on the simulated p99s, as capacity decides (app/slo_verdict.py)
+        console.print(f"[bold {'green' if verdict.met else 'red'}]{verdict.text}[/]", highlight=False)
+        console.print(f"[dim]verdict rule: {verdict.rule}[/]", highlight=False)
     load = f"{check.offered_req_s:,.2f} req/s offered, " if check.offered_req_s is not None else ""
     console.print(
         f"load: {load}about {check.service_req_s:,.2f} req/s at most (planner); queue wait grows "

@@ -38,13 +38,15 @@ from __future__ import annotations
 
 import json
 import shlex
-from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from servecap.errors import ServecapError
 from servecap.export.frontier_args import sglang_args
-from servecap.export.source import dns_name, load_source
+from servecap.export.source import ExportInput, dns_name
 from servecap.export.vllm_args import cli_args, engine_kwargs
+
+if TYPE_CHECKING:
+    from servecap.fleet.file_schema import FleetFile
 
 POLICY = {"prefix-affinity": "cache_aware", "power-of-two": "power_of_two", "round-robin": "round_robin"}
 POLICY["random"] = "random"
@@ -76,19 +78,17 @@ class PdConfig(TypedDict):
     vllm_router: str
 
 
-def pd_config(path: Path | str, *, port: int = 8000) -> tuple[PdConfig, list[str]]:
-    """The servers' and the routers' command lines for the P/D fleet file at ``path``."""
-    from servecap.fleet.file_schema import load_fleet_file
-
+def pd_config(ff: FleetFile, inp: ExportInput, *, port: int = 8000) -> tuple[PdConfig, list[str]]:
+    """The servers' and the routers' command lines for a P/D fleet file (``ff``, as
+    :func:`servecap.fleet.file_schema.load_fleet_file` read it, and ``inp``, the same file as
+    the exporters read it); :func:`servecap.app.export.export_pd` reads the file."""
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ServecapError("port", port, "must be a TCP port, 1-65535")
     if port == BOOTSTRAP_PORT:
         raise ServecapError("port", port, f"is the prefill servers' bootstrap port ({BOOTSTRAP_PORT}); pick another")
-    ff = load_fleet_file(path)  # a P/D fleet's layout is checked as it is read (fleet.pd_spec.check_pd_layout)
     roles = {p.name: p.role for p in ff.pools}
     if not any(r != "both" for r in roles.values()):
         raise ServecapError("pools.role", "both", "not a disaggregated fleet file (no prefill or decode pool)")
-    inp = load_source(path)
     warnings: list[str] = []
     backend = "nixl" if ff.kv_link is None or ff.kv_link.kind in ("tcp", "nvlink") else "mooncake"
     servers: dict[str, PdServer] = {}

@@ -18,7 +18,7 @@ from typing import Literal
 
 from servecap import __version__
 from servecap.errors import ServecapError
-from servecap.files import decode_text, format_of, parse_document, read_bytes
+from servecap.files import decode_text, format_of, parse_document
 from servecap.policy.autoscalers import AutoscalerSettings
 from servecap.policy.gateway.config import GatewayConfig, gateway_from_dict
 
@@ -133,17 +133,8 @@ def dns_name(text: str) -> str:
     return (name or "vllm")[:63].rstrip("-")
 
 
-def load_source(path: Path | str, *, replicas: int | None = None) -> ExportInput:
-    """Read ``path``: a ``.json`` holding a ``servecap plan --json`` object, a fleet file
-    (``.yaml``/``.yml``/``.json`` with ``pools``, as ``fleet plan --out`` writes it), or a
-    ``servecap fleet plan --json`` object (its ``fleet_file``). ``replicas`` sets a plan's
-    replica count."""
-    path = Path(path)
-    return parse_source(str(path), read_bytes(path, "file"), replicas=replicas)
-
-
 def parse_source(name: str, data: bytes, *, replicas: int | None = None) -> ExportInput:
-    """:func:`load_source` for a file already read: ``name``'s suffix gives the format, the
+    """A source already read (:func:`servecap.app.export.load_source` reads a file): ``name``'s suffix gives the format, the
     header names it, and a fleet file's relative paths are read from its folder."""
     path = Path(name)
     source_kind: Literal["fleet file", "plan"] = "fleet file"

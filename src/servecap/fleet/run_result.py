@@ -40,6 +40,7 @@ class ReplicaStats:
     sojourn_s: float  # Σ over the requests it held of the time they spent in it
     area_s: float  # ∫ requests in it dt (Little's law: equals sojourn_s)
     billed_s: float
+    load_req_s: float | None  # requests it completed per second of its time ready (None: never ready)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +180,7 @@ def replica_figures(spec: FleetSpec, fleet: Pools, horizon_s: float) -> tuple[li
                 sojourn_s=r.sojourn_s,
                 area_s=r.area_s,
                 billed_s=billed,
+                load_req_s=r.completed / ready_span if ready_span > 0 else None,
             )
         )
     return stats, cost, gpu_s

@@ -52,10 +52,11 @@ from servecap.planning.model import (
     fixed_fleet,
     search_counts,
 )
-from servecap.planning.run import Winner, ramp_fleet, scored_window
+from servecap.planning.run import Winner, fleet_intervals, p99_intervals, ramp_fleet, scored_window
 
 if TYPE_CHECKING:
     from servecap.planning.model import AutoscalerOut, CandidateModel, Scored
+    from servecap.planning.run import Closed
 
 LEVERS = (
     "router",
@@ -112,6 +113,17 @@ def overflow_gateway(ttft_s: float) -> Section:
         "routing": {"kind": "class", "pools": {}, "default": "main"},
         "overflow": [{"from_pool": "main", "to_pool": "small", "max_ttft_s": ttft_s}],
     }
+
+
+def with_own_interval(row: LeverOut, cf: Closed) -> LeverOut:
+    """A lever row that met the SLOs with its own 80% intervals: its replica count and rent (the
+    corpus's throughput interval carried to the count) and its p99s, as the chosen fleet's
+    (:func:`~servecap.planning.run.fleet_intervals`, :func:`~servecap.planning.run.p99_intervals`);
+    a P/D split's count is its own, not the co-located fleet's."""
+    if not row.slo_met or row.replicas is None or row.usd_per_month is None:
+        return row
+    iv = {**fleet_intervals(row.replicas, row.usd_per_month, cf), **p99_intervals(row.ttft_p99_s, row.tpot_p99_s, cf)}
+    return row.model_copy(update={"interval": iv})
 
 
 def _row(name: str, change: str, ev: FleetEval | None, sims: int, note: str = "", usd: float | None = None) -> LeverOut:
@@ -250,7 +262,8 @@ def run_levers(request: FleetPlanRequest, ctx: Context, winner: Winner) -> tuple
             a = best.result.answer
             chosen = best.result.evaluations[a][1] if a is not None else None
             try:
-                rows.append(split_lever(ctx, request, c, scored, n, 1 if name == "split" else 2, chosen=chosen))
+                row = split_lever(ctx, request, c, scored, n, 1 if name == "split" else 2, chosen=chosen)
+                rows.append(with_own_interval(row, best.closed))
             except ServecapError as err:  # a layout the P/D fleet cannot run for this candidate
                 skipped.append(f"{name}: {err}")
     ctx.enter(Stage("levers re-simulated", len(names), len(names)))

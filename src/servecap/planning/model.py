@@ -31,7 +31,6 @@ import multiprocessing
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -182,15 +181,6 @@ def plan_request_from_dict(raw: Mapping[str, object]) -> FleetPlanRequest:
         ) from None
 
 
-def load_plan_file(path: Path | str) -> JsonObject:
-    """Read a ``.yaml``/``.yml``/``.json`` plan file into a mapping (validated by
-    :func:`plan_request_from_dict`)."""
-    from servecap.files import load_document
-
-    raw: JsonObject = load_document(path, "plan")
-    return raw
-
-
 _KEYS = sorted({*FleetPlanRequest.model_fields, *TrafficModel.model_fields, *CandidateModel.model_fields})
 
 
@@ -277,6 +267,9 @@ class LeverOut(_Out):
     hit_rates_before: dict[str, float] | None = None
     hit_rates: dict[str, float] | None = None
     fleet_file: FleetDoc | None = None  # the split's fleet file (P/D roles) where it met the SLOs
+    # the split's own 80% intervals where it met the SLOs ("replicas", "usd_per_month", "ttft_s.p99",
+    # "tpot_s.p99"), as the chosen fleet's ``interval`` (FleetPlanResponse.interval)
+    interval: dict[str, JsonObject] = Field(default_factory=dict)
 
 
 class FleetPlanResponse(_Out):

@@ -38,9 +38,9 @@ def evidence_line(label: str, ev: FleetEval, *, fixed: bool = True) -> str:
     )
 
 
-def interval_cells(r: FleetPlanResponse) -> tuple[str, str] | None:
-    """The chosen fleet's 80% intervals as table cells, ``("6–9", "$9,198–$13,797")``, or None
-    when the plan carries none (``--json``'s ``interval``)."""
+def interval_cells(r: FleetPlanResponse | LeverOut) -> tuple[str, str] | None:
+    """The chosen fleet's (or a lever row's own) 80% intervals as table cells, ``("6–9",
+    "$9,198–$13,797")``, or None when it carries none (``--json``'s ``interval``)."""
     n, usd = r.interval.get("replicas"), r.interval.get("usd_per_month")
     if n is None or usd is None:
         return None
@@ -158,14 +158,17 @@ def lever_rows(r: FleetPlanResponse) -> list[tuple[str, ...]]:
     a = r.autoscaler
     for lv in r.levers:
         ramp = lv.name in ("scale-ahead", "warm-pool") and a is not None
+        own = interval_cells(lv)  # a row's own interval (the P/D split's)
+        lv_level = f"{lv.interval['replicas']['level']:.0%}" if own else ""
+        lv_n, lv_usd = (f" ({lv_level} {own[0]})", f" ({lv_level} {own[1]})") if own else ("", "")
         rows.append(
             (
                 lv.name,
                 lv.change,
                 f"{a.min_replicas}-{a.max_replicas}"
                 if ramp and a is not None
-                else ("-" if lv.replicas is None else str(lv.replicas)),
-                "-" if lv.usd_per_month is None else f"${lv.usd_per_month:,.0f}",
+                else ("-" if lv.replicas is None else f"{lv.replicas}{lv_n}"),
+                "-" if lv.usd_per_month is None else f"${lv.usd_per_month:,.0f}{lv_usd}",
                 _ms(lv.ttft_p99_s),
                 _ms(lv.tpot_p99_s),
                 "yes" if lv.slo_met else "no",

@@ -44,6 +44,8 @@ def html_report(
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    from servecap.report.log_ticks import log_ticks
+
     figs: list[tuple[str, Any]] = []
     if load_table:
         loads = [row["load"] for row in load_table]
@@ -92,7 +94,11 @@ def html_report(
                 font={"color": "green"},
             )
         fig.update_xaxes(title_text=f"offered load ({load_unit})")
-        fig.update_yaxes(title_text="latency (ms, log scale)", type="log", row=1, col=1)
+        shown_ms = [v for key, *_ in _LATENCY_SERIES for v in _ms([row.get(key) for row in load_table])]
+        shown_ms += [x * 1e3 for x in (slo.ttft_s, slo.tpot_s) if x is not None] if slo is not None else []
+        fig.update_yaxes(
+            title_text="latency (ms, log scale)", type="log", row=1, col=1, **log_ticks(shown_ms)
+        )  # 1-2-5 per decade, as the web pages (report/log_ticks.py): plotly's minor labels overlap
         fig.update_yaxes(title_text="requests", row=1, col=2)
         figs.append(("Latency vs load", fig))
     if summary is not None and summary.timeseries is not None and summary.timeseries.time_s:

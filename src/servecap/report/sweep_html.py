@@ -32,6 +32,8 @@ def _cell(x: Any, scale: float = 1.0) -> str:
 def sweep_html(title: str, run: SweepRun) -> str:
     import plotly.graph_objects as go
 
+    from servecap.report.log_ticks import log_ticks
+
     axes = list(run.points[0].values) if run.points else []
     head = "".join(f"<th>{_html.escape(a)}</th>" for a in ("#", *axes, *(c[1] for c in _COLUMNS), "error"))
     rows = [f"<table><tr>{head}</tr>"]
@@ -74,6 +76,8 @@ def sweep_html(title: str, run: SweepRun) -> str:
         yaxis_title="p99 TTFT (ms)",
         yaxis_type="log",
     )
+    # 1-2-5 per decade, as the web pages (report/log_ticks.py): plotly's minor labels overlap
+    fig.update_yaxes(**log_ticks([*ys, *([slo_ttft * 1e3] if slo_ttft is not None else [])]))
     failed = len(run.errors)
     n_seeds = len(run.points[0].all_seeds) if run.points else 1
     seeds = f", each on {n_seeds} seeds merged through their sketches" if n_seeds > 1 else ""

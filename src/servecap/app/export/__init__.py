@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the targets load when one is built (reading the request's d
     from servecap.export.keda import KedaObject
     from servecap.export.kserve import InferenceService
     from servecap.export.litellm import LitellmConfig
+    from servecap.export.pd import PdConfig
     from servecap.export.production_stack import StackValues
     from servecap.export.ray_serve import RayServeConfig
     from servecap.export.source import ExportInput
@@ -58,10 +59,29 @@ def export_file(req: ExportRequest) -> ExportResponse:
     return ExportResponse(target=req.target, text=result.text, warnings=list(result.warnings))
 
 
+def load_source(path: Path | str, *, replicas: int | None = None) -> ExportInput:
+    """Read ``path``: a ``.json`` holding a ``servecap plan --json`` object, a fleet file
+    (``.yaml``/``.yml``/``.json`` with ``pools``, as ``fleet plan --out`` writes it), or a
+    ``servecap fleet plan --json`` object (its ``fleet_file``). ``replicas`` sets a plan's
+    replica count (:func:`servecap.export.source.parse_source` parses what was read)."""
+    from servecap.export.source import parse_source
+    from servecap.files import read_bytes
+
+    path = Path(path)
+    return parse_source(str(path), read_bytes(path, "file"), replicas=replicas)
+
+
+def export_pd(path: Path | str, *, port: int = 8000) -> tuple[PdConfig, list[str]]:
+    """``export pd``: read the P/D fleet file at ``path`` (its layout checked as it is read,
+    fleet.pd_spec.check_pd_layout) and give its servers' and routers' command lines."""
+    from servecap.export.pd import pd_config
+    from servecap.fleet.file_schema import load_fleet_file
+
+    return pd_config(load_fleet_file(path), load_source(path), port=port)
+
+
 def export(target: str, path: Path | str, options: ExportOptions | None = None) -> ExportResult:
     """Read ``path`` and write ``target``'s configuration."""
-    from servecap.export.source import load_source
-
     if target not in TARGETS:
         raise ServecapError(
             "target", target, f"unknown export target; one of {', '.join(TARGETS)}" + did_you_mean(target, TARGETS)

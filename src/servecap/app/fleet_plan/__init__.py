@@ -8,6 +8,7 @@ this module (an import-linter contract keeps ``servecap.app`` free of import cir
 
 from __future__ import annotations
 
+from servecap.app.fleet_plan.flags import load_plan_file
 from servecap.app.limits import WorkLimits, check_fleet_plan_work, cli_limits
 from servecap.errors import ServecapError, did_you_mean
 from servecap.planning.levers import LEVERS, run_levers
@@ -15,7 +16,6 @@ from servecap.planning.model import (
     Context,
     FleetPlanRequest,
     FleetPlanResponse,
-    load_plan_file,
     plan_request_from_dict,
 )
 from servecap.planning.run import run_plan

@@ -17,12 +17,21 @@ from pydantic import BaseModel, ConfigDict
 from servecap.app import defaults
 from servecap.errors import ServecapError
 from servecap.json_object import JsonObject
-from servecap.planning.model import DEFAULT_WORKLOAD, FleetPlanRequest, load_plan_file, plan_request_from_dict
+from servecap.planning.model import DEFAULT_WORKLOAD, FleetPlanRequest, plan_request_from_dict
 from servecap.workload import load_workload
 from servecap.workload.spec import TraceArrival
 
 NO_LEVERS = "none"
 """``--levers none``: no lever table."""
+
+
+def load_plan_file(path: Path | str) -> JsonObject:
+    """Read a ``.yaml``/``.yml``/``.json`` plan file into a mapping (validated by
+    :func:`~servecap.planning.model.plan_request_from_dict`)."""
+    from servecap.files import load_document
+
+    raw: JsonObject = load_document(path, "plan")
+    return raw
 
 
 class FleetPlanFlags(BaseModel):

@@ -63,7 +63,7 @@ function render(r) {
       ${num(a.scale_ahead_lead_s)} s early; ${usd(a.usd_per_month, 0)}/month over the day. Steepest ramp
       (${num(a.ramp_rate_from_req_s, 1)} → ${num(a.ramp_rate_to_req_s, 1)} req/s): p99 TTFT ${ms(a.ramp.ttft_p99_s)} ms, SLO ${a.ramp.slo_met ? "met" : "missed"}.</p>` : ""}
     <h2>Levers</h2>
-    ${r.levers.length ? table([["lever", (x) => esc(x.name)], ["change", (x) => esc(x.change)], ["replicas", (x) => num(x.replicas)], ["$/month", (x) => usd(x.usd_per_month, 0)],
+    ${r.levers.length ? table([["lever", (x) => esc(x.name)], ["change", (x) => esc(x.change)], ["replicas", (x) => num(x.replicas) + ivText(x.interval && x.interval.replicas, (v) => num(v), `lever-${x.name}-interval`)], ["$/month", (x) => usd(x.usd_per_month, 0) + ivText(x.interval && x.interval.usd_per_month, (v) => usd(v, 0))],
       ["p99 TTFT (ms)", (x) => ms(x.ttft_p99_s)], ["SLO met", (x) => (x.slo_met ? "yes" : "no")], ["note", (x) => esc(x.note)]], r.levers) : '<p class="muted">No levers asked for.</p>'}
     ${r.levers_skipped.length ? `<p class="muted">Left out: ${esc(r.levers_skipped.join("; "))}</p>` : ""}
     ${notes([...r.story, ...r.notes])}`;

@@ -26,6 +26,7 @@ function renderSimulation(r, body) {
       p99 TTFT <strong>${ms(r.ttft_s && r.ttft_s.p99)}</strong> ms${ivText(r.interval && r.interval["ttft_s.p99"], (x) => ms(x), "ttft-interval")},
       p99 TPOT <strong>${ms(r.tpot_s && r.tpot_s.p99)}</strong> ms${ivText(r.interval && r.interval["tpot_s.p99"], (x) => ms(x), "tpot-interval")},
       ${num(r.throughput_req_s, 2)} req/s, ${num(r.output_tokens_per_s)} output tokens/s.</p>
+    ${r.slo_verdict ? `<p class="${r.slo_verdict.met ? "answer" : "error"}" id="slo-verdict" title="${esc(r.slo_verdict.rule)}">${esc(r.slo_verdict.text)}</p>` : ""}
     <p class="muted">${esc(r.model)} on ${esc(r.gpu)}, seed ${num(r.seed)}. Mean batch ${num(r.mean_batch_size, 1)},
       KV use ${num(100 * r.mean_kv_utilization, 1)}% mean / ${num(100 * r.max_kv_utilization, 1)}% max, preemptions ${num(r.preemptions)},
       prefix-cache hit rate <span id="prefix-hit-rate">${num(100 * (r.prefix_cache_hit_rate || 0), 1)}%</span>${body && body.trace ? ` (replayed ${esc(body.trace.path)})` : ""}.</p>

@@ -1,9 +1,13 @@
-"""A replica's service rate in its pool's role, for the fleet's "load (of capacity)" column."""
+"""A replica's service rate in its pool's role, for the fleet's "load (of capacity)" column: per
+role (:func:`role_capacity_req_s`) and per pool of a fleet file (:func:`pool_capacities`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from servecap.core.capacity import decode_only_req_s, prefill_only_req_s
 from servecap.core.plan import Plan
+from servecap.fleet.file_schema import FleetFile, plan_pool
 from servecap.workload import WorkloadSpec, dist_mean
 
 
@@ -22,3 +26,14 @@ def role_capacity_req_s(the_plan: Plan, role: str, workload: WorkloadSpec) -> fl
         per_step = the_plan.step.spec_tokens_per_step
         return decode_only_req_s(the_plan.batch, the_plan.decode_step_time_s, out_tokens, per_step)
     return the_plan.output_tokens_per_s_total / max(1.0, out_tokens)
+
+
+def pool_capacities(fleet: FleetFile, workload: WorkloadSpec, base_dir: Path | None = None) -> dict[str, float]:
+    """Each pool's service rate per replica, as ``simulate``'s load check reads it: the planner's
+    output tokens/s at its batch over the workload's mean output tokens (a P/D pool: in its role)."""
+
+    caps = {}
+    for p in fleet.pools:
+        the_plan, _ = plan_pool(p, base_dir)
+        caps[p.name] = role_capacity_req_s(the_plan, p.role, workload)
+    return caps
