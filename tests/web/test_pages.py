@@ -51,7 +51,7 @@ def test_every_page_loads_without_console_errors(browser: Any, server_url: str, 
         page.page.wait_for_function("() => document.querySelector('#model, select[name=kind]').options.length > 1")
         assert page.page.locator("header nav a.current").inner_text()
         page.shot(f"{name}-{'desktop' if width > 800 else 'phone'}")
-        assert page.errors == []
+        assert page.errors == [], page.failed
         # no page is wider than the screen (tables scroll inside their box)
         assert page.page.evaluate("document.documentElement.scrollWidth") <= width
     finally:
