@@ -119,6 +119,10 @@ def sessions_in_store(path: Path) -> list[dict[str, object]]:
     the row."""
     from servecap.files import loads_json
 
+    if path.stat().st_size == 0:
+        # SQLite creates the file empty and writes its header with the first table: a server's
+        # results file that a job is creating this instant holds no sessions yet (not an error)
+        return []
     if not is_sqlite(path):
         raise ServecapError("db", str(path), "is not a SQLite database")
     try:
