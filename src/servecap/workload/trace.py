@@ -257,12 +257,7 @@ def _jsonl_trace(path: Path, whole: str, fmt: str, block_tokens: int) -> tuple[_
         if not text.strip():
             continue
         where = f"{path.name}:{i}"
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError) as err:
-            raise ServecapError(where, text[:60], f"not JSON ({str(err)[:80]})") from None
-        if not isinstance(obj, dict):
-            raise ServecapError(where, text[:60], "each line must be a JSON object")
+        obj = json_line_object(text, where)
         if fmt == "auto" and is_sessions_file(obj):
             raise ServecapError(
                 "arrival.format",
@@ -275,15 +270,32 @@ def _jsonl_trace(path: Path, whole: str, fmt: str, block_tokens: int) -> tuple[_
             _check_keys(list(obj), where, _JSONL_OPTIONAL)
             _servecap_row(rows, obj, where, block_tokens)
         else:
-            for key in MOONCAKE_KEYS:
-                if key not in obj:
-                    raise ServecapError(where, key, "missing key of a mooncake trace line")
-            t = _number(obj, "timestamp", where, minimum=0.0, maximum=MAX_TIME_S * 1000.0) / 1000.0
-            prompt = int(_number(obj, "input_length", where, minimum=1, integer=True))
-            output = int(_number(obj, "output_length", where, minimum=0, integer=True))
-            hashes = _hash_ids(obj.get("hash_ids"), prompt, block_tokens, where)
-            rows.add(t, prompt, max(output, 1), hashes=hashes)
+            t, prompt, output, hashes = mooncake_row(obj, where, block_tokens)
+            rows.add(t, prompt, output, hashes=hashes)
     return rows, "servecap" if fmt == "auto" else fmt
+
+
+def json_line_object(text: str, where: str) -> dict[str, Any]:
+    """One JSONL line as the JSON object it must be; errors name ``where`` (file:line)."""
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise ServecapError(where, text[:60], f"not JSON ({str(err)[:80]})") from None
+    if not isinstance(obj, dict):
+        raise ServecapError(where, text[:60], "each line must be a JSON object")
+    return obj
+
+
+def mooncake_row(obj: dict[str, Any], where: str, block_tokens: int) -> tuple[float, int, int, list[int]]:
+    """One Mooncake/Bailian line: arrival (s), prompt tokens, output tokens (a prefill-only row
+    makes its first token: at least 1) and its block hashes; errors name ``where``."""
+    for key in MOONCAKE_KEYS:
+        if key not in obj:
+            raise ServecapError(where, key, "missing key of a mooncake trace line")
+    t = _number(obj, "timestamp", where, minimum=0.0, maximum=MAX_TIME_S * 1000.0) / 1000.0
+    prompt = int(_number(obj, "input_length", where, minimum=1, integer=True))
+    output = int(_number(obj, "output_length", where, minimum=0, integer=True))
+    return t, prompt, max(output, 1), _hash_ids(obj.get("hash_ids"), prompt, block_tokens, where)
 
 
 def _hash_ids(raw: object, prompt: int, block_tokens: int, where: str) -> list[int]:

@@ -13,7 +13,6 @@ chunk, and the consumer (:func:`servecap.fleet.cache_replay_run.cache_replay`) o
 
 from __future__ import annotations
 
-import json
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ import numpy as np
 from servecap.errors import ServecapError
 from servecap.workload.arrays import RequestArrays
 from servecap.workload.block_hash import DEFAULT_TRACE_BLOCK_TOKENS
-from servecap.workload.trace import MAX_TIME_S, MOONCAKE_KEYS, _hash_ids, _number
+from servecap.workload.trace import json_line_object, mooncake_row
 
 CHUNK_ROWS = 65_536
 
@@ -58,16 +57,8 @@ def iter_trace_chunks(
                 if not text:
                     continue
                 where = f"{path.name}:{i}"
-                try:
-                    obj = json.loads(text)
-                except (ValueError, RecursionError) as err:
-                    raise ServecapError(where, text[:60], f"not JSON ({str(err)[:80]})") from None
-                if not isinstance(obj, dict):
-                    raise ServecapError(where, text[:60], "each line must be a JSON object")
-                for key in MOONCAKE_KEYS:
-                    if key not in obj:
-                        raise ServecapError(where, key, "missing key of a mooncake trace line")
-                t = _number(obj, "timestamp", where, minimum=0.0, maximum=MAX_TIME_S * 1000.0) / 1000.0
+                obj = json_line_object(text, where)
+                t, p, o, h = mooncake_row(obj, where, trace_block_tokens)
                 if t < last_s:
                     raise ServecapError(
                         f"{where}.timestamp",
@@ -76,12 +67,9 @@ def iter_trace_chunks(
                         "time order (sort it, or read it whole)",
                     )
                 last_s = t
-                p = int(_number(obj, "input_length", where, minimum=1, integer=True))
-                o = int(_number(obj, "output_length", where, minimum=0, integer=True))
-                h = _hash_ids(obj.get("hash_ids"), p, trace_block_tokens, where)
                 arrival.append(t)
                 prompt.append(p)
-                output.append(max(o, 1))  # a prefill-only row makes its first token (load_trace too)
+                output.append(o)
                 ids.extend(h)
                 lens.append(len(h))
                 if len(arrival) == chunk_rows:
