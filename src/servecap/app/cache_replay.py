@@ -21,8 +21,6 @@ from servecap.workload.samples import trace_path
 from servecap.workload.spec_parts import TraceArrival
 from servecap.workload.trace_stream import iter_trace_chunks
 
-FIDELITIES = ("full", "cache-replay")
-
 
 class CacheReplayResponse(BaseModel):
     """What a cache replay answers (latencies in seconds: p50, p90, p95, p99, mean, max, count)."""
