@@ -5,6 +5,8 @@ number finite (:func:`~servecap.api.bodies.plain_tree`)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ValidationInfo, field_validator
 
 from servecap.api.bodies import plain_tree
@@ -14,7 +16,11 @@ from servecap.planning.model import FleetPlanInput
 
 class FleetSimulateBody(FleetSimulateInput):
     """``servecap fleet simulate``: a fleet file and a workload file, as JSON objects (the same
-    keys the YAML files take; docs/fleet.md, docs/workload.md)."""
+    keys the YAML files take; docs/fleet.md, docs/workload.md). ``fidelity`` is ``fleet simulate
+    --fidelity``: ``full`` (the discrete-event simulation) or ``cache-replay`` (a block-hash trace
+    sample streamed through the cache replay, api/cache_replay_job.py)."""
+
+    fidelity: Literal["full", "cache-replay"] = "full"
 
     @field_validator("fleet", "workload")
     @classmethod

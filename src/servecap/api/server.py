@@ -34,6 +34,7 @@ from servecap.api.bodies import (
     UploadBody,
 )
 from servecap.api.cache import ResponseCache
+from servecap.api.cache_replay_job import cache_replay_job, check_cache_replay_body
 from servecap.api.fleet_bodies import FleetPlanBody, FleetSimulateBody
 from servecap.api.guard import BodyTooLarge, Guard, GuardSettings
 from servecap.api.jobfns import (
@@ -295,7 +296,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.post(f"{API}/fleet/simulate", status_code=202)
     async def fleet_simulate(body: FleetSimulateBody) -> JSONResponse:
-        """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``."""
+        """Start ``servecap fleet simulate`` as a job; its result is ``fleet simulate --json``
+        (``fidelity: cache-replay``: ``fleet simulate --fidelity cache-replay --json`` of a trace
+        sample, api/cache_replay_job.py)."""
+        if body.fidelity == "cache-replay":
+            await checked(check_cache_replay_body, body, settings.upload_dir, settings.limits)
+            return accepted("fleet-cache-replay", cache_replay_job, {**body.model_dump(), "_limits": settings.limits})
         await checked(check_fleet_body, body, settings.upload_dir, settings.limits, settings.max_result_bytes)
         return accepted("fleet-simulate", fleet_simulate_job, {**body.model_dump(), "_limits": settings.limits})
 
