@@ -81,8 +81,10 @@ def _inputs(body: FleetSimulateBody) -> tuple[Any, Any, str]:
     arrival = body.workload.get("arrival")
     if not isinstance(arrival, dict) or arrival.get("kind") != "trace":
         raise ServecapError(
-            "fidelity", "cache-replay", NO_TRACE.replace("--trace FILE", "workload.arrival a trace sample") + " "
-            "({kind: trace, path: sample:<name>}, GET /api/v1/traces)"
+            "fidelity",
+            "cache-replay",
+            NO_TRACE.replace("--trace FILE", "workload.arrival a trace sample") + " "
+            "({kind: trace, path: sample:<name>}, GET /api/v1/traces)",
         )
     trace = workload_from_dict(dict(body.workload)).arrival
     assert isinstance(trace, TraceArrival)
@@ -96,7 +98,6 @@ def check_cache_replay_body(body: FleetSimulateBody, upload_dir: Path, limits: W
     from servecap.api.names import check_spec
     from servecap.app.cache_replay import fleet_cache_replay
     from servecap.app.limits import check_fleet_work
-    from servecap.fleet.file_schema import fleet_from_dict
     from servecap.workload import workload_from_dict
 
     fleet, _trace, _path = _inputs(body)
