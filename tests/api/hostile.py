@@ -109,6 +109,7 @@ ROUTES: dict[str, tuple[dict[str, Any], list[tuple[str | int, ...]]]] = {
             ("workload", "prompt_tokens"),
             ("workload", "duration_s"),
             ("workload", "users"),
+            ("fidelity",),
         ],
     ),
     "/api/v1/fleet/plan": (

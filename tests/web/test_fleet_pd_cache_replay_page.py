@@ -26,13 +26,15 @@ def _cli(*args: str) -> dict[str, Any]:
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
-def test_a_pd_fleet_shows_the_clis_pd_section_and_role_capacities(desktop: Page, server_url: str) -> None:
+def test_a_pd_fleet_via_the_store_shows_the_clis_pd_section_and_role_capacities(desktop: Page, server_url: str) -> None:
     query = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100-SXM", "max_model_len": "8192",
              "prefill_replicas": "1", "decode_replicas": "2", "rate": "4", "duration_s": "40",
-             "prompt_tokens": "1024", "output_tokens": "128", "seed": "0"}  # fmt: skip
+             "kv_via": "store", "remote_kv_tib": "1", "prompt_tokens": "1024", "output_tokens": "128",
+             "seed": "0"}  # fmt: skip
     want = _cli("-m", "meta-llama/Llama-3.1-8B", "-g", "H100-SXM", "-l", "8192", "--prefill-replicas", "1",
                 "--decode-replicas", "2", "--rate", "4", "--duration-s", "40", "--prompt-tokens", "1024",
-                "--output-tokens", "128", "--ttft-slo-ms", "2000", "--tpot-slo-ms", "100")  # fmt: skip
+                "--output-tokens", "128", "--kv-via", "store", "--remote-kv-tib", "1", "--ttft-slo-ms", "2000",
+                "--tpot-slo-ms", "100")  # fmt: skip
     pg = desktop.page
     pg.goto(f"{server_url}/fleet?{urlencode(query)}")
     run_from_link(pg)
@@ -40,6 +42,7 @@ def test_a_pd_fleet_shows_the_clis_pd_section_and_role_capacities(desktop: Page,
     rows = [r.split("\t") for r in pg.inner_text("#pd table").splitlines()[1:]]
     assert rows == [list(r) for r in pd_rows(TypeAdapter(PdStats).validate_python(want["pd"]))]
     assert rows[0] == ["replicas", "1 prefill, 2 decode"]
+    assert rows[-1][0] == "hand-off via the shared store" and "blocks already there" in rows[-1][1]
     # each replica's load against its own role's capacity (prefills back to back; pure decode)
     caps = {r["pool"]: r["capacity_req_s"] for r in want["replicas"]}
     assert set(caps) == {"prefill", "decode"} and caps["prefill"] != caps["decode"]
