@@ -115,6 +115,36 @@ CASES: list[Case] = [
         ),
     ),
     Case(
+        name="fleet-simulate-cache-replay",
+        cli=[
+            *(
+                "fleet",
+                "simulate",
+                "-m",
+                "Qwen/Qwen3-0.6B",
+                "-g",
+                "H100",
+                "--replicas",
+                "2",
+                "--router",
+                "precise-prefix",
+            ),
+            *("--trace", "sample:mooncake-conversation", "--time-scale", "0.5", "--fidelity", "cache-replay"),
+        ],
+        api=(
+            "POST",
+            "/api/v1/fleet/simulate",
+            {
+                "fleet": {
+                    "pools": [{"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "replicas": 2}],
+                    "router": "precise-prefix",
+                },
+                "workload": {"arrival": {"kind": "trace", "path": "sample:mooncake-conversation", "time_scale": 0.5}},
+                "fidelity": "cache-replay",
+            },
+        ),
+    ),
+    Case(
         name="fleet-plan-no-levers",
         cli=["fleet", "plan", "-m", MODEL, "-g", "H100", "--peak-rps", "4", "--levers", "none", "--seed", "1"],
         api=(
