@@ -36,8 +36,13 @@ def test_a_pd_fleet_via_the_store_shows_the_clis_pd_section_and_role_capacities(
                 "--output-tokens", "128", "--kv-via", "store", "--remote-kv-tib", "1", "--ttft-slo-ms", "2000",
                 "--tpot-slo-ms", "100")  # fmt: skip
     pg = desktop.page
-    pg.goto(f"{server_url}/fleet?{urlencode(query)}")
+    # half a split is the CLI's refusal (give both), before any job
+    pg.goto(f"{server_url}/fleet?{urlencode({k: v for k, v in query.items() if k != 'decode_replicas'})}")
     run_from_link(pg)
+    pg.wait_for_selector("#error:not(.hidden)")
+    assert pg.inner_text("#error").startswith("decode_replicas: give prefill replicas and decode replicas")
+    pg.fill("input[name=decode_replicas]", query["decode_replicas"])
+    pg.click("#form button[type=submit]")
     pg.wait_for_selector("#pd", timeout=120_000)
     rows = [r.split("\t") for r in pg.inner_text("#pd table").splitlines()[1:]]
     assert rows == [list(r) for r in pd_rows(TypeAdapter(PdStats).validate_python(want["pd"]))]
