@@ -154,3 +154,53 @@ def test_a_pd_split_plan_re_runs_and_exports_as_pd(tmp_path: Path) -> None:
     assert "--kv-transfer-config" in vllm
     router = shlex.split(pd["sglang_router"])
     assert "--pd-disaggregation" in router and router.count("--decode") == servers["decode"]["replicas"]
+
+
+def _round_trip(tmp_path: Path, plan_args: list[str]) -> dict[str, object]:
+    """plan -> `-o` -> `fleet simulate` on the plan's peak window (each p99, corrected as the
+    plan's own figure is, inside the plan's interval) -> every export target, each checked by
+    its real schema or parser, from the fleet file and from `fleet plan --json` alike."""
+    fleet = tmp_path / "fleet.yaml"
+    out = _run(["fleet", "plan", *plan_args, "--levers", "none", "-o", str(fleet), "--json"])
+    plan = json.loads(out)
+    peak = tmp_path / "fleet.peak.yaml"
+    sim = json.loads(
+        _run(["fleet", "simulate", "--fleet", str(fleet), "--workload", str(peak), "--seed", "0", "--json"])
+    )
+    for key, metric in (("ttft_p99_s", "ttft_s"), ("tpot_p99_s", "tpot_s")):
+        iv = plan["interval"][key]
+        rerun = sim["summary"][metric]["p99"]
+        assert iv["low"] <= rerun * iv["estimate"] / iv["model"] <= iv["high"], (key, rerun, iv)
+    as_json = tmp_path / "fp.json"
+    as_json.write_text(out)
+    replicas = plan["chosen"]["replicas"]
+    for source in (fleet, as_json):
+        _validate_all(list(export("keda", source).data))
+        _validate_all(list(export("kserve", source).data))
+        _check_ray_serve(export("ray-serve", source).data)
+        validate(export("production-stack", source).data, "production-stack-values.schema.json")
+        if plan.get("autoscaler"):  # an autoscaled pool is addressed through its Service
+            lite = export("litellm", source, ExportOptions(api_base="http://vllm.vllm:8000/v1")).data
+            assert len(lite["model_list"]) == 1
+        else:
+            lite = export("litellm", source, ExportOptions(api_base="http://vllm-{replica}.vllm:8000/v1")).data
+            assert len(lite["model_list"]) == replicas
+    return plan
+
+
+@pytest.mark.slow
+def test_a_70b_fp8_plan_round_trips(tmp_path: Path) -> None:
+    """Issue 32, Must show: a 70B FP8 plan (H200, 8K context, 300 users at the peak)."""
+    plan = _round_trip(
+        tmp_path, ["-m", "meta-llama/Llama-3.1-70B", "-g", "H200", "-w", "fp8", "-l", "8192", "--peak-users", "300"]
+    )
+    assert plan["chosen"]["gpu"].startswith("H200")  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_the_chat_example_plan_round_trips(tmp_path: Path) -> None:
+    """Issue 32, Must show: examples/fleet-plan-chat.yaml (70B FP8 on H200 or 2 x H100, two tenants
+    with their own SLOs, a daily curve, keda-vllm) -> its file -> re-run -> every target."""
+    example = Path(__file__).parents[2] / "examples" / "fleet-plan-chat.yaml"
+    plan = _round_trip(tmp_path, ["--plan", str(example)])
+    assert plan["autoscaler"] is not None

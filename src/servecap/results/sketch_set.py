@@ -2,7 +2,9 @@
 
 :class:`RunSketches` holds one :class:`~servecap.results.stream.StreamingSummary` for the run, one
 per group on each axis (``"class"``, ``"tenant"``, ``"pool"``), and a TTFT sketch per time window
-of ``window_s`` seconds (by first-token time) for the time series. Merging two adds every
+of ``window_s`` seconds (by first-token time) for the time series, each a
+:class:`~servecap.results.window_sketch.WindowSketch` (one numpy array of bucket counts: a day's
+thousands of windows stay a few MiB). Merging two adds every
 counter and sketch, group by group and window by window: seeds of one study, the points of a
 sweep or the workers of a distributed run combine into the accumulators of the pooled requests.
 """
@@ -14,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY, QuantileSketch
+from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY
 from servecap.results.stream import StreamingSummary
+from servecap.results.window_sketch import WindowSketch, mapping_for
 from servecap.specs.perf import Slo
 
 AXES = ("class", "tenant", "pool")
@@ -34,7 +37,7 @@ class RunSketches:
         self.relative_accuracy = relative_accuracy
         self.total = StreamingSummary(slo, relative_accuracy)
         self.groups: dict[str, dict[str, StreamingSummary]] = {a: {} for a in AXES}
-        self.ttft_windows: dict[int, QuantileSketch] = {}  # window index (first token // window_s)
+        self.ttft_windows: dict[int, WindowSketch] = {}  # window index (first token // window_s)
 
     def group(self, axis: str, name: str) -> StreamingSummary:
         g = self.groups[axis]
@@ -43,10 +46,10 @@ class RunSketches:
             s = g[name] = StreamingSummary(self.slo, self.relative_accuracy)
         return s
 
-    def window(self, index: int) -> QuantileSketch:
+    def window(self, index: int) -> WindowSketch:
         w = self.ttft_windows.get(index)
         if w is None:
-            w = self.ttft_windows[index] = QuantileSketch(self.relative_accuracy)
+            w = self.ttft_windows[index] = WindowSketch(self.relative_accuracy)
         return w
 
     def window_quantile(self, t0_s: float, t1_s: float, q: float) -> float | None:
@@ -58,7 +61,7 @@ class RunSketches:
             return None
         if len(parts) == 1:
             return parts[0].quantile(q)
-        m = QuantileSketch(self.relative_accuracy)
+        m = WindowSketch(self.relative_accuracy)
         for w in parts:
             m.merge(w)
         return m.quantile(q)
@@ -71,26 +74,22 @@ class RunSketches:
             return [None] * len(times_s)
         keys = sorted(self.ttft_windows)
         first, last = keys[0], keys[-1]
-        stores = [w.sketch._store for w in self.ttft_windows.values() if w.sketch._store.count]
-        k_lo = min((st.min_key for st in stores), default=0)
-        k_hi = max((st.max_key for st in stores), default=0)
+        used = [w for w in self.ttft_windows.values() if w.pos_counts.size]
+        k_lo = min((w.offset for w in used), default=0)
+        k_hi = max((w.offset + w.pos_counts.size - 1 for w in used), default=0)
         nw = last - first + 1
         counts = np.zeros((nw + 1, k_hi - k_lo + 2))  # row i + 1: window first + i; column 0: zeros
         lo_v = np.full(nw, np.inf)
         hi_v = np.full(nw, -np.inf)
         for k, w in self.ttft_windows.items():
-            sk = w.sketch
-            st = sk._store
             row = k - first + 1
-            counts[row, 0] = sk._zero_count
-            if st.count:
-                counts[row, st.min_key - k_lo + 1 : st.max_key - k_lo + 2] = st.bins[
-                    st.min_key - st.offset : st.max_key - st.offset + 1
-                ]
-            if sk.count:
-                lo_v[row - 1], hi_v[row - 1] = sk._min, sk._max
+            counts[row, 0] = w.zero_count
+            if w.pos_counts.size:
+                counts[row, w.offset - k_lo + 1 : w.offset - k_lo + 1 + w.pos_counts.size] = w.pos_counts
+            if w.count_f > 0:
+                lo_v[row - 1], hi_v[row - 1] = w.min_v, w.max_v
         cum = np.cumsum(counts, axis=0)
-        mapping = next(iter(self.ttft_windows.values())).sketch._mapping
+        mapping = mapping_for(self.relative_accuracy)
         out: list[float | None] = []
         for t in times_s:
             a = min(max(int((t - span_s) // self.window_s), first), last + 1) - first
@@ -139,7 +138,7 @@ class RunSketches:
         out.total = total
         for axis, groups in (d.get("groups") or {}).items():
             out.groups[axis] = {n: StreamingSummary.from_dict(s) for n, s in groups.items()}
-        out.ttft_windows = {int(k): QuantileSketch.from_dict(w) for k, w in (d.get("ttft_windows") or {}).items()}
+        out.ttft_windows = {int(k): WindowSketch.from_dict(w) for k, w in (d.get("ttft_windows") or {}).items()}
         return out
 
 
