@@ -24,7 +24,7 @@ The rule, fixed before the held-out rows were looked at:
 4. above those, the GPU chip (``specs.gpu.gpu_family``: H100, H200, A100, ...) within
    (class, vendor, engine family) decides where it alone has at least ``MIN_VALUES`` training
    values (added when the dense vLLM class on NVIDIA was found to mix chips whose training
-   evidence disagrees: H200 21.6% under the roofline against 8.8% under the operations, H100 8.0%
+   evidence disagrees: H200 22.1% under the roofline against 8.8% under the operations, H100 8.0%
    against 9.5%); a chip with fewer values leaves the decision to the classes of rule 3.
 """
 
@@ -40,10 +40,10 @@ TRAINING_EVIDENCE: dict[tuple[str, ...], tuple[int, float, float]] = {
     ("dense", "nvidia", "trtllm", "H100"): (12, 0.095, 0.118),
     ("dense", "nvidia", "vllm", "A100"): (24, 0.035, 0.033),
     ("dense", "nvidia", "vllm", "H100"): (50, 0.080, 0.095),
-    ("dense", "nvidia", "vllm", "H200"): (40, 0.221, 0.088),
+    ("dense", "nvidia", "vllm", "H200"): (40, 0.221, 0.059),
     ("dense", "nvidia", "vllm", "RTX-4090"): (17, 0.165, 0.161),
-    ("moe<=100B", "nvidia", "vllm", "H200"): (30, 0.225, 0.389),
-    ("moe>100B", "nvidia", "vllm", "H200"): (10, 0.575, 0.100),
+    ("moe<=100B", "nvidia", "vllm", "H200"): (30, 0.225, 0.430),
+    ("moe>100B", "nvidia", "vllm", "H200"): (10, 0.575, 0.107),
     ("dense", "amd", "vllm"): (23, 0.307, 0.087),
     ("dense", "nvidia", "trtllm"): (21, 0.096, 0.112),
     ("dense", "nvidia", "vllm"): (111, 0.088, 0.102),
