@@ -72,7 +72,9 @@ def main() -> None:
         rows = [
             r
             for r in rows
-            if choose_step_model(model_class(r.row.model), lookup_gpu(r.row.gpu).vendor, r.engine).model
+            if choose_step_model(
+                model_class(r.row.model), lookup_gpu(r.row.gpu).vendor, r.engine, gpu_family(r.row.gpu)
+            ).model
             == args.step_model
         ]
     print(f"{len(rows)} training rows of {args.engine}", flush=True)

@@ -1,6 +1,7 @@
 """The evidence behind ``--step-model auto`` (``specs.step_choice``): every corpus row predicted
 under the roofline and under the step as operations; per class — (model class, GPU vendor,
-engine family), (model class, vendor), (vendor), (model class) — the **training** rows' median
+engine family, GPU chip), (model class, vendor, engine family), (model class, vendor), (vendor),
+(model class) — the **training** rows' median
 |log(predicted / measured)| over their throughput, TPOT/ITL, TTFT and E2E values under each, and
 the decision the fixed rule (``step_choice.clear_win``) takes on it; whether that matches
 ``TRAINING_EVIDENCE``; then the held-out medians of the three step models per class, reported
@@ -18,7 +19,7 @@ import statistics
 from collections.abc import Callable
 
 from servecap.specs.perf import Efficiency
-from servecap.specs.step_choice import TRAINING_EVIDENCE, choose_step_model, clear_win, engine_family
+from servecap.specs.step_choice import MIN_VALUES, TRAINING_EVIDENCE, candidate_cells, choose_step_model, clear_win
 from servecap.validation.corpus import load_corpus
 from servecap.validation.evaluate import Comparison, compare_rows
 from servecap.validation.predict import Adjustments
@@ -29,8 +30,7 @@ LATER_SOURCES = frozenset({"gpustack-deepseek-r1-h200", "rocm-vllm-devdocker-mi3
 
 
 def _cells(c: Comparison) -> tuple[tuple[str, ...], ...]:
-    v, k = c.vendor.lower(), c.model_class
-    return ((k, v, engine_family(c.engine)), (k, v), (v,), (k,))
+    return candidate_cells(c.model_class, c.vendor, c.engine, c.gpu_family)
 
 
 def _log_median(comps: list[Comparison]) -> tuple[int, float]:
@@ -56,6 +56,8 @@ def main() -> None:
     stale = 0
     for cell in cells:
         n, roof = _log_median([c for c in train["roofline"] if cell in _cells(c)])
+        if len(cell) == 4 and n < MIN_VALUES:
+            continue  # a chip with fewer values does not decide (step_choice rule 4)
         _, ops = _log_median([c for c in train["operations"] if cell in _cells(c)])
         decision = "operations" if clear_win(n, roof, ops) else "roofline"
         shipped = TRAINING_EVIDENCE.get(cell)
@@ -68,7 +70,7 @@ def main() -> None:
             f"{'yes' if same else f'NO (shipped {shipped})'} |"
         )
     print()
-    for c in sorted({(c.model_class, c.vendor, c.engine) for c in runs["roofline"]}):
+    for c in sorted({(c.model_class, c.vendor, c.engine, c.gpu_family) for c in runs["roofline"]}):
         print(f"{'/'.join(c)}: {choose_step_model(*c).reason}")
     print()
     groups: list[tuple[str, Callable[[Comparison], bool]]] = [

@@ -13,6 +13,7 @@ from servecap.cli.main import cli
 runner = CliRunner()
 DEEPSEEK = ["plan", "-m", "deepseek-ai/DeepSeek-V3", "-g", "H200", "--tp", "8", "-w", "fp8"]
 LLAMA = ["plan", "-m", "meta-llama/Llama-3.1-70B", "-g", "H200", "-w", "fp8", "-k", "fp8"]
+LLAMA_H100 = ["plan", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100"]
 MI300X = ["plan", "-m", "meta-llama/Llama-3.1-405B", "-g", "MI300X", "--tp", "8", "-w", "fp8"]
 
 
@@ -25,7 +26,8 @@ def _tpot(args: list[str]) -> tuple[float, dict[str, object]]:
 
 @pytest.mark.parametrize(
     ("args", "chosen"),
-    [(DEEPSEEK, "operations"), (MI300X, "operations"), (LLAMA, "roofline")],
+    # dense vLLM: by chip (specs.step_choice): the H200 rows favour the operations, H100's the roofline
+    [(DEEPSEEK, "operations"), (MI300X, "operations"), (LLAMA, "operations"), (LLAMA_H100, "roofline")],
 )
 def test_the_default_is_the_chosen_step_model(args: list[str], chosen: str) -> None:
     default, out = _tpot(args)

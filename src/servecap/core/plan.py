@@ -35,6 +35,7 @@ from servecap.core.roofline import StepCost, lone_request_cost, step_cost
 from servecap.errors import InfeasibleError
 from servecap.specs.deployment import Deployment
 from servecap.specs.engines import engine_profile
+from servecap.specs.gpu import gpu_family
 from servecap.specs.perf import CostInputs, Efficiency, RequestShape, Slo
 from servecap.specs.step_choice import StepChoice, choose_step_model, model_class_of
 
@@ -244,9 +245,11 @@ def _deployment_pieces(dep: Deployment) -> DeploymentPieces:
 
 def auto_step_model(dep: Deployment, total_params: float | None = None) -> StepChoice:
     """The step model ``Efficiency.step_model = "auto"`` runs for ``dep`` (specs.step_choice:
-    by its model class, GPU vendor and engine, on the training rows' evidence)."""
+    by its model class, GPU vendor, engine and GPU chip, on the training rows' evidence)."""
     total = param_counts(dep.model).total if total_params is None else total_params
-    return choose_step_model(model_class_of(dep.model.moe is not None, total), dep.gpu.vendor, dep.engine.engine)
+    return choose_step_model(
+        model_class_of(dep.model.moe is not None, total), dep.gpu.vendor, dep.engine.engine, gpu_family(dep.gpu.id)
+    )
 
 
 def plan(

@@ -75,7 +75,7 @@ c4, c64 and Poisson 8/s; 49 values, median |log error| 0.1345 fitted; the
 DeepSeek-R1 rows run on the operations, whose overhead keeps 2.07 ms,
 :data:`OPERATIONS_STEP_OVERHEAD_S_BY_ENGINE`)."""
 
-OPERATIONS_STEP_OVERHEAD_S_BY_ENGINE: dict[str, dict[str, float]] = {"vllm": {"H100": 0.00071, "H200": 0.00207}}
+OPERATIONS_STEP_OVERHEAD_S_BY_ENGINE: dict[str, dict[str, float]] = {"vllm": {"H100": 0.00071, "H200": 0.00071}}
 """The per-step CPU cost of the step-as-operations model (``Efficiency.step_model =
 "operations"``), where it differs from the roofline's: the measured kernels carry their own launch
 and tail latencies, which the roofline's overhead had absorbed. Fitted by the same rule
@@ -84,9 +84,16 @@ the median |log error| of an engine's training rows on a family with at least ``
 values): vLLM on H100 0.713 ms (the 35 values of the five first-party training rows; median |log
 error| 0.062). TensorRT-LLM on H100 and H200 ran to the 0.2 ms bound (not identified: the
 measured TensorRT-LLM 1.3 kernels are slower than the 1.0 rows), so they keep the roofline's.
-vLLM on H200 keeps the global 2.07 ms written out (the roofline's H200 value, fitted on the rows
-the roofline runs, is not the operations'; their own fit, 0.60 ms, was not adopted:
-docs/validation.md, "The step as operations, third round")."""
+vLLM on H200 0.713 ms, H100's value carried over: since ``auto`` runs the dense vLLM H200 class on
+the operations (``specs.step_choice``, the chip level), the operations' H200 overhead is that of
+the first-party vLLM 0.26.0 rows, whose whole decode step is one CUDA-graph replay on either Hopper
+chip (the CPU's cost per step does not depend on the HBM); the H200 fit itself on the training
+rows the operations run (``fit_engine.py --engine vllm --family H200 --parameter step_overhead
+--step-model operations --chosen-rows-only``: six rows, 34 values) runs to the 0.2 ms bound (not
+identified: their median |log error| falls from 10.0% at the global 2.07 ms to 5.9% at 0.71 ms and
+3.6% at the bound — the measured FP8 GEMM lines already carry a per-GEMM fixed cost,
+docs/validation.md, "The step as operations, third round"), so the identified Hopper value is
+taken, not the bound."""
 
 MOE_TO_DENSE_GEMM_EFFICIENCY_BY_ENGINE: dict[str, float] = {
     "vllm": 0.473,

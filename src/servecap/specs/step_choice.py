@@ -20,7 +20,12 @@ The rule, fixed before the held-out rows were looked at:
    the roofline (the model the fitted defaults were fitted on) stays;
 3. a deployment is judged by the most specific class that has training values:
    (class, vendor, engine family), then (class, vendor), then (vendor), then (class); a class
-   with no training values at any level keeps the roofline.
+   with no training values at any level keeps the roofline;
+4. above those, the GPU chip (``specs.gpu.gpu_family``: H100, H200, A100, ...) within
+   (class, vendor, engine family) decides where it alone has at least ``MIN_VALUES`` training
+   values (added when the dense vLLM class on NVIDIA was found to mix chips whose training
+   evidence disagrees: H200 22.1% under the roofline against 8.8% under the operations, H100 8.0%
+   against 9.5%); a chip with fewer values leaves the decision to the classes of rule 3.
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ MIN_VALUES = 8
 """Training values a class needs before its evidence can move it off the roofline."""
 
 TRAINING_EVIDENCE: dict[tuple[str, ...], tuple[int, float, float]] = {
+    ("dense", "amd", "vllm", "MI300X"): (23, 0.307, 0.087),
+    ("dense", "nvidia", "trtllm", "H100"): (12, 0.095, 0.118),
+    ("dense", "nvidia", "vllm", "A100"): (24, 0.035, 0.033),
+    ("dense", "nvidia", "vllm", "H100"): (50, 0.080, 0.095),
+    ("dense", "nvidia", "vllm", "H200"): (40, 0.221, 0.059),
+    ("dense", "nvidia", "vllm", "RTX-4090"): (17, 0.165, 0.161),
+    ("moe<=100B", "nvidia", "vllm", "H200"): (30, 0.225, 0.430),
+    ("moe>100B", "nvidia", "vllm", "H200"): (10, 0.575, 0.107),
     ("dense", "amd", "vllm"): (23, 0.307, 0.087),
     ("dense", "nvidia", "trtllm"): (21, 0.096, 0.112),
     ("dense", "nvidia", "vllm"): (111, 0.088, 0.102),
@@ -52,7 +65,9 @@ over the throughput, TPOT/ITL, TTFT and E2E values of the corpus's training rows
 decisions were taken: the corpus of 2026-11-28 at 104 rows (the training half's 200 such
 values), the roofline with the defaults of that day (vLLM's H200 step overhead the global
 2.07 ms; it was fitted afterwards on the rows the roofline runs, ``specs.perf``). The classes are
-(model class, GPU vendor, engine family), (model class, vendor), (vendor) and (model class).
+(model class, GPU vendor, engine family), (model class, vendor), (vendor) and (model class); the
+chip level (model class, vendor, engine family, GPU chip) was added on the corpus of 2026-11-28 at
+107 rows with that day's defaults, and lists the chips with at least ``MIN_VALUES`` training values.
 ``benchmarks/step_model_choice.py`` recomputes them on today's corpus and defaults and names the
 classes whose figures, or decision, moved since (docs/validation.md, "The default step
 model")."""
@@ -86,14 +101,23 @@ def clear_win(values: int, roofline: float, operations: float) -> bool:
     return values >= MIN_VALUES and operations <= 0.75 * roofline and roofline - operations >= 0.02
 
 
-def choose_step_model(model_class: str, vendor: str, engine: str) -> StepChoice:
-    """The step model for a deployment of ``model_class`` (:func:`model_class_of`) on a GPU of
-    ``vendor`` served by ``engine`` (an engine profile id)."""
+def candidate_cells(model_class: str, vendor: str, engine: str, chip: str = "") -> tuple[tuple[str, ...], ...]:
+    """The classes a deployment belongs to, most specific first (rules 3 and 4)."""
     vendor = vendor.lower()
     fam = engine_family(engine)
-    for cell in ((model_class, vendor, fam), (model_class, vendor), (vendor,), (model_class,)):
+    broad = ((model_class, vendor, fam), (model_class, vendor), (vendor,), (model_class,))
+    return (((model_class, vendor, fam, chip),) if chip else ()) + broad
+
+
+def choose_step_model(model_class: str, vendor: str, engine: str, chip: str = "") -> StepChoice:
+    """The step model for a deployment of ``model_class`` (:func:`model_class_of`) on a GPU of
+    ``vendor`` served by ``engine`` (an engine profile id); ``chip`` is the GPU's chip
+    (``specs.gpu.gpu_family``), "" where unknown (then rule 3 alone decides)."""
+    fam = engine_family(engine)
+    vendor = vendor.lower()
+    for cell in candidate_cells(model_class, vendor, engine, chip):
         ev = TRAINING_EVIDENCE.get(cell)
-        if ev is None:
+        if ev is None or (len(cell) == 4 and ev[0] < MIN_VALUES):
             continue
         n, roof, ops = ev
         model = "operations" if clear_win(n, roof, ops) else "roofline"
