@@ -74,8 +74,14 @@ def test_servecap_on_the_same_workload(tmp_path: Path) -> None:
     vLLM 0.26.0's asynchronous store jobs (its offloading scheduler and CPU offloading manager: a
     lookup meeting a pending block returns HIT_PENDING). What servecap's tier still does not do:
     a request meeting a pending block waits for it (here it computes it); a request with
-    transfers in flight is not scheduled; the lookup stops at the first missing chunk. How much
-    of the rest of the gap each explains is not measured yet (docs/kv-tiers.md). The figures
+    transfers in flight is not scheduled; the lookup stops at the first missing chunk; vLLM
+    stores every block as it is computed (``_get_reqs_to_store``) where servecap writes the GPU's
+    victims. The offload block is 16 tokens in this run (30,064,771,072 B stored in 14,336
+    allocated blocks = 2,097,152 B = 16 x 131,072 B), the same as servecap's. The measured CPU
+    share has two readings: the scheduler's counter (14.1%, requests in flight included) and the
+    worker's completed loads (10,127,147,008 B = 77,264 tokens, about 7% of the 246 finished
+    requests' 1,070,592 prompt tokens); servecap is above both. How much of the gap each
+    difference explains is not measured yet (docs/kv-tiers.md). The figures
     (with the default step model: the operations for dense vLLM on H200, specs.step_choice, with
     their 0.71 ms step overhead) are pinned so that the
     document's comparison cannot go stale."""

@@ -22,8 +22,16 @@ miss and fed on eviction (``KvPool.on_evict``):
   connector loads synchronously before the forward pass (``start_load_kv``), or layer by layer
   overlapped with the compute when ``use_layerwise`` is set, which is the default here
   (:func:`servecap.core.kv_tiers.with_load_s`). vLLM's own ``OffloadingConnector`` loads
-  asynchronously instead (the request waits in ``WAITING_FOR_REMOTE_KVS`` while the batch runs
-  on); that variant is not modelled.
+  asynchronously instead: its scheduler side
+  (``vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py``,
+  ``get_num_new_matched_tokens``) answers ``(tokens, True)``, the request waits in
+  ``WAITING_FOR_REMOTE_KVS`` while the batch runs on and is scheduled again once the worker
+  reports the load finished (``_update_waiting_for_remote_kv`` in
+  ``vllm/v1/core/sched/scheduler.py``); a lookup meeting a block still being stored, or blocks
+  another request is loading, answers "try later" and the request stays waiting (it does not
+  recompute them). It also stores every block as it is computed (``_get_reqs_to_store``: a
+  write-through copy), where this module writes the GPU's victims. None of these is modelled
+  yet (docs/kv-tiers.md, "What vLLM's offloading connector does").
 
 - **Preemption.** vLLM's offloading connector stores every computed block to CPU DRAM and, from
   vLLM 0.14 ("Enabling preempted requests to be loaded back from the CPU", PR #29870, named in
