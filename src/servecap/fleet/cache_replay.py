@@ -94,7 +94,8 @@ class Entry:
 
 class RunHolders:
     """Which replicas cache a run: ``any`` (a bitmask), ``full`` (those holding its longest
-    cached length, ``length`` blocks), and each one's :class:`Entry` (``entries``).
+    cached length, ``length`` blocks), and each one's :class:`Entry` (``entries``, made when a
+    second replica caches the run: until then its one entry is ``last``).
 
     Two shortcuts past the hash tables, both checked before use and dropped when the run leaves
     every cache (so they pin nothing): ``last``, the entry a replica last cached or touched (most
@@ -106,7 +107,7 @@ class RunHolders:
         self.any = 0
         self.full = 0
         self.length = length
-        self.entries: dict[int, Entry] = {}
+        self.entries: dict[int, Entry] | None = None
         self.last: Entry | None = None
         self.child: RunHolders | None = None
 
@@ -115,7 +116,31 @@ class RunHolders:
         e = self.last
         if e is not None and e.replica == i:
             return e
-        return self.entries.get(i)
+        entries = self.entries
+        return entries.get(i) if entries is not None else None
+
+    def add(self, e: Entry) -> None:
+        """Replica ``e.replica`` caches the run (``e``: its entry, the last one)."""
+        entries = self.entries
+        if entries is not None:
+            entries[e.replica] = e
+        elif self.any:  # a second holder: the table of entries starts
+            last = self.last
+            assert last is not None
+            self.entries = {last.replica: last, e.replica: e}
+        self.last = e
+        self.any |= 1 << e.replica
+
+    def drop(self, e: Entry) -> None:
+        """Replica ``e.replica`` no longer caches the run."""
+        entries = self.entries
+        if entries is not None:
+            del entries[e.replica]
+        if self.last is e:
+            self.last = None
+        bit = 1 << e.replica
+        self.any &= ~bit
+        self.full &= ~bit
 
 
 class CacheReplay:
@@ -205,7 +230,9 @@ class CacheReplay:
             while partial:
                 low = partial & -partial
                 i = low.bit_length() - 1
-                got = held.entries[i].length
+                got_e = held.entry(i)
+                assert got_e is not None
+                got = got_e.length
                 if got >= want:
                     ok |= low
                 else:
@@ -259,8 +286,7 @@ class CacheReplay:
         e = held.entry(i)
         if e is None:
             e = Entry(i, length, held)
-            held.entries[i] = e
-            held.any |= bit
+            held.add(e)
             rep.cached += length
         else:
             e.unlink()
@@ -279,18 +305,13 @@ class CacheReplay:
         """Replica ``i`` drops its least recently used runs until ``room`` blocks are free."""
         rep = self.replicas[i]
         head = rep.lru
-        bit = 1 << i
         while head.next is not head and rep.cached + rep.private + room > rep.capacity:
             e = head.next
             e.unlink()
             rep.cached -= e.length
             held = e.run
             assert held is not None
-            del held.entries[i]
-            if held.last is e:
-                held.last = None
-            held.any &= ~bit
-            held.full &= ~bit
+            held.drop(e)
             if not held.any:
                 del self.index[held.key]
                 held.child = None
@@ -299,7 +320,10 @@ class CacheReplay:
 
     def _choose(self, now_s: float, hits: list[int] | None, keyed: int) -> int:
         reps = self.replicas
-        # requests that ended by now let go of their blocks, those started stop waiting
+        # requests that ended by now let go of their blocks, those started stop waiting; the
+        # longest and shortest waiting queues
+        q_hi = -1
+        q_lo = 1 << 62
         for rep in reps:
             ends = rep.ends
             if ends and ends[0][0] <= now_s:
@@ -307,6 +331,11 @@ class CacheReplay:
             starts = rep.starts
             while starts and starts[0] <= now_s:
                 heapq.heappop(starts)
+            q = len(starts)
+            if q > q_hi:
+                q_hi = q
+            if q < q_lo:
+                q_lo = q
         if self.router == "round-robin":
             i = self.next_rr % len(reps)
             self.next_rr = i + 1
@@ -321,13 +350,6 @@ class CacheReplay:
                     best = j
             return best
         # precise-prefix (servecap.policy.routers.PrecisePrefix's score, term by term)
-        q_hi = q_lo = len(reps[0].starts)
-        for rep in reps:
-            q = len(rep.starts)
-            if q > q_hi:
-                q_hi = q
-            if q < q_lo:
-                q_lo = q
         span = q_hi - q_lo
         best = 0
         best_s = -1.0e300
