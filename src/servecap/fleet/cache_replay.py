@@ -94,14 +94,53 @@ class Entry:
 
 class RunHolders:
     """Which replicas cache a run: ``any`` (a bitmask), ``full`` (those holding its longest
-    cached length, ``length`` blocks), and each one's :class:`Entry` (``entries``)."""
+    cached length, ``length`` blocks), and each one's :class:`Entry` (``entries``, made when a
+    second replica caches the run: until then its one entry is ``last``).
+
+    Two shortcuts past the hash tables, both checked before use and dropped when the run leaves
+    every cache (so they pin nothing): ``last``, the entry a replica last cached or touched (most
+    runs have one holder), and ``child``, the holders of the run that followed this one in the
+    last prompt walked (a session's next turn resends the same runs in the same order)."""
 
     def __init__(self, key: int, length: int) -> None:
         self.key = key
         self.any = 0
         self.full = 0
         self.length = length
-        self.entries: dict[int, Entry] = {}
+        self.entries: dict[int, Entry] | None = None
+        self.last: Entry | None = None
+        self.child: RunHolders | None = None
+
+    def entry(self, i: int) -> Entry | None:
+        """Replica ``i``'s entry (None: it does not cache the run)."""
+        e = self.last
+        if e is not None and e.replica == i:
+            return e
+        entries = self.entries
+        return entries.get(i) if entries is not None else None
+
+    def add(self, e: Entry) -> None:
+        """Replica ``e.replica`` caches the run (``e``: its entry, the last one)."""
+        entries = self.entries
+        if entries is not None:
+            entries[e.replica] = e
+        elif self.any:  # a second holder: the table of entries starts
+            last = self.last
+            assert last is not None
+            self.entries = {last.replica: last, e.replica: e}
+        self.last = e
+        self.any |= 1 << e.replica
+
+    def drop(self, e: Entry) -> None:
+        """Replica ``e.replica`` no longer caches the run."""
+        entries = self.entries
+        if entries is not None:
+            del entries[e.replica]
+        if self.last is e:
+            self.last = None
+        bit = 1 << e.replica
+        self.any &= ~bit
+        self.full &= ~bit
 
 
 class CacheReplay:
@@ -139,29 +178,43 @@ class CacheReplay:
         self.requests = 0
         self.peak_index_keys = 0
         self.last_end_s = 0.0
-        # (time, replica) of every held request's end and every waiting request's start: the
-        # replicas to update when the clock passes them, without a scan of all replicas
-        self.events: list[tuple[float, int]] = []
 
     # ---- the index ----------------------------------------------------------------------------
 
-    def _hits(self, keys: list[int], run_ends: list[int], max_blocks: int, path: list[RunHolders]) -> list[int]:
-        """Leading cached blocks of the runs on every replica (the engine's ``longest_hit_runs``);
-        appends the holders of the runs it walked to ``path``."""
+    def _find(self, parent: RunHolders | None, key: int) -> RunHolders | None:
+        """The holders of run ``key`` (None: no replica caches it), the run after ``parent`` in
+        the prompt walked: ``parent.child`` when it is that run and still cached, else the index."""
+        if parent is not None:
+            c = parent.child
+            if c is not None and c.any and c.key == key:
+                return c
+            held = self.index.get(key)
+            if held is not None:
+                parent.child = held
+            return held
+        return self.index.get(key)
+
+    def _hits(
+        self, keys: list[int], run_ends: list[int], lo: int, hi: int, max_blocks: int, path: list[RunHolders]
+    ) -> list[int]:
+        """Leading cached blocks of the runs ``keys[lo:hi]`` (ending at ``run_ends[lo:hi]``) on
+        every replica (the engine's ``longest_hit_runs``); appends the holders of the runs it
+        walked to ``path``."""
         n = len(self.replicas)
         hits = [0] * n
         mask = (1 << n) - 1
         start = 0
-        index = self.index
-        for j in range(len(keys)):
+        parent: RunHolders | None = None
+        for j in range(lo, hi):
             end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
             want = end - start
             if want <= 0:
                 break
-            held = index.get(keys[j])
+            held = self._find(parent, keys[j])
             if held is None:
                 break
             path.append(held)
+            parent = held
             holders = held.any & mask
             dropped = mask & ~holders
             if start > 0:
@@ -177,7 +230,9 @@ class CacheReplay:
             while partial:
                 low = partial & -partial
                 i = low.bit_length() - 1
-                got = held.entries[i].length
+                got_e = held.entry(i)
+                assert got_e is not None
+                got = got_e.length
                 if got >= want:
                     ok |= low
                 else:
@@ -193,20 +248,24 @@ class CacheReplay:
             mask ^= low
         return hits
 
-    def _hits_on(self, i: int, keys: list[int], run_ends: list[int], max_blocks: int, path: list[RunHolders]) -> int:
-        """Leading cached blocks of the runs on replica ``i``; appends the holders walked to ``path``."""
+    def _hits_on(
+        self, i: int, keys: list[int], run_ends: list[int], lo: int, hi: int, max_blocks: int, path: list[RunHolders]
+    ) -> int:
+        """Leading cached blocks of the runs ``keys[lo:hi]`` on replica ``i``; appends the holders
+        walked to ``path``."""
         start = 0
-        index = self.index
-        for j in range(len(keys)):
+        parent: RunHolders | None = None
+        for j in range(lo, hi):
             end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
             want = end - start
             if want <= 0:
                 break
-            held = index.get(keys[j])
+            held = self._find(parent, keys[j])
             if held is None:
                 break
             path.append(held)
-            e = held.entries.get(i)
+            parent = held
+            e = held.entry(i)
             if e is None:
                 break
             if e.length < want:
@@ -224,11 +283,10 @@ class CacheReplay:
                 held = RunHolders(k, length)
                 self.index[k] = held
         bit = 1 << i
-        e = held.entries.get(i)
+        e = held.entry(i)
         if e is None:
             e = Entry(i, length, held)
-            held.entries[i] = e
-            held.any |= bit
+            held.add(e)
             rep.cached += length
         else:
             e.unlink()
@@ -236,6 +294,7 @@ class CacheReplay:
                 rep.cached += length - e.length
                 e.length = length
         e.append_to(rep.lru)
+        held.last = e
         if e.length > held.length:
             held.length = e.length
             held.full = bit
@@ -246,26 +305,37 @@ class CacheReplay:
         """Replica ``i`` drops its least recently used runs until ``room`` blocks are free."""
         rep = self.replicas[i]
         head = rep.lru
-        bit = 1 << i
         while head.next is not head and rep.cached + rep.private + room > rep.capacity:
             e = head.next
             e.unlink()
             rep.cached -= e.length
             held = e.run
             assert held is not None
-            del held.entries[i]
-            held.any &= ~bit
-            held.full &= ~bit
+            held.drop(e)
             if not held.any:
                 del self.index[held.key]
+                held.child = None
 
     # ---- routing ------------------------------------------------------------------------------
 
     def _choose(self, now_s: float, hits: list[int] | None, keyed: int) -> int:
         reps = self.replicas
-        events = self.events
-        while events and events[0][0] <= now_s:
-            reps[heapq.heappop(events)[1]].retire(now_s)
+        # requests that ended by now let go of their blocks, those started stop waiting; the
+        # longest and shortest waiting queues
+        q_hi = -1
+        q_lo = 1 << 62
+        for rep in reps:
+            ends = rep.ends
+            if ends and ends[0][0] <= now_s:
+                rep.retire_ends(now_s)
+            starts = rep.starts
+            while starts and starts[0] <= now_s:
+                heapq.heappop(starts)
+            q = len(starts)
+            if q > q_hi:
+                q_hi = q
+            if q < q_lo:
+                q_lo = q
         if self.router == "round-robin":
             i = self.next_rr % len(reps)
             self.next_rr = i + 1
@@ -280,13 +350,6 @@ class CacheReplay:
                     best = j
             return best
         # precise-prefix (servecap.policy.routers.PrecisePrefix's score, term by term)
-        q_hi = q_lo = len(reps[0].starts)
-        for rep in reps:
-            q = len(rep.starts)
-            if q > q_hi:
-                q_hi = q
-            if q < q_lo:
-                q_lo = q
         span = q_hi - q_lo
         best = 0
         best_s = -1.0e300
@@ -312,33 +375,54 @@ class CacheReplay:
         """Route and admit one request whose prompt's keyed blocks are the runs ``keys`` ending
         at blocks ``run_ends`` (:func:`~servecap.workload.block_hash.engine_block_runs`); appends
         its (ttft_s, e2e_s, tpot_s) to ``out``."""
+        self._admit(arrival_s, prompt, output, keys, run_ends, 0, len(keys), out)
+
+    def _admit(
+        self,
+        arrival_s: float,
+        prompt: int,
+        output: int,
+        keys: list[int],
+        run_ends: list[int],
+        lo: int,
+        hi: int,
+        out: list[float],
+    ) -> None:
+        """:meth:`admit` of the runs ``keys[lo:hi]`` ending at ``run_ends[lo:hi]``."""
         bs = self.block_size
         if not self.caching:
-            keys = []
-        keyed = run_ends[-1] if keys else 0
+            hi = lo
+        keyed = run_ends[hi - 1] if hi > lo else 0
         max_hit = (prompt - 1) // bs
         path: list[RunHolders] = []
-        hits = self._hits(keys, run_ends, max_hit, path) if keys and self.router == "precise-prefix" else None
+        hits = (
+            self._hits(keys, run_ends, lo, hi, max_hit, path) if hi > lo and self.router == "precise-prefix" else None
+        )
         i = self._choose(arrival_s, hits, keyed)
         rep = self.replicas[i]
         if hits is not None:
             hit = hits[i]
-        elif keys:
-            hit = self._hits_on(i, keys, run_ends, max_hit, path)
+        elif hi > lo:
+            hit = self._hits_on(i, keys, run_ends, lo, hi, max_hit, path)
         else:
             hit = 0
         # the request's runs become the most recently used of replica i's cache, its first run
         # last: the engine lets go of a request's blocks last first, so its deepest go first
         head = rep.lru
         walked = len(path)
-        for j in range(len(keys) - 1, -1, -1):
+        for j in range(hi - 1, lo - 1, -1):
             end = run_ends[j]
             if end <= hit:  # cached whole: only its place in the list changes
-                e = path[j].entries[i]
+                held = path[j - lo]
+                e = held.entry(i)
+                assert e is not None
                 e.unlink()
                 e.append_to(head)
+                held.last = e
             else:
-                self._hold(i, keys[j], end - (run_ends[j - 1] if j else 0), path[j] if j < walked else None)
+                self._hold(
+                    i, keys[j], end - (run_ends[j - 1] if j > lo else 0), path[j - lo] if j - lo < walked else None
+                )
         total = -(-(prompt + output) // bs)
         private = total - keyed
         # room: at most max_num_seqs held and the blocks fit (least recently used runs go first;
@@ -377,10 +461,8 @@ class CacheReplay:
         end_s = first_s + (output - 1) * tpot_s
         if start_s > arrival_s:
             heapq.heappush(rep.starts, start_s)
-            heapq.heappush(self.events, (start_s, i))
         rep.last_start_s = start_s
         heapq.heappush(rep.ends, (end_s, private, total, ctx))
-        heapq.heappush(self.events, (end_s, i))
         rep.private += private
         rep.used += total
         rep.ctx += ctx
@@ -413,8 +495,6 @@ class CacheReplay:
         empty: list[int] = []
         for r in range(len(arrival_s)):
             if has:
-                lo = offsets[r]
-                hi = offsets[r + 1]
-                self.admit(arrival_s[r], prompt[r], output[r], keys[lo:hi], run_ends[lo:hi], out)
+                self._admit(arrival_s[r], prompt[r], output[r], keys, run_ends, offsets[r], offsets[r + 1], out)
             else:
-                self.admit(arrival_s[r], prompt[r], output[r], empty, empty, out)
+                self._admit(arrival_s[r], prompt[r], output[r], empty, empty, 0, 0, out)

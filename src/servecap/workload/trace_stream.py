@@ -13,16 +13,18 @@ chunk, and the consumer (:func:`servecap.fleet.cache_replay_run.cache_replay`) o
 
 from __future__ import annotations
 
+import json
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from servecap.errors import ServecapError
 from servecap.workload.arrays import RequestArrays
 from servecap.workload.block_hash import DEFAULT_TRACE_BLOCK_TOKENS
-from servecap.workload.trace import json_line_object, mooncake_row
+from servecap.workload.trace import MAX_HASH_IDS, MAX_TIME_S, json_line_object, mooncake_row
 
 CHUNK_ROWS = 65_536
 
@@ -56,10 +58,20 @@ def iter_trace_chunks(
                 text = line.strip()
                 if not text:
                     continue
-                where = f"{path.name}:{i}"
-                obj = json_line_object(text, where)
-                t, p, o, h = mooncake_row(obj, where, trace_block_tokens)
+                # json.loads without its wrapper (the line is stripped); anything unusual, from
+                # trailing text to a failed check, is read again by the whole checks below
+                try:
+                    obj, end = _scan(text, 0)
+                except (StopIteration, ValueError, RecursionError):
+                    obj, end = None, -1
+                row = _plain_row(obj, trace_block_tokens) if type(obj) is dict and end == len(text) else None
+                if row is None:  # not the plain shape: the whole checks, and their errors
+                    where = f"{path.name}:{i}"
+                    obj = json_line_object(text, where)
+                    row = mooncake_row(obj, where, trace_block_tokens)
+                t, p, o, h = row
                 if t < last_s:
+                    where = f"{path.name}:{i}"
                     raise ServecapError(
                         f"{where}.timestamp",
                         obj["timestamp"],
@@ -83,6 +95,46 @@ def iter_trace_chunks(
             yield _chunk(arrival, prompt, output, ids, lens, trace_block_tokens)
     if rows == 0:
         raise ServecapError("trace", str(path), "trace has no requests")
+
+
+# what json.loads runs, without its wrapper (typeshed leaves the scanner out)
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_TIMESTAMP_MS_MAX = MAX_TIME_S * 1000.0
+_INTEGER_MAX = 2**53
+_HASH_MAX = 1 << 63
+_INT_ONLY = frozenset((int,))
+
+
+def _plain_row(obj: dict[str, Any], block_tokens: int) -> tuple[float, int, int, list[int]] | None:
+    """:func:`~servecap.workload.trace.mooncake_row` of a line in the plain shape (integer lengths
+    and ids in range, a finite timestamp in range), the same values; None: any other line (the
+    caller runs the whole checks, which name what is wrong)."""
+    get = obj.get
+    ts: Any = get("timestamp")
+    prompt: Any = get("input_length")
+    output: Any = get("output_length")
+    raw: Any = get("hash_ids")
+    tt = type(ts)
+    if (
+        (tt is not int and tt is not float)
+        or not 0.0 <= ts <= _TIMESTAMP_MS_MAX
+        or type(prompt) is not int
+        or not 1 <= prompt < _INTEGER_MAX
+        or type(output) is not int
+        or not 0 <= output < _INTEGER_MAX
+    ):
+        return None
+    if raw is None:
+        ids: list[int] = []
+    elif type(raw) is list:
+        if len(raw) > min(-(-prompt // block_tokens), MAX_HASH_IDS):
+            return None
+        if raw and not (_INT_ONLY.issuperset(map(type, raw)) and min(raw) >= 0 and max(raw) < _HASH_MAX):
+            return None
+        ids = raw
+    else:
+        return None
+    return float(ts) / 1000.0, prompt, output if output > 1 else 1, ids
 
 
 def _chunk(
