@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 
+from servecap.fleet.cache_replay_tiers import ReplayTiers
 from servecap.sim.step_time import StepTimeModel
 
 ROUTERS = ("precise-prefix", "least-outstanding", "round-robin")
@@ -142,6 +143,8 @@ class CacheReplay:
         # (time, replica) of every held request's end and every waiting request's start: the
         # replicas to update when the clock passes them, without a scan of all replicas
         self.events: list[tuple[float, int]] = []
+        # KV tiers below GPU memory (fleet/cache_replay_tiers.py), set by the caller; None: GPU only
+        self.tiers: ReplayTiers | None = None
 
     # ---- the index ----------------------------------------------------------------------------
 
@@ -253,6 +256,8 @@ class CacheReplay:
             rep.cached -= e.length
             held = e.run
             assert held is not None
+            if self.tiers is not None:  # demoted to the tiers below (CPU -> SSD, the shared store)
+                self.tiers.demote(i, held.key, e.length)
             del held.entries[i]
             held.any &= ~bit
             held.full &= ~bit
@@ -261,7 +266,7 @@ class CacheReplay:
 
     # ---- routing ------------------------------------------------------------------------------
 
-    def _choose(self, now_s: float, hits: list[int] | None, keyed: int) -> int:
+    def _choose(self, now_s: float, hits: list[int] | None, keyed: int, bonus: list[float] | None = None) -> int:
         reps = self.replicas
         events = self.events
         while events and events[0][0] <= now_s:
@@ -296,6 +301,8 @@ class CacheReplay:
         for j in range(len(reps)):
             rep = reps[j]
             prefix = hits[j] * per_block if hits is not None else 0.0
+            if bonus is not None:  # blocks below GPU memory, tier-weighted (PrecisePrefix)
+                prefix += bonus[j] * per_block
             queue = 1.0 if span == 0 else (q_hi - len(rep.starts)) / span
             usage = rep.used / cap
             s = prefix + qw * queue + kw * (1.0 - (usage if usage < 1.0 else 1.0))
@@ -319,7 +326,13 @@ class CacheReplay:
         max_hit = (prompt - 1) // bs
         path: list[RunHolders] = []
         hits = self._hits(keys, run_ends, max_hit, path) if keys and self.router == "precise-prefix" else None
-        i = self._choose(arrival_s, hits, keyed)
+        tiers = self.tiers
+        bonus: list[float] | None = None
+        if tiers is not None and keys:
+            tiers.set_time(arrival_s)
+            if hits is not None:
+                bonus = tiers.router_bonus(hits, keys, run_ends, keyed)
+        i = self._choose(arrival_s, hits, keyed, bonus)
         rep = self.replicas[i]
         if hits is not None:
             hit = hits[i]
@@ -327,6 +340,10 @@ class CacheReplay:
             hit = self._hits_on(i, keys, run_ends, max_hit, path)
         else:
             hit = 0
+        below = 0  # blocks past the GPU hit loaded from the tiers (promoted: published below)
+        load_s = 0.0
+        if tiers is not None and keys:
+            below, load_s = tiers.extend(i, keys, run_ends, hit, max_hit)
         # the request's runs become the most recently used of replica i's cache, its first run
         # last: the engine lets go of a request's blocks last first, so its deepest go first
         head = rep.lru
@@ -357,7 +374,7 @@ class CacheReplay:
         # prefill: the uncached prompt in chunks of the token budget left by the decoders
         batch = len(rep.ends)
         prefill_from = start_s if start_s > rep.prefill_free_s else rep.prefill_free_s
-        cached_tokens = hit * bs
+        cached_tokens = (hit + below) * bs
         todo = prompt - cached_tokens
         budget = self.max_num_batched_tokens - batch
         if budget < 1:
@@ -368,6 +385,9 @@ class CacheReplay:
         kv = float(rep.ctx) + mid
         pairs = float(rep.ctx) + chunk * mid + chunk * (chunk + 1) / 2.0
         prefill_s = steps * self.model.time(chunk + batch, batch + 1, kv, kv, pairs, pairs, chunk)
+        if tiers is not None and load_s > 0.0:  # the admitting step takes the load (engine's rule)
+            step1_s = prefill_s / steps
+            prefill_s += tiers.step_s(i, load_s, step1_s) - step1_s
         first_s = prefill_from + prefill_s
         rep.prefill_free_s = first_s
         # decode: one token a step in a batch of the held requests and this one
@@ -387,7 +407,7 @@ class CacheReplay:
         self._evict(i, 0)
         rep.served += 1
         self.requests += 1
-        self.hit_tokens += cached_tokens
+        self.hit_tokens += hit * bs  # the GPU's hits (the tiers count their own)
         self.query_tokens += prompt
         if end_s > self.last_end_s:
             self.last_end_s = end_s
