@@ -34,6 +34,7 @@ COMPILED = (  # modules of servecap, as paths under src/servecap
     "fleet/replica",
     "fleet/fleet",
     "fleet/cache_replay",
+    "fleet/cache_replay_tiers",
     "fleet/pd/link",
     "fleet/pd/replica",
     "fleet/pd/fleet",

@@ -29,6 +29,12 @@ memory is bounded by the caches, not by the trace.
         [--rate-per-replica 2.0] [--seed 0] [--router precise-prefix] [--skip-per-block]
         [--skip-engine] [--stream-lengths 250000,1000000] [--profile]
     .venv/bin/python benchmarks/trace_replay_speed.py --trace mooncake_trace.jsonl [--replicas 32]
+
+KV tiers below GPU memory (``--cpu-kv-gib``, ``--ssd-kv-gib`` per replica, ``--remote-kv-tib`` for
+the fleet's shared store; the CLI's flags, the cited default bandwidths of
+:mod:`servecap.core.kv_tiers`) are given to every run; the cache replays then print the per-tier
+shares of the prompt tokens (gpu, cpu, ssd, remote) and the tiers' blocks held against their
+capacities at the end (part 2: memory bounded by the tiers' capacities, not by the trace).
 """
 
 from __future__ import annotations
@@ -51,9 +57,10 @@ import numpy as np
 import servecap.fleet.cache_replay as cache_replay_core
 from servecap.catalog import lookup_gpu, resolve_model
 from servecap.core.defaults import build_deployment
+from servecap.core.kv_tiers import KvTier, default_tier
 from servecap.core.plan import plan
 from servecap.fleet import INSTANT, FleetSpec, Pool, simulate_fleet
-from servecap.fleet.cache_replay_run import cache_replay
+from servecap.fleet.cache_replay_run import CacheReplayResult, cache_replay
 from servecap.fleet.stream_source import chunked
 from servecap.sim import EngineSetup, engine, engine_setup_from_plan
 from servecap.specs import RequestShape
@@ -184,9 +191,34 @@ def per_engine_block() -> Iterator[None]:
         bh.HashBlocks.runs = runs  # type: ignore[method-assign]
 
 
-def _setup() -> EngineSetup:
+def _setup(args: argparse.Namespace) -> EngineSetup:
     dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=131072)
-    return engine_setup_from_plan(plan(dep, request=RequestShape(8192, 256)))
+    tiers: list[KvTier] = []
+    for name, size, unit in (
+        ("cpu", args.cpu_kv_gib, 2**30),
+        ("ssd", args.ssd_kv_gib, 2**30),
+        ("remote", args.remote_kv_tib, 2**40),
+    ):
+        if size:
+            tiers.append(default_tier(name, size * unit))
+    return engine_setup_from_plan(plan(dep, request=RequestShape(8192, 256)), kv_tiers=tuple(tiers))
+
+
+def _tier_text(res: CacheReplayResult) -> str:
+    """``; tiers gpu 60.1%, cpu 5.2%, ...; held/capacity cpu 2.1M/2.1M ...`` ('' without tiers)."""
+    hits = res.kv_tier_hit_tokens
+    if hits is None:
+        return ""
+    q = res.prefix_cache_query_tokens or 1
+    shares = ", ".join(f"{name} {n / q:.2%}" for name, n in hits.items())
+    held: dict[str, list[int]] = {}
+    for name, n, cap in res.kv_tier_occupancy:
+        held.setdefault(name, [0, 0])
+        held[name][0] += n
+        held[name][1] += cap
+    occ = ", ".join(f"{name} {n:,}/{cap:,}" for name, (n, cap) in held.items())
+    assert all(n <= cap for _, n, cap in res.kv_tier_occupancy)
+    return f"; prompt tokens found: {shares}; tier blocks held/capacity (all replicas): {occ}"
 
 
 def _peak_rss_mb() -> float:
@@ -221,7 +253,7 @@ class _Timed:
 
 def stream_child(args: argparse.Namespace) -> None:
     """One cache replay of ``--child-stream`` requests drawn as a stream; one line of figures."""
-    setup = _setup()
+    setup = _setup(args)
     fleet = FleetSpec((Pool("h100", setup, replicas=args.replicas, cold_start=INSTANT),), router=args.router)
     rss0 = _peak_rss_mb()
     n = args.child_stream
@@ -234,14 +266,14 @@ def stream_child(args: argparse.Namespace) -> None:
         f"{n:>10,} requests: {n / cpu:>8,.0f} simulated req/s per CPU-second ({cpu:,.1f} CPU s replay + "
         f"{chunks.cpu_s:,.1f} CPU s drawing the trace), hit rate {res.prefix_cache_hit_rate or 0.0:.2%}, p99 TTFT "
         f"{(res.ttft_s.p99 or 0.0) * 1e3:,.0f} ms, cached runs at most {res.peak_index_keys:,}, peak RSS "
-        f"{_peak_rss_mb():,.0f} MB (after set-up {rss0:,.0f} MB)",
+        f"{_peak_rss_mb():,.0f} MB (after set-up {rss0:,.0f} MB){_tier_text(res)}",
         flush=True,
     )
 
 
 def trace_file(args: argparse.Namespace) -> None:
     """A trace file on disk replayed with the cache replay, read as a stream (reading counted in)."""
-    setup = _setup()
+    setup = _setup(args)
     fleet = FleetSpec((Pool("h100", setup, replicas=args.replicas, cold_start=INSTANT),), router=args.router)
     t0 = time.process_time()
     res = cache_replay(fleet, iter_trace_chunks(args.trace))
@@ -249,7 +281,7 @@ def trace_file(args: argparse.Namespace) -> None:
     print(
         f"{args.trace.name}: {res.requests:,} requests, {res.requests / cpu:,.0f} simulated req/s per CPU-second "
         f"(reading and replay, {cpu:,.1f} CPU s), hit rate {res.prefix_cache_hit_rate or 0.0:.2%}, p99 TTFT "
-        f"{(res.ttft_s.p99 or 0.0) * 1e3:,.0f} ms, peak RSS {_peak_rss_mb():,.0f} MB"
+        f"{(res.ttft_s.p99 or 0.0) * 1e3:,.0f} ms, peak RSS {_peak_rss_mb():,.0f} MB{_tier_text(res)}"
     )
 
 
@@ -274,6 +306,9 @@ def main() -> None:
         default=None,
         help="replay this mooncake JSONL file (time-ordered) with the cache replay, read chunk by chunk, and stop",
     )
+    ap.add_argument("--cpu-kv-gib", type=float, default=0.0, help="a CPU DRAM KV tier per replica (GiB; 0: none)")
+    ap.add_argument("--ssd-kv-gib", type=float, default=0.0, help="a local SSD KV tier per replica (GiB; 0: none)")
+    ap.add_argument("--remote-kv-tib", type=float, default=0.0, help="the fleet's shared KV store (TiB; 0: none)")
     ap.add_argument("--child-stream", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child_stream:
@@ -283,7 +318,7 @@ def main() -> None:
         trace_file(args)
         return
 
-    setup = _setup()
+    setup = _setup(args)
     compiled = not engine.__file__.endswith(".py")
     print(f"simulator engine: {'compiled by mypyc' if compiled else 'pure Python'}", end="")
     if hasattr(cache_replay_core, "__file__"):
@@ -314,7 +349,7 @@ def main() -> None:
         f"{'cache replay (fidelity cache-replay)':>34}: {len(arrays) / cpu:>8,.0f} simulated req/s per CPU-second "
         f"({cpu:,.1f} CPU s), hit rate {fast.prefix_cache_hit_rate or 0.0:.2%}, p50/p99 TTFT "
         f"{(fast.ttft_s.p50 or 0.0) * 1e3:,.0f}/{(fast.ttft_s.p99 or 0.0) * 1e3:,.0f} ms, p50 TPOT "
-        f"{(fast.tpot_s.p50 or 0.0) * 1e3:,.1f} ms"
+        f"{(fast.tpot_s.p50 or 0.0) * 1e3:,.1f} ms{_tier_text(fast)}"
     )
     if first in rates:
         print(
@@ -330,6 +365,8 @@ def main() -> None:
     for n in lengths:
         cmd = [sys.executable, __file__, "--child-stream", str(n), "--replicas", str(args.replicas)]
         cmd += ["--rate-per-replica", str(args.rate_per_replica), "--router", args.router, "--seed", str(args.seed)]
+        cmd += ["--cpu-kv-gib", str(args.cpu_kv_gib), "--ssd-kv-gib", str(args.ssd_kv_gib)]
+        cmd += ["--remote-kv-tib", str(args.remote_kv_tib)]
         subprocess.run(cmd, check=True)
 
 

@@ -61,6 +61,27 @@ def test_the_text_answer_and_the_time_scale(servecap_cli: Cli) -> None:
     assert two["horizon_s"] > 1.5 * one["horizon_s"]  # the arrivals spread over twice the time
 
 
+def test_kv_tiers_answer_per_tier_hit_rates(servecap_cli: Cli) -> None:
+    """Tiers are replayed (fleet/cache_replay_tiers.py): the --json answer names them as the full
+    simulation's ``kv_tiers`` does (gpu, cpu, ssd, remote: tokens and share of the prompt tokens),
+    the GPU's share is the prefix cache hit rate, and the text answer prints the row."""
+    tiers = ("--cpu-kv-gib", "4", "--ssd-kv-gib", "8", "--remote-kv-tib", "0.01")
+    code, out, err = _run(servecap_cli, "--trace", SAMPLE, *tiers, "--fidelity", "cache-replay", "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    kv = got["kv_tiers"]
+    assert list(kv) == ["query_tokens", "gpu", "cpu", "ssd", "remote"]
+    assert kv["query_tokens"] == got["prefix_cache_query_tokens"]
+    assert kv["gpu"]["tokens"] == got["prefix_cache_hit_tokens"]
+    assert kv["gpu"]["fraction"] == pytest.approx(got["prefix_cache_hit_rate"])
+    assert sum(kv[n]["tokens"] for n in ("gpu", "cpu", "ssd", "remote")) <= kv["query_tokens"]
+    code, out, err = _run(servecap_cli, "--trace", SAMPLE, *tiers, "--fidelity", "cache-replay")
+    assert code == 0, err
+    assert "KV tier hits (of prompt tokens): gpu " in out and "remote " in out
+    plain = json.loads(_run(servecap_cli, "--trace", SAMPLE, "--fidelity", "cache-replay", "--json")[1])
+    assert plain["kv_tiers"] is None
+
+
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
@@ -69,7 +90,6 @@ def test_the_text_answer_and_the_time_scale(servecap_cli: Cli) -> None:
         (("--trace", SAMPLE, "--save"), "--save"),
         (("--trace", SAMPLE, "--trace-start-s", "10"), "--trace-start-s"),
         (("--trace", SAMPLE, "--trace-format", "azure"), "--trace-format"),
-        (("--trace", SAMPLE, "--cpu-kv-gib", "4"), "KV tiers"),
         (("--trace", SAMPLE, "--autoscaler", "keda-vllm"), "autoscaler"),
         (("--trace", "/nonexistent/trace.jsonl"), "/nonexistent/trace.jsonl"),
     ],

@@ -19,6 +19,9 @@ HOSTILE = ("0", "-1", "nan", "inf", "1e-300", "1e300", "x", "")
 FLAGS = ("--cpu-kv-gib", "--ssd-kv-gib", "--remote-kv-tib")
 SIM = ("simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--num-requests", "5", "--rate", "5")
 FLEET = ("fleet", "simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--num-requests", "5", "--rate", "5")
+# the cache-replay fidelity models the tiers too: the same values get the same one-line errors
+REPLAY_ARGS = ("--trace", "sample:mooncake-conversation", "--fidelity", "cache-replay")
+REPLAY = ("fleet", "simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", *REPLAY_ARGS)
 
 
 def _refused(argv: list[str], name: str) -> None:
@@ -29,7 +32,7 @@ def _refused(argv: list[str], name: str) -> None:
     assert result.seconds < LIMIT_S
 
 
-@pytest.mark.parametrize("base", [SIM, FLEET], ids=["simulate", "fleet simulate"])
+@pytest.mark.parametrize("base", [SIM, FLEET, REPLAY], ids=["simulate", "fleet simulate", "cache replay"])
 @pytest.mark.parametrize("flag", FLAGS)
 def test_hostile_tier_flags_are_refused(base: tuple[str, ...], flag: str) -> None:
     for value in HOSTILE:
@@ -42,11 +45,16 @@ def test_tiers_without_prefix_caching_are_refused() -> None:
 
 @pytest.mark.parametrize("field", ["cpu_kv_gib", "ssd_kv_gib", "remote_kv_tib"])
 @pytest.mark.parametrize("value", [0, -1, 1e-300, 1e300, "nan", "lots"])
-def test_a_fleet_files_hostile_tier_field_is_refused(tmp_path: Path, field: str, value: object) -> None:
+@pytest.mark.parametrize(
+    "load", [("--rate", "5", "--num-requests", "5"), REPLAY_ARGS], ids=["full simulation", "cache replay"]
+)
+def test_a_fleet_files_hostile_tier_field_is_refused(
+    tmp_path: Path, field: str, value: object, load: tuple[str, ...]
+) -> None:
     pool = {"name": "main", "model": "Qwen/Qwen3-0.6B", "gpu": "H100", "replicas": 1, field: value}
     f = tmp_path / "fleet.yaml"
     f.write_text(yaml.safe_dump({"pools": [pool]}))
-    _refused(["fleet", "simulate", "--fleet", str(f), "--rate", "5", "--num-requests", "5"], field)
+    _refused(["fleet", "simulate", "--fleet", str(f), *load], field)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -16,6 +17,7 @@ from servecap.errors import ServecapError
 from servecap.fleet.cache_replay_run import cache_replay, cache_replay_refusal
 from servecap.fleet.file_schema import FleetFile, build_fleet
 from servecap.progress import Progress, ProgressFn
+from servecap.results.summary import kv_tiers_json
 from servecap.workload import RequestArrays
 from servecap.workload.samples import trace_path
 from servecap.workload.spec_parts import TraceArrival
@@ -41,6 +43,9 @@ class CacheReplayResponse(BaseModel):
     horizon_s: float
     throughput_req_s: float | None
     peak_index_keys: int
+    # per KV tier (gpu, cpu, ssd, remote): prompt tokens found there and their share of the prompt
+    # tokens looked up, the full simulation's ``kv_tiers`` (results.summary.kv_tiers_json); None: no tiers
+    kv_tiers: dict[str, Any] | None = None
     notes: list[str]
 
 
@@ -99,5 +104,8 @@ def fleet_cache_replay(
         horizon_s=res.horizon_s,
         throughput_req_s=res.requests / res.horizon_s if res.horizon_s > 0 else None,
         peak_index_keys=res.peak_index_keys,
+        kv_tiers=None
+        if res.kv_tier_hit_tokens is None
+        else kv_tiers_json(res.kv_tier_hit_tokens, res.prefix_cache_query_tokens),
         notes=notes,
     )

@@ -356,6 +356,13 @@ def _cache_replay(
             *("-" if d[k] is None else f"{1000 * float(d[k] or 0):,.1f}" for k in ("p50", "p90", "p99", "mean", "max")),
         )
     console.print(table)
+    if r.kv_tiers is not None:  # the full simulation's "KV tier hits (of prompt tokens)" row
+        shares = ", ".join(
+            f"{name} {d['fraction']:.1%}" if d["fraction"] is not None else f"{name} -"
+            for name, d in r.kv_tiers.items()
+            if isinstance(d, dict)
+        )
+        console.print(f"KV tier hits (of prompt tokens): {shares}", highlight=False)
     served = r.requests_per_replica
     console.print(f"requests per replica: min {min(served):,}, max {max(served):,}", highlight=False)
     for note in r.notes:

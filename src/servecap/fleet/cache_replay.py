@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 
+from servecap.fleet.cache_replay_tiers import ReplayTiers
 from servecap.sim.step_time import StepTimeModel
 
 ROUTERS = ("precise-prefix", "least-outstanding", "round-robin")
@@ -178,6 +179,8 @@ class CacheReplay:
         self.requests = 0
         self.peak_index_keys = 0
         self.last_end_s = 0.0
+        # KV tiers below GPU memory (fleet/cache_replay_tiers.py), set by the caller; None: GPU only
+        self.tiers: ReplayTiers | None = None
 
     # ---- the index ----------------------------------------------------------------------------
 
@@ -311,6 +314,8 @@ class CacheReplay:
             rep.cached -= e.length
             held = e.run
             assert held is not None
+            if self.tiers is not None:  # demoted to the tiers below (CPU -> SSD, the shared store)
+                self.tiers.demote(i, held.key, e.length)
             held.drop(e)
             if not held.any:
                 del self.index[held.key]
@@ -318,7 +323,7 @@ class CacheReplay:
 
     # ---- routing ------------------------------------------------------------------------------
 
-    def _choose(self, now_s: float, hits: list[int] | None, keyed: int) -> int:
+    def _choose(self, now_s: float, hits: list[int] | None, keyed: int, bonus: list[float] | None = None) -> int:
         reps = self.replicas
         # requests that ended by now let go of their blocks, those started stop waiting; the
         # longest and shortest waiting queues
@@ -359,6 +364,8 @@ class CacheReplay:
         for j in range(len(reps)):
             rep = reps[j]
             prefix = hits[j] * per_block if hits is not None else 0.0
+            if bonus is not None:  # blocks below GPU memory, tier-weighted (PrecisePrefix)
+                prefix += bonus[j] * per_block
             queue = 1.0 if span == 0 else (q_hi - len(rep.starts)) / span
             usage = rep.used / cap
             s = prefix + qw * queue + kw * (1.0 - (usage if usage < 1.0 else 1.0))
@@ -398,7 +405,16 @@ class CacheReplay:
         hits = (
             self._hits(keys, run_ends, lo, hi, max_hit, path) if hi > lo and self.router == "precise-prefix" else None
         )
-        i = self._choose(arrival_s, hits, keyed)
+        tiers = self.tiers
+        bonus: list[float] | None = None
+        # the tiers read this request's own runs (a slice: the tiered replay is not the hot path)
+        tier_keys = keys[lo:hi] if tiers is not None else keys
+        tier_ends = run_ends[lo:hi] if tiers is not None else run_ends
+        if tiers is not None and hi > lo:
+            tiers.set_time(arrival_s)
+            if hits is not None:
+                bonus = tiers.router_bonus(hits, tier_keys, tier_ends, keyed)
+        i = self._choose(arrival_s, hits, keyed, bonus)
         rep = self.replicas[i]
         if hits is not None:
             hit = hits[i]
@@ -406,6 +422,10 @@ class CacheReplay:
             hit = self._hits_on(i, keys, run_ends, lo, hi, max_hit, path)
         else:
             hit = 0
+        below = 0  # blocks past the GPU hit loaded from the tiers (promoted: published below)
+        load_s = 0.0
+        if tiers is not None and hi > lo:
+            below, load_s = tiers.extend(i, tier_keys, tier_ends, hit, max_hit)
         # the request's runs become the most recently used of replica i's cache, its first run
         # last: the engine lets go of a request's blocks last first, so its deepest go first
         head = rep.lru
@@ -441,7 +461,7 @@ class CacheReplay:
         # prefill: the uncached prompt in chunks of the token budget left by the decoders
         batch = len(rep.ends)
         prefill_from = start_s if start_s > rep.prefill_free_s else rep.prefill_free_s
-        cached_tokens = hit * bs
+        cached_tokens = (hit + below) * bs
         todo = prompt - cached_tokens
         budget = self.max_num_batched_tokens - batch
         if budget < 1:
@@ -452,6 +472,9 @@ class CacheReplay:
         kv = float(rep.ctx) + mid
         pairs = float(rep.ctx) + chunk * mid + chunk * (chunk + 1) / 2.0
         prefill_s = steps * self.model.time(chunk + batch, batch + 1, kv, kv, pairs, pairs, chunk)
+        if tiers is not None and load_s > 0.0:  # the admitting step takes the load (engine's rule)
+            step1_s = prefill_s / steps
+            prefill_s += tiers.step_s(i, load_s, step1_s) - step1_s
         first_s = prefill_from + prefill_s
         rep.prefill_free_s = first_s
         # decode: one token a step in a batch of the held requests and this one
@@ -469,7 +492,7 @@ class CacheReplay:
         self._evict(i, 0)
         rep.served += 1
         self.requests += 1
-        self.hit_tokens += cached_tokens
+        self.hit_tokens += hit * bs  # the GPU's hits (the tiers count their own)
         self.query_tokens += prompt
         if end_s > self.last_end_s:
             self.last_end_s = end_s

@@ -17,7 +17,11 @@ What it models exactly (the same rules as the engine and the router):
 - the router's choice from those caches and loads: ``precise-prefix`` (the same score as
   :class:`servecap.policy.routers.PrecisePrefix`: prefix share, waiting queue, KV usage, lowest
   index on ties), ``least-outstanding``, ``round-robin``;
-- ``max_num_seqs`` and the KV pool as admission limits (a request waits for held ones to end).
+- ``max_num_seqs`` and the KV pool as admission limits (a request waits for held ones to end);
+- KV tiers below GPU memory (``kv_tiers``: each replica's CPU DRAM and SSD, the fleet's shared
+  remote store) with the engine's own tier objects (:mod:`servecap.fleet.cache_replay_tiers`):
+  GPU evictions demoted, tier hits past the GPU hit promoted and counted per tier, their load
+  time in the admitting step, the precise-prefix router's tier-weighted score.
 
 Validated (tests/fleet/test_cache_replay.py): one request at a time, its hit rate equals the
 engine's exactly (unbounded and bounded pools); on a small multi-turn trace on 8 replicas with
@@ -31,7 +35,7 @@ TTFT and TPOT within a factor of 2. What it approximates:
 - eviction is per run (a trace block's engine blocks together) and may take a run a held
   request shares (the engine pins those); hits are counted when the request is routed.
 
-What it does not model (refused by name): KV tiers below GPU memory, P/D pools, more than one
+What it does not model (refused by name): P/D pools, more than one
 pool, autoscaling, failures, the gateway stage, speculative decoding, scheduling policies other
 than FCFS, engine profiles other than vLLM, layouts without prefix caching (sliding window,
 state), routers other than the three above.
@@ -48,6 +52,7 @@ from numpy.typing import NDArray
 
 from servecap.errors import ServecapError
 from servecap.fleet.cache_replay import ROUTERS, CacheReplay
+from servecap.fleet.cache_replay_tiers import TIER_ORDER, ReplayTiers
 from servecap.fleet.spec import FleetSpec
 from servecap.policy.routers import PrecisePrefix, make_router
 from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY, QuantileSketch
@@ -74,6 +79,12 @@ class CacheReplayResult:
     requests_per_replica: tuple[int, ...]
     peak_index_keys: int  # run keys some replica cached at once, at most (bounded by capacities)
     horizon_s: float  # when the last request ended
+    # prompt tokens found per tier (gpu, cpu, ssd, remote; None: no tiers), as the full simulation
+    # names them (RunSummary.kv_tier_hit_tokens), over prefix_cache_query_tokens
+    kv_tier_hit_tokens: dict[str, int] | None = None
+    kv_tier_load_s: float = 0.0  # loads from the tiers, summed over requests (before overlap)
+    # (tier, blocks held, capacity) at the end: every replica's cpu/ssd tier, the shared store
+    kv_tier_occupancy: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def prefix_cache_hit_rate(self) -> float | None:
@@ -92,7 +103,6 @@ def cache_replay_refusal(fleet: FleetSpec) -> str | None:
         (pool.autoscaler is not None, "an autoscaler"),
         (pool.mtbf_s is not None or bool(pool.crash_at_s), "replica failures"),
         (fleet.gateway is not None, "a gateway stage"),
-        (setup.kv_tiers is not None, "KV tiers below GPU memory"),
         (bool(setup.spec_acceptance), "speculative decoding"),
         (setup.scheduling_policy != "fcfs", f"scheduling policy {setup.scheduling_policy!r}"),
         (setup.engine != "vllm", f"engine profile {setup.engine!r}"),
@@ -124,12 +134,18 @@ def cache_replay(
         if isinstance(router, PrecisePrefix)
         else (0.0, 0.0, 0.0)
     )
+    tier_weights = router.tier_weights[1:] if isinstance(router, PrecisePrefix) else (0.0, 0.0, 0.0)
     model = StepTimeModel(setup.step, setup.efficiency)
     sketches = [QuantileSketch(relative_accuracy) for _ in range(3)]
     with gc_paused():  # no reference cycles on the hot path (servecap.sim.gc_pause)
-        core = _replay(fleet, chunks, weights, model, sketches)
+        core = _replay(fleet, chunks, weights, model, sketches, tier_weights)
     if core is None:
         raise ServecapError("trace", "requests", "no requests to replay")
+    tiers = core.tiers
+    tier_hits: dict[str, int] | None = None
+    if tiers is not None:
+        below = tiers.hit_tokens()
+        tier_hits = {"gpu": core.hit_tokens, **{n: below[n] for n in TIER_ORDER[1:] if n in below}}
     return CacheReplayResult(
         requests=core.requests,
         prefix_cache_hit_tokens=core.hit_tokens,
@@ -140,6 +156,9 @@ def cache_replay(
         requests_per_replica=tuple(r.served for r in core.replicas),
         peak_index_keys=core.peak_index_keys,
         horizon_s=core.last_end_s,
+        kv_tier_hit_tokens=tier_hits,
+        kv_tier_load_s=tiers.load_s if tiers is not None else 0.0,
+        kv_tier_occupancy=tuple(tiers.occupancy()) if tiers is not None else (),
     )
 
 
@@ -149,6 +168,7 @@ def _replay(
     weights: tuple[float, float, float],
     model: StepTimeModel,
     sketches: list[QuantileSketch],
+    tier_weights: tuple[float, float, float] = (0.8, 0.8, 0.5),
 ) -> CacheReplay | None:
     """Feed every chunk to one core (made at the first chunk: the trace's block size), its
     latencies to ``sketches``; None: no requests."""
@@ -179,6 +199,8 @@ def _replay(
                 *weights,
                 setup.enable_prefix_caching,
             )
+            if setup.kv_tiers is not None and setup.enable_prefix_caching:
+                core.tiers = ReplayTiers(setup.kv_tiers, pool.replicas, setup.block_size, tier_weights)
         offsets, keys, ends = chunk_runs(chunk, setup.block_size)
         # Python lists of SLICE_ROWS rows at a time: a chunk's million run keys as Python ints at
         # once would scatter the few the caches keep over many allocator arenas (a peak RSS that
