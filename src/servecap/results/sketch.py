@@ -38,6 +38,22 @@ from servecap.results.stats import EMPTY, QUANTILES, Percentiles
 DEFAULT_RELATIVE_ACCURACY = 0.01  # α: every quantile within 1% of the exact value at its rank
 
 
+def kept_values(
+    values: ArrayLike, weights: ArrayLike | None
+) -> tuple[NDArray[np.float64], NDArray[np.float64] | None] | None:
+    """``values`` and ``weights`` as float arrays without NaN values or non-positive weights;
+    None when nothing is left (what a sketch's ``add_array`` reads)."""
+    v = np.asarray(values, dtype=np.float64)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    keep = ~np.isnan(v)
+    if w is not None:
+        keep &= w > 0
+    if not keep.all():
+        v = v[keep]
+        w = None if w is None else w[keep]
+    return None if v.size == 0 else (v, w)
+
+
 class QuantileSketch:
     """A DDSketch of non-NaN values (NaNs are skipped), fed by :meth:`add_array`."""
 
@@ -51,16 +67,10 @@ class QuantileSketch:
 
     def add_array(self, values: ArrayLike, weights: ArrayLike | None = None) -> None:
         """Add ``values`` (each ``weights`` times: positive counts; once each when None)."""
-        v = np.asarray(values, dtype=np.float64)
-        w = None if weights is None else np.asarray(weights, dtype=np.float64)
-        keep = ~np.isnan(v)
-        if w is not None:
-            keep &= w > 0
-        if not keep.all():
-            v = v[keep]
-            w = None if w is None else w[keep]
-        if v.size == 0:
+        kept = kept_values(values, weights)
+        if kept is None:
             return
+        v, w = kept
         sk = self.sketch
         m = sk._mapping
         tiny = m.min_possible

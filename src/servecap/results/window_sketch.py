@@ -20,7 +20,7 @@ import numpy as np
 from ddsketch.mapping import LogarithmicMapping
 from numpy.typing import ArrayLike, NDArray
 
-from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY, QuantileSketch, _dense
+from servecap.results.sketch import DEFAULT_RELATIVE_ACCURACY, QuantileSketch, _dense, kept_values
 
 _EMPTY = np.zeros(0, dtype=np.float64)
 
@@ -65,16 +65,10 @@ class WindowSketch:
 
     def add_array(self, values: ArrayLike, weights: ArrayLike | None = None) -> None:
         """Add ``values`` (each ``weights`` times: positive counts; once each when None)."""
-        v = np.asarray(values, dtype=np.float64)
-        w = None if weights is None else np.asarray(weights, dtype=np.float64)
-        keep = ~np.isnan(v)
-        if w is not None:
-            keep &= w > 0
-        if not keep.all():
-            v = v[keep]
-            w = None if w is None else w[keep]
-        if v.size == 0:
+        kept = kept_values(values, weights)
+        if kept is None:
             return
+        v, w = kept
         m = mapping_for(self.relative_accuracy)
         tiny = m.min_possible
         pos = v > tiny
