@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -27,6 +28,18 @@ def _run(args: list[str]) -> str:
     return res.stdout
 
 
+def _assert_rerun_inside_interval(fleet: Path, peak: Path, plan: dict[str, Any]) -> None:
+    """`fleet simulate` of the plan's fleet file on its peak window: each p99, corrected as the
+    plan's own figure is (estimate / model), lies in the plan's interval."""
+    sim = json.loads(
+        _run(["fleet", "simulate", "--fleet", str(fleet), "--workload", str(peak), "--seed", "0", "--json"])
+    )
+    for key, metric in (("ttft_p99_s", "ttft_s"), ("tpot_p99_s", "tpot_s")):
+        iv = plan["interval"][key]
+        rerun = sim["summary"][metric]["p99"]
+        assert iv["low"] <= rerun * iv["estimate"] / iv["model"] <= iv["high"], (key, rerun, iv)
+
+
 def test_fleet_plan_file_re_runs_and_deploys(tmp_path: Path) -> None:
     fleet = tmp_path / "fleet.yaml"
     args = ["-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "-l", "4096", "--peak-users", "2000", "--levers", "none"]
@@ -41,14 +54,7 @@ def test_fleet_plan_file_re_runs_and_deploys(tmp_path: Path) -> None:
     assert "re-run the plan's evidence: servecap fleet simulate --fleet fleet.yaml --workload fleet.peak.yaml" in (
         fleet.read_text()
     )
-    sim = json.loads(
-        _run(["fleet", "simulate", "--fleet", str(fleet), "--workload", str(peak), "--seed", "0", "--json"])
-    )
-    for key, metric in (("ttft_p99_s", "ttft_s"), ("tpot_p99_s", "tpot_s")):
-        iv = plan["interval"][key]
-        rerun = sim["summary"][metric]["p99"]
-        # the re-run, corrected as the plan's own figure is (estimate / model), lies in the plan's interval
-        assert iv["low"] <= rerun * iv["estimate"] / iv["model"] <= iv["high"], (key, rerun, iv)
+    _assert_rerun_inside_interval(fleet, peak, plan)
     _validate_all(list(export("keda", fleet).data))
     _validate_all(list(export("kserve", fleet).data))
     _check_ray_serve(export("ray-serve", fleet).data)
@@ -164,13 +170,7 @@ def _round_trip(tmp_path: Path, plan_args: list[str]) -> dict[str, object]:
     out = _run(["fleet", "plan", *plan_args, "--levers", "none", "-o", str(fleet), "--json"])
     plan = json.loads(out)
     peak = tmp_path / "fleet.peak.yaml"
-    sim = json.loads(
-        _run(["fleet", "simulate", "--fleet", str(fleet), "--workload", str(peak), "--seed", "0", "--json"])
-    )
-    for key, metric in (("ttft_p99_s", "ttft_s"), ("tpot_p99_s", "tpot_s")):
-        iv = plan["interval"][key]
-        rerun = sim["summary"][metric]["p99"]
-        assert iv["low"] <= rerun * iv["estimate"] / iv["model"] <= iv["high"], (key, rerun, iv)
+    _assert_rerun_inside_interval(fleet, peak, plan)
     as_json = tmp_path / "fp.json"
     as_json.write_text(out)
     replicas = plan["chosen"]["replicas"]
