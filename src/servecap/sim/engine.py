@@ -890,12 +890,13 @@ class Engine:
                 r.cached_blocks_held = hits
             if below:
                 assert keys is not None and self.tiers is not None
-                self._step_load_s += self.tiers.promote(keys, hits, below, bs)  # published once computed
+                # published once computed; hits on a first admission only (as the GPU's, below)
+                self._step_load_s += self.tiers.promote(keys, hits, below, bs, r.preemptions == 0)
             if off is not None:
                 assert self.tiers is not None
                 own_keys = [private_key(r.request_id, i) for i in range(off[0], off[1])]
                 if own:
-                    self._step_load_s += self.tiers.promote(own_keys, 0, own, bs)
+                    self._step_load_s += self.tiers.promote(own_keys, 0, own, bs, False)  # a load, no hit
                 self.tiers.discard(own_keys[own:])  # the rest is recomputed
                 del self._offloaded[r.request_id]
             r.num_keys_registered = hits
@@ -906,9 +907,13 @@ class Engine:
             if r.scheduled_s is None:
                 r.scheduled_s = now
             if r.preemptions == 0:
+                # a request's lookup counts on its first admission only, as vLLM's
+                # vllm:prefix_cache_queries/hits (KVCacheManager.record_prefix_cache_stats: a
+                # preempted one's goes to preempted_queries/hits, which /metrics leaves out;
+                # vLLM PR #25787): a re-admission finding its own freed blocks is no reuse
                 r.cached_prompt_tokens = cached
-            self.hit_tokens += hits * bs  # the GPU's hits (the tiers count their own)
-            self.query_tokens += total - r.external_tokens
+                self.hit_tokens += hits * bs  # the GPU's hits (the tiers count their own)
+                self.query_tokens += total - r.external_tokens
             chunks.append((r, chunk))
             budget -= chunk
             n_running += 1

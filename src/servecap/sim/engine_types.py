@@ -56,13 +56,16 @@ class EngineStats:
     kv_blocks_cached: int  # evictable blocks holding cached prefixes
     kv_blocks_total: int
     preemptions: int
+    # prompt tokens found in GPU memory / looked up, on each request's first admission only
+    # (vLLM's vllm:prefix_cache_hits / queries; sim/engine.py Engine._admit)
     prefix_cache_hit_tokens: int
     prefix_cache_query_tokens: int
     steps: int
     busy_s: float
     # tokens loaded back from each KV tier below GPU memory (cpu, ssd, remote; sim/kv_tiers.py)
+    # on first admissions, the requests' tier hits (a re-admitted request's loads are not hits)
     tier_hit_tokens: tuple[tuple[str, int], ...] = ()
-    tier_load_s: float = 0.0  # their load time, before any overlap with compute
+    tier_load_s: float = 0.0  # the time of all loads, re-admissions' too, before any overlap with compute
 
     @property
     def kv_utilization(self) -> float:

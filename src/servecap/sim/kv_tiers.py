@@ -52,7 +52,8 @@ miss and fed on eviction (``KvPool.on_evict``):
   The engine sets ``now_s`` at each step; a block pushed down from the CPU tier is written to
   the SSD tier then.
 
-Hit counts are kept per tier in tokens (``hit_tokens``), beside the engine's GPU hits.
+Hit counts are kept per tier in tokens (``hit_tokens``), beside the engine's GPU hits, on a
+request's first admission only, as the engine counts its own (:meth:`TierStore.promote`).
 """
 
 from __future__ import annotations
@@ -237,10 +238,12 @@ class TierStore:
                 break
         return found
 
-    def promote(self, keys: Sequence[int], start: int, n: int, block_size: int) -> float:
+    def promote(self, keys: Sequence[int], start: int, n: int, block_size: int, count_hits: bool = True) -> float:
         """Load ``keys[start:start + n]`` (found by :meth:`find`) back into GPU memory: private
         tiers give them up, the remote store keeps them; returns the load's time (its tiers'
-        loads in sequence over the GPU's links), before any overlap with compute."""
+        loads in sequence over the GPU's links), before any overlap with compute. The blocks
+        count as hits only with ``count_hits`` (a request's first admission: a preempted
+        request's loads are vLLM's ``preempted_hits``, left out of its hit-rate counters)."""
         levels = self.levels
         per_level = [0] * len(levels)
         now = self.now_s
@@ -258,7 +261,8 @@ class TierStore:
         total = 0.0
         for j, (t, m) in enumerate(zip(levels, per_level, strict=True)):
             if m:
-                self.hits[j] += m * block_size
+                if count_hits:
+                    self.hits[j] += m * block_size
                 total += load_s(t.tier, m * self.setup.key_bytes_per_gpu)
         self.load_s += total
         self.loads += 1
