@@ -8,9 +8,9 @@ replay's own (requests read, the trace's clock) over the job's events.
 Everything the cache replay refuses is refused before the job is queued, as the API's one-line
 400 naming the body's field, in the CLI's words: a workload key other than the trace ("not read
 at --fidelity cache-replay"), no trace, a trace window, a format or a sample it does not read, a
-fleet it does not model (P/D, KV tiers, autoscaling, ...). The refusals are the replay's own: the
-check calls the same function and stops it at its first progress event (after its checks, before
-the first request is replayed), so a refusal the replay adds or drops is the API's at once.
+fleet it does not model (P/D, KV tiers, autoscaling, ...). The refusals are the replay's own:
+:func:`servecap.app.cache_replay.fleet_cache_replay_refusal` (the CLI's check too), so a refusal
+the replay adds or drops is the API's at once.
 """
 
 from __future__ import annotations
@@ -25,12 +25,6 @@ from servecap.app.limits import API_LIMITS, WorkLimits
 from servecap.errors import ServecapError
 from servecap.progress import Progress
 
-NOT_READ = "not read at --fidelity cache-replay (it replays --trace FILE as it is)"
-"""What ``fleet simulate --fidelity cache-replay`` says of a load flag (cli/fleet_cmd.py)."""
-
-NO_TRACE = "replays a block-hash trace: give --trace FILE"
-"""What it says without a trace (cli/fleet_cmd.py); the API adds where its trace goes."""
-
 # the replay's flag names -> the body's fields
 _FIELDS = {
     "--fidelity": "fidelity",
@@ -39,14 +33,6 @@ _FIELDS = {
     "--trace-start-s": "workload.arrival.start_s",
     "--trace-end-s": "workload.arrival.end_s",
 }
-
-
-class _Checked(Exception):
-    """The replay reached its first progress event: every refusal it makes is behind it."""
-
-
-def _stop(_event: Progress) -> None:
-    raise _Checked
 
 
 def _body_named(err: ServecapError, sample: str) -> ServecapError:
@@ -71,6 +57,7 @@ def _body_named(err: ServecapError, sample: str) -> ServecapError:
 def _inputs(body: FleetSimulateBody) -> tuple[Any, Any, str]:
     """The fleet file, the trace and the sample's name of a cache-replay body; a workload key
     other than the trace, or no trace, refused by name."""
+    from servecap.app.cache_replay import NO_TRACE, NOT_READ
     from servecap.fleet.file_schema import fleet_from_dict
     from servecap.workload import workload_from_dict
     from servecap.workload.spec_parts import TraceArrival
@@ -96,7 +83,7 @@ def check_cache_replay_body(body: FleetSimulateBody, upload_dir: Path, limits: W
     sample, never a path), the work limits, and every refusal of the replay itself, each one line
     naming the body's field."""
     from servecap.api.names import check_spec
-    from servecap.app.cache_replay import fleet_cache_replay
+    from servecap.app.cache_replay import fleet_cache_replay_refusal
     from servecap.app.limits import check_fleet_work
     from servecap.workload import workload_from_dict
 
@@ -106,12 +93,9 @@ def check_cache_replay_body(body: FleetSimulateBody, upload_dir: Path, limits: W
     check_spec(workload, body.workload, "workload", upload_dir)  # a sample, or refused as a path
     fleet, trace, sample = _inputs(body)  # with uploads resolved
     check_fleet_work(fleet, workload, limits, streaming=True)  # the replay streams the trace
-    try:
-        fleet_cache_replay(fleet, trace, progress=_stop)
-    except _Checked:
-        pass
-    except ServecapError as err:
-        raise _body_named(err, sample) from None
+    refusal = fleet_cache_replay_refusal(fleet, trace)
+    if refusal is not None:
+        raise _body_named(refusal, sample)
 
 
 def cache_replay_job(payload: dict[str, Any], progress: Callable[[Progress], None]) -> dict[str, Any]:

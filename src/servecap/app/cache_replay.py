@@ -7,7 +7,8 @@ bounded memory, and is asked for by name, never substituted for the full simulat
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import random
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,21 @@ from pydantic import BaseModel, ConfigDict
 from servecap.errors import ServecapError
 from servecap.fleet.cache_replay_run import cache_replay, cache_replay_refusal
 from servecap.fleet.file_schema import FleetFile, build_fleet
+from servecap.fleet.spec import FleetSpec
+from servecap.policy.routers import make_router
 from servecap.progress import Progress, ProgressFn
 from servecap.results.summary import kv_tiers_json
 from servecap.workload import RequestArrays
 from servecap.workload.samples import trace_path
 from servecap.workload.spec_parts import TraceArrival
 from servecap.workload.trace_stream import iter_trace_chunks
+
+NOT_READ = "not read at --fidelity cache-replay (it replays --trace FILE as it is)"
+"""What the replay says of a load setting beside the trace (a flag in the CLI, a workload key in
+the API): it replays the trace as it is."""
+
+NO_TRACE = "replays a block-hash trace: give --trace FILE"
+"""What it says without a trace (the API adds where its trace goes)."""
 
 
 class CacheReplayResponse(BaseModel):
@@ -61,15 +71,8 @@ def _scaled(chunks: Iterator[RequestArrays], time_scale: float, progress: Progre
         yield chunk
 
 
-def fleet_cache_replay(
-    fleet: FleetFile,
-    trace: TraceArrival,
-    *,
-    base_dir: Path | None = None,
-    progress: ProgressFn | None = None,
-) -> CacheReplayResponse:
-    """Replay ``trace`` (a Mooncake/Bailian block-hash JSONL, read chunk by chunk) on ``fleet`` at
-    the cache-replay fidelity. A fleet or trace setting it does not model is refused by name."""
+def _inputs(fleet: FleetFile, trace: TraceArrival, base_dir: Path | None) -> tuple[FleetSpec, list[str], Path]:
+    """The fleet built, its notes and the trace's file; raises the first refusal (ServecapError)."""
     if trace.format not in ("auto", "mooncake"):
         raise ServecapError("--trace-format", trace.format, "the cache-replay fidelity reads mooncake block-hash JSONL")
     if trace.start_s != 0.0 or trace.end_s is not None:
@@ -82,7 +85,49 @@ def fleet_cache_replay(
     reason = cache_replay_refusal(spec)
     if reason is not None:
         raise ServecapError("--fidelity", "cache-replay", reason)
-    path = trace_path(trace.path, "--trace")
+    return spec, notes, trace_path(trace.path, "--trace")
+
+
+def fleet_cache_replay_refusal(
+    fleet: FleetFile,
+    trace: TraceArrival | None,
+    *,
+    unread: Mapping[str, object] | None = None,
+    base_dir: Path | None = None,
+) -> ServecapError | None:
+    """Why :func:`fleet_cache_replay` refuses ``trace`` on ``fleet`` (None: it runs), as the
+    one-line error it raises, without replaying a request: a load setting given beside the trace
+    (``unread``: its name, as the caller's interface spells it, and its value; None: not given),
+    no trace, a format or a window it does not read, a fleet it does not model (P/D, an
+    autoscaler, ...), router settings the router refuses, a trace file it cannot open or whose
+    first chunk of requests it cannot read (the rest is read as the replay goes). The CLI and the
+    API refuse with it before they start."""
+    for name, value in (unread or {}).items():
+        if value is not None:
+            return ServecapError(name, value, NOT_READ)
+    if trace is None:
+        return ServecapError("--fidelity", "cache-replay", NO_TRACE)
+    try:
+        spec, _notes, path = _inputs(fleet, trace, base_dir)
+        make_router(spec.router, random.Random(0), spec.router_settings)  # its settings' checks
+        # the first chunk read (its file closed as the generator is dropped)
+        next(iter_trace_chunks(path, trace_block_tokens=trace.trace_block_tokens), None)
+    except ServecapError as err:
+        return err
+    return None
+
+
+def fleet_cache_replay(
+    fleet: FleetFile,
+    trace: TraceArrival,
+    *,
+    base_dir: Path | None = None,
+    progress: ProgressFn | None = None,
+) -> CacheReplayResponse:
+    """Replay ``trace`` (a Mooncake/Bailian block-hash JSONL, read chunk by chunk) on ``fleet`` at
+    the cache-replay fidelity. A fleet or trace setting it does not model is refused by name
+    (:func:`fleet_cache_replay_refusal` says so before the run)."""
+    spec, notes, path = _inputs(fleet, trace, base_dir)
     chunks = iter_trace_chunks(path, trace_block_tokens=trace.trace_block_tokens)
     res = cache_replay(spec, _scaled(chunks, trace.time_scale, progress))
     notes = [

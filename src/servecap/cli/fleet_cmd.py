@@ -322,19 +322,18 @@ def _cache_replay(
     ff: FleetFile, base_dir: Path | None, trace: object, refused: dict[str, object], as_json: bool
 ) -> None:
     """``--fidelity cache-replay``: the trace streamed through the cache replay (app/cache_replay.py)."""
-    from servecap.app.cache_replay import fleet_cache_replay
+    from servecap.app.cache_replay import fleet_cache_replay, fleet_cache_replay_refusal
     from servecap.cli.console import make_console, progress_reporter
-    from servecap.errors import ServecapError
     from servecap.workload.spec_parts import TraceArrival
 
-    for flag, value in refused.items():
-        if value is not None:
-            raise ServecapError(flag, value, "not read at --fidelity cache-replay (it replays --trace FILE as it is)")
-    if not isinstance(trace, TraceArrival):
-        raise ServecapError("--fidelity", "cache-replay", "replays a block-hash trace: give --trace FILE")
+    given = trace if isinstance(trace, TraceArrival) else None
+    refusal = fleet_cache_replay_refusal(ff, given, unread=refused, base_dir=base_dir)
+    if refusal is not None:
+        raise refusal
+    assert given is not None
     err = make_console(stderr=True)
     with progress_reporter(err) as progress:
-        r = fleet_cache_replay(ff, trace, base_dir=base_dir, progress=progress)
+        r = fleet_cache_replay(ff, given, base_dir=base_dir, progress=progress)
     if as_json:
         click.echo(r.model_dump_json())
         return
