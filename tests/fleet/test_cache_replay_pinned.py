@@ -14,8 +14,8 @@ import math
 import random
 
 import pytest
-from test_cache_replay import BS, _fleet, sessions
-from test_cache_replay import setup as setup  # the fixture
+from cache_replay_helpers import BS, replay_fleet, sessions
+from cache_replay_helpers import setup as setup  # the fixture
 
 from servecap.fleet.cache_replay import CacheReplay
 from servecap.fleet.cache_replay_run import cache_replay, chunk_runs
@@ -131,7 +131,7 @@ def test_core_outcome_is_pinned(setup: EngineSetup, router: str, caching: bool) 
     assert tuple(out[3 * k] for k in PICKED) == ttfts
     assert math.fsum(out) == total
     # the public path, chunked, gives the same
-    res = cache_replay(_fleet(s, 6, router), chunked(arrays, 64))
+    res = cache_replay(replay_fleet(s, 6, router), chunked(arrays, 64))
     assert (res.prefix_cache_hit_tokens, res.requests_per_replica, res.horizon_s) == (
         hit_blocks * BS,
         per_replica,
@@ -141,7 +141,7 @@ def test_core_outcome_is_pinned(setup: EngineSetup, router: str, caching: bool) 
 
 def test_seventy_replicas_outcome_is_pinned(setup: EngineSetup) -> None:
     s = dataclasses.replace(setup, num_gpu_blocks=2500, max_num_seqs=4)
-    res = cache_replay(_fleet(s, 70, "precise-prefix"), chunked(sessions(800, 400.0, 8), 100))
+    res = cache_replay(replay_fleet(s, 70, "precise-prefix"), chunked(sessions(800, 400.0, 8), 100))
     assert res.prefix_cache_hit_tokens == 3643536
     assert res.requests_per_replica == (
         (50, 17, 53, 34, 31, 56, 43, 24, 55, 69, 33, 56, 35, 51, 29, 34, 26, 16, 18, 46, 24) + (0,) * 49

@@ -9,34 +9,17 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
-from test_cache_replay import sessions
+from cache_replay_helpers import BS, replay_fleet, sessions
+from cache_replay_helpers import setup as setup  # the fixture
 
-from servecap.catalog import lookup_gpu, resolve_model
-from servecap.core.defaults import build_deployment
 from servecap.core.kv_tiers import KvTier, default_tier
-from servecap.core.plan import plan
-from servecap.fleet import INSTANT, FleetSpec, Pool, simulate_fleet
+from servecap.fleet import simulate_fleet
 from servecap.fleet.cache_replay_run import cache_replay
 from servecap.fleet.stream_source import chunked
-from servecap.sim import EngineSetup, engine_setup_from_plan
+from servecap.sim import EngineSetup
 from servecap.sim.kv_tiers import TierSetup
-from servecap.specs import RequestShape
 from servecap.workload import RequestArrays
 from servecap.workload.block_hash import _MIX, _signed64
-
-BS = 16
-
-
-@pytest.fixture(scope="module")
-def setup() -> EngineSetup:
-    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100"), max_model_len=131072)
-    s = engine_setup_from_plan(plan(dep, request=RequestShape(8192, 256)))
-    assert s.block_size == BS
-    return s
-
-
-def _fleet(setup: EngineSetup, replicas: int = 1, router: str = "round-robin") -> FleetSpec:
-    return FleetSpec((Pool("p", setup, replicas=replicas, cold_start=INSTANT),), router=router)
 
 
 def _unit_tiers(setup: EngineSetup, gpu_blocks: int, *blocks: tuple[str, int]) -> EngineSetup:
@@ -83,13 +66,13 @@ def test_hand_worked_gpu_cpu_ssd(setup: EngineSetup) -> None:
     Prompt tokens 49 + 33 + 49 + 33 = 164; gpu 16, cpu 32, ssd 32."""
     s = _unit_tiers(setup, 4, ("cpu", 1), ("ssd", 1))
     arrays = _one_block_trace([[1, 2, 3], [4, 5], [1, 2, 3], [4, 5]], [49, 33, 49, 33])
-    got = cache_replay(_fleet(s), [arrays])
+    got = cache_replay(replay_fleet(s), [arrays])
     assert got.prefix_cache_query_tokens == 164
     assert got.kv_tier_hit_tokens == {"gpu": 16, "cpu": 32, "ssd": 32}
     assert got.prefix_cache_hit_tokens == 16  # the GPU's own, as the full simulation counts it
     assert [(n, held) for n, held, _ in got.kv_tier_occupancy] == [("cpu", 1), ("ssd", 1)]
     # the same without tiers: only C's first block hits
-    plain = cache_replay(_fleet(dataclasses.replace(s, kv_tiers=None)), [arrays])
+    plain = cache_replay(replay_fleet(dataclasses.replace(s, kv_tiers=None)), [arrays])
     assert plain.prefix_cache_hit_tokens == 16 and plain.kv_tier_hit_tokens is None
 
 
@@ -142,7 +125,7 @@ def test_equals_a_small_reference_lru_chain(setup: EngineSetup) -> None:
     prompts = [BS * len(r) - int(rng.integers(0, BS)) for r in rows]
     arrays = _one_block_trace(rows, prompts)
     s = _unit_tiers(setup, 12, ("cpu", 6), ("ssd", 10))
-    got = cache_replay(_fleet(s), chunked(arrays, 37))
+    got = cache_replay(replay_fleet(s), chunked(arrays, 37))
     want = _reference(arrays, 12, 6, 10)
     assert got.kv_tier_hit_tokens == want
     assert want["cpu"] > 0 and want["ssd"] > 0 and want["gpu"] > 0
@@ -169,8 +152,8 @@ def test_per_tier_hit_rates_within_the_stated_tolerance_of_the_full_simulation(
         tiers, key_bytes_per_gpu=setup.layout.bytes_per_block * len(setup.layout.groups), gpus=1, num_layers=32
     )
     small = dataclasses.replace(setup, num_gpu_blocks=gpu_blocks, kv_tiers=setup_tiers)
-    full = simulate_fleet(_fleet(small, 8, "precise-prefix"), arrays, 0).summary
-    fast = cache_replay(_fleet(small, 8, "precise-prefix"), chunked(arrays, 100))
+    full = simulate_fleet(replay_fleet(small, 8, "precise-prefix"), arrays, 0).summary
+    fast = cache_replay(replay_fleet(small, 8, "precise-prefix"), chunked(arrays, 100))
     assert full.kv_tier_hit_tokens is not None and fast.kv_tier_hit_tokens is not None
     names = ["gpu", "cpu", *(["remote"] if remote_gib else [])]
     assert list(fast.kv_tier_hit_tokens) == list(full.kv_tier_hit_tokens) == names
@@ -186,7 +169,7 @@ def test_tiers_never_hold_more_than_their_capacities(setup: EngineSetup) -> None
     arrays = sessions(800, 32.0, 3)
     s = _unit_tiers(setup, 2000, ("cpu", 700), ("ssd", 900), ("remote", 1500))
     s = dataclasses.replace(s, max_num_seqs=64)
-    got = cache_replay(_fleet(s, 4, "precise-prefix"), chunked(arrays, 64))
+    got = cache_replay(replay_fleet(s, 4, "precise-prefix"), chunked(arrays, 64))
     occ = got.kv_tier_occupancy
     assert [n for n, _, _ in occ] == ["cpu", "ssd"] * 4 + ["remote"]
     assert all(0 < held <= cap for _, held, cap in occ)
