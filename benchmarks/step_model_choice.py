@@ -14,28 +14,19 @@ About a minute on two cores (three step models, every row once each).
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable
 
 from servecap.specs.perf import Efficiency
-from servecap.specs.step_choice import MIN_VALUES, TRAINING_EVIDENCE, candidate_cells, choose_step_model, clear_win
+from servecap.specs.step_choice import TRAINING_EVIDENCE, choose_step_model, clear_win
 from servecap.validation.corpus import load_corpus
 from servecap.validation.evaluate import Comparison, compare_rows
 from servecap.validation.predict import Adjustments
+from servecap.validation.step_evidence import evidence_from
 
 FAMILIES = ("throughput", "tpot", "ttft", "e2e")
 LATER_SOURCES = frozenset({"gpustack-deepseek-r1-h200", "rocm-vllm-devdocker-mi300x", "servecap-vllm-h200-sweep"})
 """Sources added after the 76-row baseline of issue 29 (its "original rows" exclude them)."""
-
-
-def _cells(c: Comparison) -> tuple[tuple[str, ...], ...]:
-    return candidate_cells(c.model_class, c.vendor, c.engine, c.gpu_family)
-
-
-def _log_median(comps: list[Comparison]) -> tuple[int, float]:
-    errs = [abs(math.log(c.predicted / c.measured)) for c in comps if c.predicted]
-    return len(errs), (statistics.median(errs) if errs else math.nan)
 
 
 def _median(comps: list[Comparison], family: str) -> str:
@@ -50,20 +41,14 @@ def main() -> None:
         for name in ("roofline", "operations", "auto")
     }
     train = {n: [c for c in comps if c.split == "train"] for n, comps in runs.items()}
-    cells = sorted({cell for c in train["roofline"] for cell in _cells(c)}, key=lambda k: (-len(k), k))
+    evidence = evidence_from(train["roofline"], train["operations"])
     print("| class (training rows) | values | roofline | operations | decision | in TRAINING_EVIDENCE |")
     print("|---|---:|---:|---:|---|---|")
-    stale = 0
-    for cell in cells:
-        n, roof = _log_median([c for c in train["roofline"] if cell in _cells(c)])
-        if len(cell) == 4 and n < MIN_VALUES:
-            continue  # a chip with fewer values does not decide (step_choice rule 4)
-        _, ops = _log_median([c for c in train["operations"] if cell in _cells(c)])
+    stale = sum(1 for cell in TRAINING_EVIDENCE if cell not in evidence)
+    for cell, (n, roof, ops) in evidence.items():
         decision = "operations" if clear_win(n, roof, ops) else "roofline"
         shipped = TRAINING_EVIDENCE.get(cell)
-        same = (
-            shipped is not None and shipped[0] == n and abs(shipped[1] - roof) < 5e-4 and abs(shipped[2] - ops) < 5e-4
-        )
+        same = shipped == (n, roof, ops)
         stale += not same
         print(
             f"| {'/'.join(cell)} | {n} | {roof:.1%} | {ops:.1%} | {decision} | "
@@ -91,6 +76,9 @@ def main() -> None:
         print()
     if stale:
         print(f"{stale} classes differ from specs.step_choice.TRAINING_EVIDENCE: re-record it")
+        print("recomputed (paste into TRAINING_EVIDENCE):")
+        for cell, ev in evidence.items():
+            print(f"    {cell!r}: {ev!r},")
 
 
 if __name__ == "__main__":
