@@ -34,6 +34,10 @@ def _median(comps: list[Comparison], family: str) -> str:
     return f"{statistics.median(errs):.1%} ({len(errs)})" if errs else "–"
 
 
+def _having(key: str, value: str) -> Callable[[Comparison], bool]:
+    return lambda c: bool(getattr(c, key) == value)
+
+
 def main() -> None:
     rows = load_corpus()
     runs = {
@@ -65,7 +69,7 @@ def main() -> None:
     sample = runs["roofline"]
     for key, label in (("engine", "engine"), ("vendor", "vendor"), ("model_class", "class")):
         for value in sorted({getattr(c, key) for c in sample}):
-            groups.append((f"{label} {value}", lambda c, k=key, v=value: getattr(c, k) == v))
+            groups.append((f"{label} {value}", _having(key, value)))
     for split in ("test", "train"):
         print(f"| rows ({split}) | step model | " + " | ".join(FAMILIES) + " |")
         print("|---|---|" + "---:|" * len(FAMILIES))
