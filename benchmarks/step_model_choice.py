@@ -14,33 +14,28 @@ About a minute on two cores (three step models, every row once each).
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable
 
 from servecap.specs.perf import Efficiency
-from servecap.specs.step_choice import MIN_VALUES, TRAINING_EVIDENCE, candidate_cells, choose_step_model, clear_win
+from servecap.specs.step_choice import TRAINING_EVIDENCE, choose_step_model, clear_win
 from servecap.validation.corpus import load_corpus
 from servecap.validation.evaluate import Comparison, compare_rows
 from servecap.validation.predict import Adjustments
+from servecap.validation.step_evidence import evidence_from
 
 FAMILIES = ("throughput", "tpot", "ttft", "e2e")
 LATER_SOURCES = frozenset({"gpustack-deepseek-r1-h200", "rocm-vllm-devdocker-mi300x", "servecap-vllm-h200-sweep"})
 """Sources added after the 76-row baseline of issue 29 (its "original rows" exclude them)."""
 
 
-def _cells(c: Comparison) -> tuple[tuple[str, ...], ...]:
-    return candidate_cells(c.model_class, c.vendor, c.engine, c.gpu_family)
-
-
-def _log_median(comps: list[Comparison]) -> tuple[int, float]:
-    errs = [abs(math.log(c.predicted / c.measured)) for c in comps if c.predicted]
-    return len(errs), (statistics.median(errs) if errs else math.nan)
-
-
 def _median(comps: list[Comparison], family: str) -> str:
     errs = [abs(c.predicted / c.measured - 1.0) for c in comps if c.family == family and c.predicted is not None]
     return f"{statistics.median(errs):.1%} ({len(errs)})" if errs else "–"
+
+
+def _having(key: str, value: str) -> Callable[[Comparison], bool]:
+    return lambda c: bool(getattr(c, key) == value)
 
 
 def main() -> None:
@@ -50,20 +45,14 @@ def main() -> None:
         for name in ("roofline", "operations", "auto")
     }
     train = {n: [c for c in comps if c.split == "train"] for n, comps in runs.items()}
-    cells = sorted({cell for c in train["roofline"] for cell in _cells(c)}, key=lambda k: (-len(k), k))
+    evidence = evidence_from(train["roofline"], train["operations"])
     print("| class (training rows) | values | roofline | operations | decision | in TRAINING_EVIDENCE |")
     print("|---|---:|---:|---:|---|---|")
-    stale = 0
-    for cell in cells:
-        n, roof = _log_median([c for c in train["roofline"] if cell in _cells(c)])
-        if len(cell) == 4 and n < MIN_VALUES:
-            continue  # a chip with fewer values does not decide (step_choice rule 4)
-        _, ops = _log_median([c for c in train["operations"] if cell in _cells(c)])
+    stale = sum(1 for cell in TRAINING_EVIDENCE if cell not in evidence)
+    for cell, (n, roof, ops) in evidence.items():
         decision = "operations" if clear_win(n, roof, ops) else "roofline"
         shipped = TRAINING_EVIDENCE.get(cell)
-        same = (
-            shipped is not None and shipped[0] == n and abs(shipped[1] - roof) < 5e-4 and abs(shipped[2] - ops) < 5e-4
-        )
+        same = shipped == (n, roof, ops)
         stale += not same
         print(
             f"| {'/'.join(cell)} | {n} | {roof:.1%} | {ops:.1%} | {decision} | "
@@ -80,7 +69,7 @@ def main() -> None:
     sample = runs["roofline"]
     for key, label in (("engine", "engine"), ("vendor", "vendor"), ("model_class", "class")):
         for value in sorted({getattr(c, key) for c in sample}):
-            groups.append((f"{label} {value}", lambda c, k=key, v=value: getattr(c, k) == v))
+            groups.append((f"{label} {value}", _having(key, value)))
     for split in ("test", "train"):
         print(f"| rows ({split}) | step model | " + " | ".join(FAMILIES) + " |")
         print("|---|---|" + "---:|" * len(FAMILIES))
@@ -91,6 +80,9 @@ def main() -> None:
         print()
     if stale:
         print(f"{stale} classes differ from specs.step_choice.TRAINING_EVIDENCE: re-record it")
+        print("recomputed (paste into TRAINING_EVIDENCE):")
+        for cell, ev in evidence.items():
+            print(f"    {cell!r}: {ev!r},")
 
 
 if __name__ == "__main__":
