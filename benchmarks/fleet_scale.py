@@ -179,7 +179,7 @@ def main() -> None:
     trees: list[tuple[str, str | None]] = [("this", None)] + ([("base", base)] if base is not None else [])
     label_w = 5 if base is not None else 0
     header = (
-        f"{'tree':<{label_w}}{'size':>6} {'requests':>12} {'simulated s':>12} {'wall s':>8} {'CPU s':>8} "
+        f"{'tree' if label_w else '':<{label_w}}{'size':>6} {'requests':>12} {'simulated s':>12} {'wall s':>8} {'CPU s':>8} "
         f"{'req/CPU-s':>10} {'peak RSS MB':>11} {'p99 TTFT ms':>11} {'peak replicas':>13}"
     )
     if base is not None:
