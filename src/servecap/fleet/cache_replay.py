@@ -30,6 +30,7 @@ from servecap.fleet.cache_replay_tiers import ReplayTiers
 from servecap.sim.step_time import StepTimeModel
 
 ROUTERS = ("precise-prefix", "least-outstanding", "round-robin")
+_NEVER = float("inf")  # an empty heap's head
 
 
 class ReplicaCache:
@@ -49,6 +50,10 @@ class ReplicaCache:
         self.used = 0  # blocks of held requests (kv usage, as the engine's pool counts held ones)
         self.ends: list[tuple[float, int, int, int]] = []  # (end_s, private, used, context tokens)
         self.starts: list[float] = []  # start times of held requests still waiting
+        # the heads of the two heaps (_NEVER: empty), read by the router for every replica
+        self.next_end_s = _NEVER
+        self.next_start_s = _NEVER
+        self.waiting = 0  # len(starts)
         self.ctx = 0  # context tokens of the held requests (mid-answer)
         self.last_start_s = 0.0  # FCFS: a request starts no earlier than the one before it
         self.prefill_free_s = 0.0  # the replica computes one prompt at a time
@@ -91,21 +96,38 @@ class ReplicaCache:
             del q[:h]
             self.head = 0
 
-    def retire(self, now_s: float) -> None:
-        """Requests that ended by ``now_s`` let go of their blocks; those started stop waiting."""
-        self.retire_ends(now_s)
-        starts = self.starts
-        while starts and starts[0] <= now_s:
-            heapq.heappop(starts)
-
     def retire_ends(self, now_s: float) -> None:
         """Requests that ended by ``now_s`` let go of their blocks."""
-        ends = self.ends
-        while ends and ends[0][0] <= now_s:
-            _, priv, used, ctx = heapq.heappop(ends)
+        while self.next_end_s <= now_s:
+            _, priv, used, ctx = self.pop_end()
             self.private -= priv
             self.used -= used
             self.ctx -= ctx
+
+    def retire_starts(self, now_s: float) -> None:
+        """Requests that started by ``now_s`` stop waiting."""
+        starts = self.starts
+        while self.next_start_s <= now_s:
+            heapq.heappop(starts)
+            self.waiting -= 1
+            self.next_start_s = starts[0] if starts else _NEVER
+
+    def push_end(self, item: tuple[float, int, int, int]) -> None:
+        ends = self.ends
+        heapq.heappush(ends, item)
+        self.next_end_s = ends[0][0]
+
+    def pop_end(self) -> tuple[float, int, int, int]:
+        ends = self.ends
+        item = heapq.heappop(ends)
+        self.next_end_s = ends[0][0] if ends else _NEVER
+        return item
+
+    def push_start(self, start_s: float) -> None:
+        starts = self.starts
+        heapq.heappush(starts, start_s)
+        self.waiting += 1
+        self.next_start_s = starts[0]
 
 
 class Entry:
@@ -356,13 +378,11 @@ class CacheReplay:
         q_hi = -1
         q_lo = 1 << 62
         for rep in reps:
-            ends = rep.ends
-            if ends and ends[0][0] <= now_s:
+            if rep.next_end_s <= now_s:
                 rep.retire_ends(now_s)
-            starts = rep.starts
-            while starts and starts[0] <= now_s:
-                heapq.heappop(starts)
-            q = len(starts)
+            if rep.next_start_s <= now_s:
+                rep.retire_starts(now_s)
+            q = rep.waiting
             if q > q_hi:
                 q_hi = q
             if q < q_lo:
@@ -392,7 +412,7 @@ class CacheReplay:
             prefix = hits[j] * per_block if hits is not None else 0.0
             if bonus is not None:  # blocks below GPU memory, tier-weighted (PrecisePrefix)
                 prefix += bonus[j] * per_block
-            queue = 1.0 if span == 0 else (q_hi - len(rep.starts)) / span
+            queue = 1.0 if span == 0 else (q_hi - rep.waiting) / span
             usage = rep.used / cap
             s = prefix + qw * queue + kw * (1.0 - (usage if usage < 1.0 else 1.0))
             if s > best_s:
@@ -479,7 +499,7 @@ class CacheReplay:
         start_s = arrival_s if arrival_s > rep.last_start_s else rep.last_start_s
         self._evict(i, private)
         while rep.ends and (len(rep.ends) >= self.max_num_seqs or rep.cached + rep.private + private > self.capacity):
-            end_s, p, u, c = heapq.heappop(rep.ends)
+            end_s, p, u, c = rep.pop_end()
             rep.private -= p
             rep.used -= u
             rep.ctx -= c
@@ -512,9 +532,9 @@ class CacheReplay:
         tpot_s = self.model.time(batch + 1, batch + 1, dkv, dkv, dkv, dkv, 0) if output > 1 else 0.0
         end_s = first_s + (output - 1) * tpot_s
         if start_s > arrival_s:
-            heapq.heappush(rep.starts, start_s)
+            rep.push_start(start_s)
         rep.last_start_s = start_s
-        heapq.heappush(rep.ends, (end_s, private, total, ctx))
+        rep.push_end((end_s, private, total, ctx))
         rep.private += private
         rep.used += total
         rep.ctx += ctx
