@@ -10,14 +10,16 @@ while the latencies come from the engine's step-time model at the batch the requ
 :mod:`servecap.fleet.cache_replay_run` drives it over a stream of request chunks and states
 what it models and what it does not (docs/workload.md, "Cache-replay fidelity").
 
-Per replica: ``queue`` (its cached runs' :class:`Entry` objects in least recently used order,
-as a queue of touches: a hit or a publish appends the run's entry, its earlier touches lapse), ``cached`` (blocks in the list), ``ends`` (a heap of the end times of
-the requests it holds, with their private blocks and context), ``starts`` (a heap of the start
-times of those still waiting). Across replicas an index maps a run key to the bitmask of
-replicas holding it and of those holding it at its longest cached length
-(:class:`RunHolders`): a request's leading hits on every replica come from one walk of
-its runs, narrowing the mask, instead of one walk per replica. Every table holds only what some
-replica's cache holds now: memory is bounded by the replicas' KV capacities, not by the trace.
+Per replica: ``queue`` (its cached runs' :class:`Entry` objects in least recently used order, as a
+queue of touches: a hit or a publish appends the run's entry, its earlier touches lapse),
+``cached`` (blocks in the cache), ``ends`` (a heap of the end times of the requests it holds,
+with their private blocks and context), ``starts`` (a heap of the start times of those still
+waiting). Across replicas an index maps a run key to the bitmask of replicas holding it and of
+those holding it at its longest cached length (:class:`RunHolders`): a request's leading hits on
+every replica come from one walk of its runs, narrowing the mask, instead of one walk per
+replica. Every table holds only what some replica's cache holds now, and each queue a few items
+per cached run (:meth:`ReplicaCache.tidy`): memory is bounded by the replicas' KV capacities, not
+by the trace.
 
 Compiled by mypyc (setup.py) like the engine; the pure-Python module behaves identically.
 """
