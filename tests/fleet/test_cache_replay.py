@@ -186,8 +186,15 @@ def test_lru_queues_are_bounded_by_the_cached_runs(setup: EngineSetup, capacity_
     arrays = sessions(1500, 16.0, 3)
     offsets, keys, ends = chunk_runs(arrays, s.block_size)
     out: list[float] = []
-    cols = (arrays.arrival_s, arrays.prompt_tokens, arrays.output_tokens)
-    core.admit_chunk(*(c.tolist() for c in cols), offsets.tolist(), keys.tolist(), ends.tolist(), out)
+    core.admit_chunk(
+        arrays.arrival_s.tolist(),
+        arrays.prompt_tokens.tolist(),
+        arrays.output_tokens.tolist(),
+        offsets.tolist(),
+        keys.tolist(),
+        ends.tolist(),
+        out,
+    )
     for rep in core.replicas:
         pending = rep.queue[rep.head :]
         entries = {id(e): e for e in pending}
