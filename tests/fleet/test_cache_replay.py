@@ -10,6 +10,7 @@ points of the full simulation's and the median TTFT and TPOT within a factor of 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +20,12 @@ from cache_replay_helpers import setup as setup  # the fixture
 
 from servecap.errors import ServecapError
 from servecap.fleet import INSTANT, FleetSpec, Pool, simulate_fleet
+from servecap.fleet.cache_replay import CacheReplay
 from servecap.fleet.cache_replay_run import cache_replay, chunk_runs
 from servecap.fleet.stream_source import chunked
 from servecap.policy.autoscaler_base import AutoscalerSettings
 from servecap.sim import EngineSetup
+from servecap.sim.step_time import StepTimeModel
 from servecap.workload import RequestArrays
 from servecap.workload.block_hash import engine_block_runs
 from servecap.workload.generate import trace_arrays
@@ -113,6 +116,45 @@ def test_index_is_bounded_by_the_caches_not_the_trace(setup: EngineSetup) -> Non
     long = cache_replay(fleet, [sessions(1500, 16.0, 3)])
     runs_at_most = 4 * 3000  # a run holds at least one block
     assert short.peak_index_keys <= long.peak_index_keys <= runs_at_most
+
+
+@pytest.mark.parametrize("capacity_blocks", [3000, 10**9])
+def test_lru_queues_are_bounded_by_the_cached_runs(setup: EngineSetup, capacity_blocks: int) -> None:
+    """Each replica's queue of touches holds every cached run's last touch once, and a few items
+    per cached run at most, with evictions and without (where nothing else trims it)."""
+    s = dataclasses.replace(setup, num_gpu_blocks=capacity_blocks)
+    core = CacheReplay(
+        4,
+        capacity_blocks,
+        s.block_size,
+        StepTimeModel(s.step, s.efficiency),
+        s.max_num_seqs,
+        s.max_num_batched_tokens,
+        "round-robin",
+        0.0,
+        0.0,
+        0.0,
+        True,
+    )
+    arrays = sessions(1500, 16.0, 3)
+    offsets, keys, ends = chunk_runs(arrays, s.block_size)
+    out: list[float] = []
+    core.admit_chunk(
+        arrays.arrival_s.tolist(),
+        arrays.prompt_tokens.tolist(),
+        arrays.output_tokens.tolist(),
+        offsets.tolist(),
+        keys.tolist(),
+        ends.tolist(),
+        out,
+    )
+    for rep in core.replicas:
+        pending = rep.queue[rep.head :]
+        entries = {id(e): e for e in pending}
+        touches = Counter(id(e) for e in pending)
+        assert len(entries) == rep.live and all(entries[k].pending == n for k, n in touches.items())
+        assert len(pending) <= 2 * rep.live + 64 and rep.head <= max(1024, len(rep.queue) // 2 + 1)
+        assert rep.cached == sum(e.length for e in entries.values())
 
 
 def test_streamed_trace_file_equals_the_whole_read(tmp_path: Path, setup: EngineSetup) -> None:

@@ -10,14 +10,16 @@ while the latencies come from the engine's step-time model at the batch the requ
 :mod:`servecap.fleet.cache_replay_run` drives it over a stream of request chunks and states
 what it models and what it does not (docs/workload.md, "Cache-replay fidelity").
 
-Per replica: ``lru`` (its cached runs as :class:`Entry` objects in a linked list, oldest first:
-a hit or a publish moves the run to the end), ``cached`` (blocks in the list), ``ends`` (a heap of the end times of
-the requests it holds, with their private blocks and context), ``starts`` (a heap of the start
-times of those still waiting). Across replicas an index maps a run key to the bitmask of
-replicas holding it and of those holding it at its longest cached length
-(:class:`RunHolders`): a request's leading hits on every replica come from one walk of
-its runs, narrowing the mask, instead of one walk per replica. Every table holds only what some
-replica's cache holds now: memory is bounded by the replicas' KV capacities, not by the trace.
+Per replica: ``queue`` (its cached runs' :class:`Entry` objects in least recently used order, as a
+queue of touches: a hit or a publish appends the run's entry, its earlier touches lapse),
+``cached`` (blocks in the cache), ``ends`` (a heap of the end times of the requests it holds,
+with their private blocks and context), ``starts`` (a heap of the start times of those still
+waiting). Across replicas an index maps a run key to the bitmask of replicas holding it and of
+those holding it at its longest cached length (:class:`RunHolders`): a request's leading hits on
+every replica come from one walk of its runs, narrowing the mask, instead of one walk per
+replica. Every table holds only what some replica's cache holds now, and each queue a few items
+per cached run (:meth:`ReplicaCache.tidy`): memory is bounded by the replicas' KV capacities, not
+by the trace.
 
 Compiled by mypyc (setup.py) like the engine; the pure-Python module behaves identically.
 """
@@ -30,6 +32,7 @@ from servecap.fleet.cache_replay_tiers import ReplayTiers
 from servecap.sim.step_time import StepTimeModel
 
 ROUTERS = ("precise-prefix", "least-outstanding", "round-robin")
+_NEVER = float("inf")  # an empty heap's head
 
 
 class ReplicaCache:
@@ -37,78 +40,126 @@ class ReplicaCache:
 
     def __init__(self, capacity_blocks: int) -> None:
         self.capacity = capacity_blocks
-        # the cached runs as a circular doubly linked list around a sentinel, least recently
-        # used first: a move or an eviction is a few pointer writes, no hash lookup
-        self.lru = Entry(0, 0, None)
-        self.lru.prev = self.lru
-        self.lru.next = self.lru
+        # the cached runs in least recently used order as a queue of touches: a hit or a publish
+        # appends the run's entry (``Entry.pending`` counts its touches in the queue) and the
+        # oldest touch that is an entry's last is its place in the LRU order. A touch is one
+        # append (no neighbours to relink, so no cache lines of other entries to load)
+        self.queue: list[Entry] = []
+        self.head = 0  # the queue's first item not yet taken
+        self.live = 0  # entries cached (each has its last touch in the queue past ``head``)
         self.cached = 0  # blocks of the runs in the list
         self.private = 0  # blocks of held requests outside the cache (their unkeyed tail, answer)
         self.used = 0  # blocks of held requests (kv usage, as the engine's pool counts held ones)
         self.ends: list[tuple[float, int, int, int]] = []  # (end_s, private, used, context tokens)
         self.starts: list[float] = []  # start times of held requests still waiting
+        # the heads of the two heaps (_NEVER: empty), read by the router for every replica
+        self.next_end_s = _NEVER
+        self.next_start_s = _NEVER
+        self.waiting = 0  # len(starts)
         self.ctx = 0  # context tokens of the held requests (mid-answer)
         self.last_start_s = 0.0  # FCFS: a request starts no earlier than the one before it
         self.prefill_free_s = 0.0  # the replica computes one prompt at a time
         self.served = 0
 
-    def retire(self, now_s: float) -> None:
-        """Requests that ended by ``now_s`` let go of their blocks; those started stop waiting."""
-        self.retire_ends(now_s)
-        starts = self.starts
-        while starts and starts[0] <= now_s:
-            heapq.heappop(starts)
+    def touch(self, e: Entry) -> None:
+        """``e`` becomes the most recently used."""
+        e.pending += 1
+        self.queue.append(e)
+
+    def oldest(self) -> Entry:
+        """Take the least recently used entry off the order (there is one: ``live`` > 0)."""
+        q = self.queue
+        h = self.head
+        while True:
+            e = q[h]
+            h += 1
+            e.pending -= 1
+            if not e.pending:
+                self.head = h
+                return e
+
+    def tidy(self) -> None:
+        """Bound the queue by the entries cached: drop the taken items once they are half of it,
+        and the superseded touches once they outnumber the entries."""
+        q = self.queue
+        h = self.head
+        if len(q) - h > 2 * self.live + 64:
+            kept: list[Entry] = []
+            for k in range(h, len(q)):
+                e = q[k]
+                e.pending -= 1
+                if not e.pending:
+                    kept.append(e)
+            for e in kept:
+                e.pending = 1
+            self.queue = kept
+            self.head = 0
+        elif h > 1024 and 2 * h > len(q):
+            del q[:h]
+            self.head = 0
 
     def retire_ends(self, now_s: float) -> None:
         """Requests that ended by ``now_s`` let go of their blocks."""
-        ends = self.ends
-        while ends and ends[0][0] <= now_s:
-            _, priv, used, ctx = heapq.heappop(ends)
+        while self.next_end_s <= now_s:
+            _, priv, used, ctx = self.pop_end()
             self.private -= priv
             self.used -= used
             self.ctx -= ctx
 
+    def retire_starts(self, now_s: float) -> None:
+        """Requests that started by ``now_s`` stop waiting."""
+        starts = self.starts
+        while self.next_start_s <= now_s:
+            heapq.heappop(starts)
+            self.waiting -= 1
+            self.next_start_s = starts[0] if starts else _NEVER
+
+    def push_end(self, item: tuple[float, int, int, int]) -> None:
+        ends = self.ends
+        heapq.heappush(ends, item)
+        self.next_end_s = ends[0][0]
+
+    def pop_end(self) -> tuple[float, int, int, int]:
+        ends = self.ends
+        item = heapq.heappop(ends)
+        self.next_end_s = ends[0][0] if ends else _NEVER
+        return item
+
+    def push_start(self, start_s: float) -> None:
+        starts = self.starts
+        heapq.heappush(starts, start_s)
+        self.waiting += 1
+        self.next_start_s = starts[0]
+
 
 class Entry:
-    """Replica ``replica``'s cached blocks of one run: its ``length`` leading blocks; its place in
-    that replica's list (``prev``, ``next``) and the run's holders (``run``)."""
+    """Replica ``replica``'s cached blocks of one run: its ``length`` leading blocks, its touches
+    in that replica's LRU queue (``pending``) and the run's holders (``run``)."""
 
-    def __init__(self, replica: int, length: int, run: RunHolders | None) -> None:
+    def __init__(self, replica: int, length: int, run: RunHolders) -> None:
         self.replica = replica
         self.length = length
         self.run = run
-        self.prev: Entry = self
-        self.next: Entry = self
-
-    def unlink(self) -> None:
-        self.prev.next = self.next
-        self.next.prev = self.prev
-
-    def append_to(self, head: Entry) -> None:
-        """Become the most recently used of the list ``head`` is the sentinel of."""
-        last = head.prev
-        last.next = self
-        self.prev = last
-        self.next = head
-        head.prev = self
+        self.pending = 0
 
 
 class RunHolders:
     """Which replicas cache a run: ``any`` (a bitmask), ``full`` (those holding its longest
-    cached length, ``length`` blocks), and each one's :class:`Entry` (``entries``, made when a
-    second replica caches the run: until then its one entry is ``last``).
+    cached length, ``length`` blocks), and each one's :class:`Entry` (``entries``, one slot per
+    replica, made when a second replica caches the run: until then its one entry is ``last``).
 
     Two shortcuts past the hash tables, both checked before use and dropped when the run leaves
     every cache (so they pin nothing): ``last``, the entry a replica last cached or touched (most
     runs have one holder), and ``child``, the holders of the run that followed this one in the
-    last prompt walked (a session's next turn resends the same runs in the same order)."""
+    last prompt walked or published (a session's next turn resends the same runs in the same
+    order)."""
 
     def __init__(self, key: int, length: int) -> None:
         self.key = key
         self.any = 0
         self.full = 0
         self.length = length
-        self.entries: dict[int, Entry] | None = None
+        self.entries: list[Entry | None] | None = None
         self.last: Entry | None = None
         self.child: RunHolders | None = None
 
@@ -118,9 +169,9 @@ class RunHolders:
         if e is not None and e.replica == i:
             return e
         entries = self.entries
-        return entries.get(i) if entries is not None else None
+        return entries[i] if entries is not None else None
 
-    def add(self, e: Entry) -> None:
+    def add(self, e: Entry, num_replicas: int) -> None:
         """Replica ``e.replica`` caches the run (``e``: its entry, the last one)."""
         entries = self.entries
         if entries is not None:
@@ -128,7 +179,10 @@ class RunHolders:
         elif self.any:  # a second holder: the table of entries starts
             last = self.last
             assert last is not None
-            self.entries = {last.replica: last, e.replica: e}
+            table: list[Entry | None] = [None] * num_replicas
+            table[last.replica] = last
+            table[e.replica] = e
+            self.entries = table
         self.last = e
         self.any |= 1 << e.replica
 
@@ -136,7 +190,7 @@ class RunHolders:
         """Replica ``e.replica`` no longer caches the run."""
         entries = self.entries
         if entries is not None:
-            del entries[e.replica]
+            entries[e.replica] = None
         if self.last is e:
             self.last = None
         bit = 1 << e.replica
@@ -276,44 +330,40 @@ class CacheReplay:
             start = end
         return start
 
-    def _hold(self, i: int, k: int, length: int, held: RunHolders | None) -> None:
+    def _hold(self, i: int, k: int, length: int, held: RunHolders | None) -> RunHolders:
         """Replica ``i`` caches ``length`` leading blocks of run ``k`` (its holders ``held``, when
-        known) as its most recently used."""
+        known) as its most recently used; returns the run's holders."""
         rep = self.replicas[i]
         if held is None:
-            held = self.index.get(k)
-            if held is None:
-                held = RunHolders(k, length)
-                self.index[k] = held
+            fresh = RunHolders(k, length)
+            held = self.index.setdefault(k, fresh)
         bit = 1 << i
         e = held.entry(i)
         if e is None:
             e = Entry(i, length, held)
-            held.add(e)
+            held.add(e, len(self.replicas))
             rep.cached += length
-        else:
-            e.unlink()
-            if e.length < length:
-                rep.cached += length - e.length
-                e.length = length
-        e.append_to(rep.lru)
+            rep.live += 1
+        elif e.length < length:
+            rep.cached += length - e.length
+            e.length = length
+        rep.touch(e)
         held.last = e
         if e.length > held.length:
             held.length = e.length
             held.full = bit
         elif e.length == held.length:
             held.full |= bit
+        return held
 
     def _evict(self, i: int, room: int) -> None:
         """Replica ``i`` drops its least recently used runs until ``room`` blocks are free."""
         rep = self.replicas[i]
-        head = rep.lru
-        while head.next is not head and rep.cached + rep.private + room > rep.capacity:
-            e = head.next
-            e.unlink()
+        while rep.live and rep.cached + rep.private + room > rep.capacity:
+            e = rep.oldest()
+            rep.live -= 1
             rep.cached -= e.length
             held = e.run
-            assert held is not None
             if self.tiers is not None:  # demoted to the tiers below (CPU -> SSD, the shared store)
                 self.tiers.demote(i, held.key, e.length)
             held.drop(e)
@@ -330,13 +380,11 @@ class CacheReplay:
         q_hi = -1
         q_lo = 1 << 62
         for rep in reps:
-            ends = rep.ends
-            if ends and ends[0][0] <= now_s:
+            if rep.next_end_s <= now_s:
                 rep.retire_ends(now_s)
-            starts = rep.starts
-            while starts and starts[0] <= now_s:
-                heapq.heappop(starts)
-            q = len(starts)
+            if rep.next_start_s <= now_s:
+                rep.retire_starts(now_s)
+            q = rep.waiting
             if q > q_hi:
                 q_hi = q
             if q < q_lo:
@@ -366,7 +414,7 @@ class CacheReplay:
             prefix = hits[j] * per_block if hits is not None else 0.0
             if bonus is not None:  # blocks below GPU memory, tier-weighted (PrecisePrefix)
                 prefix += bonus[j] * per_block
-            queue = 1.0 if span == 0 else (q_hi - len(rep.starts)) / span
+            queue = 1.0 if span == 0 else (q_hi - rep.waiting) / span
             usage = rep.used / cap
             s = prefix + qw * queue + kw * (1.0 - (usage if usage < 1.0 else 1.0))
             if s > best_s:
@@ -428,21 +476,24 @@ class CacheReplay:
             below, load_s = tiers.extend(i, tier_keys, tier_ends, hit, max_hit)
         # the request's runs become the most recently used of replica i's cache, its first run
         # last: the engine lets go of a request's blocks last first, so its deepest go first
-        head = rep.lru
         walked = len(path)
+        chain: RunHolders | None = None
         for j in range(hi - 1, lo - 1, -1):
             end = run_ends[j]
-            if end <= hit:  # cached whole: only its place in the list changes
+            if end <= hit:  # cached whole: only its place in the order changes
                 held = path[j - lo]
                 e = held.entry(i)
                 assert e is not None
-                e.unlink()
-                e.append_to(head)
+                rep.touch(e)
                 held.last = e
             else:
-                self._hold(
+                held = self._hold(
                     i, keys[j], end - (run_ends[j - 1] if j > lo else 0), path[j - lo] if j - lo < walked else None
                 )
+            # each run's holders link to the next run's (the walk's shortcut, see RunHolders)
+            if j < hi - 1:
+                held.child = chain
+            chain = held
         total = -(-(prompt + output) // bs)
         private = total - keyed
         # room: at most max_num_seqs held and the blocks fit (least recently used runs go first;
@@ -450,7 +501,7 @@ class CacheReplay:
         start_s = arrival_s if arrival_s > rep.last_start_s else rep.last_start_s
         self._evict(i, private)
         while rep.ends and (len(rep.ends) >= self.max_num_seqs or rep.cached + rep.private + private > self.capacity):
-            end_s, p, u, c = heapq.heappop(rep.ends)
+            end_s, p, u, c = rep.pop_end()
             rep.private -= p
             rep.used -= u
             rep.ctx -= c
@@ -483,13 +534,14 @@ class CacheReplay:
         tpot_s = self.model.time(batch + 1, batch + 1, dkv, dkv, dkv, dkv, 0) if output > 1 else 0.0
         end_s = first_s + (output - 1) * tpot_s
         if start_s > arrival_s:
-            heapq.heappush(rep.starts, start_s)
+            rep.push_start(start_s)
         rep.last_start_s = start_s
-        heapq.heappush(rep.ends, (end_s, private, total, ctx))
+        rep.push_end((end_s, private, total, ctx))
         rep.private += private
         rep.used += total
         rep.ctx += ctx
         self._evict(i, 0)
+        rep.tidy()
         rep.served += 1
         self.requests += 1
         self.hit_tokens += hit * bs  # the GPU's hits (the tiers count their own)
