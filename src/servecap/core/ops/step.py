@@ -72,6 +72,7 @@ class OperationStep:
         from servecap.core.memory import stage_layers  # local: memory imports params too
 
         model = dep.model
+        self._dep = dep
         self.cost = cost
         self.tp = dep.parallelism.tp
         self.pp = dep.parallelism.pp
@@ -95,12 +96,10 @@ class OperationStep:
         self.bf16_flops = dep.gpu.dense_tflops("bf16") * TFLOPS
         self.elementwise_kernels = 2 if engine_profile(dep.engine.engine).fused_elementwise else 5
         self.graph_max_batch = engine_profile(dep.engine.engine).cuda_graph_max_batch
+        # launched kernels per layer, the MoE kernel added by ``timer`` (the constructor reads
+        # nothing of ``cost``: unpickling builds this object before ``cost`` has its fields)
         self.kernels_per_layer = (
-            len({g.name for g in self.gemms})
-            + 1
-            + (2 if self.tp > 1 else 0)
-            + self.elementwise_kernels
-            + (1 if cost.moe_layers else 0)
+            len({g.name for g in self.gemms}) + 1 + (2 if self.tp > 1 else 0) + self.elementwise_kernels
         )
         self.layers = len(layers)
         mla = model.mla
@@ -124,14 +123,24 @@ class OperationStep:
         self._timer: TableTimer | RooflineTimer | None = None
         self._mla_grids: tuple[_Grid, _Grid, str] | None = None  # set by ``timer`` with ``mla_module``
         self._overhead_s = 0.0  # ``_overhead`` of ``_eff``
+        self._moe_kernel_counted = False
         self._by_tokens: dict[int, float] = {}
         self._by_seqs: dict[int, float] = {}
+
+    def __reduce__(self) -> tuple[object, tuple[Deployment, StepCost, int]]:
+        """Pickled as what builds it (a plan crosses process boundaries with its ``StepCost``,
+        which holds this object): the memos and timers are rebuilt on first use. Compiled by
+        mypyc, the class could not be unpickled from its fields."""
+        return _rebuilt, (self._dep, self.cost, self.ep)
 
     # ---- the seam -----------------------------------------------------------------------------
 
     def timer(self, eff: Efficiency) -> TableTimer | RooflineTimer:
         if eff is not self._eff or self._timer is None:
             c = self.cost
+            if not self._moe_kernel_counted and c.moe_layers:
+                self.kernels_per_layer += 1
+            self._moe_kernel_counted = True
             roof = RooflineTimer(
                 hbm_bytes_s=c.hbm_bytes_s,
                 peak_flops=c.peak_flops,
@@ -365,6 +374,7 @@ class OperationStep:
         return Operation("pp_send", "communication", self.pp - 1, sec, moved * (self.pp - 1), 0.0, ROOFLINE, num_tokens)
 
     def overhead_ops(self, num_tokens: int, gpu_s: float, prompt_tokens: int, eff: Efficiency) -> list[Operation]:
+        self.timer(eff)  # counts the MoE kernel in ``kernels_per_layer``
         c = self.cost
         ops = [
             Operation(
@@ -410,7 +420,7 @@ class OperationStep:
         if send is not None:
             ops.append(send)
         ops.extend(self.seq_ops(batch.num_seqs, eff))
-        gpu_s = sum(o.time_s for o in ops)
+        gpu_s = sum((o.time_s for o in ops), 0.0)
         ops.extend(self.overhead_ops(batch.num_tokens, gpu_s, batch.prompt_tokens, eff))
         return ops
 
@@ -441,14 +451,14 @@ class OperationStep:
             timer = self.timer(eff)
         tok = self._by_tokens.get(num_tokens)
         if tok is None:
-            tok = self.pp * sum(self._token_times(num_tokens, eff, None))
+            tok = self.pp * sum(self._token_times(num_tokens, eff, None), 0.0)  # 0.0: a float sum (mypyc)
             send = self.stage_pp_op(num_tokens)
             if send is not None:
                 tok += send.time_s
             self._by_tokens[num_tokens] = tok
         seq = self._by_seqs.get(num_seqs)
         if seq is None:
-            seq = sum(o.time_s for o in self.seq_ops(num_seqs, eff))
+            seq = sum((o.time_s for o in self.seq_ops(num_seqs, eff)), 0.0)
             self._by_seqs[num_seqs] = seq
         att = self._attention(timer, num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt)
         gpu_s = tok + seq + (self.pp * att[0] if att is not None else 0.0)
@@ -486,6 +496,10 @@ class OperationStep:
             else:
                 comp += o.time_s
         return StepTime(total, mem, comp, comm, over, act)
+
+
+def _rebuilt(dep: Deployment, cost: StepCost, ep: int) -> OperationStep:
+    return OperationStep(dep, cost, ep=ep)
 
 
 def _scaled(op: Operation, pp: int) -> Operation:
