@@ -16,7 +16,8 @@ COMPILED_SIM := setup.py $(addprefix src/servecap/sim/,request_state.py queues.p
 	step_time.py engine.py engine_server.py traffic.py observer.py loop.py) \
 	src/servecap/fleet/pools.py src/servecap/fleet/replica.py src/servecap/fleet/fleet.py src/servecap/fleet/cache_replay.py src/servecap/fleet/cache_replay_tiers.py src/servecap/fleet/pd/link.py \
 	src/servecap/fleet/pd/replica.py src/servecap/fleet/pd/fleet.py src/servecap/policy/routers.py \
-	src/servecap/core/roofline.py src/servecap/core/capacity.py
+	src/servecap/core/roofline.py src/servecap/core/capacity.py \
+	$(addprefix src/servecap/core/ops/,layers.py timers.py step.py)
 
 $(VENV)/.base-installed: pyproject.toml $(COMPILED_SIM) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .

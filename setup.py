@@ -41,6 +41,9 @@ COMPILED = (  # modules of servecap, as paths under src/servecap
     "policy/routers",
     "core/roofline",
     "core/capacity",
+    "core/ops/layers",
+    "core/ops/timers",
+    "core/ops/step",
 )
 PURE_ENV = "SERVECAP_PURE_PYTHON"
 

@@ -3,7 +3,9 @@ interpolation, and ``--explain-step`` adding up to the step the simulator uses."
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 from typing import Any
 
 import pytest
@@ -316,3 +318,19 @@ def test_amd_fp8_gemm_at_the_fitted_share_of_published_maf() -> None:
     one = 2.0 * 8192 * 7168 * 8192 / (1273e12 * GEMM_SHARE_OF_MAF)
     assert gate_up.time_s == pytest.approx(80 * one, rel=1e-9)
     assert gate_up.source.startswith("fitted:") and "AMD MAF" in gate_up.source and not gate_up.measured
+
+
+def test_a_plan_with_its_operations_pickles_and_copies_to_the_same_step_times() -> None:
+    """A plan crosses process boundaries with its ``StepCost`` and the ``OperationStep`` on it;
+    compiled by mypyc the step pickles as what builds it (``__reduce__``), rebuilt memos and
+    timers giving the same times to the last bit, the MoE kernel still counted."""
+    the_plan = plan(_h200("deepseek-ai/DeepSeek-V3", 8), efficiency=OPS)
+    ops = the_plan.step.ops
+    assert isinstance(ops, OperationStep)
+    shapes = [(4, 4, 4000.0, 0), (300, 200, 4.0e5, 100), (2048, 1, 2048.0, 2048), (600, 600, 1.2e6, 0)]
+    want = [ops.time(OPS, t, s, kv, kv, kv, kv, p) for t, s, kv, p in shapes]
+    for back in (pickle.loads(pickle.dumps(the_plan)), copy.deepcopy(the_plan)):
+        again = back.step.ops
+        assert isinstance(again, OperationStep) and again.cost is back.step
+        assert [again.time(OPS, t, s, kv, kv, kv, kv, p) for t, s, kv, p in shapes] == want
+        assert again.kernels_per_layer == ops.kernels_per_layer

@@ -44,7 +44,7 @@ from dataclasses import replace
 from servecap.core.kv import kv_heads_per_rank
 from servecap.core.ops.layers import Gemm, stage_gemms
 from servecap.core.ops.operation import ROOFLINE, Operation
-from servecap.core.ops.timers import RooflineTimer, TableTimer
+from servecap.core.ops.timers import RooflineTimer, TableTimer, _Grid, mla_module_s
 from servecap.core.roofline import BatchShape, StepCost, StepTime
 from servecap.specs.deployment import Deployment
 from servecap.specs.engines import engine_profile
@@ -72,6 +72,7 @@ class OperationStep:
         from servecap.core.memory import stage_layers  # local: memory imports params too
 
         model = dep.model
+        self._dep = dep
         self.cost = cost
         self.tp = dep.parallelism.tp
         self.pp = dep.parallelism.pp
@@ -95,12 +96,10 @@ class OperationStep:
         self.bf16_flops = dep.gpu.dense_tflops("bf16") * TFLOPS
         self.elementwise_kernels = 2 if engine_profile(dep.engine.engine).fused_elementwise else 5
         self.graph_max_batch = engine_profile(dep.engine.engine).cuda_graph_max_batch
+        # launched kernels per layer, the MoE kernel added by ``timer`` (the constructor reads
+        # nothing of ``cost``: unpickling builds this object before ``cost`` has its fields)
         self.kernels_per_layer = (
-            len({g.name for g in self.gemms})
-            + 1
-            + (2 if self.tp > 1 else 0)
-            + self.elementwise_kernels
-            + (1 if cost.moe_layers else 0)
+            len({g.name for g in self.gemms}) + 1 + (2 if self.tp > 1 else 0) + self.elementwise_kernels
         )
         self.layers = len(layers)
         mla = model.mla
@@ -122,14 +121,26 @@ class OperationStep:
         )
         self._eff: Efficiency | None = None
         self._timer: TableTimer | RooflineTimer | None = None
+        self._mla_grids: tuple[_Grid, _Grid, str] | None = None  # set by ``timer`` with ``mla_module``
+        self._overhead_s = 0.0  # ``_overhead`` of ``_eff``
+        self._moe_kernel_counted = False
         self._by_tokens: dict[int, float] = {}
         self._by_seqs: dict[int, float] = {}
+
+    def __reduce__(self) -> tuple[object, tuple[Deployment, StepCost, int]]:
+        """Pickled as what builds it (a plan crosses process boundaries with its ``StepCost``,
+        which holds this object): the memos and timers are rebuilt on first use. Compiled by
+        mypyc, the class could not be unpickled from its fields."""
+        return _rebuilt, (self._dep, self.cost, self.ep)
 
     # ---- the seam -----------------------------------------------------------------------------
 
     def timer(self, eff: Efficiency) -> TableTimer | RooflineTimer:
         if eff is not self._eff or self._timer is None:
             c = self.cost
+            if not self._moe_kernel_counted and c.moe_layers:
+                self.kernels_per_layer += 1
+            self._moe_kernel_counted = True
             roof = RooflineTimer(
                 hbm_bytes_s=c.hbm_bytes_s,
                 peak_flops=c.peak_flops,
@@ -145,11 +156,12 @@ class OperationStep:
                 self._timer = TableTimer(roof, self.gpu_id, c.engine, self.rate, self.kv_dtype, self.kv_heads)
             else:
                 self._timer = roof
-            self.mla_module = (
-                isinstance(self._timer, TableTimer)
-                and self.mla_tables
-                and self._timer.mla_module(self.mla_heads, self._gemm_rate(), 0, 0, 1, 2.0) is not None
-            )
+            grids = None
+            if isinstance(self._timer, TableTimer) and self.mla_tables:
+                grids = self._timer.mla_grids(self.mla_heads, self._gemm_rate())
+            self._mla_grids = grids
+            self.mla_module = grids is not None
+            self._overhead_s = _overhead(eff, c.gpu_family, c.engine)
             self._eff = eff
             self._by_tokens.clear()
             self._by_seqs.clear()
@@ -179,10 +191,17 @@ class OperationStep:
 
     def token_ops(self, num_tokens: int, eff: Efficiency) -> list[Operation]:
         """The operations whose time depends on the step's token count alone (one stage)."""
+        ops: list[Operation] = []
+        self._token_times(num_tokens, eff, ops)
+        return ops
+
+    def _token_times(self, num_tokens: int, eff: Efficiency, ops: list[Operation] | None) -> list[float]:
+        """The times of :meth:`token_ops`, in order; their operations go to ``ops`` unless it is
+        None (:meth:`time` wants the times alone and sums them as it would the operations')."""
         timer = self.timer(eff)
         c = self.cost
         t = num_tokens
-        ops: list[Operation] = []
+        times: list[float] = []
         for g in self.gemms:
             if self.mla_module and g.name in MLA_MODULE_GEMMS:
                 continue  # inside the measured MLA module (``attention_op``)
@@ -190,18 +209,21 @@ class OperationStep:
             one, src = timer.gemm(
                 t, g.n, g.k, self.act_bytes if bf16 else self.weight_bytes, "bf16" if bf16 else self.rate
             )
-            ops.append(
-                Operation(
-                    g.name,
-                    "gemm",
-                    g.count,
-                    one * g.count,
-                    g.n * g.k * self.weight_bytes * g.count,
-                    2.0 * t * g.n * g.k * g.count,
-                    src,
-                    t,
+            sec = one * g.count
+            times.append(sec)
+            if ops is not None:
+                ops.append(
+                    Operation(
+                        g.name,
+                        "gemm",
+                        g.count,
+                        sec,
+                        g.n * g.k * self.weight_bytes * g.count,
+                        2.0 * t * g.n * g.k * g.count,
+                        src,
+                        t,
+                    )
                 )
-            )
         if c.moe_layers:
             touched = c.num_experts * (1.0 - (1.0 - c.experts_per_token / c.num_experts) ** t)
             moved = c.expert_bytes_per_layer * c.moe_layers * touched
@@ -217,31 +239,41 @@ class OperationStep:
                 sec, src = max(mem, comp), ROOFLINE
             else:
                 sec, src = measured
-            ops.append(Operation("moe_experts", "moe", c.moe_layers, sec, moved, flops, src, t))
+            times.append(sec)
+            if ops is not None:
+                ops.append(Operation("moe_experts", "moe", c.moe_layers, sec, moved, flops, src, t))
             if self.ep > 1:
                 a2a = t * self.top_k * self.hidden * self.act_bytes * (self.ep - 1) / self.ep
                 for name in ("ep_dispatch", "ep_combine"):
                     sec = c.moe_layers * (a2a / c.link_bytes_s + eff.allreduce_latency_s)
-                    ops.append(
-                        Operation(name, "communication", c.moe_layers, sec, a2a * c.moe_layers, 0.0, ROOFLINE, t)
-                    )
+                    times.append(sec)
+                    if ops is not None:
+                        ops.append(
+                            Operation(name, "communication", c.moe_layers, sec, a2a * c.moe_layers, 0.0, ROOFLINE, t)
+                        )
         if self.tp > 1:
             one, src = timer.allreduce(t * self.hidden * self.act_bytes, self.tp)
-            ops.append(
-                Operation(
-                    "tp_allreduce",
-                    "communication",
-                    c.allreduces,
-                    one * c.allreduces,
-                    t * self.hidden * self.act_bytes * c.allreduces,
-                    0.0,
-                    src,
-                    t,
+            sec = one * c.allreduces
+            times.append(sec)
+            if ops is not None:
+                ops.append(
+                    Operation(
+                        "tp_allreduce",
+                        "communication",
+                        c.allreduces,
+                        sec,
+                        t * self.hidden * self.act_bytes * c.allreduces,
+                        0.0,
+                        src,
+                        t,
+                    )
                 )
-            )
         act = c.activation_bytes_per_token * t
-        ops.append(Operation("elementwise", "elementwise", self.layers, timer.memory(act), act, 0.0, ROOFLINE, t))
-        return ops
+        sec = timer.memory(act)
+        times.append(sec)
+        if ops is not None:
+            ops.append(Operation("elementwise", "elementwise", self.layers, sec, act, 0.0, ROOFLINE, t))
+        return times
 
     def seq_ops(self, num_seqs: int, eff: Efficiency) -> list[Operation]:
         """The LM head and sampling: once per step (the last stage), per sequence."""
@@ -257,46 +289,82 @@ class OperationStep:
         ]
 
     def attention_op(self, batch: BatchShape, eff: Efficiency) -> Operation | None:
+        got = self._attention(
+            self.timer(eff),
+            batch.num_tokens,
+            batch.num_seqs,
+            batch.kv_tokens,
+            batch.window_kv_tokens,
+            batch.attn_pairs,
+            batch.window_attn_pairs,
+            batch.prompt_tokens,
+        )
+        if got is None:
+            return None
+        sec, src, moved, flops = got
+        name = "mla_module" if self._mla_grids is not None else "attention"
+        return Operation(name, "attention", self.attention_layers, sec, moved, flops, src, batch.num_seqs)
+
+    def _attention(
+        self,
+        timer: TableTimer | RooflineTimer,
+        num_tokens: int,
+        num_seqs: int,
+        kv: float,
+        wkv: float,
+        pairs: float,
+        wpairs: float,
+        prompt: int,
+    ) -> tuple[float, str, float, float] | None:
+        """``(time_s, source, bytes, flops)`` of the step's attention (every layer of the stage),
+        or None where it moves and computes nothing; the one place both :meth:`attention_op` and
+        :meth:`time` take it from."""
         c = self.cost
-        kv_bytes = c.kv_bytes_per_token * batch.kv_tokens + c.window_bytes_per_token * batch.window_kv_tokens
-        flops = c.attn_flops_per_pair * batch.attn_pairs + c.window_attn_flops_per_pair * batch.window_attn_pairs
-        state = 2.0 * c.state_bytes_per_seq * batch.num_seqs
+        kv_bytes = c.kv_bytes_per_token * kv + c.window_bytes_per_token * wkv
+        flops = c.attn_flops_per_pair * pairs + c.window_attn_flops_per_pair * wpairs
+        state = 2.0 * c.state_bytes_per_seq * num_seqs
         if kv_bytes <= 0.0 and flops <= 0.0 and state <= 0.0:
             return None
-        timer = self.timer(eff)
-        if self.mla_module and isinstance(timer, TableTimer):
-            return self._mla_op(timer, batch, kv_bytes, flops)
+        grids = self._mla_grids
+        if grids is not None and isinstance(timer, TableTimer):
+            sec = self._mla_s(timer, grids, num_tokens, num_seqs, kv, pairs, prompt, flops)
+            return sec, grids[2], kv_bytes, flops
         measured = None
-        if isinstance(timer, TableTimer) and self.table_attention and batch.prompt_tokens == 0 and batch.num_seqs > 0:
-            measured = timer.decode_attention(kv_bytes, batch.num_seqs, batch.kv_tokens / batch.num_seqs)
+        if isinstance(timer, TableTimer) and self.table_attention and prompt == 0 and num_seqs > 0:
+            measured = timer.decode_attention(kv_bytes, num_seqs, kv / num_seqs)
         if measured is None:
             sec, src = timer.attention(kv_bytes, flops)
         else:
             sec, src = measured
         if state > 0.0:
             sec += timer.memory(state)
-        return Operation(
-            "attention", "attention", self.attention_layers, sec, kv_bytes + state, flops, src, batch.num_seqs
-        )
+        return sec, src, kv_bytes + state, flops
 
-    def _mla_op(self, timer: TableTimer, batch: BatchShape, kv_bytes: float, flops: float) -> Operation:
+    def _mla_s(
+        self,
+        timer: TableTimer,
+        grids: tuple[_Grid, _Grid, str],
+        num_tokens: int,
+        num_seqs: int,
+        kv: float,
+        pairs: float,
+        prompt: int,
+        flops: float,
+    ) -> float:
         """The measured MLA module of every attention layer: the decoding sequences (one token
         each) at their mean context, the prefill sequences at their chunk's length; the pairs a
         chunk attends in cached context before it at the roofline's attention rate."""
-        decode = max(0, batch.num_tokens - batch.prompt_tokens)
-        prefill = max(1 if batch.prompt_tokens else 0, batch.num_seqs - decode)
-        context = batch.kv_tokens / batch.num_seqs if batch.num_seqs else 0.0
-        got = timer.mla_module(self.mla_heads, self._gemm_rate(), prefill, batch.prompt_tokens, decode, context)
-        assert got is not None  # ``mla_module`` is set only where the tables cover the deployment
-        one, src = got
-        sec = one * self.attention_layers
-        if batch.prompt_tokens and batch.attn_pairs > 0.0:
-            chunk = batch.prompt_tokens / prefill
+        decode = max(0, num_tokens - prompt)
+        prefill = max(1 if prompt else 0, num_seqs - decode)
+        context = kv / num_seqs if num_seqs else 0.0
+        sec = mla_module_s(grids, prefill, prompt, decode, context) * self.attention_layers
+        if prompt and pairs > 0.0:
+            chunk = prompt / prefill
             own = prefill * chunk * (chunk + 1.0) / 2.0 + decode * context
-            extra = max(0.0, batch.attn_pairs - own)
+            extra = max(0.0, pairs - own)
             if extra > 0.0:
-                sec += timer.fallback.attention(0.0, flops * extra / batch.attn_pairs)[0]
-        return Operation("mla_module", "attention", self.attention_layers, sec, kv_bytes, flops, src, batch.num_seqs)
+                sec += timer.fallback.attention(0.0, flops * extra / pairs)[0]
+        return sec
 
     def stage_pp_op(self, num_tokens: int) -> Operation | None:
         if self.pp <= 1:
@@ -306,6 +374,7 @@ class OperationStep:
         return Operation("pp_send", "communication", self.pp - 1, sec, moved * (self.pp - 1), 0.0, ROOFLINE, num_tokens)
 
     def overhead_ops(self, num_tokens: int, gpu_s: float, prompt_tokens: int, eff: Efficiency) -> list[Operation]:
+        self.timer(eff)  # counts the MoE kernel in ``kernels_per_layer``
         c = self.cost
         ops = [
             Operation(
@@ -351,7 +420,7 @@ class OperationStep:
         if send is not None:
             ops.append(send)
         ops.extend(self.seq_ops(batch.num_seqs, eff))
-        gpu_s = sum(o.time_s for o in ops)
+        gpu_s = sum((o.time_s for o in ops), 0.0)
         ops.extend(self.overhead_ops(batch.num_tokens, gpu_s, batch.prompt_tokens, eff))
         return ops
 
@@ -377,22 +446,23 @@ class OperationStep:
         """The sum of :meth:`operations`' times, the per-token and per-sequence parts memoised."""
         if num_tokens <= 0:
             return 0.0
-        self.timer(eff)
+        timer = self._timer
+        if eff is not self._eff or timer is None:
+            timer = self.timer(eff)
         tok = self._by_tokens.get(num_tokens)
         if tok is None:
-            tok = self.pp * sum(o.time_s for o in self.token_ops(num_tokens, eff))
+            tok = self.pp * sum(self._token_times(num_tokens, eff, None), 0.0)  # 0.0: a float sum (mypyc)
             send = self.stage_pp_op(num_tokens)
             if send is not None:
                 tok += send.time_s
             self._by_tokens[num_tokens] = tok
         seq = self._by_seqs.get(num_seqs)
         if seq is None:
-            seq = sum(o.time_s for o in self.seq_ops(num_seqs, eff))
+            seq = sum((o.time_s for o in self.seq_ops(num_seqs, eff)), 0.0)
             self._by_seqs[num_seqs] = seq
-        att = self.attention_op(BatchShape(num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt), eff)
-        gpu_s = tok + seq + (self.pp * att.time_s if att is not None else 0.0)
-        c = self.cost
-        over = _overhead(eff, c.gpu_family, c.engine) + eff.prefill_s_per_token * prompt
+        att = self._attention(timer, num_tokens, num_seqs, kv, wkv, pairs, wpairs, prompt)
+        gpu_s = tok + seq + (self.pp * att[0] if att is not None else 0.0)
+        over = self._overhead_s + eff.prefill_s_per_token * prompt
         cap = self.graph_max_batch
         if cap is not None and num_tokens > cap:
             launch = (self.kernels_per_layer * self.layers * self.pp + 3) * EAGER_LAUNCH_S - gpu_s
@@ -426,6 +496,10 @@ class OperationStep:
             else:
                 comp += o.time_s
         return StepTime(total, mem, comp, comm, over, act)
+
+
+def _rebuilt(dep: Deployment, cost: StepCost, ep: int) -> OperationStep:
+    return OperationStep(dep, cost, ep=ep)
 
 
 def _scaled(op: Operation, pp: int) -> Operation:

@@ -103,6 +103,23 @@ def _interp_log(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float
     return ys[i - 1] + t * (ys[i] - ys[i - 1])
 
 
+def _logs(xs: tuple[float, ...]) -> tuple[float, ...]:
+    return tuple(math.log(x) for x in xs)
+
+
+def _interp_logged(xs: tuple[float, ...], log_xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
+    """:func:`_interp_log` with the points' logs computed once (``log_xs``): the same operations
+    on the same values, so the same result to the last bit, with one ``log`` a call instead of
+    three (the simulator asks for an MLA decode time every step)."""
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = bisect_right(xs, x)
+    t = (math.log(x) - log_xs[i - 1]) / (log_xs[i] - log_xs[i - 1])
+    return ys[i - 1] + t * (ys[i] - ys[i - 1])
+
+
 @dataclass(frozen=True, slots=True)
 class _GemmCurve:
     ms: tuple[float, ...]
@@ -146,15 +163,30 @@ class _AttentionGrid:
     contexts: tuple[tuple[float, ...], ...]  # per batch, the measured contexts
     ratios: tuple[tuple[float, ...], ...]
     source: str
+    log_batches: tuple[float, ...]  # the logs of ``batches`` and ``contexts``, taken once
+    log_contexts: tuple[tuple[float, ...], ...]
 
 
-@dataclass(frozen=True, slots=True)
 class _Grid:
-    """Values on a grid of ``(y, x)``: per ``y`` (sorted), the measured ``x`` (sorted) and values."""
+    """Values on a grid of ``(y, x)``: per ``y`` (sorted), the measured ``x`` (sorted) and values.
 
-    ys: tuple[float, ...]
-    xs: tuple[tuple[float, ...], ...]
-    vs: tuple[tuple[float, ...], ...]
+    The points' logs are taken once, and the weights along ``y`` once per ``y`` asked (a step's
+    sequence count): :meth:`at` computes what plain bilinear interpolation in the logs does, in the
+    same order, so its results are the same to the last bit."""
+
+    __slots__ = ("_log_xs", "_log_ys", "_y_weights", "vs", "xs", "ys")
+
+    def __init__(
+        self, ys: tuple[float, ...], xs: tuple[tuple[float, ...], ...], vs: tuple[tuple[float, ...], ...]
+    ) -> None:
+        self.ys = ys
+        self.xs = xs
+        self.vs = vs
+        self._log_ys = _logs(ys)
+        self._log_xs = tuple(_logs(row) for row in xs)
+        # per y: (row, second row, weight of the second); second -1: at or below the first row,
+        # -2: at or beyond the last (a time grows in proportion there)
+        self._y_weights: dict[float, tuple[int, int, float]] = {}
 
     @staticmethod
     def of(cells: tuple[tuple[float, float, float], ...], *, y_first: bool) -> _Grid:
@@ -169,26 +201,36 @@ class _Grid:
             tuple(tuple(v for _, v in sorted(by_y[y])) for y in ys),
         )
 
+    def _weights(self, y: float) -> tuple[int, int, float]:
+        ys = self.ys
+        if y <= ys[0]:
+            w = (0, -1, 0.0)
+        elif y >= ys[-1]:
+            w = (len(ys) - 1, -2, 0.0)
+        else:
+            j = bisect_right(ys, y)
+            log_ys = self._log_ys
+            w = (j - 1, j, (math.log(y) - log_ys[j - 1]) / (log_ys[j] - log_ys[j - 1]))
+        self._y_weights[y] = w
+        return w
+
     def at(self, y: float, x: float, *, scale: bool) -> float:
         """Bilinear in ``(log y, log x)``. ``scale``: beyond the last measured ``x`` or ``y`` the
         value grows in proportion (a time); else it is clamped (a ratio)."""
-        ys = self.ys
-
-        def row(i: int) -> float:
-            xs, vs = self.xs[i], self.vs[i]
-            if scale and x > xs[-1]:
-                return vs[-1] * x / xs[-1]
-            return _interp_log(xs, vs, x)
-
-        if y <= ys[0]:
-            return row(0)
-        if y >= ys[-1]:
-            last = row(len(ys) - 1)
-            return last * y / ys[-1] if scale else last
-        j = bisect_right(ys, y)
-        r0, r1 = row(j - 1), row(j)
-        t = (math.log(y) - math.log(ys[j - 1])) / (math.log(ys[j]) - math.log(ys[j - 1]))
-        return r0 + t * (r1 - r0)
+        w = self._y_weights.get(y)
+        if w is None:
+            w = self._weights(y)
+        i, j, t = w
+        # the rows inline: this runs every simulated step
+        xs, vs = self.xs[i], self.vs[i]
+        r0 = vs[-1] * x / xs[-1] if scale and x > xs[-1] else _interp_logged(xs, self._log_xs[i], vs, x)
+        if j >= 0:
+            xs, vs = self.xs[j], self.vs[j]
+            r1 = vs[-1] * x / xs[-1] if scale and x > xs[-1] else _interp_logged(xs, self._log_xs[j], vs, x)
+            return r0 + t * (r1 - r0)
+        if scale and j == -2:
+            return r0 * y / self.ys[-1]
+        return r0
 
 
 MLA_TABLE_HEADS = (8, 16, 32, 64)
@@ -225,8 +267,13 @@ class TableTimer:
                     f"measured: {SOURCE}, {engine} {version} {gpu} {r} GEMMs",
                 )
         self._chain: tuple[tuple[float, ...], tuple[float, ...], str] | None = None
+        self._chain_source = ""
         if engine == "vllm" and "bf16" in self._gemm:
             self._chain = _chain_correction(self._gemm["bf16"], gpu, fallback.hbm_bytes_s, fallback.bf16_flops)
+            if self._chain is not None:
+                self._chain_source = f"{self._gemm['bf16'].source} x {self._chain[2]}"
+        # per rate and token count, the curve's interpolated points (``_gemm_point``)
+        self._gemm_points: dict[str, dict[int, tuple[float, float, float]]] = {r: {} for r in self._gemm}
         self._att: _AttentionGrid | None = None
         kv = "fp8" if kv_dtype.startswith("fp8") else "bf16"
         heads = min((1, 2, 4, 8), key=lambda h: abs(h - kv_heads)) if kv_heads > 0 else 0
@@ -237,11 +284,15 @@ class TableTimer:
             for b, c, ratio in cells:
                 by_batch.setdefault(b, []).append((c, ratio))
             bs = tuple(sorted(by_batch))
+            batches = tuple(float(b) for b in bs)
+            contexts = tuple(tuple(float(c) for c, _ in sorted(by_batch[b])) for b in bs)
             self._att = _AttentionGrid(
-                tuple(float(b) for b in bs),
-                tuple(tuple(float(c) for c, _ in sorted(by_batch[b])) for b in bs),
+                batches,
+                contexts,
                 tuple(tuple(x for _, x in sorted(by_batch[b])) for b in bs),
                 f"measured: {SOURCE}, {engine} {version} {gpu} decode attention ({kv} KV, {heads} KV heads)",
+                _logs(batches),
+                tuple(_logs(c) for c in contexts),
             )
         self._ar: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
         self._ar_source = ""
@@ -283,6 +334,14 @@ class TableTimer:
     ) -> tuple[float, str] | None:
         """One DeepSeek-V3-shaped MLA layer's measured time for the step (prefill and decode parts),
         or None where no table covers it."""
+        grids = self.mla_grids(heads, gemm_rate)
+        if grids is None:
+            return None
+        return mla_module_s(grids, prefill_seqs, prompt_tokens, decode_seqs, context), grids[2]
+
+    def mla_grids(self, heads: int, gemm_rate: str) -> tuple[_Grid, _Grid, str] | None:
+        """The MLA module's prefill and decode grids nearest ``heads`` per GPU and their source,
+        or None where no table covers the GPU, engine, KV and GEMM dtypes."""
         key = _nearest_mla_heads(heads)
         if not self._mla_loaded:
             from servecap.specs.moe_mla_timings import MLA_CONTEXT_S, MLA_GENERATION_S
@@ -299,17 +358,17 @@ class TableTimer:
                             f"({self._kv} KV, {gemm_rate} GEMMs, {h} heads per GPU)",
                         )
             self._mla_loaded = True
-        grids = self._mla.get(key)
-        if grids is None:
-            return None
-        ctx_grid, gen_grid, src = grids
-        sec = 0.0
-        if prompt_tokens > 0:
-            b = max(1, prefill_seqs)
-            sec += ctx_grid.at(float(b), max(1.0, prompt_tokens / b), scale=True)
-        if decode_seqs > 0:
-            sec += gen_grid.at(float(decode_seqs), max(2.0, context), scale=True)
-        return sec, src
+        return self._mla.get(key)
+
+    def _gemm_point(self, curve: _GemmCurve, rate: str, m: int) -> tuple[float, float, float]:
+        """``(fixed_s, ratio, chain factor)`` of ``curve`` at ``m`` tokens (a step's GEMMs share
+        them): :func:`_curve_s`'s and the chain's interpolations, each read once."""
+        factor = 1.0
+        if rate == "bf16" and self._chain is not None:
+            factor = _interp_log(self._chain[0], self._chain[1], m)
+        point = (_interp_log(curve.ms, curve.fixed_s, m), _interp_log(curve.ms, curve.ratio, m), factor)
+        self._gemm_points[rate][m] = point
+        return point
 
     def gemm(self, m: int, n: int, k: int, weight_bytes: float, rate: str) -> tuple[float, str]:
         curve = self._gemm.get(rate)
@@ -318,10 +377,12 @@ class TableTimer:
         mem = (n * k * weight_bytes + (m * k + m * n) * 2.0) / self.hbm_bytes_s
         comp = 2.0 * m * n * k / self._peaks[rate]
         ideal = mem if mem > comp else comp
-        sec = _curve_s(curve, m, ideal)
+        point = self._gemm_points[rate].get(m)
+        if point is None:
+            point = self._gemm_point(curve, rate, m)
+        sec = point[0] + point[1] * ideal  # _curve_s(curve, m, ideal)
         if rate == "bf16" and self._chain is not None:
-            ms, factors, src = self._chain
-            return sec * _interp_log(ms, factors, m), f"{curve.source} x {src}"
+            return sec * point[2], self._chain_source
         return sec, curve.source
 
     def decode_attention(self, kv_bytes: float, batch: int, context: float) -> tuple[float, str] | None:
@@ -331,14 +392,16 @@ class TableTimer:
             return None
         b = float(batch)
         bs = grid.batches
+        cs, logs = grid.contexts, grid.log_contexts
         if b <= bs[0] or b >= bs[-1]:
             i = 0 if b <= bs[0] else len(bs) - 1
-            r = _interp_log(grid.contexts[i], grid.ratios[i], context)
+            r = _interp_logged(cs[i], logs[i], grid.ratios[i], context)
         else:
             j = bisect_right(bs, b)
-            r0 = _interp_log(grid.contexts[j - 1], grid.ratios[j - 1], context)
-            r1 = _interp_log(grid.contexts[j], grid.ratios[j], context)
-            t = (math.log(b) - math.log(bs[j - 1])) / (math.log(bs[j]) - math.log(bs[j - 1]))
+            r0 = _interp_logged(cs[j - 1], logs[j - 1], grid.ratios[j - 1], context)
+            r1 = _interp_logged(cs[j], logs[j], grid.ratios[j], context)
+            lb = grid.log_batches
+            t = (math.log(b) - lb[j - 1]) / (lb[j] - lb[j - 1])
             r = r0 + t * (r1 - r0)
         return r * kv_bytes / self.hbm_bytes_s, grid.source
 
@@ -360,3 +423,18 @@ class TableTimer:
         i = bisect_right(sizes, message_bytes)
         t = (message_bytes - sizes[i - 1]) / (sizes[i] - sizes[i - 1])
         return times[i - 1] + t * (times[i] - times[i - 1]), self._ar_source
+
+
+def mla_module_s(
+    grids: tuple[_Grid, _Grid, str], prefill_seqs: int, prompt_tokens: int, decode_seqs: int, context: float
+) -> float:
+    """One MLA layer's measured time from its grids (:meth:`TableTimer.mla_grids`): the prefill
+    part by (sequences, prompt tokens per sequence), the decode part by (sequences, context)."""
+    ctx_grid, gen_grid, _ = grids
+    sec = 0.0
+    if prompt_tokens > 0:
+        b = max(1, prefill_seqs)
+        sec += ctx_grid.at(float(b), max(1.0, prompt_tokens / b), scale=True)
+    if decode_seqs > 0:
+        sec += gen_grid.at(float(decode_seqs), max(2.0, context), scale=True)
+    return sec
