@@ -9,6 +9,8 @@ has a 64-token prompt and no prefix. Each wants one output token."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from servecap.catalog import lookup_gpu, resolve_model
@@ -179,3 +181,30 @@ def test_modes_by_engine() -> None:
         offload_modes("sglang", "async")
     with pytest.raises(ServecapError, match="kv_store"):
         offload_modes("vllm", "auto", "sometimes")
+
+
+def test_loads_never_hold_the_pool_against_each_other() -> None:
+    """A 64-block pool and two 528-token prompts (33 blocks each) whose first 32 blocks are in
+    CPU DRAM. Were both loads started, they would hold 64 blocks and each wait for a 33rd for
+    ever; the requests loading or loaded together never need more than the pool, so the second
+    load starts once the first request is scheduled: A loads 0..20 ms, computes its last 16
+    tokens and ends; C then loads 20 ms later, from the end of A's step."""
+    e = _engine("async")
+    e = Engine(dataclasses.replace(e.setup, num_gpu_blocks=64))
+    assert e.tiers is not None
+    c_keys = list(range(2000, 2033))
+    for k in A_KEYS[:32] + c_keys[:32]:
+        e.tiers.private[0].put(k, 0.0)
+    e.add(0, 528, 1, A_KEYS, 0, 0.0)
+    e.add(1, 528, 1, c_keys, 0, 0.0)
+    t, first = 0.0, {}
+    while e.has_work():
+        out = e.step(t)
+        e.check_invariants()
+        t += out.duration_s
+        for rid in out.first_tokens:
+            first[rid] = t
+    d = _prefill_s(e, 16, 512)
+    assert first[0] == pytest.approx(LOAD_S + d, rel=1e-12)
+    assert first[1] == pytest.approx(LOAD_S + d + LOAD_S + d, rel=1e-12)
+    assert e.stats.tier_hit_tokens == (("cpu", 1024),)

@@ -22,6 +22,17 @@ The scheduler (vLLM ``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``)
 The step's time is :class:`~servecap.sim.step_time.StepTimeModel` (the planner's roofline) of
 the step's aggregates.
 
+**KV tiers** (:mod:`servecap.sim.kv_tiers`): past its GPU hit, a request's next blocks may be
+found in CPU DRAM, an SSD or a shared store. By default (``kv_load`` ``layerwise``/``blocking``)
+the step that admits it takes their load. With ``async`` (vLLM's offloading connector,
+``Scheduler.schedule`` in ``vllm/v1/core/sched/scheduler.py``) the request takes the blocks of its
+cached tokens and leaves the queue while its load runs (``WAITING_FOR_REMOTE_KVS``: no token
+budget, no seat) and the next waiting requests are admitted; once the load has ended its blocks
+are cached and it is scheduled before the queue from its loaded tokens on
+(``_update_waiting_for_remote_kv``); a request meeting a block still being stored or loaded is
+passed over for the step ("try later"); a step with nothing else to run waits for the first load
+to end. None of this costs a step anything when no tier is configured.
+
 **Lazy decoding.** A step costs O(1) in the number of decoding requests. Each decoding request
 advances by exactly one token per step, so the engine keeps one decode-step counter
 (``_decode_step``) and, per request, its counts when it joined the decoding batch
@@ -147,6 +158,8 @@ class Engine:
         self._next_ready_s = math.inf  # the earliest end of a load in flight
         self._keys_loading: set[int] = set()  # vLLM's _blocks_being_loaded
         self._skipped: list[RequestState] = []  # passed over by this step's admission (step_skipped_waiting)
+        self._loaded: list[RequestState] = []  # loads ended, in arrival order: scheduled before the queue
+        self._load_blocks = 0  # Σ blocks of the whole prompt over the requests loading or loaded
         self.load_wait = False  # the last step ran nothing: it waited for a load (its end is the load's)
         # store as computed: id -> the next of its keyed blocks to write (vLLM's _next_stored_block_idx)
         self._store_on_compute = False
@@ -317,12 +330,14 @@ class Engine:
         self._admission_blocked = False
 
     def has_work(self) -> bool:
-        return bool(self._decoding or self._prefilling is not None or len(self.waiting) or self._loading)
+        return bool(
+            self._decoding or self._prefilling is not None or len(self.waiting) or self._loading or self._loaded
+        )
 
     @property
     def num_waiting(self) -> int:
         """Requests waiting, those waiting for their KV's load included (vLLM counts them so)."""
-        return len(self.waiting) + len(self._loading)
+        return len(self.waiting) + len(self._loading) + len(self._loaded)
 
     @property
     def num_running(self) -> int:
@@ -427,6 +442,10 @@ class Engine:
             if loading is not None:  # its load is dropped (its blocks freed)
                 self._keys_loading.difference_update(loading[2])
                 self._next_ready_s = min((e[0] for e in self._loading.values()), default=math.inf)
+            elif r in self._loaded:
+                self._loaded.remove(r)
+            if loading is not None or r.num_computed_tokens:
+                self._load_blocks -= self._blocks_for(r.prompt_tokens + r.num_output_tokens)
             else:
                 self.waiting.remove(r)
             if r.num_blocks_held:  # a load in flight or ended: it holds its blocks
@@ -697,6 +716,7 @@ class Engine:
             self.tiers.now_s = now  # the tiers' writes start, and their blocks are read, at the step's time
             if self._next_ready_s <= now:
                 self._finish_loads(now)
+            self.tiers.pending_s = math.inf  # this step's lookups note the blocks they wait for
         if self._rate_change_heap and self._rate_change_heap[0][0] <= self._decode_step:
             self._apply_rate_changes()
         waiting = self.waiting
@@ -740,13 +760,21 @@ class Engine:
                 elif not decoding and part is None:
                     self.policy.on_idle()  # SGLang resets its reservation ratio when it had no batch
 
-            # 2. admit waiting requests (vLLM skips this in a step that preempted)
-            if not preempted and budget > 0 and n_waiting:
+            # 2. admit waiting requests (vLLM skips this in a step that preempted; a step left with
+            # nothing to run, the blocks held by requests whose loads ended, goes on to them: vLLM
+            # schedules them in its next, empty-batched, step)
+            if (
+                (not preempted or (self._loaded and not chunks and not decoding))
+                and budget > 0
+                and (n_waiting or self._loaded)
+            ):
                 self._admission_blocked = self._admit(now, budget, chunks)
+                if self._skipped:
+                    self._put_back_skipped()
             else:
                 self._admission_blocked = False
 
-        if self._loading and not chunks and not decoding:
+        if not chunks and not decoding and self._async_load and (self._loading or self._skipped_pending()):
             return self._wait_for_load(now, want_ids, preempted)
 
         # 3. the step's shape, from running sums
@@ -883,39 +911,43 @@ class Engine:
             self._admission_blocked = self._admit(now, budget, chunks)
         return bool(chunks)
 
-    def _admit(self, now: float, budget: int, chunks: list[tuple[RequestState, int]]) -> bool:
-        """Admit waiting requests in queue order while budget, seats and blocks allow; True when
-        one was left waiting for seats or blocks (not for the token budget). Requests passed
-        over (asynchronous loads: "try later") go back to the queue's head in their order, as
-        vLLM puts ``step_skipped_waiting`` back."""
-        blocked = self._admit_waiting(now, budget, chunks)
+    def _put_back_skipped(self) -> None:
+        """Requests :meth:`_admit` passed over (asynchronous loads: "try later") go back to the
+        queue's head in their order, as vLLM puts ``step_skipped_waiting`` back."""
         skipped = self._skipped
-        if skipped:
-            for r in reversed(skipped):
-                self.waiting.prepend(r)
-            skipped.clear()
-        return blocked
+        for r in reversed(skipped):
+            self.waiting.prepend(r)
+        skipped.clear()
 
     def _finish_loads(self, now: float) -> None:
         """Loads ended by ``now``: their blocks are in GPU memory and cached, and the requests
         wait again with those tokens computed (vLLM's ``Scheduler._update_waiting_for_remote_kv``,
-        ``vllm/v1/core/sched/scheduler.py``), at the head of the queue in arrival order (the
-        skipped requests are put back first)."""
+        ``vllm/v1/core/sched/scheduler.py``), ahead of the waiting queue in arrival order (the
+        requests passed over wait in ``skipped_waiting``, which FCFS scheduling takes first:
+        ``_select_waiting_queue_for_scheduling``)."""
         done = sorted((e[1] for e in self._loading.values() if e[0] <= now), key=_by_seq)
         for r in done:
             keys = self._loading.pop(r.request_id)[2]
             self._keys_loading.difference_update(keys)
             self._publish(r)
-        for r in reversed(done):
-            self.waiting.prepend(r)
+        if self._loaded:
+            done = sorted(self._loaded + done, key=_by_seq)
+        self._loaded = done
         self._next_ready_s = min((e[0] for e in self._loading.values()), default=math.inf)
         self._admission_blocked = False
 
+    def _skipped_pending(self) -> bool:
+        """Whether this step's admission passed a request over for a block still being written."""
+        return self.tiers is not None and self.tiers.pending_s < math.inf
+
     def _wait_for_load(self, now: float, want_ids: bool, preempted: list[RequestState]) -> StepOutcome | None:
-        """Nothing to run but loads in flight: the engine waits until the first ends (vLLM's
+        """Nothing to run but loads in flight, or blocks being written that a waiting request
+        needs: the engine waits until the first ends (vLLM's
         engine keeps stepping empty batches, polling the connector; a request arriving before
         then is scheduled at once: :class:`~servecap.sim.engine_server.EngineServer`)."""
         wake = self._next_ready_s
+        if self.tiers is not None and self.tiers.pending_s < wake:
+            wake = self.tiers.pending_s  # a block a request was passed over for is written then
         self.load_wait = True
         self._last_end_s = wake
         if not want_ids:
@@ -936,9 +968,21 @@ class Engine:
             num_prefill_tokens=0,
         )
 
-    def _admit_waiting(self, now: float, budget: int, chunks: list[tuple[RequestState, int]]) -> bool:
-        """:meth:`_admit`'s loop."""
+    def _admit(self, now: float, budget: int, chunks: list[tuple[RequestState, int]]) -> bool:
+        """Admit waiting requests in queue order while budget, seats and blocks allow; True when
+        one was left waiting for seats or blocks (not for the token budget). With asynchronous
+        loads, the requests whose loads ended go first; the ones passed over are in
+        ``_skipped`` for the caller to put back (:meth:`_put_back_skipped`)."""
         waiting = self.waiting
+        async_load = self._async_load
+        loaded = self._loaded
+        while loaded and budget > 0:
+            if len(self._decoding) + len(chunks) >= self.max_num_seqs:
+                return True
+            if not self._admit_loaded(loaded[0], budget, chunks, now):
+                return True
+            loaded.pop(0)
+            budget -= chunks[-1][1]
         pool = self.pool
         bs = self.block_size
         per_key = pool.per_key
@@ -949,17 +993,10 @@ class Engine:
             if n_running >= self.max_num_seqs:
                 return True
             total = r.prompt_tokens + r.num_output_tokens
-            if self._async_load:
-                if r.num_computed_tokens:  # its load ended: scheduled like any prefill from there
-                    if not self._admit_loaded(r, budget, chunks, now):
-                        return True
-                    budget -= chunks[-1][1]
-                    n_running += 1
-                    continue
-                if len(self._loading) >= self.max_num_seqs:
-                    # vLLM's backpressure (get_num_new_matched_tokens: at most max_num_seqs loads
-                    # in flight) answers "try later" to every request it is asked about
-                    return False
+            if async_load and len(self._loading) >= self.max_num_seqs:
+                # vLLM's backpressure (get_num_new_matched_tokens: at most max_num_seqs loads in
+                # flight) answers "try later" to every request it is asked about
+                return False
             keys = r.block_keys
             hits = idle = 0
             below = 0  # leading blocks past the GPU's hit found in the tiers below
@@ -967,7 +1004,7 @@ class Engine:
                 hits, idle = pool.longest_hit_runs(keys, (total - 1) // bs)
                 tiers = self.tiers
                 if tiers is not None:
-                    if self._async_load:
+                    if async_load:
                         found = tiers.lookup(keys, hits, min(len(keys), (total - 1) // bs), self._keys_loading)
                         if found is None:  # a block still being stored, or being loaded: try later
                             self._skipped.append(waiting.pop())
@@ -982,7 +1019,7 @@ class Engine:
                 own_keys = [private_key(r.request_id, i) for i in range(off[0], min(off[1], (total - 1) // bs))]
                 own = sum(self.tiers.find(own_keys, 0, len(own_keys)))
             cached = (hits + below + own) * bs
-            if self._async_load and below + own:
+            if async_load and below + own:
                 if not self._start_load(r, keys, hits, idle, below, own, off, now):
                     return True
                 continue
@@ -1066,7 +1103,12 @@ class Engine:
         request holds the blocks of its GPU hit and of the blocks it loads, its load is booked on
         the read channel from ``now`` and it leaves the queue until the load ends. False (nothing
         done) when the pool cannot give the blocks (vLLM: ``allocate_slots`` fails, admission
-        stops)."""
+        stops). The requests loading or loaded together never need more than the pool (their
+        whole prompts' blocks): each can then finish its prefill once the batch has drained, where
+        loads holding most of the pool would otherwise wait for each other for ever (servecap's
+        rule; vLLM gates an asynchronous load's allocation on ``reserved_blocks``,
+        ``KVCacheManager.allocate_slots``, "so their initial allocation cannot consume blocks an
+        already in-flight (prefilling) sequence is relying on")."""
         pool = self.pool
         per_key = pool.per_key
         bs = self.block_size
@@ -1075,8 +1117,10 @@ class Engine:
         cached = (hits + below + own) * bs
         held = self._blocks_for(cached)
         new_blocks = held - per_key * hits
-        if new_blocks + idle * per_key > pool.free + pool.idle * per_key:
+        whole = self._blocks_for(r.prompt_tokens + r.num_output_tokens)
+        if new_blocks + idle * per_key > pool.free + pool.idle * per_key or self._load_blocks + whole > pool.total:
             return False
+        self._load_blocks += whole
         self.waiting.pop()  # its tokens stay in _waiting_tokens: it is still waiting
         if hits:
             assert keys is not None
@@ -1124,7 +1168,7 @@ class Engine:
         new_blocks = held - r.num_blocks_held
         if new_blocks > pool.free + pool.idle * pool.per_key:
             return False
-        self.waiting.pop()
+        self._load_blocks -= self._blocks_for(r.prompt_tokens + r.num_output_tokens)
         self._waiting_tokens -= r.prompt_tokens + r.output_tokens - r.num_output_tokens
         self._allocate(new_blocks)
         r.num_blocks_held = held
@@ -1215,7 +1259,7 @@ class Engine:
     def can_fast_forward(self) -> bool:
         """True when the next steps are decode-only with an unchanging batch until an event:
         no prefill in flight and nobody the scheduler could admit."""
-        if self._prefilling is not None or not self._decoding or self._loading:
+        if self._prefilling is not None or not self._decoding or self._loading or self._loaded:
             return False
         if not len(self.waiting):
             return True

@@ -79,6 +79,7 @@ Hit counts are kept per tier in tokens (``hit_tokens``), beside the engine's GPU
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -190,6 +191,7 @@ class TierStore:
         # seconds one block's write takes on each level (every GPU's shard in parallel)
         self._write_block_s = [store_s(t.tier, setup.key_bytes_per_gpu) for t in self.levels]
         self.written_blocks = [0] * len(self.levels)
+        self.pending_s = math.inf  # the earliest write end a lookup met ("try later")
         self.read_free_s = 0.0  # when the replica's read channel (its loads, one after another) is free
         self.inclusive = setup.store_on_compute  # a load leaves the block in its private tier
 
@@ -285,7 +287,8 @@ class TierStore:
         """:meth:`find` as vLLM's connector answers an asynchronous lookup: None ("try later")
         when the leading run meets a block a tier holds whose write has not ended (the CPU
         manager's ``HIT_PENDING``) or, among the blocks found, one in ``loading`` (another
-        request's load in flight: ``_blocks_being_loaded``); else the blocks found per level."""
+        request's load in flight: ``_blocks_being_loaded``); else the blocks found per level.
+        A pending block's write end is kept in ``pending_s`` (the engine retries then)."""
         found = [0] * len(self.levels)
         levels = self.levels
         now = self.now_s
@@ -296,6 +299,8 @@ class TierStore:
                 ready = t.lru.get(k)
                 if ready is not None:
                     if ready > now:
+                        if ready < self.pending_s:
+                            self.pending_s = ready
                         return None
                     if k in loading:
                         return None
