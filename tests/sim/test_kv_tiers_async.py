@@ -12,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from click.testing import CliRunner
 
 from servecap.catalog import lookup_gpu, resolve_model
+from servecap.cli.main import cli
 from servecap.core.defaults import build_deployment
 from servecap.core.kv_tiers import KvTier, default_tier
 from servecap.core.plan import Plan, plan
@@ -208,3 +210,15 @@ def test_loads_never_hold_the_pool_against_each_other() -> None:
     assert first[0] == pytest.approx(LOAD_S + d, rel=1e-12)
     assert first[1] == pytest.approx(LOAD_S + d + LOAD_S + d, rel=1e-12)
     assert e.stats.tier_hit_tokens == (("cpu", 1024),)
+
+
+def test_the_cache_replay_refuses_the_connector_modes() -> None:
+    """The cache-replay fidelity does not model asynchronous loads or stores on compute: one line
+    naming them, not a silently different model."""
+    args = ["fleet", "simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100", "--replicas", "2"]
+    args += ["--trace", "sample:mooncake-conversation", "--fidelity", "cache-replay", "--cpu-kv-gib", "64"]
+    for extra in (["--kv-load", "async"], ["--kv-store", "on-compute"]):
+        res = CliRunner().invoke(cli, args + extra)
+        assert res.exit_code != 0
+        assert isinstance(res.exception, ServecapError)
+        assert "does not model KV tiers loaded asynchronously or fed on compute" in str(res.exception)
