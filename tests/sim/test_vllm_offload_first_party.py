@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -65,8 +66,22 @@ num_requests: 246
 """
 
 
+def _simulate(tmp_path: Path, kv_load: str, kv_store: str) -> dict[str, Any]:
+    path = tmp_path / "w.yaml"
+    path.write_text(WORKLOAD)
+    args = ["simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H200", "-w", "fp8", "--max-model-len", "8192"]
+    args += ["--kv-cache-memory-bytes", "19818086400", "--cpu-kv-gib", "32", "--workload", str(path), "--json"]
+    args += ["--kv-load", kv_load, "--kv-store", kv_store]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    out: dict[str, Any] = json.loads(res.stdout)
+    return out
+
+
 def test_servecap_on_the_same_workload(tmp_path: Path) -> None:
-    """servecap's answer for the 246 finished requests, with the GPU cache vLLM logged (9,450
+    """servecap's answer for the 246 finished requests with the tier as a victim cache whose
+    loads the admitting step takes (``--kv-load layerwise --kv-store on-evict``), with the GPU
+    cache vLLM logged (9,450
     blocks of 16 tokens x 131,072 B = 19,818,086,400 B) and the 32 GiB CPU tier: about the same
     run time (11.7 s simulated against about 12 s measured) and the GPU cache's share 4 points
     above the measured 43.9%, but a CPU share of 23.2% against the measured 14.1%. A block is
@@ -85,13 +100,7 @@ def test_servecap_on_the_same_workload(tmp_path: Path) -> None:
     (with the default step model: the operations for dense vLLM on H200, specs.step_choice, with
     their 0.71 ms step overhead) are pinned so that the
     document's comparison cannot go stale."""
-    path = tmp_path / "w.yaml"
-    path.write_text(WORKLOAD)
-    args = ["simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H200", "-w", "fp8", "--max-model-len", "8192"]
-    args += ["--kv-cache-memory-bytes", "19818086400", "--cpu-kv-gib", "32", "--workload", str(path), "--json"]
-    res = CliRunner().invoke(cli, args)
-    assert res.exit_code == 0, res.output
-    out = json.loads(res.stdout)
+    out = _simulate(tmp_path, "layerwise", "on-evict")
     tiers = out["kv_tiers"]
     assert out["completed"] == 246
     assert out["duration_s"] == pytest.approx(11.7, abs=0.1)
@@ -100,3 +109,23 @@ def test_servecap_on_the_same_workload(tmp_path: Path) -> None:
     # the ceiling: every prefix's first request misses; 4,096 of 4,352 prompt tokens can hit
     first_seen = 48
     assert tiers["gpu"]["fraction"] + tiers["cpu"]["fraction"] <= (246 - first_seen) / 246 * 4096 / 4352 + 0.02
+
+
+def test_servecap_with_vllm_connector_modes(tmp_path: Path) -> None:
+    """The same run with the tier modelled as vLLM's connector works (``--kv-load async --kv-store
+    on-compute``: every computed block copied to CPU DRAM after its step; a request with blocks
+    there waits outside the batch for their load while the next ones are scheduled; a request
+    meeting a block still being stored or loaded waits: sim/kv_tiers.py). The GPU cache finds
+    more (52.8%: a loaded prefix is cached in GPU memory when its load ends, and a request
+    meeting it while it loads waits for it instead of computing it again), the CPU tier about
+    the same (22.6%), the run is shorter (10.9 s: loads no longer stall the batch). Both shares
+    stay above the measured 43.9% and 14.1%, and the sum (75.4%) is near the ceiling (75.8%)
+    where vLLM's counters say 58.0%: the mechanisms are not what keeps the model above the
+    measurement (docs/kv-tiers.md, "A first-party measurement")."""
+    out = _simulate(tmp_path, "async", "on-compute")
+    tiers = out["kv_tiers"]
+    assert out["completed"] == 246
+    assert out["duration_s"] == pytest.approx(10.87, abs=0.02)
+    assert tiers["gpu"]["fraction"] == pytest.approx(0.528, abs=0.001)
+    assert tiers["cpu"]["fraction"] == pytest.approx(0.226, abs=0.001)
+    assert tiers["gpu"]["fraction"] + tiers["cpu"]["fraction"] <= (246 - 48) / 246 * 4096 / 4352 + 0.02

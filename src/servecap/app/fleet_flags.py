@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servecap.app.flags import DeploymentFlags
-from servecap.core.kv_tier_settings import KvLoad
+from servecap.core.kv_tier_settings import KvLoad, KvStore
 from servecap.errors import ServecapError
 from servecap.fleet.file_schema import FleetFile, fleet_from_dict, load_fleet_file
 from servecap.fleet.kv_tier_fields import CpuKvGib, RemoteKvTib, SsdKvGib
@@ -82,11 +82,12 @@ class FleetFlags(BaseModel):
     ssd_kv_gib: SsdKvGib = None
     remote_kv_tib: RemoteKvTib = None
     kv_load: KvLoad | None = None
+    kv_store: KvStore | None = None
 
     def kv_tier_settings(self) -> JsonObject:
         """The tier flags given, as pool fields."""
         out: JsonObject = {}
-        for key in ("cpu_kv_gib", "ssd_kv_gib", "remote_kv_tib", "kv_load"):
+        for key in ("cpu_kv_gib", "ssd_kv_gib", "remote_kv_tib", "kv_load", "kv_store"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

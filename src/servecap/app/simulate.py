@@ -197,7 +197,8 @@ def build(
         waiting_queue_limit=r.max_waiting,
         scheduling_policy=r.policy,
         kv_tiers=kv_tiers_of(r.cpu_kv_gib, r.ssd_kv_gib, r.remote_kv_tib),
-        kv_layerwise=r.kv_load == "layerwise",
+        kv_load=r.kv_load,
+        kv_store=r.kv_store,
     )
     notes.extend(setup.notes)
     return Built(the_plan, setup, spec, notes, r.calibration)

@@ -18,7 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from servecap.app.flags import LoadFlags, StreamFlags, flag_help
 from servecap.app.request_fields import DeploymentFields
-from servecap.fleet.kv_tier_fields import CpuKvGib, KvLoadField, RemoteKvTib, SsdKvGib
+from servecap.fleet.kv_tier_fields import CpuKvGib, KvLoadField, KvStoreField, RemoteKvTib, SsdKvGib
 from servecap.workload.spec_parts import TraceArrival
 
 ArrivalName = Literal["poisson", "gamma", "constant"]
@@ -68,6 +68,7 @@ class SimulateRequest(DeploymentFields):
     ssd_kv_gib: SsdKvGib = None
     remote_kv_tib: RemoteKvTib = None
     kv_load: KvLoadField = "layerwise"
+    kv_store: KvStoreField = "on-evict"
     seed: int = Field(default=0, ge=0, description="Random seed (same seed, same run).")
     step_model: Literal["auto", "roofline", "operations"] = Field(
         default="auto",

@@ -23,7 +23,7 @@ from servecap.cli.options import (
 )
 from servecap.cli.simulate_cmd import html_option, stream_options, workload_option
 from servecap.cli.trace_options import pop_trace, trace_options
-from servecap.core.kv_tier_settings import CPU_HELP, LOAD_HELP, REMOTE_HELP, SSD_HELP
+from servecap.core.kv_tier_settings import CPU_HELP, LOAD_HELP, REMOTE_HELP, SSD_HELP, STORE_HELP
 from servecap.fleet.file_schema import KvLinkModel
 from servecap.policy.autoscalers import PRESETS
 from servecap.policy.pd_router import PD_PRESETS
@@ -49,7 +49,8 @@ fleet_kv_tier_options = stack(
     click.option("--cpu-kv-gib", type=FINITE, default=None, help=CPU_HELP),
     click.option("--ssd-kv-gib", type=FINITE, default=None, help=SSD_HELP),
     click.option("--remote-kv-tib", type=FINITE, default=None, help=REMOTE_HELP),
-    click.option("--kv-load", type=click.Choice(["layerwise", "blocking"]), default=None, help=LOAD_HELP),
+    click.option("--kv-load", type=click.Choice(["layerwise", "blocking", "async"]), default=None, help=LOAD_HELP),
+    click.option("--kv-store", type=click.Choice(["on-evict", "on-compute"]), default=None, help=STORE_HELP),
 )
 
 
@@ -185,7 +186,8 @@ def fleet_simulate_command(
     cpu_kv_gib: float | None,
     ssd_kv_gib: float | None,
     remote_kv_tib: float | None,
-    kv_load: Literal["layerwise", "blocking"] | None,
+    kv_load: Literal["layerwise", "blocking", "async"] | None,
+    kv_store: Literal["on-evict", "on-compute"] | None,
     workload: Path | None,
     rate: float | None,
     users: int | None,
@@ -238,6 +240,7 @@ def fleet_simulate_command(
             ssd_kv_gib=ssd_kv_gib,
             remote_kv_tib=remote_kv_tib,
             kv_load=kv_load,
+            kv_store=kv_store,
         ),
     )
     ff, base_dir = fleet_from_flags(flags)

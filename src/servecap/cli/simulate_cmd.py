@@ -59,7 +59,8 @@ kv_tier_options = stack(
     field_option(SimulateRequest, "cpu_kv_gib", "--cpu-kv-gib", type=FINITE),
     field_option(SimulateRequest, "ssd_kv_gib", "--ssd-kv-gib", type=FINITE),
     field_option(SimulateRequest, "remote_kv_tib", "--remote-kv-tib", type=FINITE),
-    field_option(SimulateRequest, "kv_load", "--kv-load", type=click.Choice(["layerwise", "blocking"])),
+    field_option(SimulateRequest, "kv_load", "--kv-load", type=click.Choice(["layerwise", "blocking", "async"])),
+    field_option(SimulateRequest, "kv_store", "--kv-store", type=click.Choice(["on-evict", "on-compute"])),
 )
 html_option = click.option(
     "--html", type=OUT_PATH, default=None, help="Write a self-contained interactive HTML report here."

@@ -1,5 +1,5 @@
 """The KV-tier settings of a run (``--cpu-kv-gib``, ``--ssd-kv-gib``, ``--remote-kv-tib``,
-``--kv-load``) as the engine's tiers, each with its cited bandwidth (:mod:`servecap.core.kv_tiers`).
+``--kv-load``, ``--kv-store``) as the engine's tiers, each with its cited bandwidth (:mod:`servecap.core.kv_tiers`).
 
 Ranges, by meaning (the request models' fields state them): CPU DRAM per replica 0.01 GiB (a few
 blocks) .. 65,536 GiB (64 TiB, beyond any server's DRAM); local SSD per replica 0.01 ..
@@ -12,7 +12,8 @@ from typing import Literal
 
 from servecap.core.kv_tiers import KvTier, default_tier
 
-KvLoad = Literal["layerwise", "blocking"]
+KvLoad = Literal["layerwise", "blocking", "async"]
+KvStore = Literal["on-evict", "on-compute"]
 GIB = 2**30
 TIB = 2**40
 CPU_KV_GIB = (0.01, 65536.0)
@@ -22,8 +23,13 @@ CPU_HELP = "CPU DRAM KV tier per replica, GiB (LMCache max_local_cpu_size; vLLM'
 SSD_HELP = "Local SSD KV tier per replica, GiB (LMCache max_local_disk_size)."
 REMOTE_HELP = "Shared remote KV store, TiB, read by every replica of the fleet (LMCache remote / Mooncake store)."
 LOAD_HELP = (
-    "How loads from the KV tiers meet the prefill: layerwise (overlapped layer by layer, LMCache use_layerwise) "
-    "or blocking (load, then compute)."
+    "How loads from the KV tiers meet the prefill: layerwise (overlapped layer by layer, LMCache use_layerwise), "
+    "blocking (load, then compute, in the step that admits the request) or async (vLLM's offloading connector: "
+    "the request waits outside the batch until its blocks are in, the next ones are scheduled meanwhile)."
+)
+STORE_HELP = (
+    "What the KV tiers are fed: on-evict (the blocks the GPU evicts: a victim cache) or on-compute (every "
+    "computed block, copied out after its step: vLLM's offloading connector)."
 )
 
 

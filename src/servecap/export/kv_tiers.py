@@ -52,6 +52,15 @@ def lmcache_settings(pool: PoolExport, warnings: list[str]) -> dict[str, Any]:
             "size the store itself (Mooncake store segments, Valkey maxmemory); replace the remote_url placeholder"
         )
     cfg["use_layerwise"] = pool.kv_load == "layerwise"
+    if pool.kv_load == "async":
+        warnings.append(
+            f"{pool.name}: kv_load async (vLLM's native connector): LMCache loads before the forward pass "
+            "(use_layerwise off) or layer by layer, inside the step"
+        )
+    if pool.kv_store == "on-evict":
+        warnings.append(
+            f"{pool.name}: kv_store on-evict: LMCache stores every computed chunk (on-compute), not the GPU's evictions"
+        )
     return cfg
 
 

@@ -76,6 +76,7 @@ class PoolExport:
     # KV tiers below GPU memory (cpu_kv_gib, ssd_kv_gib, remote_kv_tib; app/export/kv_tiers.py)
     kv_tiers: Mapping[str, float] | None = None
     kv_load: str = "layerwise"
+    kv_store: str = "on-evict"
 
     @property
     def gpus_per_replica(self) -> int:
@@ -277,6 +278,7 @@ def _from_fleet(source: Source, raw: dict[str, object], base_dir: Path) -> Expor
                 }
                 or None,
                 kv_load=p.kv_load,
+                kv_store=p.kv_store,
             )
         )
     router = fleet.router_model()

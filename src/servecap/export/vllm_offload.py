@@ -37,4 +37,14 @@ def vllm_offload_kwargs(pool: PoolExport, warnings: list[str]) -> dict[str, str 
             f"{pool.name}: kv_load layerwise: vLLM's native connector loads asynchronously before the prefill, "
             "not layer by layer (LMCache use_layerwise does)"
         )
+    elif pool.kv_load == "blocking":
+        warnings.append(
+            f"{pool.name}: kv_load blocking: vLLM's native connector loads asynchronously (the request waits, the "
+            "batch runs on), not inside the step that admits the request"
+        )
+    if pool.kv_store == "on-evict":
+        warnings.append(
+            f"{pool.name}: kv_store on-evict: vLLM's native connector stores every computed block (on-compute), "
+            "not only the GPU's evictions"
+        )
     return {"kv_offloading_backend": "native", "kv_offloading_size": gib_figure(cpu)}

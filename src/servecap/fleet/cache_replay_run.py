@@ -109,6 +109,10 @@ def cache_replay_refusal(fleet: FleetSpec) -> str | None:
         (not prefix_caching_supported(setup.layout), "a KV layout without prefix caching (window or state)"),
         (fleet.router not in ROUTERS, f"router {fleet.router!r} (one of {', '.join(ROUTERS)})"),
         (pool.replicas < 1, "no replicas at the start"),
+        (
+            setup.kv_tiers is not None and (setup.kv_tiers.async_load or setup.kv_tiers.store_on_compute),
+            "KV tiers loaded asynchronously or fed on compute (kv_load async, kv_store on-compute)",
+        ),
     )
     for bad, what in checks:
         if bad:

@@ -31,7 +31,7 @@ from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetSpec, Phase, Pool
 from servecap.fleet.gateway_stage import check_pool_names
-from servecap.fleet.kv_tier_fields import CpuKvGib, KvLoadField, RemoteKvTib, SsdKvGib
+from servecap.fleet.kv_tier_fields import CpuKvGib, KvLoadField, KvStoreField, RemoteKvTib, SsdKvGib
 from servecap.fleet.pd_spec import KvLinkSpec, PdRouterSpec
 from servecap.fleet.spec import INSTANT
 from servecap.policy.autoscalers import (
@@ -277,6 +277,7 @@ class PoolModel(_Model):
     ssd_kv_gib: SsdKvGib = None
     remote_kv_tib: RemoteKvTib = None
     kv_load: KvLoadField = "layerwise"
+    kv_store: KvStoreField = "on-evict"
     calibration: str | None = None
     replicas: int | None = Field(default=None, ge=0, le=MAX_POOL_REPLICAS)
     price_per_gpu_hour: float | None = Field(default=None, ge=0)
@@ -567,7 +568,8 @@ def build_pool(p: PoolModel, base_dir: Path | None = None) -> tuple[Pool, list[s
         enable_prefix_caching=p.enable_prefix_caching,
         waiting_queue_limit=p.max_waiting,
         kv_tiers=kv_tiers_of(p.cpu_kv_gib, p.ssd_kv_gib, p.remote_kv_tib),
-        kv_layerwise=p.kv_load == "layerwise",
+        kv_load=p.kv_load,
+        kv_store=p.kv_store,
     )
     notes.extend(f"{p.name}: {n}" for n in setup.notes)
     price = p.price_per_gpu_hour

@@ -21,7 +21,9 @@ from servecap.core.kv_tier_settings import (
     REMOTE_KV_TIB,
     SSD_HELP,
     SSD_KV_GIB,
+    STORE_HELP,
     KvLoad,
+    KvStore,
 )
 
 CpuGib = Annotated[float, Field(ge=CPU_KV_GIB[0], le=CPU_KV_GIB[1], allow_inf_nan=False)]
@@ -31,3 +33,4 @@ CpuKvGib = Annotated[CpuGib | None, Field(description=CPU_HELP)]
 SsdKvGib = Annotated[SsdGib | None, Field(description=SSD_HELP)]
 RemoteKvTib = Annotated[RemoteTib | None, Field(description=REMOTE_HELP)]
 KvLoadField = Annotated[KvLoad, Field(description=LOAD_HELP)]
+KvStoreField = Annotated[KvStore, Field(description=STORE_HELP)]

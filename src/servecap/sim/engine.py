@@ -22,6 +22,17 @@ The scheduler (vLLM ``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``)
 The step's time is :class:`~servecap.sim.step_time.StepTimeModel` (the planner's roofline) of
 the step's aggregates.
 
+**KV tiers** (:mod:`servecap.sim.kv_tiers`): past its GPU hit, a request's next blocks may be
+found in CPU DRAM, an SSD or a shared store. By default (``kv_load`` ``layerwise``/``blocking``)
+the step that admits it takes their load. With ``async`` (vLLM's offloading connector,
+``Scheduler.schedule`` in ``vllm/v1/core/sched/scheduler.py``) the request takes the blocks of its
+cached tokens and leaves the queue while its load runs (``WAITING_FOR_REMOTE_KVS``: no token
+budget, no seat) and the next waiting requests are admitted; once the load has ended its blocks
+are cached and it is scheduled before the queue from its loaded tokens on
+(``_update_waiting_for_remote_kv``); a request meeting a block still being stored or loaded is
+passed over for the step ("try later"); a step with nothing else to run waits for the first load
+to end. None of this costs a step anything when no tier is configured.
+
 **Lazy decoding.** A step costs O(1) in the number of decoding requests. Each decoding request
 advances by exactly one token per step, so the engine keeps one decode-step counter
 (``_decode_step``) and, per request, its counts when it joined the decoding batch
@@ -81,6 +92,12 @@ from servecap.specs.model import AttentionKind
 from servecap.workload.block_hash import KeyRuns
 
 _NO_IDS: list[int] = []
+
+
+def _by_seq(r: RequestState) -> int:
+    return r.seq
+
+
 _NONE_PREEMPTED: list[RequestState] = []
 
 __all__ = ["DECODING", "DONE", "PREFILLING", "WAITING", "Engine", "EngineRequest", "EngineStats", "StepOutcome"]
@@ -134,9 +151,26 @@ class Engine:
         self._step_load_s = 0.0  # loads from the tiers the step being built takes
         # preempted requests' private blocks put in the tiers: id -> (first block, end block)
         self._offloaded: dict[int, tuple[int, int]] = {}
+        # vLLM's offloading connector (sim/kv_tiers.py; the module doc, "Asynchronous loads"):
+        # loads in flight, id -> (end, request, keys it loads) (vLLM's WAITING_FOR_REMOTE_KVS)
+        self._async_load = False
+        self._loading: dict[int, tuple[float, RequestState, list[int]]] = {}
+        self._next_ready_s = math.inf  # the earliest end of a load in flight
+        self._keys_loading: set[int] = set()  # vLLM's _blocks_being_loaded
+        self._skipped: list[RequestState] = []  # passed over by this step's admission (step_skipped_waiting)
+        self._loaded: list[RequestState] = []  # loads ended, in arrival order: scheduled before the queue
+        self._load_blocks = 0  # Σ blocks of the whole prompt over the requests loading or loaded
+        self.load_wait = False  # the last step ran nothing: it waited for a load (its end is the load's)
+        # store as computed: id -> the next of its keyed blocks to write (vLLM's _next_stored_block_idx)
+        self._store_on_compute = False
+        self._stored: dict[int, int] = {}
+        self._store_at_s = 0.0  # the end of the step being applied: stores start then
         if setup.kv_tiers is not None and self.caching:
             self.tiers = TierStore(setup.kv_tiers, kv_remote)
-            self.pool.on_evict = self.tiers.demote_range
+            self._store_on_compute = setup.kv_tiers.store_on_compute
+            if not self._store_on_compute:  # a victim cache: the GPU's evictions feed it
+                self.pool.on_evict = self.tiers.demote_range
+            self._async_load = setup.kv_tiers.async_load
         # replicas of one setup may share one model (it caches step prices by token count)
         if (
             step_model is None
@@ -174,6 +208,12 @@ class Engine:
         # the engine profile's admission rule (vLLM: admit on the next chunk's blocks)
         self.policy = admission_policy(engine_profile(setup.engine))
         self._reserving = self.policy.reserves
+        if self._async_load and self._reserving:
+            raise ServecapError(
+                "kv_load",
+                "async",
+                f"vLLM's offloading connector's asynchronous loads (engine vllm, not {setup.engine})",
+            )
         self._whole_blocks = self.policy.whole_blocks  # exact per-request reservations
         self._ratio_decays = self.policy.decay_per_step > 0.0  # SGLang: the reservation shrinks
         self._separate_prefill = not engine_profile(setup.engine).mixed_prefill_decode
@@ -290,11 +330,14 @@ class Engine:
         self._admission_blocked = False
 
     def has_work(self) -> bool:
-        return bool(self._decoding or self._prefilling is not None or len(self.waiting))
+        return bool(
+            self._decoding or self._prefilling is not None or len(self.waiting) or self._loading or self._loaded
+        )
 
     @property
     def num_waiting(self) -> int:
-        return len(self.waiting)
+        """Requests waiting, those waiting for their KV's load included (vLLM counts them so)."""
+        return len(self.waiting) + len(self._loading) + len(self._loaded)
 
     @property
     def num_running(self) -> int:
@@ -392,8 +435,21 @@ class Engine:
         r = self._requests.get(request_id)
         if r is None or r.state == DONE:
             return False
+        if self._stored:
+            self._stored.pop(request_id, None)
         if r.state == WAITING:
-            self.waiting.remove(r)
+            loading = self._loading.pop(request_id, None)
+            if loading is not None:  # its load is dropped (its blocks freed)
+                self._keys_loading.difference_update(loading[2])
+                self._next_ready_s = min((e[0] for e in self._loading.values()), default=math.inf)
+            elif r in self._loaded:
+                self._loaded.remove(r)
+            if loading is not None or r.num_computed_tokens:
+                self._load_blocks -= self._blocks_for(r.prompt_tokens + r.num_output_tokens)
+            else:
+                self.waiting.remove(r)
+            if r.num_blocks_held:  # a load in flight or ended: it holds its blocks
+                self._release_blocks(r)
             self._waiting_tokens -= r.prompt_tokens + r.output_tokens - r.num_output_tokens
         else:
             self._free_running(r)
@@ -568,11 +624,26 @@ class Engine:
             r.cached_blocks_held += self.pool.publish_blocks(keys, b, upto, r.cached_keys_held)
             r.num_keys_registered = upto
             self._admission_blocked = False  # new cached content may be the waiting head's prefix
+            if self._store_on_compute:
+                self._store_computed(r, keys, upto)
+
+    def _store_computed(self, r: RequestState, keys: KeyRuns, upto: int) -> None:
+        """vLLM's store as computed (``OffloadingConnectorScheduler._get_reqs_to_store``): the
+        request's keyed blocks below ``upto`` not offered yet, from its first (a GPU prefix hit
+        is offered again: the tier skips what it holds and refreshes it, ``prepare_store`` and
+        ``touch``), written from the end of the step that computed them."""
+        b = self._stored.get(r.request_id, 0)
+        if upto > b:
+            assert self.tiers is not None
+            self.tiers.store_computed([keys[i] for i in range(b, upto)], self._store_at_s)
+            self._stored[r.request_id] = upto
 
     def _preempt(self, r: RequestState) -> None:
         if r.state == DECODING:
             r.last_token_s = self._last_end_s
         self._free_running(r)
+        if self._stored:
+            self._stored.pop(r.request_id, None)
         tiers = self.tiers
         if tiers is not None and tiers.private:  # offloaded instead of recomputed (sim/kv_tiers.py)
             first = len(r.block_keys) if r.block_keys is not None else 0
@@ -601,6 +672,8 @@ class Engine:
         self._done(r, end_s)
 
     def _done(self, r: RequestState, end_s: float) -> None:
+        if self._stored:
+            self._stored.pop(r.request_id, None)
         r.state = DONE
         r.end_s = end_s
         del self._requests[r.request_id]
@@ -641,6 +714,9 @@ class Engine:
     def _step(self, now: float, want_ids: bool) -> StepOutcome | None:
         if self.tiers is not None:
             self.tiers.now_s = now  # the tiers' writes start, and their blocks are read, at the step's time
+            if self._next_ready_s <= now:
+                self._finish_loads(now)
+            self.tiers.pending_s = math.inf  # this step's lookups note the blocks they wait for
         if self._rate_change_heap and self._rate_change_heap[0][0] <= self._decode_step:
             self._apply_rate_changes()
         waiting = self.waiting
@@ -684,11 +760,22 @@ class Engine:
                 elif not decoding and part is None:
                     self.policy.on_idle()  # SGLang resets its reservation ratio when it had no batch
 
-            # 2. admit waiting requests (vLLM skips this in a step that preempted)
-            if not preempted and budget > 0 and n_waiting:
+            # 2. admit waiting requests (vLLM skips this in a step that preempted; a step left with
+            # nothing to run, the blocks held by requests whose loads ended, goes on to them: vLLM
+            # schedules them in its next, empty-batched, step)
+            if (
+                (not preempted or (self._loaded and not chunks and not decoding))
+                and budget > 0
+                and (n_waiting or self._loaded)
+            ):
                 self._admission_blocked = self._admit(now, budget, chunks)
+                if self._skipped:
+                    self._put_back_skipped()
             else:
                 self._admission_blocked = False
+
+        if not chunks and not decoding and self._async_load and (self._loading or self._skipped_pending()):
+            return self._wait_for_load(now, want_ids, preempted)
 
         # 3. the step's shape, from running sums
         B = 0 if prefill_only else len(decoding)
@@ -728,6 +815,8 @@ class Engine:
             dur = self.tiers.step_s(self._step_load_s, dur)
             self._step_load_s = 0.0
         end = now + dur
+        if self._store_on_compute:
+            self._store_at_s = end  # the blocks this step fills are copied out after it
 
         # 4. apply: decodes advance and finish, prefills progress
         first_ids = decoded_ids = finished_ids = _NO_IDS  # appended to only when want_ids
@@ -822,10 +911,78 @@ class Engine:
             self._admission_blocked = self._admit(now, budget, chunks)
         return bool(chunks)
 
+    def _put_back_skipped(self) -> None:
+        """Requests :meth:`_admit` passed over (asynchronous loads: "try later") go back to the
+        queue's head in their order, as vLLM puts ``step_skipped_waiting`` back."""
+        skipped = self._skipped
+        for r in reversed(skipped):
+            self.waiting.prepend(r)
+        skipped.clear()
+
+    def _finish_loads(self, now: float) -> None:
+        """Loads ended by ``now``: their blocks are in GPU memory and cached, and the requests
+        wait again with those tokens computed (vLLM's ``Scheduler._update_waiting_for_remote_kv``,
+        ``vllm/v1/core/sched/scheduler.py``), ahead of the waiting queue in arrival order (the
+        requests passed over wait in ``skipped_waiting``, which FCFS scheduling takes first:
+        ``_select_waiting_queue_for_scheduling``)."""
+        done = sorted((e[1] for e in self._loading.values() if e[0] <= now), key=_by_seq)
+        for r in done:
+            keys = self._loading.pop(r.request_id)[2]
+            self._keys_loading.difference_update(keys)
+            self._publish(r)
+        if self._loaded:
+            done = sorted(self._loaded + done, key=_by_seq)
+        self._loaded = done
+        self._next_ready_s = min((e[0] for e in self._loading.values()), default=math.inf)
+        self._admission_blocked = False
+
+    def _skipped_pending(self) -> bool:
+        """Whether this step's admission passed a request over for a block still being written."""
+        return self.tiers is not None and self.tiers.pending_s < math.inf
+
+    def _wait_for_load(self, now: float, want_ids: bool, preempted: list[RequestState]) -> StepOutcome | None:
+        """Nothing to run but loads in flight, or blocks being written that a waiting request
+        needs: the engine waits until the first ends (vLLM's
+        engine keeps stepping empty batches, polling the connector; a request arriving before
+        then is scheduled at once: :class:`~servecap.sim.engine_server.EngineServer`)."""
+        wake = self._next_ready_s
+        if self.tiers is not None and self.tiers.pending_s < wake:
+            wake = self.tiers.pending_s  # a block a request was passed over for is written then
+        self.load_wait = True
+        self._last_end_s = wake
+        if not want_ids:
+            return None
+        pool = self.pool
+        return StepOutcome(
+            duration_s=wake - now,
+            first_tokens=(),
+            decoded=(),
+            finished=(),
+            preempted=tuple(r.request_id for r in preempted),
+            num_running=self.num_running,
+            num_waiting=self.num_waiting,
+            kv_blocks_used=pool.used,
+            kv_blocks_total=pool.total,
+            prefix_cache_hit_tokens=self.hit_tokens,
+            num_tokens=0,
+            num_prefill_tokens=0,
+        )
+
     def _admit(self, now: float, budget: int, chunks: list[tuple[RequestState, int]]) -> bool:
         """Admit waiting requests in queue order while budget, seats and blocks allow; True when
-        one was left waiting for seats or blocks (not for the token budget)."""
+        one was left waiting for seats or blocks (not for the token budget). With asynchronous
+        loads, the requests whose loads ended go first; the ones passed over are in
+        ``_skipped`` for the caller to put back (:meth:`_put_back_skipped`)."""
         waiting = self.waiting
+        async_load = self._async_load
+        loaded = self._loaded
+        while loaded and budget > 0:
+            if len(self._decoding) + len(chunks) >= self.max_num_seqs:
+                return True
+            if not self._admit_loaded(loaded[0], budget, chunks, now):
+                return True
+            loaded.pop(0)
+            budget -= chunks[-1][1]
         pool = self.pool
         bs = self.block_size
         per_key = pool.per_key
@@ -836,6 +993,10 @@ class Engine:
             if n_running >= self.max_num_seqs:
                 return True
             total = r.prompt_tokens + r.num_output_tokens
+            if async_load and len(self._loading) >= self.max_num_seqs:
+                # vLLM's backpressure (get_num_new_matched_tokens: at most max_num_seqs loads in
+                # flight) answers "try later" to every request it is asked about
+                return False
             keys = r.block_keys
             hits = idle = 0
             below = 0  # leading blocks past the GPU's hit found in the tiers below
@@ -843,7 +1004,14 @@ class Engine:
                 hits, idle = pool.longest_hit_runs(keys, (total - 1) // bs)
                 tiers = self.tiers
                 if tiers is not None:
-                    below = sum(tiers.find(keys, hits, min(len(keys), (total - 1) // bs)))
+                    if async_load:
+                        found = tiers.lookup(keys, hits, min(len(keys), (total - 1) // bs), self._keys_loading)
+                        if found is None:  # a block still being stored, or being loaded: try later
+                            self._skipped.append(waiting.pop())
+                            continue
+                        below = sum(found)
+                    else:
+                        below = sum(tiers.find(keys, hits, min(len(keys), (total - 1) // bs)))
             own = 0  # a preempted request's own blocks found in the tiers, right after its keyed ones
             off = self._offloaded.get(r.request_id) if self._offloaded else None
             if off is not None and hits + below == off[0]:
@@ -851,6 +1019,10 @@ class Engine:
                 own_keys = [private_key(r.request_id, i) for i in range(off[0], min(off[1], (total - 1) // bs))]
                 own = sum(self.tiers.find(own_keys, 0, len(own_keys)))
             cached = (hits + below + own) * bs
+            if async_load and below + own:
+                if not self._start_load(r, keys, hits, idle, below, own, off, now):
+                    return True
+                continue
             start = cached if cached >= r.external_tokens else r.external_tokens  # P/D: KV sent over
             chunk = min(total - start, budget)
             held = self._blocks_for(start + chunk)
@@ -897,7 +1069,7 @@ class Engine:
                 own_keys = [private_key(r.request_id, i) for i in range(off[0], off[1])]
                 if own:
                     self._step_load_s += self.tiers.promote(own_keys, 0, own, bs, False)  # a load, no hit
-                self.tiers.discard(own_keys[own:])  # the rest is recomputed
+                self.tiers.discard(own_keys)  # the rest is recomputed (an inclusive tier drops the loaded too)
                 del self._offloaded[r.request_id]
             r.num_keys_registered = hits
             self._allocate(new_blocks)
@@ -918,6 +1090,98 @@ class Engine:
             budget -= chunk
             n_running += 1
         return False
+
+    def _start_load(
+        self,
+        r: RequestState,
+        keys: KeyRuns | None,
+        hits: int,
+        idle: int,
+        below: int,
+        own: int,
+        off: tuple[int, int] | None,
+        now: float,
+    ) -> bool:
+        """vLLM's asynchronous load (``get_num_new_matched_tokens`` answers ``(tokens, True)``;
+        ``Scheduler.schedule`` allocates the blocks of the computed and loaded tokens, takes no
+        token budget and no seat, and parks the request in ``WAITING_FOR_REMOTE_KVS``): the
+        request holds the blocks of its GPU hit and of the blocks it loads, its load is booked on
+        the read channel from ``now`` and it leaves the queue until the load ends. False (nothing
+        done) when the pool cannot give the blocks (vLLM: ``allocate_slots`` fails, admission
+        stops). The requests loading or loaded together never need more than the pool (their
+        whole prompts' blocks): each can then finish its prefill once the batch has drained, where
+        loads holding most of the pool would otherwise wait for each other for ever (servecap's
+        rule; vLLM gates an asynchronous load's allocation on ``reserved_blocks``,
+        ``KVCacheManager.allocate_slots``, "so their initial allocation cannot consume blocks an
+        already in-flight (prefilling) sequence is relying on")."""
+        pool = self.pool
+        per_key = pool.per_key
+        bs = self.block_size
+        tiers = self.tiers
+        assert tiers is not None
+        cached = (hits + below + own) * bs
+        held = self._blocks_for(cached)
+        new_blocks = held - per_key * hits
+        whole = self._blocks_for(r.prompt_tokens + r.num_output_tokens)
+        if new_blocks + idle * per_key > pool.free + pool.idle * per_key or self._load_blocks + whole > pool.total:
+            return False
+        self._load_blocks += whole
+        self.waiting.pop()  # its tokens stay in _waiting_tokens: it is still waiting
+        if hits:
+            assert keys is not None
+            ranges: list[int] = []
+            pool.acquire_runs(keys, hits, ranges)
+            r.cached_keys_held = ranges
+            r.cached_blocks_held = hits
+        load = 0.0
+        loading: list[int] = []
+        if below:
+            assert keys is not None
+            load += tiers.promote(keys, hits, below, bs, r.preemptions == 0)  # hits on a first admission only
+            loading = [keys[i] for i in range(hits, hits + below)]
+        if off is not None:
+            own_keys = [private_key(r.request_id, i) for i in range(off[0], off[1])]
+            if own:
+                load += tiers.promote(own_keys, 0, own, bs, False)  # its own blocks: a load, no hit
+            tiers.discard(own_keys)  # loaded (an inclusive tier keeps no copy of them), or recomputed
+            del self._offloaded[r.request_id]
+        ready = tiers.book_load(load, now)
+        r.num_keys_registered = hits
+        self._allocate(new_blocks)
+        r.num_computed_tokens = cached
+        r.num_blocks_held = held
+        if r.preemptions == 0:  # counted on a first admission only, as in _admit
+            r.cached_prompt_tokens = cached
+            self.hit_tokens += hits * bs
+            self.query_tokens += r.prompt_tokens + r.num_output_tokens - r.external_tokens
+        self._loading[r.request_id] = (ready, r, loading)
+        self._keys_loading.update(loading)
+        if ready < self._next_ready_s:
+            self._next_ready_s = ready
+        if self._store_on_compute:
+            self._stored[r.request_id] = hits + below  # vLLM: _next_stored_block_idx past the loaded blocks
+        return True
+
+    def _admit_loaded(self, r: RequestState, budget: int, chunks: list[tuple[RequestState, int]], now: float) -> bool:
+        """A request whose load ended (vLLM: ``WAITING`` with ``num_computed_tokens > 0``, no
+        lookup): its next chunk from the loaded tokens on; False when the pool cannot give the
+        chunk's blocks."""
+        pool = self.pool
+        start = r.num_computed_tokens
+        chunk = min(r.prompt_tokens + r.num_output_tokens - start, budget)
+        held = self._blocks_for(start + chunk)
+        new_blocks = held - r.num_blocks_held
+        if new_blocks > pool.free + pool.idle * pool.per_key:
+            return False
+        self._load_blocks -= self._blocks_for(r.prompt_tokens + r.num_output_tokens)
+        self._waiting_tokens -= r.prompt_tokens + r.output_tokens - r.num_output_tokens
+        self._allocate(new_blocks)
+        r.num_blocks_held = held
+        r.state = PREFILLING
+        if r.scheduled_s is None:
+            r.scheduled_s = now
+        chunks.append((r, chunk))
+        return True
 
     def _future_blocks(self, prompt_left: int, output_left: int, clip: int) -> int:
         """Blocks the ``reserve`` rule (a share of the output) holds back for requests with
@@ -1000,7 +1264,7 @@ class Engine:
     def can_fast_forward(self) -> bool:
         """True when the next steps are decode-only with an unchanging batch until an event:
         no prefill in flight and nobody the scheduler could admit."""
-        if self._prefilling is not None or not self._decoding:
+        if self._prefilling is not None or not self._decoding or self._loading or self._loaded:
             return False
         if not len(self.waiting):
             return True
@@ -1093,6 +1357,8 @@ class Engine:
         running = list(self._decoding.values())
         if self._prefilling is not None:
             running.append(self._prefilling)
+        # requests loading their KV, or waiting with it loaded, hold blocks too
+        running += [r for r in self._requests.values() if r.state == WAITING and r.num_blocks_held]
         private = 0
         holders: dict[tuple[int, int], int] = {}
         for r in running:
@@ -1121,6 +1387,8 @@ class Engine:
         for r in self._requests.values():
             if r.state == DECODING:
                 left += r.output_tokens - (r.output_at_join + self._decode_step - r.step_at_join)
+            elif r.state == WAITING:  # a loaded prompt counts as waiting work until it is scheduled
+                left += r.prompt_tokens + r.output_tokens - r.num_output_tokens
             else:
                 left += max(0, r.prompt_tokens - r.num_computed_tokens) + r.output_tokens - r.num_output_tokens
         assert left == self.num_inflight_tokens, (left, self.num_inflight_tokens)

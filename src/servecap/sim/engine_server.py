@@ -7,6 +7,8 @@ tight loop up to the time the loop asks for, returning after each step that fini
 With ``decode_runs`` a step that would be one of a run of decode-only steps with an unchanging
 batch starts the whole run instead (:meth:`Engine.advance_decode_run`, bounded by the time asked
 for) when the time asked for is more than eight steps away: identical results, fewer iterations.
+An engine whose only work is asynchronous loads from its KV tiers (:mod:`servecap.sim.kv_tiers`)
+is idle until the first ends, or until a request arrives.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ class EngineServer:
         self._start_s = 0.0  # when idle: the earliest time the next step may start
         self._out: list[FinishedRequest] = []
         self._step_s = 0.0  # the last single step's duration
+        # asynchronous loads from KV tiers (vLLM's offloading connector): an engine with nothing to
+        # run but loads in flight waits for the first to end, or for an arrival before then
+        tiers = engine.setup.kv_tiers
+        self._load_waits = tiers is not None and tiers.async_load
 
     def add(self, request: ArrivingRequest, now_s: float) -> bool:
         if type(request) is OpenLoopRequest:  # the open-loop source's own: fields read directly (compiled)
@@ -108,8 +114,8 @@ class EngineServer:
         if not self.engine.add(request_id, prompt, output, keys, priority, now_s):
             self._refuse(request, "rejected")
             return False
-        if not self._busy and now_s > self._start_s:
-            self._start_s = now_s
+        if not self._busy and (now_s > self._start_s or self._load_waits):
+            self._start_s = now_s  # (waiting for a load: a request arriving first is scheduled now)
         return True
 
     def _refuse(self, request: ArrivingRequest, error: str) -> None:
@@ -170,5 +176,9 @@ class EngineServer:
             end = engine.run_step(start)
             if end <= start:
                 raise RuntimeError("the engine has work but scheduled nothing")  # a bug, not input
+            if self._load_waits and engine.load_wait:
+                engine.load_wait = False
+                self._start_s = end  # idle until the load ends (next_event_s), unless a request comes
+                continue
             self._step_s = end - start
             self._busy, self._end_s = True, end

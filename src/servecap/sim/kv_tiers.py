@@ -30,8 +30,8 @@ miss and fed on eviction (``KvPool.on_evict``):
   ``vllm/v1/core/sched/scheduler.py``); a lookup meeting a block still being stored, or blocks
   another request is loading, answers "try later" and the request stays waiting (it does not
   recompute them). It also stores every block as it is computed (``_get_reqs_to_store``: a
-  write-through copy), where this module writes the GPU's victims. None of these is modelled
-  yet (docs/kv-tiers.md, "What vLLM's offloading connector does").
+  write-through copy), where this module by default writes the GPU's victims. These are the
+  ``async_load`` and ``store_on_compute`` modes below.
 
 - **Preemption.** vLLM's offloading connector stores every computed block to CPU DRAM and, from
   vLLM 0.14 ("Enabling preempted requests to be loaded back from the CPU", PR #29870, named in
@@ -52,12 +52,35 @@ miss and fed on eviction (``KvPool.on_evict``):
   The engine sets ``now_s`` at each step; a block pushed down from the CPU tier is written to
   the SSD tier then.
 
+**vLLM's offloading connector** (``TierSetup.store_on_compute`` and ``async_load``; the engine's
+``kv_store on-compute`` / ``kv_load async``, :mod:`servecap.sim.engine`):
+
+- **Stored as computed** (``OffloadingConnectorScheduler._get_reqs_to_store`` in
+  ``vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py``: each step, the
+  request's blocks that become full in it, from ``_next_stored_block_idx`` on; the worker copies
+  them out on its own CUDA stream after the forward pass, so the copy overlaps the next steps'
+  compute). :meth:`TierStore.store_computed` writes a request's newly full keyed blocks into the
+  first private tier (and the remote store) from the end of the step that computed them, at the
+  tier's write bandwidth; a block already there is only refreshed (``prepare_store`` skips
+  blocks already offloaded and ``touch`` moves them to the LRU's recent end). The GPU's evictions
+  then write nothing: the tier is a write-through copy, its LRU victims cascading to the SSD.
+- **Inclusive**: a load leaves the block in the tier (``CPUOffloadingManager.prepare_load`` /
+  ``complete_load`` in ``vllm/v1/kv_offload/cpu/manager.py`` only count references).
+- **Asynchronous loads**: the lookup (:meth:`TierStore.lookup`) answers "try later" (None) when
+  the leading run meets a block whose store has not ended (the manager's ``HIT_PENDING``:
+  ``get_num_new_matched_tokens`` returns ``None``) or a block another request is loading
+  (``_blocks_being_loaded``: "hit blocks are being loaded, delay request"); a load is booked on
+  the replica's one read channel (:meth:`TierStore.book_load`: it starts when the channel is
+  free, the worker's transfers running one after another) and the request waits for it outside
+  the batch (the engine).
+
 Hit counts are kept per tier in tokens (``hit_tokens``), beside the engine's GPU hits, on a
 request's first admission only, as the engine counts its own (:meth:`TierStore.promote`).
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,13 +103,17 @@ class TierSetup:
     """One replica's tiers (a subset of cpu, ssd, remote, in that order) and what a load costs:
     ``key_bytes_per_gpu`` is one logical block's KV on one GPU (every layer, every KV-cache
     group), ``gpus`` the replica's GPUs (the capacity holds every GPU's shard), ``num_layers``
-    the layers a layer-wise load pipelines over."""
+    the layers a layer-wise load pipelines over. ``async_load`` and ``store_on_compute``: vLLM's
+    offloading connector's behaviour (the module doc); both False: a victim cache whose loads
+    the admitting step takes (``layerwise`` or not)."""
 
     tiers: tuple[KvTier, ...]
     key_bytes_per_gpu: int
     gpus: int
     num_layers: int
     layerwise: bool = True
+    async_load: bool = False  # vLLM's connector: the request waits outside the batch for its load
+    store_on_compute: bool = False  # vLLM's connector: every computed block written (write-through)
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tiers]
@@ -165,22 +192,31 @@ class TierStore:
         # seconds one block's write takes on each level (every GPU's shard in parallel)
         self._write_block_s = [store_s(t.tier, setup.key_bytes_per_gpu) for t in self.levels]
         self.written_blocks = [0] * len(self.levels)
+        self.pending_s = math.inf  # the earliest write end a lookup met ("try later")
+        self.read_free_s = 0.0  # when the replica's read channel (its loads, one after another) is free
+        self.inclusive = setup.store_on_compute  # a load leaves the block in its private tier
 
     def _write(self, level: int, n: int) -> float:
         """Book ``n`` blocks' write on ``level``'s channel from now; returns when it ends."""
-        start = self.now_s if self.now_s > self.write_free_s[level] else self.write_free_s[level]
+        return self._write_at(level, n, self.now_s)
+
+    def _write_at(self, level: int, n: int, at_s: float) -> float:
+        """Book ``n`` blocks' write on ``level``'s channel from ``at_s``; returns when it ends."""
+        start = at_s if at_s > self.write_free_s[level] else self.write_free_s[level]
         end = start + n * self._write_block_s[level]
         self.write_free_s[level] = end
         self.written_blocks[level] += n
         return end
 
-    def _put(self, level: int, keys: Sequence[int]) -> list[int]:
-        """``keys`` into ``level``, the ones it lacks written there (a block it holds is only
-        refreshed); returns the keys it pushed out."""
+    def _put(self, level: int, keys: Sequence[int], at_s: float = -1.0) -> list[int]:
+        """``keys`` into ``level``, the ones it lacks written there from ``at_s`` (now when
+        negative; a block it holds is only refreshed); returns the keys it pushed out."""
         t = self.levels[level]
         lru = t.lru
+        if at_s < 0.0:
+            at_s = self.now_s
         new = sum(1 for k in keys if k not in lru)
-        ready = self._write(level, new) if new else self.now_s
+        ready = self._write_at(level, new, at_s) if new else at_s
         out = []
         for k in keys:
             pushed = t.put(k, ready)
@@ -188,12 +224,22 @@ class TierStore:
                 out.append(pushed)
         return out
 
-    def _put_private(self, keys: Sequence[int]) -> None:
-        """``keys`` into the first private tier, each level's push-outs written one level down."""
+    def _put_private(self, keys: Sequence[int], at_s: float = -1.0) -> None:
+        """``keys`` into the first private tier, each level's push-outs written one level down
+        (from ``at_s``, now when negative)."""
         for level in range(len(self.private)):
             if not keys:
                 return
-            keys = self._put(level, keys)
+            keys = self._put(level, keys, at_s)
+
+    def store_computed(self, keys: Sequence[int], at_s: float) -> None:
+        """vLLM's store as computed (module doc): blocks a request computed, written from
+        ``at_s`` (the end of the step that computed them) into the first private tier, cascading
+        down, and into the remote store; the ones a tier holds are only refreshed."""
+        if self.private:
+            self._put_private(keys, at_s)
+        if self.remote is not None:
+            self._put(len(self.levels) - 1, keys, at_s)
 
     def demote(self, key: int) -> None:
         """A block the GPU evicted: into the first private tier (cascading down) and the
@@ -238,22 +284,60 @@ class TierStore:
                 break
         return found
 
+    def lookup(self, keys: Sequence[int], start: int, stop: int, loading: set[int]) -> list[int] | None:
+        """:meth:`find` as vLLM's connector answers an asynchronous lookup: None ("try later")
+        when the leading run meets a block a tier holds whose write has not ended (the CPU
+        manager's ``HIT_PENDING``) or, among the blocks found, one in ``loading`` (another
+        request's load in flight: ``_blocks_being_loaded``); else the blocks found per level.
+        A pending block's write end is kept in ``pending_s`` (the engine retries then)."""
+        found = [0] * len(self.levels)
+        levels = self.levels
+        now = self.now_s
+        for i in range(start, stop):
+            k = keys[i]
+            held = False
+            for j, t in enumerate(levels):
+                ready = t.lru.get(k)
+                if ready is not None:
+                    if ready > now:
+                        if ready < self.pending_s:
+                            self.pending_s = ready
+                        return None
+                    if k in loading:
+                        return None
+                    found[j] += 1
+                    held = True
+                    break
+            if not held:
+                break
+        return found
+
+    def book_load(self, load: float, at_s: float) -> float:
+        """Book a load of ``load`` seconds on the replica's read channel, asked for at ``at_s``:
+        it starts when the channel is free (the worker's transfers one after another); returns
+        when it ends."""
+        start = at_s if at_s > self.read_free_s else self.read_free_s
+        self.read_free_s = start + load
+        return self.read_free_s
+
     def promote(self, keys: Sequence[int], start: int, n: int, block_size: int, count_hits: bool = True) -> float:
         """Load ``keys[start:start + n]`` (found by :meth:`find`) back into GPU memory: private
-        tiers give them up, the remote store keeps them; returns the load's time (its tiers'
-        loads in sequence over the GPU's links), before any overlap with compute. The blocks
-        count as hits only with ``count_hits`` (a request's first admission: a preempted
-        request's loads are vLLM's ``preempted_hits``, left out of its hit-rate counters)."""
+        tiers give them up (keep them when ``inclusive``: vLLM's connector), the remote store
+        keeps them; returns the load's time (its tiers' loads in sequence over the GPU's links),
+        before any overlap with compute. The blocks count as hits only with ``count_hits`` (a
+        request's first admission: a preempted request's loads are vLLM's ``preempted_hits``,
+        left out of its hit-rate counters)."""
         levels = self.levels
         per_level = [0] * len(levels)
         now = self.now_s
+        inclusive = self.inclusive
         for i in range(start, start + n):
             k = keys[i]
             for j, t in enumerate(levels):
                 ready = t.lru.get(k)
                 if ready is not None and ready <= now:
                     per_level[j] += 1
-                    if t is self.remote:
+                    if inclusive or t is self.remote:
                         t.lru.move_to_end(k)
                     else:
                         del t.lru[k]

@@ -16,6 +16,31 @@ from servecap.specs.perf import Efficiency
 
 SchedulingPolicy = Literal["fcfs", "priority"]
 POLICIES: tuple[SchedulingPolicy, ...] = ("fcfs", "priority")
+KV_LOADS = ("layerwise", "blocking", "async")
+KV_STORES = ("on-evict", "on-compute")
+
+
+def offload_modes(engine: str, kv_load: str = "auto", kv_store: str = "auto") -> tuple[str, str]:
+    """How the KV tiers are loaded and fed, ``auto`` taking the engine's own way:
+
+    - vLLM (its native ``OffloadingConnector``, ``--kv-offloading-size``): ``async`` loads (the
+      request waits outside the batch for its blocks: ``WAITING_FOR_REMOTE_KVS``) and
+      ``on-compute`` stores (every computed block copied to CPU DRAM: ``_get_reqs_to_store``);
+      :mod:`servecap.sim.kv_tiers`.
+    - the other engines: ``layerwise`` loads taken by the admitting step (LMCache's
+      ``use_layerwise``) and ``on-evict`` stores (the tier holds the GPU's eviction victims),
+      servecap's first model, kept under those names for every engine.
+    """
+    if kv_load not in (*KV_LOADS, "auto"):
+        raise ServecapError("kv_load", kv_load, f"one of auto, {', '.join(KV_LOADS)}")
+    if kv_store not in (*KV_STORES, "auto"):
+        raise ServecapError("kv_store", kv_store, f"one of auto, {', '.join(KV_STORES)}")
+    vllm = engine == "vllm"
+    load = kv_load if kv_load != "auto" else ("async" if vllm else "layerwise")
+    store = kv_store if kv_store != "auto" else ("on-compute" if vllm else "on-evict")
+    if load == "async" and not vllm:
+        raise ServecapError("kv_load", load, f"asynchronous loads are vLLM's offloading connector's (engine {engine})")
+    return load, store
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +85,16 @@ def engine_setup_from_plan(
     efficiency: Efficiency | None = None,
     kv_tiers: tuple[KvTier, ...] = (),
     kv_layerwise: bool = True,
+    kv_load: str | None = None,
+    kv_store: str = "on-evict",
 ) -> EngineSetup:
     """The engine of ``plan``'s deployment. ``efficiency`` defaults to the plan's (which is a
     calibration file's when the plan was made with one). ``kv_tiers``: tiers below GPU memory
     (cpu, ssd, remote; :mod:`servecap.sim.kv_tiers`), each capacity for the whole replica;
-    ``kv_layerwise``: loads overlap the compute layer by layer (LMCache ``use_layerwise``)."""
+    ``kv_layerwise``: loads overlap the compute layer by layer (LMCache ``use_layerwise``);
+    ``kv_load`` (``layerwise``, ``blocking``, ``async``, ``auto``; given, it replaces
+    ``kv_layerwise``) and ``kv_store`` (``on-evict``, ``on-compute``, ``auto``): how the tiers
+    are loaded and fed (:func:`offload_modes`)."""
     eng = plan.deployment.engine
     if waiting_queue_limit is not None and waiting_queue_limit < 0:
         raise ServecapError("waiting_queue_limit", waiting_queue_limit, "must be >= 0")
@@ -91,17 +121,27 @@ def engine_setup_from_plan(
                 "kv_tiers", [t.name for t in kv_tiers], "KV tiers hold prefix-cache blocks: they need prefix caching"
             )
         par = plan.deployment.parallelism
+        load, store = offload_modes(
+            eng.engine, kv_load if kv_load is not None else ("layerwise" if kv_layerwise else "blocking"), kv_store
+        )
         tiers = TierSetup(
             tuple(kv_tiers),
             key_bytes_per_gpu=len(plan.layout.groups) * plan.layout.bytes_per_block,
             gpus=par.num_gpus,
             num_layers=max(1, plan.deployment.model.num_layers // par.pp),
-            layerwise=kv_layerwise,
+            layerwise=load == "layerwise",
+            async_load=load == "async",
+            store_on_compute=store == "on-compute",
         )
+        how = {
+            "layerwise": "loads overlap the compute layer by layer",
+            "blocking": "load, then compute",
+            "async": "loads asynchronous: a request waits outside the batch for its blocks",
+        }[load]
         notes.append(
             "KV tiers: "
             + ", ".join(f"{t.name} {t.capacity_bytes / 2**30:,.0f} GiB" for t in kv_tiers)
-            + (" (loads overlap the compute layer by layer)" if kv_layerwise else " (load, then compute)")
+            + (f" ({how}; every computed block stored)" if store == "on-compute" else f" ({how})")
         )
     policy: SchedulingPolicy = "priority" if scheduling_policy == "priority" else "fcfs"
     # attention data parallelism: the dp ranks' pools and limits, scheduled as one balanced pool
