@@ -121,7 +121,7 @@ def local_ray() -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
     yield
     if "local_ray" in getattr(item, "fixturenames", ()) and "local_ray" not in getattr(nextitem, "fixturenames", ()):
         ray = sys.modules.get("ray")
