@@ -7,7 +7,7 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return self.groups.get(nodeid) or super()._split_scope(nodeid)
 
     return MarkedGroupScheduling(config, log)
+
+
+@pytest.fixture()
+def local_ray() -> None:
+    """A local Ray instance (2 CPUs), started as ``make_executor("ray", workers=2)`` starts one, for
+    the tests that run on one (the Ray tests of tests/app, tests/distributed and tests/fleet): the
+    first such test starts it, the next ones find it up (an executor leaves up a Ray it did not
+    start), and it stops once the next test does not ask for it (pytest_runtest_teardown below).
+    The 'ray' group runs them one after another on one worker: one start and one set of Ray workers
+    importing servecap instead of one per module."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        from servecap.distributed.ray_executor import RayExecutor
+
+        RayExecutor(num_cpus=2)._ensure_started()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    yield
+    if "local_ray" in getattr(item, "fixturenames", ()) and "local_ray" not in getattr(nextitem, "fixturenames", ()):
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -42,6 +42,7 @@ def test_a_process_pool_of_two_gives_the_serial_plan(serial: FleetPlanResponse) 
 
 
 @pytest.mark.ray
+@pytest.mark.usefixtures("local_ray")  # tests/conftest.py: one Ray for the Ray tests in a row
 def test_ray_gives_the_serial_plan(serial: FleetPlanResponse) -> None:
     pytest.importorskip("ray")
     _same(fleet_plan(plan_request_from_dict(RAW), executor="ray", workers=2), serial)

@@ -1,5 +1,5 @@
-"""The Ray executor on a local Ray instance the test starts (2 CPUs): the same values as the
-serial executor, and a failing or dying task costs only its own outcome."""
+"""The Ray executor on a local Ray instance (2 CPUs; the one the Ray tests share, tests/conftest.py):
+the same values as the serial executor, and a failing or dying task costs only its own outcome."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from servecap.distributed import make_executor
 from servecap.distributed.executor import WORKER_DIED
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]  # the shared instance: tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ from servecap.errors import ServecapError
 # find, not import: importing litellm fetches a price table unless LITELLM_LOCAL_MODEL_COST_MAP is set first
 pytestmark = [pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="needs litellm (the dev extra)")]
 pytestmark.append(pytest.mark.filterwarnings("ignore:Item .* is using the `ReadOnly` qualifier:UserWarning"))
+# importing litellm and its proxy's models costs seconds of CPU: one worker imports them (make test)
+pytestmark.append(pytest.mark.xdist_group("litellm"))
 
 
 @pytest.fixture(autouse=True)

@@ -184,7 +184,8 @@ def test_a_sweep_runs_each_point_on_its_layout(kind: str) -> None:
 
 @pytest.fixture(scope="module")
 def ray_executor() -> Any:
-    """One local Ray instance (2 CPUs) for both layouts: its start is the slow part."""
+    """The Ray executor for both layouts, on the local Ray instance the tests share (local_ray,
+    tests/conftest.py): its start is the slow part."""
     pytest.importorskip("ray")
     from servecap.distributed import make_executor
 
@@ -196,6 +197,7 @@ def ray_executor() -> Any:
 
 
 @pytest.mark.ray
+@pytest.mark.usefixtures("local_ray")
 @pytest.mark.parametrize("kind", LAYOUTS)
 def test_a_sweep_on_ray_matches_serial_on_each_layout(kind: str, ray_executor: Any) -> None:
     """Bounded: 2 points of 60 requests, two seeds streamed into sketches that Ray workers ship

@@ -5,8 +5,7 @@ flags ``simulate`` and ``fleet simulate`` share; bad values end in one line nami
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +93,13 @@ def test_a_trace_in_a_plan_file_refuses_a_peak() -> None:
         traffic_workload(plan_request_from_dict(raw))
 
 
-def test_a_bad_trace_line_and_nan_are_one_line_on_stderr_exit_2(tmp_path: Path) -> None:
+def test_a_bad_trace_line_and_nan_are_one_line_on_stderr_exit_2(
+    tmp_path: Path, servecap_cli: Callable[..., Any]
+) -> None:
     bad = tmp_path / "t.jsonl"
     bad.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n{"timestamp": 1, "input_length": -5}\n')
     for flags, named in ((["--trace", str(bad)], "t.jsonl:2"), ([*AZURE, "--time-scale", "nan"], "--time-scale")):
-        p = subprocess.run(
-            [sys.executable, "-m", "servecap", *BASE, *flags], capture_output=True, text=True, timeout=60, check=False
-        )
+        p = servecap_cli(*BASE, *flags)  # the console entry point in this process (tests/conftest.py)
         assert p.returncode == 2 and p.stdout == ""
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert named in p.stderr

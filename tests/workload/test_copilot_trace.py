@@ -8,8 +8,7 @@ gap the test works out by hand."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +97,9 @@ def test_a_bad_line_is_named(tmp_path: Path, line: str, named: str) -> None:
     assert named in str(err.value) and "\n" not in str(err.value)
 
 
-def test_a_bad_file_is_one_line_on_stderr_exit_2(tmp_path: Path) -> None:
+def test_a_bad_file_is_one_line_on_stderr_exit_2(tmp_path: Path, servecap_cli: Callable[..., Any]) -> None:
     p = _write(tmp_path, _session(_call("2026-06-01T10:00:00", 10, 1, 0)), '{"session_id": "x", "turns": [7]}')
-    cmd = [sys.executable, "-m", "servecap", "simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100"]
-    r = subprocess.run(
-        [*cmd, "--trace", str(p), "--trace-format", "copilot"], capture_output=True, text=True, timeout=60
-    )
+    cmd = ["simulate", "-m", "meta-llama/Llama-3.1-8B", "-g", "H100"]
+    r = servecap_cli(*cmd, "--trace", str(p), "--trace-format", "copilot")  # in this process: tests/conftest.py
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and "c.jsonl:2.turns[0]" in r.stderr, r.stderr

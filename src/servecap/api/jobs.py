@@ -38,6 +38,18 @@ from servecap.progress import Progress
 JobFn = Callable[[dict[str, Any], Callable[[Progress], None]], dict[str, Any]]
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
+
+JOB_MODULES = (
+    "servecap.api.jobfns",
+    "servecap.api.replay_job",
+    "servecap.api.cache_replay_job",
+    "servecap.app.simulate",
+    "servecap.app.capacity",
+    "servecap.app.fleet_simulate",
+    "servecap.app.fleet_plan",
+    "servecap.results.store",
+)
+"""The modules a job's process runs (the job functions and the use cases they import when called)."""
 FINAL = frozenset({DONE, FAILED, CANCELLED})
 _PROGRESS_EVERY_S = 0.1
 
@@ -180,6 +192,10 @@ class JobManager:
         self._slots = asyncio.Semaphore(max_running)
         self._tasks: set[asyncio.Task[None]] = set()
         self._ctx = multiprocessing.get_context("forkserver")
+        # the fork server imports what the jobs run once, when it starts (the first job): each job's
+        # process is forked from it with them loaded instead of importing them again (a second or
+        # two of CPU a job). No effect once the fork server runs; a module that fails is skipped.
+        self._ctx.set_forkserver_preload(["__main__", *JOB_MODULES])
         self._counter = itertools.count(1)
 
     # -- submit, look up, cancel ------------------------------------------------------------------

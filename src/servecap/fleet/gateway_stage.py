@@ -94,6 +94,48 @@ class _Flight:
     pool: str | None  # None: any fleet pool (no model routing)
 
 
+class _TtftWindow:
+    """One pool's TTFT samples for the overflow signal, in the order they were taken: appended at
+    the end, dropped from the front while the front's first token is older than the window (as a
+    deque of (first token, TTFT) pairs was). The TTFTs sit in one numpy array, so a p99 reads a
+    slice of it; copying the pairs into a new array on every read of the signals (each admission)
+    was most of a gateway-fronted run's time. The p99 is kept until a sample comes or goes."""
+
+    __slots__ = ("_at_s", "_head", "_p99", "_tail", "_ttft_s")
+
+    def __init__(self) -> None:
+        self._at_s: deque[float] = deque()
+        self._ttft_s = np.empty(64)
+        self._head = 0  # the live samples: _ttft_s[_head:_tail]
+        self._tail = 0
+        self._p99: float | None = None
+
+    def append(self, at_s: float, ttft_s: float) -> None:
+        if self._tail == len(self._ttft_s):  # full: move the live part to the front (grown if need be)
+            live = self._ttft_s[self._head : self._tail]
+            buf = self._ttft_s if 2 * len(live) <= len(self._ttft_s) else np.empty(2 * len(self._ttft_s))
+            buf[: len(live)] = live
+            self._ttft_s, self._head, self._tail = buf, 0, len(live)
+        self._ttft_s[self._tail] = ttft_s
+        self._tail += 1
+        self._at_s.append(at_s)
+        self._p99 = None
+
+    def p99_since(self, start_s: float) -> float | None:
+        """The p99 TTFT of the samples left after dropping those at the front before ``start_s``
+        (None when none is left)."""
+        at_s = self._at_s
+        while at_s and at_s[0] < start_s:
+            at_s.popleft()
+            self._head += 1
+            self._p99 = None
+        if not at_s:
+            return None
+        if self._p99 is None:
+            self._p99 = float(np.percentile(self._ttft_s[self._head : self._tail], 99))
+        return self._p99
+
+
 class GatewayStage:
     """The Server seam around ``fleet`` with the gateway ``config`` in front of it."""
 
@@ -122,7 +164,7 @@ class GatewayStage:
         self._waited: set[int] = set()
         self._flights: dict[int, _Flight] = {}
         self._inflight: dict[str | None, int] = {}
-        self._ttft: dict[str | None, deque[tuple[float, float]]] = {}
+        self._ttft: dict[str | None, _TtftWindow] = {}
         self._signals: dict[str, PoolSignals] = {}
         self._signals_at_s = -_INF
         self.counts = GatewayCounts()
@@ -350,7 +392,10 @@ class GatewayStage:
             if err is None:
                 first = rec.first_token_s
                 if first is not None and self.policies.overflow:
-                    self._ttft.setdefault(fl.pool, deque()).append((first, first - rec.arrival_s))
+                    window = self._ttft.get(fl.pool)
+                    if window is None:
+                        window = self._ttft[fl.pool] = _TtftWindow()
+                    window.append(first, first - rec.arrival_s)
                 end = rec.end_s
                 assert end is not None
                 self._end(fl.req, rec, end, "fleet")
@@ -439,12 +484,7 @@ class GatewayStage:
             q = self._queues.get(name)
             depth += len(q) if q is not None else 0
             samples = self._ttft.get(name)
-            p99: float | None = None
-            if samples:
-                while samples and samples[0][0] < now_s - window:
-                    samples.popleft()
-                if samples:
-                    p99 = float(np.percentile([v for _, v in samples], 99))
+            p99 = samples.p99_since(now_s - window) if samples is not None else None
             out[name] = PoolSignals(depth, p99)
         self._signals, self._signals_at_s = out, now_s
         return out

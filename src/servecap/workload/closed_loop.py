@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servecap.workload.dists import AnyDist, mean, sample, sample_tokens
+from servecap.workload.dists import AnyDist, mean, sample_one, sample_token_one
 from servecap.workload.popularity import draw_popular
 from servecap.workload.request import RequestSpec
 from servecap.workload.spec import PrefixSpec, UsersSpec, WorkloadSpec
@@ -74,7 +74,7 @@ class ClosedLoopUsers:
         the run is over (``num_requests`` issued or the turn would arrive at/after ``duration_s``).
         """
         user = self._users[user_id]
-        think = float(sample(self.users_spec.think_time_s, user.rng, 1)[0])
+        think = sample_one(self.users_spec.think_time_s, user.rng)
         return self._turn(user_id, finished_at_s + think)
 
     def _turn(self, uid: int, at_s: float) -> RequestSpec | None:
@@ -84,8 +84,8 @@ class ClosedLoopUsers:
         if spec.duration_s is not None and at_s >= spec.duration_s:
             return None
         user = self._users[uid]
-        new = int(sample_tokens(self._prompt, user.rng, 1)[0])
-        out = int(sample_tokens(self._output, user.rng, 1)[0])
+        new = sample_token_one(self._prompt, user.rng)
+        out = sample_token_one(self._output, user.rng)
         too_long = user.prefix_tokens + user.history_tokens + new + out > self.users_spec.max_context_tokens
         if user.turns_left <= 0 or too_long:
             self._new_conversation(uid, user)
@@ -112,7 +112,7 @@ class ClosedLoopUsers:
         user.conversation_id = uid * CONVERSATIONS_PER_USER + user.conversations
         user.conversations += 1
         user.turn = 0
-        user.turns_left = max(1, int(sample_tokens(self.users_spec.turns, user.rng, 1)[0]))
+        user.turns_left = max(1, sample_token_one(self.users_spec.turns, user.rng))
         user.history_tokens = 0
         user.prefix_group, user.prefix_tokens = None, 0
         if self._prefix is not None and user.rng.uniform() < self._prefix.share:

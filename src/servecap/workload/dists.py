@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -52,6 +54,46 @@ def sample(dist: AnyDist, rng: np.random.Generator, n: int) -> NDArray[np.float6
 def sample_tokens(dist: AnyDist, rng: np.random.Generator, n: int, *, minimum: int = 1) -> NDArray[np.int64]:
     """Token counts: draws rounded to the nearest integer, at least ``minimum``."""
     return np.maximum(np.rint(sample(dist, rng, n)), minimum).astype(np.int64)
+
+
+def sample_one(dist: AnyDist, rng: np.random.Generator) -> float:
+    """One draw: the value of ``sample(dist, rng, 1)[0]``, the generator left in the same state.
+
+    A closed loop draws each turn's think time and lengths one at a time; through the array path
+    each draw cost a few numpy array calls, most of a closed-loop simulation's time (``capacity``
+    at its defaults). numpy's scalar draws (``size=None``) take the same values from the stream as
+    ``size=1``; tests/workload/test_scalar_draws.py pins the equality for every kind."""
+    if isinstance(dist, FixedDist):
+        return float(dist.value)
+    if isinstance(dist, ExponentialDist):
+        return float(rng.exponential(dist.mean))
+    if isinstance(dist, UniformDist):
+        return float(rng.uniform(dist.low, dist.high))
+    if isinstance(dist, NormalDist):
+        return _clip(float(rng.normal(dist.mean, dist.std)), dist.min, dist.max)
+    if isinstance(dist, LogNormalDist):
+        return _clip(float(rng.lognormal(np.log(dist.median), dist.sigma)), dist.min, dist.max)
+    if isinstance(dist, EmpiricalDist) and dist.values is not None:
+        return float(dist.values[int(rng.integers(0, len(dist.values)))])
+    return float(sample(dist, rng, 1)[0])  # a mixture (or values not loaded: sample's error)
+
+
+def sample_token_one(dist: AnyDist, rng: np.random.Generator, *, minimum: int = 1) -> int:
+    """One token count: the value of ``sample_tokens(dist, rng, 1)[0]`` (Python's ``round`` of a
+    float is ``np.rint``'s: the nearest integer, halves to even)."""
+    x = sample_one(dist, rng)
+    if math.isfinite(x) and abs(x) < 2.0**62:
+        return max(round(x), minimum)
+    return int(np.maximum(np.rint(np.array([x])), minimum).astype(np.int64)[0])
+
+
+def _clip(x: float, low: float, high: float | None) -> float:
+    """``np.clip(x, low, high or inf)`` on one value."""
+    if x < low:
+        x = float(low)
+    if high is not None and x > high:
+        x = float(high)
+    return x
 
 
 def mean(dist: AnyDist) -> float:
