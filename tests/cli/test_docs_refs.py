@@ -12,7 +12,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 REF = re.compile(r"(?<![\w./-])((?:docs/|src/|tests/|benchmarks/|scripts/)?[\w.-]+(?:/[\w.-]+)*\.(?:md|py))\b")
 
 
-EXTERNAL = ("vllm/", "litellm/")  # other projects' sources, cited by their own paths
+# other projects' sources, cited by their own paths (a package's, or a repository's from its owner)
+EXTERNAL = ("vllm/", "litellm/", "vllm-project/vllm/", "ai-dynamo/aiconfigurator/")
 FILES = [
     p.relative_to(ROOT).as_posix()
     for d in ("src", "tests", "docs", "benchmarks", "scripts")
