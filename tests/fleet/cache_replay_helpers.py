@@ -14,6 +14,8 @@ from servecap.catalog import lookup_gpu, resolve_model
 from servecap.core.defaults import build_deployment
 from servecap.core.plan import plan
 from servecap.fleet import INSTANT, FleetSpec, Pool
+from servecap.fleet.cache_replay import CacheReplay
+from servecap.fleet.cache_replay_run import chunk_runs
 from servecap.sim import EngineSetup, engine_setup_from_plan
 from servecap.specs import RequestShape
 from servecap.workload import RequestArrays
@@ -91,3 +93,20 @@ def sessions(n: int, rate_per_s: float, seed: int) -> RequestArrays:
         hash_offsets=offsets,
         trace_block_tokens=512,
     )
+
+
+def admit_all(core: CacheReplay, arrays: RequestArrays, block_size: int) -> list[float]:
+    """Give ``arrays`` to the replay's ``core`` in one chunk (its runs of ``block_size`` blocks);
+    returns what the core writes out."""
+    offsets, keys, ends = chunk_runs(arrays, block_size)
+    out: list[float] = []
+    core.admit_chunk(
+        arrays.arrival_s.tolist(),
+        arrays.prompt_tokens.tolist(),
+        arrays.output_tokens.tolist(),
+        offsets.tolist(),
+        keys.tolist(),
+        ends.tolist(),
+        out,
+    )
+    return out

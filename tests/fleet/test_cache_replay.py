@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cache_replay_helpers import SAMPLE, direct_unbounded_hit_rate, replay_fleet, sessions
+from cache_replay_helpers import SAMPLE, admit_all, direct_unbounded_hit_rate, replay_fleet, sessions
 from cache_replay_helpers import setup as setup  # the fixture
 
 from servecap.errors import ServecapError
@@ -136,18 +136,7 @@ def test_lru_queues_are_bounded_by_the_cached_runs(setup: EngineSetup, capacity_
         0.0,
         True,
     )
-    arrays = sessions(1500, 16.0, 3)
-    offsets, keys, ends = chunk_runs(arrays, s.block_size)
-    out: list[float] = []
-    core.admit_chunk(
-        arrays.arrival_s.tolist(),
-        arrays.prompt_tokens.tolist(),
-        arrays.output_tokens.tolist(),
-        offsets.tolist(),
-        keys.tolist(),
-        ends.tolist(),
-        out,
-    )
+    admit_all(core, sessions(1500, 16.0, 3), s.block_size)
     for rep in core.replicas:
         pending = rep.queue[rep.head :]
         entries = {id(e): e for e in pending}

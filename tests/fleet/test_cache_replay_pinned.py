@@ -14,11 +14,11 @@ import math
 import random
 
 import pytest
-from cache_replay_helpers import BS, replay_fleet, sessions
+from cache_replay_helpers import BS, admit_all, replay_fleet, sessions
 from cache_replay_helpers import setup as setup  # the fixture
 
 from servecap.fleet.cache_replay import CacheReplay
-from servecap.fleet.cache_replay_run import cache_replay, chunk_runs
+from servecap.fleet.cache_replay_run import cache_replay
 from servecap.fleet.stream_source import chunked
 from servecap.policy.routers import PrecisePrefix, make_router
 from servecap.sim import EngineSetup
@@ -112,17 +112,7 @@ def test_core_outcome_is_pinned(setup: EngineSetup, router: str, caching: bool) 
         caching,
     )
     arrays = sessions(500, 150.0, 7)
-    offsets, keys, ends = chunk_runs(arrays, BS)
-    out: list[float] = []
-    core.admit_chunk(
-        arrays.arrival_s.tolist(),
-        arrays.prompt_tokens.tolist(),
-        arrays.output_tokens.tolist(),
-        offsets.tolist(),
-        keys.tolist(),
-        ends.tolist(),
-        out,
-    )
+    out = admit_all(core, arrays, BS)
     hit_blocks, per_replica, peak_keys, last_end_s, ttfts, total = PINNED[(router, caching)]
     assert core.hit_tokens == hit_blocks * BS
     assert tuple(r.served for r in core.replicas) == per_replica

@@ -875,20 +875,7 @@ class Engine:
             self.max_batch = num_seqs
         if not want_ids:
             return None
-        return StepOutcome(
-            duration_s=dur,
-            first_tokens=tuple(first_ids),
-            decoded=tuple(decoded_ids),
-            finished=tuple(finished_ids),
-            preempted=tuple(r.request_id for r in preempted),
-            num_running=self.num_running,
-            num_waiting=self.num_waiting,
-            kv_blocks_used=pool.used,
-            kv_blocks_total=pool.total,
-            prefix_cache_hit_tokens=self.hit_tokens,
-            num_tokens=num_tokens,
-            num_prefill_tokens=prompt,
-        )
+        return self._outcome(dur, first_ids, decoded_ids, finished_ids, preempted, num_tokens, prompt)
 
     def _prefill_only(self, now: float, chunks: list[tuple[RequestState, int]]) -> bool:
         """SGLang's order (``get_next_batch_to_run``: a new prefill batch first, else the decode
@@ -952,20 +939,33 @@ class Engine:
         self._last_end_s = wake
         if not want_ids:
             return None
+        return self._outcome(wake - now, _NO_IDS, _NO_IDS, _NO_IDS, preempted, 0, 0)
+
+    def _outcome(
+        self,
+        duration_s: float,
+        first_ids: list[int],
+        decoded_ids: list[int],
+        finished_ids: list[int],
+        preempted: list[RequestState],
+        num_tokens: int,
+        num_prefill_tokens: int,
+    ) -> StepOutcome:
+        """A step's :class:`StepOutcome`: its ids and the engine's state after it."""
         pool = self.pool
         return StepOutcome(
-            duration_s=wake - now,
-            first_tokens=(),
-            decoded=(),
-            finished=(),
+            duration_s=duration_s,
+            first_tokens=tuple(first_ids),
+            decoded=tuple(decoded_ids),
+            finished=tuple(finished_ids),
             preempted=tuple(r.request_id for r in preempted),
             num_running=self.num_running,
             num_waiting=self.num_waiting,
             kv_blocks_used=pool.used,
             kv_blocks_total=pool.total,
             prefix_cache_hit_tokens=self.hit_tokens,
-            num_tokens=0,
-            num_prefill_tokens=0,
+            num_tokens=num_tokens,
+            num_prefill_tokens=num_prefill_tokens,
         )
 
     def _admit(self, now: float, budget: int, chunks: list[tuple[RequestState, int]]) -> bool:
