@@ -1054,23 +1054,8 @@ class Engine:
                 return True
             waiting.pop()
             self._waiting_tokens -= r.prompt_tokens + r.output_tokens - r.num_output_tokens
-            if hits:
-                assert keys is not None
-                ranges: list[int] = []
-                pool.acquire_runs(keys, hits, ranges)
-                r.cached_keys_held = ranges
-                r.cached_blocks_held = hits
-            if below:
-                assert keys is not None and self.tiers is not None
-                # published once computed; hits on a first admission only (as the GPU's, below)
-                self._step_load_s += self.tiers.promote(keys, hits, below, bs, r.preemptions == 0)
-            if off is not None:
-                assert self.tiers is not None
-                own_keys = [private_key(r.request_id, i) for i in range(off[0], off[1])]
-                if own:
-                    self._step_load_s += self.tiers.promote(own_keys, 0, own, bs, False)  # a load, no hit
-                self.tiers.discard(own_keys)  # the rest is recomputed (an inclusive tier drops the loaded too)
-                del self._offloaded[r.request_id]
+            if hits or below or off is not None:
+                self._step_load_s += self._take_cached(r, keys, hits, below, own, off)
             r.num_keys_registered = hits
             self._allocate(new_blocks)
             r.num_computed_tokens = start
@@ -1079,13 +1064,7 @@ class Engine:
             if r.scheduled_s is None:
                 r.scheduled_s = now
             if r.preemptions == 0:
-                # a request's lookup counts on its first admission only, as vLLM's
-                # vllm:prefix_cache_queries/hits (KVCacheManager.record_prefix_cache_stats: a
-                # preempted one's goes to preempted_queries/hits, which /metrics leaves out;
-                # vLLM PR #25787): a re-admission finding its own freed blocks is no reuse
-                r.cached_prompt_tokens = cached
-                self.hit_tokens += hits * bs  # the GPU's hits (the tiers count their own)
-                self.query_tokens += total - r.external_tokens
+                self._count_lookup(r, cached, hits)
             chunks.append((r, chunk))
             budget -= chunk
             n_running += 1
@@ -1127,33 +1106,18 @@ class Engine:
             return False
         self._load_blocks += whole
         self.waiting.pop()  # its tokens stay in _waiting_tokens: it is still waiting
-        if hits:
-            assert keys is not None
-            ranges: list[int] = []
-            pool.acquire_runs(keys, hits, ranges)
-            r.cached_keys_held = ranges
-            r.cached_blocks_held = hits
-        load = 0.0
+        load = self._take_cached(r, keys, hits, below, own, off)
         loading: list[int] = []
         if below:
             assert keys is not None
-            load += tiers.promote(keys, hits, below, bs, r.preemptions == 0)  # hits on a first admission only
             loading = [keys[i] for i in range(hits, hits + below)]
-        if off is not None:
-            own_keys = [private_key(r.request_id, i) for i in range(off[0], off[1])]
-            if own:
-                load += tiers.promote(own_keys, 0, own, bs, False)  # its own blocks: a load, no hit
-            tiers.discard(own_keys)  # loaded (an inclusive tier keeps no copy of them), or recomputed
-            del self._offloaded[r.request_id]
         ready = tiers.book_load(load, now)
         r.num_keys_registered = hits
         self._allocate(new_blocks)
         r.num_computed_tokens = cached
         r.num_blocks_held = held
-        if r.preemptions == 0:  # counted on a first admission only, as in _admit
-            r.cached_prompt_tokens = cached
-            self.hit_tokens += hits * bs
-            self.query_tokens += r.prompt_tokens + r.num_output_tokens - r.external_tokens
+        if r.preemptions == 0:
+            self._count_lookup(r, cached, hits)
         self._loading[r.request_id] = (ready, r, loading)
         self._keys_loading.update(loading)
         if ready < self._next_ready_s:
@@ -1161,6 +1125,49 @@ class Engine:
         if self._store_on_compute:
             self._stored[r.request_id] = hits + below  # vLLM: _next_stored_block_idx past the loaded blocks
         return True
+
+    def _take_cached(
+        self,
+        r: RequestState,
+        keys: KeyRuns | None,
+        hits: int,
+        below: int,
+        own: int,
+        off: tuple[int, int] | None,
+    ) -> float:
+        """What an admitted request's lookup found, taken: it holds its ``hits`` GPU blocks, loads
+        the ``below`` blocks the tiers hold past them (hits on a first admission only, as the
+        GPU's: :meth:`_count_lookup`) and the ``own`` blocks of its offloaded KV (``off``: a load,
+        no hit), and drops the rest of its own (recomputed; an inclusive tier drops the loaded
+        too). Returns the load's time, before any overlap with compute."""
+        load = 0.0
+        if hits:
+            assert keys is not None
+            ranges: list[int] = []
+            self.pool.acquire_runs(keys, hits, ranges)
+            r.cached_keys_held = ranges
+            r.cached_blocks_held = hits
+        if below:
+            assert keys is not None and self.tiers is not None
+            load += self.tiers.promote(keys, hits, below, self.block_size, r.preemptions == 0)
+        if off is not None:
+            assert self.tiers is not None
+            own_keys = [private_key(r.request_id, i) for i in range(off[0], off[1])]
+            if own:
+                load += self.tiers.promote(own_keys, 0, own, self.block_size, False)
+            self.tiers.discard(own_keys)
+            del self._offloaded[r.request_id]
+        return load
+
+    def _count_lookup(self, r: RequestState, cached: int, hits: int) -> None:
+        """Count a request's lookup on its first admission only, as vLLM's
+        ``vllm:prefix_cache_queries/hits`` (``KVCacheManager.record_prefix_cache_stats``: a
+        preempted one's goes to ``preempted_queries/hits``, which /metrics leaves out; vLLM PR
+        #25787): a re-admission finding its own freed blocks is no reuse. The GPU's hits only (the
+        tiers count their own)."""
+        r.cached_prompt_tokens = cached
+        self.hit_tokens += hits * self.block_size
+        self.query_tokens += r.prompt_tokens + r.num_output_tokens - r.external_tokens
 
     def _admit_loaded(self, r: RequestState, budget: int, chunks: list[tuple[RequestState, int]], now: float) -> bool:
         """A request whose load ended (vLLM: ``WAITING`` with ``num_computed_tokens > 0``, no
