@@ -164,13 +164,13 @@ def test_lm_head_runs_once_per_sequence() -> None:
 
 
 def test_ttft_carries_the_servers_per_request_cost() -> None:
-    """TTFT as the client sees it: the prefill steps plus Efficiency.request_overhead_s (6.7 ms
+    """TTFT as the client sees it: the prefill steps plus Efficiency.request_overhead_s (6.5 ms
     by default, docs/validation.md); TPOT does not carry it."""
     p = plan(build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("H100")))
     req = RequestShape(1024, 128)
     bare = Efficiency(request_overhead_s=0.0)
-    assert Efficiency().request_overhead_s == 0.0067
-    assert ttft_s(p.step, 0, req, Efficiency(), 8192) == pytest.approx(ttft_s(p.step, 0, req, bare, 8192) + 0.0067)
+    assert Efficiency().request_overhead_s == 0.0065
+    assert ttft_s(p.step, 0, req, Efficiency(), 8192) == pytest.approx(ttft_s(p.step, 0, req, bare, 8192) + 0.0065)
     no_cost = plan(p.deployment, efficiency=bare, request=p.request)
-    assert p.single_request_ttft_s == pytest.approx(no_cost.single_request_ttft_s + 0.0067, rel=1e-12)
+    assert p.single_request_ttft_s == pytest.approx(no_cost.single_request_ttft_s + 0.0065, rel=1e-12)
     assert p.single_request_tpot_s == no_cost.single_request_tpot_s

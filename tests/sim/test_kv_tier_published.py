@@ -11,7 +11,7 @@ loads before the request is scheduled, not layer by layer: ``kv_layerwise=False`
 ~50 GB/s one direction the post measures for a host-to-device DMA (Figure 4: "for
 single-direction both can get up to about 50GB/s"; servecap's default, 63 GB/s, is PCIe Gen5
 x16's line rate), and the request's fixed cost outside the engine
-(``Efficiency.request_overhead_s``, 6.7 ms) on both sides, as a client measures TTFT.
+(``Efficiency.request_overhead_s``, 6.5 ms) on both sides, as a client measures TTFT.
 
 Ours: 2.2x at 1K (published 2x), 23.6x at 90K (published 22x): within 25% at both ends."""
 

@@ -22,13 +22,13 @@ from servecap.specs.step_choice import TRAINING_EVIDENCE, choose_step_model, cle
         ("moe<=100B", "amd", "vllm", "operations", ("amd",), ""),
         # dense models under vLLM on NVIDIA, no chip given: 131 training values, 13.3% -> 6.6%
         ("dense", "nvidia", "vllm", "operations", ("dense", "nvidia", "vllm"), ""),
-        # SGLang has no dense rows: dense on NVIDIA decides (152 values, 11.8% -> 7.2%)
+        # SGLang has no dense rows: dense on NVIDIA decides (154 values, 11.8% -> 7.8%)
         ("dense", "nvidia", "sglang", "operations", ("dense", "nvidia"), ""),
         # dense under TensorRT-LLM and small MoE on NVIDIA: the roofline is at least as good in training
         ("dense", "nvidia", "trtllm", "roofline", ("dense", "nvidia", "trtllm"), ""),
         ("moe<=100B", "nvidia", "vllm", "roofline", ("moe<=100B", "nvidia", "vllm"), ""),
         # the chip level (8+ training values of one chip): the dense vLLM H200 rows favour the
-        # operations (40 values, 22.1% -> 5.9%), H100's the roofline (50 values, 8.0% vs 9.5%)
+        # operations (40 values, 22.1% -> 5.9%), H100's the roofline (50 values, 8.0% vs 9.6%)
         ("dense", "nvidia", "vllm", "operations", ("dense", "nvidia", "vllm", "H200"), "H200"),
         ("dense", "nvidia", "vllm", "roofline", ("dense", "nvidia", "vllm", "H100"), "H100"),
         # a chip without training values (B200) or with fewer than 8 (TensorRT-LLM on H200: 7)

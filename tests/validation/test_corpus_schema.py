@@ -174,5 +174,5 @@ def test_request_overhead_default_is_the_low_load_fit() -> None:
     from servecap.validation.fit import fit_request_overhead, is_low_load
 
     rows = load_corpus()
-    assert sum(1 for r in rows if r.split == "train" and is_low_load(r)) == 9
+    assert sum(1 for r in rows if r.split == "train" and is_low_load(r)) == 10
     assert fit_request_overhead(rows) == pytest.approx(DEFAULT_REQUEST_OVERHEAD_S, abs=0.00005)

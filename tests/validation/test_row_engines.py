@@ -11,7 +11,7 @@ from servecap.validation.predict import _deployment
 
 def test_tensorrt_llm_rows_run_its_no_evict_scheduler() -> None:
     rows = [r for r in load_corpus() if r.source.engine.lower().startswith("tensorrt")]
-    assert len(rows) == 37  # trtllm-perf-overview (29) and trtllm-performance-v061 (8)
+    assert len(rows) == 42  # trtllm-perf-overview (29), trtllm-performance-v061 (8), trtllm-tuning-guide-h100 (5)
     for r in rows:
         assert r.engine == "trtllm", r.full_id
         dep = _deployment(r, None)

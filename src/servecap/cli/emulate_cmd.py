@@ -159,7 +159,7 @@ def _run_replicas(replicas: list[_Replica]) -> None:
     "--request-overhead-ms",
     type=click.FloatRange(min=0, max=10_000),
     default=None,
-    help="Per-request server cost charged before the engine sees a request (default: the fitted 6.7 ms "
+    help="Per-request server cost charged before the engine sees a request (default: the fitted 6.5 ms "
     "less the emulator's own ~1 ms HTTP path, so TTFT matches simulate; 0: none).",
 )
 @click.option(

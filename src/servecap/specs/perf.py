@@ -111,7 +111,7 @@ AIConfigurator 0.12.0 (Apache-2.0; ``systems/data/<system>/{moe,gemm}/<engine>/<
 ``benchmarks/moe_gemm_efficiency.py`` recomputes them): grouped GEMMs over a few hundred tokens
 per expert, with the routing's gather and scatter, reach about half a dense GEMM's share."""
 
-DEFAULT_REQUEST_OVERHEAD_S = 0.0067
+DEFAULT_REQUEST_OVERHEAD_S = 0.0065
 """The server's per-request cost outside the engine's steps, fitted: see :class:`Efficiency`."""
 
 
@@ -167,7 +167,7 @@ class Efficiency:
       (NCCL's small-message latency within one NVLink node is of this order).
     - ``prefill_s_per_token``: an extra per-prompt-token cost (tokenisation, input processing)
       that calibration can fit; 0 by default.
-    - ``request_overhead_s`` 0.0067: the API server's cost per request outside the engine's
+    - ``request_overhead_s`` 0.0065: the API server's cost per request outside the engine's
       steps (HTTP, tokenisation, handing the request to the engine, detokenising and streaming
       the first token), added to every TTFT and E2E the client sees: the planner adds it to its
       TTFT, the simulator lets the engine see each request this long after the client sent it
@@ -175,10 +175,12 @@ class Efficiency:
       the closed form of the TTFT stage (``validation.fit.ttft_overhead``: minimises the squared
       relative TTFT error) on the training half's low-load rows only (one request in flight:
       concurrency 1 or a batch of 1), where no queueing can stand in for it
-      (``validation.fit.fit_request_overhead``): the 9 TTFT values of six
-      tenstorrent-issue340-a100 rows (Qwen3-1.7B and Qwen3-14B, vLLM) and two
-      trtllm-performance-v061 rows (Llama-2-70B on A100, TensorRT-LLM); 6.73 ms, given as 6.7
-      (7.45 ms before the prefill's activation kernels were priced, core/activation_traffic.py).
+      (``validation.fit.fit_request_overhead``): the 10 TTFT values of six
+      tenstorrent-issue340-a100 rows (Qwen3-1.7B and Qwen3-14B, vLLM), two
+      trtllm-performance-v061 rows (Llama-2-70B on A100, TensorRT-LLM) and the tuned FP8
+      Llama-3.3-70B batch-1 row of trtllm-tuning-guide-h100 (TensorRT-LLM 0.16.0 on 4x H100);
+      6.47 ms, given as 6.5 (6.73 ms, given as 6.7, on the 9 values before that row; 7.45 ms
+      before the prefill's activation kernels were priced, core/activation_traffic.py).
       A calibration file that does not give it takes this default (calibrate fits step times).
     - ``step_model``: ``roofline`` (the default: one ``max(memory, compute)`` over the whole step,
       ``core/roofline.py``) or ``operations`` (the step as the sum of its operations, each from
