@@ -25,7 +25,9 @@ from servecap.validation.predict import Adjustments
 from servecap.validation.step_evidence import evidence_from
 
 FAMILIES = ("throughput", "tpot", "ttft", "e2e")
-LATER_SOURCES = frozenset({"gpustack-deepseek-r1-h200", "rocm-vllm-devdocker-mi300x", "servecap-vllm-h200-sweep", "trtllm-tuning-guide-h100"})
+LATER_SOURCES = frozenset(
+    {"gpustack-deepseek-r1-h200", "rocm-vllm-devdocker-mi300x", "servecap-vllm-h200-sweep", "trtllm-tuning-guide-h100"}
+)
 """Sources added after the 76-row baseline of issue 29 (its "original rows" exclude them)."""
 
 

@@ -13,7 +13,7 @@ REF = re.compile(r"(?<![\w./-])((?:docs/|src/|tests/|benchmarks/|scripts/)?[\w.-
 
 
 # other projects' sources, cited by their own paths (a package's, or a repository's from its owner)
-EXTERNAL = ("vllm/", "litellm/", "vllm-project/vllm/", "ai-dynamo/aiconfigurator/")
+EXTERNAL = ("vllm/", "litellm/", "vllm-project/vllm/", "ai-dynamo/aiconfigurator/", "NVIDIA/TensorRT-LLM/")
 FILES = [
     p.relative_to(ROOT).as_posix()
     for d in ("src", "tests", "docs", "benchmarks", "scripts")
