@@ -15,6 +15,7 @@ from servecap.catalog.models import resolve_model
 from servecap.core.defaults import build_deployment
 from servecap.core.ops import OperationStep, explain_decode_step
 from servecap.core.ops.layers import layer_gemms
+from servecap.core.ops.step import graph_tokens
 from servecap.core.ops.timers import RooflineTimer, TableTimer, _curve_s, _Grid
 from servecap.core.plan import plan
 from servecap.core.roofline import decode_batch, prefill_batch
@@ -261,6 +262,58 @@ def test_eager_launch_beyond_the_captured_batch() -> None:
     launch = next(o for o in big if o.name == "eager_launch")
     gpu = sum(o.time_s for o in big if o.kind != "overhead")
     assert launch.time_s == pytest.approx(max(0.0, launch.count * 16.4e-6 - gpu), abs=1e-15)
+
+
+def test_graph_tokens_pad_to_vllms_captured_sizes() -> None:
+    # vLLM's default capture list at max size 512 (as the first-party 0.26.0 servers logged it):
+    # [1, 2, 4] + 8, 16, ..., 248 + 256, 272, ..., 512; a step pads up to the next listed size
+    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
+    assert len(sizes) == 51 and sizes[-1] == 512
+    for n in range(1, 513):
+        assert graph_tokens(n, 512) == next(s for s in sizes if s >= n), n
+    # by hand: 3 -> 4, 5 -> 8, 63 -> 64, 65 -> 72, 257 -> 272, 500 -> 512
+    assert [graph_tokens(n, 512) for n in (3, 5, 63, 65, 257, 500)] == [4, 8, 64, 72, 272, 512]
+    # beyond the largest captured size, or with no sourced capture list: the step's own count
+    assert graph_tokens(513, 512) == 513
+    assert graph_tokens(63, None) == 63
+    # a smaller capture limit (max_num_seqs 100: min(2 x 100, 512) = 200) caps the padding
+    assert graph_tokens(199, 200) == 200
+
+
+def test_a_captured_step_runs_its_gemms_and_elementwise_at_the_padded_count() -> None:
+    # Llama-3.1-8B FP8 on one H200 under vLLM: 63 decoding sequences replay the 64-token graph,
+    # so the GEMMs and the elementwise kernels cost what 64 tokens cost; the LM head and the
+    # sampler run at the 63 real sequences (vLLM computes logits outside the graph, at the
+    # scheduled requests' positions), and attention reads the 63 sequences' KV only
+    dep = _h200("meta-llama/Llama-3.1-8B", 1, kv="bf16")
+    ops = plan(dep, efficiency=OPS).step.ops
+    assert isinstance(ops, OperationStep)
+    at63 = {o.name: o for o in ops.operations(decode_batch(63, 1088.0, None), OPS)}
+    at64 = {o.name: o for o in ops.operations(decode_batch(64, 1088.0, None), OPS)}
+    for name in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj", "elementwise"):
+        assert at63[name].per_rank == 64
+        assert at63[name].time_s == at64[name].time_s
+    timer = ops.timer(OPS)
+    # qkv: 32 x 128 + 2 x 8 x 128 = 6,144 outputs of 4,096 inputs, one GEMM a layer (FP8 weights
+    # with their per-tensor scales: 1.000244 bytes a parameter)
+    one, _ = timer.gemm(64, 6144, 4096, ops.weight_bytes, "fp8")
+    assert at63["qkv_proj"].time_s == pytest.approx(32 * one, rel=1e-12)
+    assert at63["lm_head"].per_rank == 63 and at63["lm_head"].time_s < at64["lm_head"].time_s
+    assert at63["attention"].time_s < at64["attention"].time_s
+    # the simulator's step is the same sum
+    total = sum(o.time_s for o in at63.values())
+    shape = decode_batch(63, 1088.0, None)
+    got = ops.time(
+        OPS,
+        shape.num_tokens,
+        shape.num_seqs,
+        shape.kv_tokens,
+        shape.window_kv_tokens,
+        shape.attn_pairs,
+        shape.window_attn_pairs,
+        shape.prompt_tokens,
+    )
+    assert got == pytest.approx(total, rel=1e-12)
 
 
 def test_grid_interpolates_in_logs_and_scales_times_beyond_its_edge() -> None:

@@ -41,7 +41,7 @@ TRAINING_EVIDENCE: dict[tuple[str, ...], tuple[int, float, float]] = {
     ("dense", "nvidia", "vllm", "A100"): (24, 0.034, 0.032),
     ("dense", "nvidia", "vllm", "H100"): (50, 0.08, 0.096),
     ("dense", "nvidia", "vllm", "H200"): (40, 0.221, 0.059),
-    ("dense", "nvidia", "vllm", "RTX-4090"): (17, 0.165, 0.161),
+    ("dense", "nvidia", "vllm", "RTX-4090"): (17, 0.165, 0.16),
     ("moe<=100B", "nvidia", "vllm", "H200"): (30, 0.225, 0.43),
     ("moe>100B", "nvidia", "vllm", "H200"): (10, 0.575, 0.107),
     ("dense", "amd", "vllm"): (23, 0.307, 0.087),

@@ -31,7 +31,13 @@ weight reads with its math, which is what each operation's ``max`` or measured t
 - overhead: the engine's per-step CPU cost (``Efficiency.step_overhead_on``); beyond the batch the
   engine captures CUDA graphs for (``EngineProfile.cuda_graph_max_batch``), the eager launch of
   every kernel, hidden behind the GPU's work where that is longer:
-  ``max(0, kernels x launch_s - gpu_s)``.
+  ``max(0, kernels x launch_s - gpu_s)``; up to that size, the step replays the graph captured
+  for the next listed size (:func:`graph_tokens`), so the GEMMs, the TP all-reduce and the
+  elementwise kernels run over the padded token count. The routed experts stay at the real
+  tokens (a simplification: the padding rows, fewer than 8 below 256 tokens and 16 above, also
+  pass the router, but which experts they touch depends on what the reused input buffers hold), as
+  do attention (a padded sequence holds no KV) and the LM head and sampler (vLLM computes logits
+  outside the graph, at the scheduled requests' positions).
 
 ``per_rank`` of an operation is the batch one rank sees: the step's tokens here; attention data
 parallelism and expert parallelism pass their per-rank share through the same field.
@@ -201,13 +207,14 @@ class OperationStep:
         timer = self.timer(eff)
         c = self.cost
         t = num_tokens
+        padded = graph_tokens(t, self.graph_max_batch)  # what the replayed graph runs
         times: list[float] = []
         for g in self.gemms:
             if self.mla_module and g.name in MLA_MODULE_GEMMS:
                 continue  # inside the measured MLA module (``attention_op``)
             bf16 = g.name == "moe_router"  # routers stay unquantized (vLLM's ReplicatedLinear gate)
             one, src = timer.gemm(
-                t, g.n, g.k, self.act_bytes if bf16 else self.weight_bytes, "bf16" if bf16 else self.rate
+                padded, g.n, g.k, self.act_bytes if bf16 else self.weight_bytes, "bf16" if bf16 else self.rate
             )
             sec = one * g.count
             times.append(sec)
@@ -219,9 +226,9 @@ class OperationStep:
                         g.count,
                         sec,
                         g.n * g.k * self.weight_bytes * g.count,
-                        2.0 * t * g.n * g.k * g.count,
+                        2.0 * padded * g.n * g.k * g.count,
                         src,
-                        t,
+                        padded,
                     )
                 )
         if c.moe_layers:
@@ -252,7 +259,7 @@ class OperationStep:
                             Operation(name, "communication", c.moe_layers, sec, a2a * c.moe_layers, 0.0, ROOFLINE, t)
                         )
         if self.tp > 1:
-            one, src = timer.allreduce(t * self.hidden * self.act_bytes, self.tp)
+            one, src = timer.allreduce(padded * self.hidden * self.act_bytes, self.tp)
             sec = one * c.allreduces
             times.append(sec)
             if ops is not None:
@@ -262,17 +269,17 @@ class OperationStep:
                         "communication",
                         c.allreduces,
                         sec,
-                        t * self.hidden * self.act_bytes * c.allreduces,
+                        padded * self.hidden * self.act_bytes * c.allreduces,
                         0.0,
                         src,
-                        t,
+                        padded,
                     )
                 )
-        act = c.activation_bytes_per_token * t
+        act = c.activation_bytes_per_token * padded
         sec = timer.memory(act)
         times.append(sec)
         if ops is not None:
-            ops.append(Operation("elementwise", "elementwise", self.layers, sec, act, 0.0, ROOFLINE, t))
+            ops.append(Operation("elementwise", "elementwise", self.layers, sec, act, 0.0, ROOFLINE, padded))
         return times
 
     def seq_ops(self, num_seqs: int, eff: Efficiency) -> list[Operation]:
@@ -496,6 +503,25 @@ class OperationStep:
             else:
                 comp += o.time_s
         return StepTime(total, mem, comp, comm, over, act)
+
+
+def graph_tokens(num_tokens: int, max_captured: int | None) -> int:
+    """The token count a step runs at: vLLM pads a step of at most ``max_captured`` tokens up to
+    the next size it captured a CUDA graph for — 1, 2, 4, then multiples of 8 below 256 and of 16
+    from 256 to ``max_captured`` (``vllm/config/vllm.py``, ``_set_cudagraph_sizes``; the
+    first-party vLLM 0.26.0 servers logged exactly that list up to 512,
+    ``benchmarks/data/vllm_sweep_h200/*/server-startup.log``), and the replayed graph's GEMMs,
+    all-reduces and elementwise kernels run over every padded row. Larger steps, and engines
+    without a sourced capture list (``max_captured`` None), run at their own count."""
+    if max_captured is None or num_tokens > max_captured or num_tokens <= 0:
+        return num_tokens
+    if num_tokens <= 2:
+        return num_tokens
+    if num_tokens <= 4:
+        return 4
+    if num_tokens <= 256:
+        return -(-num_tokens // 8) * 8
+    return min(max_captured, 256 + -(-(num_tokens - 256) // 16) * 16)
 
 
 def _rebuilt(dep: Deployment, cost: StepCost, ep: int) -> OperationStep:
