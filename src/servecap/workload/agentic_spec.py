@@ -9,7 +9,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-
 MAX_BLOCK_IDS = 200_000_000  # the block ids of all the prompts drawn (8 bytes each as arrays)
 
 
