@@ -152,3 +152,7 @@ def test_a_tier_lever_size_without_its_lever_is_refused_by_the_api(client: TestC
     r = client.post("/api/v1/fleet/plan", json={"plan": {**plan, "levers": ["router"], "cpu_tier_gib": 64}})
     assert r.status_code == 400, r.text[:300]
     assert r.json()["error"]["message"].startswith("plan.cpu_tier_gib=64.0: sizes the cpu-tier lever")
+    # a lever name is checked before the job is queued (was: 202, then a failed job)
+    r = client.post("/api/v1/fleet/plan", json={"plan": {**plan, "levers": ["cpu-tier", "cpu-teir"]}})
+    assert r.status_code == 400, r.text[:300]
+    assert r.json()["error"]["message"].startswith("levers='cpu-teir': one of ")
