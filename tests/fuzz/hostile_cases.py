@@ -417,6 +417,8 @@ def special_cases() -> Iterator[Case]:
         ),
     ):
         yield Case(f"{base[0]} {flag} {value} without its tier", (*base, flag, value), {}, True)
+    for gpus in ("", ","):  # an empty list never means every GPU
+        yield Case(f"compare --gpus {gpus!r}", ("compare", "-m", "Qwen/Qwen3-0.6B", "--gpus", gpus), {}, True)
     yield Case(
         "trace: prefix_tokens without prefix_group",
         next(p.args for p in INPUT_PATHS if p.base is MOONCAKE_TRACE),  # a .jsonl file
