@@ -9,11 +9,15 @@ last context is its prompt plus its output less one (the last output token is ne
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from servecap.catalog import lookup_gpu, resolve_model
+from servecap.cli.main import cli
 from servecap.core.defaults import build_deployment
 from servecap.core.kv_tiers import default_tier
 from servecap.core.kv_transfer import kv_footprint
@@ -120,3 +124,19 @@ def test_a_pd_fleet_refuses_on_arrival_naming_the_pool() -> None:
     d = Pool("d", _setup(4096), replicas=1, cold_start=INSTANT, role="decode", kv=fp)
     with pytest.raises(ServecapError, match=r"need a prefill context of 200 tokens; .*pool 'p' holds 128"):
         simulate_fleet(FleetSpec((p, d)), _arrays([200]), 0)
+
+
+def test_the_cache_replay_refuses_a_request_past_max_model_len_as_the_full_simulation(tmp_path: Path) -> None:
+    """The cache-replay fidelity served a 10M-token prompt with max_model_len 4,096 (44,474 s of
+    TTFT on Llama-3.1-8B); it is refused as too_long, counted and left out, as the full simulation
+    does, and said in a note."""
+    trace = tmp_path / "t.jsonl"
+    rows = [{"timestamp": 0, "input_length": 100, "output_length": 5, "hash_ids": [0]}]
+    rows.append({"timestamp": 10, "input_length": 10_000_000, "output_length": 5, "hash_ids": [1]})
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["fleet", "simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "-l", "4096", "--trace", str(trace)]
+    res = CliRunner().invoke(cli, [*args, "--fidelity", "cache-replay", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert (out["requests"], out["too_long"], out["prefix_cache_query_tokens"]) == (1, 1, 100)
+    assert any("1 requests longer than max_model_len 4,096 refused (too_long)" in n for n in out["notes"])

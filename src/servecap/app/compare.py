@@ -10,9 +10,10 @@ otherwise kept, after the priced ones, with the reason, never dropped. The respo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
 
 from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS
@@ -21,7 +22,7 @@ from servecap.app.plan import slo_used
 from servecap.errors import ServecapError, from_validation_error
 
 
-def _catalog_gpu_names(schema: dict[str, Any]) -> None:
+def _catalog_gpu_names(schema: JsonDict) -> None:
     """The catalog's GPU ids as the schema's ``enum`` of a GPU name (read when the schema is
     written, not on import; aliases such as ``h100`` are taken too)."""
     from servecap.catalog import gpu_catalog
