@@ -417,6 +417,10 @@ def special_cases() -> Iterator[Case]:
         ),
     ):
         yield Case(f"{base[0]} {flag} {value} without its tier", (*base, flag, value), {}, True)
+    # a trace's format is told by its first line: never read from a FIFO or a line without end
+    yield Case("simulate --trace /dev/zero", ("simulate", "--trace", "/dev/zero"), {}, True)
+    for i, trace_args in enumerate(p.args for p in INPUT_PATHS if p.suffix == ".jsonl"):
+        yield Case(f"--trace FIFO ({i})", trace_args, {"f": FIFO}, True)
     for gpus in ("", ","):  # an empty list never means every GPU
         yield Case(f"compare --gpus {gpus!r}", ("compare", "-m", "Qwen/Qwen3-0.6B", "--gpus", gpus), {}, True)
     yield Case(
