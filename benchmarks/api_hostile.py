@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--body-mb", type=int, default=1000)
     ap.add_argument("--half-open", type=int, default=1100)
     ap.add_argument("--skip-old", action="store_true", help="only issue 33's probes")
+    ap.add_argument("--only-issue31", action="store_true", help="only issue 31's probes (traces, KV tiers, agentic)")
     args = ap.parse_args()
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,6 +118,9 @@ def main() -> None:
                         if time.monotonic() > deadline:
                             raise SystemExit("servecap serve did not start") from None
                         time.sleep(0.1)
+                _issue_31(c)
+                if args.only_issue31:
+                    return
                 _reliability_4(c, port, args.half_open)
                 if args.skip_old:
                     return
@@ -236,6 +240,86 @@ R4_PROBES: list[tuple[str, str, str, dict[str, Any]]] = [
     ("0 decode replicas", "POST", "/api/v1/fleet/simulate",
      _pools({**_POOL, "role": "prefill"}, {**_POOL, "role": "decode", "replicas": 0})),
 ]  # fmt: skip
+
+
+def _sim_trace(**trace: Any) -> dict[str, Any]:
+    return {"json": {**MODEL, "trace": {"kind": "trace", "path": "sample:agentic", **trace}}}
+
+
+def _fleet_workload(arrival: dict[str, Any], **body: Any) -> dict[str, Any]:
+    workload = (
+        {"arrival": arrival} if body.get("fidelity") == "cache-replay" else {"arrival": arrival, "num_requests": 20}
+    )
+    return {"json": {"fleet": {"pools": [_POOL]}, "workload": workload, **body}}
+
+
+def _plan(**plan: Any) -> dict[str, Any]:
+    base = {"model": MODEL["model"], "candidates": [{"gpu": "H100"}], "traffic": {"peak_rps": 1}}
+    return {"json": {"plan": {**base, **plan}}}
+
+
+_AGENTIC = {"kind": "agentic", "sessions": 3}
+_MOONCAKE = {"kind": "trace", "path": "sample:mooncake-conversation"}
+# issue 31's fields over HTTP: each must be refused (4xx, one line) within 2 s
+R31_PROBES: list[tuple[str, str, str, dict[str, Any]]] = [
+    *(
+        (f"simulate trace {key} {str(value)[:40]!r}", "POST", "/api/v1/simulate", _sim_trace(**{key: value}))
+        for key, value in (
+            ("time_scale", 0), ("time_scale", -1), ("time_scale", 1e-300), ("time_scale", 1e300),
+            ("start_s", -1), ("start_s", 1e300), ("end_s", 0), ("end_s", 1e-300),
+            ("trace_block_tokens", 0), ("trace_block_tokens", 10**12), ("format", "x"),
+            ("path", "/etc/passwd"), ("path", "sample:nope"), ("path", ""), ("path", "../../README.md"),
+            ("path", "x" * 5000), ("start_s", 1e8), ("format", "azure"), ("format", "sessions"),
+        )
+    ),
+    ("simulate trace window end before start", "POST", "/api/v1/simulate", _sim_trace(start_s=5, end_s=2)),
+    ("fleet trace window past the trace", "POST", "/api/v1/fleet/simulate", _fleet_workload({**_MOONCAKE, "start_s": 1e8})),
+    ("plan levers ['cpu-teir']", "POST", "/api/v1/fleet/plan", _plan(levers=["cpu-teir"])),
+    ("simulate trace NaN literal", "POST", "/api/v1/simulate",
+     {"content": b'{"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "trace": {"kind": "trace", '
+                 b'"path": "sample:agentic", "time_scale": NaN}}', "headers": JSON}),
+    *(
+        (f"simulate {key} {value!r}", "POST", "/api/v1/simulate", {"json": {**MODEL, "rate": 1, key: value}})
+        for key, value in (
+            ("cpu_kv_gib", 0), ("cpu_kv_gib", -1), ("cpu_kv_gib", 1e-300), ("cpu_kv_gib", 1e300),
+            ("ssd_kv_gib", 1e300), ("remote_kv_tib", 1e-300), ("kv_load", "x"), ("kv_load", "async"),
+            ("kv_store", "on-compute"), ("kv_store", None),
+        )
+    ),
+    *(
+        (f"fleet agentic {key} {value!r}", "POST", "/api/v1/fleet/simulate", _fleet_workload({**_AGENTIC, key: value}))
+        for key, value in (
+            ("sessions", 0), ("sessions", 10**9), ("session_rate_per_s", 1e-300), ("turns_mean", 1e300),
+            ("turn_gap_s", -1), ("subagent_probability", 1.5), ("block_tokens", 1), ("max_context_tokens", 1e300),
+            ("system_prompt_tokens", 10**7), ("first_prompt_sigma", 100),
+        )
+    ),
+    ("fleet agentic: 1e10 block ids", "POST", "/api/v1/fleet/simulate",
+     _fleet_workload({**_AGENTIC, "sessions": 10, "turns_mean": 1000, "first_prompt_tokens": 1e7,
+                      "turn_new_tokens": 1e7, "max_context_tokens": 2**24, "block_tokens": 16})),
+    ("cache replay of a CSV trace", "POST", "/api/v1/fleet/simulate",
+     _fleet_workload({"kind": "trace", "path": "sample:azure-code-2023"}, fidelity="cache-replay")),
+    ("cache replay with a window", "POST", "/api/v1/fleet/simulate",
+     _fleet_workload({**_MOONCAKE, "start_s": 5}, fidelity="cache-replay")),
+    ("cache replay, async loads", "POST", "/api/v1/fleet/simulate",
+     {"json": {"fleet": {"pools": [{**_POOL, "cpu_kv_gib": 8, "kv_load": "async"}]},
+               "workload": {"arrival": _MOONCAKE}, "fidelity": "cache-replay"}}),
+    ("pool kv_load async without a tier", "POST", "/api/v1/fleet/simulate",
+     {"json": {"fleet": {"pools": [{**_POOL, "kv_load": "async"}]}, "workload": WORKLOAD}}),
+    ("plan cpu_tier_gib without its lever", "POST", "/api/v1/fleet/plan", _plan(cpu_tier_gib=64)),
+    ("plan cpu_tier_gib 1e300", "POST", "/api/v1/fleet/plan", _plan(levers=["cpu-tier"], cpu_tier_gib=1e300)),
+    ("plan shared_store_tib 0", "POST", "/api/v1/fleet/plan", _plan(levers=["shared-store"], shared_store_tib=0)),
+]  # fmt: skip
+
+
+def _issue_31(c: httpx.Client) -> None:
+    tally = Tally()
+    print("issue 31 (traces, KV tiers, agentic sessions):")
+    for label, method, path, kw in R31_PROBES:
+        status, ms, text, _ = _probe(c, method, path, **kw)
+        tally.refusal(label, status, ms, text)
+    print(f"  jobs started by the probes: {len(c.get('/api/v1/jobs').json())}")
+    tally.report("issue 31")
 
 
 class Tally:

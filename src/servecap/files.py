@@ -84,6 +84,26 @@ def decode_text(data: bytes, field: str, value: object) -> str:
     return text
 
 
+def first_text_line(path: Path, *, max_line_bytes: int = 1 << 20, max_lines: int = 1000) -> str | None:
+    """The first non-blank line of a regular file, read alone (at most ``max_lines`` lines of at
+    most ``max_line_bytes`` each), to tell a format by; None for anything else (not a regular file,
+    unreadable, no such line): the reader of the format then names it. A FIFO is never opened (the
+    open would wait for a writer) and a line without end is never read whole (``/dev/zero``)."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return None
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for _ in range(max_lines):
+                line = f.readline(max_line_bytes)
+                if not line:
+                    return None
+                if line.strip():
+                    return line
+    except OSError:
+        return None
+    return None
+
+
 def read_text(path: Path | str, field: str, *, max_bytes: int = MAX_DOC_BYTES) -> str:
     """A regular UTF-8 text file of at most ``max_bytes`` (see :func:`read_bytes`)."""
     return decode_text(read_bytes(path, field, max_bytes=max_bytes), field, str(path))

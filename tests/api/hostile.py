@@ -79,7 +79,21 @@ SMALL_CONFIG = {
 }
 ENGINE = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100"}
 
-# route -> (a valid body, where hostile values go: paths of keys into it)
+AGENTIC_KEYS = (
+    "sessions",
+    "session_rate_per_s",
+    "turns_mean",
+    "system_prompts",
+    "system_prompt_tokens",
+    "first_prompt_tokens",
+    "turn_new_tokens",
+    "output_tokens",
+    "turn_gap_s",
+    "subagent_probability",
+    "max_context_tokens",
+    "block_tokens",
+)
+# route (and "#variant" for a second base body) -> (a valid body, where hostile values go: paths of keys into it)
 ROUTES: dict[str, tuple[dict[str, Any], list[tuple[str | int, ...]]]] = {
     "/api/v1/plan": (
         ENGINE,
@@ -126,6 +140,40 @@ ROUTES: dict[str, tuple[dict[str, Any], list[tuple[str | int, ...]]]] = {
             ("plan", "max_window_requests"),
         ],
     ),
+    # issue 31's fields: a trace sample's options, the KV tiers, the agentic generator, the tier levers
+    "/api/v1/simulate#trace": (
+        {**ENGINE, "trace": {"kind": "trace", "path": "sample:agentic"}, "cpu_kv_gib": 4},
+        [
+            ("trace", "path"),
+            ("trace", "format"),
+            ("trace", "time_scale"),
+            ("trace", "start_s"),
+            ("trace", "end_s"),
+            ("trace", "trace_block_tokens"),
+            ("cpu_kv_gib",),
+            ("ssd_kv_gib",),
+            ("remote_kv_tib",),
+            ("kv_load",),
+            ("kv_store",),
+        ],
+    ),
+    "/api/v1/fleet/simulate#agentic": (
+        {
+            "fleet": {"pools": [{**FLEET["pools"][0], "cpu_kv_gib": 4, "remote_kv_tib": 1}]},
+            "workload": {"arrival": {"kind": "agentic", "sessions": 3, "turns_mean": 2}, "num_requests": 20},
+        },
+        [
+            *(("workload", "arrival", k) for k in AGENTIC_KEYS),
+            ("fleet", "pools", 0, "cpu_kv_gib"),
+            ("fleet", "pools", 0, "remote_kv_tib"),
+            ("fleet", "pools", 0, "kv_load"),
+            ("fleet", "pools", 0, "kv_store"),
+        ],
+    ),
+    "/api/v1/fleet/plan#tiers": (
+        {"plan": {**PLAN, "levers": ["cpu-tier", "shared-store"], "cpu_tier_gib": 64, "shared_store_tib": 1}},
+        [("plan", "cpu_tier_gib"), ("plan", "shared_store_tib"), ("plan", "levers"), ("plan", "levers", 0)],
+    ),
     "/api/v1/models/upload": (
         {"config": SMALL_CONFIG},
         [
@@ -159,4 +207,4 @@ def hostile_bodies(draw: st.DrawFn) -> tuple[str, bytes]:
         hostile = put(body, (draw(st.text(min_size=1, max_size=12)),), draw(hostile_values))
     else:
         hostile = put(body, draw(st.sampled_from(places)), draw(hostile_values))
-    return route, json.dumps(hostile).encode()
+    return route.split("#")[0], json.dumps(hostile).encode()

@@ -169,6 +169,8 @@ def test_a_number_where_a_name_belongs_is_refused_naming_the_field(client: TestC
     assert r.status_code == 400 and r.json()["error"]["field"] == "gpu", r.text
     r = client.post("/api/v1/compare", json={"gpus": [5]})
     assert r.status_code == 400 and r.json()["error"]["field"].startswith("gpus"), r.text
+    r = client.post("/api/v1/compare", json={"gpus": []})  # never "every GPU" in disguise
+    assert r.status_code == 400 and "leave it out for every GPU" in r.json()["error"]["message"], r.text
 
 
 def test_every_field_that_could_name_a_file_is_classified() -> None:

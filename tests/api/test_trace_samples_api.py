@@ -83,12 +83,24 @@ def test_a_fleet_plan_replays_a_sample_with_its_window_and_scale(client: TestCli
         ({"path": "sample:azure-code-2023", "time_scale": 0}, "time_scale", "greater than or equal"),
         ({"path": "sample:azure-code-2023", "time_scale": 1e300}, "time_scale", "less than or equal"),
         ({"path": "sample:azure-code-2023", "start_s": 9, "end_s": 3}, "", "must be after"),
+        # read before the job is queued (was: 202, then a failed job)
+        ({"path": "sample:azure-code-2023", "start_s": 1e8}, "start_s", "falls in the window [1e+08, end) s"),
+        ({"path": "sample:agentic", "end_s": 1e-300}, "end_s", "falls in the window [0, 1e-300) s"),
+        ({"path": "sample:agentic", "format": "azure"}, "format", "an azure trace is CSV, not JSONL"),
+        ({"path": "sample:agentic", "format": "sessions"}, "request_id", "must be a string"),
     ],
 )
+@pytest.mark.parametrize("endpoint", ["fleet/plan", "fleet/simulate", "simulate"])
 def test_a_path_or_a_bad_window_is_refused_in_one_line(
-    client: TestClient, trace: dict[str, Any], field: str, message: str
+    client: TestClient, trace: dict[str, Any], field: str, message: str, endpoint: str
 ) -> None:
-    r = client.post("/api/v1/fleet/plan", json=_plan(trace))
+    body = _plan(trace)
+    if endpoint == "fleet/simulate":
+        pool = {"name": "main", "model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "replicas": 1}
+        body = {"fleet": {"pools": [pool]}, "workload": body["plan"]["traffic"]["workload"]}
+    elif endpoint == "simulate":
+        body = {"model": "meta-llama/Llama-3.1-8B", "gpu": "H100", "trace": {"kind": "trace", **trace}}
+    r = client.post(f"/api/v1/{endpoint}", json=body)
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert field in err["field"] and message in err["message"], err

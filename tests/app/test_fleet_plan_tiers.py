@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from servecap.app.fleet_plan import fleet_plan, plan_request_from_dict
+from servecap.errors import ServecapError
 
 
 def _raw(**over: Any) -> dict[str, Any]:
@@ -59,3 +60,16 @@ def test_tier_levers_are_asked_for_by_name() -> None:
 
     assert {"cpu-tier", "shared-store"} <= set(LEVERS)
     assert not {"cpu-tier", "shared-store"} & set(DEFAULT_LEVERS)
+
+
+@pytest.mark.parametrize(
+    ("key", "levers"), [("cpu_tier_gib", ["shared-store"]), ("shared_store_tib", None), ("cpu_tier_gib", [])]
+)
+def test_a_tier_size_without_its_lever_is_refused_by_name(key: str, levers: list[str] | None) -> None:
+    """A size the plan would not use (its lever is asked for by name only) is an error, not ignored."""
+    raw = _raw(levers=levers)
+    del raw["shared_store_tib" if key == "cpu_tier_gib" else "cpu_tier_gib"]
+    if levers is None:
+        del raw["levers"]
+    with pytest.raises(ServecapError, match=rf"^plan\.{key}=.*which is not asked for"):
+        plan_request_from_dict(raw)

@@ -85,6 +85,10 @@ MOONCAKE_TRACE: list[dict[str, Any]] = [
     {"timestamp": 0, "input_length": 1100, "output_length": 20, "hash_ids": [0, 1, 2]},
     {"timestamp": 1500, "input_length": 1300, "output_length": 30, "hash_ids": [0, 1, 3]},
 ]
+SESSIONS_TRACE: list[dict[str, Any]] = [
+    {"session_id": "a", "request_id": 1, "arrival_s": 0.5, "prompt_tokens": 900, "output_tokens": 20},
+    {"session_id": "a", "request_id": 2, "parent_id": 1, "delay_s": 1.5, "prompt_tokens": 1200, "output_tokens": 30},
+]
 CALIBRATION: dict[str, Any] = {
     "schema": "servecap.calibration/1",
     "model": "Qwen/Qwen3-0.6B",
@@ -197,6 +201,12 @@ INPUT_PATHS: tuple[InputPath, ...] = (
         ".jsonl",
         MOONCAKE_TRACE,
     ),
+    InputPath(
+        "fleet simulate --trace FILE (sessions)",
+        ("fleet", "simulate", "-m", "Qwen/Qwen3-0.6B", "-g", "H100", "--trace", "{f}", "--json"),
+        ".jsonl",
+        SESSIONS_TRACE,
+    ),
 )
 
 
@@ -246,6 +256,10 @@ def hostile_files(path: InputPath) -> Iterator[tuple[str, Any]]:
         yield "alias bomb", alias_bomb()
         yield "recursive alias", b"a: &a [*a]\n"
         yield "python tag", b"!!python/object/apply:os.system ['true']\n"
+    if path.suffix == ".jsonl":  # a trace: lines that are blank, malformed or endless
+        yield "blank lines only", b"\n\n   \n\t\n"
+        yield "a malformed line", path.render(path.base) + b'{"timestamp": \n'
+        yield "an 8 MB line", b'{"x": "' + b"y" * 8_000_000 + b'"}\n'
     if path.suffix == ".json":
         yield "NaN literal", b'{"x": NaN}'
         yield "huge integer", b'{"x": 1' + b"0" * 5000 + b"}"
@@ -391,6 +405,30 @@ def special_cases() -> Iterator[Case]:
             True,
         )
     yield Case("simulate --trace missing", ("simulate", "--trace", "/no/such/trace.jsonl"), {}, True)
+    # issue 31: a setting that would change nothing is named, not ignored
+    for base, flag, value in (
+        (("simulate", "--rate", "5", "--num-requests", "5"), "--kv-load", "async"),
+        (("fleet", "simulate", "--rate", "5", "--num-requests", "5"), "--kv-store", "on-compute"),
+        (("fleet", "plan", "-g", "H100", "--trace", "sample:azure-code-2023"), "--cpu-tier-gib", "64"),
+        (
+            ("fleet", "plan", "-g", "H100", "--levers", "cpu-tier", "--trace", "sample:azure-code-2023"),
+            "--shared-store-tib",
+            "1",
+        ),
+    ):
+        yield Case(f"{base[0]} {flag} {value} without its tier", (*base, flag, value), {}, True)
+    # a trace's format is told by its first line: never read from a FIFO or a line without end
+    yield Case("simulate --trace /dev/zero", ("simulate", "--trace", "/dev/zero"), {}, True)
+    for i, trace_args in enumerate(p.args for p in INPUT_PATHS if p.suffix == ".jsonl"):
+        yield Case(f"--trace FIFO ({i})", trace_args, {"f": FIFO}, True)
+    for gpus in ("", ","):  # an empty list never means every GPU
+        yield Case(f"compare --gpus {gpus!r}", ("compare", "-m", "Qwen/Qwen3-0.6B", "--gpus", gpus), {}, True)
+    yield Case(
+        "trace: prefix_tokens without prefix_group",
+        next(p.args for p in INPUT_PATHS if p.base is MOONCAKE_TRACE),  # a .jsonl file
+        {"f": b'{"arrival_s": 0, "prompt_tokens": 100, "output_tokens": 5, "prefix_tokens": -1}\n'},
+        True,
+    )
     agentic_args = next(p.args for p in INPUT_PATHS if p.base is AGENTIC_WORKLOAD)
     bad: tuple[tuple[str, float], ...] = (
         ("sessions", 0),

@@ -129,3 +129,30 @@ def test_the_api_refuses_a_hostile_kv_link_via(client: TestClient, value: object
     err = r.json()["error"]
     assert "via" in err["message"] or "via" in str(err.get("field")), err
     assert "\n" not in err["message"]
+
+
+WORKLOAD = {"arrival": {"kind": "poisson", "rate_per_s": 2}, "num_requests": 5}
+
+
+@pytest.mark.parametrize(("field", "value"), [("kv_load", "async"), ("kv_store", "on-compute")])
+def test_a_tier_mode_without_a_tier_is_refused_by_the_api(client: TestClient, field: str, value: str) -> None:
+    """A load or store mode with no tier to apply it to would change nothing: named, not ignored
+    (the CLI's --kv-load/--kv-store: tests/fuzz/hostile_cases.py special_cases)."""
+    r = client.post("/api/v1/simulate", json={"model": "Qwen/Qwen3-0.6B", "gpu": "H100", "rate": 5, field: value})
+    assert r.status_code == 400, r.text[:300]
+    assert r.json()["error"]["message"].startswith(f"{field}={value!r}: sets how the KV tiers work")
+    pool = {"name": "main", "model": "Qwen/Qwen3-0.6B", "gpu": "H100", "replicas": 1, field: value}
+    r = client.post("/api/v1/fleet/simulate", json={"fleet": {"pools": [pool]}, "workload": WORKLOAD})
+    assert r.status_code == 400, r.text[:300]
+    assert r.json()["error"]["message"].startswith(f"pools.main.{field}={value!r}")
+
+
+def test_a_tier_lever_size_without_its_lever_is_refused_by_the_api(client: TestClient) -> None:
+    plan = {"model": "Qwen/Qwen3-0.6B", "candidates": [{"gpu": "H100"}], "traffic": {"peak_rps": 1}}
+    r = client.post("/api/v1/fleet/plan", json={"plan": {**plan, "levers": ["router"], "cpu_tier_gib": 64}})
+    assert r.status_code == 400, r.text[:300]
+    assert r.json()["error"]["message"].startswith("plan.cpu_tier_gib=64.0: sizes the cpu-tier lever")
+    # a lever name is checked before the job is queued (was: 202, then a failed job)
+    r = client.post("/api/v1/fleet/plan", json={"plan": {**plan, "levers": ["cpu-tier", "cpu-teir"]}})
+    assert r.status_code == 400, r.text[:300]
+    assert r.json()["error"]["message"].startswith("levers='cpu-teir': one of ")

@@ -96,3 +96,29 @@ def test_workload_file_key_and_its_ranges() -> None:
         workload_from_dict({"arrival": {"kind": "agentic"}, "prompt_tokens": 5, "output_tokens": 5})
     with pytest.raises(ValidationError):
         AgenticArrival(turns_mean=float("nan"))
+
+
+def test_sizes_whose_block_ids_would_not_fit_memory_are_refused_at_once() -> None:
+    """Each value in range, together: 16-token blocks of 10M-token prompts (a million ids a
+    request), or ten million requests of 131,072-token contexts. The ids every request carries are
+    estimated from the lengths' means and refused past 200,000,000 (the draws took minutes and
+    gigabytes before being refused by nothing)."""
+    huge = {"first_prompt_tokens": 1e7, "turn_new_tokens": 1e7, "max_context_tokens": 2**24, "block_tokens": 16}
+    for bad in (
+        {"sessions": 10, "turns_mean": 1000, **huge},
+        {"sessions": 10_000, "turns_mean": 1000, "subagent_probability": 0, "session_rate_per_s": 1e6},
+    ):
+        with pytest.raises(ServecapError, match=r"block ids expected .* over the limit of 200,000,000"):
+            workload_from_dict({"arrival": {"kind": "agentic", **bad}, "num_requests": 20})
+    # the benchmark's million requests (benchmarks/block_hash_speed.py) stay within it
+    AgenticArrival(sessions=125_000, session_rate_per_s=32.0, max_context_tokens=65536)
+
+
+def test_many_long_system_prompts_are_drawn_as_used() -> None:
+    """100,000 system prompts of 1M tokens in 16-token blocks are 6.25e9 ids: only the ones the
+    sessions draw are built."""
+    spec = AgenticArrival(
+        sessions=3, system_prompts=100_000, system_prompt_tokens=10**6, max_context_tokens=2**24, block_tokens=16
+    )
+    a = generate_agentic(spec, np.random.default_rng(0), max_requests=5)
+    assert len(a) == 5 and int(a.prompt_tokens.min()) > 10**6

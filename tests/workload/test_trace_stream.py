@@ -85,3 +85,17 @@ def test_plain_lines_fill_the_chunks(tmp_path: Path) -> None:
     assert chunk.output_tokens.tolist() == [1, 10, 3, 52]
     assert chunk.hash_offsets.tolist() == [0, 0, 2, 2, 5]
     assert chunk.hash_ids.tolist() == [1, 2, 46, 47, 48]
+
+
+def test_a_fifo_or_a_folder_is_refused_before_it_is_opened(tmp_path: Path) -> None:
+    """Opening a FIFO waits for a writer (the replay hung for ever): only a regular file is read."""
+    import os
+
+    fifo = tmp_path / "t.jsonl"
+    os.mkfifo(fifo)
+    (tmp_path / "d.jsonl").mkdir()
+    for path, problem in ((fifo, "is not a regular file"), (tmp_path / "d.jsonl", "is not a regular file")):
+        with pytest.raises(ServecapError, match=problem):
+            next(iter_trace_chunks(path))
+    with pytest.raises(ServecapError, match="cannot be read"):
+        next(iter_trace_chunks(tmp_path / "none.jsonl"))

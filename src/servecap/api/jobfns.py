@@ -80,7 +80,29 @@ def check_simulate_body(body: SimulateBody, limits: WorkLimits) -> None:
 
         refuse_file_field("trace.path", body.trace.path)
     spec = workload_from_options(body.load(), body.stream(), trace=body.trace)
+    _check_trace_sample(spec, body_field="trace")
     check_workload(spec, limits, where="")  # the body's own field names
+
+
+def _check_trace_sample(spec: Any, *, body_field: str | None = None) -> None:
+    """A workload's trace sample read now (the server reads samples only, and they are small): its
+    name, its window and its format, so that a bad one is a 400 naming the field, as the CLI's exit
+    2, rather than a failed job. ``body_field`` renames ``workload.arrival`` in the error."""
+    from servecap.errors import ServecapError
+    from servecap.workload.generate import session_graph, trace_arrays
+    from servecap.workload.spec import TraceArrival
+
+    arrival = spec.arrival
+    if not isinstance(arrival, TraceArrival) or not arrival.path.startswith("sample:"):
+        return
+    try:
+        if session_graph(spec) is None:
+            trace_arrays(arrival, num_requests=spec.num_requests, duration_s=spec.duration_s)
+    except ServecapError as err:
+        if body_field is None:
+            raise
+        field = err.field.replace("workload.arrival", body_field, 1)
+        raise ServecapError(field.removeprefix("workload."), err.value, err.problem) from None
 
 
 def check_fleet_body(
@@ -97,6 +119,7 @@ def check_fleet_body(
     check_spec(fleet, body.fleet, "fleet", upload_dir)
     workload = workload_from_dict(dict(body.workload))
     check_spec(workload, body.workload, "workload", upload_dir)
+    _check_trace_sample(workload)
     fleet = fleet_from_dict(dict(body.fleet))  # with uploads resolved
     check_fleet_work(fleet, workload, limits)
     _check_fleet_result(fleet, max_result_bytes)
@@ -130,7 +153,7 @@ def check_fleet_plan_body(body: FleetPlanBody, upload_dir: Path, limits: WorkLim
     """Refuse a plan body before queueing it: its one-line errors (unknown keys, no candidates,
     unknown GPUs or models, file paths, bad traffic) and work past the API's limits."""
     from servecap.api.names import check_spec
-    from servecap.app.fleet_plan import plan_request_from_dict
+    from servecap.app.fleet_plan import check_lever_names, plan_request_from_dict
     from servecap.catalog import resolve_model
     from servecap.errors import ServecapError
 
@@ -139,6 +162,9 @@ def check_fleet_plan_body(body: FleetPlanBody, upload_dir: Path, limits: WorkLim
     request = plan_request_from_dict(dict(body.plan))  # with uploads resolved
     if not request.candidates:
         raise ServecapError("plan.candidates", [], "give at least one candidate pool")
+    check_lever_names(request)
+    if request.traffic.workload is not None:
+        _check_trace_sample(request.traffic.workload)
     for c in request.candidates:
         resolve_model(c.model or request.model)  # a catalog name or an upload's file (checked above)
     check_fleet_plan_work(request, limits)

@@ -248,14 +248,20 @@ def create_app(settings: ServeSettings) -> FastAPI:
             content = plans.put(key, await plan_worker.compute(key))
         return Response(content=content, media_type="application/json")
 
-    @app.post(f"{API}/compare")
-    def compare(body: CompareBody) -> dict[str, Any]:
-        """``servecap compare --json``: GPUs x counts x dtypes ranked by $/user."""
+    compares = ResponseCache(maxsize=64)  # an answer holds every candidate: up to about 0.5 MB
+
+    @app.post(f"{API}/compare", response_class=JSONResponse)
+    def compare(body: CompareBody) -> Response:
+        """``servecap compare --json``: GPUs x counts x dtypes ranked by $/user. Answers are cached by
+        body, as plans (a comparison is a pure function of it; an upload is named by its content)."""
         from servecap.app.compare import compare as run_compare
 
         request = body.model_copy(update={"model": body_model(settings.upload_dir, body.model)})
-        result: dict[str, Any] = json.loads(run_compare(request).model_dump_json(by_alias=True))
-        return result
+        key = request.model_dump_json()
+        content = compares.get(key)
+        if content is None:
+            content = compares.put(key, run_compare(request).model_dump_json(by_alias=True).encode())
+        return Response(content=content, media_type="application/json")
 
     # -- jobs -----------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from servecap.errors import ServecapError
@@ -21,6 +22,7 @@ from servecap.fleet.spec import FleetSpec
 from servecap.policy.routers import make_router
 from servecap.progress import Progress, ProgressFn
 from servecap.results.summary import kv_tiers_json
+from servecap.sim.setup import EngineSetup, kv_fit_tokens
 from servecap.workload import RequestArrays
 from servecap.workload.samples import trace_path
 from servecap.workload.spec_parts import TraceArrival
@@ -53,19 +55,59 @@ class CacheReplayResponse(BaseModel):
     horizon_s: float
     throughput_req_s: float | None
     peak_index_keys: int
+    too_long: int = 0  # requests longer than max_model_len: refused, as the full simulation's too_long
     # per KV tier (gpu, cpu, ssd, remote): prompt tokens found there and their share of the prompt
     # tokens looked up, the full simulation's ``kv_tiers`` (results.summary.kv_tiers_json); None: no tiers
     kv_tiers: dict[str, Any] | None = None
     notes: list[str]
 
 
-def _scaled(chunks: Iterator[RequestArrays], time_scale: float, progress: ProgressFn | None) -> Iterator[RequestArrays]:
-    """The chunks with their arrival times multiplied by ``time_scale``, reporting requests read."""
+class _Lengths:
+    """The replay's length rule, as the full simulation's: a request longer than ``max_model_len``
+    is refused (``too_long``: counted, and left out of the caches and the latencies), one whose
+    context the whole KV pool cannot hold is an error naming it (a hand-built setup's; the planner
+    refuses such a ``max_model_len``). The core has no refused requests: it served both before."""
+
+    def __init__(self, setup: EngineSetup) -> None:
+        self.max_len = setup.max_model_len
+        self.fit = kv_fit_tokens(setup)
+        self.too_long = 0
+
+    def kept(self, chunk: RequestArrays, first: int) -> RequestArrays:
+        total = chunk.prompt_tokens + chunk.output_tokens
+        long = total > self.max_len
+        past_pool = np.flatnonzero(~long & (total - 1 > self.fit))
+        if len(past_pool):
+            i = int(past_pool[0])
+            raise ServecapError(
+                "--trace",
+                f"request {first + i:,} (0-based, in file order)",
+                f"{int(chunk.prompt_tokens[i]):,} prompt + {int(chunk.output_tokens[i]):,} output tokens need a "
+                f"context the whole KV pool ({self.fit:,} tokens) cannot hold",
+            )
+        n = int(long.sum())
+        if not n:
+            return chunk
+        self.too_long += n
+        return chunk.take(np.flatnonzero(~long))
+
+
+def _scaled(
+    chunks: Iterator[RequestArrays],
+    time_scale: float,
+    progress: ProgressFn | None,
+    lengths: _Lengths | None = None,
+) -> Iterator[RequestArrays]:
+    """The chunks with their arrival times multiplied by ``time_scale``, reporting requests read;
+    with ``lengths``, the requests it refuses left out."""
     done = 0
     for chunk in chunks:
+        read = len(chunk)
+        if lengths is not None and read:
+            chunk = lengths.kept(chunk, done)
         if time_scale != 1.0:
             chunk = dataclasses.replace(chunk, arrival_s=chunk.arrival_s * time_scale)
-        done += len(chunk)
+        done += read
         if progress is not None and len(chunk):
             progress(Progress(stage="cache replay", done=done, sim_time_s=float(chunk.arrival_s[-1])))
         yield chunk
@@ -129,7 +171,13 @@ def fleet_cache_replay(
     (:func:`fleet_cache_replay_refusal` says so before the run)."""
     spec, notes, path = _inputs(fleet, trace, base_dir)
     chunks = iter_trace_chunks(path, trace_block_tokens=trace.trace_block_tokens)
-    res = cache_replay(spec, _scaled(chunks, trace.time_scale, progress))
+    lengths = _Lengths(spec.pools[0].setup)
+    res = cache_replay(spec, _scaled(chunks, trace.time_scale, progress, lengths))
+    if lengths.too_long:
+        notes.append(
+            f"{lengths.too_long:,} requests longer than max_model_len {lengths.max_len:,} refused (too_long) and "
+            "left out, as the full simulation does"
+        )
     notes = [
         *notes,
         "fidelity cache-replay: prefix caches, routing and admission exact; each request's latency fixed "
@@ -149,6 +197,7 @@ def fleet_cache_replay(
         horizon_s=res.horizon_s,
         throughput_req_s=res.requests / res.horizon_s if res.horizon_s > 0 else None,
         peak_index_keys=res.peak_index_keys,
+        too_long=lengths.too_long,
         kv_tiers=None
         if res.kv_tier_hit_tokens is None
         else kv_tiers_json(res.kv_tier_hit_tokens, res.prefix_cache_query_tokens),

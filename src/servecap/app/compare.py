@@ -10,8 +10,10 @@ otherwise kept, after the priced ones, with the reason, never dropped. The respo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
 
 from servecap.app.defaults import OUTPUT_TOKENS, PROMPT_TOKENS
@@ -20,12 +22,21 @@ from servecap.app.plan import slo_used
 from servecap.errors import ServecapError, from_validation_error
 
 
+def _catalog_gpu_names(schema: JsonDict) -> None:
+    """The catalog's GPU ids as the schema's ``enum`` of a GPU name (read when the schema is
+    written, not on import; aliases such as ``h100`` are taken too)."""
+    from servecap.catalog import gpu_catalog
+
+    schema["enum"] = [g.id for g in gpu_catalog()]
+
+
 class CompareRequest(BaseModel):
     model_config = ConfigDict(allow_inf_nan=False, extra="forbid", frozen=True)
 
     model: str = Field(default=DEFAULT_MODEL, max_length=200, description=flag_help(DeploymentFlags, "model"))
-    gpus: list[str] | None = Field(  # None: every catalog GPU (and the gpu_file's), priced or not
-        default=None, description="GPU names (default: every GPU)."
+    gpus: list[Annotated[str, Field(json_schema_extra=_catalog_gpu_names)]] | None = Field(
+        default=None,
+        description="GPU names (default: every GPU).",  # None: every catalog GPU (and the gpu_file's)
     )
     gpu_file: SkipJsonSchema[Path | None] = Field(default=None, description="TOML file adding [[gpu]] rows.")
     counts: list[int] = Field(default=[1, 2, 4, 8], min_length=1, description="GPUs per replica to try (TP sizes).")
@@ -60,6 +71,13 @@ class CompareRequest(BaseModel):
     calibration: SkipJsonSchema[Path | None] = Field(
         default=None, description="Calibration file from `servecap calibrate`."
     )
+
+    @field_validator("gpus")
+    @classmethod
+    def _some_gpus(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:  # an empty list never means "every GPU"
+            raise ValueError("give at least one GPU name, or leave it out for every GPU")
+        return v
 
 
 class SloOut(BaseModel):

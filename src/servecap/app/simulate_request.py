@@ -13,11 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, cast
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from servecap.app.flags import LoadFlags, StreamFlags, flag_help
 from servecap.app.request_fields import DeploymentFields
+from servecap.core.kv_tier_settings import check_modes_need_tiers
 from servecap.fleet.kv_tier_fields import CpuKvGib, KvLoadField, KvStoreField, RemoteKvTib, SsdKvGib
 from servecap.workload.spec_parts import TraceArrival
 
@@ -87,6 +88,11 @@ class SimulateRequest(DeploymentFields):
         description="Replay a trace (servecap, Mooncake, Azure or BurstGPT; over HTTP only the shipped "
         "sample:<name> traces): its format, window and time scale (docs/workload.md, Traces).",
     )
+
+    @model_validator(mode="after")
+    def _modes_need_tiers(self) -> SimulateRequest:
+        check_modes_need_tiers("", self.kv_load, self.kv_store, self.cpu_kv_gib, self.ssd_kv_gib, self.remote_kv_tib)
+        return self
 
     def stream(self) -> StreamFlags:
         """The request shape, as ``bench`` and ``fleet simulate`` take it."""

@@ -15,7 +15,9 @@ from servecap.cli.numbers import FINITE
 
 
 def _list(text: str | None) -> list[str] | None:
-    return [part.strip() for part in text.split(",") if part.strip()] if text else None
+    """The names of a comma-separated flag; None when the flag is not given (an empty one is an
+    empty list, refused by name: it never means the default)."""
+    return [part.strip() for part in text.split(",") if part.strip()] if text is not None else None
 
 
 def _opt(name: str, *decls: str, **attrs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -33,6 +33,24 @@ STORE_HELP = (
 )
 
 
+def check_modes_need_tiers(
+    prefix: str, kv_load: str, kv_store: str, cpu_kv_gib: float | None, ssd_kv_gib: float | None, remote: float | None
+) -> None:
+    """Refuse a load or store mode other than the default (``layerwise``, ``on-evict``) where no
+    tier is given: it would change nothing, silently. ``prefix``: the field's path before it."""
+    if cpu_kv_gib is not None or ssd_kv_gib is not None or remote is not None:
+        return
+    from servecap.errors import ServecapError
+
+    for key, value, default in (("kv_load", kv_load, "layerwise"), ("kv_store", kv_store, "on-evict")):
+        if value != default:
+            raise ServecapError(
+                prefix + key,
+                value,
+                "sets how the KV tiers work, and none is given (cpu_kv_gib, ssd_kv_gib, remote_kv_tib)",
+            )
+
+
 def kv_tiers_of(cpu_kv_gib: float | None, ssd_kv_gib: float | None, remote_kv_tib: float | None) -> tuple[KvTier, ...]:
     """The tiers given (none: GPU memory only), fastest first, at their cited bandwidths."""
     tiers: list[KvTier] = []

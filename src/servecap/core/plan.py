@@ -315,20 +315,9 @@ def plan(
     ttft = ttft_s(cost, b, request, eff, eng.max_num_batched_tokens)
     single_tpot = decode_step(cost, 1, request.mean_held_tokens, eff).total_s / cost.spec_tokens_per_step
     single_ttft = ttft_s(lone_request_cost(cost), 0, request, eff, eng.max_num_batched_tokens)
-    users = busy_users(batch, costs.duty_cycle)  # the 99th percentile in flight fits the batch
-    rent = costs.rent_usd_per_gpu_hour if costs.rent_usd_per_gpu_hour is not None else dep.gpu.rent_usd_per_hour
-    buy = costs.purchase_usd_per_gpu if costs.purchase_usd_per_gpu is not None else dep.gpu.purchase_usd
-    if rent is None:
+    if (costs.rent_usd_per_gpu_hour if costs.rent_usd_per_gpu_hour is not None else dep.gpu.rent_usd_per_hour) is None:
         warnings.append(f"no rent price for {dep.gpu.id} in the catalog: pass --price-per-hour")
-    tok_s = batch / steady.tpot_s if batch else 0.0
-    money = cost_breakdown(
-        rent_usd_per_gpu_hour=rent,
-        purchase_usd_per_gpu=buy,
-        num_gpus=dep.num_gpus,
-        users=users,
-        output_tokens_per_s=tok_s,
-        lifetime_years=costs.lifetime_years,
-    )
+    users, money = _users_and_money(dep, batch, steady.tpot_s, costs)
     if dep.gpu.memory_gib_reported is None:
         warnings.append(
             f"total GPU memory taken as {dep.gpu.total_memory_basis}; the driver reports a little "
@@ -382,6 +371,30 @@ def plan(
         cost=money,
         warnings=tuple(warnings),
     )
+
+
+def _users_and_money(dep: Deployment, batch: int, tpot_s: float, costs: CostInputs) -> tuple[int, CostBreakdown]:
+    """The users a batch serves at ``costs.duty_cycle`` and what they cost (the plan's last step)."""
+    users = busy_users(batch, costs.duty_cycle)  # the 99th percentile in flight fits the batch
+    rent = costs.rent_usd_per_gpu_hour if costs.rent_usd_per_gpu_hour is not None else dep.gpu.rent_usd_per_hour
+    buy = costs.purchase_usd_per_gpu if costs.purchase_usd_per_gpu is not None else dep.gpu.purchase_usd
+    money = cost_breakdown(
+        rent_usd_per_gpu_hour=rent,
+        purchase_usd_per_gpu=buy,
+        num_gpus=dep.num_gpus,
+        users=users,
+        output_tokens_per_s=batch / tpot_s if batch else 0.0,
+        lifetime_years=costs.lifetime_years,
+    )
+    return users, money
+
+
+def with_duty_cycle(p: Plan, duty_cycle: float) -> Plan:
+    """``p`` at another duty cycle: the users and the cost are the only numbers it changes, so
+    this is :func:`plan` with ``costs.duty_cycle`` replaced, without planning the batch again."""
+    costs = replace(p.costs_in, duty_cycle=duty_cycle)
+    users, money = _users_and_money(p.deployment, p.batch, p.tpot_s, costs)
+    return replace(p, costs_in=costs, users_served=users, cost=money)
 
 
 def with_engine(dep: Deployment, **changes: object) -> Deployment:

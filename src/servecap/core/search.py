@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from servecap.core.defaults import build_deployment
-from servecap.core.plan import Plan, plan
+from servecap.core.plan import Plan, plan, with_duty_cycle
 from servecap.errors import ServecapError
 from servecap.specs.gpu import GpuSpec
 from servecap.specs.model import ModelSpec
@@ -74,9 +74,8 @@ def compare(
                         p = plan(dep, request=request, slo=slo, efficiency=efficiency, costs=gpu_costs)
                         if duty_cycle_of is not None and p.batch > 0:
                             generating = p.ttft_s + max(0, p.request.output_tokens - 1) * p.tpot_s
-                            duty = max(duty_cycle_of(generating), 1e-9)
-                            costs_here = replace(gpu_costs, duty_cycle=duty)
-                            p = plan(dep, request=request, slo=slo, efficiency=efficiency, costs=costs_here)
+                            # the duty cycle changes the users and the cost only: no second search
+                            p = with_duty_cycle(p, max(duty_cycle_of(generating), 1e-9))
                     except ServecapError as err:
                         out.append(Candidate(*key, None, str(err)))
                         continue

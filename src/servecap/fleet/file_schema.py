@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from servecap.core.kv_tier_settings import check_modes_need_tiers
 from servecap.core.kv_transfer import kv_footprint
 from servecap.errors import ServecapError, did_you_mean, from_validation_error
 from servecap.fleet import ColdStart, FleetSpec, Phase, Pool
@@ -311,6 +312,13 @@ class PoolModel(_Model):
                 "P/D one), pd_router: {prefill, decode} names each side",
             )
         return raw
+
+    @model_validator(mode="after")
+    def _modes_need_tiers(self) -> PoolModel:
+        check_modes_need_tiers(
+            f"pools.{self.name}.", self.kv_load, self.kv_store, self.cpu_kv_gib, self.ssd_kv_gib, self.remote_kv_tib
+        )
+        return self
 
     @field_validator("mtbf_s")
     @classmethod

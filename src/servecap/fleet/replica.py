@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from servecap.errors import ServecapError
 from servecap.fleet.pools import DRAINING, FAILED, READY, STARTING, STOPPED, PoolReplica
 from servecap.sim.engine import Engine
 from servecap.sim.engine_server import EngineServer
@@ -43,7 +44,10 @@ class Replica(PoolReplica):
 
     def add(self, request: ArrivingRequest, now_s: float) -> bool:
         """Hand the request to the engine at ``now_s`` (the caller advanced it to ``now_s``)."""
-        ok = self.server.add(request, now_s)
+        try:
+            ok = self.server.add(request, now_s)
+        except ServecapError as err:  # name the pool of a request its pool can never hold
+            raise ServecapError(err.field, err.value, f"{err.problem} (pool {self.pool!r})") from None
         if ok:
             self._count(now_s)
             self.inflight[request.request_id] = (request, now_s)

@@ -174,11 +174,20 @@ class FleetPlanInput(BaseModel):
 def plan_request_from_dict(raw: Mapping[str, object]) -> FleetPlanRequest:
     """Validate a plan file's mapping; the first problem is one error naming the field."""
     try:
-        return FleetPlanRequest.model_validate(raw)
+        request = FleetPlanRequest.model_validate(raw)
     except ValidationError as err:
         raise from_validation_error(
             err, "plan", allowed_keys=lambda _loc: _KEYS, brackets=True, key_as_field=True
         ) from None
+    # a tier lever's size given without the lever (asked for only) would change nothing: named
+    for key, lever in (("cpu_tier_gib", "cpu-tier"), ("shared_store_tib", "shared-store")):
+        if key in request.model_fields_set and lever not in (request.levers or ()):
+            raise ServecapError(
+                f"plan.{key}",
+                getattr(request, key),
+                f"sizes the {lever} lever, which is not asked for: add it to levers (--levers ...,{lever})",
+            )
+    return request
 
 
 _KEYS = sorted({*FleetPlanRequest.model_fields, *TrafficModel.model_fields, *CandidateModel.model_fields})

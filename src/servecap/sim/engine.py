@@ -84,7 +84,7 @@ from servecap.sim.kv_tiers import LruTier, TierStore, private_key
 from servecap.sim.queues import RequestQueue, make_queue
 from servecap.sim.request_state import DECODING, DONE, PREFILLING, WAITING, RequestState
 from servecap.sim.scheduler_policy import admission_policy
-from servecap.sim.setup import EngineSetup, prefix_caching_supported
+from servecap.sim.setup import EngineSetup, kv_fit_tokens, prefix_caching_supported
 from servecap.sim.spec_steps import SpecSteps
 from servecap.sim.step_time import StepTimeModel
 from servecap.specs.engines import engine_profile
@@ -145,6 +145,9 @@ class Engine:
         self._num_groups = len(layout.groups)
         self.caching = setup.enable_prefix_caching and self._uniform_blocks
         self.pool = KvPool(setup.num_gpu_blocks, blocks_per_key=self._num_groups if self.caching else 1)
+        # the longest context the whole pool holds: a request whose prompt and output need more can
+        # never run (vLLM refuses at startup a max_model_len past it; a setup built by hand may not)
+        self.fit_tokens = kv_fit_tokens(setup)
         # KV tiers below GPU memory (sim/kv_tiers.py): fed by the pool's evictions, read on a GPU
         # miss; ``kv_remote`` is the fleet's shared remote store
         self.tiers: TierStore | None = None
@@ -277,6 +280,16 @@ class Engine:
                 request_id,
                 f"{prompt_tokens} prompt + {output_tokens} output tokens exceed max_model_len "
                 f"{self.setup.max_model_len}",
+            )
+        if prompt_tokens + output_tokens - 1 > self.fit_tokens:
+            # its last context (the last output token is never computed) has no room even in an empty pool
+            raise ServecapError(
+                "request",
+                request_id,
+                f"{prompt_tokens} prompt + {output_tokens} output tokens need a context of "
+                f"{prompt_tokens + output_tokens - 1} tokens; the whole KV pool holds {self.fit_tokens} "
+                f"({self.setup.num_gpu_blocks} blocks of {self.block_size}): max_model_len "
+                f"{self.setup.max_model_len} is past what the pool holds",
             )
         if request_id in self._requests:
             raise ServecapError("request_id", request_id, "already in the engine")

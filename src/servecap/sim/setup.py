@@ -76,6 +76,29 @@ def prefix_caching_supported(layout: KvLayout) -> bool:
     return all(g.kind in (AttentionKind.FULL, AttentionKind.MLA) for g in layout.groups)
 
 
+def kv_fit_tokens(setup: EngineSetup) -> int:
+    """The longest context (tokens) whose blocks the whole KV pool holds: ``num_gpu_blocks //
+    groups x block_size`` where every group is full attention or MLA (vLLM's "GPU KV cache size",
+    :meth:`KvLayout.kv_cache_tokens`), else the longest ``t`` with ``blocks_held(t) <=
+    num_gpu_blocks`` (a bisection: the count grows with ``t``), ``max_model_len`` when that fits.
+    A request whose context is longer can never run; vLLM refuses at startup a ``max_model_len``
+    past it (``check_enough_kv_cache_memory`` in ``vllm/v1/core/kv_cache_utils.py``; its
+    ``estimate_max_model_len`` bisects for the longest length that fits, as this does)."""
+    layout, total = setup.layout, setup.num_gpu_blocks
+    if prefix_caching_supported(layout):
+        return layout.kv_cache_tokens(total)
+    if layout.blocks_held(setup.max_model_len) <= total:
+        return setup.max_model_len
+    lo, hi = 0, setup.max_model_len  # blocks_held(lo) fits, blocks_held(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if layout.blocks_held(mid) <= total:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def engine_setup_from_plan(
     plan: Plan,
     *,

@@ -59,7 +59,10 @@ def generate_agentic(
     """The sessions' requests, sorted by arrival (ties: in the order drawn)."""
     b = spec.block_tokens
     sys_full = spec.system_prompt_tokens // b
-    system_ids = [list(range(k * sys_full, (k + 1) * sys_full)) for k in range(spec.system_prompts)]
+
+    def system_ids(k: int) -> list[int]:  # system prompt k's full blocks (built when used)
+        return list(range(k * sys_full, (k + 1) * sys_full))
+
     ids = _Ids(spec.system_prompts * sys_full)
     rows: list[tuple[float, int, int, int, list[int]]] = []  # (arrival, order, prompt, output, ids)
     starts = np.cumsum(rng.exponential(1.0 / spec.session_rate_per_s, spec.sessions))
@@ -67,14 +70,16 @@ def generate_agentic(
 
     def run_agent(t: float, system: int, task: int, turns: int, depth: int) -> tuple[float, int]:
         """One agent's turns from ``t``; returns when its last answer is back and its length."""
-        ctx = _Context(sys_full * b, list(system_ids[system]))
+        ctx = _Context(sys_full * b, system_ids(system))
         ids.grow(ctx, spec.system_prompt_tokens - sys_full * b + task, b)
         answer = 0
         for turn in range(turns):
+            if len(rows) >= limit:  # nothing more is kept: the draws after it change no row
+                break
             if turn:
                 ids.grow(ctx, _lognormal(rng, spec.turn_new_tokens, spec.turn_new_sigma), b)
             if ctx.tokens > spec.max_context_tokens:  # compaction: the system prompt and a summary
-                ctx = _Context(sys_full * b, list(system_ids[system]))
+                ctx = _Context(sys_full * b, system_ids(system))
                 ids.grow(ctx, spec.system_prompt_tokens - sys_full * b + max(1, round(spec.turn_new_tokens)), b)
             answer = _lognormal(rng, spec.output_tokens, spec.output_sigma)
             if len(rows) < limit:

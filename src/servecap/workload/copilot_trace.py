@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from servecap.errors import ServecapError
-from servecap.files import MAX_DATA_BYTES, read_text
+from servecap.files import MAX_DATA_BYTES, first_text_line, read_text
 from servecap.workload.arrival_trace import ArrivalTrace
 
 MAX_CALLS = 10_000_000  # LLM calls in one file (the week's release: 9.3 M)
@@ -48,20 +48,13 @@ def is_copilot_line(obj: object) -> bool:
 
 def looks_like_copilot(path: Path) -> bool:
     """The first non-empty line of a JSONL file is a Copilot session (read alone, no whole file)."""
+    line = first_text_line(path, max_lines=100)  # None: the reader names an unreadable file
+    if line is None:
+        return False
     try:
-        with path.open(encoding="utf-8", errors="replace") as f:
-            for _ in range(100):
-                line = f.readline(1 << 20)
-                if not line:
-                    return False
-                if line.strip():
-                    try:
-                        return is_copilot_line(json.loads(line))
-                    except (ValueError, RecursionError):  # the reader of the format names the line
-                        return False
-    except OSError:
-        return False  # the reader names an unreadable file
-    return False
+        return is_copilot_line(json.loads(line))
+    except (ValueError, RecursionError):  # the reader of the format names the line
+        return False
 
 
 def _time(raw: object, where: str) -> dt.datetime:

@@ -80,12 +80,22 @@ def trace_arrays(
     idx = np.flatnonzero(keep)
     if num_requests is not None:
         idx = idx[:num_requests]
-    if not len(idx):
+    if not len(idx):  # named by the bound that emptied it
+        field: str = "start_s"
+        value: float | None = arrival.start_s
+        if arrival.end_s is not None and (t >= arrival.start_s).any():
+            field, value = "end_s", arrival.end_s
+        if (t >= arrival.start_s).any() and (
+            arrival.end_s is None or ((t >= arrival.start_s) & (t < arrival.end_s)).any()
+        ):
+            field, value = "duration_s", duration_s
+        window = f"[{arrival.start_s:g}, {'end' if arrival.end_s is None else format(arrival.end_s, 'g')}) s"
         raise ServecapError(
-            "workload.arrival.start_s",
-            arrival.start_s,
-            f"no request of {trace_path(arrival.path).name} ({len(trace)} requests over "
-            f"{float(trace.arrival_s[-1]):g} s) falls in the window",
+            "workload." + (field if field == "duration_s" else "arrival." + field),
+            value,
+            f"no request of {trace_path(arrival.path).name} ({len(trace)} requests from {float(t[0]):g} to "
+            f"{float(t[-1]):g} s) falls in the window {window}"
+            + ("" if field != "duration_s" else f" before {duration_s:g} s of scaled time"),
         )
     last_s = float(arr[idx[-1]])
     if last_s > MAX_DURATION_S:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from servecap.errors import ServecapError
-from servecap.files import MAX_DATA_BYTES, read_text
+from servecap.files import MAX_DATA_BYTES, first_text_line, read_text
 from servecap.workload.block_hash import HashBlocks
 
 KEYS = ("session_id", "request_id", "parent_id", "arrival_s", "delay_s", "prompt_tokens", "output_tokens", "hash_ids")
@@ -85,15 +85,14 @@ def starts_as_sessions(path: Path) -> bool:
     """Whether the file's first non-blank line is a sessions trace's JSON object (how ``format:
     auto`` tells a sessions trace from the open-loop formats); False for anything unreadable,
     which the open-loop readers then name."""
-    try:
-        with path.open(encoding="utf-8", errors="replace") as f:
-            for _, line in zip(range(1000), f, strict=False):
-                if line.strip():
-                    first = json.loads(line)
-                    return isinstance(first, dict) and is_sessions_file(first)
-    except (OSError, ValueError, RecursionError):
+    line = first_text_line(path)
+    if line is None:
         return False
-    return False
+    try:
+        first = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(first, dict) and is_sessions_file(first)
 
 
 def load_sessions(path: Path, *, trace_block_tokens: int = 512) -> SessionGraph:

@@ -327,6 +327,8 @@ def _servecap_row(rows: _Rows, row: dict[str, Any], where: str, block_tokens: in
         ptok = int(_number(row, "prefix_tokens", where, minimum=0, integer=True))
         if ptok > prompt:
             raise ServecapError(f"{where}.prefix_tokens", ptok, f"exceeds prompt_tokens {prompt}")
+    elif row.get("prefix_tokens") not in (None, "", 0, "0"):  # a prefix belongs to a group: not ignored
+        raise ServecapError(f"{where}.prefix_tokens", row["prefix_tokens"], "needs prefix_group (the prefix's group)")
     hashes = _hash_ids(row.get("hash_ids"), prompt, block_tokens, where)
     rows.add(t, prompt, output, group, ptok, hashes)
 

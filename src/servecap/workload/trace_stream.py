@@ -14,6 +14,7 @@ chunk, and the consumer (:func:`servecap.fleet.cache_replay_run.cache_replay`) o
 from __future__ import annotations
 
 import json
+import stat
 from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,6 +43,8 @@ def iter_trace_chunks(
     if path.suffix.lower() not in (".jsonl", ".ndjson"):
         raise ServecapError("trace", str(path), "a streamed block-hash trace is mooncake JSONL (.jsonl)")
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would wait for a writer, a device never end
+            raise ServecapError("trace", str(path), "is not a regular file")
         fh = path.open(encoding="utf-8", newline=None)
     except OSError as err:
         raise ServecapError("trace", str(path), f"cannot be read ({err.strerror or err})") from None

@@ -21,7 +21,23 @@ from servecap.planning.model import (
 from servecap.planning.run import run_plan
 from servecap.progress import ProgressFn
 
-__all__ = ["Context", "FleetPlanRequest", "FleetPlanResponse", "fleet_plan", "load_plan_file", "plan_request_from_dict"]
+__all__ = [
+    "Context",
+    "FleetPlanRequest",
+    "FleetPlanResponse",
+    "check_lever_names",
+    "fleet_plan",
+    "load_plan_file",
+    "plan_request_from_dict",
+]
+
+
+def check_lever_names(request: FleetPlanRequest) -> None:
+    """Refuse a lever name the planner does not know (the CLI before its search, the API before
+    it queues the job)."""
+    for name in request.levers or []:
+        if name not in LEVERS:
+            raise ServecapError("levers", name, f"one of {', '.join(LEVERS)}" + did_you_mean(name, LEVERS))
 
 
 def fleet_plan(
@@ -37,9 +53,7 @@ def fleet_plan(
     line) on bad input, on more work than ``limits`` allow (default: the CLI's), or when no
     candidate meets the SLOs. ``executor`` (``auto``, ``serial``, ``process``, ``ray``) and
     ``workers`` say where the simulations run (:class:`Context`); the answer is the same."""
-    for name in request.levers or []:  # before the search: a typo costs no simulation
-        if name not in LEVERS:
-            raise ServecapError("levers", name, f"one of {', '.join(LEVERS)}" + did_you_mean(name, LEVERS))
+    check_lever_names(request)  # before the search: a typo costs no simulation
     check_fleet_plan_work(request, limits if limits is not None else cli_limits())
     ctx = Context(request, progress, executor=executor, workers=workers, ray_address=ray_address)
     try:

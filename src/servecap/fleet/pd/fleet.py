@@ -60,6 +60,7 @@ from servecap.sim.engine import Engine
 from servecap.sim.kv_tiers import LruTier, private_key
 from servecap.sim.request_state import RequestState
 from servecap.sim.server import ArrivingRequest
+from servecap.sim.setup import kv_fit_tokens
 from servecap.workload.request import block_keys
 
 # the hand-off's own timer (Final: compiled by mypyc, a constant rather than a global's look-up)
@@ -181,6 +182,11 @@ class PdFleet(Pools):
         # per prefill pool x decode pool: prompt length -> its transfer's shape and occupancy
         self._transfers: list[dict[int, _Transfer]] = [{} for _ in range(len(spec.pools) ** 2)]
         self._max_len = min(p.setup.max_model_len for p in spec.pools)
+        # the longest prompt every prefill pool's KV pool holds, and context every decode pool's
+        # (a request past them could never run there: refused by name on arrival)
+        self._fits = [(p.name, r, kv_fit_tokens(p.setup)) for p, r in zip(spec.pools, self.roles, strict=True)]
+        self._prefill_fit = min((f for _, r, f in self._fits if r == "prefill"), default=1 << 62)
+        self._decode_fit = min((f for _, r, f in self._fits if r == "decode"), default=1 << 62)
         self.ready_prefill: list[PdReplica] = []
         self.ready_decode: list[PdReplica] = []
         self.live: list[PdReplica] = []
@@ -308,8 +314,27 @@ class PdFleet(Pools):
         if request.prompt_tokens + request.output_tokens > self._max_len:
             self._fail_job(job, "too_long")
             return False
+        if (
+            request.prompt_tokens > self._prefill_fit
+            or request.prompt_tokens + request.output_tokens - 1 > self._decode_fit
+        ):
+            self._too_big(request)
         self._route_prefill(job, now_s)
         return len(self._out) == n
+
+    def _too_big(self, request: ArrivingRequest) -> None:
+        """Refuse ``request`` by name: its prompt (prefill) or its context (decode) is longer than
+        what a pool's whole KV pool holds."""
+        prompt, output = request.prompt_tokens, request.output_tokens
+        for name, role, fit in self._fits:
+            need = prompt if role == "prefill" else prompt + output - 1
+            if need > fit:
+                raise ServecapError(
+                    "request",
+                    request.request_id,
+                    f"{prompt} prompt + {output} output tokens need a {role} context of {need} tokens; the whole "
+                    f"KV pool of a replica of pool {name!r} holds {fit}: its max_model_len is past what the pool holds",
+                )
 
     def route(self, request: ArrivingRequest, now_s: float, pool: str | None = None) -> bool:
         """A request from a gateway stage: it enters at the prefill pools as any does (the
