@@ -86,7 +86,7 @@ def test_a_fleet_plan_replays_a_sample_with_its_window_and_scale(client: TestCli
         # read before the job is queued (was: 202, then a failed job)
         ({"path": "sample:azure-code-2023", "start_s": 1e8}, "start_s", "falls in the window [1e+08, end) s"),
         ({"path": "sample:agentic", "end_s": 1e-300}, "end_s", "falls in the window [0, 1e-300) s"),
-        ({"path": "sample:agentic", "format": "azure"}, "format", "an azure trace is CSV, not JSONL"),
+        ({"path": "sample:agentic", "format": "azure"}, "format", "a trace of format azure is CSV, not JSONL"),
         ({"path": "sample:agentic", "format": "sessions"}, "request_id", "must be a string"),
     ],
 )

@@ -140,7 +140,7 @@ def test_format_mismatch_and_bad_names(tmp_path: Path) -> None:
     p.write_text("arrival_s,prompt_tokens,output_tokens\n0,1,1\n")
     with pytest.raises(ServecapError, match="mooncake trace is JSONL"):
         load_trace(p, "mooncake")
-    with pytest.raises(ServecapError, match=r"TIMESTAMP.*missing column of an azure trace"):
+    with pytest.raises(ServecapError, match=r"TIMESTAMP.*missing column of a trace of format azure"):
         load_trace(p, "azure")
     with pytest.raises(ServecapError, match="did you mean: mooncake"):
         load_trace(p, "moncake")

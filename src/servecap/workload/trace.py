@@ -117,7 +117,7 @@ def load_trace(
         rows, fmt = _csv_trace(path, text, fmt)
     else:
         if fmt in ("azure", "burstgpt"):
-            raise ServecapError("arrival.format", fmt, f"{path.name}: an {fmt} trace is CSV, not JSONL")
+            raise ServecapError("arrival.format", fmt, f"{path.name}: a trace of format {fmt} is CSV, not JSONL")
         rows, fmt = _jsonl_trace(path, text, fmt, trace_block_tokens)
     if not rows.arrival_s:
         raise ServecapError("arrival.path", str(path), "trace has no requests")
@@ -175,7 +175,9 @@ def _csv_trace(path: Path, text: str, fmt: str) -> tuple[_Rows, str]:
             need = AZURE_COLUMNS if fmt == "azure" else BURSTGPT_COLUMNS
             for key in need:
                 if key not in header:
-                    raise ServecapError(where1, key, f"missing column of an {fmt} trace (header: {', '.join(header)})")
+                    raise ServecapError(
+                        where1, key, f"missing column of a trace of format {fmt} (header: {', '.join(header)})"
+                    )
         rows = _Rows()
         t0: float | None = None
         for i, row in enumerate(reader):
