@@ -27,12 +27,17 @@ Compiled by mypyc (setup.py) like the engine; the pure-Python module behaves ide
 from __future__ import annotations
 
 import heapq
+from typing import TYPE_CHECKING, Any
 
 from servecap.fleet.cache_replay_tiers import ReplayTiers
 from servecap.sim.step_time import StepTimeModel
 
+if TYPE_CHECKING:  # a native 64-bit integer when compiled (mypyc); annotations only, so not needed at run time
+    from mypy_extensions import i64
+
 ROUTERS = ("precise-prefix", "least-outstanding", "round-robin")
 _NEVER = float("inf")  # an empty heap's head
+_LISTED_BASES = 1 << 16  # step bases kept in a list by token count, at most (past it: the model's dict)
 
 
 class ReplicaCache:
@@ -50,7 +55,7 @@ class ReplicaCache:
         self.cached = 0  # blocks of the runs in the list
         self.private = 0  # blocks of held requests outside the cache (their unkeyed tail, answer)
         self.used = 0  # blocks of held requests (kv usage, as the engine's pool counts held ones)
-        self.ends: list[tuple[float, int, int, int]] = []  # (end_s, private, used, context tokens)
+        self.ends: list[Held] = []  # a heap of the held requests, first to end first (Held.before)
         self.starts: list[float] = []  # start times of held requests still waiting
         # the heads of the two heaps (_NEVER: empty), read by the router for every replica
         self.next_end_s = _NEVER
@@ -101,10 +106,10 @@ class ReplicaCache:
     def retire_ends(self, now_s: float) -> None:
         """Requests that ended by ``now_s`` let go of their blocks."""
         while self.next_end_s <= now_s:
-            _, priv, used, ctx = self.pop_end()
-            self.private -= priv
-            self.used -= used
-            self.ctx -= ctx
+            h = self.pop_end()
+            self.private -= h.private
+            self.used -= h.used
+            self.ctx -= h.ctx
 
     def retire_starts(self, now_s: float) -> None:
         """Requests that started by ``now_s`` stop waiting."""
@@ -114,22 +119,76 @@ class ReplicaCache:
             self.waiting -= 1
             self.next_start_s = starts[0] if starts else _NEVER
 
-    def push_end(self, item: tuple[float, int, int, int]) -> None:
+    def push_end(self, item: Held) -> None:
+        """Hold ``item`` (a binary heap in :meth:`Held.before` order)."""
         ends = self.ends
-        heapq.heappush(ends, item)
-        self.next_end_s = ends[0][0]
+        ends.append(item)
+        pos = len(ends) - 1
+        while pos > 0:
+            up = (pos - 1) >> 1
+            p = ends[up]
+            if not item.before(p):
+                break
+            ends[pos] = p
+            pos = up
+        ends[pos] = item
+        self.next_end_s = ends[0].end_s
 
-    def pop_end(self) -> tuple[float, int, int, int]:
+    def pop_end(self) -> Held:
+        """Let go of the first held request to end (there is one); any min-heap of the same
+        order pops the same sequence of values as heapq on ``(end_s, private, used, ctx)``."""
         ends = self.ends
-        item = heapq.heappop(ends)
-        self.next_end_s = ends[0][0] if ends else _NEVER
-        return item
+        last = ends.pop()
+        n = len(ends)
+        if not n:
+            self.next_end_s = _NEVER
+            return last
+        top = ends[0]
+        pos = 0
+        while True:
+            c = 2 * pos + 1
+            if c >= n:
+                break
+            child = ends[c]
+            if c + 1 < n:
+                right = ends[c + 1]
+                if right.before(child):
+                    child = right
+                    c += 1
+            if not child.before(last):
+                break
+            ends[pos] = child
+            pos = c
+        ends[pos] = last
+        self.next_end_s = ends[0].end_s
+        return top
 
     def push_start(self, start_s: float) -> None:
         starts = self.starts
         heapq.heappush(starts, start_s)
         self.waiting += 1
         self.next_start_s = starts[0]
+
+
+class Held:
+    """A request a replica holds: when it ends, its private blocks (outside the cache), the blocks
+    it uses and its context tokens mid-answer."""
+
+    def __init__(self, end_s: float, private: int, used: int, ctx: int) -> None:
+        self.end_s = end_s
+        self.private = private
+        self.used = used
+        self.ctx = ctx
+
+    def before(self, o: Held) -> bool:
+        """``(end_s, private, used, ctx) < o``'s, as tuples compare (the order heapq kept)."""
+        if self.end_s != o.end_s:
+            return self.end_s < o.end_s
+        if self.private != o.private:
+            return self.private < o.private
+        if self.used != o.used:
+            return self.used < o.used
+        return self.ctx < o.ctx
 
 
 class Entry:
@@ -154,8 +213,9 @@ class RunHolders:
     last prompt walked or published (a session's next turn resends the same runs in the same
     order)."""
 
-    def __init__(self, key: int, length: int) -> None:
-        self.key = key
+    def __init__(self, key: i64, kobj: object, length: int) -> None:
+        self.key = key  # the run's key (signed 64 bits: compared unboxed)
+        self.kobj = kobj  # the same key as the index's own key object (deleted by identity)
         self.any = 0
         self.full = 0
         self.length = length
@@ -226,7 +286,8 @@ class CacheReplay:
         self.queue_weight = queue_weight
         self.kv_weight = kv_weight
         self.caching = caching
-        self.index: dict[int, RunHolders] = {}
+        # run key -> holders, keyed by the key objects of the rows admitted (RunHolders.kobj)
+        self.index: dict[object, RunHolders] = {}
         self.next_rr = 0
         self.hit_tokens = 0
         self.query_tokens = 0
@@ -235,24 +296,58 @@ class CacheReplay:
         self.last_end_s = 0.0
         # KV tiers below GPU memory (fleet/cache_replay_tiers.py), set by the caller; None: GPU only
         self.tiers: ReplayTiers | None = None
+        # pricing a step: the roofline's slopes when it has their shape, as the engine prices it
+        # (Engine._price: the same operations as StepTimeModel.time, so the same floats), with
+        # the bases of the token counts a step can have in a list, else the model's own call
+        slopes = model.roofline_slopes()
+        self.kv_slope, self.wkv_slope, self.pairs_slope, self.wpairs_slope, self.seqs_slope = (
+            slopes if slopes is not None else (0.0, 0.0, 0.0, 0.0, 0.0)
+        )
+        self.price_mode = 0 if slopes is None else (1 if slopes[1] == 0.0 and slopes[3] == 0.0 else 2)
+        listed = max_num_batched_tokens + max_num_seqs + 1 if slopes is not None else 0
+        self.bases: list[tuple[float, float, float] | None] = [None] * min(listed, _LISTED_BASES)
+
+    def _price(self, num_tokens: int, num_seqs: int, kv: float, pairs: float, prompt: int) -> float:
+        """:meth:`StepTimeModel.time` of a step reading ``kv`` context tokens (full and window
+        alike) over ``pairs`` attention pairs, bit for bit (see ``roofline_slopes``)."""
+        mode = self.price_mode
+        if mode == 0 or num_tokens <= 0:
+            return self.model.time(num_tokens, num_seqs, kv, kv, pairs, pairs, prompt)
+        bases = self.bases
+        if num_tokens < len(bases):
+            got = bases[num_tokens]
+            if got is None:
+                got = self.model.base(num_tokens)
+                bases[num_tokens] = got
+            b = got
+        else:
+            b = self.model.base(num_tokens)
+        if mode == 1:
+            mem = b[0] + self.kv_slope * kv
+            comp = b[1] + self.seqs_slope * num_seqs + self.pairs_slope * pairs
+        else:
+            mem = b[0] + self.kv_slope * kv + self.wkv_slope * kv
+            comp = b[1] + self.seqs_slope * num_seqs + self.pairs_slope * pairs + self.wpairs_slope * pairs
+        return (mem if mem > comp else comp) + b[2]
 
     # ---- the index ----------------------------------------------------------------------------
 
-    def _find(self, parent: RunHolders | None, key: int) -> RunHolders | None:
-        """The holders of run ``key`` (None: no replica caches it), the run after ``parent`` in
-        the prompt walked: ``parent.child`` when it is that run and still cached, else the index."""
+    def _find(self, parent: RunHolders | None, kobj: object, key: i64) -> RunHolders | None:
+        """The holders of run ``key`` (``kobj``: the same key as an object; None: no replica
+        caches it), the run after ``parent`` in the prompt walked: ``parent.child`` when it is
+        that run and still cached, else the index."""
         if parent is not None:
             c = parent.child
-            if c is not None and c.any and c.key == key:
+            if c is not None and c.key == key and c.any:
                 return c
-            held = self.index.get(key)
+            held = self.index.get(kobj)
             if held is not None:
                 parent.child = held
             return held
-        return self.index.get(key)
+        return self.index.get(kobj)
 
     def _hits(
-        self, keys: list[int], run_ends: list[int], lo: int, hi: int, max_blocks: int, path: list[RunHolders]
+        self, keys: list[Any], run_ends: list[int], lo: int, hi: int, max_blocks: int, path: list[RunHolders]
     ) -> list[int]:
         """Leading cached blocks of the runs ``keys[lo:hi]`` (ending at ``run_ends[lo:hi]``) on
         every replica (the engine's ``longest_hit_runs``); appends the holders of the runs it
@@ -267,7 +362,9 @@ class CacheReplay:
             want = end - start
             if want <= 0:
                 break
-            held = self._find(parent, keys[j])
+            kobj = keys[j]
+            key: i64 = kobj
+            held = self._find(parent, kobj, key)
             if held is None:
                 break
             path.append(held)
@@ -306,7 +403,7 @@ class CacheReplay:
         return hits
 
     def _hits_on(
-        self, i: int, keys: list[int], run_ends: list[int], lo: int, hi: int, max_blocks: int, path: list[RunHolders]
+        self, i: int, keys: list[Any], run_ends: list[int], lo: int, hi: int, max_blocks: int, path: list[RunHolders]
     ) -> int:
         """Leading cached blocks of the runs ``keys[lo:hi]`` on replica ``i``; appends the holders
         walked to ``path``."""
@@ -317,7 +414,9 @@ class CacheReplay:
             want = end - start
             if want <= 0:
                 break
-            held = self._find(parent, keys[j])
+            kobj = keys[j]
+            key: i64 = kobj
+            held = self._find(parent, kobj, key)
             if held is None:
                 break
             path.append(held)
@@ -330,13 +429,17 @@ class CacheReplay:
             start = end
         return start
 
-    def _hold(self, i: int, k: int, length: int, held: RunHolders | None) -> RunHolders:
-        """Replica ``i`` caches ``length`` leading blocks of run ``k`` (its holders ``held``, when
-        known) as its most recently used; returns the run's holders."""
+    def _hold(self, i: int, kobj: Any, length: int, held: RunHolders | None) -> RunHolders:
+        """Replica ``i`` caches ``length`` leading blocks of run ``kobj`` (its holders ``held``,
+        when known) as its most recently used; returns the run's holders."""
         rep = self.replicas[i]
         if held is None:
-            fresh = RunHolders(k, length)
-            held = self.index.setdefault(k, fresh)
+            index = self.index
+            held = index.get(kobj)
+            if held is None:
+                key: i64 = kobj
+                held = RunHolders(key, kobj, length)
+                index[kobj] = held
         bit = 1 << i
         e = held.entry(i)
         if e is None:
@@ -368,7 +471,7 @@ class CacheReplay:
                 self.tiers.demote(i, held.key, e.length)
             held.drop(e)
             if not held.any:
-                del self.index[held.key]
+                del self.index[held.kobj]
                 held.child = None
 
     # ---- routing ------------------------------------------------------------------------------
@@ -425,10 +528,11 @@ class CacheReplay:
     # ---- one request --------------------------------------------------------------------------
 
     def admit(
-        self, arrival_s: float, prompt: int, output: int, keys: list[int], run_ends: list[int], out: list[float]
+        self, arrival_s: float, prompt: int, output: int, keys: list[Any], run_ends: list[int], out: list[float]
     ) -> None:
-        """Route and admit one request whose prompt's keyed blocks are the runs ``keys`` ending
-        at blocks ``run_ends`` (:func:`~servecap.workload.block_hash.engine_block_runs`); appends
+        """Route and admit one request whose prompt's keyed blocks are the runs ``keys`` (signed
+        64-bit ints) ending at blocks ``run_ends``
+        (:func:`~servecap.workload.block_hash.engine_block_runs`); appends
         its (ttft_s, e2e_s, tpot_s) to ``out``."""
         self._admit(arrival_s, prompt, output, keys, run_ends, 0, len(keys), out)
 
@@ -437,7 +541,7 @@ class CacheReplay:
         arrival_s: float,
         prompt: int,
         output: int,
-        keys: list[int],
+        keys: list[Any],
         run_ends: list[int],
         lo: int,
         hi: int,
@@ -482,10 +586,18 @@ class CacheReplay:
             end = run_ends[j]
             if end <= hit:  # cached whole: only its place in the order changes
                 held = path[j - lo]
-                e = held.entry(i)
-                assert e is not None
-                rep.touch(e)
-                held.last = e
+                last = held.last
+                if last is not None and last.replica == i:
+                    e = last
+                else:
+                    table = held.entries
+                    assert table is not None
+                    got_e = table[i]
+                    assert got_e is not None
+                    e = got_e
+                    held.last = e
+                e.pending += 1
+                rep.queue.append(e)
             else:
                 held = self._hold(
                     i, keys[j], end - (run_ends[j - 1] if j > lo else 0), path[j - lo] if j - lo < walked else None
@@ -501,12 +613,12 @@ class CacheReplay:
         start_s = arrival_s if arrival_s > rep.last_start_s else rep.last_start_s
         self._evict(i, private)
         while rep.ends and (len(rep.ends) >= self.max_num_seqs or rep.cached + rep.private + private > self.capacity):
-            end_s, p, u, c = rep.pop_end()
-            rep.private -= p
-            rep.used -= u
-            rep.ctx -= c
-            if end_s > start_s:
-                start_s = end_s
+            h = rep.pop_end()
+            rep.private -= h.private
+            rep.used -= h.used
+            rep.ctx -= h.ctx
+            if h.end_s > start_s:
+                start_s = h.end_s
             self._evict(i, private)
         rep.retire_ends(start_s)
         # prefill: the uncached prompt in chunks of the token budget left by the decoders
@@ -522,7 +634,7 @@ class CacheReplay:
         mid = cached_tokens + todo / 2.0
         kv = float(rep.ctx) + mid
         pairs = float(rep.ctx) + chunk * mid + chunk * (chunk + 1) / 2.0
-        prefill_s = steps * self.model.time(chunk + batch, batch + 1, kv, kv, pairs, pairs, chunk)
+        prefill_s = steps * self._price(chunk + batch, batch + 1, kv, pairs, chunk)
         if tiers is not None and load_s > 0.0:  # the admitting step takes the load (engine's rule)
             step1_s = prefill_s / steps
             prefill_s += tiers.step_s(i, load_s, step1_s) - step1_s
@@ -531,12 +643,12 @@ class CacheReplay:
         # decode: one token a step in a batch of the held requests and this one
         ctx = prompt + output // 2
         dkv = float(rep.ctx + ctx)
-        tpot_s = self.model.time(batch + 1, batch + 1, dkv, dkv, dkv, dkv, 0) if output > 1 else 0.0
+        tpot_s = self._price(batch + 1, batch + 1, dkv, dkv, 0) if output > 1 else 0.0
         end_s = first_s + (output - 1) * tpot_s
         if start_s > arrival_s:
             rep.push_start(start_s)
         rep.last_start_s = start_s
-        rep.push_end((end_s, private, total, ctx))
+        rep.push_end(Held(end_s, private, total, ctx))
         rep.private += private
         rep.used += total
         rep.ctx += ctx
@@ -560,14 +672,14 @@ class CacheReplay:
         prompt: list[int],
         output: list[int],
         offsets: list[int],
-        keys: list[int],
+        keys: list[Any],
         run_ends: list[int],
         out: list[float],
     ) -> None:
         """:meth:`admit` for each row of a chunk (``offsets``: row ``r``'s runs are
         ``keys[offsets[r]:offsets[r + 1]]``, ending at ``run_ends[...]``; empty: no hashes)."""
         has = len(offsets) > 0
-        empty: list[int] = []
+        empty: list[Any] = []
         for r in range(len(arrival_s)):
             if has:
                 self._admit(arrival_s[r], prompt[r], output[r], keys, run_ends, offsets[r], offsets[r + 1], out)
