@@ -332,14 +332,15 @@ class CacheReplay:
 
     # ---- the index ----------------------------------------------------------------------------
 
-    def _find(self, parent: RunHolders | None, kobj: object, key: i64) -> RunHolders | None:
-        """The holders of run ``key`` (``kobj``: the same key as an object; None: no replica
-        caches it), the run after ``parent`` in the prompt walked: ``parent.child`` when it is
-        that run and still cached, else the index."""
+    def _find(self, parent: RunHolders | None, kobj: Any) -> RunHolders | None:
+        """The holders of run ``kobj`` (None: no replica caches it), the run after ``parent`` in
+        the prompt walked: ``parent.child`` when it is that run and still cached, else the index."""
         if parent is not None:
             c = parent.child
-            if c is not None and c.key == key and c.any:
-                return c
+            if c is not None:
+                key: i64 = kobj
+                if c.key == key and c.any:
+                    return c
             held = self.index.get(kobj)
             if held is not None:
                 parent.child = held
@@ -358,13 +359,13 @@ class CacheReplay:
         start = 0
         parent: RunHolders | None = None
         for j in range(lo, hi):
-            end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
+            end = run_ends[j]
+            if end > max_blocks:
+                end = max_blocks
             want = end - start
             if want <= 0:
                 break
-            kobj = keys[j]
-            key: i64 = kobj
-            held = self._find(parent, kobj, key)
+            held = self._find(parent, keys[j])
             if held is None:
                 break
             path.append(held)
@@ -410,13 +411,13 @@ class CacheReplay:
         start = 0
         parent: RunHolders | None = None
         for j in range(lo, hi):
-            end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
+            end = run_ends[j]
+            if end > max_blocks:
+                end = max_blocks
             want = end - start
             if want <= 0:
                 break
-            kobj = keys[j]
-            key: i64 = kobj
-            held = self._find(parent, kobj, key)
+            held = self._find(parent, keys[j])
             if held is None:
                 break
             path.append(held)
@@ -435,11 +436,8 @@ class CacheReplay:
         rep = self.replicas[i]
         if held is None:
             index = self.index
-            held = index.get(kobj)
-            if held is None:
-                key: i64 = kobj
-                held = RunHolders(key, kobj, length)
-                index[kobj] = held
+            key: i64 = kobj
+            held = index.setdefault(kobj, RunHolders(key, kobj, length))
         bit = 1 << i
         e = held.entry(i)
         if e is None:
@@ -582,8 +580,9 @@ class CacheReplay:
         # last: the engine lets go of a request's blocks last first, so its deepest go first
         walked = len(path)
         chain: RunHolders | None = None
+        end = run_ends[hi - 1] if hi > lo else 0
         for j in range(hi - 1, lo - 1, -1):
-            end = run_ends[j]
+            begin = run_ends[j - 1] if j > lo else 0
             if end <= hit:  # cached whole: only its place in the order changes
                 held = path[j - lo]
                 last = held.last
@@ -599,13 +598,12 @@ class CacheReplay:
                 e.pending += 1
                 rep.queue.append(e)
             else:
-                held = self._hold(
-                    i, keys[j], end - (run_ends[j - 1] if j > lo else 0), path[j - lo] if j - lo < walked else None
-                )
+                held = self._hold(i, keys[j], end - begin, path[j - lo] if j - lo < walked else None)
             # each run's holders link to the next run's (the walk's shortcut, see RunHolders)
             if j < hi - 1:
                 held.child = chain
             chain = held
+            end = begin
         total = -(-(prompt + output) // bs)
         private = total - keyed
         # room: at most max_num_seqs held and the blocks fit (least recently used runs go first;
