@@ -192,20 +192,36 @@ class Held:
 
 
 class Entry:
-    """Replica ``replica``'s cached blocks of one run: its ``length`` leading blocks, its touches
-    in that replica's LRU queue (``pending``) and the run's holders (``run``)."""
+    """Replica ``replica``'s cached blocks of one run: its ``length`` leading blocks and its
+    touches in that replica's LRU queue (``pending``); :meth:`holders`, the run's holders."""
 
-    def __init__(self, replica: int, length: int, run: RunHolders) -> None:
+    def __init__(self, replica: int, length: int) -> None:
         self.replica = replica
         self.length = length
-        self.run = run
         self.pending = 0
 
+    def holders(self) -> RunHolders:
+        raise NotImplementedError
 
-class RunHolders:
+
+class Guest(Entry):
+    """The entry of a replica that cached a run after its :class:`RunHolders` was made."""
+
+    def __init__(self, replica: int, length: int, run: RunHolders) -> None:
+        super().__init__(replica, length)
+        self.run = run
+
+    def holders(self) -> RunHolders:
+        return self.run
+
+
+class RunHolders(Entry):
     """Which replicas cache a run: ``any`` (a bitmask), ``full`` (those holding its longest
-    cached length, ``length`` blocks), and each one's :class:`Entry` (``entries``, one slot per
+    cached length, ``longest`` blocks), and each one's :class:`Entry` (``entries``, one slot per
     replica, made when a second replica caches the run: until then its one entry is ``last``).
+    It is itself the entry of the replica that first cached the run (``replica``; one object a
+    run where one replica caches it, the common case); replicas caching it later get a
+    :class:`Guest` entry (the first one's too, should it cache the run again after evicting it).
 
     Two shortcuts past the hash tables, both checked before use and dropped when the run leaves
     every cache (so they pin nothing): ``last``, the entry a replica last cached or touched (most
@@ -213,15 +229,19 @@ class RunHolders:
     last prompt walked or published (a session's next turn resends the same runs in the same
     order)."""
 
-    def __init__(self, key: i64, kobj: object, length: int) -> None:
+    def __init__(self, key: i64, kobj: object, replica: int, length: int) -> None:
+        super().__init__(replica, length)
         self.key = key  # the run's key (signed 64 bits: compared unboxed)
         self.kobj = kobj  # the same key as the index's own key object (deleted by identity)
         self.any = 0
         self.full = 0
-        self.length = length
+        self.longest = length
         self.entries: list[Entry | None] | None = None
         self.last: Entry | None = None
         self.child: RunHolders | None = None
+
+    def holders(self) -> RunHolders:
+        return self
 
     def entry(self, i: int) -> Entry | None:
         """Replica ``i``'s entry (None: it does not cache the run)."""
@@ -380,7 +400,7 @@ class CacheReplay:
             mask = holders
             if not mask:
                 break
-            ok = held.full & holders if want <= held.length else 0
+            ok = held.full & holders if want <= held.longest else 0
             partial = holders & ~ok
             while partial:
                 low = partial & -partial
@@ -434,14 +454,21 @@ class CacheReplay:
         """Replica ``i`` caches ``length`` leading blocks of run ``kobj`` (its holders ``held``,
         when known) as its most recently used; returns the run's holders."""
         rep = self.replicas[i]
+        e: Entry | None = None
         if held is None:
-            index = self.index
             key: i64 = kobj
-            held = index.setdefault(kobj, RunHolders(key, kobj, length))
+            fresh = RunHolders(key, kobj, i, length)
+            held = self.index.setdefault(kobj, fresh)
+            if held is fresh:  # a new run: its holders are replica i's entry
+                e = fresh
+                held.add(e, len(self.replicas))
+                rep.cached += length
+                rep.live += 1
         bit = 1 << i
-        e = held.entry(i)
         if e is None:
-            e = Entry(i, length, held)
+            e = held.entry(i)
+        if e is None:
+            e = Guest(i, length, held)
             held.add(e, len(self.replicas))
             rep.cached += length
             rep.live += 1
@@ -450,10 +477,10 @@ class CacheReplay:
             e.length = length
         rep.touch(e)
         held.last = e
-        if e.length > held.length:
-            held.length = e.length
+        if e.length > held.longest:
+            held.longest = e.length
             held.full = bit
-        elif e.length == held.length:
+        elif e.length == held.longest:
             held.full |= bit
         return held
 
@@ -464,7 +491,7 @@ class CacheReplay:
             e = rep.oldest()
             rep.live -= 1
             rep.cached -= e.length
-            held = e.run
+            held = e.holders()
             if self.tiers is not None:  # demoted to the tiers below (CPU -> SSD, the shared store)
                 self.tiers.demote(i, held.key, e.length)
             held.drop(e)
