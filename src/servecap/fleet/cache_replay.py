@@ -12,10 +12,11 @@ what it models and what it does not (docs/workload.md, "Cache-replay fidelity").
 
 Per replica: ``queue`` (its cached runs' :class:`Entry` objects in least recently used order, as a
 queue of touches: a hit or a publish appends the run's entry, its earlier touches lapse),
-``cached`` (blocks in the cache), ``ends`` (a heap of the end times of the requests it holds,
-with their private blocks and context), ``starts`` (a heap of the start times of those still
+``cached`` (blocks in the cache), ``ends`` (a heap of the requests it holds, :class:`Held`: end
+time, private blocks and context), ``starts`` (a heap of the start times of those still
 waiting). Across replicas an index maps a run key to the bitmask of replicas holding it and of
-those holding it at its longest cached length (:class:`RunHolders`): a request's leading hits on
+those holding it at its longest cached length (:class:`RunHolders`, itself the entry of the
+replica that first cached the run): a request's leading hits on
 every replica come from one walk of its runs, narrowing the mask, instead of one walk per
 replica. Every table holds only what some replica's cache holds now, and each queue a few items
 per cached run (:meth:`ReplicaCache.tidy`): memory is bounded by the replicas' KV capacities, not
