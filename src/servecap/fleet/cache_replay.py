@@ -90,15 +90,17 @@ class ReplicaCache:
         q = self.queue
         h = self.head
         if len(q) - h > 2 * self.live + 64:
-            kept: list[Entry] = []
+            # in place: each entry's last touch moves down to the next free slot (w <= k)
+            w = 0
             for k in range(h, len(q)):
                 e = q[k]
                 e.pending -= 1
                 if not e.pending:
-                    kept.append(e)
-            for e in kept:
-                e.pending = 1
-            self.queue = kept
+                    q[w] = e
+                    w += 1
+            del q[w:]
+            for k in range(w):
+                q[k].pending = 1
             self.head = 0
         elif h > 1024 and 2 * h > len(q):
             del q[:h]
