@@ -12,10 +12,11 @@ what it models and what it does not (docs/workload.md, "Cache-replay fidelity").
 
 Per replica: ``queue`` (its cached runs' :class:`Entry` objects in least recently used order, as a
 queue of touches: a hit or a publish appends the run's entry, its earlier touches lapse),
-``cached`` (blocks in the cache), ``ends`` (a heap of the end times of the requests it holds,
-with their private blocks and context), ``starts`` (a heap of the start times of those still
+``cached`` (blocks in the cache), ``ends`` (a heap of the requests it holds, :class:`Held`: end
+time, private blocks and context), ``starts`` (a heap of the start times of those still
 waiting). Across replicas an index maps a run key to the bitmask of replicas holding it and of
-those holding it at its longest cached length (:class:`RunHolders`): a request's leading hits on
+those holding it at its longest cached length (:class:`RunHolders`, itself the entry of the
+replica that first cached the run): a request's leading hits on
 every replica come from one walk of its runs, narrowing the mask, instead of one walk per
 replica. Every table holds only what some replica's cache holds now, and each queue a few items
 per cached run (:meth:`ReplicaCache.tidy`): memory is bounded by the replicas' KV capacities, not
@@ -27,12 +28,17 @@ Compiled by mypyc (setup.py) like the engine; the pure-Python module behaves ide
 from __future__ import annotations
 
 import heapq
+from typing import TYPE_CHECKING, Any
 
 from servecap.fleet.cache_replay_tiers import ReplayTiers
 from servecap.sim.step_time import StepTimeModel
 
+if TYPE_CHECKING:  # a native 64-bit integer when compiled (mypyc); annotations only, so not needed at run time
+    from mypy_extensions import i64
+
 ROUTERS = ("precise-prefix", "least-outstanding", "round-robin")
 _NEVER = float("inf")  # an empty heap's head
+_LISTED_BASES = 1 << 16  # step bases kept in a list by token count, at most (past it: the model's dict)
 
 
 class ReplicaCache:
@@ -50,7 +56,7 @@ class ReplicaCache:
         self.cached = 0  # blocks of the runs in the list
         self.private = 0  # blocks of held requests outside the cache (their unkeyed tail, answer)
         self.used = 0  # blocks of held requests (kv usage, as the engine's pool counts held ones)
-        self.ends: list[tuple[float, int, int, int]] = []  # (end_s, private, used, context tokens)
+        self.ends: list[Held] = []  # a heap of the held requests, first to end first (Held.before)
         self.starts: list[float] = []  # start times of held requests still waiting
         # the heads of the two heaps (_NEVER: empty), read by the router for every replica
         self.next_end_s = _NEVER
@@ -84,15 +90,17 @@ class ReplicaCache:
         q = self.queue
         h = self.head
         if len(q) - h > 2 * self.live + 64:
-            kept: list[Entry] = []
+            # in place: each entry's last touch moves down to the next free slot (w <= k)
+            w = 0
             for k in range(h, len(q)):
                 e = q[k]
                 e.pending -= 1
                 if not e.pending:
-                    kept.append(e)
-            for e in kept:
-                e.pending = 1
-            self.queue = kept
+                    q[w] = e
+                    w += 1
+            del q[w:]
+            for k in range(w):
+                q[k].pending = 1
             self.head = 0
         elif h > 1024 and 2 * h > len(q):
             del q[:h]
@@ -101,10 +109,10 @@ class ReplicaCache:
     def retire_ends(self, now_s: float) -> None:
         """Requests that ended by ``now_s`` let go of their blocks."""
         while self.next_end_s <= now_s:
-            _, priv, used, ctx = self.pop_end()
-            self.private -= priv
-            self.used -= used
-            self.ctx -= ctx
+            h = self.pop_end()
+            self.private -= h.private
+            self.used -= h.used
+            self.ctx -= h.ctx
 
     def retire_starts(self, now_s: float) -> None:
         """Requests that started by ``now_s`` stop waiting."""
@@ -114,16 +122,49 @@ class ReplicaCache:
             self.waiting -= 1
             self.next_start_s = starts[0] if starts else _NEVER
 
-    def push_end(self, item: tuple[float, int, int, int]) -> None:
+    def push_end(self, item: Held) -> None:
+        """Hold ``item`` (a binary heap in :meth:`Held.before` order)."""
         ends = self.ends
-        heapq.heappush(ends, item)
-        self.next_end_s = ends[0][0]
+        ends.append(item)
+        pos = len(ends) - 1
+        while pos > 0:
+            up = (pos - 1) >> 1
+            p = ends[up]
+            if not item.before(p):
+                break
+            ends[pos] = p
+            pos = up
+        ends[pos] = item
+        self.next_end_s = ends[0].end_s
 
-    def pop_end(self) -> tuple[float, int, int, int]:
+    def pop_end(self) -> Held:
+        """Let go of the first held request to end (there is one); any min-heap of the same
+        order pops the same sequence of values as heapq on ``(end_s, private, used, ctx)``."""
         ends = self.ends
-        item = heapq.heappop(ends)
-        self.next_end_s = ends[0][0] if ends else _NEVER
-        return item
+        last = ends.pop()
+        n = len(ends)
+        if not n:
+            self.next_end_s = _NEVER
+            return last
+        top = ends[0]
+        pos = 0
+        while True:
+            c = 2 * pos + 1
+            if c >= n:
+                break
+            child = ends[c]
+            if c + 1 < n:
+                right = ends[c + 1]
+                if right.before(child):
+                    child = right
+                    c += 1
+            if not child.before(last):
+                break
+            ends[pos] = child
+            pos = c
+        ends[pos] = last
+        self.next_end_s = ends[0].end_s
+        return top
 
     def push_start(self, start_s: float) -> None:
         starts = self.starts
@@ -132,21 +173,58 @@ class ReplicaCache:
         self.next_start_s = starts[0]
 
 
-class Entry:
-    """Replica ``replica``'s cached blocks of one run: its ``length`` leading blocks, its touches
-    in that replica's LRU queue (``pending``) and the run's holders (``run``)."""
+class Held:
+    """A request a replica holds: when it ends, its private blocks (outside the cache), the blocks
+    it uses and its context tokens mid-answer."""
 
-    def __init__(self, replica: int, length: int, run: RunHolders) -> None:
+    def __init__(self, end_s: float, private: int, used: int, ctx: int) -> None:
+        self.end_s = end_s
+        self.private = private
+        self.used = used
+        self.ctx = ctx
+
+    def before(self, o: Held) -> bool:
+        """``(end_s, private, used, ctx) < o``'s, as tuples compare (the order heapq kept)."""
+        if self.end_s != o.end_s:
+            return self.end_s < o.end_s
+        if self.private != o.private:
+            return self.private < o.private
+        if self.used != o.used:
+            return self.used < o.used
+        return self.ctx < o.ctx
+
+
+class Entry:
+    """Replica ``replica``'s cached blocks of one run: its ``length`` leading blocks and its
+    touches in that replica's LRU queue (``pending``); :meth:`holders`, the run's holders."""
+
+    def __init__(self, replica: int, length: int) -> None:
         self.replica = replica
         self.length = length
-        self.run = run
         self.pending = 0
 
+    def holders(self) -> RunHolders:
+        raise NotImplementedError
 
-class RunHolders:
+
+class Guest(Entry):
+    """The entry of a replica that cached a run after its :class:`RunHolders` was made."""
+
+    def __init__(self, replica: int, length: int, run: RunHolders) -> None:
+        super().__init__(replica, length)
+        self.run = run
+
+    def holders(self) -> RunHolders:
+        return self.run
+
+
+class RunHolders(Entry):
     """Which replicas cache a run: ``any`` (a bitmask), ``full`` (those holding its longest
-    cached length, ``length`` blocks), and each one's :class:`Entry` (``entries``, one slot per
+    cached length, ``longest`` blocks), and each one's :class:`Entry` (``entries``, one slot per
     replica, made when a second replica caches the run: until then its one entry is ``last``).
+    It is itself the entry of the replica that first cached the run (``replica``; one object a
+    run where one replica caches it, the common case); replicas caching it later get a
+    :class:`Guest` entry (the first one's too, should it cache the run again after evicting it).
 
     Two shortcuts past the hash tables, both checked before use and dropped when the run leaves
     every cache (so they pin nothing): ``last``, the entry a replica last cached or touched (most
@@ -154,14 +232,19 @@ class RunHolders:
     last prompt walked or published (a session's next turn resends the same runs in the same
     order)."""
 
-    def __init__(self, key: int, length: int) -> None:
-        self.key = key
+    def __init__(self, key: i64, kobj: object, replica: int, length: int) -> None:
+        super().__init__(replica, length)
+        self.key = key  # the run's key (signed 64 bits: compared unboxed)
+        self.kobj = kobj  # the same key as the index's own key object (deleted by identity)
         self.any = 0
         self.full = 0
-        self.length = length
+        self.longest = length
         self.entries: list[Entry | None] | None = None
         self.last: Entry | None = None
         self.child: RunHolders | None = None
+
+    def holders(self) -> RunHolders:
+        return self
 
     def entry(self, i: int) -> Entry | None:
         """Replica ``i``'s entry (None: it does not cache the run)."""
@@ -226,7 +309,8 @@ class CacheReplay:
         self.queue_weight = queue_weight
         self.kv_weight = kv_weight
         self.caching = caching
-        self.index: dict[int, RunHolders] = {}
+        # run key -> holders, keyed by the key objects of the rows admitted (RunHolders.kobj)
+        self.index: dict[object, RunHolders] = {}
         self.next_rr = 0
         self.hit_tokens = 0
         self.query_tokens = 0
@@ -235,24 +319,59 @@ class CacheReplay:
         self.last_end_s = 0.0
         # KV tiers below GPU memory (fleet/cache_replay_tiers.py), set by the caller; None: GPU only
         self.tiers: ReplayTiers | None = None
+        # pricing a step: the roofline's slopes when it has their shape, as the engine prices it
+        # (Engine._price: the same operations as StepTimeModel.time, so the same floats), with
+        # the bases of the token counts a step can have in a list, else the model's own call
+        slopes = model.roofline_slopes()
+        self.kv_slope, self.wkv_slope, self.pairs_slope, self.wpairs_slope, self.seqs_slope = (
+            slopes if slopes is not None else (0.0, 0.0, 0.0, 0.0, 0.0)
+        )
+        self.price_mode = 0 if slopes is None else (1 if slopes[1] == 0.0 and slopes[3] == 0.0 else 2)
+        listed = max_num_batched_tokens + max_num_seqs + 1 if slopes is not None else 0
+        self.bases: list[tuple[float, float, float] | None] = [None] * min(listed, _LISTED_BASES)
+
+    def _price(self, num_tokens: int, num_seqs: int, kv: float, pairs: float, prompt: int) -> float:
+        """:meth:`StepTimeModel.time` of a step reading ``kv`` context tokens (full and window
+        alike) over ``pairs`` attention pairs, bit for bit (see ``roofline_slopes``)."""
+        mode = self.price_mode
+        if mode == 0 or num_tokens <= 0:
+            return self.model.time(num_tokens, num_seqs, kv, kv, pairs, pairs, prompt)
+        bases = self.bases
+        if num_tokens < len(bases):
+            got = bases[num_tokens]
+            if got is None:
+                got = self.model.base(num_tokens)
+                bases[num_tokens] = got
+            b = got
+        else:
+            b = self.model.base(num_tokens)
+        if mode == 1:
+            mem = b[0] + self.kv_slope * kv
+            comp = b[1] + self.seqs_slope * num_seqs + self.pairs_slope * pairs
+        else:
+            mem = b[0] + self.kv_slope * kv + self.wkv_slope * kv
+            comp = b[1] + self.seqs_slope * num_seqs + self.pairs_slope * pairs + self.wpairs_slope * pairs
+        return (mem if mem > comp else comp) + b[2]
 
     # ---- the index ----------------------------------------------------------------------------
 
-    def _find(self, parent: RunHolders | None, key: int) -> RunHolders | None:
-        """The holders of run ``key`` (None: no replica caches it), the run after ``parent`` in
+    def _find(self, parent: RunHolders | None, kobj: Any) -> RunHolders | None:
+        """The holders of run ``kobj`` (None: no replica caches it), the run after ``parent`` in
         the prompt walked: ``parent.child`` when it is that run and still cached, else the index."""
         if parent is not None:
             c = parent.child
-            if c is not None and c.any and c.key == key:
-                return c
-            held = self.index.get(key)
+            if c is not None:
+                key: i64 = kobj
+                if c.key == key and c.any:
+                    return c
+            held = self.index.get(kobj)
             if held is not None:
                 parent.child = held
             return held
-        return self.index.get(key)
+        return self.index.get(kobj)
 
     def _hits(
-        self, keys: list[int], run_ends: list[int], lo: int, hi: int, max_blocks: int, path: list[RunHolders]
+        self, keys: list[Any], run_ends: list[int], lo: int, hi: int, max_blocks: int, path: list[RunHolders]
     ) -> list[int]:
         """Leading cached blocks of the runs ``keys[lo:hi]`` (ending at ``run_ends[lo:hi]``) on
         every replica (the engine's ``longest_hit_runs``); appends the holders of the runs it
@@ -263,7 +382,9 @@ class CacheReplay:
         start = 0
         parent: RunHolders | None = None
         for j in range(lo, hi):
-            end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
+            end = run_ends[j]
+            if end > max_blocks:
+                end = max_blocks
             want = end - start
             if want <= 0:
                 break
@@ -282,7 +403,7 @@ class CacheReplay:
             mask = holders
             if not mask:
                 break
-            ok = held.full & holders if want <= held.length else 0
+            ok = held.full & holders if want <= held.longest else 0
             partial = holders & ~ok
             while partial:
                 low = partial & -partial
@@ -306,14 +427,16 @@ class CacheReplay:
         return hits
 
     def _hits_on(
-        self, i: int, keys: list[int], run_ends: list[int], lo: int, hi: int, max_blocks: int, path: list[RunHolders]
+        self, i: int, keys: list[Any], run_ends: list[int], lo: int, hi: int, max_blocks: int, path: list[RunHolders]
     ) -> int:
         """Leading cached blocks of the runs ``keys[lo:hi]`` on replica ``i``; appends the holders
         walked to ``path``."""
         start = 0
         parent: RunHolders | None = None
         for j in range(lo, hi):
-            end = run_ends[j] if run_ends[j] < max_blocks else max_blocks
+            end = run_ends[j]
+            if end > max_blocks:
+                end = max_blocks
             want = end - start
             if want <= 0:
                 break
@@ -330,17 +453,25 @@ class CacheReplay:
             start = end
         return start
 
-    def _hold(self, i: int, k: int, length: int, held: RunHolders | None) -> RunHolders:
-        """Replica ``i`` caches ``length`` leading blocks of run ``k`` (its holders ``held``, when
-        known) as its most recently used; returns the run's holders."""
+    def _hold(self, i: int, kobj: Any, length: int, held: RunHolders | None) -> RunHolders:
+        """Replica ``i`` caches ``length`` leading blocks of run ``kobj`` (its holders ``held``,
+        when known) as its most recently used; returns the run's holders."""
         rep = self.replicas[i]
+        e: Entry | None = None
         if held is None:
-            fresh = RunHolders(k, length)
-            held = self.index.setdefault(k, fresh)
+            key: i64 = kobj
+            fresh = RunHolders(key, kobj, i, length)
+            held = self.index.setdefault(kobj, fresh)
+            if held is fresh:  # a new run: its holders are replica i's entry
+                e = fresh
+                held.add(e, len(self.replicas))
+                rep.cached += length
+                rep.live += 1
         bit = 1 << i
-        e = held.entry(i)
         if e is None:
-            e = Entry(i, length, held)
+            e = held.entry(i)
+        if e is None:
+            e = Guest(i, length, held)
             held.add(e, len(self.replicas))
             rep.cached += length
             rep.live += 1
@@ -349,10 +480,10 @@ class CacheReplay:
             e.length = length
         rep.touch(e)
         held.last = e
-        if e.length > held.length:
-            held.length = e.length
+        if e.length > held.longest:
+            held.longest = e.length
             held.full = bit
-        elif e.length == held.length:
+        elif e.length == held.longest:
             held.full |= bit
         return held
 
@@ -363,12 +494,12 @@ class CacheReplay:
             e = rep.oldest()
             rep.live -= 1
             rep.cached -= e.length
-            held = e.run
+            held = e.holders()
             if self.tiers is not None:  # demoted to the tiers below (CPU -> SSD, the shared store)
                 self.tiers.demote(i, held.key, e.length)
             held.drop(e)
             if not held.any:
-                del self.index[held.key]
+                del self.index[held.kobj]
                 held.child = None
 
     # ---- routing ------------------------------------------------------------------------------
@@ -425,10 +556,11 @@ class CacheReplay:
     # ---- one request --------------------------------------------------------------------------
 
     def admit(
-        self, arrival_s: float, prompt: int, output: int, keys: list[int], run_ends: list[int], out: list[float]
+        self, arrival_s: float, prompt: int, output: int, keys: list[Any], run_ends: list[int], out: list[float]
     ) -> None:
-        """Route and admit one request whose prompt's keyed blocks are the runs ``keys`` ending
-        at blocks ``run_ends`` (:func:`~servecap.workload.block_hash.engine_block_runs`); appends
+        """Route and admit one request whose prompt's keyed blocks are the runs ``keys`` (signed
+        64-bit ints) ending at blocks ``run_ends``
+        (:func:`~servecap.workload.block_hash.engine_block_runs`); appends
         its (ttft_s, e2e_s, tpot_s) to ``out``."""
         self._admit(arrival_s, prompt, output, keys, run_ends, 0, len(keys), out)
 
@@ -437,7 +569,7 @@ class CacheReplay:
         arrival_s: float,
         prompt: int,
         output: int,
-        keys: list[int],
+        keys: list[Any],
         run_ends: list[int],
         lo: int,
         hi: int,
@@ -478,22 +610,30 @@ class CacheReplay:
         # last: the engine lets go of a request's blocks last first, so its deepest go first
         walked = len(path)
         chain: RunHolders | None = None
+        end = run_ends[hi - 1] if hi > lo else 0
         for j in range(hi - 1, lo - 1, -1):
-            end = run_ends[j]
+            begin = run_ends[j - 1] if j > lo else 0
             if end <= hit:  # cached whole: only its place in the order changes
                 held = path[j - lo]
-                e = held.entry(i)
-                assert e is not None
-                rep.touch(e)
-                held.last = e
+                last = held.last
+                if last is not None and last.replica == i:
+                    e = last
+                else:
+                    table = held.entries
+                    assert table is not None
+                    got_e = table[i]
+                    assert got_e is not None
+                    e = got_e
+                    held.last = e
+                e.pending += 1
+                rep.queue.append(e)
             else:
-                held = self._hold(
-                    i, keys[j], end - (run_ends[j - 1] if j > lo else 0), path[j - lo] if j - lo < walked else None
-                )
+                held = self._hold(i, keys[j], end - begin, path[j - lo] if j - lo < walked else None)
             # each run's holders link to the next run's (the walk's shortcut, see RunHolders)
             if j < hi - 1:
                 held.child = chain
             chain = held
+            end = begin
         total = -(-(prompt + output) // bs)
         private = total - keyed
         # room: at most max_num_seqs held and the blocks fit (least recently used runs go first;
@@ -501,12 +641,12 @@ class CacheReplay:
         start_s = arrival_s if arrival_s > rep.last_start_s else rep.last_start_s
         self._evict(i, private)
         while rep.ends and (len(rep.ends) >= self.max_num_seqs or rep.cached + rep.private + private > self.capacity):
-            end_s, p, u, c = rep.pop_end()
-            rep.private -= p
-            rep.used -= u
-            rep.ctx -= c
-            if end_s > start_s:
-                start_s = end_s
+            h = rep.pop_end()
+            rep.private -= h.private
+            rep.used -= h.used
+            rep.ctx -= h.ctx
+            if h.end_s > start_s:
+                start_s = h.end_s
             self._evict(i, private)
         rep.retire_ends(start_s)
         # prefill: the uncached prompt in chunks of the token budget left by the decoders
@@ -522,7 +662,7 @@ class CacheReplay:
         mid = cached_tokens + todo / 2.0
         kv = float(rep.ctx) + mid
         pairs = float(rep.ctx) + chunk * mid + chunk * (chunk + 1) / 2.0
-        prefill_s = steps * self.model.time(chunk + batch, batch + 1, kv, kv, pairs, pairs, chunk)
+        prefill_s = steps * self._price(chunk + batch, batch + 1, kv, pairs, chunk)
         if tiers is not None and load_s > 0.0:  # the admitting step takes the load (engine's rule)
             step1_s = prefill_s / steps
             prefill_s += tiers.step_s(i, load_s, step1_s) - step1_s
@@ -531,12 +671,12 @@ class CacheReplay:
         # decode: one token a step in a batch of the held requests and this one
         ctx = prompt + output // 2
         dkv = float(rep.ctx + ctx)
-        tpot_s = self.model.time(batch + 1, batch + 1, dkv, dkv, dkv, dkv, 0) if output > 1 else 0.0
+        tpot_s = self._price(batch + 1, batch + 1, dkv, dkv, 0) if output > 1 else 0.0
         end_s = first_s + (output - 1) * tpot_s
         if start_s > arrival_s:
             rep.push_start(start_s)
         rep.last_start_s = start_s
-        rep.push_end((end_s, private, total, ctx))
+        rep.push_end(Held(end_s, private, total, ctx))
         rep.private += private
         rep.used += total
         rep.ctx += ctx
@@ -560,14 +700,14 @@ class CacheReplay:
         prompt: list[int],
         output: list[int],
         offsets: list[int],
-        keys: list[int],
+        keys: list[Any],
         run_ends: list[int],
         out: list[float],
     ) -> None:
         """:meth:`admit` for each row of a chunk (``offsets``: row ``r``'s runs are
         ``keys[offsets[r]:offsets[r + 1]]``, ending at ``run_ends[...]``; empty: no hashes)."""
         has = len(offsets) > 0
-        empty: list[int] = []
+        empty: list[Any] = []
         for r in range(len(arrival_s)):
             if has:
                 self._admit(arrival_s[r], prompt[r], output[r], keys, run_ends, offsets[r], offsets[r + 1], out)
