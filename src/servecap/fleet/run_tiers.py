@@ -248,7 +248,12 @@ class RunTier:
             n -= take
             if out is not None:
                 last = out[-1] if out else None
-                if last is not None and last.run is run and last.asc == asc and (last.hi == lo if asc else last.lo == hi):
+                if (
+                    last is not None
+                    and last.run is run
+                    and last.asc == asc
+                    and (last.hi == lo if asc else last.lo == hi)
+                ):
                     if asc:
                         last.hi = hi
                     else:
