@@ -52,6 +52,10 @@ from servecap.sim.kv_tiers import TierSetup
 TIER_ORDER = ("gpu", "cpu", "ssd", "remote")
 
 
+def _piece_lo(p: Piece) -> int:
+    return p.lo
+
+
 class ReplayTiers:
     """The tiers of a one-pool fleet of ``num_replicas`` replicas (see the module doc)."""
 
@@ -89,6 +93,9 @@ class ReplayTiers:
         self.hits = [0] * len(kinds)  # tokens loaded from each level, all replicas
         self.load_s = 0.0
         self.now_s = 0.0
+        # the index entries of the last prompt router_bonus read (its keys list), for extend()
+        self._runs_keys: list[int] | None = None
+        self._runs: list[RunBelow | None] = []
 
     def set_time(self, now_s: float) -> None:
         """Every replica's tiers read and start their writes at ``now_s``."""
@@ -108,6 +115,8 @@ class ReplayTiers:
     def demote(self, replica: int, key: int, length: int) -> None:
         """Replica ``replica``'s GPU cache let go of the ``length`` blocks of run ``key``
         (``TierStore.demote_range(key, 0, length)``)."""
+        self._runs_keys = None
+        self._runs = []
         run = self.index.get(key)
         if run is None:
             run = RunBelow(key)  # indexed once a tier holds some of it
@@ -210,7 +219,10 @@ class ReplayTiers:
             return 0, 0.0
         found = [0] * self.num_levels
         segs: list[Piece] = []
-        self._walk(replica, [], keys, run_ends, hit, stop, found, segs)
+        runs: list[RunBelow | None] = self._runs if keys is self._runs_keys else []
+        self._runs_keys = None
+        self._runs = []
+        self._walk(replica, runs, keys, run_ends, hit, stop, found, segs)
         if not segs:
             return 0, 0.0
         for s in segs:
@@ -244,23 +256,77 @@ class ReplayTiers:
 
     def router_bonus(self, hits: list[int], keys: list[int], run_ends: list[int], keyed: int) -> list[float]:
         """Each replica's tier-weighted blocks past its GPU hit (``cpu_weight x cpu + ssd_weight x
-        ssd + remote_weight x remote``), as PrecisePrefix adds them to the GPU's blocks."""
+        ssd + remote_weight x remote``), as PrecisePrefix adds them to the GPU's blocks.
+
+        A replica whose private tiers hold none of the prompt's runs finds only the shared
+        store's blocks: the stretch of them from its hit on, read off the store's readable
+        stretches along the prompt (found once for every replica) instead of its own walk."""
         n = len(self.private)
         out = [0.0] * n
         weights = self.level_weights
         runs: list[RunBelow | None] = []
+        mask = 0  # replicas whose private tiers hold some of the runs
+        lo = 0
+        for j in range(len(keys)):
+            if lo >= keyed:
+                break
+            run = self.index.get(keys[j])
+            runs.append(run)
+            if run is not None:
+                mask |= run.mask
+            lo = run_ends[j]
+        self._runs_keys = keys  # extend() reads the same runs (no tier changes in between)
+        self._runs = runs
         found = [0] * self.num_levels
+        starts: list[int] | None = None  # the store's readable stretches [starts[k], ends[k])
+        ends: list[int] = []
+        rlevel = self.num_private
         for i in range(n):
-            if hits[i] >= keyed:
+            h = hits[i]
+            if h >= keyed:
                 continue
             for li in range(len(found)):
                 found[li] = 0
-            self._walk(i, runs, keys, run_ends, hits[i], keyed, found, None)
+            if (mask >> i) & 1:
+                self._walk(i, runs, keys, run_ends, h, keyed, found, None)
+            elif self.remote is not None:
+                if starts is None:
+                    starts = []
+                    self._stretches(runs, run_ends, keyed, starts, ends)
+                for k in range(len(starts)):
+                    if starts[k] <= h < ends[k]:
+                        found[rlevel] = ends[k] - h
+                        break
             s = 0.0
             for li in range(len(found)):
                 s += weights[li] * found[li]
             out[i] = s
         return out
+
+    def _stretches(
+        self, runs: list[RunBelow | None], run_ends: list[int], stop: int, starts: list[int], ends: list[int]
+    ) -> None:
+        """The shared store's blocks readable now among the prompt's first ``stop``, as maximal
+        stretches ``[starts[k], ends[k])`` in prompt blocks, ascending."""
+        now = self.now_s
+        lo = 0
+        for j in range(len(runs)):
+            run = runs[j]
+            end = run_ends[j] if run_ends[j] < stop else stop
+            if run is not None and run.remote:
+                # its readable pieces in block order (a run has one or a few)
+                ps = sorted([p for p in run.remote if p.ready_s <= now and p.lo < end - lo], key=_piece_lo)
+                for p in ps:
+                    a = lo + p.lo
+                    b = lo + p.hi if lo + p.hi < end else end
+                    if ends and ends[-1] == a:
+                        ends[-1] = b
+                    else:
+                        starts.append(a)
+                        ends.append(b)
+            lo = run_ends[j]
+            if lo >= stop:
+                break
 
     def hit_tokens(self) -> dict[str, int]:
         """Prompt tokens loaded from each tier, summed over the replicas (cpu, ssd, remote order)."""
