@@ -93,7 +93,7 @@ class ReplayTiers:
         self.hits = [0] * len(kinds)  # tokens loaded from each level, all replicas
         self.load_s = 0.0
         self.now_s = 0.0
-        # the index entries of the last prompt router_bonus read (its keys list), for extend()
+        # the index entries of the last prompt router_bonus read (a copy of its keys), for extend()
         self._runs_keys: list[int] | None = None
         self._runs: list[RunBelow | None] = []
 
@@ -219,7 +219,8 @@ class ReplayTiers:
             return 0, 0.0
         found = [0] * self.num_levels
         segs: list[Piece] = []
-        runs: list[RunBelow | None] = self._runs if keys is self._runs_keys else []
+        cached = self._runs_keys
+        runs: list[RunBelow | None] = self._runs if cached is not None and cached == keys else []
         self._runs_keys = None
         self._runs = []
         self._walk(replica, runs, keys, run_ends, hit, stop, found, segs)
@@ -275,7 +276,7 @@ class ReplayTiers:
             if run is not None:
                 mask |= run.mask
             lo = run_ends[j]
-        self._runs_keys = keys  # extend() reads the same runs (no tier changes in between)
+        self._runs_keys = keys[:]  # extend() reads the same runs (no tier changes in between)
         self._runs = runs
         found = [0] * self.num_levels
         starts: list[int] | None = None  # the store's readable stretches [starts[k], ends[k])
