@@ -35,6 +35,7 @@ COMPILED = (  # modules of servecap, as paths under src/servecap
     "fleet/fleet",
     "fleet/cache_replay",
     "fleet/cache_replay_tiers",
+    "fleet/run_tiers",
     "fleet/pd/link",
     "fleet/pd/replica",
     "fleet/pd/fleet",

@@ -19,7 +19,7 @@ What it models exactly (the same rules as the engine and the router):
   index on ties), ``least-outstanding``, ``round-robin``;
 - ``max_num_seqs`` and the KV pool as admission limits (a request waits for held ones to end);
 - KV tiers below GPU memory (``kv_tiers``: each replica's CPU DRAM and SSD, the fleet's shared
-  remote store) with the engine's own tier objects (:mod:`servecap.fleet.cache_replay_tiers`):
+  remote store) by the engine's tier rules, kept by runs (:mod:`servecap.fleet.cache_replay_tiers`):
   GPU evictions demoted, tier hits past the GPU hit promoted and counted per tier, their load
   time in the admitting step, the precise-prefix router's tier-weighted score.
 
