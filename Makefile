@@ -14,7 +14,8 @@ $(BIN)/python:
 # setup.py compiles these with mypyc (the simulator's and the planner's hot modules): an edit must rebuild them, or the stale .so would be imported
 COMPILED_SIM := setup.py $(addprefix src/servecap/sim/,request_state.py queues.py scheduler_policy.py kv_pool.py \
 	step_time.py engine.py engine_server.py traffic.py observer.py loop.py) \
-	src/servecap/fleet/pools.py src/servecap/fleet/replica.py src/servecap/fleet/fleet.py src/servecap/fleet/cache_replay.py src/servecap/fleet/cache_replay_tiers.py src/servecap/fleet/pd/link.py \
+	src/servecap/fleet/pools.py src/servecap/fleet/replica.py src/servecap/fleet/fleet.py src/servecap/fleet/cache_replay.py src/servecap/fleet/cache_replay_tiers.py src/servecap/fleet/run_tiers.py \
+	src/servecap/fleet/pd/link.py \
 	src/servecap/fleet/pd/replica.py src/servecap/fleet/pd/fleet.py src/servecap/policy/routers.py \
 	src/servecap/core/roofline.py src/servecap/core/capacity.py \
 	$(addprefix src/servecap/core/ops/,layers.py timers.py step.py)
