@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import math
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,6 +29,19 @@ from servecap.specs.moe_mla_timings import MLA_CONTEXT_S, MLA_GENERATION_S, MOE_
 from servecap.specs.perf import Efficiency
 
 OPS = Efficiency(step_model="operations")
+
+
+def _step_s(time_fn: Callable[..., float], shape: Any) -> float:
+    """One step's time from a step-time function of the simulator's seven shape arguments."""
+    return time_fn(
+        shape.num_tokens,
+        shape.num_seqs,
+        shape.kv_tokens,
+        shape.window_kv_tokens,
+        shape.attn_pairs,
+        shape.window_attn_pairs,
+        shape.prompt_tokens,
+    )
 
 
 def _h200(model: str, tp: int, kv: str = "fp8"):  # type: ignore[no-untyped-def]
@@ -215,15 +229,7 @@ def test_explain_step_adds_up_to_the_simulators_step(model: str, tp: int, kv: st
     sim_model = StepTimeModel(setup.step, setup.efficiency)
     context = 1088.0
     shape = decode_batch(batch, context, setup.step.window_tokens)
-    simulated = sim_model.time(
-        shape.num_tokens,
-        shape.num_seqs,
-        shape.kv_tokens,
-        shape.window_kv_tokens,
-        shape.attn_pairs,
-        shape.window_attn_pairs,
-        shape.prompt_tokens,
-    )
+    simulated = _step_s(sim_model.time, shape)
     step = explain_decode_step(dep, p.step, eff, batch=batch, context_tokens=context)
     assert step.total_s == pytest.approx(simulated, rel=1e-9)
     assert sum(o.time_s for o in step.operations) == pytest.approx(simulated, rel=1e-9)
@@ -303,16 +309,7 @@ def test_a_captured_step_runs_its_gemms_and_elementwise_at_the_padded_count() ->
     # the simulator's step is the same sum
     total = sum(o.time_s for o in at63.values())
     shape = decode_batch(63, 1088.0, None)
-    got = ops.time(
-        OPS,
-        shape.num_tokens,
-        shape.num_seqs,
-        shape.kv_tokens,
-        shape.window_kv_tokens,
-        shape.attn_pairs,
-        shape.window_attn_pairs,
-        shape.prompt_tokens,
-    )
+    got = _step_s(lambda *shape_args: ops.time(OPS, *shape_args), shape)
     assert got == pytest.approx(total, rel=1e-12)
 
 
