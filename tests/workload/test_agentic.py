@@ -122,3 +122,27 @@ def test_many_long_system_prompts_are_drawn_as_used() -> None:
     )
     a = generate_agentic(spec, np.random.default_rng(0), max_requests=5)
     assert len(a) == 5 and int(a.prompt_tokens.min()) > 10**6
+
+
+def test_a_fitted_value_past_its_range_is_named_not_a_raw_validation_error() -> None:
+    """Four sessions behind a shared 2-block system prompt, one of them with a second turn two days
+    (172,800 s) after its first: the fitted mean turn gap is past the schema's 86,400 s, and the
+    fit names it in one line."""
+    day2_s = 172_800.0
+    starts = [[0, 1, 2, 3], [0, 1, 5, 6], [0, 1, 8, 9], [0, 1, 11, 12]]
+    rows = [(10.0 * i, r) for i, r in enumerate(starts)] + [(day2_s, [0, 1, 2, 3, 4, 13])]
+    ids = [i for _, r in rows for i in r]
+    offsets = np.cumsum([0] + [len(r) for _, r in rows]).astype(np.int64)
+    trace = ArrivalTrace(
+        np.array([t for t, _ in rows]),
+        np.array([len(r) * 512 - 10 for _, r in rows], dtype=np.int64),
+        np.full(5, 100, dtype=np.int64),
+        np.full(5, -1, dtype=np.int64),
+        np.zeros(5, dtype=np.int64),
+        np.array(ids, dtype=np.int64),
+        offsets,
+        512,
+    )
+    with pytest.raises(ServecapError, match=r"agentic fit.*turn_gap_s") as err:
+        fit_agentic(trace)
+    assert "\n" not in str(err.value)

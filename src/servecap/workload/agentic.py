@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servecap.errors import ServecapError
+from servecap.errors import ServecapError, from_validation_error
 from servecap.workload.agentic_spec import AgenticArrival
 from servecap.workload.arrays import RequestArrays
 from servecap.workload.arrival_trace import ArrivalTrace
@@ -180,23 +180,26 @@ def fit_agentic(trace: ArrivalTrace) -> AgenticFit:
     nt, ns = _lognormal_fit(new) if new else (400.0, 1.0)
     out, osig = _lognormal_fit([float(x) for x in trace.output_tokens])
     max_ctx = int(trace.prompt_tokens.max())
-    spec = AgenticArrival(
-        sessions=len(starts),
-        session_rate_per_s=max(1e-6, min(1e6, rate)),
-        turns_mean=max(1.0, n / len(starts)),
-        system_prompts=systems,
-        system_prompt_tokens=min(sys_tokens, max_ctx - 1),
-        first_prompt_tokens=fp,
-        first_prompt_sigma=fs,
-        turn_new_tokens=nt,
-        turn_new_sigma=ns,
-        output_tokens=out,
-        output_sigma=osig,
-        turn_gap_s=float(np.mean(gaps)) if gaps else 0.0,
-        subagent_probability=0.0,
-        max_context_tokens=max(16, max_ctx),
-        block_tokens=max(16, b),
-    )
+    try:  # a fitted value past its schema range is named, as a hand-written one would be
+        spec = AgenticArrival(
+            sessions=len(starts),
+            session_rate_per_s=max(1e-6, min(1e6, rate)),
+            turns_mean=max(1.0, n / len(starts)),
+            system_prompts=systems,
+            system_prompt_tokens=min(sys_tokens, max_ctx - 1),
+            first_prompt_tokens=fp,
+            first_prompt_sigma=fs,
+            turn_new_tokens=nt,
+            turn_new_sigma=ns,
+            output_tokens=out,
+            output_sigma=osig,
+            turn_gap_s=float(np.mean(gaps)) if gaps else 0.0,
+            subagent_probability=0.0,
+            max_context_tokens=max(16, max_ctx),
+            block_tokens=max(16, b),
+        )
+    except ValueError as err:  # pydantic's ValidationError
+        raise from_validation_error(err, "agentic fit") from None
     return AgenticFit(spec, len(starts), len(cont))
 
 
