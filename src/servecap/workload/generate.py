@@ -71,23 +71,21 @@ def trace_arrays(
     multiplied by ``time_scale``, then cut at ``duration_s`` (scaled time) and ``num_requests``."""
     trace = load_trace(trace_path(arrival.path), arrival.format, trace_block_tokens=arrival.trace_block_tokens)
     t = trace.arrival_s
-    keep = t >= arrival.start_s
-    if arrival.end_s is not None:
-        keep &= t < arrival.end_s
+    after_start = t >= arrival.start_s
+    in_window = after_start if arrival.end_s is None else after_start & (t < arrival.end_s)
     arr = (t - arrival.start_s) * arrival.time_scale
-    if duration_s is not None:
-        keep &= arr < duration_s
+    keep = in_window if duration_s is None else in_window & (arr < duration_s)
     idx = np.flatnonzero(keep)
     if num_requests is not None:
         idx = idx[:num_requests]
     if not len(idx):  # named by the bound that emptied it
-        field: str = "start_s"
-        value: float | None = arrival.start_s
-        if arrival.end_s is not None and (t >= arrival.start_s).any():
+        field: str
+        value: float | None
+        if not after_start.any():
+            field, value = "start_s", arrival.start_s
+        elif not in_window.any():
             field, value = "end_s", arrival.end_s
-        if (t >= arrival.start_s).any() and (
-            arrival.end_s is None or ((t >= arrival.start_s) & (t < arrival.end_s)).any()
-        ):
+        else:
             field, value = "duration_s", duration_s
         window = f"[{arrival.start_s:g}, {'end' if arrival.end_s is None else format(arrival.end_s, 'g')}) s"
         raise ServecapError(
