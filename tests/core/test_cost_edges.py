@@ -56,3 +56,20 @@ def test_no_demand_needs_no_replica() -> None:
     assert replicas_needed(3, 1) == 3 and replicas_needed(1, 0.5) == 2  # small replicas are replicas
     with pytest.raises(ValueError, match="serves nothing"):
         replicas_needed(1, 0)
+
+
+def test_a_gpu_without_a_rent_price_is_warned_about_and_priced_by_a_given_one() -> None:
+    """The catalog has no rent for the A100 40 GB: the plan says so and prices nothing per hour;
+    a rent passed in is used (1 GPU x $1.50)."""
+    from servecap.catalog import lookup_gpu, resolve_model
+    from servecap.core.defaults import build_deployment
+    from servecap.core.plan import plan
+    from servecap.specs.perf import CostInputs
+
+    dep = build_deployment(resolve_model("meta-llama/Llama-3.1-8B"), lookup_gpu("A100-40GB-SXM"))
+    bare = plan(dep)
+    assert bare.cost.usd_per_hour is None
+    assert "no rent price for A100-40GB-SXM in the catalog: pass --price-per-hour" in bare.warnings
+    priced = plan(dep, costs=CostInputs(rent_usd_per_gpu_hour=1.5))
+    assert priced.cost.usd_per_hour == 1.5
+    assert not [w for w in priced.warnings if "rent" in w]

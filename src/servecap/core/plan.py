@@ -315,9 +315,9 @@ def plan(
     ttft = ttft_s(cost, b, request, eff, eng.max_num_batched_tokens)
     single_tpot = decode_step(cost, 1, request.mean_held_tokens, eff).total_s / cost.spec_tokens_per_step
     single_ttft = ttft_s(lone_request_cost(cost), 0, request, eff, eng.max_num_batched_tokens)
-    if (costs.rent_usd_per_gpu_hour if costs.rent_usd_per_gpu_hour is not None else dep.gpu.rent_usd_per_hour) is None:
-        warnings.append(f"no rent price for {dep.gpu.id} in the catalog: pass --price-per-hour")
     users, money = _users_and_money(dep, batch, steady.tpot_s, costs)
+    if money.usd_per_hour is None:  # no rent given, none in the catalog
+        warnings.append(f"no rent price for {dep.gpu.id} in the catalog: pass --price-per-hour")
     if dep.gpu.memory_gib_reported is None:
         warnings.append(
             f"total GPU memory taken as {dep.gpu.total_memory_basis}; the driver reports a little "
